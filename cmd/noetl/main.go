@@ -1,0 +1,84 @@
+// Command noetl is the control plane's CLI. Today: validate. The workers and
+// stack commands (dev, serve, worker, migrate, register, exec, status, watch,
+// events, cancel, replay) join as their parts land.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+)
+
+// command is one subcommand.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
+
+// Exit codes: 0 success, 1 the work failed (invalid playbook, failed run), 2 usage.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+func commands() map[string]command {
+	return map[string]command{
+		"validate": {"parse and validate playbooks, printing every error and warning with its YAML path", runValidate},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmds := commands()
+	if len(args) == 0 {
+		usage(stderr, cmds)
+		return exitUsage
+	}
+	switch args[0] {
+	case "help", "-h", "--help":
+		if len(args) > 1 {
+			if c, ok := cmds[args[1]]; ok {
+				return c.run(ctx, []string{"-h"}, stdout, stderr)
+			}
+		}
+		usage(stdout, cmds)
+		return exitOK
+	}
+	c, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "noetl: unknown command %q\n\n", args[0])
+		usage(stderr, cmds)
+		return exitUsage
+	}
+	return c.run(ctx, args[1:], stdout, stderr)
+}
+
+func usage(w io.Writer, cmds map[string]command) {
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintln(w, "usage: noetl <command> [flags] [args]")
+	fmt.Fprintln(w, "\ncommands:")
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, cmds[n].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'noetl help <command>' or 'noetl <command> -h' for a command's flags.")
+}
+
+// indent prefixes every line of s.
+func indent(s, prefix string) string {
+	return prefix + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+prefix)
+}

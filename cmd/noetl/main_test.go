@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/noetl-go/noetl/shared/conformance"
+)
+
+func runCLI(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestUsage(t *testing.T) {
+	cases := []struct {
+		args       []string
+		code       int
+		wantStream string
+		want       string
+	}{
+		{nil, exitUsage, "stderr", "usage: noetl <command>"},
+		{[]string{"frobnicate"}, exitUsage, "stderr", `unknown command "frobnicate"`},
+		{[]string{"help"}, exitOK, "stdout", "validate"},
+		{[]string{"help", "validate"}, exitOK, "stderr", "usage: noetl validate"},
+		{[]string{"validate", "-h"}, exitOK, "stderr", "--json"},
+		{[]string{"validate"}, exitUsage, "stderr", "name at least one playbook file"},
+		{[]string{"validate", "--bogus", "x"}, exitUsage, "stderr", "flag provided but not defined"},
+	}
+	for _, c := range cases {
+		code, out, errOut := runCLI(c.args...)
+		got := errOut
+		if c.wantStream == "stdout" {
+			got = out
+		}
+		if code != c.code || !strings.Contains(got, c.want) {
+			t.Errorf("noetl %v: exit %d, %s %q; want exit %d containing %q", c.args, code, c.wantStream, got, c.code, c.want)
+		}
+	}
+}
+
+func TestValidateAcceptsConformancePlaybooks(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(conformance.Dir(t), "playbooks", "*.yaml"))
+	if len(files) != 8 {
+		t.Fatalf("found %d conformance playbooks", len(files))
+	}
+	code, out, errOut := runCLI(append([]string{"validate"}, files...)...)
+	if code != exitOK || strings.Count(out, ": ok (") != len(files) {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// broken playbooks, each with the path its error must name.
+var broken = []struct{ name, body, want string }{
+	{"unknown_step", "  - step: start\n    tool: {kind: noop}\n    next: {arcs: [{step: ned}]}\n", `workflow[0].next.arcs[0].step: unknown step "ned"`},
+	{"duplicate_step", "  - step: start\n    tool: {kind: noop}\n  - step: start\n    tool: {kind: noop}\n", `workflow[1].step: duplicate step "start"`},
+	{"bad_template", "  - step: start\n    tool: {kind: noop, message: \"{{ 1 + }}\"}\n", "workflow[0].tool.message: "},
+	{"case_block", "  - step: start\n    tool: {kind: noop}\n    case: [{when: x}]\n", "workflow[0].case: case: blocks are not supported"},
+	{"missing_start", "  - step: begin\n    tool: {kind: noop}\n", "workflow: a step named start is required"},
+}
+
+func writeBroken(t *testing.T) []string {
+	dir := t.TempDir()
+	var files []string
+	for _, b := range broken {
+		f := filepath.Join(dir, b.name+".yaml")
+		src := "apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: b, path: b/" + b.name + "}\nworkflow:\n" + b.body
+		if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	return files
+}
+
+func TestValidateRejectsBrokenPlaybooks(t *testing.T) {
+	for i, f := range writeBroken(t) {
+		code, out, _ := runCLI("validate", f)
+		if code != exitFail || !strings.Contains(out, broken[i].want) || !strings.Contains(out, "invalid") {
+			t.Errorf("%s: exit %d, output:\n%s\nwant it to contain %q", broken[i].name, code, out, broken[i].want)
+		}
+	}
+}
+
+func TestValidateJSON(t *testing.T) {
+	files := writeBroken(t)
+	code, out, _ := runCLI("validate", "--json", files[0], filepath.Join(t.TempDir(), "missing.yaml"))
+	var reports []fileReport
+	if err := json.Unmarshal([]byte(out), &reports); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if code != exitFail || len(reports) != 2 || reports[0].Valid || reports[0].Errors[0].Path != "workflow[0].next.arcs[0].step" {
+		t.Fatalf("exit %d reports %+v", code, reports)
+	}
+	if !strings.Contains(reports[1].Errors[0].Message, "cannot read the file") {
+		t.Fatalf("missing file report %+v", reports[1])
+	}
+}
+
+// TestValidateBinary runs the real binary, as `go run ./cmd/noetl validate` would.
+func TestValidateBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "noetl")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	good := conformance.Playbook(t, "hello_world.yaml")
+	if out, err := exec.Command(bin, "validate", good).CombinedOutput(); err != nil {
+		t.Fatalf("valid playbook: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "validate", writeBroken(t)[0]).CombinedOutput()
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitCode() != exitFail || !strings.Contains(string(out), "unknown step") {
+		t.Fatalf("broken playbook: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,298 @@
+package engine
+
+import "strings"
+
+// Apply folds one event into the snapshot. It is total: events it does not know,
+// or that refer to commands no longer in flight, change nothing but the sequence.
+// Apply makes no decisions beyond bookkeeping; Handle decides and emits events,
+// and those events are folded here too, so the snapshot is always the fold of the
+// log (replay checks this).
+func Apply(s *Snapshot, ev Event) {
+	if ev.Seq > s.Seq {
+		s.Seq = ev.Seq
+	}
+	switch CanonicalType(ev.Type) {
+	case EvPlaybookStarted:
+		s.Status = StatusRunning
+		s.StartedAt = ev.Time
+	case EvStepEnter:
+		applyEnter(s, ev)
+	case EvStepSkipped:
+		st := s.step(ev.Step)
+		clearLedger(s, st)
+		st.Status, st.Bound, st.Result, st.ResultRef, st.Error = StepSkipped, true, nil, nil, ""
+		st.ExitedAt = ev.Time
+	case EvStepExit:
+		applyExit(s, ev)
+	case EvCtxUpdated:
+		values, _ := ev.Context["values"].(map[string]any)
+		for _, k := range sortedKeys(values) {
+			s.Ctx = setPath(s.Ctx, k, values[k])
+		}
+	case EvCommandIssued:
+		applyIssued(s, ev)
+	case EvCommandClaimed:
+		if c := s.Commands[commandID(ev)]; c != nil {
+			c.Status, c.Worker = CmdClaimed, ev.WorkerID
+			if a := intOf(ev.Meta["attempt"]); a > 0 {
+				c.Attempt = a
+			}
+		}
+	case EvCommandStarted:
+		if c := s.Commands[commandID(ev)]; c != nil && c.Status != CmdRetrying {
+			c.Status = CmdRunning
+		}
+	case EvCallDone, EvCallError:
+		if c := s.Commands[commandID(ev)]; c != nil {
+			c.Envelope = envelopeOf(ev)
+		}
+	case EvCommandCompleted, EvCommandFailed, EvCommandExpired:
+		oc := classify(s, ev)
+		if oc.cmd == nil {
+			return
+		}
+		if !oc.final {
+			oc.cmd.Status, oc.cmd.Worker, oc.cmd.Envelope = CmdRetrying, "", nil
+			return
+		}
+		finishCommand(s, oc.id, oc.cmd, oc.ok)
+	case EvCommandRetry:
+		if c := s.Commands[commandID(ev)]; c != nil {
+			c.Status, c.Worker, c.Envelope = CmdPending, "", nil
+			if a := intOf(ev.Meta["attempt"]); a > 0 {
+				c.Attempt = a
+			}
+		}
+	case EvCommandCancelled:
+		if c := s.Commands[commandID(ev)]; c != nil {
+			delete(s.Commands, commandID(ev))
+			if v := currentVisit(s, c); v != nil {
+				v.InFlight--
+			}
+		}
+	case EvPlaybookCompleted:
+		s.Status, s.EndedAt = StatusCompleted, ev.Time
+	case EvPlaybookFailed:
+		s.Status, s.EndedAt = StatusFailed, ev.Time
+		if e, ok := ev.Context["error"].(string); ok && e != "" {
+			s.Error = e
+		}
+	case EvPlaybookCancelled:
+		s.Status, s.EndedAt = StatusCancelled, ev.Time
+	}
+}
+
+func applyEnter(s *Snapshot, ev Event) {
+	st := s.step(ev.Step)
+	clearLedger(s, st)
+	if st.Visit == nil {
+		s.Running++
+	}
+	v := &Visit{N: intOf(ev.Context["visit"])}
+	if v.N == 0 {
+		v.N = st.Visits + 1
+	}
+	if as, ok := ev.Context["arc_set"].(map[string]any); ok && len(as) > 0 {
+		v.ArcSet = as
+	}
+	if n, ok := ev.Context["iterations_expected"]; ok {
+		it, _ := ev.Context["iterator"].(string)
+		v.Loop = &LoopState{Total: intOf(n), Iterator: it}
+	}
+	st.Visit, st.Visits, st.Status, st.Attempts = v, v.N, StepRunning, 0
+	st.EnterSeq, st.EnteredAt = ev.Seq, ev.Time
+}
+
+func applyExit(s *Snapshot, ev Event) {
+	st := s.step(ev.Step)
+	clearLedger(s, st)
+	if st.Visit != nil {
+		st.Visit = nil
+		s.Running--
+	}
+	st.ExitedAt = ev.Time
+	st.Error, _ = ev.Context["error"].(string)
+	switch strings.ToUpper(ev.Status) {
+	case StatusFailed:
+		st.Status = StepFailed
+		if s.Status == StatusRunning {
+			s.Status = StatusFailing
+		}
+		if s.Error == "" {
+			s.Error = st.Error
+		}
+		s.FailedSteps = append(s.FailedSteps, ev.Step)
+	case StatusCancelled:
+		st.Status = StepCancelled
+		return
+	default:
+		st.Status = StepCompleted
+	}
+	if _, has := ev.Context["result"]; has || ev.Context["result_ref"] != nil || st.Status == StepCompleted {
+		st.Bound = true
+		st.Result, st.ResultRef = ev.Context["result"], nil
+		if ref := resultKeyOf(ev.Context["result_ref"]); ref != nil {
+			st.Result, st.ResultRef = nil, ref
+		}
+	}
+	fired, _ := ev.Context["fired"].([]any)
+	for _, f := range fired {
+		m, _ := f.(map[string]any)
+		to, _ := m["step"].(string)
+		if to == "" {
+			continue
+		}
+		set, _ := m["set"].(map[string]any)
+		t := s.step(to)
+		if len(t.Ledger) == 0 {
+			s.Queued++
+		}
+		t.Ledger = append(t.Ledger, FiredArc{From: ev.Step, Set: set})
+	}
+}
+
+func applyIssued(s *Snapshot, ev Event) {
+	id := commandID(ev)
+	if id == "" {
+		return
+	}
+	c := &CommandState{
+		Step:        ev.Step,
+		Visit:       intOf(ev.Meta["visit"]),
+		Index:       -1,
+		EventID:     ev.ID,
+		Status:      CmdPending,
+		Attempt:     max(1, intOf(ev.Meta["attempt"])),
+		MaxAttempts: max(1, intOf(ev.Meta["max_attempts"])),
+		RetryOn:     stringsOf(ev.Meta["retry_on"]),
+		OnStatus:    int64sOf(ev.Meta["retry_on_status"]),
+	}
+	if _, ok := ev.Meta["iteration_index"]; ok {
+		c.Index = intOf(ev.Meta["iteration_index"])
+	}
+	s.Commands[id] = c
+	if v := currentVisit(s, c); v != nil {
+		v.InFlight++
+		if v.Loop != nil && c.Index >= 0 {
+			v.Loop.Issued = max(v.Loop.Issued, c.Index+1)
+		}
+	}
+}
+
+// finishCommand removes a command whose outcome is final and counts it on its visit.
+func finishCommand(s *Snapshot, id string, c *CommandState, ok bool) {
+	delete(s.Commands, id)
+	st := s.Steps[c.Step]
+	if st != nil {
+		st.Attempts = max(st.Attempts, c.Attempt)
+	}
+	v := currentVisit(s, c)
+	if v == nil {
+		return
+	}
+	v.InFlight--
+	if v.Loop != nil && c.Index >= 0 {
+		if ok {
+			v.Loop.Done++
+		} else {
+			v.Loop.Failed++
+		}
+	}
+}
+
+// currentVisit is the command's visit if it is still the step's visit in progress.
+func currentVisit(s *Snapshot, c *CommandState) *Visit {
+	st := s.Steps[c.Step]
+	if st == nil || st.Visit == nil || st.Visit.N != c.Visit {
+		return nil
+	}
+	return st.Visit
+}
+
+func clearLedger(s *Snapshot, st *StepState) {
+	if len(st.Ledger) > 0 {
+		s.Queued--
+		st.Ledger = nil
+	}
+}
+
+// setPath writes a dotted path into ctx, copying the maps along the path so values
+// shared with events or earlier snapshots are never mutated.
+func setPath(ctx map[string]any, path string, v any) map[string]any {
+	out := make(map[string]any, len(ctx)+1)
+	for k, x := range ctx {
+		out[k] = x
+	}
+	head, rest, nested := strings.Cut(path, ".")
+	if !nested {
+		out[head] = v
+		return out
+	}
+	child, _ := out[head].(map[string]any)
+	out[head] = setPath(child, rest, v)
+	return out
+}
+
+func commandID(ev Event) string {
+	if ev.CommandID != "" {
+		return ev.CommandID
+	}
+	if id, ok := ev.Meta["command_id"].(string); ok {
+		return id
+	}
+	if id, ok := ev.Context["command_id"].(string); ok {
+		return id
+	}
+	return ""
+}
+
+func intOf(v any) int {
+	switch x := v.(type) {
+	case int64:
+		return int(x)
+	case int:
+		return x
+	case float64:
+		return int(x)
+	}
+	return 0
+}
+
+func stringsOf(v any) []string {
+	l, _ := v.([]any)
+	var out []string
+	for _, x := range l {
+		if s, ok := x.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func int64sOf(v any) []int64 {
+	l, _ := v.([]any)
+	var out []int64
+	for _, x := range l {
+		if i, ok := x.(int64); ok {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func resultKeyOf(v any) *ResultKey {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	k := &ResultKey{Kind: KindStepResult, Index: -1}
+	k.Step, _ = m["step"].(string)
+	k.Visit = intOf(m["visit"])
+	if kind, ok := m["kind"].(string); ok {
+		k.Kind = ResultKind(kind)
+	}
+	if _, ok := m["index"]; ok {
+		k.Index = intOf(m["index"])
+	}
+	return k
+}

@@ -1,0 +1,109 @@
+package engine
+
+import (
+	"fmt"
+	"maps"
+
+	"github.com/noetl-go/noetl/shared/jsonx"
+)
+
+// commandPayload builds the context of a command.issued event: what the worker
+// needs, in NoETL's shape {tool_config, args, render_context} so its workers can
+// read it too.
+//
+// A single tool ships fully rendered except `code` (R-S3; code is never rendered).
+// A pipeline, or a single tool with spec.policy, ships its items raw with the values
+// their templates read, and the worker renders item by item against its running
+// context (R-S3, worker.md §3).
+func (d *decider) commandPayload(step *Step, visit int, b *bindings) (map[string]any, error) {
+	args := map[string]any{}
+	if step.Input != nil {
+		in, err := d.renderValue(step.Input, b)
+		if err != nil {
+			return nil, fmt.Errorf("input: %w", err)
+		}
+		if m, ok := in.(map[string]any); ok {
+			args = m
+		}
+	}
+	p := map[string]any{"step": step.Name, "visit": int64(visit), "timeout_seconds": int64(step.Timeout)}
+	if b.iter != nil {
+		p["iteration"] = map[string]any{"index": int64(b.iter.index), "total": int64(b.iter.total),
+			"iterator": b.iter.iterator, "item": b.iter.item}
+	}
+	if !step.usesPolicy() {
+		cfg, err := d.renderValue(step.Tool.Config, b)
+		if err != nil {
+			return nil, err
+		}
+		tc, _ := cfg.(map[string]any)
+		if tc == nil {
+			tc = map[string]any{}
+		}
+		// Step-level input is merged under the tool's own (the tool wins).
+		merged := maps.Clone(args)
+		if own, ok := tc["input"].(map[string]any); ok {
+			maps.Copy(merged, own)
+		}
+		delete(tc, "input")
+		if b.iter != nil {
+			// NoETL workers find the iteration in args; explicit input wins.
+			for k, v := range b.iter.vars() {
+				if _, set := merged[k]; !set {
+					merged[k] = v
+				}
+			}
+		}
+		tc["args"] = merged
+		if step.Tool.Code != "" || step.Tool.Kind == "python" {
+			if code, ok := step.Tool.Raw["code"]; ok {
+				tc["code"] = code
+			}
+		}
+		p["tool_config"] = tc
+		p["args"] = merged
+		return p, nil
+	}
+	items := step.Pipeline
+	single := false
+	if step.Tool != nil {
+		label := step.Name
+		if n, ok := step.Tool.Raw["name"].(string); ok && n != "" {
+			label = n
+		}
+		items, single = []*PipelineItem{{Label: label, Tool: step.Tool}}, true
+	}
+	seq := make([]any, len(items))
+	roots := map[string]bool{}
+	for i, it := range items {
+		raw := jsonx.Clone(it.Tool.Raw).(map[string]any)
+		raw["kind"] = it.Tool.Kind
+		delete(raw, "name")
+		seq[i] = map[string]any{it.Label: raw}
+		for _, r := range it.Tool.roots {
+			roots[r] = true
+		}
+	}
+	rc := map[string]any{}
+	for _, r := range sortedKeys(roots) {
+		if v, ok := d.lookup(r, b); ok {
+			rc[r] = v
+		}
+	}
+	for _, r := range []string{"workload", "execution_id", "catalog_id", "playbook_path"} {
+		if v, ok := d.lookup(r, b); ok {
+			rc[r] = v
+		}
+	}
+	if b.iter != nil {
+		maps.Copy(rc, b.iter.vars())
+		rc["iter"] = b.iter.vars()
+	}
+	p["tool_config"] = seq
+	p["args"] = args
+	p["render_context"] = rc
+	if single {
+		p["single"] = true // R-R4: a single tool with a policy keeps its plain data
+	}
+	return p, nil
+}

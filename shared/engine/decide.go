@@ -1,0 +1,815 @@
+package engine
+
+import (
+	"container/heap"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/tmpl"
+)
+
+// Config tunes an Engine. The zero value gives the defaults.
+type Config struct {
+	// InlineResultBytes is the largest step result kept in the snapshot; larger ones
+	// are written outside it and loaded when a template reads them (R-S1).
+	InlineResultBytes int
+	// MaxLoopItems bounds a loop's collection.
+	MaxLoopItems int
+}
+
+// Defaults of Config.
+const (
+	DefaultInlineResultBytes = 64 << 10
+	DefaultMaxLoopItems      = 1_000_000
+)
+
+// Engine decides what happens next in executions. It holds configuration only and
+// is safe for concurrent use.
+type Engine struct{ cfg Config }
+
+// New returns an Engine.
+func New(cfg Config) *Engine {
+	if cfg.InlineResultBytes <= 0 {
+		cfg.InlineResultBytes = DefaultInlineResultBytes
+	}
+	if cfg.MaxLoopItems <= 0 {
+		cfg.MaxLoopItems = DefaultMaxLoopItems
+	}
+	return &Engine{cfg: cfg}
+}
+
+// Handle folds the trigger event into snap and decides what follows: the events to
+// append after it (already folded into snap), the commands to issue and the values
+// to store. The trigger's Seq, ID and Time must be set by the caller; emitted events
+// take the next sequence numbers, ids from in.NewID, and the trigger's time.
+//
+// On a *NeedResultsError the caller loads the named values and calls again with a
+// fresh copy of the snapshot (this call may have changed snap).
+func (e *Engine) Handle(pb *Playbook, run *Run, snap *Snapshot, trigger Event, in Inputs) (out *Outcome, err error) {
+	d := &decider{e: e, pb: pb, g: pb.graph, run: run, s: snap, in: in, trig: trigger,
+		out: &Outcome{}, local: map[ResultKey]any{}, queued: newBitset(len(pb.Steps))}
+	defer func() {
+		if r := recover(); r != nil {
+			need, ok := r.(needResults)
+			if !ok {
+				panic(r)
+			}
+			out, err = nil, &NeedResultsError{Keys: need}
+		}
+	}()
+	d.decide()
+	return d.out, nil
+}
+
+// needResults is raised inside a decision when a stored value is missing; Handle
+// turns it into a NeedResultsError.
+type needResults []ResultKey
+
+type decider struct {
+	e    *Engine
+	pb   *Playbook
+	g    *graph
+	run  *Run
+	s    *Snapshot
+	in   Inputs
+	trig Event
+	out  *Outcome
+	// local holds values written or known during this call (loop items rendered at
+	// dispatch, iteration results just reported).
+	local  map[ResultKey]any
+	work   rankHeap
+	queued bitset
+}
+
+func (d *decider) decide() {
+	trigType := CanonicalType(d.trig.Type)
+	wasTerminal := d.s.Terminal()
+	oc := classify(d.s, d.trig)
+	if oc.cmd != nil && oc.final {
+		d.out.Finished = &Finished{CommandID: oc.id, OK: oc.ok, Class: oc.class}
+	}
+	Apply(d.s, d.trig)
+	if wasTerminal {
+		return // late events of an ended execution are recorded, never acted on (R-R10)
+	}
+	switch trigType {
+	case EvPlaybookStarted:
+		d.enter(d.pb.Start(), nil, false)
+	case EvCommandCompleted, EvCommandFailed, EvCommandExpired:
+		d.commandEnded(oc)
+	case EvPlaybookCancelled, EvPlaybookCompleted, EvPlaybookFailed:
+		// Cancel or an operator's finalize (R-R10): stop everything in flight.
+		d.abort()
+		return
+	}
+	d.settle()
+}
+
+// emit appends an engine event and folds it at once, so later decisions in this
+// call see it.
+func (d *decider) emit(ev Event) {
+	ev.Seq = d.s.Seq + 1
+	ev.ID = d.in.NewID()
+	ev.Time = d.trig.Time
+	if ev.Context == nil {
+		ev.Context = map[string]any{}
+	}
+	Apply(d.s, ev)
+	d.out.Events = append(d.out.Events, ev)
+}
+
+func (d *decider) stepIndex(name string) int { return d.pb.byName[name].Index }
+
+// ---- command outcomes ----
+
+func (d *decider) commandEnded(oc cmdOutcome) {
+	if oc.cmd == nil {
+		return // unknown or already finished: fenced by the store, ignored here
+	}
+	if !oc.final {
+		d.scheduleRetry(oc)
+		return
+	}
+	st := d.s.Steps[oc.cmd.Step]
+	step := d.pb.Step(oc.cmd.Step)
+	if step == nil || st == nil || st.Visit == nil || st.Visit.N != oc.cmd.Visit {
+		return // a late report for a visit that already ended
+	}
+	if oc.cmd.Index >= 0 {
+		d.iterationEnded(step, st, oc)
+	} else {
+		d.singleEnded(step, st, oc)
+	}
+}
+
+// scheduleRetry re-issues a failed command after its backoff (R-L6): same id,
+// attempt + 1, available from the trigger's time plus the delay.
+func (d *decider) scheduleRetry(oc cmdOutcome) {
+	step := d.pb.Step(oc.cmd.Step)
+	k := oc.cmd.Attempt // this is retry number k
+	delay := step.Retry.Delay
+	switch step.Retry.Backoff {
+	case "linear":
+		delay *= float64(k)
+	case "exponential":
+		delay *= float64(uint64(1) << min(k-1, 62))
+	}
+	delay = min(delay, step.Retry.MaxDelay)
+	at := d.trig.Time.Add(seconds(delay))
+	attempt := oc.cmd.Attempt + 1
+	d.emit(Event{Type: EvCommandRetry, Step: oc.cmd.Step, Status: "PENDING", CommandID: oc.id,
+		Context: map[string]any{"error": oc.errMsg},
+		Meta: map[string]any{"command_id": oc.id, "attempt": int64(attempt), "available_at": at.UTC().Format(timeLayout),
+			"delay_seconds": delay, "class": oc.class}})
+	d.out.Retries = append(d.out.Retries, RetryOrder{CommandID: oc.id, Attempt: attempt, AvailableAt: at})
+}
+
+func (d *decider) singleEnded(step *Step, st *StepState, oc cmdOutcome) {
+	switch {
+	case oc.ok:
+		data, updates := splitContextUpdates(oc.data)
+		d.complete(step, st, data, updates, "")
+	case d.s.Status != StatusRunning:
+		d.emit(Event{Type: EvStepExit, Step: step.Name, Status: StatusFailed,
+			Context: map[string]any{"visit": int64(st.Visit.N), "error": oc.errMsg}})
+	case step.OnError == OnErrorContinue:
+		d.complete(step, st, map[string]any{"error": oc.errMsg}, nil, oc.errMsg)
+	default:
+		d.failStep(step, oc.errMsg)
+	}
+}
+
+func (d *decider) iterationEnded(step *Step, st *StepState, oc cmdOutcome) {
+	v := st.Visit
+	key := ResultKey{Kind: KindStepResult, Step: step.Name, Visit: v.N, Index: oc.cmd.Index}
+	if oc.ok {
+		data, updates := splitContextUpdates(oc.data)
+		d.write(key, data)
+		if len(updates) > 0 && d.s.Status == StatusRunning {
+			// R-W3: applied before the next iteration renders.
+			d.emit(Event{Type: EvCtxUpdated, Step: step.Name, Status: "CONTEXT",
+				Context: map[string]any{"step": step.Name, "values": updates}})
+		}
+	} else {
+		switch {
+		case step.OnError == OnErrorContinue:
+			d.write(key, map[string]any{"error": oc.errMsg})
+		case d.s.Status == StatusRunning:
+			d.failStep(step, fmt.Sprintf("iteration %d: %s", oc.cmd.Index, oc.errMsg))
+			return
+		}
+	}
+	if d.s.Status != StatusRunning {
+		if v.InFlight == 0 {
+			d.emit(Event{Type: EvStepExit, Step: step.Name, Status: StatusCancelled,
+				Context: map[string]any{"visit": int64(v.N), "error": "the loop was stopped because the execution is failing"}})
+		}
+		return
+	}
+	d.fillLoop(step, st)
+	if st.Visit != v || v.InFlight > 0 || v.Loop.Done+v.Loop.Failed < v.Loop.Total {
+		return
+	}
+	keys := make([]ResultKey, v.Loop.Total)
+	for i := range keys {
+		keys[i] = ResultKey{Kind: KindStepResult, Step: step.Name, Visit: v.N, Index: i}
+	}
+	d.complete(step, st, d.loadAll(keys), nil, "")
+}
+
+// ---- dispatch ----
+
+// enter starts a new visit of step (dsl.md §4.2). checkWhen is false only for the
+// start step at playbook start (§4.1).
+func (d *decider) enter(step *Step, arcSet map[string]any, checkWhen bool) {
+	st := d.s.step(step.Name)
+	visit := st.Visits + 1
+	if visit > step.MaxVisits {
+		// R-J8: fails the playbook whatever on_error says.
+		d.emit(Event{Type: EvStepExit, Step: step.Name, Status: StatusFailed, Context: map[string]any{
+			"visit": int64(st.Visits), "error": fmt.Sprintf("step %q exceeded max_visits (%d); raise spec.max_visits if the cycle is intended", step.Name, step.MaxVisits)}})
+		d.enterFailing()
+		return
+	}
+	b := &bindings{arcSet: arcSet}
+	if checkWhen && step.When != nil {
+		v, err := d.render(step.When, b)
+		if err != nil {
+			d.emitEnter(step, visit, arcSet, nil)
+			d.renderFailed(step, "when", err)
+			return
+		}
+		if !tmpl.WhenTrue(v) {
+			d.emit(Event{Type: EvStepSkipped, Step: step.Name, Status: "SKIPPED",
+				Context: map[string]any{"reason": "when is false"}})
+			d.stepEnded(step)
+			return
+		}
+	}
+	if msg := unsupported(step); msg != "" {
+		d.emitEnter(step, visit, arcSet, nil)
+		d.failStep(step, msg)
+		return
+	}
+	if step.Loop == nil {
+		d.emitEnter(step, visit, arcSet, nil)
+		d.issue(step, d.s.Steps[step.Name], nil)
+		return
+	}
+	coll, err := d.renderValue(step.Loop.In, b)
+	var items []any
+	if err == nil {
+		items, err = collection(coll, d.e.cfg.MaxLoopItems)
+	}
+	if err != nil {
+		d.emitEnter(step, visit, arcSet, nil)
+		d.renderFailed(step, "loop.in", err)
+		return
+	}
+	d.emitEnter(step, visit, arcSet, &LoopState{Total: len(items), Iterator: step.Loop.Iterator})
+	if len(items) == 0 {
+		d.complete(step, d.s.Steps[step.Name], []any{}, nil, "") // empty loops complete at once
+		return
+	}
+	first := 1
+	if step.Loop.Mode == ModeParallel {
+		first = min(len(items), step.Loop.MaxInFlight)
+	}
+	for i, item := range items {
+		key := ResultKey{Kind: KindLoopItem, Step: step.Name, Visit: visit, Index: i}
+		if i < first {
+			d.local[key] = item // issued in this call: no need to store
+		} else {
+			d.write(key, item)
+		}
+	}
+	d.fillLoop(step, d.s.Steps[step.Name])
+}
+
+func (d *decider) emitEnter(step *Step, visit int, arcSet map[string]any, loop *LoopState) {
+	c := map[string]any{"visit": int64(visit)}
+	if len(arcSet) > 0 {
+		c["arc_set"] = arcSet
+	}
+	if loop != nil {
+		c["iterations_expected"] = int64(loop.Total)
+		c["iterator"] = loop.Iterator
+	}
+	d.emit(Event{Type: EvStepEnter, Step: step.Name, Status: "ENTERED", Context: c,
+		Meta: map[string]any{"visit": int64(visit)}})
+}
+
+// fillLoop issues iterations up to the loop's limit: one at a time in order when
+// sequential, up to max_in_flight when parallel (R-A9).
+func (d *decider) fillLoop(step *Step, st *StepState) {
+	v := st.Visit
+	limit := 1
+	if step.Loop.Mode == ModeParallel {
+		limit = step.Loop.MaxInFlight
+	}
+	for st.Visit == v && v.Loop.Issued < v.Loop.Total && v.InFlight < limit && d.s.Status == StatusRunning {
+		i := v.Loop.Issued
+		item := d.load(ResultKey{Kind: KindLoopItem, Step: step.Name, Visit: v.N, Index: i})
+		d.issue(step, st, &iteration{index: i, total: v.Loop.Total, iterator: step.Loop.Iterator, item: item})
+	}
+}
+
+// issue renders and emits one command. A render error is deterministic: it is
+// never retried and on_error applies (R-L6).
+func (d *decider) issue(step *Step, st *StepState, it *iteration) {
+	b := &bindings{arcSet: st.Visit.ArcSet, iter: it}
+	payload, err := d.commandPayload(step, st.Visit.N, b)
+	if err != nil {
+		d.renderFailed(step, "tool", err)
+		return
+	}
+	id := d.in.NewID()
+	index := -1
+	if it != nil {
+		index = it.index
+	}
+	cmdID := CommandID(d.run.ExecutionID, step.Name, id, index)
+	meta := map[string]any{
+		"command_id": cmdID, "step": step.Name, "visit": int64(st.Visit.N), "tool_kind": step.ToolKind(),
+		"attempt": int64(1), "attempts": int64(1), "max_attempts": int64(step.Retry.MaxAttempts),
+		"retry_on": anySlice(step.Retry.On), "execution_id": fmt.Sprint(d.run.ExecutionID),
+		"catalog_id": fmt.Sprint(d.run.CatalogID), "actionable": true, "timeout_seconds": int64(step.Timeout),
+	}
+	if len(step.Retry.OnStatus) > 0 {
+		meta["retry_on_status"] = anySlice(step.Retry.OnStatus)
+	}
+	if it != nil {
+		meta["iteration_index"], meta["iteration_total"] = int64(it.index), int64(it.total)
+		meta["iterator_step"], meta["item_var"], meta["iterator"] = step.Name, it.iterator, it.iterator
+	}
+	ev := Event{Type: EvCommandIssued, Step: step.Name, NodeType: step.ToolKind(), Status: "PENDING",
+		CommandID: cmdID, Context: payload, Meta: meta}
+	// The command id embeds the event id, so emit is inlined here to use id.
+	ev.Seq, ev.ID, ev.Time = d.s.Seq+1, id, d.trig.Time
+	Apply(d.s, ev)
+	d.out.Events = append(d.out.Events, ev)
+	d.out.Commands = append(d.out.Commands, Command{
+		ID: cmdID, IssuedEventID: id, Step: step.Name, Visit: st.Visit.N, Index: index,
+		ToolKind: step.ToolKind(), Attempt: 1, MaxAttempts: step.Retry.MaxAttempts, Timeout: step.Timeout,
+		AvailableAt: d.trig.Time, Payload: payload, Meta: meta,
+	})
+}
+
+// renderFailed fails a step whose template could not render at dispatch.
+func (d *decider) renderFailed(step *Step, what string, err error) {
+	msg := fmt.Sprintf("%s: %v", what, err)
+	if step.OnError == OnErrorContinue {
+		d.complete(step, d.s.Steps[step.Name], map[string]any{"error": msg}, nil, msg)
+		return
+	}
+	d.failStep(step, msg)
+}
+
+func unsupported(step *Step) string {
+	if step.Loop != nil && step.Loop.Unsupported != "" {
+		return step.Loop.Unsupported
+	}
+	if step.Tool != nil && !step.Tool.Supported {
+		return fmt.Sprintf("tool kind %s is not supported (R-N1)", step.Tool.Kind)
+	}
+	for _, it := range step.Pipeline {
+		if !it.Tool.Supported {
+			return fmt.Sprintf("tool kind %s is not supported (pipeline item %s, R-N1)", it.Tool.Kind, it.Label)
+		}
+	}
+	return ""
+}
+
+// collection turns a rendered loop.in into items (dsl.md §4.2, R-A9).
+func collection(v any, limit int) ([]any, error) {
+	var items []any
+	switch x := v.(type) {
+	case nil:
+		return nil, nil
+	case []any:
+		items = x
+	case map[string]any:
+		for _, k := range sortedKeys(x) {
+			items = append(items, map[string]any{"key": k, "value": x[k]})
+		}
+	case int64:
+		if x < 0 || x > int64(limit) {
+			return nil, fmt.Errorf("loop count %d is out of range 0..%d", x, limit)
+		}
+		items = make([]any, x)
+		for i := range items {
+			items[i] = int64(i)
+		}
+	case float64:
+		if x != float64(int64(x)) {
+			return nil, fmt.Errorf("loop count %v is not a whole number", x)
+		}
+		return collection(int64(x), limit)
+	case string:
+		return nil, fmt.Errorf("loop collection rendered to a string, expected a list, an object or a count (parse JSON text with | fromjson)")
+	default:
+		return nil, fmt.Errorf("loop collection must be a list, an object or a count, got %s", jsonx.TypeName(v))
+	}
+	if len(items) > limit {
+		return nil, fmt.Errorf("loop collection has %d items, more than the limit of %d", len(items), limit)
+	}
+	return items, nil
+}
+
+// ---- completion, failure, routing ----
+
+// complete finishes a step's visit (dsl.md §4.6): durable updates, set, step.exit
+// with the arcs that fired, then the successors are re-checked.
+func (d *decider) complete(step *Step, st *StepState, result any, updates map[string]any, errMsg string) {
+	v := st.Visit
+	exit := map[string]any{"visit": int64(v.N)}
+	if errMsg != "" {
+		exit["error"] = errMsg
+	}
+	if d.s.Status != StatusRunning {
+		// A late completion while failing is recorded, never routed (R-R9).
+		d.putResult(exit, step, v.N, result)
+		d.emit(Event{Type: EvStepExit, Step: step.Name, Status: StatusCompleted, Context: exit})
+		return
+	}
+	if len(updates) > 0 {
+		d.emit(Event{Type: EvCtxUpdated, Step: step.Name, Status: "CONTEXT",
+			Context: map[string]any{"step": step.Name, "values": updates}})
+	}
+	eventName := "step.exit"
+	if step.Loop != nil {
+		eventName = "loop.done"
+	}
+	b := &bindings{arcSet: v.ArcSet, phase: true, output: result, errMsg: errMsg, self: step.Name, selfResult: result,
+		event: map[string]any{"name": eventName, "step": step.Name, "status": StatusCompleted}}
+	values, err := d.renderSet(step.Set, b)
+	if err != nil {
+		d.failStep(step, fmt.Sprintf("set: %v", err))
+		return
+	}
+	if len(values) > 0 {
+		d.emit(Event{Type: EvCtxUpdated, Step: step.Name, Status: "CONTEXT",
+			Context: map[string]any{"step": step.Name, "values": values}})
+	}
+	fired, err := d.route(step, b)
+	if err != nil {
+		d.failStep(step, fmt.Sprintf("next: %v", err))
+		return
+	}
+	if len(fired) > 0 {
+		exit["fired"] = fired
+	}
+	d.putResult(exit, step, v.N, result)
+	d.emit(Event{Type: EvStepExit, Step: step.Name, Status: StatusCompleted, Context: exit})
+	d.stepEnded(step)
+}
+
+// putResult records a result in a step.exit context, by reference when large (R-S1).
+func (d *decider) putResult(exit map[string]any, step *Step, visit int, result any) {
+	b, err := jsonx.Marshal(result)
+	if err == nil && len(b) > d.e.cfg.InlineResultBytes {
+		key := ResultKey{Kind: KindStepResult, Step: step.Name, Visit: visit, Index: -1}
+		d.write(key, result)
+		exit["result_ref"] = map[string]any{"kind": string(key.Kind), "step": key.Step, "visit": int64(key.Visit), "index": int64(-1)}
+		return
+	}
+	exit["result"] = result
+}
+
+// route evaluates next against the updated context (dsl.md §3, §4.6).
+func (d *decider) route(step *Step, b *bindings) ([]any, error) {
+	if step.Next == nil {
+		return nil, nil
+	}
+	var fired []any
+	for i, a := range step.Next.Arcs {
+		d.out.Work.ArcsExamined++
+		if a.When != nil {
+			v, err := d.render(a.When, b)
+			if err != nil {
+				return nil, fmt.Errorf("arc %d (to %s) when: %w", i, a.To, err)
+			}
+			if !tmpl.WhenTrue(v) {
+				continue
+			}
+		}
+		f := map[string]any{"step": a.To}
+		if len(a.Set) > 0 {
+			values, err := d.renderSet(a.Set, b)
+			if err != nil {
+				return nil, fmt.Errorf("arc %d (to %s) set: %w", i, a.To, err)
+			}
+			f["set"] = values
+		}
+		fired = append(fired, f)
+		if step.Next.Mode == ModeExclusive {
+			break
+		}
+	}
+	return fired, nil
+}
+
+// failStep fails a step fatally: the execution starts failing (R-R9).
+func (d *decider) failStep(step *Step, msg string) {
+	c := map[string]any{"error": msg}
+	if st := d.s.Steps[step.Name]; st != nil && st.Visit != nil {
+		c["visit"] = int64(st.Visit.N)
+	}
+	d.emit(Event{Type: EvStepExit, Step: step.Name, Status: StatusFailed, Context: c})
+	d.enterFailing()
+}
+
+// enterFailing cancels what has not started: pending commands and scheduled retries
+// (R-R9). Claimed and running commands are let finish.
+func (d *decider) enterFailing() {
+	touched := d.cancelCommands(func(c *CommandState) bool {
+		return c.Status == CmdPending || c.Status == CmdRetrying
+	}, "the execution is failing")
+	for _, name := range touched {
+		if st := d.s.Steps[name]; st != nil && st.Visit != nil && st.Visit.InFlight == 0 {
+			d.emit(Event{Type: EvStepExit, Step: name, Status: StatusCancelled,
+				Context: map[string]any{"visit": int64(st.Visit.N), "error": "cancelled because the execution is failing"}})
+		}
+	}
+}
+
+// cancelCommands emits command.cancelled for the in-flight commands match selects,
+// in id order, and returns the steps they belonged to.
+func (d *decider) cancelCommands(match func(*CommandState) bool, reason string) []string {
+	var ids []string
+	for id, c := range d.s.Commands {
+		if match(c) {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	var steps []string
+	for _, id := range ids {
+		c := d.s.Commands[id]
+		if !slices.Contains(steps, c.Step) {
+			steps = append(steps, c.Step)
+		}
+		d.emit(Event{Type: EvCommandCancelled, Step: c.Step, Status: "CANCELLED", CommandID: id,
+			Context: map[string]any{"reason": reason}, Meta: map[string]any{"command_id": id}})
+		d.out.Cancelled = append(d.out.Cancelled, id)
+	}
+	sort.Strings(steps)
+	return steps
+}
+
+// abort ends an execution that cancel or finalize made terminal (R-R10): every
+// command in flight is cancelled and every visit in progress closed.
+func (d *decider) abort() {
+	d.cancelCommands(func(*CommandState) bool { return true }, "the execution was "+strings.ToLower(d.s.Status))
+	d.closeVisits("the execution was " + strings.ToLower(d.s.Status))
+}
+
+// closeVisits writes step.exit CANCELLED for every visit still in progress. It runs
+// once per execution, at its end, so walking the steps is fine here.
+func (d *decider) closeVisits(reason string) {
+	if d.s.Running == 0 {
+		return
+	}
+	for _, name := range sortedKeys(d.s.Steps) {
+		if st := d.s.Steps[name]; st.Visit != nil {
+			d.emit(Event{Type: EvStepExit, Step: name, Status: StatusCancelled,
+				Context: map[string]any{"visit": int64(st.Visit.N), "error": reason}})
+		}
+	}
+}
+
+// ---- joins, skips, completion ----
+
+// stepEnded queues what a step's end may unblock (R-J5): its successors, the
+// waiting steps whose ancestor set contains it, and itself when arcs wait in its
+// ledger (a self-loop, or arcs that arrived while it ran, R-J7).
+func (d *decider) stepEnded(step *Step) {
+	i := step.Index
+	for _, t := range d.g.succ[i] {
+		d.push(t)
+	}
+	for _, w := range d.s.Waiting {
+		if wi := d.stepIndex(w); d.g.anc[wi].has(i) {
+			d.push(wi)
+		}
+	}
+	if st := d.s.Steps[step.Name]; st != nil && len(st.Ledger) > 0 {
+		d.push(i)
+	}
+}
+
+func (d *decider) push(i int) {
+	if !d.queued.has(i) {
+		d.queued.set(i)
+		heap.Push(&d.work, rankItem{i, d.g.rank[i]})
+	}
+}
+
+// settle runs the worklist, then the deadlock breaker, then the end-of-run checks.
+func (d *decider) settle() {
+	for {
+		switch d.s.Status {
+		case StatusRunning:
+			d.drain()
+			if d.s.Status != StatusRunning {
+				continue
+			}
+			if d.s.Running > 0 {
+				return
+			}
+			if d.s.Queued > 0 {
+				d.breakDeadlock()
+				continue
+			}
+			// dsl.md §4.10: nothing running, nothing waiting, nothing failed. Orphaned
+			// commands of visits that ended early are cancelled.
+			d.cancelCommands(func(*CommandState) bool { return true }, "the execution completed")
+			d.emit(Event{Type: EvPlaybookCompleted, Status: StatusCompleted,
+				Context: map[string]any{"result": d.s.Ctx}})
+			return
+		case StatusFailing:
+			for _, c := range d.s.Commands {
+				if c.Status == CmdClaimed || c.Status == CmdRunning {
+					return // R-R9: wait for them; leases bound the wait
+				}
+			}
+			d.cancelCommands(func(*CommandState) bool { return true }, "the execution failed")
+			d.closeVisits("the execution failed")
+			failed := make([]any, len(d.s.FailedSteps))
+			for i, f := range d.s.FailedSteps {
+				failed[i] = f
+			}
+			d.emit(Event{Type: EvPlaybookFailed, Status: StatusFailed,
+				Context: map[string]any{"error": d.s.Error, "failed_steps": failed}})
+			return
+		default:
+			return
+		}
+	}
+}
+
+// drain re-checks queued steps in depth-first preorder (R-J3, R-J4).
+func (d *decider) drain() {
+	start := d.pb.Start().Index
+	for d.work.Len() > 0 && d.s.Status == StatusRunning {
+		i := heap.Pop(&d.work).(rankItem).step
+		d.queued[i/64] &^= 1 << (i % 64)
+		d.out.Work.StepsExamined++
+		step := d.pb.Steps[i]
+		if !d.g.reachable[i] {
+			continue // R-W4: never dispatched nor skipped
+		}
+		st := d.s.Steps[step.Name]
+		if st != nil && st.Visit != nil {
+			continue // visits never overlap (R-J7): re-checked when this one ends
+		}
+		switch {
+		case st != nil && len(st.Ledger) > 0:
+			if d.blocked(i) {
+				d.wait(step.Name)
+				continue
+			}
+			d.unwait(step.Name)
+			d.dispatch(step, st)
+		case (st == nil || st.Status == StepPending) && i != start && d.predsFinished(i):
+			if d.blocked(i) {
+				d.wait(step.Name)
+				continue
+			}
+			d.unwait(step.Name)
+			d.emit(Event{Type: EvStepSkipped, Step: step.Name, Status: "SKIPPED",
+				Context: map[string]any{"reason": "no incoming arc can fire"}})
+			d.stepEnded(step)
+		default:
+			d.unwait(step.Name)
+		}
+	}
+}
+
+// dispatch starts a visit from the ledger; arc set values merge in firing order,
+// later wins (R-J2).
+func (d *decider) dispatch(step *Step, st *StepState) {
+	var arcSet map[string]any
+	for _, f := range st.Ledger {
+		for _, k := range sortedKeys(f.Set) {
+			arcSet = setPath(arcSet, k, f.Set[k])
+		}
+	}
+	d.enter(step, arcSet, true)
+}
+
+// blocked reports whether an active step is in anc(i) (R-J3): one with a visit in
+// progress (commands or retries pending) or arcs waiting in its ledger.
+func (d *decider) blocked(i int) bool {
+	a := d.g.anc[i]
+	for w, word := range a {
+		for word != 0 {
+			b := w*64 + trailingZeros(word)
+			word &= word - 1
+			if st := d.s.Steps[d.pb.Steps[b].Name]; st != nil && (st.Visit != nil || len(st.Ledger) > 0) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// predsFinished reports whether every forward predecessor finished or was skipped
+// (R-J4); back-edge predecessors do not count (dsl.md §4.8).
+func (d *decider) predsFinished(i int) bool {
+	for _, p := range d.g.fwdPreds[i] {
+		d.out.Work.ArcsExamined++
+		st := d.s.Steps[d.pb.Steps[p].Name]
+		if st == nil || st.Visit != nil || len(st.Ledger) > 0 {
+			return false
+		}
+		switch st.Status {
+		case StepCompleted, StepFailed, StepSkipped, StepCancelled:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// breakDeadlock dispatches the waiting step first in depth-first preorder when
+// waiting steps block each other and nothing else is active (R-J6).
+func (d *decider) breakDeadlock() {
+	best := -1
+	for _, w := range d.s.Waiting {
+		i := d.stepIndex(w)
+		if st := d.s.Steps[w]; st != nil && len(st.Ledger) > 0 && (best < 0 || d.g.rank[i] < d.g.rank[best]) {
+			best = i
+		}
+	}
+	if best < 0 {
+		// Queued arcs on a step nobody re-checked cannot happen; fail loudly rather
+		// than hang the execution.
+		d.failStep(d.pb.Start(), "internal: arcs are queued but no step can be dispatched")
+		return
+	}
+	step := d.pb.Steps[best]
+	d.unwait(step.Name)
+	d.dispatch(step, d.s.Steps[step.Name])
+}
+
+func (d *decider) wait(name string) {
+	i, found := slices.BinarySearch(d.s.Waiting, name)
+	if !found {
+		d.s.Waiting = slices.Insert(d.s.Waiting, i, name)
+	}
+}
+
+func (d *decider) unwait(name string) {
+	if i, found := slices.BinarySearch(d.s.Waiting, name); found {
+		d.s.Waiting = slices.Delete(d.s.Waiting, i, i+1)
+	}
+}
+
+// ---- stored values ----
+
+func (d *decider) write(key ResultKey, v any) {
+	d.local[key] = v
+	d.out.Writes = append(d.out.Writes, ResultWrite{Key: key, Value: v})
+}
+
+func (d *decider) load(key ResultKey) any { return d.loadAll([]ResultKey{key})[0] }
+
+// loadAll returns stored values, asking the caller for every missing one at once.
+func (d *decider) loadAll(keys []ResultKey) []any {
+	out := make([]any, len(keys))
+	var missing needResults
+	for i, k := range keys {
+		if v, ok := d.local[k]; ok {
+			out[i] = v
+		} else if v, ok := d.in.Results[k]; ok {
+			out[i] = v
+		} else {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		panic(missing)
+	}
+	return out
+}
+
+// ---- worklist ----
+
+type rankItem struct{ step, rank int }
+
+type rankHeap []rankItem
+
+func (h rankHeap) Len() int           { return len(h) }
+func (h rankHeap) Less(i, j int) bool { return h[i].rank < h[j].rank }
+func (h rankHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *rankHeap) Push(x any)        { *h = append(*h, x.(rankItem)) }
+func (h *rankHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

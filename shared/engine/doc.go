@@ -1,0 +1,18 @@
+// Package engine is the playbook engine: the NoETL noetl.io/v2 playbook model, its
+// YAML parser and validator, the graph analysis joins need, the per-execution
+// snapshot, and the orchestrator that decides what runs next.
+//
+// It is pure: no I/O, no clocks, no randomness. Time, ids and any large stored
+// values come in through the event and the Inputs (Temporal's split between a pure
+// history state machine and its persistence is the model).
+//
+// The live path calls Handle once per event:
+//
+//	apply(trigger) → decide → for each emitted event: apply(event)
+//
+// so the snapshot always equals Apply folded over the event log, which is what
+// replay verifies. Cost per event is independent of how long the execution already
+// is: Apply touches one step and one command, and Decide re-checks only the
+// successors of steps whose state changed and the waiting steps whose ancestor set
+// contains them (R-J5), using reachability computed once per playbook (R-J1).
+package engine

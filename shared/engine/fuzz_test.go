@@ -1,0 +1,56 @@
+package engine_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/noetl-go/noetl/shared/conformance"
+	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/engine/enginetest"
+	"github.com/noetl-go/noetl/shared/jsonx"
+)
+
+func engineMarshal(v any) ([]byte, error) { return jsonx.Marshal(v) }
+
+// FuzzParse: malformed playbooks yield diagnostics, never a panic; whatever parses
+// without errors also starts and runs in the simulator without a panic.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(header + "workflow:\n  - step: start\n    tool: {kind: noop}\n    next: [start]\n"))
+	f.Add([]byte(header + "workflow:\n  - step: start\n    loop: {in: \"{{ 3 }}\", iterator: i}\n    tool: {kind: noop}\n    next: {arcs: [{step: b, when: \"{{ i }}\"}]}\n  - step: b\n    tool: [{x: {kind: noop}}]\n"))
+	f.Add([]byte("{{{"))
+	f.Add([]byte("- a\n- b"))
+	f.Add([]byte(header + "workflow: &w\n  - *w\n"))
+	if d, err := conformance.Locate("."); err == nil {
+		files, _ := filepath.Glob(filepath.Join(d, "playbooks", "*.yaml"))
+		for _, file := range files {
+			if src, err := os.ReadFile(file); err == nil {
+				f.Add(src)
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		// A hang would stall the fuzzer silently; crashing instead makes it save
+		// the input as a crasher.
+		w := time.AfterFunc(30*time.Second, func() { panic("FuzzParse: one input ran for 30s") })
+		defer w.Stop()
+		pb, ds := engine.Parse(src)
+		if pb == nil {
+			if !ds.HasErrors() {
+				t.Fatal("no playbook and no error")
+			}
+			return
+		}
+		if ds.HasErrors() {
+			t.Fatal("a playbook with errors was returned")
+		}
+		s := enginetest.New(pb, 1)
+		// Small limits keep each input fast: a fuzzed {{ 1000000 }} loop is valid.
+		s.Engine = engine.New(engine.Config{MaxLoopItems: 500})
+		if err := s.Start(nil); err != nil {
+			return // e.g. a workload template that cannot render: an error, not a panic
+		}
+		_ = s.RunToEnd(200)
+	})
+}

@@ -1,0 +1,188 @@
+package engine
+
+import (
+	"github.com/noetl-go/noetl/shared/tmpl"
+)
+
+// APIVersion is the only playbook dialect accepted.
+const APIVersion = "noetl.io/v2"
+
+// Playbook is a parsed, validated and analysed playbook. It is immutable after
+// Parse and safe to share between goroutines; compile it once per catalog version.
+type Playbook struct {
+	Metadata Metadata
+	// Workload holds the defaults; the execute payload overrides keys (shallow).
+	Workload map[string]any
+	// Keychain is kept as written and passed to workers.
+	Keychain []any
+	Steps    []*Step
+	// Source is the YAML the playbook was parsed from.
+	Source []byte
+
+	byName map[string]*Step
+	graph  *graph
+	// workloadTemplates renders string workload values containing {{ once at start (R-W5).
+	workloadTemplates map[string]*tmpl.Template
+}
+
+// Metadata is the playbook's metadata block (R-N4).
+type Metadata struct {
+	Name        string
+	Path        string
+	Version     string // opaque
+	Description string
+	Labels      map[string]any
+}
+
+// Step returns the named step, or nil.
+func (p *Playbook) Step(name string) *Step { return p.byName[name] }
+
+// Start is the entry step.
+func (p *Playbook) Start() *Step { return p.byName["start"] }
+
+// Step is one workflow step (dsl.md §2).
+type Step struct {
+	Name  string
+	Index int    // position in workflow, the key for the graph's bitsets
+	Path  string // YAML path, e.g. workflow[3]
+	Desc  string
+	When  *tmpl.Template // nil: always true
+	Input *tmpl.Value    // step-level input (alias args), merged under the tool's own input
+	// Tool is set for a single tool; Pipeline for a list of tools. Exactly one is set.
+	Tool     *Tool
+	Pipeline []*PipelineItem
+	Loop     *Loop
+	Set      []SetEntry
+	Next     *Next // nil: a leaf
+	Retry    Retry
+	Timeout  int // seconds (R-L2)
+	OnError  string
+	// MaxVisits bounds how often the step may be entered (R-J8).
+	MaxVisits int
+}
+
+// ToolKind is the kind workers see as the command's action: the tool's kind, or
+// task_sequence (NoETL's name, so its workers recognise it) for a pipeline and for
+// a single tool with spec.policy, which ships as a one-item pipeline.
+func (s *Step) ToolKind() string {
+	if s.usesPolicy() {
+		return KindTaskSequence
+	}
+	return s.Tool.Kind
+}
+
+// usesPolicy reports whether the worker must run the step as a pipeline: a list of
+// tools, or a single tool with spec.policy (worker.md §3).
+func (s *Step) usesPolicy() bool { return s.Tool == nil || s.Tool.HasPolicy }
+
+// Tool is a tool invocation after workbook references were resolved.
+type Tool struct {
+	Kind string
+	// Raw is the config as written (workbook merged), `kind` excluded. Pipelines and
+	// policies ship it raw for the worker to render item by item (R-S3).
+	Raw map[string]any
+	// Config is Raw compiled for rendering at dispatch, without `code` (never rendered)
+	// and without `spec` (policy rules render on the worker).
+	Config *tmpl.Value
+	// Code is the python body, passed through verbatim.
+	Code      string
+	HasPolicy bool
+	// Supported is false for kinds NoETL defines but this project does not run
+	// (R-N1): they register with a warning and fail at dispatch.
+	Supported bool
+	// roots lists the names the raw config's templates read (item set and policy
+	// included), computed once: pipelines ship those values to the worker (R-S2, R-S3).
+	roots []string
+}
+
+// PipelineItem is one tool of a pipeline.
+type PipelineItem struct {
+	Label string
+	Tool  *Tool
+}
+
+// Loop is a step's loop block.
+type Loop struct {
+	In          *tmpl.Value // a template string or a literal list/map
+	Iterator    string
+	Mode        string // sequential | parallel
+	MaxInFlight int    // parallel only (R-A9)
+	// Unsupported names a loop form NoETL has but we do not run (cursor loops, R-N1).
+	Unsupported string
+}
+
+// SetEntry is one `set:` key: the path after the first ctx./iter./step. prefix is
+// dropped (R-T9), and its compiled value.
+type SetEntry struct {
+	Key   string // as written
+	Path  string // dotted path in ctx, e.g. config.timeout
+	Value *tmpl.Value
+}
+
+// Next is a step's routing (dsl.md §3).
+type Next struct {
+	Mode string // exclusive | inclusive
+	Arcs []*Arc
+}
+
+// Arc is one outgoing arc.
+type Arc struct {
+	To   string
+	When *tmpl.Template // nil: true
+	// Set holds the arc's set and args values (args are a transient set, R-J9).
+	Set []SetEntry
+}
+
+// Retry is a step's retry policy (dsl.md §2, R-L3, R-L6).
+type Retry struct {
+	MaxAttempts int
+	Delay       float64 // seconds
+	Backoff     string  // fixed | linear | exponential
+	MaxDelay    float64 // seconds
+	On          []string
+	// OnStatus, from NoETL's retry_on_status, narrows error-class retries to these
+	// HTTP statuses when set.
+	OnStatus []int64
+}
+
+// Failure classes of a command (R-L3).
+const (
+	ClassError   = "error"
+	ClassTimeout = "timeout"
+	ClassExpired = "expired"
+)
+
+// retries reports whether the policy retries failures of class c at all.
+func (r Retry) retries(c string) bool {
+	for _, on := range r.On {
+		if on == c {
+			return true
+		}
+	}
+	return false
+}
+
+// limit is the total number of attempts allowed for failures of class c: expired
+// leases get at least 3 (R-L3).
+func (r Retry) limit(c string) int {
+	if c == ClassExpired {
+		return max(r.MaxAttempts, 3)
+	}
+	return r.MaxAttempts
+}
+
+// Step defaults (dsl.md §2, R-J8, R-A9).
+const (
+	DefaultTimeout     = 3600
+	DefaultMaxVisits   = 1000
+	DefaultMaxInFlight = 100
+	DefaultRetryDelay  = 1.0
+	DefaultMaxDelay    = 300.0
+	KindTaskSequence   = "task_sequence"
+	OnErrorFail        = "fail"
+	OnErrorContinue    = "continue"
+	ModeExclusive      = "exclusive"
+	ModeInclusive      = "inclusive"
+	ModeSequential     = "sequential"
+	ModeParallel       = "parallel"
+)

@@ -1,0 +1,194 @@
+package engine
+
+import (
+	"math/bits"
+	"strconv"
+	"time"
+
+	"github.com/noetl-go/noetl/shared/tmpl"
+)
+
+// bindings are the per-render extras on top of the execution's context.
+type bindings struct {
+	arcSet map[string]any // transient arc set values of the visit (R-T9)
+	iter   *iteration
+	// phase is true while evaluating a finished step's set and arcs: output, error
+	// and event are bound (dsl.md §5, R-W2).
+	phase      bool
+	output     any
+	errMsg     string
+	event      map[string]any
+	self       string // the finishing step, bound to its new result (dsl.md §4.6)
+	selfResult any
+}
+
+type iteration struct {
+	index, total int
+	iterator     string
+	item         any
+}
+
+func (it *iteration) vars() map[string]any {
+	return map[string]any{
+		it.iterator: it.item, "_index": int64(it.index), "_total": int64(it.total),
+		"_first": it.index == 0, "_last": it.index == it.total-1,
+	}
+}
+
+// env builds a template environment holding exactly the names the template reads
+// (R-S2), so rendering costs what the template uses, not the size of the context.
+func (d *decider) env(roots []string, b *bindings) tmpl.Env {
+	vars := make(map[string]any, len(roots))
+	for _, r := range roots {
+		if v, ok := d.lookup(r, b); ok {
+			vars[r] = v
+		}
+	}
+	return tmpl.Env{Vars: vars, Now: d.trig.Time}
+}
+
+// lookup resolves a top-level name with dsl.md §5's precedence, highest first:
+// arc set, iteration variables, ids, ctx, step results, workload. Reserved names
+// always mean their binding (R-T7, R-W5).
+func (d *decider) lookup(name string, b *bindings) (any, bool) {
+	switch name {
+	case "workload":
+		return d.run.Workload, true
+	case "ctx":
+		if len(b.arcSet) == 0 {
+			return d.s.Ctx, true
+		}
+		merged := make(map[string]any, len(d.s.Ctx)+len(b.arcSet))
+		for k, v := range d.s.Ctx {
+			merged[k] = v
+		}
+		for k, v := range b.arcSet {
+			merged[k] = v
+		}
+		return merged, true
+	case "steps":
+		return d.stepsView(b), true
+	case "iter":
+		if b.iter == nil {
+			return nil, false
+		}
+		return b.iter.vars(), true
+	case "_index", "_total":
+		if b.iter == nil {
+			return nil, false
+		}
+		return b.iter.vars()[name], true
+	case "output":
+		return b.output, b.phase
+	case "error":
+		if !b.phase {
+			return nil, false
+		}
+		if b.errMsg == "" {
+			return nil, true
+		}
+		return b.errMsg, true
+	case "event":
+		if b.phase {
+			return b.event, true
+		}
+	case "execution_id":
+		return strconv.FormatInt(d.run.ExecutionID, 10), true
+	case "catalog_id":
+		return strconv.FormatInt(d.run.CatalogID, 10), true
+	case "playbook_path":
+		return d.run.Path, true
+	}
+	if v, ok := b.arcSet[name]; ok {
+		return v, true
+	}
+	if b.iter != nil && name == b.iter.iterator {
+		return b.iter.item, true
+	}
+	if v, ok := d.s.Ctx[name]; ok {
+		return v, true
+	}
+	if b.self == name {
+		return b.selfResult, true
+	}
+	if v, ok := d.stepResult(name); ok {
+		return v, true
+	}
+	v, ok := d.run.Workload[name]
+	return v, ok
+}
+
+// stepResult is the latest finished visit's result (R-T8); a skipped step is null,
+// a step that has not finished a visit is undefined (R-T3).
+func (d *decider) stepResult(name string) (any, bool) {
+	st := d.s.Steps[name]
+	if st == nil || !st.Bound || d.pb.byName[name] == nil {
+		return nil, false
+	}
+	if st.ResultRef != nil {
+		return d.load(*st.ResultRef), true
+	}
+	return st.Result, true
+}
+
+// stepsView is `steps`: every step's {status, result, error, attempts, visits}.
+func (d *decider) stepsView(b *bindings) map[string]any {
+	out := make(map[string]any, len(d.pb.Steps))
+	for _, step := range d.pb.Steps {
+		st := d.s.Steps[step.Name]
+		if st == nil {
+			out[step.Name] = map[string]any{"status": StepPending, "result": nil, "error": nil, "attempts": int64(0), "visits": int64(0)}
+			continue
+		}
+		result, _ := d.stepResult(step.Name)
+		if b.self == step.Name {
+			result = b.selfResult
+		}
+		var errv any
+		if st.Error != "" {
+			errv = st.Error
+		}
+		out[step.Name] = map[string]any{"status": st.Status, "result": result, "error": errv,
+			"attempts": int64(st.Attempts), "visits": int64(st.Visits)}
+	}
+	return out
+}
+
+func (d *decider) render(t *tmpl.Template, b *bindings) (any, error) {
+	return t.Render(d.env(t.Roots(), b))
+}
+
+func (d *decider) renderValue(v *tmpl.Value, b *bindings) (any, error) {
+	return v.Render(d.env(v.Roots(), b))
+}
+
+// renderSet renders a set block; every value sees the context as it was before the
+// block (R-W3).
+func (d *decider) renderSet(entries []SetEntry, b *bindings) (map[string]any, error) {
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]any, len(entries))
+	for _, e := range entries {
+		v, err := d.renderValue(e.Value, b)
+		if err != nil {
+			return nil, err
+		}
+		out[e.Path] = v
+	}
+	return out, nil
+}
+
+const timeLayout = time.RFC3339Nano
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+func trailingZeros(w uint64) int { return bits.TrailingZeros64(w) }
+
+func anySlice[T any](xs []T) []any {
+	out := make([]any, len(xs))
+	for i, x := range xs {
+		out[i] = x
+	}
+	return out
+}

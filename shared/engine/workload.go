@@ -1,0 +1,50 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"maps"
+	"strconv"
+	"time"
+
+	"github.com/noetl-go/noetl/shared/tmpl"
+)
+
+// PrepareWorkload merges the execute payload over the playbook's workload
+// (shallow: payload keys replace defaults) and renders, once, the default string
+// values that hold templates (R-W5). Payload values are data and never rendered.
+func (p *Playbook) PrepareWorkload(executionID, catalogID int64, payload map[string]any, now time.Time) (map[string]any, error) {
+	out := maps.Clone(p.Workload)
+	if out == nil {
+		out = map[string]any{}
+	}
+	id := strconv.FormatInt(executionID, 10)
+	vars := map[string]any{
+		"execution_id":  id,
+		"catalog_id":    strconv.FormatInt(catalogID, 10),
+		"playbook_path": p.Metadata.Path,
+		"payload":       payload,
+		"job":           map[string]any{"uuid": JobUUID(executionID), "execution_id": id},
+	}
+	for _, k := range sortedKeys(p.workloadTemplates) {
+		if _, overridden := payload[k]; overridden {
+			continue
+		}
+		v, err := p.workloadTemplates[k].Render(tmpl.Env{Vars: vars, Now: now})
+		if err != nil {
+			return nil, fmt.Errorf("workload.%s: %w", k, err)
+		}
+		out[k] = v
+	}
+	maps.Copy(out, payload)
+	return out, nil
+}
+
+// JobUUID derives NoETL's job.uuid from the execution id, so it is stable across
+// replays (R-W5): a version-5-shaped UUID over a sha256 of the id.
+func JobUUID(executionID int64) string {
+	h := sha256.Sum256([]byte("noetl-job:" + strconv.FormatInt(executionID, 10)))
+	h[6] = h[6]&0x0f | 0x50
+	h[8] = h[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}

@@ -1,0 +1,201 @@
+// Package jsonx holds the project's one JSON value convention, shared by the
+// engine, templates, store and replay: objects are map[string]any, arrays []any,
+// integral numbers int64 (ids above 2^53 survive, R-T10), other numbers float64.
+package jsonx
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+)
+
+// Decode parses JSON into the convention's values.
+func Decode(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("unexpected data after the JSON value at offset %d", dec.InputOffset())
+	}
+	return Normalize(v), nil
+}
+
+// DecodeObject parses a JSON object; null decodes to an empty map.
+func DecodeObject(data []byte) (map[string]any, error) {
+	v, err := Decode(data)
+	if err != nil {
+		return nil, err
+	}
+	switch m := v.(type) {
+	case nil:
+		return map[string]any{}, nil
+	case map[string]any:
+		return m, nil
+	default:
+		return nil, fmt.Errorf("expected a JSON object, got %s", TypeName(v))
+	}
+}
+
+// Normalize converts values produced by encoding/json (with UseNumber), yaml.v3 or Go
+// code into the convention, recursively. map[string]any and []any are normalised in place.
+func Normalize(v any) any {
+	switch x := v.(type) {
+	case nil, string, bool, int64, float64:
+		return x
+	case json.Number:
+		return Number(x)
+	case int:
+		return int64(x)
+	case int8:
+		return int64(x)
+	case int16:
+		return int64(x)
+	case int32:
+		return int64(x)
+	case uint:
+		return uintValue(uint64(x))
+	case uint8:
+		return int64(x)
+	case uint16:
+		return int64(x)
+	case uint32:
+		return int64(x)
+	case uint64:
+		return uintValue(x)
+	case float32:
+		return float64(x)
+	case map[string]any:
+		for k, e := range x {
+			x[k] = Normalize(e)
+		}
+		return x
+	case map[any]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[fmt.Sprint(k)] = Normalize(e)
+		}
+		return m
+	case []any:
+		for i, e := range x {
+			x[i] = Normalize(e)
+		}
+		return x
+	case []string:
+		out := make([]any, len(x))
+		for i, s := range x {
+			out[i] = s
+		}
+		return out
+	case []map[string]any:
+		out := make([]any, len(x))
+		for i, m := range x {
+			out[i] = Normalize(m)
+		}
+		return out
+	case json.RawMessage:
+		d, err := Decode(x)
+		if err != nil {
+			return string(x)
+		}
+		return d
+	default:
+		// Anything else (structs, typed maps) goes through a JSON round trip.
+		b, err := json.Marshal(x)
+		if err != nil {
+			return fmt.Sprint(x)
+		}
+		d, err := Decode(b)
+		if err != nil {
+			return fmt.Sprint(x)
+		}
+		return d
+	}
+}
+
+func uintValue(u uint64) any {
+	if u <= math.MaxInt64 {
+		return int64(u)
+	}
+	return float64(u)
+}
+
+// Number converts a JSON number literal: int64 when integral and in range, else float64.
+func Number(n json.Number) any {
+	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
+		return i
+	}
+	f, err := strconv.ParseFloat(string(n), 64)
+	if err != nil {
+		return string(n)
+	}
+	if f == math.Trunc(f) && math.Abs(f) < 1<<63 && !bytes.ContainsAny([]byte(n), ".eE") {
+		return int64(f)
+	}
+	return f
+}
+
+// Marshal encodes compactly without HTML escaping. encoding/json already sorts map
+// keys, so equal values always give equal bytes (the canonical form replay hashes).
+func Marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// MustMarshal is Marshal for values known to be encodable (the convention's own).
+func MustMarshal(v any) []byte {
+	b, err := Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("jsonx: marshal %T: %v", v, err))
+	}
+	return b
+}
+
+// Clone deep-copies a convention value, so a snapshot never shares maps with its caller.
+func Clone(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[k] = Clone(e)
+		}
+		return m
+	case []any:
+		s := make([]any, len(x))
+		for i, e := range x {
+			s[i] = Clone(e)
+		}
+		return s
+	default:
+		return x
+	}
+}
+
+// TypeName names a value's JSON type for error messages ("expected array, got string").
+func TypeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "string"
+	case bool:
+		return "boolean"
+	case int64, int, float64, json.Number:
+		return "number"
+	case map[string]any:
+		return "object"
+	case []any:
+		return "array"
+	default:
+		return fmt.Sprintf("%T", v)
+	}
+}

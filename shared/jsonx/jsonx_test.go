@@ -1,0 +1,79 @@
+package jsonx
+
+import (
+	"math"
+	"reflect"
+	"testing"
+)
+
+func TestDecodeKeepsIntegersExact(t *testing.T) {
+	// R-T10: ids above 2^53 survive a round trip; integral values stay int64.
+	big := int64(1)<<62 + 7
+	v, err := Decode([]byte(`{"id": 4611686018427387911, "n": 3, "f": 2.5, "e": 1e3, "l": [1, "00123", null, true]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := v.(map[string]any)
+	if m["id"] != big {
+		t.Fatalf("id = %#v, want %d", m["id"], big)
+	}
+	if m["n"] != int64(3) || m["f"] != 2.5 || m["e"] != 1000.0 {
+		t.Fatalf("numbers = %#v %#v %#v", m["n"], m["f"], m["e"])
+	}
+	want := []any{int64(1), "00123", nil, true}
+	if !reflect.DeepEqual(m["l"], want) {
+		t.Fatalf("list = %#v", m["l"])
+	}
+	out, _ := Marshal(v)
+	if string(out) != `{"e":1000,"f":2.5,"id":4611686018427387911,"l":[1,"00123",null,true],"n":3}` {
+		t.Fatalf("canonical = %s", out)
+	}
+}
+
+func TestDecodeRejectsTrailingData(t *testing.T) {
+	for _, in := range []string{`{} {}`, `[1] x`, `{"a":`} {
+		if _, err := Decode([]byte(in)); err == nil {
+			t.Errorf("Decode(%q) = nil error", in)
+		}
+	}
+}
+
+func TestDecodeObject(t *testing.T) {
+	if m, err := DecodeObject([]byte(`null`)); err != nil || len(m) != 0 {
+		t.Fatalf("null: %v %v", m, err)
+	}
+	if _, err := DecodeObject([]byte(`[1]`)); err == nil || err.Error() != "expected a JSON object, got array" {
+		t.Fatalf("array: %v", err)
+	}
+}
+
+func TestNormalize(t *testing.T) {
+	in := map[string]any{
+		"a": 1, "b": uint64(math.MaxUint64), "c": float32(1.5), "d": map[any]any{1: "x"},
+		"e": []string{"s"}, "f": struct{ X int }{2},
+	}
+	got := Normalize(in)
+	want := map[string]any{
+		"a": int64(1), "b": float64(math.MaxUint64), "c": 1.5, "d": map[string]any{"1": "x"},
+		"e": []any{"s"}, "f": map[string]any{"X": int64(2)},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Normalize = %#v", got)
+	}
+}
+
+func TestMarshalDoesNotEscapeHTML(t *testing.T) {
+	b, err := Marshal(map[string]any{"q": "a<b>&c"})
+	if err != nil || string(b) != `{"q":"a<b>&c"}` {
+		t.Fatalf("%s %v", b, err)
+	}
+}
+
+func TestCloneIsDeep(t *testing.T) {
+	orig := map[string]any{"l": []any{map[string]any{"x": int64(1)}}}
+	c := Clone(orig).(map[string]any)
+	c["l"].([]any)[0].(map[string]any)["x"] = int64(2)
+	if orig["l"].([]any)[0].(map[string]any)["x"] != int64(1) {
+		t.Fatal("Clone shares nested maps")
+	}
+}

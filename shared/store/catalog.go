@@ -1,0 +1,179 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// CatalogEntry is one version of a registered resource (cluster database).
+type CatalogEntry struct {
+	CatalogID   int64
+	Path        string
+	Version     int
+	Kind        string
+	Content     string // empty in list results
+	ContentHash string // hex sha256 of Content
+	CreatedAt   time.Time
+}
+
+// ContentHash is the hash RegisterCatalog compares to detect a re-registration.
+func ContentHash(content string) string {
+	sum := sha256.Sum256([]byte(content))
+	return hex.EncodeToString(sum[:])
+}
+
+const catalogColumns = `catalog_id, path, version, kind, content, content_hash, created_at`
+
+func scanCatalog(row pgx.Row) (CatalogEntry, error) {
+	var e CatalogEntry
+	err := row.Scan(&e.CatalogID, &e.Path, &e.Version, &e.Kind, &e.Content, &e.ContentHash, &e.CreatedAt)
+	e.CreatedAt = e.CreatedAt.UTC()
+	return e, err
+}
+
+// maxRegisterAttempts bounds the retries of RegisterCatalog under contention; each
+// lost race means another registration of the same path committed.
+const maxRegisterAttempts = 20
+
+// RegisterCatalog stores content as the next version of path. Registering the same
+// content as the latest version returns that row (created false). Concurrent
+// registrations of one path are safe: a version number lost to a racing insert is
+// re-read and retried. q must be in READ COMMITTED (the default) so a retry sees the
+// winner.
+func RegisterCatalog(ctx context.Context, q Querier, path, kind, content string) (CatalogEntry, bool, error) {
+	hash := ContentHash(content)
+	for attempt := 0; attempt < maxRegisterAttempts; attempt++ {
+		next := 1
+		latest, err := GetCatalogByPath(ctx, q, path, 0)
+		switch {
+		case err == nil:
+			if latest.ContentHash == hash {
+				return latest, false, nil
+			}
+			next = latest.Version + 1
+		case !errors.Is(err, ErrNotFound):
+			return CatalogEntry{}, false, fmt.Errorf("store: register %s: %w", path, err)
+		}
+		// DO NOTHING waits for a racing insert of the same version to commit and then
+		// yields no row; the loop then reads that winner.
+		e, err := scanCatalog(q.QueryRow(ctx, `
+			INSERT INTO catalog (path, version, kind, content, content_hash)
+			VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (path, version) DO NOTHING
+			RETURNING `+catalogColumns, path, next, kind, content, hash))
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return CatalogEntry{}, false, fmt.Errorf("store: register %s version %d: %w", path, next, err)
+		}
+		return e, true, nil
+	}
+	return CatalogEntry{}, false, fmt.Errorf("store: register %s: %w: version still contended after %d attempts", path, ErrConflict, maxRegisterAttempts)
+}
+
+// GetCatalog returns the entry with catalog_id id.
+func GetCatalog(ctx context.Context, q Querier, id int64) (CatalogEntry, error) {
+	e, err := scanCatalog(q.QueryRow(ctx, `SELECT `+catalogColumns+` FROM catalog WHERE catalog_id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return e, fmt.Errorf("store: catalog %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return e, fmt.Errorf("store: catalog %d: %w", id, err)
+	}
+	return e, nil
+}
+
+// GetCatalogByPath returns the given version of path, or its latest when version is 0.
+func GetCatalogByPath(ctx context.Context, q Querier, path string, version int) (CatalogEntry, error) {
+	var row pgx.Row
+	if version == 0 {
+		row = q.QueryRow(ctx, `SELECT `+catalogColumns+` FROM catalog WHERE path = $1 ORDER BY version DESC LIMIT 1`, path)
+	} else {
+		row = q.QueryRow(ctx, `SELECT `+catalogColumns+` FROM catalog WHERE path = $1 AND version = $2`, path, version)
+	}
+	e, err := scanCatalog(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return e, fmt.Errorf("store: catalog %s version %d: %w", path, version, ErrNotFound)
+	}
+	if err != nil {
+		return e, fmt.Errorf("store: catalog %s version %d: %w", path, version, err)
+	}
+	return e, nil
+}
+
+// CatalogCursor is the position after the last entry of a page.
+type CatalogCursor struct {
+	Path    string
+	Version int
+}
+
+// CatalogFilter selects a page of ListCatalog. Entries are ordered by path, then
+// version newest first.
+type CatalogFilter struct {
+	Path       string         // only this path's versions
+	LatestOnly bool           // one entry per path: its latest version
+	After      *CatalogCursor // keyset: entries after this one
+	Limit      int            // 1..1000; 0 means 100
+}
+
+// ListCatalog returns a page of entries without their content.
+func ListCatalog(ctx context.Context, q Querier, f CatalogFilter) ([]CatalogEntry, error) {
+	limit, err := pageLimit(f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: list catalog: %w", err)
+	}
+	var where []string
+	var args []any
+	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	if f.Path != "" {
+		where = append(where, "path = "+arg(f.Path))
+	}
+	if f.After != nil {
+		p := arg(f.After.Path)
+		if f.LatestOnly {
+			where = append(where, "path > "+p)
+		} else {
+			// path >= p bounds the index scan; the rest skips p's versions already seen.
+			where = append(where, fmt.Sprintf("path >= %s AND (path > %s OR version < %s)", p, p, arg(f.After.Version)))
+		}
+	}
+	cond := ""
+	if len(where) > 0 {
+		cond = " WHERE " + strings.Join(where, " AND ")
+	}
+	cols := `catalog_id, path, version, kind, '' AS content, content_hash, created_at`
+	var sql string
+	if f.LatestOnly {
+		sql = `SELECT DISTINCT ON (path) ` + cols + ` FROM catalog` + cond + ` ORDER BY path, version DESC LIMIT ` + arg(limit)
+	} else {
+		sql = `SELECT ` + cols + ` FROM catalog` + cond + ` ORDER BY path, version DESC LIMIT ` + arg(limit)
+	}
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list catalog: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (CatalogEntry, error) { return scanCatalog(r) })
+	if err != nil {
+		return nil, fmt.Errorf("store: list catalog: %w", err)
+	}
+	return out, nil
+}
+
+// pageLimit applies the list limit rule of api.md: 1..1000, default 100.
+func pageLimit(n int) (int, error) {
+	switch {
+	case n == 0:
+		return 100, nil
+	case n < 0 || n > 1000:
+		return 0, fmt.Errorf("limit %d outside 1..1000", n)
+	}
+	return n, nil
+}

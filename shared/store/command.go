@@ -1,0 +1,378 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Command statuses; the row follows its command to the end.
+const (
+	CommandPending   = "PENDING"
+	CommandClaimed   = "CLAIMED"
+	CommandRunning   = "RUNNING"
+	CommandCompleted = "COMPLETED"
+	CommandFailed    = "FAILED"
+	CommandCancelled = "CANCELLED"
+	CommandExpired   = "EXPIRED"
+)
+
+// CommandTerminal reports whether a command status is final.
+func CommandTerminal(status string) bool {
+	switch status {
+	case CommandCompleted, CommandFailed, CommandCancelled, CommandExpired:
+		return true
+	}
+	return false
+}
+
+// DefaultTimeoutSeconds is a command's timeout when the step sets none (R-L2).
+const DefaultTimeoutSeconds = 3600
+
+// Command is one row of the command table.
+type Command struct {
+	CommandID      string
+	ExecutionID    int64
+	IssuedEventID  int64
+	Step           string
+	ToolKind       string
+	Status         string
+	Attempt        int
+	MaxAttempts    int
+	WorkerID       string    // "": unclaimed
+	LeaseExpiresAt time.Time // zero: no lease
+	DeadlineAt     time.Time // claimed_at + timeout (R-L2); zero until claimed
+	TimeoutSeconds int
+	AvailableAt    time.Time // not claimable before (retry backoff, R-L7)
+	Context        map[string]any
+	Meta           map[string]any
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+// CommandID formats NoETL's command id: <execution_id>:<step>:<issued event_id>.
+func CommandID(executionID int64, step string, issuedEventID int64) string {
+	return strconv.FormatInt(executionID, 10) + ":" + step + ":" + strconv.FormatInt(issuedEventID, 10)
+}
+
+// IterationCommandID is CommandID of a loop iteration: …:i<index>.
+func IterationCommandID(executionID int64, step string, issuedEventID int64, index int) string {
+	return CommandID(executionID, step, issuedEventID) + ":i" + strconv.Itoa(index)
+}
+
+// CommandRef is a parsed command id.
+type CommandRef struct {
+	ExecutionID   int64
+	Step          string
+	IssuedEventID int64
+	Iteration     int // -1: not a loop iteration
+}
+
+// ParseCommandID splits a command id made by CommandID or IterationCommandID.
+func ParseCommandID(id string) (CommandRef, error) {
+	parts := strings.Split(id, ":")
+	ref := CommandRef{Iteration: -1}
+	if n := len(parts); n >= 4 && strings.HasPrefix(parts[n-1], "i") {
+		it, err := strconv.Atoi(parts[n-1][1:])
+		if err != nil || it < 0 {
+			return ref, fmt.Errorf("store: command id %q: bad iteration %q", id, parts[n-1])
+		}
+		ref.Iteration, parts = it, parts[:n-1]
+	}
+	if len(parts) < 3 {
+		return ref, fmt.Errorf("store: command id %q: want <execution_id>:<step>:<event_id>[:i<index>]", id)
+	}
+	var err1, err2 error
+	ref.ExecutionID, err1 = strconv.ParseInt(parts[0], 10, 64)
+	ref.IssuedEventID, err2 = strconv.ParseInt(parts[len(parts)-1], 10, 64)
+	ref.Step = strings.Join(parts[1:len(parts)-1], ":")
+	if err1 != nil || err2 != nil || ref.ExecutionID <= 0 || ref.IssuedEventID <= 0 || ref.Step == "" {
+		return ref, fmt.Errorf("store: command id %q: want <execution_id>:<step>:<event_id>[:i<index>]", id)
+	}
+	return ref, nil
+}
+
+const commandColumns = `command_id, execution_id, issued_event_id, step, tool_kind, status, attempt, max_attempts,
+	worker_id, lease_expires_at, deadline_at, timeout_seconds, available_at, context, meta, created_at, updated_at`
+
+func scanCommand(row pgx.Row) (Command, error) {
+	var (
+		c                 Command
+		workerID          *string
+		lease, deadline   *time.Time
+		ctxJSON, metaJSON []byte
+	)
+	err := row.Scan(&c.CommandID, &c.ExecutionID, &c.IssuedEventID, &c.Step, &c.ToolKind, &c.Status, &c.Attempt,
+		&c.MaxAttempts, &workerID, &lease, &deadline, &c.TimeoutSeconds, &c.AvailableAt, &ctxJSON, &metaJSON,
+		&c.CreatedAt, &c.UpdatedAt)
+	if err != nil {
+		return c, err
+	}
+	c.WorkerID, c.LeaseExpiresAt, c.DeadlineAt = derefString(workerID), derefTime(lease), derefTime(deadline)
+	c.AvailableAt, c.CreatedAt, c.UpdatedAt = c.AvailableAt.UTC(), c.CreatedAt.UTC(), c.UpdatedAt.UTC()
+	if c.Context, err = decodeObject(ctxJSON, "context"); err != nil {
+		return c, err
+	}
+	c.Meta, err = decodeObject(metaJSON, "meta")
+	return c, err
+}
+
+func collectCommands(rows pgx.Rows, err error) ([]Command, error) {
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Command, error) { return scanCommand(r) })
+}
+
+// commandRow runs a statement returning one command row; no row is notFound.
+func commandRow(ctx context.Context, q Querier, what string, notFound error, sql string, args ...any) (Command, error) {
+	c, err := scanCommand(q.QueryRow(ctx, sql, args...))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c, fmt.Errorf("store: %s: %w", what, notFound)
+	}
+	if err != nil {
+		return c, fmt.Errorf("store: %s: %w", what, err)
+	}
+	return c, nil
+}
+
+// InsertCommands inserts commands in one statement. Zero values default: Status
+// PENDING, Attempt 1, MaxAttempts 1, TimeoutSeconds 3600, AvailableAt now.
+func InsertCommands(ctx context.Context, q Querier, cmds []Command) error {
+	if len(cmds) == 0 {
+		return nil
+	}
+	n := len(cmds)
+	var (
+		idList, steps, kinds, statuses = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		execIDs, issued                = make([]int64, n), make([]int64, n)
+		attempts, maxAttempts, timeout = make([]int32, n), make([]int32, n), make([]int32, n)
+		available                      = make([]*time.Time, n)
+		contexts, metas                = make([]*string, n), make([]*string, n)
+	)
+	for i, c := range cmds {
+		if c.CommandID == "" || c.ExecutionID <= 0 || c.IssuedEventID <= 0 || c.Step == "" {
+			return fmt.Errorf("store: insert command %q: command_id, execution_id, issued_event_id and step are required", c.CommandID)
+		}
+		idList[i], execIDs[i], issued[i], steps[i], kinds[i] = c.CommandID, c.ExecutionID, c.IssuedEventID, c.Step, c.ToolKind
+		statuses[i] = orDefault(c.Status, CommandPending)
+		attempts[i], maxAttempts[i] = int32(max(c.Attempt, 1)), int32(max(c.MaxAttempts, 1))
+		timeout[i] = int32(c.TimeoutSeconds)
+		if timeout[i] <= 0 {
+			timeout[i] = DefaultTimeoutSeconds
+		}
+		available[i] = nullTime(c.AvailableAt)
+		var err error
+		if contexts[i], err = objectJSONText(c.Context); err == nil {
+			metas[i], err = objectJSONText(c.Meta)
+		}
+		if err != nil {
+			return fmt.Errorf("store: insert command %s: %w", c.CommandID, err)
+		}
+	}
+	_, err := q.Exec(ctx, `
+		INSERT INTO command (command_id, execution_id, issued_event_id, step, tool_kind, status, attempt,
+			max_attempts, timeout_seconds, available_at, context, meta)
+		SELECT command_id, execution_id, issued_event_id, step, tool_kind, status, attempt, max_attempts,
+			timeout_seconds, coalesce(available_at, now()), coalesce(context::jsonb, '{}'), coalesce(meta::jsonb, '{}')
+		FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::int[],
+			$8::int[], $9::int[], $10::timestamptz[], $11::text[], $12::text[])
+			AS t(command_id, execution_id, issued_event_id, step, tool_kind, status, attempt, max_attempts,
+			timeout_seconds, available_at, context, meta)`,
+		idList, execIDs, issued, steps, kinds, statuses, attempts, maxAttempts, timeout, available, contexts, metas)
+	if err != nil {
+		return fmt.Errorf("store: insert %d commands (first %s): %w", n, cmds[0].CommandID, wrapWrite(err))
+	}
+	return nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// GetCommand reads a command by id without locking it.
+func GetCommand(ctx context.Context, q Querier, commandID string) (Command, error) {
+	return commandRow(ctx, q, "command "+commandID, ErrNotFound,
+		`SELECT `+commandColumns+` FROM command WHERE command_id = $1`, commandID)
+}
+
+// GetCommandByIssuedEvent finds the command a command.issued event created: the
+// lookup of GET /api/commands/{event_id} and of claim (which then locks the execution,
+// then the command, R-L5).
+func GetCommandByIssuedEvent(ctx context.Context, q Querier, eventID int64) (Command, error) {
+	return commandRow(ctx, q, fmt.Sprintf("command issued by event %d", eventID), ErrNotFound,
+		`SELECT `+commandColumns+` FROM command WHERE issued_event_id = $1`, eventID)
+}
+
+// LockCommand reads a command and locks its row until the transaction ends. Lock the
+// command's execution first (R-L5).
+func LockCommand(ctx context.Context, tx pgx.Tx, commandID string) (Command, error) {
+	return commandRow(ctx, tx, "lock command "+commandID, ErrNotFound,
+		`SELECT `+commandColumns+` FROM command WHERE command_id = $1 FOR UPDATE`, commandID)
+}
+
+// ClaimCommand moves a PENDING command to CLAIMED by workerID with a lease of lease
+// from now and a deadline of timeout_seconds from now (R-L2). It does not check
+// available_at (early claims answer 429, R-L7: the caller decides). A command that is
+// not PENDING is ErrConflict; a missing one ErrNotFound.
+func ClaimCommand(ctx context.Context, q Querier, commandID, workerID string, lease time.Duration) (Command, error) {
+	c, err := commandRow(ctx, q, "claim command "+commandID, ErrConflict, `
+		UPDATE command
+		SET status = 'CLAIMED', worker_id = $2, lease_expires_at = now() + $3::interval,
+		    deadline_at = now() + timeout_seconds * interval '1 second', updated_at = now()
+		WHERE command_id = $1 AND status = 'PENDING'
+		RETURNING `+commandColumns, commandID, workerID, lease)
+	if errors.Is(err, ErrConflict) {
+		return c, commandStateError(ctx, q, "claim command "+commandID, commandID)
+	}
+	return c, err
+}
+
+// commandStateError tells ErrNotFound from ErrConflict after a guarded UPDATE matched
+// no row, naming the current status.
+func commandStateError(ctx context.Context, q Querier, what, commandID string) error {
+	var status string
+	var worker *string
+	err := q.QueryRow(ctx, `SELECT status, worker_id FROM command WHERE command_id = $1`, commandID).Scan(&status, &worker)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("store: %s: %w", what, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("store: %s: %w", what, err)
+	}
+	return fmt.Errorf("store: %s: %w: status %s, worker %q", what, ErrConflict, status, derefString(worker))
+}
+
+// ExtendLease is a heartbeat: the lease of a CLAIMED/RUNNING command held by workerID
+// (and attempt, when > 0) becomes now + lease. It still succeeds after the lease time
+// passed if no sweep or reclaim happened (the holder is still the holder, R-L8).
+// Anything else is ErrConflict. Heartbeats write no events (R-L1).
+func ExtendLease(ctx context.Context, q Querier, commandID, workerID string, attempt int, lease time.Duration) (time.Time, error) {
+	var until time.Time
+	err := q.QueryRow(ctx, `
+		UPDATE command SET lease_expires_at = now() + $3::interval, updated_at = now()
+		WHERE command_id = $1 AND worker_id = $2 AND status IN ('CLAIMED', 'RUNNING')
+		  AND ($4::int = 0 OR attempt = $4::int)
+		RETURNING lease_expires_at`, commandID, workerID, lease, attempt).Scan(&until)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return until, commandStateError(ctx, q, "heartbeat command "+commandID+" by "+workerID, commandID)
+	}
+	if err != nil {
+		return until, fmt.Errorf("store: heartbeat command %s: %w", commandID, err)
+	}
+	return until.UTC(), nil
+}
+
+// SetCommandStatus sets a command's status (RUNNING on command.started, the terminal
+// ones at the end). The caller holds the command's lock and has checked the transition.
+func SetCommandStatus(ctx context.Context, q Querier, commandID, status string) (Command, error) {
+	return commandRow(ctx, q, "set command "+commandID+" "+status, ErrNotFound, `
+		UPDATE command SET status = $2, updated_at = now() WHERE command_id = $1
+		RETURNING `+commandColumns, commandID, status)
+}
+
+// RetryCommand makes a command PENDING again for attempt, claimable from availableAt,
+// keeping its id, issued event and rendered context (R-L6).
+func RetryCommand(ctx context.Context, q Querier, commandID string, attempt int, availableAt time.Time) (Command, error) {
+	return commandRow(ctx, q, fmt.Sprintf("retry command %s attempt %d", commandID, attempt), ErrNotFound, `
+		UPDATE command
+		SET status = 'PENDING', attempt = $2, available_at = $3, worker_id = NULL, lease_expires_at = NULL,
+		    deadline_at = NULL, updated_at = now()
+		WHERE command_id = $1
+		RETURNING `+commandColumns, commandID, attempt, availableAt)
+}
+
+// ListActiveCommands returns an execution's PENDING, CLAIMED and RUNNING commands.
+func ListActiveCommands(ctx context.Context, q Querier, executionID int64) ([]Command, error) {
+	cmds, err := collectCommands(q.Query(ctx, `
+		SELECT `+commandColumns+` FROM command
+		WHERE execution_id = $1 AND status IN ('PENDING', 'CLAIMED', 'RUNNING')
+		ORDER BY created_at, command_id`, executionID))
+	if err != nil {
+		return nil, fmt.Errorf("store: active commands of execution %d: %w", executionID, err)
+	}
+	return cmds, nil
+}
+
+// CancelActiveCommands marks every PENDING, CLAIMED or RUNNING command of an execution
+// CANCELLED and returns them (cancel, finalize, R-R9/R-R10). Lock the execution first.
+func CancelActiveCommands(ctx context.Context, q Querier, executionID int64) ([]Command, error) {
+	cmds, err := collectCommands(q.Query(ctx, `
+		UPDATE command SET status = 'CANCELLED', updated_at = now()
+		WHERE execution_id = $1 AND status IN ('PENDING', 'CLAIMED', 'RUNNING')
+		RETURNING `+commandColumns, executionID))
+	if err != nil {
+		return nil, fmt.Errorf("store: cancel commands of execution %d: %w", executionID, err)
+	}
+	return cmds, nil
+}
+
+// The sweeper's queries (api.md, scheduled invocation). Each runs in the caller's
+// transaction and keeps the lock order of R-L5: first it locks the executions that
+// have matching commands, skipping executions another transaction holds (FOR UPDATE
+// SKIP LOCKED: concurrent sweepers and live ingest never wait for each other), then
+// it locks and returns those executions' matching commands. limit bounds the
+// candidate commands (1..1000); executions skipped are picked up by the next run.
+
+// LockExpiredLeases returns CLAIMED/RUNNING commands whose lease has run out.
+func LockExpiredLeases(ctx context.Context, tx pgx.Tx, limit int) ([]Command, error) {
+	return lockForSweep(ctx, tx, "expired leases", limit,
+		`status IN ('CLAIMED', 'RUNNING') AND lease_expires_at <= now()`, "lease_expires_at")
+}
+
+// LockPastDeadline returns CLAIMED/RUNNING commands past deadline + grace (R-L2),
+// heartbeats or not.
+func LockPastDeadline(ctx context.Context, tx pgx.Tx, grace time.Duration, limit int) ([]Command, error) {
+	return lockForSweep(ctx, tx, "past-deadline commands", limit,
+		`status IN ('CLAIMED', 'RUNNING') AND deadline_at <= now() - $2::interval`, "deadline_at", grace)
+}
+
+// LockDueRetries returns PENDING retries (attempt > 1) whose available_at has come.
+func LockDueRetries(ctx context.Context, tx pgx.Tx, limit int) ([]Command, error) {
+	return lockForSweep(ctx, tx, "due retries", limit,
+		`status = 'PENDING' AND attempt > 1 AND available_at <= now()`, "available_at")
+}
+
+// lockForSweep: cond may use $2.. (extra); $1 is the limit in step one and the
+// execution ids in step two. `= ANY (ARRAY(…))` makes step one a handful of primary
+// key lookups rather than a join the planner may turn into a long index scan.
+func lockForSweep(ctx context.Context, tx pgx.Tx, what string, limit int, cond, order string, extra ...any) ([]Command, error) {
+	if limit < 1 || limit > 1000 {
+		return nil, fmt.Errorf("store: sweep %s: limit %d outside 1..1000", what, limit)
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT execution_id FROM execution
+		WHERE execution_id = ANY (ARRAY(
+			SELECT execution_id FROM command WHERE `+cond+` ORDER BY `+order+` LIMIT $1))
+		ORDER BY execution_id
+		FOR UPDATE SKIP LOCKED`, append([]any{limit}, extra...)...)
+	if err != nil {
+		return nil, fmt.Errorf("store: sweep %s: lock executions: %w", what, err)
+	}
+	execIDs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("store: sweep %s: lock executions: %w", what, err)
+	}
+	if len(execIDs) == 0 {
+		return nil, nil
+	}
+	// No SKIP LOCKED here: every writer of these commands locks their execution
+	// first, and we hold those locks now.
+	cmds, err := collectCommands(tx.Query(ctx, `
+		SELECT `+commandColumns+` FROM command
+		WHERE execution_id = ANY($1) AND `+cond+`
+		ORDER BY `+order+`, command_id
+		FOR UPDATE`, append([]any{execIDs}, extra...)...))
+	if err != nil {
+		return nil, fmt.Errorf("store: sweep %s: lock commands: %w", what, err)
+	}
+	return cmds, nil
+}

@@ -1,0 +1,368 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/noetl-go/noetl/shared/store"
+)
+
+func TestCommandIDFormat(t *testing.T) {
+	if got := store.CommandID(1025, "fetch", 2049); got != "1025:fetch:2049" {
+		t.Errorf("CommandID = %s", got)
+	}
+	if got := store.IterationCommandID(1025, "fetch", 2049, 3); got != "1025:fetch:2049:i3" {
+		t.Errorf("IterationCommandID = %s", got)
+	}
+	for _, c := range []struct {
+		id   string
+		want store.CommandRef
+	}{
+		{"1025:fetch:2049", store.CommandRef{ExecutionID: 1025, Step: "fetch", IssuedEventID: 2049, Iteration: -1}},
+		{"1025:fetch:2049:i0", store.CommandRef{ExecutionID: 1025, Step: "fetch", IssuedEventID: 2049, Iteration: 0}},
+		{"1:a:b:2", store.CommandRef{ExecutionID: 1, Step: "a:b", IssuedEventID: 2, Iteration: -1}},
+	} {
+		got, err := store.ParseCommandID(c.id)
+		if err != nil || got != c.want {
+			t.Errorf("ParseCommandID(%s) = %+v, %v; want %+v", c.id, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{"", "1:2", "x:step:2", "1::2", "1:step:x", "1:step:2:ix", "0:s:2", "1:s:2:i-1"} {
+		if _, err := store.ParseCommandID(bad); err == nil {
+			t.Errorf("ParseCommandID(%q) accepted", bad)
+		}
+	}
+}
+
+// issue inserts n PENDING commands of a new execution on sh.
+func issue(t *testing.T, sh *store.Shard, n int, mutate func(i int, c *store.Command)) (store.Execution, []store.Command) {
+	t.Helper()
+	e := newExecution(t, sh, nil)
+	eventIDs := allocate(t, sh, n)
+	cmds := make([]store.Command, n)
+	for i := range cmds {
+		cmds[i] = store.Command{
+			CommandID: store.CommandID(e.ExecutionID, fmt.Sprintf("step%d", i), eventIDs[i]), ExecutionID: e.ExecutionID,
+			IssuedEventID: eventIDs[i], Step: fmt.Sprintf("step%d", i), ToolKind: "python",
+			Context: map[string]any{"code": "print(1)"}, Meta: map[string]any{"visit": int64(1)},
+		}
+		if mutate != nil {
+			mutate(i, &cmds[i])
+		}
+	}
+	if err := store.InsertCommands(testContext(t), sh.Pool(), cmds); err != nil {
+		t.Fatal(err)
+	}
+	return e, cmds
+}
+
+func TestCommandLifecycle(t *testing.T) {
+	s, _ := newStore(t, 2)
+	ctx := testContext(t)
+	sh := s.Shard(1)
+	e, cmds := issue(t, sh, 3, func(i int, c *store.Command) {
+		if i == 1 {
+			c.MaxAttempts, c.TimeoutSeconds = 3, 30
+		}
+	})
+	db := sh.Pool()
+
+	got, err := store.GetCommandByIssuedEvent(ctx, db, cmds[1].IssuedEventID)
+	if err != nil || got.CommandID != cmds[1].CommandID || got.Status != store.CommandPending || got.Attempt != 1 ||
+		got.MaxAttempts != 3 || got.TimeoutSeconds != 30 || got.Context["code"] != "print(1)" || got.AvailableAt.IsZero() {
+		t.Fatalf("by issued event: %+v %v", got, err)
+	}
+	if c, _ := store.GetCommand(ctx, db, cmds[0].CommandID); c.TimeoutSeconds != store.DefaultTimeoutSeconds || c.MaxAttempts != 1 {
+		t.Errorf("defaults: %+v", c)
+	}
+	if _, err := store.GetCommandByIssuedEvent(ctx, db, 99); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("unknown event: %v", err)
+	}
+	if err := store.InsertCommands(ctx, db, cmds[:1]); !errors.Is(err, store.ErrDuplicate) {
+		t.Errorf("insert again: %v, want ErrDuplicate", err)
+	}
+
+	claimed, err := store.ClaimCommand(ctx, db, cmds[1].CommandID, "w1", time.Minute)
+	if err != nil || claimed.Status != store.CommandClaimed || claimed.WorkerID != "w1" {
+		t.Fatalf("claim: %+v %v", claimed, err)
+	}
+	if d := claimed.LeaseExpiresAt.Sub(claimed.UpdatedAt); d != time.Minute {
+		t.Errorf("lease %v after the claim, want 1m", d)
+	}
+	if d := claimed.DeadlineAt.Sub(claimed.UpdatedAt); d != 30*time.Second {
+		t.Errorf("deadline %v after the claim, want the 30 s timeout", d)
+	}
+	if _, err := store.ClaimCommand(ctx, db, cmds[1].CommandID, "w2", time.Minute); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("second claim: %v, want ErrConflict", err)
+	}
+	if _, err := store.ClaimCommand(ctx, db, "nope", "w2", time.Minute); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("claim of a missing command: %v, want ErrNotFound", err)
+	}
+
+	until, err := store.ExtendLease(ctx, db, cmds[1].CommandID, "w1", 1, 2*time.Minute)
+	if err != nil || !until.After(claimed.LeaseExpiresAt) {
+		t.Errorf("heartbeat: %v %v", until, err)
+	}
+	if _, err := store.ExtendLease(ctx, db, cmds[1].CommandID, "w2", 0, time.Minute); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("heartbeat by another worker: %v", err)
+	}
+	if _, err := store.ExtendLease(ctx, db, cmds[1].CommandID, "w1", 2, time.Minute); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("heartbeat for another attempt: %v", err)
+	}
+	if _, err := store.ExtendLease(ctx, db, cmds[0].CommandID, "w1", 0, time.Minute); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("heartbeat of a PENDING command: %v", err)
+	}
+	if c, err := store.SetCommandStatus(ctx, db, cmds[1].CommandID, store.CommandRunning); err != nil || c.Status != store.CommandRunning {
+		t.Errorf("running: %+v %v", c, err)
+	}
+	if _, err := store.ExtendLease(ctx, db, cmds[1].CommandID, "w1", 1, time.Minute); err != nil {
+		t.Errorf("heartbeat while RUNNING: %v", err)
+	}
+
+	availableAt := time.Now().UTC().Add(10 * time.Second).Truncate(time.Microsecond)
+	retried, err := store.RetryCommand(ctx, db, cmds[1].CommandID, 2, availableAt)
+	if err != nil || retried.Status != store.CommandPending || retried.Attempt != 2 || retried.WorkerID != "" ||
+		!retried.LeaseExpiresAt.IsZero() || !retried.DeadlineAt.IsZero() || !retried.AvailableAt.Equal(availableAt) ||
+		retried.IssuedEventID != cmds[1].IssuedEventID || retried.Context["code"] != "print(1)" {
+		t.Fatalf("retry: %+v %v", retried, err)
+	}
+	if _, err := store.ExtendLease(ctx, db, cmds[1].CommandID, "w1", 1, time.Minute); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("heartbeat after the retry was scheduled: %v", err)
+	}
+
+	if _, err := store.SetCommandStatus(ctx, db, cmds[2].CommandID, store.CommandCompleted); err != nil {
+		t.Fatal(err)
+	}
+	active, err := store.ListActiveCommands(ctx, db, e.ExecutionID)
+	if err != nil || len(active) != 2 {
+		t.Fatalf("active: %d %v", len(active), err)
+	}
+	var cancelled []store.Command
+	inTx(t, db, func(tx pgx.Tx) error {
+		if _, err := store.LockExecution(ctx, tx, e.ExecutionID); err != nil {
+			return err
+		}
+		cancelled, err = store.CancelActiveCommands(ctx, tx, e.ExecutionID)
+		return err
+	})
+	var ids []string
+	for _, c := range cancelled {
+		if c.Status != store.CommandCancelled {
+			t.Errorf("cancelled command %s has status %s", c.CommandID, c.Status)
+		}
+		ids = append(ids, c.CommandID)
+	}
+	slices.Sort(ids)
+	if want := []string{cmds[0].CommandID, cmds[1].CommandID}; !slices.Equal(ids, want) {
+		t.Errorf("cancelled %v, want %v", ids, want)
+	}
+	if active, _ := store.ListActiveCommands(ctx, db, e.ExecutionID); len(active) != 0 {
+		t.Errorf("%d active after cancel", len(active))
+	}
+	if c, _ := store.GetCommand(ctx, db, cmds[2].CommandID); c.Status != store.CommandCompleted {
+		t.Errorf("completed command changed by cancel: %s", c.Status)
+	}
+	if _, err := store.SetCommandStatus(ctx, db, cmds[2].CommandID, "DONE"); err == nil {
+		t.Error("status outside the CHECK accepted")
+	}
+}
+
+// TestClaimRowLock: N workers race to claim one PENDING command, each the way the
+// claim route does it (lock execution, lock command, check, claim); exactly one wins
+// and the others see it claimed. A second round races the bare guarded UPDATE.
+func TestClaimRowLock(t *testing.T) {
+	s, _ := newStore(t, 2)
+	ctx := testContext(t)
+	sh := s.Shard(0)
+	const workers = 12
+
+	race := func(claim func(tx pgx.Tx, commandID, worker string) (bool, error), commandID string) (wins []string, others int) {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		errs := make(chan error, workers)
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				worker := fmt.Sprintf("w%d", w)
+				<-start
+				err := pgx.BeginFunc(ctx, sh.Pool(), func(tx pgx.Tx) error {
+					won, err := claim(tx, commandID, worker)
+					if err != nil {
+						return err
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					if won {
+						wins = append(wins, worker)
+					} else {
+						others++
+					}
+					return nil
+				})
+				if err != nil {
+					errs <- err
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		return wins, others
+	}
+
+	_, cmds := issue(t, sh, 2, nil)
+	withLocks := func(tx pgx.Tx, commandID, worker string) (bool, error) {
+		c, err := store.GetCommand(ctx, tx, commandID)
+		if err != nil {
+			return false, err
+		}
+		if _, err := store.LockExecution(ctx, tx, c.ExecutionID); err != nil {
+			return false, err
+		}
+		c, err = store.LockCommand(ctx, tx, commandID)
+		if err != nil {
+			return false, err
+		}
+		if c.Status != store.CommandPending {
+			if c.WorkerID == worker || c.WorkerID == "" {
+				return false, fmt.Errorf("%s sees %s held by %q", worker, c.Status, c.WorkerID)
+			}
+			return false, nil
+		}
+		_, err = store.ClaimCommand(ctx, tx, commandID, worker, time.Minute)
+		return err == nil, err
+	}
+	wins, others := race(withLocks, cmds[0].CommandID)
+	if len(wins) != 1 || others != workers-1 {
+		t.Fatalf("with row locks: winners %v, %d others; want exactly one winner", wins, others)
+	}
+	if c, _ := store.GetCommand(ctx, sh.Pool(), cmds[0].CommandID); c.WorkerID != wins[0] || c.Status != store.CommandClaimed {
+		t.Errorf("stored claim %s/%s, winner %s", c.Status, c.WorkerID, wins[0])
+	}
+
+	bare := func(tx pgx.Tx, commandID, worker string) (bool, error) {
+		_, err := store.ClaimCommand(ctx, tx, commandID, worker, time.Minute)
+		if errors.Is(err, store.ErrConflict) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	wins, others = race(bare, cmds[1].CommandID)
+	if len(wins) != 1 || others != workers-1 {
+		t.Fatalf("guarded update: winners %v, %d others; want exactly one winner", wins, others)
+	}
+}
+
+func TestSweeperQueries(t *testing.T) {
+	s, _ := newStore(t, 2)
+	ctx := testContext(t)
+	sh := s.Shard(1)
+	db := sh.Pool()
+	// Per execution: 0 lease expired, 1 lease live, 2 past deadline (live lease),
+	// 3 due retry, 4 retry not yet due, 5 pending first attempt.
+	e, cmds := issue(t, sh, 6, nil)
+	e2, cmds2 := issue(t, sh, 1, nil) // a second execution with an expired lease
+	claim := func(c store.Command, lease time.Duration) {
+		if _, err := store.ClaimCommand(ctx, db, c.CommandID, "w", lease); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim(cmds[0], -time.Second) // already expired
+	claim(cmds[1], time.Hour)
+	claim(cmds[2], time.Hour)
+	mustExec(t, db, `UPDATE command SET deadline_at = now() - interval '10 minutes' WHERE command_id = $1`, cmds[2].CommandID)
+	if _, err := store.RetryCommand(ctx, db, cmds[3].CommandID, 2, time.Now().Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.RetryCommand(ctx, db, cmds[4].CommandID, 2, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	claim(cmds2[0], -time.Minute)
+
+	ids := func(cs []store.Command) []string {
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.CommandID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	sorted := func(in ...string) []string { slices.Sort(in); return in }
+	sweep := func(fn func(tx pgx.Tx) ([]store.Command, error)) []string {
+		var got []store.Command
+		inTx(t, db, func(tx pgx.Tx) (err error) { got, err = fn(tx); return err })
+		return ids(got)
+	}
+
+	if got, want := sweep(func(tx pgx.Tx) ([]store.Command, error) { return store.LockExpiredLeases(ctx, tx, 100) }),
+		sorted(cmds[0].CommandID, cmds2[0].CommandID); !slices.Equal(got, want) {
+		t.Errorf("expired leases %v, want %v", got, want)
+	}
+	if got, want := sweep(func(tx pgx.Tx) ([]store.Command, error) { return store.LockPastDeadline(ctx, tx, time.Minute, 100) }),
+		sorted(cmds[2].CommandID); !slices.Equal(got, want) {
+		t.Errorf("past deadline %v, want %v", got, want)
+	}
+	if got := sweep(func(tx pgx.Tx) ([]store.Command, error) { return store.LockPastDeadline(ctx, tx, time.Hour, 100) }); len(got) != 0 {
+		t.Errorf("past deadline with an hour's grace: %v", got)
+	}
+	if got, want := sweep(func(tx pgx.Tx) ([]store.Command, error) { return store.LockDueRetries(ctx, tx, 100) }),
+		sorted(cmds[3].CommandID); !slices.Equal(got, want) {
+		t.Errorf("due retries %v, want %v", got, want)
+	}
+
+	// An execution held by another transaction (live ingest) is skipped, not waited for.
+	holder, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(ctx)
+	if _, err := store.LockExecution(ctx, holder, e.ExecutionID); err != nil {
+		t.Fatal(err)
+	}
+	bounded, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	var got []store.Command
+	err = pgx.BeginFunc(bounded, db, func(tx pgx.Tx) (err error) {
+		got, err = store.LockExpiredLeases(bounded, tx, 100)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("sweep while an execution is locked: %v (it must skip, not wait)", err)
+	}
+	if want := []string{cmds2[0].CommandID}; !slices.Equal(ids(got), want) {
+		t.Errorf("with %d locked: %v, want %v", e.ExecutionID, ids(got), want)
+	}
+	_ = holder.Rollback(ctx)
+
+	// Two concurrent sweeps never return the same command.
+	tx1, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx1.Rollback(ctx)
+	first, err := store.LockExpiredLeases(ctx, tx1, 100)
+	if err != nil || len(first) != 2 {
+		t.Fatalf("first sweep: %v %v", ids(first), err)
+	}
+	var second []store.Command
+	inTx(t, db, func(tx pgx.Tx) (err error) { second, err = store.LockExpiredLeases(ctx, tx, 100); return err })
+	if len(second) != 0 {
+		t.Errorf("second sweep got %v while the first holds them", ids(second))
+	}
+	_ = e2
+	if _, err := store.LockExpiredLeases(ctx, tx1, 0); err == nil {
+		t.Error("limit 0 accepted")
+	}
+}

@@ -1,0 +1,265 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Event is one row of an execution's log.
+type Event struct {
+	ExecutionID   int64
+	Seq           int64 // 1-based, contiguous per execution (R-S4)
+	EventID       int64 // from AllocateIDs on the execution's shard
+	EventType     string
+	NodeName      string // step
+	NodeType      string // tool kind on command.issued
+	Status        string
+	Context       map[string]any
+	Meta          map[string]any
+	Result        map[string]any
+	Error         string
+	WorkerID      string
+	CommandID     string
+	ParentEventID int64  // 0: none
+	ClientEventID string // the worker's own id, for idempotent re-posts; "": none
+	Ignored       bool   // fenced (R-L8): stored, not folded
+	CreatedAt     time.Time
+}
+
+const eventColumns = `execution_id, seq, event_id, event_type, node_name, node_type, status, context, meta,
+	result, error, worker_id, command_id, parent_event_id, client_event_id, ignored, created_at`
+
+func scanEvent(row pgx.Row, ev *Event) error {
+	var (
+		nodeName, nodeType, status, errText, workerID, commandID, clientID *string
+		ctxJSON, meta, result                                              []byte
+		parent                                                             *int64
+	)
+	if err := row.Scan(&ev.ExecutionID, &ev.Seq, &ev.EventID, &ev.EventType, &nodeName, &nodeType, &status,
+		&ctxJSON, &meta, &result, &errText, &workerID, &commandID, &parent, &clientID, &ev.Ignored, &ev.CreatedAt); err != nil {
+		return err
+	}
+	ev.NodeName, ev.NodeType, ev.Status = derefString(nodeName), derefString(nodeType), derefString(status)
+	ev.Error, ev.WorkerID, ev.CommandID = derefString(errText), derefString(workerID), derefString(commandID)
+	ev.ClientEventID, ev.ParentEventID = derefString(clientID), derefInt64(parent)
+	ev.CreatedAt = ev.CreatedAt.UTC()
+	var err error
+	if ev.Context, err = decodeObject(ctxJSON, "context"); err != nil {
+		return err
+	}
+	if ev.Meta, err = decodeObject(meta, "meta"); err != nil {
+		return err
+	}
+	ev.Result, err = decodeObject(result, "result")
+	return err
+}
+
+// NextEventTime is the created_at for the next event of an execution:
+// greatest(clock_timestamp(), the latest event's created_at) (R-S4), so time order
+// never contradicts seq order and an as-of time is always a seq prefix. Call it under
+// the execution lock.
+func NextEventTime(ctx context.Context, q Querier, executionID int64) (time.Time, error) {
+	var t time.Time
+	err := q.QueryRow(ctx, `
+		SELECT greatest(clock_timestamp(),
+			(SELECT created_at FROM event WHERE execution_id = $1 ORDER BY seq DESC LIMIT 1))`,
+		executionID).Scan(&t)
+	if err != nil {
+		return t, fmt.Errorf("store: next event time of execution %d: %w", executionID, err)
+	}
+	return t.UTC(), nil
+}
+
+// AppendEvents inserts events (seq and event_id set by the caller) in one statement.
+// Events with a zero CreatedAt get NextEventTime of their execution; within the slice
+// created_at never decreases per execution. The times used are written back into
+// events. A clashing seq, event_id or client_event_id is ErrDuplicate (the transaction
+// is then aborted: look client ids up first with FindEventByClientID).
+func AppendEvents(ctx context.Context, q Querier, events []Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	last := map[int64]time.Time{}
+	for i := range events {
+		ev := &events[i]
+		if ev.ExecutionID <= 0 || ev.Seq <= 0 || ev.EventID <= 0 || ev.EventType == "" {
+			return fmt.Errorf("store: append event %d (seq %d) of execution %d: execution_id, seq, event_id and event_type are required",
+				ev.EventID, ev.Seq, ev.ExecutionID)
+		}
+		prev, seen := last[ev.ExecutionID]
+		if ev.CreatedAt.IsZero() {
+			if !seen {
+				t, err := NextEventTime(ctx, q, ev.ExecutionID)
+				if err != nil {
+					return err
+				}
+				prev = t
+			}
+			ev.CreatedAt = prev
+		} else if seen && ev.CreatedAt.Before(prev) {
+			ev.CreatedAt = prev
+		}
+		last[ev.ExecutionID] = ev.CreatedAt
+	}
+
+	n := len(events)
+	var (
+		execIDs, seqs, eventIDs, parents = make([]int64, n), make([]int64, n), make([]int64, n), make([]*int64, n)
+		types                            = make([]string, n)
+		nodeNames, nodeTypes, statuses   = make([]*string, n), make([]*string, n), make([]*string, n)
+		contexts, metas, results         = make([]*string, n), make([]*string, n), make([]*string, n)
+		errs, workers, commands, clients = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+		ignored                          = make([]bool, n)
+		created                          = make([]time.Time, n)
+	)
+	for i, ev := range events {
+		var err error
+		execIDs[i], seqs[i], eventIDs[i], parents[i] = ev.ExecutionID, ev.Seq, ev.EventID, nullInt64(ev.ParentEventID)
+		types[i], nodeNames[i], nodeTypes[i], statuses[i] = ev.EventType, nullString(ev.NodeName), nullString(ev.NodeType), nullString(ev.Status)
+		if contexts[i], err = objectJSONText(ev.Context); err == nil {
+			if metas[i], err = objectJSONText(ev.Meta); err == nil {
+				results[i], err = objectJSONText(ev.Result)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("store: append event %d of execution %d: %w", ev.EventID, ev.ExecutionID, err)
+		}
+		errs[i], workers[i], commands[i], clients[i] = nullString(ev.Error), nullString(ev.WorkerID), nullString(ev.CommandID), nullString(ev.ClientEventID)
+		ignored[i], created[i] = ev.Ignored, ev.CreatedAt
+	}
+	_, err := q.Exec(ctx, `
+		INSERT INTO event (`+eventColumns+`)
+		SELECT execution_id, seq, event_id, event_type, node_name, node_type, status, context::jsonb, meta::jsonb,
+			result::jsonb, error, worker_id, command_id, parent_event_id, client_event_id, ignored, created_at
+		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
+			$8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::bigint[], $15::text[],
+			$16::boolean[], $17::timestamptz[])
+			AS t(execution_id, seq, event_id, event_type, node_name, node_type, status, context, meta,
+			result, error, worker_id, command_id, parent_event_id, client_event_id, ignored, created_at)`,
+		execIDs, seqs, eventIDs, types, nodeNames, nodeTypes, statuses, contexts, metas, results,
+		errs, workers, commands, parents, clients, ignored, created)
+	if err != nil {
+		return fmt.Errorf("store: append %d events of execution %d (first seq %d): %w", n, events[0].ExecutionID, events[0].Seq, wrapWrite(err))
+	}
+	return nil
+}
+
+// FindEventByClientID returns the event_id stored for a worker's client event id, or
+// ErrNotFound: a re-posted event answers with the first one's id and has no effects.
+func FindEventByClientID(ctx context.Context, q Querier, executionID int64, clientEventID string) (int64, error) {
+	var id int64
+	err := q.QueryRow(ctx, `SELECT event_id FROM event WHERE execution_id = $1 AND client_event_id = $2`,
+		executionID, clientEventID).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("store: event %q of execution %d: %w", clientEventID, executionID, ErrNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: event %q of execution %d: %w", clientEventID, executionID, err)
+	}
+	return id, nil
+}
+
+// GetEvent reads one event by its public id.
+func GetEvent(ctx context.Context, q Querier, eventID int64) (Event, error) {
+	var ev Event
+	err := scanEvent(q.QueryRow(ctx, `SELECT `+eventColumns+` FROM event WHERE event_id = $1`, eventID), &ev)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ev, fmt.Errorf("store: event %d: %w", eventID, ErrNotFound)
+	}
+	if err != nil {
+		return ev, fmt.Errorf("store: event %d: %w", eventID, err)
+	}
+	return ev, nil
+}
+
+// EventFilter selects events of one execution in seq order.
+type EventFilter struct {
+	ExecutionID int64
+	AfterSeq    int64     // events with seq > AfterSeq
+	UntilSeq    int64     // 0, or events with seq <= UntilSeq
+	Before      time.Time // zero, or events with created_at <= Before (a seq prefix, R-S4)
+	EventType   string    // "": all types
+	Step        string    // "": all steps (node_name)
+	Limit       int       // ListEvents: 1..1000, 0 means 100; StreamEvents: 0 means all
+}
+
+func (f EventFilter) query(limit int) (string, []any) {
+	args := []any{f.ExecutionID, f.AfterSeq}
+	where := []string{"execution_id = $1", "seq > $2"}
+	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	if f.UntilSeq > 0 {
+		where = append(where, "seq <= "+arg(f.UntilSeq))
+	}
+	if !f.Before.IsZero() {
+		where = append(where, "created_at <= "+arg(f.Before))
+	}
+	if f.EventType != "" {
+		where = append(where, "event_type = "+arg(f.EventType))
+	}
+	if f.Step != "" {
+		where = append(where, "node_name = "+arg(f.Step))
+	}
+	sql := `SELECT ` + eventColumns + ` FROM event WHERE ` + strings.Join(where, " AND ") + ` ORDER BY seq`
+	if limit > 0 {
+		sql += " LIMIT " + arg(limit)
+	}
+	return sql, args
+}
+
+// ListEvents returns a page of an execution's events in seq order; the next page
+// starts after the last returned seq.
+func ListEvents(ctx context.Context, q Querier, f EventFilter) ([]Event, error) {
+	limit, err := pageLimit(f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: list events of execution %d: %w", f.ExecutionID, err)
+	}
+	sql, args := f.query(limit)
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list events of execution %d: %w", f.ExecutionID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
+		var ev Event
+		err := scanEvent(r, &ev)
+		return ev, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: list events of execution %d: %w", f.ExecutionID, err)
+	}
+	return out, nil
+}
+
+// StreamEvents calls fn for each matching event in seq order as rows arrive, holding
+// one row at a time (replay folds logs of any length in O(projection) memory, R-X4).
+// The *Event is reused between calls: copy what you keep. An error from fn stops the
+// stream and is returned as is.
+func StreamEvents(ctx context.Context, q Querier, f EventFilter, fn func(*Event) error) error {
+	if f.Limit < 0 {
+		return fmt.Errorf("store: stream events of execution %d: negative limit", f.ExecutionID)
+	}
+	sql, args := f.query(f.Limit)
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return fmt.Errorf("store: stream events of execution %d: %w", f.ExecutionID, err)
+	}
+	defer rows.Close()
+	var ev Event
+	for rows.Next() {
+		ev = Event{}
+		if err := scanEvent(rows, &ev); err != nil {
+			return fmt.Errorf("store: stream events of execution %d: %w", f.ExecutionID, err)
+		}
+		if err := fn(&ev); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("store: stream events of execution %d: %w", f.ExecutionID, err)
+	}
+	return nil
+}

@@ -1,0 +1,137 @@
+package store_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/store"
+)
+
+// TestExecModes runs one pass over every kind of statement with the pgx modes that
+// avoid named prepared statements (what a deployment behind RDS Proxy configures):
+// parameter types are then inferred differently, so each query must still bind.
+func TestExecModes(t *testing.T) {
+	for name, mode := range map[string]pgx.QueryExecMode{
+		"exec":   pgx.QueryExecModeExec,
+		"simple": pgx.QueryExecModeSimpleProtocol,
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := testContext(t)
+			pg := devstacktest.Postgres(t, 0)
+			cfg := store.Config{ClusterDSN: pg.ClusterDSN, ExecMode: mode}
+			if err := store.Migrate(ctx, cfg); err != nil {
+				t.Fatal(err)
+			}
+			s, err := store.Open(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			sh := s.NextShard()
+			db := sh.Pool()
+
+			cat, _, err := store.RegisterCatalog(ctx, s.Cluster(), "m/p", "Playbook", "x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := store.ListCatalog(ctx, s.Cluster(), store.CatalogFilter{After: &store.CatalogCursor{Path: "a", Version: 1}}); err != nil {
+				t.Fatal(err)
+			}
+			idList, err := sh.AllocateIDs(ctx, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, _, err := store.InsertExecution(ctx, db, store.Execution{ExecutionID: idList[0], CatalogID: cat.CatalogID, Path: "m/p",
+				Version: 1, Pool: "shared", IdempotencyKey: "k", Workload: map[string]any{"a": int64(1)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, created, err := store.InsertExecution(ctx, db, store.Execution{ExecutionID: idList[1], CatalogID: 1, Path: "m/p",
+				Version: 1, Pool: "shared", IdempotencyKey: "k"}); err != nil || created {
+				t.Fatalf("idempotent insert: %v %v", created, err)
+			}
+			c := e.Cursor()
+			if _, err := store.ListExecutions(ctx, db, store.ExecutionFilter{Status: "RUNNING", CatalogID: 1, After: &c}); err != nil {
+				t.Fatal(err)
+			}
+			cmdID := store.CommandID(e.ExecutionID, "start", idList[2])
+			err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+				locked, err := store.LockExecution(ctx, tx, e.ExecutionID)
+				if err != nil {
+					return err
+				}
+				if err := store.AppendEvents(ctx, tx, []store.Event{
+					{ExecutionID: e.ExecutionID, Seq: 1, EventID: idList[2], EventType: "command.issued", NodeName: "start",
+						Meta: map[string]any{"command_id": cmdID}, ClientEventID: "c1"},
+				}); err != nil {
+					return err
+				}
+				if err := store.InsertCommands(ctx, tx, []store.Command{{CommandID: cmdID, ExecutionID: e.ExecutionID,
+					IssuedEventID: idList[2], Step: "start", ToolKind: "noop"}}); err != nil {
+					return err
+				}
+				if _, err := store.InsertOutbox(ctx, tx, []store.OutboxMessage{{ExecutionID: e.ExecutionID, EventID: idList[2],
+					Subject: "noetl.commands.shared.1", MsgID: cmdID + ":1", Payload: json.RawMessage(`{"a":1}`)}}); err != nil {
+					return err
+				}
+				if err := store.PutStepResults(ctx, tx, e.ExecutionID, []store.StepResult{{StepResultKey: store.StepResultKey{Step: "start", Visit: 1}, Result: "r"}}); err != nil {
+					return err
+				}
+				locked.LastSeq, locked.State = 1, json.RawMessage(`{"x":1}`)
+				return store.UpdateExecution(ctx, tx, locked)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := store.FindEventByClientID(ctx, db, e.ExecutionID, "c1"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := store.ListEvents(ctx, db, store.EventFilter{ExecutionID: e.ExecutionID, Before: time.Now().Add(time.Hour), EventType: "command.issued"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := store.GetStepResults(ctx, db, e.ExecutionID, []store.StepResultKey{{Step: "start", Visit: 1}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := store.ClaimCommand(ctx, db, cmdID, "w", time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := store.ExtendLease(ctx, db, cmdID, "w", 1, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := store.RetryCommand(ctx, db, cmdID, 2, time.Now().Add(-time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+				if _, err := store.LockDueRetries(ctx, tx, 10); err != nil {
+					return err
+				}
+				if _, err := store.LockPastDeadline(ctx, tx, time.Minute, 10); err != nil {
+					return err
+				}
+				_, err := store.LockExpiredLeases(ctx, tx, 10)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustExec(t, db, `UPDATE outbox SET created_at = now() - interval '1 minute'`)
+			rows, err := store.ClaimOutbox(ctx, db, 10)
+			if err != nil || len(rows) != 1 {
+				t.Fatalf("claim outbox: %d %v", len(rows), err)
+			}
+			if d, err := store.MarkOutboxFailed(ctx, db, rows[0].OutboxID, "e", 30*time.Second); err != nil || d != time.Second {
+				t.Fatalf("mark failed: %v %v", d, err)
+			}
+			if _, err := store.MarkOutboxPublished(ctx, db, []int64{rows[0].OutboxID}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := store.DeletePublishedOutbox(ctx, db, time.Hour, 10); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

@@ -1,0 +1,242 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Execution statuses. FAILING is the R-R9 window between the first fatal failure and
+// playbook.failed.
+const (
+	ExecutionRunning   = "RUNNING"
+	ExecutionFailing   = "FAILING"
+	ExecutionCompleted = "COMPLETED"
+	ExecutionFailed    = "FAILED"
+	ExecutionCancelled = "CANCELLED"
+)
+
+// Execution is one row of the execution table.
+type Execution struct {
+	ExecutionID       int64
+	CatalogID         int64
+	Path              string
+	Version           int
+	ParentExecutionID int64 // 0: none
+	Status            string
+	Pool              string
+	IdempotencyKey    string // "": none
+	Workload          map[string]any
+	State             json.RawMessage // the folded snapshot, raw JSON; nil in list results
+	LastSeq           int64
+	StartedAt         time.Time
+	UpdatedAt         time.Time
+	CompletedAt       time.Time // zero: not completed
+	Error             string
+}
+
+// Cursor is the keyset position of e in ListExecutions order.
+func (e Execution) Cursor() ExecutionCursor {
+	return ExecutionCursor{StartedAt: e.StartedAt, ExecutionID: e.ExecutionID}
+}
+
+const executionColumns = `execution_id, catalog_id, path, version, parent_execution_id, status, pool,
+	idempotency_key, workload, state, last_seq, started_at, updated_at, completed_at, error`
+
+func scanExecution(row pgx.Row) (Execution, error) {
+	var (
+		e                     Execution
+		parent                *int64
+		key, errText          *string
+		workload, state       []byte
+		completedAt           *time.Time
+		startedAt, updatedAtT time.Time
+	)
+	err := row.Scan(&e.ExecutionID, &e.CatalogID, &e.Path, &e.Version, &parent, &e.Status, &e.Pool,
+		&key, &workload, &state, &e.LastSeq, &startedAt, &updatedAtT, &completedAt, &errText)
+	if err != nil {
+		return e, err
+	}
+	e.ParentExecutionID, e.IdempotencyKey, e.Error = derefInt64(parent), derefString(key), derefString(errText)
+	e.StartedAt, e.UpdatedAt, e.CompletedAt = startedAt.UTC(), updatedAtT.UTC(), derefTime(completedAt)
+	if state != nil {
+		e.State = json.RawMessage(state)
+	}
+	if e.Workload, err = decodeObject(workload, "workload"); err != nil {
+		return e, err
+	}
+	return e, nil
+}
+
+// InsertExecution inserts e (ExecutionID from AllocateIDs; Status defaults to RUNNING,
+// StartedAt to the database clock, State to {}). When e.IdempotencyKey is already taken
+// it inserts nothing and returns the existing execution with created false.
+func InsertExecution(ctx context.Context, q Querier, e Execution) (Execution, bool, error) {
+	if e.ExecutionID <= 0 || e.Path == "" || e.Pool == "" {
+		return Execution{}, false, fmt.Errorf("store: insert execution %d: execution_id, path and pool are required", e.ExecutionID)
+	}
+	if e.Status == "" {
+		e.Status = ExecutionRunning
+	}
+	workload, err := objectJSON(e.Workload)
+	if err != nil {
+		return Execution{}, false, fmt.Errorf("store: insert execution %d: workload: %w", e.ExecutionID, err)
+	}
+	if workload == nil {
+		workload = []byte("{}")
+	}
+	state := []byte(e.State)
+	if state == nil {
+		state = []byte("{}")
+	}
+	stored, err := scanExecution(q.QueryRow(ctx, `
+		INSERT INTO execution (execution_id, catalog_id, path, version, parent_execution_id, status, pool,
+			idempotency_key, workload, state, last_seq, started_at, updated_at, completed_at, error)
+		SELECT $1::bigint, $2::bigint, $3::text, $4::int, $5::bigint, $6::text, $7::text, $8::text,
+			$9::jsonb, $10::jsonb, $11::bigint, t, t, $13::timestamptz, $14::text
+		FROM (SELECT coalesce($12::timestamptz, clock_timestamp()) AS t) clock
+		ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+		RETURNING `+executionColumns,
+		e.ExecutionID, e.CatalogID, e.Path, e.Version, nullInt64(e.ParentExecutionID), e.Status, e.Pool,
+		nullString(e.IdempotencyKey), string(workload), string(state), e.LastSeq, nullTime(e.StartedAt), nullTime(e.CompletedAt), nullString(e.Error)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		// The key is taken (DO NOTHING waited for its transaction to commit).
+		existing, err := GetExecutionByIdempotencyKey(ctx, q, e.IdempotencyKey)
+		if err != nil {
+			return Execution{}, false, err
+		}
+		return existing, false, nil
+	}
+	if err != nil {
+		return Execution{}, false, fmt.Errorf("store: insert execution %d: %w", e.ExecutionID, wrapWrite(err))
+	}
+	return stored, true, nil
+}
+
+// GetExecution reads an execution without locking it.
+func GetExecution(ctx context.Context, q Querier, id int64) (Execution, error) {
+	return getExecution(ctx, q, id, "")
+}
+
+// LockExecution reads an execution and locks its row (SELECT … FOR UPDATE) until the
+// transaction q ends: the first lock of every writer (R-L5).
+func LockExecution(ctx context.Context, tx pgx.Tx, id int64) (Execution, error) {
+	return getExecution(ctx, tx, id, " FOR UPDATE")
+}
+
+func getExecution(ctx context.Context, q Querier, id int64, lock string) (Execution, error) {
+	e, err := scanExecution(q.QueryRow(ctx, `SELECT `+executionColumns+` FROM execution WHERE execution_id = $1`+lock, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return e, fmt.Errorf("store: execution %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return e, fmt.Errorf("store: execution %d: %w", id, err)
+	}
+	return e, nil
+}
+
+// GetExecutionByIdempotencyKey finds the execution an execute request with key created.
+func GetExecutionByIdempotencyKey(ctx context.Context, q Querier, key string) (Execution, error) {
+	e, err := scanExecution(q.QueryRow(ctx, `SELECT `+executionColumns+` FROM execution WHERE idempotency_key = $1`, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return e, fmt.Errorf("store: execution with idempotency key %q: %w", key, ErrNotFound)
+	}
+	if err != nil {
+		return e, fmt.Errorf("store: execution with idempotency key %q: %w", key, err)
+	}
+	return e, nil
+}
+
+// UpdateExecution writes the mutable columns of e: status, state (kept when nil),
+// last_seq, completed_at, error; updated_at becomes the database clock (e.UpdatedAt is
+// ignored, so a row read, changed and written back cannot keep a stale one).
+func UpdateExecution(ctx context.Context, q Querier, e Execution) error {
+	// JSON goes as text: []byte would be sent as bytea in the exec/simple modes.
+	var state *string
+	if e.State != nil {
+		st := string(e.State)
+		state = &st
+	}
+	tag, err := q.Exec(ctx, `
+		UPDATE execution
+		SET status = $2, state = coalesce($3::jsonb, state), last_seq = $4, completed_at = $5, error = $6,
+		    updated_at = clock_timestamp()
+		WHERE execution_id = $1`,
+		e.ExecutionID, e.Status, state, e.LastSeq, nullTime(e.CompletedAt), nullString(e.Error))
+	if err != nil {
+		return fmt.Errorf("store: update execution %d: %w", e.ExecutionID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("store: update execution %d: %w", e.ExecutionID, ErrNotFound)
+	}
+	return nil
+}
+
+// ExecutionCursor is the keyset position after the last row of a page.
+type ExecutionCursor struct {
+	StartedAt   time.Time
+	ExecutionID int64
+}
+
+// ExecutionFilter selects a page of ListExecutions; empty fields do not filter.
+type ExecutionFilter struct {
+	Status            string
+	Path              string
+	CatalogID         int64
+	ParentExecutionID int64
+	After             *ExecutionCursor
+	Limit             int // 1..1000; 0 means 100
+}
+
+// ListExecutions returns one shard's page ordered by (started_at DESC, execution_id
+// DESC), without workload and state. The API merges the shards' pages by the same
+// order; the cursor of the merged page's last row is valid on every shard.
+func ListExecutions(ctx context.Context, q Querier, f ExecutionFilter) ([]Execution, error) {
+	limit, err := pageLimit(f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: list executions: %w", err)
+	}
+	// Conditions are spelled out per filter (not `$1 = '' OR status = $1`) so every
+	// cached plan can use the matching index.
+	var where []string
+	var args []any
+	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	if f.Status != "" {
+		where = append(where, "status = "+arg(f.Status))
+	}
+	if f.Path != "" {
+		where = append(where, "path = "+arg(f.Path))
+	}
+	if f.CatalogID != 0 {
+		where = append(where, "catalog_id = "+arg(f.CatalogID))
+	}
+	if f.ParentExecutionID != 0 {
+		where = append(where, "parent_execution_id = "+arg(f.ParentExecutionID))
+	}
+	if f.After != nil {
+		where = append(where, fmt.Sprintf("(started_at, execution_id) < (%s, %s)", arg(f.After.StartedAt), arg(f.After.ExecutionID)))
+	}
+	cond := ""
+	if len(where) > 0 {
+		cond = " WHERE " + strings.Join(where, " AND ")
+	}
+	rows, err := q.Query(ctx, `
+		SELECT execution_id, catalog_id, path, version, parent_execution_id, status, pool,
+			idempotency_key, NULL::jsonb, NULL::jsonb, last_seq, started_at, updated_at, completed_at, error
+		FROM execution`+cond+`
+		ORDER BY started_at DESC, execution_id DESC
+		LIMIT `+arg(limit), args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list executions: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Execution, error) { return scanExecution(r) })
+	if err != nil {
+		return nil, fmt.Errorf("store: list executions: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,81 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/noetl-go/noetl/shared/devstack"
+	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/store"
+)
+
+func TestMain(m *testing.M) { devstacktest.Main(m) }
+
+func testContext(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newStore gives the test fresh, migrated databases (cluster + shards shard databases)
+// and an open Store over them.
+func newStore(t *testing.T, shards int) (*store.Store, *devstack.Postgres) {
+	t.Helper()
+	ctx := testContext(t)
+	pg := devstacktest.Postgres(t, shards)
+	cfg := store.Config{ClusterDSN: pg.ClusterDSN, ShardDSNs: pg.ShardDSNs, MaxConns: 20}
+	if err := store.Migrate(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s, pg
+}
+
+// inTx runs fn in a transaction on db and fails the test on error.
+func inTx(t *testing.T, db store.DB, fn func(tx pgx.Tx) error) {
+	t.Helper()
+	if err := pgx.BeginFunc(testContext(t), db, fn); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustExec(t *testing.T, q store.Querier, sql string, args ...any) {
+	t.Helper()
+	if _, err := q.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func allocate(t *testing.T, sh *store.Shard, n int) []int64 {
+	t.Helper()
+	got, err := sh.AllocateIDs(testContext(t), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// newExecution inserts a RUNNING execution on sh and returns it.
+func newExecution(t *testing.T, sh *store.Shard, mutate func(*store.Execution)) store.Execution {
+	t.Helper()
+	e := store.Execution{
+		ExecutionID: allocate(t, sh, 1)[0], CatalogID: 1, Path: "tests/example", Version: 1,
+		Pool: "shared", Workload: map[string]any{"n": int64(1)},
+	}
+	if mutate != nil {
+		mutate(&e)
+	}
+	stored, created, err := store.InsertExecution(testContext(t), sh.Pool(), e)
+	if err != nil || !created {
+		t.Fatalf("insert execution: created %v, %v", created, err)
+	}
+	return stored
+}

@@ -1,0 +1,136 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/noetl-go/noetl/shared/jsonx"
+)
+
+// StepResultWhole is the Index under which a step visit's whole (large) result is
+// kept; loop iterations use their index 0.. (R-S1).
+const StepResultWhole = -1
+
+// Kinds of stored values.
+const (
+	KindResult = "result" // a visit's whole result or one iteration's
+	KindItem   = "item"   // one item of a loop's collection
+)
+
+// StepResultKey names one stored value of an execution. An empty Kind means
+// KindResult.
+type StepResultKey struct {
+	Kind  string
+	Step  string
+	Visit int
+	Index int
+}
+
+func (k StepResultKey) kind() string {
+	if k.Kind == "" {
+		return KindResult
+	}
+	return k.Kind
+}
+
+// StepResult is a stored per-iteration or large step result (any jsonx value).
+type StepResult struct {
+	StepResultKey
+	Result any
+}
+
+// PutStepResults stores results of one execution in one statement; a key stored
+// before is overwritten (a retried iteration replaces its result).
+func PutStepResults(ctx context.Context, q Querier, executionID int64, results []StepResult) error {
+	if len(results) == 0 {
+		return nil
+	}
+	n := len(results)
+	kinds, steps, values := make([]string, n), make([]string, n), make([]string, n)
+	visits, idxs := make([]int32, n), make([]int32, n)
+	for i, r := range results {
+		b, err := jsonx.Marshal(r.Result)
+		if err != nil {
+			return fmt.Errorf("store: put %s %s#%d[%d] of execution %d: %w", r.kind(), r.Step, r.Visit, r.Index, executionID, err)
+		}
+		kinds[i], steps[i], visits[i], idxs[i], values[i] = r.kind(), r.Step, int32(r.Visit), int32(r.Index), string(b)
+	}
+	_, err := q.Exec(ctx, `
+		INSERT INTO step_result (execution_id, kind, step, visit, idx, result)
+		SELECT $1, kind, step, visit, idx, result::jsonb
+		FROM unnest($2::text[], $3::text[], $4::int[], $5::int[], $6::text[]) AS t(kind, step, visit, idx, result)
+		ON CONFLICT (execution_id, kind, step, visit, idx) DO UPDATE SET result = excluded.result, created_at = now()`,
+		executionID, kinds, steps, visits, idxs, values)
+	if err != nil {
+		return fmt.Errorf("store: put %d step results of execution %d: %w", n, executionID, err)
+	}
+	return nil
+}
+
+// GetStepResults reads the values stored under keys; keys with nothing stored are
+// absent from the map. Returned keys always carry their Kind.
+func GetStepResults(ctx context.Context, q Querier, executionID int64, keys []StepResultKey) (map[StepResultKey]any, error) {
+	out := make(map[StepResultKey]any, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	n := len(keys)
+	kinds, steps, visits, idxs := make([]string, n), make([]string, n), make([]int32, n), make([]int32, n)
+	for i, k := range keys {
+		kinds[i], steps[i], visits[i], idxs[i] = k.kind(), k.Step, int32(k.Visit), int32(k.Index)
+	}
+	rows, err := q.Query(ctx, `
+		SELECT r.kind, r.step, r.visit, r.idx, r.result
+		FROM unnest($2::text[], $3::text[], $4::int[], $5::int[]) AS k(kind, step, visit, idx)
+		JOIN step_result r ON r.execution_id = $1 AND r.kind = k.kind AND r.step = k.step AND r.visit = k.visit AND r.idx = k.idx`,
+		executionID, kinds, steps, visits, idxs)
+	if err != nil {
+		return nil, fmt.Errorf("store: get %d step results of execution %d: %w", n, executionID, err)
+	}
+	results, err := collectStepResults(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store: get %d step results of execution %d: %w", n, executionID, err)
+	}
+	for _, r := range results {
+		out[r.StepResultKey] = r.Result
+	}
+	return out, nil
+}
+
+// ListStepResults returns every result stored for one visit of a step in index order
+// (a loop's list, assembled once when the loop ends).
+func ListStepResults(ctx context.Context, q Querier, executionID int64, step string, visit int) ([]StepResult, error) {
+	rows, err := q.Query(ctx, `
+		SELECT kind, step, visit, idx, result FROM step_result
+		WHERE execution_id = $1 AND kind = 'result' AND step = $2 AND visit = $3 ORDER BY idx`, executionID, step, visit)
+	if err != nil {
+		return nil, fmt.Errorf("store: list results of %s#%d of execution %d: %w", step, visit, executionID, err)
+	}
+	results, err := collectStepResults(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store: list results of %s#%d of execution %d: %w", step, visit, executionID, err)
+	}
+	return results, nil
+}
+
+func collectStepResults(rows pgx.Rows) ([]StepResult, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (StepResult, error) {
+		var (
+			sr  StepResult
+			raw []byte
+		)
+		if err := r.Scan(&sr.Kind, &sr.Step, &sr.Visit, &sr.Index, &raw); err != nil {
+			return sr, err
+		}
+		if raw != nil {
+			v, err := jsonx.Decode(raw)
+			if err != nil {
+				return sr, fmt.Errorf("decode result: %w", err)
+			}
+			sr.Result = v
+		}
+		return sr, nil
+	})
+}
