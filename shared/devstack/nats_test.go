@@ -21,7 +21,9 @@ func TestNATSDownUp(t *testing.T) {
 	defer n.Shutdown()
 	url := n.URL()
 
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	// No reconnect buffer: a publish while NATS is down must fail, not be replayed
+	// on reconnect (which would make the message count below depend on timing).
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond), nats.ReconnectBufSize(-1))
 	if err != nil {
 		t.Fatal(err)
 	}

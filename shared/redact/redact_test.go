@@ -9,9 +9,9 @@ func TestValueRedacts(t *testing.T) {
 	in := map[string]any{
 		"password": "hunter2", "DB-Password": "x", "x_api_key": "k", "apiKey": "k2", "client_secret": "s",
 		"Authorization": "anything", "connection_string": "postgres://u:p@h/db", "refresh_token": "r",
-		"nested": []any{map[string]any{"token": "t"}, "Bearer abc.def", "Basic dXNlcjpwYXNz"},
-		"jwt":    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig",
-		"pem":    "-----BEGIN RSA PRIVATE KEY-----\nMIIE...\n-----END RSA PRIVATE KEY-----",
+		"nested":               []any{map[string]any{"token": "t"}, "Bearer abc.def", "Basic dXNlcjpwYXNz"},
+		"jwt":                  "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig",
+		"pem":                  "-----BEGIN RSA PRIVATE KEY-----\nMIIE...\n-----END RSA PRIVATE KEY-----",
 		"nil_secret_stays_nil": nil, "password_hint": "kept? no: hint is not a secret name",
 	}
 	got := Value(in).(map[string]any)
