@@ -1,0 +1,676 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// TestMain stops the jsii kernel (a node process) after the tests. The node
+// 20 end-of-life banner is silenced by JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
+// in the environment (make infra-test sets it; setting it here is too late).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	jsii.Close()
+	os.Exit(code)
+}
+
+// dummyAssets writes a fake bootstrap per function so tests need no build.
+func dummyAssets(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, f := range Functions() {
+		if err := os.MkdirAll(filepath.Join(dir, f.Name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f.Name, "bootstrap"), []byte("#!/bin/sh\necho "+f.Name+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func testConfig(t *testing.T, shards int) Config {
+	return Config{
+		Stage: "test", Shards: shards, AssetDir: dummyAssets(t),
+		RoutesFile: "../routes.json", ConfigEnvFile: "../config-env.json",
+		LogLevel: "info", MinACU: 0.5, MaxACU: 4, OutboxLagAlarmS: 300,
+	}
+}
+
+// tpl is a synthesized CloudFormation template as plain JSON values.
+type tpl struct {
+	Resources map[string]resource `json:"Resources"`
+	Outputs   map[string]any      `json:"Outputs"`
+}
+
+type resource struct {
+	Type       string         `json:"Type"`
+	Properties map[string]any `json:"Properties"`
+}
+
+func synth(t *testing.T, c Config) tpl {
+	t.Helper()
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	stack, err := NewStack(app, "noetl-test", nil, c)
+	if err != nil {
+		t.Fatalf("NewStack: %v", err)
+	}
+	raw := assertions.Template_FromStack(stack, nil).ToJSON()
+	b, err := json.Marshal(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out tpl
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func (x tpl) ofType(typ string) map[string]resource {
+	out := map[string]resource{}
+	for id, r := range x.Resources {
+		if r.Type == typ {
+			out[id] = r
+		}
+	}
+	return out
+}
+
+func (x tpl) count(typ string) int { return len(x.ofType(typ)) }
+
+// ref describes an intrinsic as "Ref:X" or "GetAtt:X.Attr" (or JSON otherwise).
+func ref(v any) string {
+	if m, ok := v.(map[string]any); ok {
+		if r, ok := m["Ref"].(string); ok {
+			return "Ref:" + r
+		}
+		if g, ok := m["Fn::GetAtt"].([]any); ok && len(g) == 2 {
+			return fmt.Sprintf("GetAtt:%v.%v", g[0], g[1])
+		}
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// flatten renders an Fn::Join of literals and intrinsics as one string, with
+// intrinsics written <<Ref:X>> / <<GetAtt:X.Y>>.
+func flatten(t *testing.T, v any) string {
+	t.Helper()
+	if s, ok := v.(string); ok {
+		return s
+	}
+	j, ok := v.(map[string]any)["Fn::Join"].([]any)
+	if !ok || len(j) != 2 {
+		t.Fatalf("not a string or Fn::Join: %s", ref(v))
+	}
+	var b strings.Builder
+	for i, part := range j[1].([]any) {
+		if i > 0 {
+			b.WriteString(j[0].(string))
+		}
+		if s, ok := part.(string); ok {
+			b.WriteString(s)
+		} else {
+			b.WriteString("<<" + ref(part) + ">>")
+		}
+	}
+	return b.String()
+}
+
+func readRoutes(t *testing.T) []Route {
+	t.Helper()
+	r, err := ReadRoutes("../routes.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func readEnv(t *testing.T) *EnvFile {
+	t.Helper()
+	e, err := ReadEnvFile("../config-env.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// TestStack synthesizes once per shard count and checks the template.
+func TestStack(t *testing.T) {
+	for _, n := range []int{1, 2, 3} {
+		t.Run(fmt.Sprintf("shards=%d", n), func(t *testing.T) {
+			x := synth(t, testConfig(t, n))
+			t.Run("Counts", func(t *testing.T) { checkCounts(t, x, n) })
+			t.Run("ShardMap", func(t *testing.T) { checkShardMap(t, x, n) })
+			t.Run("ProxyAccess", func(t *testing.T) { checkProxyAccess(t, x, n) })
+			if n != 2 {
+				return // the rest does not depend on the shard count
+			}
+			t.Run("Routes", func(t *testing.T) { checkRoutes(t, x) })
+			t.Run("Functions", func(t *testing.T) { checkFunctions(t, x) })
+			t.Run("Schedule", func(t *testing.T) { checkSchedule(t, x) })
+			t.Run("Alarms", func(t *testing.T) { checkAlarms(t, x) })
+			t.Run("Permissions", func(t *testing.T) { checkPermissions(t, x, n, "", "") })
+		})
+	}
+}
+
+func checkCounts(t *testing.T, x tpl, n int) {
+	want := map[string]int{
+		"AWS::RDS::DBCluster":            n,
+		"AWS::RDS::DBInstance":           n, // one serverless v2 writer each
+		"AWS::RDS::DBProxy":              n,
+		"AWS::RDS::DBProxyTargetGroup":   n,
+		"AWS::SecretsManager::Secret":    n + 1, // one per cluster + API tokens
+		"AWS::SSM::Parameter":            1,
+		"AWS::Lambda::Function":          7,
+		"AWS::ApiGatewayV2::Api":         1,
+		"AWS::ApiGatewayV2::Route":       len(readRoutes(t)),
+		"AWS::ApiGatewayV2::Integration": 7,
+		"AWS::Events::Rule":              1,
+		"AWS::CloudWatch::Alarm":         8,
+		"AWS::EC2::VPC":                  1,
+		"AWS::EC2::NatGateway":           1,
+		"AWS::EC2::SecurityGroupIngress": 2 * n, // functions -> proxy, proxy -> cluster
+		"AWS::Logs::LogGroup":            7,
+	}
+	for typ, c := range want {
+		if got := x.count(typ); got != c {
+			t.Errorf("%s: %d, want %d", typ, got, c)
+		}
+	}
+}
+
+func proxies(t *testing.T, x tpl, n int) []string {
+	t.Helper()
+	var ids []string
+	for i := range n {
+		var found []string
+		for id := range x.ofType("AWS::RDS::DBProxy") {
+			if strings.HasPrefix(id, fmt.Sprintf("Shard%dClusterProxy", i)) {
+				found = append(found, id)
+			}
+		}
+		if len(found) != 1 {
+			t.Fatalf("shard %d: proxies %v, want one", i, found)
+		}
+		ids = append(ids, found[0])
+	}
+	return ids
+}
+
+func checkShardMap(t *testing.T, x tpl, n int) {
+	var param resource
+	for _, r := range x.ofType("AWS::SSM::Parameter") {
+		param = r
+	}
+	if name := param.Properties["Name"]; name != "/noetl/test/shard-map" {
+		t.Errorf("parameter name %v", name)
+	}
+	text := flatten(t, param.Properties["Value"])
+	// Tokens become strings so the value parses as the JSON the functions read.
+	var m struct {
+		Cluster map[string]any   `json:"cluster"`
+		Shards  []map[string]any `json:"shards"`
+	}
+	if err := json.Unmarshal([]byte(text), &m); err != nil {
+		t.Fatalf("shard map is not JSON: %v\n%s", err, text)
+	}
+	px := proxies(t, x, n)
+	if len(m.Shards) != n {
+		t.Fatalf("shard map has %d shards, want %d", len(m.Shards), n)
+	}
+	for i, s := range append([]map[string]any{m.Cluster}, m.Shards...) {
+		want := px[0] // the cluster database lives on shard 0
+		if i > 0 {
+			want = px[i-1]
+		}
+		if s["host"] != "<<GetAtt:"+want+".Endpoint>>" || s["port"] != float64(5432) || s["dbname"] != "noetl" {
+			t.Errorf("entry %d = %v, want host %s endpoint, port 5432, dbname noetl", i, s, want)
+		}
+		arn, _ := s["secret_arn"].(string)
+		wantSecret := 0
+		if i > 0 {
+			wantSecret = i - 1
+		}
+		if !regexp.MustCompile(fmt.Sprintf(`^<<Ref:Shard%dClusterSecretAttachment`, wantSecret)).MatchString(arn) {
+			t.Errorf("entry %d secret_arn %q, want shard %d's secret", i, arn, wantSecret)
+		}
+		if len(s) != 4 {
+			t.Errorf("entry %d has keys %v, want exactly host, port, dbname, secret_arn (shared/config rejects unknown keys)", i, s)
+		}
+	}
+}
+
+func checkProxyAccess(t *testing.T, x tpl, n int) {
+	px := proxies(t, x, n)
+	sgOfProxy := map[string]string{}
+	names := map[any]bool{}
+	for i, id := range px {
+		name := x.Resources[id].Properties["DBProxyName"]
+		if want := fmt.Sprintf("noetl-test-shard%d", i); name != want || names[name] {
+			t.Errorf("%s: DBProxyName %v, want %s (unique per account and region)", id, name, want)
+		}
+		names[name] = true
+		sgs := x.Resources[id].Properties["VpcSecurityGroupIds"].([]any)
+		sgOfProxy[ref(sgs[0])] = id
+		if x.Resources[id].Properties["RequireTLS"] != true {
+			t.Errorf("%s does not require TLS (the functions use sslmode=require)", id)
+		}
+	}
+	allowed := map[string]bool{}
+	for _, r := range x.ofType("AWS::EC2::SecurityGroupIngress") {
+		p := r.Properties
+		if ref(p["SourceSecurityGroupId"]) == "GetAtt:FunctionsSecurityGroup"+suffix(x, "FunctionsSecurityGroup")+".GroupId" &&
+			p["FromPort"] == float64(5432) && p["ToPort"] == float64(5432) {
+			if id, ok := sgOfProxy[ref(p["GroupId"])]; ok {
+				allowed[id] = true
+			}
+		}
+	}
+	for _, id := range px {
+		if !allowed[id] {
+			t.Errorf("functions may not reach %s on 5432", id)
+		}
+	}
+}
+
+// suffix returns the hash CDK appended to a construct's logical id.
+func suffix(x tpl, prefix string) string {
+	for id := range x.Resources {
+		if strings.HasPrefix(id, prefix) && len(id) == len(prefix)+8 {
+			return id[len(prefix):]
+		}
+	}
+	return ""
+}
+
+func checkRoutes(t *testing.T, x tpl) {
+	integrationFn := map[string]string{} // integration logical id -> function logical id
+	for id, r := range x.ofType("AWS::ApiGatewayV2::Integration") {
+		if r.Properties["IntegrationType"] != "AWS_PROXY" || r.Properties["PayloadFormatVersion"] != "2.0" {
+			t.Errorf("%s: %v %v, want AWS_PROXY 2.0", id, r.Properties["IntegrationType"], r.Properties["PayloadFormatVersion"])
+		}
+		integrationFn[id] = strings.TrimSuffix(strings.TrimPrefix(ref(r.Properties["IntegrationUri"]), "GetAtt:"), ".Arn")
+	}
+	got := map[string]string{}
+	for _, r := range x.ofType("AWS::ApiGatewayV2::Route") {
+		key := r.Properties["RouteKey"].(string)
+		target := flatten(t, r.Properties["Target"])
+		integ := strings.TrimSuffix(strings.TrimPrefix(target, "integrations/<<Ref:"), ">>")
+		if _, dup := got[key]; dup {
+			t.Errorf("route %s defined twice", key)
+		}
+		got[key] = integrationFn[integ]
+	}
+	want := map[string]string{}
+	ids := map[string]string{}
+	for _, f := range Functions() {
+		ids[f.Name] = f.LogicalID
+	}
+	for _, r := range readRoutes(t) {
+		want[r.Method+" "+r.Path] = ids[r.Function]
+	}
+	for key, fn := range want {
+		if got[key] != fn {
+			t.Errorf("route %s -> %q, want %s (routes.json)", key, got[key], fn)
+		}
+	}
+	for key := range got {
+		if _, ok := want[key]; !ok {
+			t.Errorf("route %s is not in routes.json", key)
+		}
+	}
+}
+
+func checkFunctions(t *testing.T, x tpl) {
+	env := readEnv(t)
+	fns := x.ofType("AWS::Lambda::Function")
+	for _, f := range Functions() {
+		r, ok := fns[f.LogicalID]
+		if !ok {
+			t.Errorf("no function with logical id %s (template.yaml uses the same ids)", f.LogicalID)
+			continue
+		}
+		p := r.Properties
+		if p["Runtime"] != "provided.al2023" || p["Handler"] != "bootstrap" {
+			t.Errorf("%s: runtime %v handler %v", f.LogicalID, p["Runtime"], p["Handler"])
+		}
+		if !slices.Equal(toStrings(p["Architectures"]), []string{"arm64"}) {
+			t.Errorf("%s: architectures %v, want [arm64]", f.LogicalID, p["Architectures"])
+		}
+		if ref(p["TracingConfig"]) != `{"Mode":"Active"}` {
+			t.Errorf("%s: tracing %v", f.LogicalID, p["TracingConfig"])
+		}
+		if lc, _ := p["LoggingConfig"].(map[string]any); lc["LogFormat"] != "JSON" {
+			t.Errorf("%s: logging %v, want LogFormat JSON", f.LogicalID, p["LoggingConfig"])
+		}
+		if p["VpcConfig"] == nil {
+			t.Errorf("%s: not in the VPC (RDS Proxy is only reachable inside it)", f.LogicalID)
+		}
+		if want := float64(f.TimeoutSeconds); p["Timeout"] != want {
+			t.Errorf("%s: timeout %v, want %v", f.LogicalID, p["Timeout"], want)
+		}
+		vars, _ := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+		var names []string
+		for k := range vars {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		if !slices.Equal(names, env.Functions[f.Name]) {
+			t.Errorf("%s: environment %q, want config-env.json functions.%s %q", f.LogicalID, names, f.Name, env.Functions[f.Name])
+		}
+		// Spot-check the values that wire the function to the stack.
+		if !strings.HasPrefix(ref(vars["NOETL_DB_SECRET_ARN"]), "Ref:Shard0ClusterSecretAttachment") {
+			t.Errorf("%s: NOETL_DB_SECRET_ARN = %s, want shard 0's secret", f.LogicalID, ref(vars["NOETL_DB_SECRET_ARN"]))
+		}
+		if !strings.HasPrefix(ref(vars["NOETL_SHARD_MAP_PARAM"]), "Ref:ShardMap") {
+			t.Errorf("%s: NOETL_SHARD_MAP_PARAM = %s", f.LogicalID, ref(vars["NOETL_SHARD_MAP_PARAM"]))
+		}
+		if vars["NOETL_STAGE"] != "test" || vars["NOETL_ALLOW_OPEN"] != "false" || vars["NOETL_DB_SSLMODE"] != "require" {
+			t.Errorf("%s: stage %v allow_open %v sslmode %v", f.LogicalID, vars["NOETL_STAGE"], vars["NOETL_ALLOW_OPEN"], vars["NOETL_DB_SSLMODE"])
+		}
+		if su, ok := vars["NOETL_SERVER_URL"]; ok && !strings.HasPrefix(ref(su), "GetAtt:HttpApi") {
+			t.Errorf("%s: NOETL_SERVER_URL = %s, want the HTTP API's URL", f.LogicalID, ref(su))
+		}
+	}
+}
+
+func toStrings(v any) []string {
+	var out []string
+	for _, s := range v.([]any) {
+		out = append(out, fmt.Sprint(s))
+	}
+	return out
+}
+
+func checkSchedule(t *testing.T, x tpl) {
+	for id, r := range x.ofType("AWS::Events::Rule") {
+		p := r.Properties
+		if p["ScheduleExpression"] != "rate(1 minute)" {
+			t.Errorf("%s: schedule %v, want rate(1 minute)", id, p["ScheduleExpression"])
+		}
+		targets := p["Targets"].([]any)
+		if len(targets) != 1 {
+			t.Fatalf("%s: %d targets", id, len(targets))
+		}
+		tg := targets[0].(map[string]any)
+		if ref(tg["Arn"]) != "GetAtt:OutboxFunction.Arn" {
+			t.Errorf("%s: target %s, want the outbox function", id, ref(tg["Arn"]))
+		}
+		var in map[string]any
+		if err := json.Unmarshal([]byte(tg["Input"].(string)), &in); err != nil || len(in) != 1 || in["maxBatch"] != float64(500) {
+			t.Errorf("%s: input %v, want {\"maxBatch\": 500}", id, tg["Input"])
+		}
+	}
+	// EventBridge may invoke the outbox function.
+	ok := false
+	for _, r := range x.ofType("AWS::Lambda::Permission") {
+		if r.Properties["Principal"] == "events.amazonaws.com" && ref(r.Properties["FunctionName"]) == "GetAtt:OutboxFunction.Arn" {
+			ok = true
+		}
+	}
+	if !ok {
+		t.Error("no permission for EventBridge to invoke OutboxFunction")
+	}
+}
+
+func checkAlarms(t *testing.T, x tpl) {
+	errorsOf := map[string]bool{}
+	lag := 0
+	for id, r := range x.ofType("AWS::CloudWatch::Alarm") {
+		p := r.Properties
+		switch p["MetricName"] {
+		case "Errors":
+			dims := p["Dimensions"].([]any)
+			d := dims[0].(map[string]any)
+			if p["Namespace"] != "AWS/Lambda" || d["Name"] != "FunctionName" {
+				t.Errorf("%s: %v %v", id, p["Namespace"], d)
+			}
+			errorsOf[ref(d["Value"])] = true
+		case OutboxLagMetric:
+			lag++
+			dims := p["Dimensions"].([]any)
+			if p["Namespace"] != MetricNamespace || len(dims) != 1 || ref(dims[0]) != `{"Name":"Stage","Value":"test"}` {
+				t.Errorf("%s: namespace %v dimensions %v, want NoETL / Stage=test (the EMF contract)", id, p["Namespace"], dims)
+			}
+			if p["TreatMissingData"] != "breaching" || p["Threshold"] != float64(300) {
+				t.Errorf("%s: missing data %v threshold %v", id, p["TreatMissingData"], p["Threshold"])
+			}
+		default:
+			t.Errorf("%s: unexpected alarm on %v", id, p["MetricName"])
+		}
+	}
+	for _, f := range Functions() {
+		if !errorsOf["Ref:"+f.LogicalID] {
+			t.Errorf("no Errors alarm for %s", f.LogicalID)
+		}
+	}
+	if lag != 1 {
+		t.Errorf("%d outbox lag alarms, want 1", lag)
+	}
+}
+
+// policyText gathers the statements of the default policy of a function's role.
+func policyText(x tpl, fn string) string {
+	var b strings.Builder
+	for id, r := range x.ofType("AWS::IAM::Policy") {
+		if strings.HasPrefix(id, fn+"ServiceRoleDefaultPolicy") {
+			j, _ := json.Marshal(r.Properties["PolicyDocument"])
+			b.Write(j)
+		}
+	}
+	return b.String()
+}
+
+func checkPermissions(t *testing.T, x tpl, n int, tokensArn, natsArn string) {
+	for _, f := range Functions() {
+		p := policyText(x, f.LogicalID)
+		var doc struct {
+			Statement []struct {
+				Sid      string
+				Action   any
+				Resource any
+			}
+		}
+		if err := json.Unmarshal([]byte(p), &doc); err != nil {
+			t.Fatalf("%s: policy %q: %v", f.LogicalID, p, err)
+		}
+		var secrets, params []string
+		for _, st := range doc.Statement {
+			res, _ := st.Resource.([]any)
+			if res == nil {
+				res = []any{st.Resource}
+			}
+			var rs []string
+			for _, r := range res {
+				rs = append(rs, ref(r))
+			}
+			switch fmt.Sprint(st.Action) {
+			case "secretsmanager:GetSecretValue":
+				secrets = append(secrets, rs...)
+			case "ssm:GetParameter":
+				params = append(params, rs...)
+			case "[xray:PutTraceSegments xray:PutTelemetryRecords]":
+			default:
+				t.Errorf("%s: unexpected action %v on %v (only GetSecretValue and GetParameter are needed)", f.LogicalID, st.Action, rs)
+			}
+		}
+		want := []string{}
+		for i := range n {
+			want = append(want, fmt.Sprintf("Ref:Shard%dClusterSecretAttachment", i))
+		}
+		if tokensArn != "" {
+			want = append(want, `"`+tokensArn+`"`)
+		} else {
+			want = append(want, "Ref:ApiTokens")
+		}
+		if natsArn != "" && f.Name != "catalog" && f.Name != "replay" {
+			want = append(want, `"`+natsArn+`"`)
+		}
+		if len(secrets) != len(want) {
+			t.Errorf("%s may read secrets %v, want exactly %v", f.LogicalID, secrets, want)
+		}
+		for _, w := range want {
+			if !slices.ContainsFunc(secrets, func(s string) bool { return strings.HasPrefix(s, w) }) {
+				t.Errorf("%s may not read %s (it reads %v)", f.LogicalID, w, secrets)
+			}
+		}
+		if len(params) != 1 || !strings.Contains(params[0], `"Ref":"ShardMap`) {
+			t.Errorf("%s: ssm:GetParameter on %v, want exactly the shard map", f.LogicalID, params)
+		}
+	}
+}
+
+// TestCfnLint runs cfn-lint on the synthesized template: it knows service
+// rules the CDK does not check at synth (unique names, property values).
+func TestCfnLint(t *testing.T) {
+	bin, err := exec.LookPath("cfn-lint")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("cfn-lint is not on PATH and CI is set: %v", err)
+		}
+		t.Skip("cfn-lint is not on PATH (pip install cfn-lint)")
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	stack, err := NewStack(app, "noetl-test", nil, testConfig(t, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(assertions.Template_FromStack(stack, nil).ToJSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "noetl-test.template.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Warnings are style (CDK adds explicit DependsOn that cfn-lint calls redundant).
+	if out, err := exec.Command(bin, "--ignore-checks", "W", "--", path).CombinedOutput(); err != nil {
+		t.Errorf("cfn-lint: %v\n%s", err, out)
+	}
+}
+
+// TestExternalSecrets: existing tokens and NATS creds secrets are used, not
+// created, and only publishing functions may read the NATS creds.
+func TestExternalSecrets(t *testing.T) {
+	c := testConfig(t, 1)
+	c.ApiTokensSecretArn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:noetl/test/tokens-AbCdEf"
+	c.NatsCredsSecretArn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:noetl/test/nats-AbCdEf"
+	c.NatsURL = "nats://nats.example.com:4222"
+	c.CorsOrigins = []string{"https://app.example.com"}
+	x := synth(t, c)
+	if got := x.count("AWS::SecretsManager::Secret"); got != 1 {
+		t.Errorf("%d secrets created, want only the cluster's", got)
+	}
+	checkPermissions(t, x, 1, c.ApiTokensSecretArn, c.NatsCredsSecretArn)
+	ingest := x.Resources["IngestFunction"].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
+	if ingest["NOETL_NATS_URL"] != c.NatsURL || ingest["NOETL_API_TOKENS_SECRET_ARN"] != c.ApiTokensSecretArn || ingest["NOETL_CORS_ORIGINS"] != "https://app.example.com" {
+		t.Errorf("ingest env %v", ingest)
+	}
+	for _, r := range x.ofType("AWS::ApiGatewayV2::Api") {
+		if cors := ref(r.Properties["CorsConfiguration"]); !strings.Contains(cors, "https://app.example.com") {
+			t.Errorf("API CORS %s", cors)
+		}
+	}
+}
+
+func TestConfigFromContext(t *testing.T) {
+	app := awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{"shards": "3", "stage": "prod", "corsOrigins": "https://a, https://b", "maxAcu": 16, "migrateOnStart": "true"}})
+	c, err := ConfigFromContext(app.Node())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Shards != 3 || c.Stage != "prod" || c.MaxACU != 16 || !c.MigrateOnStart || !slices.Equal(c.CorsOrigins, []string{"https://a", "https://b"}) || c.AssetDir != "../build" {
+		t.Errorf("config %+v", c)
+	}
+	c, err = ConfigFromContext(awscdk.NewApp(nil).Node())
+	if err != nil || c.Shards != 2 || c.Stage != "dev" || c.MinACU != 0.5 {
+		t.Errorf("defaults %+v %v", c, err)
+	}
+	for _, bad := range []string{"Prod", "my stage", "1dev", ""} {
+		app := awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{"stage": bad}})
+		if _, err := ConfigFromContext(app.Node()); (err == nil) != (bad == "") {
+			t.Errorf("stage=%q: %v", bad, err)
+		}
+	}
+	if _, err := ConfigFromContext(awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{"migrateOnStart": "yes"}}).Node()); err == nil {
+		t.Error("migrateOnStart=yes accepted")
+	}
+	for _, bad := range []any{"0", "x", "1025", 2.5} {
+		app := awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{"shards": bad}})
+		if _, err := ConfigFromContext(app.Node()); err == nil || !strings.Contains(err.Error(), "shards") {
+			t.Errorf("shards=%v: %v", bad, err)
+		}
+	}
+}
+
+func TestNewStackErrors(t *testing.T) {
+	c := testConfig(t, 1)
+	c.AssetDir = t.TempDir()
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	if _, err := NewStack(app, "a", nil, c); err == nil || !strings.Contains(err.Error(), "make build") {
+		t.Errorf("missing bootstraps: %v", err)
+	}
+
+	c = testConfig(t, 1)
+	dir := t.TempDir()
+	env := readEnv(t)
+	env.Functions["status"] = append(slices.Clone(env.Functions["status"]), "NOETL_SOMETHING_NEW")
+	b, _ := json.Marshal(env)
+	c.ConfigEnvFile = filepath.Join(dir, "config-env.json")
+	os.WriteFile(c.ConfigEnvFile, b, 0o644)
+	if _, err := NewStack(app, "b", nil, c); err == nil || !strings.Contains(err.Error(), "NOETL_SOMETHING_NEW") {
+		t.Errorf("unknown env name: %v", err)
+	}
+
+	c = testConfig(t, 1)
+	c.RoutesFile = filepath.Join(dir, "routes.json")
+	os.WriteFile(c.RoutesFile, []byte(`[{"method":"GET","path":"/api/x","function":"nope"}]`), 0o644)
+	if _, err := NewStack(app, "c", nil, c); err == nil || !strings.Contains(err.Error(), `unknown function "nope"`) {
+		t.Errorf("bad routes: %v", err)
+	}
+}
+
+// TestRoutesFile guards routes.json's shape (the lead will generate it from
+// the Go router later).
+func TestRoutesFile(t *testing.T) {
+	routes := readRoutes(t)
+	if len(routes) == 0 {
+		t.Fatal("no routes")
+	}
+	sorted := slices.IsSortedFunc(routes, func(a, b Route) int {
+		if c := strings.Compare(a.Path, b.Path); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Method, b.Method)
+	})
+	if !sorted {
+		t.Error("routes.json: keep it sorted by path, then method")
+	}
+	used := map[string]bool{}
+	for _, r := range routes {
+		used[r.Function] = true
+		if r.Path == "/metrics" {
+			t.Error("/metrics is served by the local server only")
+		}
+	}
+	for _, f := range Functions() {
+		if !used[f.Name] {
+			t.Errorf("no route reaches %s", f.Name)
+		}
+	}
+}

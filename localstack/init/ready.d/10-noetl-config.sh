@@ -1,0 +1,21 @@
+#!/bin/bash
+# LocalStack runs this once it is ready: it creates what the functions read
+# at cold start (shared/config). env.json points the functions at exactly
+# these names: localstack_test.go runs this script against moto and checks
+# that, and reads the names from the put_secret / --name arguments below
+# (keep them literal).
+set -euo pipefail
+
+put_secret() { # name json: create, or update when it already exists (persistence)
+  awslocal secretsmanager create-secret --name "$1" --secret-string "$2" >/dev/null 2>&1 \
+    || awslocal secretsmanager put-secret-value --secret-id "$1" --secret-string "$2" >/dev/null
+  echo "noetl: secret $1"
+}
+
+# RDS secret shape; host/port/dbname here are only used without a shard map.
+put_secret noetl/local/db '{"username": "noetl", "password": "noetl", "host": "postgres", "port": 5432, "dbname": "noetl", "engine": "postgres"}'
+
+put_secret noetl/local/api-tokens '{"api": "local-api-token", "worker": "local-worker-token", "internal": "local-internal-token"}'
+
+awslocal ssm put-parameter --overwrite --type String --name /noetl/local/shard-map --value '{"cluster": {"host": "postgres", "port": 5432, "dbname": "noetl"}, "shards": [{"host": "postgres", "port": 5432, "dbname": "noetl_shard_0"}, {"host": "postgres", "port": 5432, "dbname": "noetl_shard_1"}]}' >/dev/null
+echo "noetl: parameter /noetl/local/shard-map"

@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""Transform template.yaml (AWS SAM) to CloudFormation offline and check it.
+
+No SAM CLI and no AWS account are needed: this uses the samtranslator python
+module, after swapping local CodeUri values for s3://placeholder/... (the
+translator wants S3 locations; `sam package` would upload them).
+
+Checks on the generated CloudFormation, each naming the file to fix:
+  - the HTTP API has exactly the routes of routes.json, each integrated with
+    the function routes.json names (nothing missing, nothing extra);
+  - exactly the seven functions, provided.al2023, Handler bootstrap, arm64 by
+    default, active tracing, JSON logs;
+  - each function's environment variables are exactly config-env.json's
+    functions[fn] plus sam_only;
+  - the outbox function's schedule is rate(1 minute) with {"maxBatch": 500};
+  - the custom IAM policies allow only secretsmanager:GetSecretValue and
+    ssm:GetParameter, never on "*", and only publishing functions get the NATS
+    credentials policy;
+  - an ApiUrl output exists;
+  - samconfig.toml's dev and prod deploy settings override only declared
+    parameters.
+
+Usage: scripts/sam_transform.py [--template template.yaml] [--out build/template.cfn.json]
+"""
+
+import argparse
+import copy
+import json
+import os
+import re
+import sys
+import tomllib
+
+# samtranslator asks boto3 for the region of the pseudo parameters.
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+
+from cfnlint.decode import cfn_yaml  # noqa: E402  (parses !Ref and friends)
+from samtranslator.translator.transform import transform  # noqa: E402
+
+FUNCTIONS = {
+    "catalog": "CatalogFunction",
+    "execute": "ExecuteFunction",
+    "ingest": "IngestFunction",
+    "claim": "ClaimFunction",
+    "status": "StatusFunction",
+    "replay": "ReplayFunction",
+    "outbox": "OutboxFunction",
+}
+PUBLISHERS = {"execute", "ingest", "claim", "status", "outbox"}
+
+# Values for parameters without a default, so the translator can resolve them.
+PARAMETERS = {
+    "DbSecretArn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:noetl/check/db-AbCdEf",
+}
+# A second pass sets every optional parameter: the translator resolves some
+# parameter references itself (CORS), so both shapes must transform.
+ALL_PARAMETERS = dict(
+    PARAMETERS,
+    ShardMapParameter="/noetl/check/shard-map",
+    ShardSecretArns="arn:aws:secretsmanager:us-east-1:123456789012:secret:noetl/check/s1-AbCdEf",
+    ApiTokensSecretArn="arn:aws:secretsmanager:us-east-1:123456789012:secret:noetl/check/tokens-AbCdEf",
+    NatsUrl="nats://nats.example.com:4222",
+    NatsCredsSecretArn="arn:aws:secretsmanager:us-east-1:123456789012:secret:noetl/check/nats-AbCdEf",
+    CorsOrigins="https://a.example.com,https://b.example.com",
+    SubnetIds="subnet-1,subnet-2",
+    SecurityGroupIds="sg-1",
+)
+
+
+class OfflinePolicyLoader:
+    """Stands in for samtranslator's IAM-backed loader: the template must not
+    name AWS managed policies by name (that would need IAM at transform time)."""
+
+    def load(self):
+        raise RuntimeError("template.yaml names an AWS managed policy by name; use its ARN (the transform runs offline)")
+
+
+def plain(node):
+    """Deep-copy cfn-lint's node types into plain dicts/lists/strings."""
+    if isinstance(node, dict):
+        return {str(k): plain(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [plain(v) for v in node]
+    if isinstance(node, str):
+        return str(node)
+    return copy.deepcopy(node)
+
+
+def swap_code_uris(template):
+    for name, res in template.get("Resources", {}).items():
+        props = res.get("Properties", {})
+        if res.get("Type") == "AWS::Serverless::Function" and isinstance(props.get("CodeUri", "."), str):
+            if not props.get("CodeUri", ".").startswith("s3://"):
+                props["CodeUri"] = f"s3://placeholder/noetl/{name}.zip"
+    g = template.get("Globals", {}).get("Function", {})
+    if isinstance(g.get("CodeUri"), str) and not g["CodeUri"].startswith("s3://"):
+        g["CodeUri"] = "s3://placeholder/noetl/global.zip"
+
+
+class Checker:
+    def __init__(self):
+        self.problems = []
+
+    def check(self, ok, msg):
+        if not ok:
+            self.problems.append(msg)
+        return ok
+
+
+def function_of_uri(uri):
+    text = json.dumps(uri)
+    m = re.search(r"\$\{(\w+)\.Arn\}", text) or re.search(r'"Fn::GetAtt": \["(\w+)", "Arn"\]', text)
+    return m.group(1) if m else None
+
+
+def check_routes(cfn, routes, c):
+    apis = {k: v for k, v in cfn["Resources"].items() if v["Type"] == "AWS::ApiGatewayV2::Api"}
+    if not c.check(len(apis) == 1, f"template.yaml: want exactly one HTTP API, found {sorted(apis)}"):
+        return
+    body = next(iter(apis.values()))["Properties"].get("Body", {})
+    got = {}
+    for path, methods in body.get("paths", {}).items():
+        for method, op in methods.items():
+            integ = op.get("x-amazon-apigateway-integration", {})
+            got[(method.upper(), path)] = function_of_uri(integ.get("uri"))
+    want = {(r["method"], r["path"]): FUNCTIONS.get(r["function"]) for r in routes}
+    for key in sorted(want.keys() - got.keys()):
+        c.check(False, f"template.yaml: route {key[0]} {key[1]} (routes.json) is missing: add an HttpApi event to {want[key]}")
+    for key in sorted(got.keys() - want.keys()):
+        c.check(False, f"template.yaml: route {key[0]} {key[1]} is not in routes.json: remove it or add it to routes.json")
+    for key in sorted(want.keys() & got.keys()):
+        c.check(got[key] == want[key], f"template.yaml: route {key[0]} {key[1]} goes to {got[key]}, routes.json says {want[key]}")
+
+
+def check_routes_file(routes, c):
+    keys = [(r["path"], r["method"]) for r in routes]
+    c.check(keys == sorted(keys), "routes.json: keep it sorted by path, then method")
+    c.check(len(set(keys)) == len(keys), "routes.json: a route is listed twice")
+    for r in routes:
+        c.check(set(r) == {"method", "path", "function"}, f"routes.json: {r} must have exactly method, path, function")
+        c.check(r.get("function") in FUNCTIONS, f"routes.json: {r} names an unknown function")
+        c.check(r.get("method") in ("GET", "POST", "PUT", "PATCH", "DELETE"), f"routes.json: {r} has an odd method")
+        c.check(r.get("path", "").startswith("/api/"), f"routes.json: {r} path must start with /api/")
+
+
+def check_functions(cfn, params, env_file, c):
+    res = cfn["Resources"]
+    fns = {k: v for k, v in res.items() if v["Type"] == "AWS::Lambda::Function"}
+    c.check(set(fns) == set(FUNCTIONS.values()), f"template.yaml: functions {sorted(fns)}, want {sorted(FUNCTIONS.values())}")
+    arch_default = params.get("Architecture", {}).get("Default")
+    c.check(arch_default == "arm64", f"template.yaml: Architecture parameter defaults to {arch_default}, want arm64")
+    for fn, lid in FUNCTIONS.items():
+        f = fns.get(lid)
+        if f is None:
+            continue
+        p = f["Properties"]
+        c.check(p.get("Runtime") == "provided.al2023", f"template.yaml: {lid} runtime {p.get('Runtime')}, want provided.al2023")
+        c.check(p.get("Handler") == "bootstrap", f"template.yaml: {lid} handler {p.get('Handler')}, want bootstrap")
+        c.check(p.get("Architectures") == [{"Ref": "Architecture"}], f"template.yaml: {lid} architectures {p.get('Architectures')}, want [!Ref Architecture]")
+        c.check(p.get("TracingConfig") == {"Mode": "Active"}, f"template.yaml: {lid} tracing {p.get('TracingConfig')}, want Active")
+        c.check(p.get("LoggingConfig", {}).get("LogFormat") == "JSON", f"template.yaml: {lid} logging {p.get('LoggingConfig')}, want LogFormat JSON")
+        got = set(p.get("Environment", {}).get("Variables", {}))
+        want = set(env_file["functions"][fn]) | set(env_file["sam_only"])
+        c.check(got == want, f"template.yaml: {lid} environment differs from config-env.json functions.{fn} + sam_only: missing {sorted(want - got)}, extra {sorted(got - want)}")
+
+
+def check_schedule(cfn, c):
+    rules = [v for v in cfn["Resources"].values() if v["Type"] == "AWS::Events::Rule"]
+    if not c.check(len(rules) == 1, f"template.yaml: want one schedule rule, found {len(rules)}"):
+        return
+    p = rules[0]["Properties"]
+    c.check(p.get("ScheduleExpression") == "rate(1 minute)", f"template.yaml: outbox schedule {p.get('ScheduleExpression')}, want rate(1 minute)")
+    targets = p.get("Targets", [])
+    c.check(len(targets) == 1 and function_of_uri(targets[0].get("Arn")) == "OutboxFunction", f"template.yaml: schedule targets {targets}, want OutboxFunction")
+    if targets:
+        c.check(json.loads(targets[0].get("Input", "null")) == {"maxBatch": 500}, f"template.yaml: schedule input {targets[0].get('Input')}, want {{\"maxBatch\": 500}}")
+
+
+def check_policies(cfn, c):
+    res = cfn["Resources"]
+    for name, r in res.items():
+        if r["Type"] != "AWS::IAM::ManagedPolicy":
+            continue
+        text = json.dumps(r["Properties"]["PolicyDocument"])
+        for action in re.findall(r'"Action": "([^"]+)"', text):
+            c.check(action in ("secretsmanager:GetSecretValue", "ssm:GetParameter"), f"template.yaml: {name} allows {action}: only GetSecretValue and GetParameter are needed")
+        c.check('"Resource": "*"' not in text and '"*"' not in text, f"template.yaml: {name} grants on '*': name the ARNs")
+    for fn, lid in FUNCTIONS.items():
+        role = res.get(f"{lid}Role")
+        if not c.check(role is not None, f"template.yaml: {lid} has no generated role {lid}Role"):
+            continue
+        arns = json.dumps(role["Properties"].get("ManagedPolicyArns", []))
+        c.check("ConfigReadPolicy" in arns, f"template.yaml: {lid} lacks ConfigReadPolicy")
+        c.check(("NatsCredsReadPolicy" in arns) == (fn in PUBLISHERS),
+                f"template.yaml: {lid} NATS credentials policy attached = {'NatsCredsReadPolicy' in arns}, want {fn in PUBLISHERS}")
+        c.check(not role["Properties"].get("Policies"), f"template.yaml: {lid} has inline policies; use the managed ones")
+
+
+def check_samconfig(path, params, c):
+    with open(path, "rb") as f:
+        cfg = tomllib.load(f)
+    for env in ("dev", "prod"):
+        dep = cfg.get(env, {}).get("deploy", {}).get("parameters", {})
+        if not c.check(dep, f"{path}: no [{env}.deploy.parameters]"):
+            continue
+        c.check(dep.get("stack_name") == f"noetl-{env}", f"{path}: {env} stack_name {dep.get('stack_name')}, want noetl-{env}")
+        c.check("CAPABILITY_IAM" in dep.get("capabilities", ""), f"{path}: {env} needs capabilities CAPABILITY_IAM (the template creates roles)")
+        for kv in dep.get("parameter_overrides", "").split():
+            key, _, value = kv.partition("=")
+            c.check(key in params, f"{path}: {env} overrides {key}, which template.yaml does not declare")
+            c.check(key != "Stage" or value == env, f"{path}: {env} overrides Stage={value}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--template", default="template.yaml")
+    ap.add_argument("--routes", default="routes.json")
+    ap.add_argument("--config-env", default="config-env.json")
+    ap.add_argument("--samconfig", default="samconfig.toml")
+    ap.add_argument("--out", default="build/template.cfn.json")
+    args = ap.parse_args()
+
+    sam = plain(cfn_yaml.load(args.template))
+    swap_code_uris(sam)
+    cfn = transform(sam, dict(PARAMETERS), OfflinePolicyLoader())
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(cfn, f, indent=1, sort_keys=True)
+
+    with open(args.routes) as f:
+        routes = json.load(f)
+    with open(args.config_env) as f:
+        env_file = json.load(f)
+    c = Checker()
+    check_routes_file(routes, c)
+    check_routes(cfn, routes, c)
+    check_functions(cfn, sam.get("Parameters", {}), env_file, c)
+    check_schedule(cfn, c)
+    check_policies(cfn, c)
+    check_samconfig(args.samconfig, sam.get("Parameters", {}), c)
+    c.check("ApiUrl" in cfn.get("Outputs", {}), "template.yaml: the ApiUrl output is missing")
+
+    sam2 = plain(cfn_yaml.load(args.template))
+    swap_code_uris(sam2)
+    cfn2 = transform(sam2, dict(ALL_PARAMETERS), OfflinePolicyLoader())
+    cors = json.dumps(cfn2["Resources"]["HttpApi"]["Properties"]["Body"].get("x-amazon-apigateway-cors"))
+    c.check(ALL_PARAMETERS["CorsOrigins"] in cors, f"template.yaml: with CorsOrigins set the HTTP API's CORS is {cors}")
+
+    counts = {}
+    for r in cfn["Resources"].values():
+        counts[r["Type"]] = counts.get(r["Type"], 0) + 1
+    print(f"{args.template} -> {args.out}: {len(cfn['Resources'])} resources; " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    if c.problems:
+        for p in c.problems:
+            print("FAIL " + p, file=sys.stderr)
+        sys.exit(1)
+    print(f"ok: {len(routes)} routes, {len(FUNCTIONS)} functions, schedule, environment and policies match routes.json and config-env.json")
+
+
+if __name__ == "__main__":
+    main()

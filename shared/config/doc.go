@@ -1,0 +1,57 @@
+// Package config loads a function's configuration: from environment variables
+// locally, and in AWS from Secrets Manager and SSM Parameter Store named by
+// environment variables.
+//
+// Load takes a getenv function instead of reading the process environment so
+// that callers (tests, `noetl dev` injecting a throwaway database URL) decide
+// what the environment is. AWS clients are built with aws-sdk-go-v2's
+// config.LoadDefaultConfig only when a secret ARN or parameter name is set; the
+// SDK takes credentials from its default chain (the Lambda role), AWS_REGION and
+// AWS_ENDPOINT_URL are passed from getenv so moto/LocalStack work.
+//
+// config-env.json at the repository root lists every name below by where it is
+// set (deployed function, SAM only, local only, runtime); a test keeps it and
+// Load in step, and infra/ and template.yaml set exactly those names.
+//
+// # Contract
+//
+//	Variable                      Meaning                                                           Default
+//	NOETL_STAGE                   deployment stage; the `Stage` dimension of the NoETL EMF metrics   local
+//	NOETL_DATABASE_URL            cluster database DSN (URL or key=value); the only shard when        -
+//	                              NOETL_SHARD_URLS is empty. Local mode.
+//	NOETL_SHARD_URLS              comma-separated shard DSNs, index = shard index. Local mode.        (cluster only)
+//	NOETL_DB_SECRET_ARN           Secrets Manager secret (ARN or name), RDS JSON shape               -
+//	                              {username, password, host, port, dbname, engine}. AWS mode.
+//	NOETL_SHARD_MAP_PARAM         SSM parameter name; value JSON {"cluster": E, "shards": [E…]},     (cluster only)
+//	                              E = {host, port?, dbname, secret_arn?}; an entry without
+//	                              secret_arn uses NOETL_DB_SECRET_ARN's username/password; host,
+//	                              port and dbname always come from the entry (the RDS Proxy).
+//	NOETL_DB_SSLMODE              sslmode of DSNs built from secrets; added to URL DSNs that name     require in Lambda,
+//	                              none when set explicitly                                           disable elsewhere
+//	NOETL_DB_MAX_CONNS            pgx pool size per database                                          2 in Lambda, 10 elsewhere
+//	NOETL_MIGRATE_ON_START        apply migrations at cold start (never in production by default)     false
+//	NOETL_NATS_URL                NATS server URL(s), comma-separated; empty disables NATS            (disabled)
+//	NOETL_NATS_CREDS_SECRET_ARN   secret holding NATS auth: a creds file (JWT + nkey seed), or JSON   (none)
+//	                              {"user","password"} or {"token"}
+//	NOETL_SERVER_URL              base URL of the API that NATS command bodies carry for workers      (empty: derive from request)
+//	NOETL_API_TOKEN               tokens with scope api (users), comma-separated. Local mode.         -
+//	NOETL_WORKER_TOKEN            tokens with scope worker (claim, heartbeat, events). Local mode.     -
+//	NOETL_INTERNAL_TOKEN          tokens with scope internal (/api/internal/*). Local mode.            -
+//	NOETL_API_TOKENS_SECRET_ARN   secret JSON {"api","worker","internal"}, each a string or a list     -
+//	                              of strings. AWS mode.
+//	NOETL_ALLOW_OPEN              let a Lambda start with no token at all (no authentication)         false
+//	NOETL_LEASE_SECONDS           command claim lease (R-L1)                                          60
+//	NOETL_MAX_BODY_BYTES          request body limit; at most 6 MiB in Lambda (sync payload limit)    1048576
+//	NOETL_LOG_LEVEL               debug | info | warn | error                                         info
+//	NOETL_CORS_ORIGINS            comma-separated allowed origins, or *; empty = same-origin only     (empty)
+//	AWS_LAMBDA_FUNCTION_NAME      set by the Lambda runtime: selects the Lambda defaults above        -
+//	AWS_REGION                    region for Secrets Manager / SSM                                    SDK default chain
+//	AWS_ENDPOINT_URL              endpoint override (moto, LocalStack)                                SDK default
+//
+// Local mode (NOETL_DATABASE_URL, NOETL_*_TOKEN) and AWS mode (the *_ARN and
+// *_PARAM names) cannot be mixed for the same setting: Load refuses rather than
+// guess which one wins.
+//
+// Token scopes follow R-A3. With no token configured the local server runs open
+// (and must say so); in Lambda, Load fails unless NOETL_ALLOW_OPEN=true.
+package config

@@ -1,0 +1,120 @@
+package config
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParseDBSecret(t *testing.T) {
+	s, err := parseDBSecret([]byte(`{"username":"u","password":"p","host":"h","port":5432,"dbname":"d","engine":"aurora-postgresql","dbClusterIdentifier":"c"}`))
+	if err != nil || s.Username != "u" || s.Password != "p" || s.Host != "h" || s.Port != 5432 || s.DBName != "d" {
+		t.Fatalf("RDS shape: %+v %v", s, err)
+	}
+	s, err = parseDBSecret([]byte(`{"username":"u","password":"p","port":"6432"}`))
+	if err != nil || s.Port != 6432 {
+		t.Fatalf("port as a string: %+v %v", s, err)
+	}
+	for in, want := range map[string]string{
+		`not json`:         "not the RDS secret JSON",
+		`{"username":"u"}`: "username or password is empty",
+		`{"username":"u","password":"p","port":70000}`:       "not a TCP port",
+		`{"username":"u","password":"p","port":"x"}`:         "not a TCP port",
+		`{"username":"u","password":"p","engine":"mysql"}`:   `engine is "mysql"`,
+		`{"username":"u","password":"p","host":["h1","h2"]}`: "not the RDS secret JSON",
+	} {
+		if _, err := parseDBSecret([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parseDBSecret(%s): %v, want %q", in, err, want)
+		}
+	}
+}
+
+func TestParseShardMap(t *testing.T) {
+	m, err := parseShardMap([]byte(`{"cluster":{"host":"c","port":5432,"dbname":"noetl"},
+		"shards":[{"host":"c","port":5432,"dbname":"noetl"},{"host":"s1","dbname":"noetl","secret_arn":"arn:s1"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Cluster.Host != "c" || len(m.Shards) != 2 || m.Shards[1].SecretARN != "arn:s1" || m.Shards[1].Port != 0 {
+		t.Errorf("parsed %+v", m)
+	}
+	if m, err := parseShardMap([]byte(`{"cluster":{"host":"c","dbname":"noetl"}}`)); err != nil || len(m.Shards) != 0 {
+		t.Errorf("cluster only: %+v %v", m, err)
+	}
+	for in, want := range map[string]string{
+		`[]`:            "not the shard map JSON",
+		`{"shards":[]}`: `no "cluster" entry`,
+		`{"cluster":{"host":"c","dbname":"d","db_name":"x"}}`:                                                  `unknown field "db_name"`,
+		`{"cluster":{"dbname":"d"}}`:                                                                           "cluster: host and dbname are required",
+		`{"cluster":{"host":"c","dbname":"d"},"shards":[{"host":"s"}]}`:                                        "shards[0]: host and dbname are required",
+		`{"cluster":{"host":"c","dbname":"d"},"shards":[{"host":"s","dbname":"d"},{"host":"s","dbname":"d"}]}`: "shards[0] and shards[1] are the same database",
+		`{"cluster":{"host":"c","dbname":"d","port":0.5}}`:                                                     "not a TCP port",
+	} {
+		if _, err := parseShardMap([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parseShardMap(%s): %v, want %q", in, err, want)
+		}
+	}
+	many := `{"cluster":{"host":"c","dbname":"d"},"shards":[` + strings.Repeat(`{"host":"s","dbname":"d"},`, MaxShards) + `{"host":"s","dbname":"e"}]}`
+	if _, err := parseShardMap([]byte(many)); err == nil || !strings.Contains(err.Error(), "1025 shards: at most 1024") {
+		t.Errorf("1025 shards: %v", err)
+	}
+}
+
+func TestParseTokensSecret(t *testing.T) {
+	tok, err := parseTokensSecret([]byte(`{"api":"a1","worker":["w1"," w2 ",""],"internal":""}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(tok.API, []string{"a1"}) || !slices.Equal(tok.Worker, []string{"w1", "w2"}) || tok.Internal != nil {
+		t.Errorf("tokens %+v (blanks must be dropped so an empty token never authenticates)", tok)
+	}
+	if tok, _ := parseTokensSecret([]byte(`{}`)); !tok.Empty() {
+		t.Errorf("empty secret gave %+v", tok)
+	}
+	for in, want := range map[string]string{
+		`"a"`:              "not the tokens JSON",
+		`{"apis":"a"}`:     `unknown key "apis"`,
+		`{"api":1}`:        `key "api": must be a string or a list of strings`,
+		`{"worker":[1,2]}`: `key "worker": must be a string or a list`,
+	} {
+		if _, err := parseTokensSecret([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parseTokensSecret(%s): %v, want %q", in, err, want)
+		}
+	}
+}
+
+const testCreds = `-----BEGIN NATS USER JWT-----
+eyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ.e30.c2ln
+------END NATS USER JWT------
+
+************************* IMPORTANT *************************
+NKEY Seed printed below can be used to sign and prove identity.
+
+-----BEGIN USER NKEY SEED-----
+SUAEXAMPLESEEDEXAMPLESEEDEXAMPLESEEDEXAMPLESEEDEXAMPLESE
+------END USER NKEY SEED------
+`
+
+func TestParseNATSCreds(t *testing.T) {
+	n, err := parseNATSCreds([]byte("\n" + testCreds))
+	if err != nil || n.AuthKind() != "creds" || !strings.HasPrefix(string(n.Creds), "-----BEGIN NATS USER JWT-----") {
+		t.Errorf("creds file: %v %v", n.AuthKind(), err)
+	}
+	if n, err := parseNATSCreds([]byte(`{"user":"u","password":"p"}`)); err != nil || n.User != "u" || n.Password != "p" || n.AuthKind() != "user" {
+		t.Errorf("user/password: %+v %v", n, err)
+	}
+	if n, err := parseNATSCreds([]byte(` {"token":"t"}`)); err != nil || n.Token != "t" || n.AuthKind() != "token" {
+		t.Errorf("token: %+v %v", n, err)
+	}
+	for in, want := range map[string]string{
+		`{"user":"u","password":"p","token":"t"}`: `either "user" and "password", or "token" alone`,
+		`{"user":"u"}`:                      `either "user" and "password"`,
+		`{"username":"u","password":"p"}`:   `unknown field "username"`,
+		`hunter2`:                           "neither a NATS creds file",
+		"-----BEGIN NATS USER JWT-----\nxx": "neither a NATS creds file",
+	} {
+		if _, err := parseNATSCreds([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parseNATSCreds(%q): %v, want %q", in, err, want)
+		}
+	}
+}
