@@ -23,6 +23,11 @@ type cmdOutcome struct {
 // and command.failed decide, using the envelope call.done recorded (R-R3).
 func classify(s *Snapshot, ev Event) cmdOutcome {
 	oc := cmdOutcome{id: commandID(ev)}
+	switch CanonicalType(ev.Type) {
+	case EvCommandCompleted, EvCommandFailed, EvCommandExpired:
+	default:
+		return oc // only terminal command events have an outcome
+	}
 	oc.cmd = s.Commands[oc.id]
 	if oc.cmd == nil {
 		return oc

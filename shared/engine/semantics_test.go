@@ -1370,8 +1370,13 @@ func TestFinished(t *testing.T) {
 	s := sim(t, "workflow:\n  - step: start\n    retry: {max_attempts: 2, delay: 0}\n    tool: {kind: noop}\n")
 	var finished []*engine.Finished
 	s.Observe = func(ev engine.Event, out *engine.Outcome, _ []byte) {
-		if ev.Type == engine.EvCommandCompleted {
+		switch ev.Type {
+		case engine.EvCommandCompleted:
 			finished = append(finished, out.Finished)
+		case engine.EvCommandClaimed, engine.EvCommandStarted, engine.EvCallDone:
+			if out.Finished != nil {
+				t.Errorf("%s finished the command: %+v", ev.Type, out.Finished)
+			}
 		}
 	}
 	n := 0

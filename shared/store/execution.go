@@ -240,3 +240,22 @@ func ListExecutions(ctx context.Context, q Querier, f ExecutionFilter) ([]Execut
 	}
 	return out, nil
 }
+
+// ListOrphanedChildren returns running children whose parent already ended as
+// CANCELLED, up to limit: the cancel cascade (R-R10) re-driven by the drain.
+// Children live on their parent's shard (R-I3), so one shard answers.
+func ListOrphanedChildren(ctx context.Context, q Querier, limit int) ([]int64, error) {
+	rows, err := q.Query(ctx, `
+		SELECT c.execution_id FROM execution c
+		JOIN execution p ON p.execution_id = c.parent_execution_id
+		WHERE c.status IN ('RUNNING', 'FAILING') AND p.status = 'CANCELLED'
+		LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: list orphaned children: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("store: list orphaned children: %w", err)
+	}
+	return ids, nil
+}

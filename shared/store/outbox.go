@@ -244,3 +244,18 @@ func prefixed(alias, columns string) string {
 	}
 	return string(out)
 }
+
+// OutboxLag is how long the oldest row not yet published has waited: the lag the
+// outbox alarm watches. Zero when everything is published.
+func OutboxLag(ctx context.Context, q Querier) (time.Duration, error) {
+	var secs *float64
+	err := q.QueryRow(ctx, `
+		SELECT extract(epoch FROM now() - min(created_at))::float8 FROM outbox WHERE status <> 'PUBLISHED'`).Scan(&secs)
+	if err != nil {
+		return 0, fmt.Errorf("store: outbox lag: %w", err)
+	}
+	if secs == nil || *secs < 0 {
+		return 0, nil
+	}
+	return time.Duration(*secs * float64(time.Second)), nil
+}

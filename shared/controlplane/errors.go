@@ -1,0 +1,61 @@
+package controlplane
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Error kinds. The API maps them to HTTP statuses; messages name the field or the
+// object concerned.
+var (
+	ErrNotFound = errors.New("not found")       // 404
+	ErrConflict = errors.New("conflict")        // 409
+	ErrInvalid  = errors.New("invalid request") // 422
+)
+
+// Errorf wraps a kind with a message: errors.Is(err, kind) holds and Error() is
+// the message alone.
+func Errorf(kind error, format string, args ...any) error {
+	return &kindError{kind: kind, msg: fmt.Sprintf(format, args...)}
+}
+
+type kindError struct {
+	kind error
+	msg  string
+}
+
+func (e *kindError) Error() string { return e.msg }
+func (e *kindError) Unwrap() error { return e.kind }
+
+// TooEarlyError answers a claim before a retry's backoff ended (R-L7): 429 with
+// Retry-After.
+type TooEarlyError struct{ After time.Duration }
+
+func (e *TooEarlyError) Error() string {
+	return fmt.Sprintf("the command is not claimable yet: its retry is due in %s", e.After.Round(time.Millisecond))
+}
+
+// InvalidPlaybookError lists every problem of a playbook rejected at registration.
+type InvalidPlaybookError struct {
+	Problems []string
+}
+
+func (e *InvalidPlaybookError) Error() string {
+	return fmt.Sprintf("the playbook is invalid (%d problems): %s", len(e.Problems), joinProblems(e.Problems))
+}
+
+func (e *InvalidPlaybookError) Unwrap() error { return ErrInvalid }
+
+func joinProblems(ps []string) string {
+	out := ""
+	for i, p := range ps {
+		if i > 0 {
+			out += "; "
+		}
+		out += p
+	}
+	return out
+}
+
+func isConflict(err error) bool { return errors.Is(err, ErrConflict) }

@@ -1,0 +1,314 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/redact"
+	"github.com/noetl-go/noetl/shared/store"
+)
+
+// EventInput is one event a worker or client posts (NoETL's EventRequest).
+type EventInput struct {
+	ExecutionID int64
+	Step        string
+	Type        string
+	Payload     map[string]any
+	Meta        map[string]any
+	WorkerID    string
+	// ClientEventID is the producer's own id: re-posting it is idempotent.
+	ClientEventID string
+	Status        string
+	ResultKind    string // data (default), ref, refs
+	ResultURI     string
+	EventIDs      []any
+}
+
+// Ingested is the outcome of one posted event.
+type Ingested struct {
+	EventID           int64
+	CommandsGenerated int
+	// Duplicate is true when the client event id was seen before: nothing happened.
+	Duplicate bool
+}
+
+// FencedError answers an event from a worker that does not hold the command's
+// current lease, or an event for an ended execution (R-L8, R-R10): the event is
+// stored, flagged ignored, and the request gets 409.
+type FencedError struct {
+	EventIDs []int64
+	Reason   string
+}
+
+func (e *FencedError) Error() string { return e.Reason }
+func (e *FencedError) Unwrap() error { return ErrConflict }
+
+// workerTypes are the command events a worker may post; engine-owned types
+// (step.*, playbook.*, command.issued, …) are the server's to write.
+var workerTypes = map[string]bool{
+	engine.EvCommandClaimed: true, engine.EvCommandStarted: true, engine.EvCallDone: true, engine.EvCallError: true,
+	engine.EvCommandCompleted: true, engine.EvCommandFailed: true,
+}
+
+var serverTypes = map[string]bool{
+	engine.EvPlaybookStarted: true, engine.EvPlaybookCompleted: true, engine.EvPlaybookFailed: true,
+	engine.EvPlaybookCancelled: true, engine.EvStepEnter: true, engine.EvStepSkipped: true, engine.EvStepExit: true,
+	engine.EvCtxUpdated: true, engine.EvCommandIssued: true, engine.EvCommandRetry: true,
+	engine.EvCommandCancelled: true, engine.EvCommandExpired: true,
+}
+
+// Ingest stores one event and runs the orchestrator for it, in one transaction
+// under the execution's row lock.
+func (s *Service) Ingest(ctx context.Context, in EventInput) (*Ingested, error) {
+	res, err := s.IngestBatch(ctx, in.ExecutionID, []EventInput{in})
+	if err != nil {
+		return nil, err
+	}
+	return &res[0], nil
+}
+
+// IngestBatch stores events of one execution in order, all or nothing, running
+// the orchestrator for each (NoETL ignores command.failed in batches: we do not).
+// Fenced events are stored flagged and the batch answers *FencedError after
+// committing everything.
+func (s *Service) IngestBatch(ctx context.Context, executionID int64, ins []EventInput) ([]Ingested, error) {
+	prepared := make([]store.Event, len(ins))
+	for i, in := range ins {
+		e, err := prepareEvent(in)
+		if err != nil {
+			if len(ins) > 1 {
+				return nil, Errorf(ErrInvalid, "events[%d].%v", i, err)
+			}
+			return nil, Errorf(ErrInvalid, "%v", err)
+		}
+		prepared[i] = e
+	}
+	sh, err := s.st.ShardFor(executionID)
+	if err != nil {
+		return nil, Errorf(ErrNotFound, "execution %d not found", executionID)
+	}
+	out := make([]Ingested, len(ins))
+	var fenced *FencedError
+	err = s.inTx(ctx, sh, func(tx pgx.Tx) ([]store.OutboxMessage, error) {
+		x, err := s.lockExecution(ctx, tx, sh, executionID)
+		if err != nil {
+			return nil, err
+		}
+		var outbox []store.OutboxMessage
+		for i, e := range prepared {
+			if e.ClientEventID != "" {
+				id, err := store.FindEventByClientID(ctx, tx, executionID, e.ClientEventID)
+				if err == nil {
+					out[i] = Ingested{EventID: id, Duplicate: true}
+					continue
+				}
+				if !errors.Is(err, store.ErrNotFound) {
+					return nil, err
+				}
+			}
+			reason, err := s.fence(ctx, tx, x, &e)
+			if err != nil {
+				return nil, err
+			}
+			if reason != "" {
+				stored, err := s.appendIgnored(ctx, tx, x, e)
+				if err != nil {
+					return nil, err
+				}
+				out[i] = Ingested{EventID: stored.EventID}
+				if fenced == nil {
+					fenced = &FencedError{Reason: reason}
+				}
+				fenced.EventIDs = append(fenced.EventIDs, stored.EventID)
+				continue
+			}
+			adv, err := s.advance(ctx, tx, x, e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = Ingested{EventID: adv.trigger.EventID, CommandsGenerated: len(adv.out.Commands)}
+			outbox = append(outbox, adv.outbox...)
+		}
+		return outbox, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if fenced != nil {
+		return out, fenced
+	}
+	return out, nil
+}
+
+// fence decides whether an event may be folded (R-L8, R-R10) and moves the
+// command row on command.started. It returns the reason for ignoring it, if any.
+func (s *Service) fence(ctx context.Context, tx pgx.Tx, x *execution, e *store.Event) (string, error) {
+	if terminal(x.row.Status) {
+		return fmt.Sprintf("execution %d is already %s; the event was stored and ignored", x.row.ExecutionID, x.row.Status), nil
+	}
+	typ := engine.CanonicalType(e.EventType)
+	if !workerTypes[typ] {
+		return "", nil // informative: folded (Apply ignores types it does not know)
+	}
+	if e.CommandID == "" {
+		return "", Errorf(ErrInvalid, "meta.command_id: %s needs the command's id", e.EventType)
+	}
+	c, err := store.LockCommand(ctx, tx, e.CommandID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && c.ExecutionID != x.row.ExecutionID) {
+		return "", Errorf(ErrNotFound, "command %s not found in execution %d", e.CommandID, x.row.ExecutionID)
+	}
+	if err != nil {
+		return "", err
+	}
+	if c.Status != store.CommandClaimed && c.Status != store.CommandRunning {
+		return fmt.Sprintf("command %s is %s, not held by a worker; the event was stored and ignored", c.CommandID, c.Status), nil
+	}
+	attempt := intOf(e.Meta["attempt"])
+	if attempt == 0 {
+		attempt = intOf(e.Meta["attempts"]) // NoETL workers' spelling
+	}
+	switch {
+	case attempt > 0 && attempt != c.Attempt:
+		return fmt.Sprintf("attempt %d of command %s is not the current attempt %d; the event was stored and ignored", attempt, c.CommandID, c.Attempt), nil
+	case attempt == 0 && e.WorkerID != "" && c.WorkerID != "" && e.WorkerID != c.WorkerID:
+		return fmt.Sprintf("command %s is held by %s, not %s; the event was stored and ignored", c.CommandID, c.WorkerID, e.WorkerID), nil
+	}
+	if typ == engine.EvCommandStarted && c.Status == store.CommandClaimed {
+		if _, err := store.SetCommandStatus(ctx, tx, c.CommandID, store.CommandRunning); err != nil {
+			return "", err
+		}
+	}
+	return "", nil
+}
+
+// prepareEvent turns a posted event into the row to store: type checked, result
+// normalised (R-R1), secrets redacted (events.md §7).
+func prepareEvent(in EventInput) (store.Event, error) {
+	typ := engine.CanonicalType(in.Type)
+	if in.Type == "" {
+		return store.Event{}, errors.New("event_type: required (e.g. command.completed)")
+	}
+	if serverTypes[typ] {
+		return store.Event{}, fmt.Errorf("event_type: %s is written by the server; workers post command.started, call.done, call.error, command.completed, command.failed or informative events", in.Type)
+	}
+	payload := in.Payload
+	meta := in.Meta
+	e := store.Event{EventType: in.Type, NodeName: in.Step, Status: in.Status, WorkerID: in.WorkerID, ClientEventID: in.ClientEventID}
+	e.CommandID, _ = meta["command_id"].(string)
+	if e.CommandID == "" {
+		e.CommandID, _ = payload["command_id"].(string)
+	}
+	result, err := normaliseResult(typ, in)
+	if err != nil {
+		return e, err
+	}
+	if result != nil {
+		e.Result = redact.Value(result).(map[string]any)
+	}
+	if payload != nil {
+		ctxv := make(map[string]any, len(payload))
+		for k, v := range payload {
+			if k != "result" {
+				ctxv[k] = v
+			}
+		}
+		e.Context = redact.Value(ctxv).(map[string]any)
+		e.Error = errorText(payload["error"])
+	}
+	if meta != nil {
+		e.Meta = redact.Value(meta).(map[string]any)
+	}
+	if in.WorkerID != "" {
+		if e.Meta == nil {
+			e.Meta = map[string]any{}
+		}
+		e.Meta["worker_id"] = in.WorkerID
+	}
+	return e, nil
+}
+
+// normaliseResult applies R-R1 and events.md §2's result shape rule: the stored
+// result is {status, context: envelope} or {status, reference: …}.
+func normaliseResult(typ string, in EventInput) (map[string]any, error) {
+	status := in.Status
+	switch strings.ToLower(in.ResultKind) {
+	case "", "data":
+	case "ref":
+		if in.ResultURI == "" {
+			return nil, errors.New("result_uri: required with result_kind ref")
+		}
+		return map[string]any{"status": status, "reference": map[string]any{"store_tier": storeTier(in.ResultURI), "logical_uri": in.ResultURI}}, nil
+	case "refs":
+		if len(in.EventIDs) == 0 {
+			return nil, errors.New("event_ids: required with result_kind refs")
+		}
+		return map[string]any{"status": status, "reference": map[string]any{"event_ids": in.EventIDs, "total_parts": int64(len(in.EventIDs))}}, nil
+	default:
+		return nil, fmt.Errorf("result_kind: expected data, ref or refs, got %q", in.ResultKind)
+	}
+	raw, has := in.Payload["result"]
+	if !has || raw == nil {
+		return nil, nil
+	}
+	r, ok := raw.(map[string]any)
+	if !ok {
+		if typ == engine.EvCallDone || typ == engine.EvCommandCompleted {
+			return nil, fmt.Errorf("payload.result: expected a tool result object {status, data, …}, got %T", raw)
+		}
+		return nil, nil // events.md §2: non-objects are dropped
+	}
+	env := r
+	if inner, ok := r["context"].(map[string]any); ok {
+		if _, hasData := r["data"]; !hasData {
+			env = inner
+		}
+	}
+	st, _ := env["status"].(string)
+	switch strings.ToLower(st) {
+	case "success", "error", "timeout":
+		return map[string]any{"status": strings.ToLower(st), "context": env}, nil
+	}
+	if typ == engine.EvCallDone || typ == engine.EvCommandCompleted {
+		return nil, fmt.Errorf("payload.result: expected {status: success|error|timeout, data, error?} or NoETL's {status, context: {status, data}}, got status %q", st)
+	}
+	return map[string]any{"status": status, "context": r}, nil
+}
+
+func storeTier(uri string) string {
+	switch {
+	case strings.HasPrefix(uri, "s3://"):
+		return "s3"
+	case strings.HasPrefix(uri, "gs://"), strings.HasPrefix(uri, "gcs://"):
+		return "gcs"
+	}
+	return "artifact"
+}
+
+func errorText(v any) string {
+	switch e := v.(type) {
+	case string:
+		return e
+	case map[string]any:
+		if m, ok := e["message"].(string); ok {
+			return m
+		}
+	}
+	return ""
+}
+
+func intOf(v any) int {
+	switch x := v.(type) {
+	case int64:
+		return int(x)
+	case float64:
+		return int(x)
+	case int:
+		return x
+	}
+	return 0
+}

@@ -1,0 +1,103 @@
+package controlplane
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/store"
+)
+
+// Cancel ends an execution as CANCELLED (dsl.md §4.11, R-R10): every command in
+// flight is cancelled, then its children, each in its own transaction.
+// Cancelling a cancelled execution is a no-op; a completed or failed one is a
+// conflict.
+func (s *Service) Cancel(ctx context.Context, id int64, reason string) error {
+	if reason == "" {
+		reason = "cancelled by request"
+	}
+	ctxv := map[string]any{"reason": reason}
+	return s.end(ctx, id, engine.EvPlaybookCancelled, store.ExecutionCancelled, ctxv, true)
+}
+
+// Finalize forces a terminal status (an operator's action): like cancel for
+// commands and children. status is COMPLETED or FAILED.
+func (s *Service) Finalize(ctx context.Context, id int64, status, errMsg string) error {
+	var typ string
+	switch status {
+	case store.ExecutionCompleted:
+		typ = engine.EvPlaybookCompleted
+	case store.ExecutionFailed:
+		typ = engine.EvPlaybookFailed
+	default:
+		return Errorf(ErrInvalid, "status: expected COMPLETED or FAILED, got %q", status)
+	}
+	ctxv := map[string]any{"forced": true}
+	if errMsg != "" {
+		ctxv["error"] = errMsg
+	}
+	return s.end(ctx, id, typ, status, ctxv, false)
+}
+
+func (s *Service) end(ctx context.Context, id int64, typ, status string, ctxv map[string]any, idempotent bool) error {
+	sh, err := s.st.ShardFor(id)
+	if err != nil {
+		return Errorf(ErrNotFound, "execution %d not found", id)
+	}
+	changed := false
+	err = s.inTx(ctx, sh, func(tx pgx.Tx) ([]store.OutboxMessage, error) {
+		x, err := s.lockExecution(ctx, tx, sh, id)
+		if err != nil {
+			return nil, err
+		}
+		if terminal(x.row.Status) {
+			if idempotent && x.row.Status == status {
+				return nil, nil
+			}
+			return nil, Errorf(ErrConflict, "execution %d is already %s", id, x.row.Status)
+		}
+		adv, err := s.advance(ctx, tx, x, store.Event{EventType: typ, Status: status, Context: ctxv})
+		if err != nil {
+			return nil, err
+		}
+		// The command table is the truth: cancel whatever the snapshot did not know.
+		if _, err := store.CancelActiveCommands(ctx, tx, id); err != nil {
+			return nil, err
+		}
+		changed = true
+		return adv.outbox, nil
+	})
+	if err != nil {
+		return err
+	}
+	if changed {
+		s.log.InfoContext(ctx, "execution ended by request", "execution_id", id, "status", status)
+	}
+	return s.cancelChildren(ctx, sh, id)
+}
+
+// cancelChildren cancels the running children of an execution; they live on
+// their parent's shard (R-I3). A failure here is retried by the drain.
+func (s *Service) cancelChildren(ctx context.Context, sh *store.Shard, parent int64) error {
+	f := store.ExecutionFilter{ParentExecutionID: parent, Limit: 1000}
+	for {
+		page, err := store.ListExecutions(ctx, sh.Pool(), f)
+		if err != nil {
+			return err
+		}
+		for _, c := range page {
+			if terminal(c.Status) {
+				continue
+			}
+			if err := s.Cancel(ctx, c.ExecutionID, "the parent execution ended"); err != nil && !isConflict(err) {
+				return err
+			}
+		}
+		if len(page) < f.Limit {
+			return nil
+		}
+		cur := page[len(page)-1].Cursor()
+		f.After = &cur
+	}
+}

@@ -1,0 +1,184 @@
+package controlplane_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/notify"
+	"github.com/noetl-go/noetl/shared/store"
+)
+
+func TestMain(m *testing.M) { devstacktest.Main(m) }
+
+// stack is a service over a fresh cluster + 2 shards and an embedded NATS.
+type stack struct {
+	svc *controlplane.Service
+	st  *store.Store
+	js  jetstream.JetStream
+	nc  *nats.Conn
+	ctx context.Context
+}
+
+func newStack(t *testing.T, opts ...func(*controlplane.Config)) *stack {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	pg := devstacktest.Postgres(t, 2)
+	cfg := store.Config{ClusterDSN: pg.ClusterDSN, ShardDSNs: pg.ShardDSNs, MaxConns: 16}
+	if err := store.Migrate(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	n := devstacktest.NATS(t)
+	nc, err := nats.Connect(n.URL(), nats.ReconnectBufSize(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := notify.EnsureStream(ctx, js, notify.StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pub := notify.NewPublisher(js, notify.StreamOptions{})
+	c := controlplane.Config{
+		Store: st, ServerURL: "http://test", Lease: 2 * time.Second,
+		Publisher: controlplane.PublisherFunc(func(ctx context.Context, subject, msgID string, data []byte) error {
+			_, err := pub.Publish(ctx, subject, msgID, data)
+			return err
+		}),
+	}
+	for _, o := range opts {
+		o(&c)
+	}
+	svc, err := controlplane.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &stack{svc: svc, st: st, js: js, nc: nc, ctx: ctx}
+}
+
+func (s *stack) register(t *testing.T, yaml string) store.CatalogEntry {
+	t.Helper()
+	r, err := s.svc.Register(s.ctx, yaml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Entry
+}
+
+// pending lists the PENDING commands of an execution.
+func (s *stack) pending(t *testing.T, execID int64) []store.Command {
+	t.Helper()
+	sh, _ := s.st.ShardFor(execID)
+	cmds, err := store.ListActiveCommands(s.ctx, sh.Pool(), execID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []store.Command
+	for _, c := range cmds {
+		if c.Status == store.CommandPending {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// work claims a command and reports a result the way a worker does.
+func (s *stack) work(t *testing.T, c store.Command, worker string, data any) {
+	t.Helper()
+	body, err := s.svc.Claim(s.ctx, c.IssuedEventID, worker)
+	if err != nil {
+		t.Fatalf("claim %s: %v", c.CommandID, err)
+	}
+	s.report(t, body, worker, data)
+}
+
+func (s *stack) report(t *testing.T, body *controlplane.CommandBody, worker string, data any) {
+	t.Helper()
+	for _, err := range s.post(body, worker, data) {
+		if err != nil {
+			t.Fatalf("report %s: %v", body.CommandID, err)
+		}
+	}
+}
+
+// post sends started, call.done and completed; it returns each post's error.
+func (s *stack) post(body *controlplane.CommandBody, worker string, data any) []error {
+	meta := map[string]any{"command_id": body.CommandID, "attempt": int64(body.Attempt)}
+	base := fmt.Sprintf("%s-%d", body.CommandID, body.Attempt)
+	var errs []error
+	for i, ev := range []controlplane.EventInput{
+		{Type: "command.started", Status: "RUNNING"},
+		{Type: "call.done", Status: "COMPLETED", Payload: map[string]any{"result": map[string]any{"status": "success", "data": data}}},
+		{Type: "command.completed", Status: "success"},
+	} {
+		ev.ExecutionID, ev.Step, ev.WorkerID, ev.Meta = body.ExecutionID, body.Step, worker, meta
+		ev.ClientEventID = base + "-" + strconv.Itoa(i)
+		_, err := s.svc.Ingest(s.ctx, ev)
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// drive runs every pending command to completion until none is left.
+func (s *stack) drive(t *testing.T, execID int64, data func(store.Command) any) {
+	t.Helper()
+	for range 1000 {
+		p := s.pending(t, execID)
+		if len(p) == 0 {
+			return
+		}
+		for _, c := range p {
+			s.work(t, c, "w1", data(c))
+		}
+	}
+	t.Fatal("execution did not settle")
+}
+
+func (s *stack) execution(t *testing.T, id int64) *controlplane.ExecutionView {
+	t.Helper()
+	v, err := s.svc.Execution(s.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func (s *stack) eventTypes(t *testing.T, id int64) []string {
+	t.Helper()
+	evs, err := s.svc.Events(s.ctx, store.EventFilter{ExecutionID: id, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range evs {
+		out = append(out, e.EventType)
+	}
+	return out
+}
+
+func isKind(err, kind error) bool { return errors.Is(err, kind) }
+
+func jsonOf(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

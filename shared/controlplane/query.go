@@ -1,0 +1,184 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"time"
+
+	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/store"
+)
+
+// StepView is one step in an execution view (api.md GET /api/executions/{id}).
+type StepView struct {
+	Status      string
+	Result      any
+	Attempts    int
+	Visits      int
+	StartedAt   time.Time
+	CompletedAt time.Time
+	Error       string
+}
+
+// ExecutionView is an execution with its steps and context, read from the
+// execution row alone (events.md §6: never aggregate the event table).
+type ExecutionView struct {
+	Row     store.Execution
+	Steps   map[string]StepView
+	Context map[string]any
+	// Result equals Context once the execution ended (R-R7); nil before.
+	Result any
+	Status StatusView
+}
+
+// StatusView is GET /api/executions/{id}/status (events.md §6).
+type StatusView struct {
+	ExecutionID                                                         int64
+	Status                                                              string
+	CurrentStep                                                         string
+	TotalSteps, CompletedSteps, RunningSteps, FailedSteps, SkippedSteps int
+	IsCancelled                                                         bool
+}
+
+// readExecution reads an execution row and its decoded snapshot.
+func (s *Service) readExecution(ctx context.Context, id int64) (store.Execution, *engine.Snapshot, *store.Shard, error) {
+	sh, err := s.st.ShardFor(id)
+	if err != nil {
+		return store.Execution{}, nil, nil, Errorf(ErrNotFound, "execution %d not found", id)
+	}
+	row, err := store.GetExecution(ctx, sh.Pool(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return row, nil, nil, Errorf(ErrNotFound, "execution %d not found", id)
+	}
+	if err != nil {
+		return row, nil, nil, err
+	}
+	snap, err := engine.UnmarshalSnapshot(row.State)
+	if err != nil {
+		return row, nil, nil, err
+	}
+	return row, snap, sh, nil
+}
+
+// Execution returns the full view of an execution.
+func (s *Service) Execution(ctx context.Context, id int64) (*ExecutionView, error) {
+	row, snap, sh, err := s.readExecution(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	pb, err := s.playbook(ctx, row.CatalogID)
+	if err != nil {
+		return nil, err
+	}
+	v := &ExecutionView{Row: row, Steps: map[string]StepView{}, Context: snap.Ctx, Status: statusOf(row, snap, pb)}
+	var refs []engine.ResultKey
+	for _, step := range pb.Steps {
+		st := snap.Steps[step.Name]
+		if st == nil {
+			v.Steps[step.Name] = StepView{Status: engine.StepPending}
+			continue
+		}
+		v.Steps[step.Name] = StepView{Status: st.Status, Result: st.Result, Attempts: st.Attempts, Visits: st.Visits,
+			StartedAt: st.EnteredAt, CompletedAt: st.ExitedAt, Error: st.Error}
+		if st.ResultRef != nil {
+			refs = append(refs, *st.ResultRef)
+		}
+	}
+	if len(refs) > 0 {
+		// The latest visit's result, stored by reference when large (R-S1, R-W7).
+		got := map[engine.ResultKey]any{}
+		if err := s.loadResults(ctx, sh.Pool(), id, refs, got); err != nil {
+			return nil, err
+		}
+		for k, val := range got {
+			sv := v.Steps[k.Step]
+			sv.Result = val
+			v.Steps[k.Step] = sv
+		}
+	}
+	if terminal(row.Status) {
+		v.Result = snap.Ctx
+	}
+	return v, nil
+}
+
+// Status returns progress and the current step (events.md §6), O(steps).
+func (s *Service) Status(ctx context.Context, id int64) (*StatusView, error) {
+	row, snap, _, err := s.readExecution(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	pb, err := s.playbook(ctx, row.CatalogID)
+	if err != nil {
+		return nil, err
+	}
+	v := statusOf(row, snap, pb)
+	return &v, nil
+}
+
+func statusOf(row store.Execution, snap *engine.Snapshot, pb *engine.Playbook) StatusView {
+	v := StatusView{ExecutionID: row.ExecutionID, Status: row.Status, TotalSteps: len(pb.Steps),
+		IsCancelled: row.Status == store.ExecutionCancelled}
+	var latest int64
+	for name, st := range snap.Steps {
+		switch st.Status {
+		case engine.StepCompleted:
+			v.CompletedSteps++
+		case engine.StepRunning:
+			v.RunningSteps++
+			// R-A8: the most recently entered step still running.
+			if st.EnterSeq > latest {
+				latest, v.CurrentStep = st.EnterSeq, name
+			}
+		case engine.StepFailed:
+			v.FailedSteps++
+		case engine.StepSkipped:
+			v.SkippedSteps++
+		}
+	}
+	return v
+}
+
+// ListExecutions merges one page across shards in (started_at DESC, id DESC)
+// order with keyset pagination: each shard returns at most limit rows after the
+// cursor, so the cost does not depend on how many executions exist.
+func (s *Service) ListExecutions(ctx context.Context, f store.ExecutionFilter) ([]store.Execution, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	var all []store.Execution
+	for i := range s.st.NumShards() {
+		page, err := store.ListExecutions(ctx, s.st.Shard(i).Pool(), f)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if !all[i].StartedAt.Equal(all[j].StartedAt) {
+			return all[i].StartedAt.After(all[j].StartedAt)
+		}
+		return all[i].ExecutionID > all[j].ExecutionID
+	})
+	if len(all) > f.Limit {
+		all = all[:f.Limit]
+	}
+	return all, nil
+}
+
+// Events returns a page of an execution's log.
+func (s *Service) Events(ctx context.Context, f store.EventFilter) ([]store.Event, error) {
+	sh, err := s.st.ShardFor(f.ExecutionID)
+	if err != nil {
+		return nil, Errorf(ErrNotFound, "execution %d not found", f.ExecutionID)
+	}
+	if _, err := store.GetExecution(ctx, sh.Pool(), f.ExecutionID); errors.Is(err, store.ErrNotFound) {
+		return nil, Errorf(ErrNotFound, "execution %d not found", f.ExecutionID)
+	} else if err != nil {
+		return nil, err
+	}
+	return store.ListEvents(ctx, sh.Pool(), f)
+}
+
+func sortStrings(s []string) { sort.Strings(s) }

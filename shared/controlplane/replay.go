@@ -1,0 +1,191 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+
+	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/replay"
+	"github.com/noetl-go/noetl/shared/store"
+)
+
+// Replayed is the outcome of a replay request.
+type Replayed struct {
+	State *replay.State
+	// Verify is set with verify=true: the full fold against the live snapshot.
+	Verify *Verification
+	// Diff is set with diff_from: what changed from the earlier cutoff.
+	Diff []replay.Change
+}
+
+// Verification compares the fold of the whole log with the live snapshot.
+type Verification struct {
+	Consistent  bool     `json:"consistent"`
+	Differences []string `json:"differences"`
+}
+
+// Replay folds an execution's log, streamed in seq order, into the replay
+// projections (replay.md). Events stored as ignored (fenced, R-L8, or late,
+// R-R10) never changed the execution and are not folded.
+func (s *Service) Replay(ctx context.Context, id int64, q replay.Query) (*Replayed, error) {
+	row, live, sh, err := s.readExecution(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	out := &Replayed{}
+	if out.State, _, err = s.fold(ctx, sh, row, q.Projection, q.Cutoff, q.Limit); err != nil {
+		return nil, err
+	}
+	if q.DiffFrom.Kind != replay.CutoffNone {
+		from, _, err := s.fold(ctx, sh, row, q.Projection, q.DiffFrom, q.Limit)
+		if err != nil {
+			return nil, err
+		}
+		out.Diff = replay.Diff(from, out.State)
+	}
+	if q.Verify {
+		_, folded, err := s.fold(ctx, sh, row, replay.ProjectionStep, replay.Cutoff{}, -1)
+		if err != nil {
+			return nil, err
+		}
+		out.Verify = verify(live, folded)
+	}
+	return out, nil
+}
+
+// fold streams the log through a replay.Folder with the engine's own fold as the
+// steps projection; it also returns that fold's snapshot. limit < 0: no limit.
+func (s *Service) fold(ctx context.Context, sh *store.Shard, row store.Execution, p replay.Projection, cut replay.Cutoff, limit int) (*replay.State, *engine.Snapshot, error) {
+	switch {
+	case limit < 0:
+		limit = int(row.LastSeq) + 1 // the whole log
+	case limit == 0:
+		limit = replay.DefaultLimit
+	}
+	steps := &stepsProjection{snap: engine.NewSnapshot()}
+	f := replay.NewFolder(replay.Options{Projection: p, ExecutionID: strconv.FormatInt(row.ExecutionID, 10),
+		Cutoff: cut, Limit: limit, Steps: steps})
+	// Limit+1 rows, so the fold can tell a truncated log (R-X4).
+	filter := store.EventFilter{ExecutionID: row.ExecutionID, Limit: limit + 1}
+	err := store.StreamEvents(ctx, sh.Pool(), filter, func(e *store.Event) error {
+		if e.Ignored {
+			return nil
+		}
+		return f.Add(rowOf(e))
+	})
+	if err != nil && !replay.IsStop(err) {
+		return nil, nil, fmt.Errorf("replay execution %d: %w", row.ExecutionID, err)
+	}
+	st, err := f.State()
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, steps.snap, nil
+}
+
+// rowOf is an event as the replay fold reads it; stage, frame and aggregate ids of
+// external events live in meta.
+func rowOf(e *store.Event) replay.Row {
+	r := replay.Row{Seq: e.Seq, EventID: e.EventID, EventType: e.EventType, NodeName: e.NodeName, NodeType: e.NodeType,
+		Status: e.Status, CommandID: e.CommandID, WorkerID: e.WorkerID, Context: e.Context, Meta: e.Meta,
+		Error: e.Error, CreatedAt: e.CreatedAt}
+	if e.Result != nil {
+		r.Result = e.Result
+	}
+	r.StageID, _ = e.Meta["stage_id"].(string)
+	r.FrameID, _ = e.Meta["frame_id"].(string)
+	r.AggregateType, _ = e.Meta["aggregate_type"].(string)
+	r.AggregateID, _ = e.Meta["aggregate_id"].(string)
+	return r
+}
+
+// stepsProjection is replay's `steps`: the engine's own fold (engine.Apply), the
+// same view the live snapshot has, so verify can compare them.
+type stepsProjection struct{ snap *engine.Snapshot }
+
+func (p *stepsProjection) Add(r replay.Row) error {
+	engine.Apply(p.snap, engine.Event{Seq: r.Seq, ID: r.EventID, Type: r.EventType, Step: r.NodeName,
+		NodeType: r.NodeType, Status: r.Status, Context: r.Context, Meta: r.Meta, Result: r.Result,
+		Error: r.Error, WorkerID: r.WorkerID, CommandID: r.CommandID, Time: r.CreatedAt})
+	return nil
+}
+
+// Value is per step: status, visits, attempts, a digest of the result, times.
+func (p *stepsProjection) Value() any {
+	out := make(map[string]any, len(p.snap.Steps))
+	for name, st := range p.snap.Steps {
+		v := map[string]any{"status": st.Status, "visits": int64(st.Visits), "attempts": int64(st.Attempts)}
+		if st.Bound {
+			v["result_digest"] = digest(st.Result, st.ResultRef)
+		}
+		if !st.EnteredAt.IsZero() {
+			v["entered_at"] = st.EnteredAt.UTC().Format("2006-01-02T15:04:05.000000Z07:00")
+		}
+		if !st.ExitedAt.IsZero() {
+			v["exited_at"] = st.ExitedAt.UTC().Format("2006-01-02T15:04:05.000000Z07:00")
+		}
+		if st.Error != "" {
+			v["error"] = st.Error
+		}
+		out[name] = v
+	}
+	return out
+}
+
+func digest(result any, ref *engine.ResultKey) string {
+	var b []byte
+	if ref != nil {
+		b = jsonx.MustMarshal(map[string]any{"ref": ref.String()})
+	} else {
+		b = jsonx.MustMarshal(result)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// verify compares the folded snapshot with the live one, field by field, leaving
+// out the decision's own memory (Waiting), which Apply never writes.
+func verify(live, folded *engine.Snapshot) *Verification {
+	a, b := *live, *folded
+	a.Waiting, b.Waiting = nil, nil
+	la, _ := jsonx.Decode(jsonx.MustMarshal(&a))
+	lb, _ := jsonx.Decode(jsonx.MustMarshal(&b))
+	v := &Verification{Differences: []string{}}
+	compare("", la, lb, &v.Differences)
+	v.Consistent = len(v.Differences) == 0
+	return v
+}
+
+func compare(path string, a, b any, diffs *[]string) {
+	am, aok := a.(map[string]any)
+	bm, bok := b.(map[string]any)
+	if aok && bok {
+		keys := map[string]bool{}
+		for k := range am {
+			keys[k] = true
+		}
+		for k := range bm {
+			keys[k] = true
+		}
+		for _, k := range sortedKeys(keys) {
+			compare(path+"/"+k, am[k], bm[k], diffs)
+		}
+		return
+	}
+	if string(jsonx.MustMarshal(a)) != string(jsonx.MustMarshal(b)) {
+		*diffs = append(*diffs, fmt.Sprintf("%s: live %s, folded %s", path, jsonx.MustMarshal(a), jsonx.MustMarshal(b)))
+	}
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sortStrings(out)
+	return out
+}

@@ -1,0 +1,197 @@
+// Package controlplane is the control plane's domain layer: registering
+// playbooks, starting executions, ingesting worker events with orchestration,
+// claims and leases, cancel and finalize, the scheduled drain, and the read
+// views. Every state change follows one path (advance): under the execution's
+// row lock, append the event, fold it with the engine, write what the engine
+// decided (events, commands, stored results, outbox rows) and the new snapshot,
+// commit, then publish the notifications.
+//
+// The HTTP shape lives in shared/api; this package knows nothing of transports.
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/store"
+)
+
+// Publisher delivers command notifications (NATS JetStream in production). A nil
+// Publisher means notifications are disabled: no outbox rows are written.
+type Publisher interface {
+	Publish(ctx context.Context, subject, msgID string, data []byte) error
+}
+
+// Config configures a Service.
+type Config struct {
+	Store     *store.Store
+	Publisher Publisher
+	// ServerURL is what notifications tell workers to call back.
+	ServerURL string
+	// Lease is the claim lease (R-L1); default 60 s.
+	Lease time.Duration
+	// DeadlineGrace is added to a command's deadline before the sweeper fails it
+	// with class timeout (R-L2); default 30 s.
+	DeadlineGrace time.Duration
+	Engine        engine.Config
+	// PlaybookCache bounds the parsed playbooks kept per process; default 256.
+	PlaybookCache int
+	Logger        *slog.Logger
+}
+
+// Service is the control plane. It is safe for concurrent use.
+type Service struct {
+	cfg    Config
+	st     *store.Store
+	eng    *engine.Engine
+	log    *slog.Logger
+	ids    *idPool
+	books  *playbookCache
+	lease  time.Duration
+	grace  time.Duration
+	server string
+}
+
+// New returns a Service over an opened store.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("controlplane: Config.Store is required")
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = 60 * time.Second
+	}
+	if cfg.DeadlineGrace <= 0 {
+		cfg.DeadlineGrace = 30 * time.Second
+	}
+	if cfg.PlaybookCache <= 0 {
+		cfg.PlaybookCache = 256
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Service{
+		cfg: cfg, st: cfg.Store, eng: engine.New(cfg.Engine), log: cfg.Logger,
+		ids: newIDPool(cfg.Store), books: newPlaybookCache(cfg.PlaybookCache),
+		lease: cfg.Lease, grace: cfg.DeadlineGrace, server: cfg.ServerURL,
+	}, nil
+}
+
+// Store is the store the service writes to.
+func (s *Service) Store() *store.Store { return s.st }
+
+// Lease is the configured claim lease.
+func (s *Service) Lease() time.Duration { return s.lease }
+
+// idBlock is how many ids one refill takes from a shard's sequence. Unused ids of
+// a block are simply never used: the space is 2^53 per shard (R-I1).
+const idBlock = 256
+
+// idPool hands out event ids per shard from blocks taken in one round trip, so an
+// ingest transaction does not pay a sequence call per event.
+type idPool struct {
+	st     *store.Store
+	mu     sync.Mutex
+	blocks map[int][]int64
+}
+
+func newIDPool(st *store.Store) *idPool { return &idPool{st: st, blocks: map[int][]int64{}} }
+
+// take returns n ids of a shard.
+func (p *idPool) take(ctx context.Context, shard int, n int) ([]int64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.blocks[shard]) < n {
+		block, err := p.st.Shard(shard).AllocateIDs(ctx, max(idBlock, n))
+		if err != nil {
+			return nil, fmt.Errorf("allocate ids on shard %d: %w", shard, err)
+		}
+		p.blocks[shard] = append(p.blocks[shard], block...)
+	}
+	out := p.blocks[shard][:n:n]
+	p.blocks[shard] = p.blocks[shard][n:]
+	return out, nil
+}
+
+// source adapts the pool to engine.Inputs.NewID for one decision. The engine has
+// no error path for ids, so a failed refill is remembered and reported after.
+type idSource struct {
+	ctx   context.Context
+	pool  *idPool
+	shard int
+	err   error
+}
+
+func (s *idSource) next() int64 {
+	if s.err != nil {
+		return 0
+	}
+	ids, err := s.pool.take(s.ctx, s.shard, 1)
+	if err != nil {
+		s.err = err
+		return 0
+	}
+	return ids[0]
+}
+
+// playbookCache keeps parsed playbooks by catalog id; a catalog entry never
+// changes, so entries never go stale.
+type playbookCache struct {
+	mu    sync.Mutex
+	max   int
+	books map[int64]*engine.Playbook
+	order []int64
+}
+
+func newPlaybookCache(n int) *playbookCache {
+	return &playbookCache{max: n, books: map[int64]*engine.Playbook{}}
+}
+
+func (c *playbookCache) get(id int64) *engine.Playbook {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.books[id]
+}
+
+func (c *playbookCache) put(id int64, pb *engine.Playbook) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.books[id]; ok {
+		return
+	}
+	if len(c.order) >= c.max {
+		delete(c.books, c.order[0])
+		c.order = c.order[1:]
+	}
+	c.books[id] = pb
+	c.order = append(c.order, id)
+}
+
+// playbook returns the parsed playbook of a catalog entry.
+func (s *Service) playbook(ctx context.Context, catalogID int64) (*engine.Playbook, error) {
+	if pb := s.books.get(catalogID); pb != nil {
+		return pb, nil
+	}
+	entry, err := store.GetCatalog(ctx, s.st.Cluster(), catalogID)
+	if err != nil {
+		return nil, fmt.Errorf("load playbook %d: %w", catalogID, err)
+	}
+	pb, diags := engine.Parse([]byte(entry.Content))
+	if pb == nil {
+		return nil, fmt.Errorf("catalog entry %d no longer parses: %w", catalogID, diags.Err())
+	}
+	s.books.put(catalogID, pb)
+	return pb, nil
+}
+
+// PublisherFunc adapts a function to Publisher.
+type PublisherFunc func(ctx context.Context, subject, msgID string, data []byte) error
+
+// Publish calls f.
+func (f PublisherFunc) Publish(ctx context.Context, subject, msgID string, data []byte) error {
+	return f(ctx, subject, msgID, data)
+}
