@@ -1,0 +1,223 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/tmpl"
+)
+
+// Credentials resolves `auth:` aliases (R-P4). An unknown alias is an error naming it
+// that wraps ErrCredentialNotConfigured.
+type Credentials interface {
+	Lookup(ctx context.Context, alias string) (Credential, error)
+}
+
+// ErrCredentialNotConfigured is wrapped by lookups of an unknown alias.
+var ErrCredentialNotConfigured = errors.New("credential not configured")
+
+// Credential is one resolved credential. JSON entries (file or env) use the keys kind,
+// host, port (number or numeric string), user (alias username), password, database
+// (alias dbname), dsn (alias connection_string); every other key lands in Extra
+// (e.g. `token` for bearer credentials, `headers` for http ones).
+type Credential struct {
+	Kind     string
+	Host     string
+	Port     int
+	User     string
+	Password string
+	Database string
+	DSN      string
+	Extra    map[string]any
+}
+
+// CredentialMap is an in-memory credential store: alias → credential.
+type CredentialMap map[string]Credential
+
+// Lookup implements Credentials.
+func (m CredentialMap) Lookup(_ context.Context, alias string) (Credential, error) {
+	if c, ok := m[alias]; ok {
+		return c, nil
+	}
+	return Credential{}, fmt.Errorf("credential alias %q is not configured: %w", alias, ErrCredentialNotConfigured)
+}
+
+// CredentialEnvName is the env var holding one credential for alias (R-P4): the alias
+// upper-cased, every character other than A-Z and 0-9 replaced by '_'.
+func CredentialEnvName(alias string) string {
+	var b strings.Builder
+	b.WriteString("NOETL_CREDENTIAL_")
+	for _, r := range strings.ToUpper(alias) {
+		if (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}
+
+type envCredentials struct {
+	getenv func(string) string
+	file   map[string]Credential
+	path   string
+}
+
+// CredentialsFromEnv builds the local credential store of R-P4. NOETL_CREDENTIALS_FILE
+// names a JSON file {alias: {kind, host, port, user, password, database | dsn}}, read
+// once here (a missing or malformed file is an error now, not at the first lookup).
+// NOETL_CREDENTIAL_<ALIAS> holds one entry as JSON and is read at each lookup; it
+// wins over the file's entry for the same alias.
+func CredentialsFromEnv(getenv func(string) string) (Credentials, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	c := &envCredentials{getenv: getenv, file: map[string]Credential{}}
+	if path := getenv("NOETL_CREDENTIALS_FILE"); path != "" {
+		c.path = path
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("NOETL_CREDENTIALS_FILE: %w", err)
+		}
+		all, err := jsonx.DecodeObject(b)
+		if err != nil {
+			return nil, fmt.Errorf("NOETL_CREDENTIALS_FILE %s: %w", path, err)
+		}
+		for alias, v := range all {
+			m, ok := v.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("NOETL_CREDENTIALS_FILE %s: credential %q: expected an object, got %s", path, alias, jsonx.TypeName(v))
+			}
+			cred, err := credentialFromMap(m)
+			if err != nil {
+				return nil, fmt.Errorf("NOETL_CREDENTIALS_FILE %s: credential %q: %w", path, alias, err)
+			}
+			c.file[alias] = cred
+		}
+	}
+	return c, nil
+}
+
+func (c *envCredentials) Lookup(_ context.Context, alias string) (Credential, error) {
+	name := CredentialEnvName(alias)
+	if raw := c.getenv(name); raw != "" {
+		m, err := jsonx.DecodeObject([]byte(raw))
+		if err != nil {
+			return Credential{}, fmt.Errorf("credential alias %q: %s: %w", alias, name, err)
+		}
+		cred, err := credentialFromMap(m)
+		if err != nil {
+			return Credential{}, fmt.Errorf("credential alias %q: %s: %w", alias, name, err)
+		}
+		return cred, nil
+	}
+	if cred, ok := c.file[alias]; ok {
+		return cred, nil
+	}
+	where := "set " + name
+	if c.path != "" {
+		where += " or add it to " + c.path
+	} else {
+		where += " or add it to the file named by NOETL_CREDENTIALS_FILE"
+	}
+	return Credential{}, fmt.Errorf("credential alias %q is not configured (%s): %w", alias, where, ErrCredentialNotConfigured)
+}
+
+// credentialFromMap reads one JSON entry.
+func credentialFromMap(m map[string]any) (Credential, error) {
+	var c Credential
+	str := func(keys ...string) (string, error) {
+		for _, k := range keys {
+			v, ok := m[k]
+			if !ok || v == nil {
+				continue
+			}
+			switch x := v.(type) {
+			case string:
+				return x, nil
+			case int64, float64, bool:
+				return tmpl.Text(x), nil
+			default:
+				return "", fmt.Errorf("%s: expected a string, got %s", k, jsonx.TypeName(v))
+			}
+		}
+		return "", nil
+	}
+	var err error
+	if c.Kind, err = str("kind", "type"); err != nil {
+		return c, err
+	}
+	if c.Host, err = str("host"); err != nil {
+		return c, err
+	}
+	if c.User, err = str("user", "username"); err != nil {
+		return c, err
+	}
+	if c.Password, err = str("password"); err != nil {
+		return c, err
+	}
+	if c.Database, err = str("database", "dbname", "db"); err != nil {
+		return c, err
+	}
+	if c.DSN, err = str("dsn", "connection_string", "connection"); err != nil {
+		return c, err
+	}
+	port, err := str("port")
+	if err != nil {
+		return c, err
+	}
+	if port != "" {
+		p, err := strconv.Atoi(port)
+		if err != nil || p <= 0 || p > 65535 {
+			return c, fmt.Errorf("port: expected a TCP port, got %q", port)
+		}
+		c.Port = p
+	}
+	known := map[string]bool{"kind": true, "type": true, "host": true, "user": true, "username": true,
+		"password": true, "database": true, "dbname": true, "db": true, "dsn": true,
+		"connection_string": true, "connection": true, "port": true}
+	for k, v := range m {
+		if !known[k] {
+			if c.Extra == nil {
+				c.Extra = map[string]any{}
+			}
+			c.Extra[k] = v
+		}
+	}
+	return c, nil
+}
+
+// lookupCredential resolves an alias through the registry's store.
+func (r *Registry) lookupCredential(ctx context.Context, alias string) (Credential, error) {
+	if r.creds == nil {
+		return Credential{}, fmt.Errorf("credential alias %q is not configured (this worker has no credential store): %w", alias, ErrCredentialNotConfigured)
+	}
+	return r.creds.Lookup(ctx, alias)
+}
+
+// authAlias reads `auth` (alias `credential`): a string alias, or an object naming it
+// under `credential`, `alias` or `key` (NoETL's object form). Empty when not given.
+func authAlias(cfg map[string]any) (string, error) {
+	k, v, ok := first(cfg, "auth", "credential")
+	if !ok {
+		return "", nil
+	}
+	switch x := v.(type) {
+	case string:
+		return strings.TrimSpace(x), nil
+	case map[string]any:
+		for _, name := range []string{"credential", "alias", "key"} {
+			if s, ok := x[name].(string); ok && s != "" {
+				return s, nil
+			}
+		}
+		return "", fmt.Errorf("%s: an object must name the credential alias under \"credential\"", k)
+	default:
+		return "", fmt.Errorf("%s: expected a credential alias, got %s", k, jsonx.TypeName(v))
+	}
+}

@@ -1,0 +1,200 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+
+	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/tmpl"
+)
+
+// Children starts and waits child executions for the playbook tool.
+type Children interface {
+	// Start starts a child execution and returns its id.
+	Start(ctx context.Context, req ChildRequest) (executionID string, err error)
+	// Wait polls until the execution is terminal and returns its status (COMPLETED,
+	// FAILED or CANCELLED) and its result: a ChildView (or *ChildView), which also
+	// carries step results for return_step. Any other value is taken as the child's
+	// final ctx (return_step then fails). Wait must return when ctx is done.
+	Wait(ctx context.Context, executionID string) (status string, result any, err error)
+}
+
+// ChildRequest is what the playbook tool asks Children.Start for.
+type ChildRequest struct {
+	ParentExecutionID string         // the calling execution (WithCall / _execution_id)
+	ParentStep        string         // the calling step
+	Path              string         // catalog path; Path or CatalogID is set
+	CatalogID         string         //
+	Version           string         // optional catalog version (config `version`)
+	Payload           map[string]any // the child's workload input (R-P7); never nil
+	ExecutionPool     string         // optional worker pool for the child's commands
+	ReturnStep        string         // optional; informative (Wait answers with every step)
+}
+
+// ChildView is a terminal child execution as Wait reports it.
+type ChildView struct {
+	// Ctx is the child's final durable ctx (the playbook.completed result); nil counts
+	// as {}.
+	Ctx map[string]any
+	// Steps maps step name → that step's latest result (R-W7), for return_step.
+	Steps map[string]any
+	// Error is the child's failure (playbook.failed error) when it failed; it goes into
+	// the tool's error message.
+	Error any
+}
+
+// Child execution statuses.
+const (
+	ChildCompleted = "COMPLETED"
+	ChildFailed    = "FAILED"
+	ChildCancelled = "CANCELLED"
+	ChildRunning   = "RUNNING"
+)
+
+// runPlaybook starts a child execution and, unless `wait: false`, waits for it.
+//
+// Decisions where the spec is silent are in the package doc.
+func (r *Registry) runPlaybook(ctx context.Context, it pipeline.Item) pipeline.Envelope {
+	cfg := it.Config
+	if r.children == nil {
+		return failure(pipeline.KindTool, "playbook: this worker cannot start child executions (no Children configured)")
+	}
+	var req ChildRequest
+	var err error
+	if req.Path, err = stringField(cfg, "path", "playbook_path"); err != nil {
+		return failure(pipeline.KindTool, "playbook: "+err.Error())
+	}
+	if req.CatalogID, err = stringField(cfg, "catalog_id"); err != nil {
+		return failure(pipeline.KindTool, "playbook: "+err.Error())
+	}
+	if req.Path == "" && req.CatalogID == "" {
+		return failure(pipeline.KindTool, "playbook: path or catalog_id is required")
+	}
+	if req.Version, err = stringField(cfg, "version"); err != nil {
+		return failure(pipeline.KindTool, "playbook: "+err.Error())
+	}
+	if req.ReturnStep, err = stringField(cfg, "return_step"); err != nil {
+		return failure(pipeline.KindTool, "playbook: "+err.Error())
+	}
+	if req.ExecutionPool, err = stringField(cfg, "execution_pool", "pool"); err != nil {
+		return failure(pipeline.KindTool, "playbook: "+err.Error())
+	}
+	wait, err := boolField(cfg, true, "wait")
+	if err != nil {
+		return failure(pipeline.KindTool, "playbook: "+err.Error())
+	}
+	payload, err := mapField(cfg, "payload")
+	if err != nil {
+		return failure(pipeline.KindTool, "playbook: "+err.Error())
+	}
+	req.Payload = jsonx.Clone(it.Input).(map[string]any)
+	maps.Copy(req.Payload, jsonx.Clone(payload).(map[string]any))
+	call := callFor(ctx, it)
+	req.ParentExecutionID, req.ParentStep = call.ExecutionID, call.Step
+
+	ctx, cancel, _, err := withToolTimeout(ctx, cfg)
+	if err != nil {
+		return failure(pipeline.KindTool, "playbook: "+err.Error())
+	}
+	defer cancel()
+
+	name := req.Path
+	if name == "" {
+		name = "catalog_id " + req.CatalogID
+	}
+	id, err := r.children.Start(ctx, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctxEnvelope(ctx, "playbook: start "+name)
+		}
+		return failure(pipeline.KindTool, fmt.Sprintf("playbook: start %s: %v", name, err))
+	}
+	if id == "" {
+		return failure(pipeline.KindTool, fmt.Sprintf("playbook: start %s: no execution id returned", name))
+	}
+	r.log.Debug("playbook: child started", "execution_id", id, "parent", req.ParentExecutionID, "path", req.Path)
+	if !wait {
+		return pipeline.Envelope{Status: pipeline.StatusSuccess, Data: map[string]any{"execution_id": id, "status": ChildRunning}}
+	}
+
+	status, result, err := r.children.Wait(ctx, id)
+	if err != nil {
+		if ctx.Err() != nil {
+			out := ctxEnvelope(ctx, fmt.Sprintf("playbook: waiting for child execution %s (%s)", id, name))
+			out.Data = map[string]any{"execution_id": id, "status": ChildRunning}
+			return out
+		}
+		return failure(pipeline.KindTool, fmt.Sprintf("playbook: wait for child execution %s (%s): %v", id, name, err))
+	}
+	status = strings.ToUpper(strings.TrimSpace(status))
+	if status == "CANCELED" {
+		status = ChildCancelled
+	}
+	view, isView := asChildView(result)
+	data := map[string]any{"execution_id": id, "status": status}
+	switch {
+	case req.ReturnStep != "" && !isView:
+		return failure(pipeline.KindTool, fmt.Sprintf("playbook: return_step %q: the child's step results are not available from this worker's Children", req.ReturnStep))
+	case req.ReturnStep != "":
+		data["result"] = view.Steps[req.ReturnStep]
+	case view.Ctx == nil:
+		data["result"] = map[string]any{}
+	default:
+		data["result"] = view.Ctx
+	}
+	switch status {
+	case ChildCompleted:
+		return pipeline.Envelope{Status: pipeline.StatusSuccess, Data: data}
+	case ChildFailed, ChildCancelled:
+		msg := fmt.Sprintf("playbook: child execution %s (%s) %s", id, name, status)
+		if e := errorText(view.Error); e != "" {
+			msg += ": " + e
+		}
+		return pipeline.Envelope{Status: pipeline.StatusError, Data: data, Error: &pipeline.ErrorInfo{Message: msg, Kind: pipeline.KindTool}}
+	default:
+		return pipeline.Envelope{Status: pipeline.StatusError, Data: data, Error: &pipeline.ErrorInfo{
+			Message: fmt.Sprintf("playbook: child execution %s (%s) ended with unexpected status %q", id, name, status),
+			Kind:    pipeline.KindTool,
+		}}
+	}
+}
+
+// asChildView reads Wait's result; any other value is the final ctx.
+func asChildView(result any) (ChildView, bool) {
+	switch v := result.(type) {
+	case ChildView:
+		return v, true
+	case *ChildView:
+		if v == nil {
+			return ChildView{}, true
+		}
+		return *v, true
+	case nil:
+		return ChildView{}, false
+	case map[string]any:
+		return ChildView{Ctx: v}, false
+	default:
+		n, _ := jsonx.Normalize(v).(map[string]any)
+		return ChildView{Ctx: n}, false
+	}
+}
+
+// errorText is a one-line description of a child's error value.
+func errorText(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case error:
+		return x.Error()
+	case map[string]any:
+		if m, ok := x["message"].(string); ok && m != "" {
+			return m
+		}
+	}
+	return tmpl.Text(jsonx.Normalize(v))
+}

@@ -1,0 +1,506 @@
+package tools
+
+import (
+	"context"
+	"database/sql/driver"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/tmpl"
+)
+
+// runPostgres runs `query` (alias `command`) on its own connection.
+//
+// Without params the script goes out as one simple-protocol Query: PostgreSQL runs
+// the statements of such a message in order as one implicit transaction (an error
+// rolls back all of them; explicit BEGIN/COMMIT in the script take over, as in psql).
+// With params the single statement is bound server-side (extended protocol), the
+// values sent as untyped text so the server infers their types as it does for
+// quoted literals ($1::int where it cannot).
+//
+// Decisions where the spec is silent are in the package doc.
+func (r *Registry) runPostgres(ctx context.Context, it pipeline.Item) pipeline.Envelope {
+	cfg := it.Config
+	query, err := stringField(cfg, "query", "command", "sql")
+	if err != nil {
+		return failure(pipeline.KindTool, "postgres: "+err.Error())
+	}
+	if strings.TrimSpace(query) == "" {
+		return failure(pipeline.KindTool, "postgres: query is required")
+	}
+	var params []any
+	if v, ok := cfg["params"]; ok && v != nil {
+		list, isList := v.([]any)
+		if !isList {
+			return failure(pipeline.KindTool, fmt.Sprintf("postgres: params: expected a list (positional $1, $2, …), got %s", jsonx.TypeName(v)))
+		}
+		params = list
+	}
+	if params != nil {
+		if n := countStatements(query); n > 1 {
+			return failure(pipeline.KindTool, fmt.Sprintf("postgres: params need exactly one statement, the query has %d", n))
+		}
+	}
+	pc, err := r.pgConfig(ctx, cfg)
+	if err != nil {
+		return failure(pipeline.KindTool, "postgres: "+err.Error())
+	}
+	ctx, cancel, _, err := withToolTimeout(ctx, cfg)
+	if err != nil {
+		return failure(pipeline.KindTool, "postgres: "+err.Error())
+	}
+	defer cancel()
+
+	conn, err := pgconn.ConnectConfig(ctx, pc)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctxEnvelope(ctx, "postgres: connect")
+		}
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) {
+			return failure(pipeline.KindTool, "postgres: connect: "+pgErrorMessage(pgErr))
+		}
+		return failure(pipeline.KindConnection, fmt.Sprintf("postgres: connect: %v", err))
+	}
+	defer func() {
+		closeCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer done()
+		_ = conn.Close(closeCtx)
+	}()
+
+	var data map[string]any
+	if params != nil {
+		data, err = execParams(ctx, conn, query, params)
+	} else {
+		data, err = execScript(ctx, conn, query)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctxEnvelope(ctx, "postgres: query cancelled")
+		}
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) {
+			return failure(pipeline.KindTool, "postgres: "+pgErrorMessage(pgErr))
+		}
+		if pgconn.SafeToRetry(err) || conn.IsClosed() {
+			return failure(pipeline.KindConnection, fmt.Sprintf("postgres: %v", err))
+		}
+		return failure(pipeline.KindTool, fmt.Sprintf("postgres: %v", err))
+	}
+	return pipeline.Envelope{Status: pipeline.StatusSuccess, Data: data}
+}
+
+// pgErrorMessage is the server's message with its SQLSTATE ("ERROR: … (SQLSTATE
+// 42601)"), plus detail and hint when the server gave them.
+func pgErrorMessage(e *pgconn.PgError) string {
+	msg := e.Error()
+	if e.Detail != "" {
+		msg += "; DETAIL: " + e.Detail
+	}
+	if e.Hint != "" {
+		msg += "; HINT: " + e.Hint
+	}
+	return msg
+}
+
+// pgConfig builds the connection config (see runPostgres for the precedence).
+func (r *Registry) pgConfig(ctx context.Context, cfg map[string]any) (*pgconn.Config, error) {
+	dsn, err := stringField(cfg, "connection", "connection_string", "dsn")
+	if err != nil {
+		return nil, err
+	}
+	var cred Credential
+	alias, err := authAlias(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if dsn == "" && alias != "" {
+		if cred, err = r.lookupCredential(ctx, alias); err != nil {
+			return nil, err
+		}
+		dsn = cred.DSN
+	}
+	fields := map[string]string{}
+	for _, f := range []struct {
+		key     string
+		aliases []string
+	}{
+		{"host", []string{"host"}}, {"port", []string{"port"}}, {"user", []string{"user", "username"}},
+		{"password", []string{"password"}}, {"dbname", []string{"database", "dbname", "db"}},
+	} {
+		v, err := stringField(cfg, f.aliases...)
+		if err != nil {
+			return nil, err
+		}
+		if v != "" {
+			fields[f.key] = v
+		}
+	}
+	if dsn == "" {
+		// Build a keyword/value DSN from the credential's fields, the config's winning.
+		base := map[string]string{"host": cred.Host, "user": cred.User, "password": cred.Password, "dbname": cred.Database}
+		if cred.Port != 0 {
+			base["port"] = strconv.Itoa(cred.Port)
+		}
+		for k, v := range fields {
+			base[k] = v
+		}
+		var parts []string
+		for _, k := range []string{"host", "port", "user", "password", "dbname"} {
+			if base[k] != "" {
+				parts = append(parts, k+"="+quoteDSNValue(base[k]))
+			}
+		}
+		if len(parts) == 0 {
+			return nil, errors.New("no connection: give connection (a DSN), auth (a credential alias) or host/port/user/password/database")
+		}
+		dsn = strings.Join(parts, " ")
+		fields = nil
+	}
+	pc, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		// pgconn's message may quote the DSN, password included: keep only the kind.
+		var pe *pgconn.ParseConfigError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("invalid connection string: %s", redactParseError(pe))
+		}
+		return nil, errors.New("invalid connection string")
+	}
+	for k, v := range fields {
+		switch k {
+		case "host":
+			pc.Host = v
+		case "port":
+			p, err := strconv.ParseUint(v, 10, 16)
+			if err != nil {
+				return nil, fmt.Errorf("port: expected a TCP port, got %q", v)
+			}
+			pc.Port = uint16(p)
+		case "user":
+			pc.User = v
+		case "password":
+			pc.Password = v
+		case "dbname":
+			pc.Database = v
+		}
+	}
+	if _, ok := pc.RuntimeParams["application_name"]; !ok {
+		pc.RuntimeParams["application_name"] = "noetl-worker"
+	}
+	// Dates and timestamps are parsed from text: pin the ISO output style.
+	pc.RuntimeParams["DateStyle"] = "ISO, MDY"
+	// On ctx end, ask the server to cancel the running statement (not only drop the
+	// socket, which would leave it running server-side).
+	pc.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: 2 * time.Second}
+	}
+	return pc, nil
+}
+
+// redactParseError describes a DSN parse failure without quoting the DSN (it may hold
+// a password).
+func redactParseError(e *pgconn.ParseConfigError) string {
+	inner := e.Unwrap()
+	var ue *url.Error
+	if errors.As(inner, &ue) {
+		inner = ue.Err
+	}
+	if inner != nil {
+		return inner.Error()
+	}
+	return "malformed"
+}
+
+// quoteDSNValue quotes a keyword/value DSN value.
+func quoteDSNValue(v string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
+}
+
+// execScript runs a script through the simple protocol and returns the last
+// statement's outcome.
+func execScript(ctx context.Context, conn *pgconn.PgConn, query string) (map[string]any, error) {
+	tm := pgtype.NewMap()
+	mrr := conn.Exec(ctx, query)
+	var last map[string]any
+	for mrr.NextResult() {
+		res, err := readResult(tm, mrr.ResultReader())
+		if err != nil {
+			_ = mrr.Close()
+			return nil, err
+		}
+		last = res
+	}
+	if err := mrr.Close(); err != nil {
+		return nil, err
+	}
+	if last == nil {
+		return map[string]any{"affected_rows": int64(0)}, nil
+	}
+	return last, nil
+}
+
+// execParams runs one statement with positional params bound server-side; results
+// come back in text format, as with the simple protocol.
+func execParams(ctx context.Context, conn *pgconn.PgConn, query string, params []any) (map[string]any, error) {
+	values := make([][]byte, len(params))
+	oids := make([]uint32, len(params)) // 0: let the server infer each type
+	for i, p := range params {
+		if p != nil {
+			values[i] = []byte(tmpl.Text(p))
+		}
+	}
+	return readResult(pgtype.NewMap(), conn.ExecParams(ctx, query, values, oids, nil, nil))
+}
+
+// readResult reads one statement's result: rows when it returns rows, else the
+// affected row count.
+func readResult(tm *pgtype.Map, rr *pgconn.ResultReader) (map[string]any, error) {
+	fds := rr.FieldDescriptions()
+	var rows []any
+	var decodeErr error
+	for rr.NextRow() {
+		if decodeErr != nil {
+			continue // drain: the connection must reach the end of the result
+		}
+		vals := rr.Values()
+		row := make(map[string]any, len(fds))
+		for i, fd := range fds {
+			v, err := pgValue(tm, fd.DataTypeOID, fd.Format, vals[i])
+			if err != nil {
+				decodeErr = fmt.Errorf("column %q: %w", fd.Name, err)
+				break
+			}
+			row[fd.Name] = v
+		}
+		rows = append(rows, row)
+	}
+	tag, err := rr.Close()
+	if err != nil {
+		return nil, err
+	}
+	if decodeErr != nil {
+		return nil, decodeErr
+	}
+	if fds == nil && !tag.Select() {
+		return map[string]any{"affected_rows": tag.RowsAffected()}, nil
+	}
+	columns := make([]any, len(fds))
+	for i, fd := range fds {
+		columns[i] = fd.Name
+	}
+	if rows == nil {
+		rows = []any{}
+	}
+	return map[string]any{"columns": columns, "rows": rows, "row_count": int64(len(rows))}, nil
+}
+
+// pgValue converts one column value to a convention value (R-P5).
+func pgValue(tm *pgtype.Map, oid uint32, format int16, src []byte) (any, error) {
+	if src == nil {
+		return nil, nil
+	}
+	if format != pgtype.TextFormatCode {
+		// Not expected (every query here asks for text); decode generically.
+		t, ok := tm.TypeForOID(oid)
+		if !ok {
+			return base64.StdEncoding.EncodeToString(src), nil
+		}
+		v, err := t.Codec.DecodeValue(tm, oid, format, src)
+		if err != nil {
+			return nil, err
+		}
+		return goValue(oid, v), nil
+	}
+	s := string(src)
+	switch oid {
+	case pgtype.BoolOID:
+		return s == "t" || s == "true", nil
+	case pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID, pgtype.OIDOID, pgtype.XIDOID, pgtype.CIDOID:
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		return n, nil
+	case pgtype.Float4OID, pgtype.Float8OID:
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+			return s, nil
+		}
+		return f, nil
+	case pgtype.NumericOID:
+		return numericValue(s), nil
+	case pgtype.JSONOID, pgtype.JSONBOID:
+		v, err := jsonx.Decode(src)
+		if err != nil {
+			return nil, err
+		}
+		return v, nil
+	case pgtype.ByteaOID:
+		b, err := byteaText(s)
+		if err != nil {
+			return nil, err
+		}
+		return base64.StdEncoding.EncodeToString(b), nil
+	case pgtype.DateOID:
+		return s, nil // ISO DateStyle: already YYYY-MM-DD (or infinity)
+	case pgtype.TimestampOID, pgtype.TimestamptzOID:
+		if s == "infinity" || s == "-infinity" {
+			return s, nil
+		}
+		t, ok := tm.TypeForOID(oid)
+		if !ok {
+			return s, nil
+		}
+		v, err := t.Codec.DecodeValue(tm, oid, format, src)
+		if err != nil {
+			return nil, err
+		}
+		return goValue(oid, v), nil
+	}
+	if t, ok := tm.TypeForOID(oid); ok {
+		if ac, isArray := t.Codec.(*pgtype.ArrayCodec); isArray {
+			v, err := ac.DecodeValue(tm, oid, format, src)
+			if err != nil {
+				return s, nil //nolint:nilerr // an array we cannot decode keeps its text form
+			}
+			return goValue(ac.ElementType.OID, v), nil
+		}
+	}
+	return s, nil
+}
+
+// numericValue: int64 when integral and in range; an integral value beyond int64
+// stays exact as a string; otherwise float64 when finite, else the text.
+func numericValue(s string) any {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n
+	}
+	if intPart, frac, ok := strings.Cut(s, "."); ok && strings.Trim(frac, "0") == "" {
+		if n, err := strconv.ParseInt(intPart, 10, 64); err == nil {
+			return n
+		}
+		return intPart // integral, beyond int64: exact text
+	}
+	if _, ok := new(big.Int).SetString(s, 10); ok {
+		return s // integral, beyond int64
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return s
+	}
+	return f
+}
+
+// byteaText decodes bytea's text output (hex "\x…", or the legacy escape format).
+func byteaText(s string) ([]byte, error) {
+	if strings.HasPrefix(s, `\x`) {
+		return hex.DecodeString(s[2:])
+	}
+	var out []byte
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' {
+			out = append(out, s[i])
+			continue
+		}
+		if i+1 < len(s) && s[i+1] == '\\' {
+			out = append(out, '\\')
+			i++
+			continue
+		}
+		if i+3 < len(s) {
+			n, err := strconv.ParseUint(s[i+1:i+4], 8, 8)
+			if err != nil {
+				return nil, fmt.Errorf("bytea: bad escape at %d", i)
+			}
+			out = append(out, byte(n))
+			i += 3
+			continue
+		}
+		return nil, fmt.Errorf("bytea: bad escape at %d", i)
+	}
+	return out, nil
+}
+
+// goValue converts what a pgtype codec decoded (array elements, timestamps).
+// elemOID is the PostgreSQL type of the value (of the elements, for slices).
+func goValue(elemOID uint32, v any) any {
+	switch x := v.(type) {
+	case nil:
+		return nil
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = goValue(elemOID, e)
+		}
+		return out
+	case bool, string, int64:
+		return x
+	case int16:
+		return int64(x)
+	case int32:
+		return int64(x)
+	case uint32:
+		return int64(x)
+	case float32:
+		return goValue(elemOID, float64(x))
+	case float64:
+		if math.IsInf(x, 0) || math.IsNaN(x) {
+			return strconv.FormatFloat(x, 'g', -1, 64)
+		}
+		return x
+	case []byte:
+		if elemOID == pgtype.JSONOID || elemOID == pgtype.JSONBOID {
+			if d, err := jsonx.Decode(x); err == nil {
+				return d
+			}
+		}
+		return base64.StdEncoding.EncodeToString(x)
+	case time.Time:
+		if elemOID == pgtype.DateOID {
+			return x.Format(time.DateOnly)
+		}
+		return x.UTC().Format(time.RFC3339Nano)
+	case pgtype.Numeric:
+		if !x.Valid {
+			return nil
+		}
+		if x.NaN || x.InfinityModifier != pgtype.Finite {
+			b, _ := x.MarshalJSON()
+			return strings.Trim(string(b), `"`)
+		}
+		b, err := x.MarshalJSON()
+		if err != nil {
+			return fmt.Sprint(x)
+		}
+		return numericValue(string(b))
+	case [16]byte:
+		return fmt.Sprintf("%x-%x-%x-%x-%x", x[0:4], x[4:6], x[6:8], x[8:10], x[10:16])
+	case map[string]any:
+		return jsonx.Normalize(x)
+	case driver.Valuer:
+		dv, err := x.Value()
+		if err != nil {
+			return fmt.Sprint(x)
+		}
+		if _, same := dv.(driver.Valuer); same {
+			return fmt.Sprint(dv)
+		}
+		return goValue(elemOID, dv)
+	default:
+		return jsonx.Normalize(x)
+	}
+}

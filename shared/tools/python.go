@@ -1,0 +1,180 @@
+package tools
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/pipeline"
+)
+
+// The harness is a file of its own so it can be read, linted and run by hand.
+//
+//go:embed harness/harness.py
+var harnessFS embed.FS
+
+const harnessName = "harness/harness.py"
+
+// runPython runs `code` (never rendered) or `script` (a path on the worker host) in a
+// python3 subprocess through the embedded harness (R-P1..R-P3).
+//
+// Decisions where the spec is silent are in the package doc.
+func (r *Registry) runPython(ctx context.Context, it pipeline.Item) pipeline.Envelope {
+	cfg := it.Config
+	code, filename, err := pythonSource(cfg)
+	if err != nil {
+		return failure(pipeline.KindTool, "python: "+err.Error())
+	}
+	libs := cfg["libs"]
+	switch libs.(type) {
+	case nil, map[string]any, []any:
+	default:
+		return failure(pipeline.KindTool, fmt.Sprintf("python: libs: expected an object {alias: module}, got %s", jsonx.TypeName(libs)))
+	}
+	env, err := envField(cfg)
+	if err != nil {
+		return failure(pipeline.KindTool, "python: "+err.Error())
+	}
+	ctx, cancel, _, err := withToolTimeout(ctx, cfg)
+	if err != nil {
+		return failure(pipeline.KindTool, "python: "+err.Error())
+	}
+	defer cancel()
+
+	call := callFor(ctx, it)
+	var execID, step any
+	if call.ExecutionID != "" {
+		execID = call.ExecutionID
+	}
+	if call.Step != "" {
+		step = call.Step
+	}
+	req, err := jsonx.Marshal(map[string]any{
+		"code": code, "filename": filename, "input": it.Input, "libs": libs,
+		"execution_id": execID, "step": step,
+	})
+	if err != nil {
+		return failure(pipeline.KindTool, fmt.Sprintf("python: encode the request: %v", err))
+	}
+
+	dir, err := os.MkdirTemp(r.workDir, "noetl-python-")
+	if err != nil {
+		return failure(pipeline.KindTool, fmt.Sprintf("python: work dir: %v", err))
+	}
+	defer func() {
+		if err := os.RemoveAll(dir); err != nil {
+			r.log.Warn("python: remove work dir", "dir", dir, "err", err)
+		}
+	}()
+	harness, err := fs.ReadFile(harnessFS, harnessName)
+	if err != nil {
+		return failure(pipeline.KindTool, fmt.Sprintf("python: harness: %v", err))
+	}
+	harnessPath := filepath.Join(dir, "noetl_harness.py")
+	reqPath := filepath.Join(dir, "request.json")
+	resPath := filepath.Join(dir, "result.json")
+	for path, b := range map[string][]byte{harnessPath: harness, reqPath: req} {
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			return failure(pipeline.KindTool, fmt.Sprintf("python: write %s: %v", filepath.Base(path), err))
+		}
+	}
+
+	r.log.Debug("python: start", "label", it.Label, "filename", filename, "dir", dir)
+	res := runProcess(ctx, procSpec{
+		Path:            r.python,
+		Args:            []string{"-B", harnessPath, reqPath, resPath},
+		Dir:             dir,
+		Env:             mergeEnv(baseEnv(), env),
+		KillGroupOnExit: true,
+		MaxOutput:       r.maxOutput,
+	})
+	env0 := procEnvelope(res)
+	if res.Stopped {
+		out := ctxEnvelope(ctx, "python: stopped, process group killed")
+		out.Stdout, out.Stderr, out.ExitCode = env0.Stdout, env0.Stderr, env0.ExitCode
+		return out
+	}
+	if res.Err != nil {
+		out := failure(pipeline.KindTool, "python: "+res.Err.Error())
+		out.Stdout, out.Stderr = env0.Stdout, env0.Stderr
+		return out
+	}
+	raw, err := os.ReadFile(resPath)
+	if err != nil {
+		msg := fmt.Sprintf("python: process exited with code %d without reporting a result", res.ExitCode)
+		if res.Signal != "" {
+			msg = "python: process killed by signal " + res.Signal + " before reporting a result"
+		}
+		if l := lastLine(res.Stderr); l != "" {
+			msg += ": " + l
+		}
+		env0.Status = pipeline.StatusError
+		env0.Error = &pipeline.ErrorInfo{Message: msg, Kind: pipeline.KindTool}
+		return env0
+	}
+	out, err := jsonx.DecodeObject(raw)
+	if err != nil {
+		env0.Status = pipeline.StatusError
+		env0.Error = &pipeline.ErrorInfo{Message: fmt.Sprintf("python: unreadable result file: %v", err), Kind: pipeline.KindTool}
+		return env0
+	}
+	if ok, _ := out["ok"].(bool); ok {
+		env0.Status = pipeline.StatusSuccess
+		env0.Data = out["data"]
+		return env0
+	}
+	msg, _ := out["message"].(string)
+	if msg == "" {
+		msg = "python: the code failed without an error message"
+	}
+	env0.Status = pipeline.StatusError
+	env0.Error = &pipeline.ErrorInfo{Message: msg, Kind: pipeline.KindTool}
+	return env0
+}
+
+// pythonSource reads `code` or `script`.
+func pythonSource(cfg map[string]any) (code, filename string, err error) {
+	c := cfg["code"]
+	hasCode := c != nil && c != ""
+	script, err := stringField(cfg, "script")
+	if err != nil {
+		return "", "", err
+	}
+	switch {
+	case hasCode && script != "":
+		return "", "", errors.New("give either code or script, not both")
+	case hasCode:
+		s, ok := c.(string)
+		if !ok {
+			return "", "", fmt.Errorf("code: expected a string, got %s", jsonx.TypeName(c))
+		}
+		return s, "<code>", nil
+	case script != "":
+		path, err := filepath.Abs(script)
+		if err != nil {
+			return "", "", fmt.Errorf("script %s: %w", script, err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", "", fmt.Errorf("script: %w", err)
+		}
+		return string(b), path, nil
+	default:
+		return "", "", errors.New("code or script is required")
+	}
+}
+
+// procEnvelope carries a process's output and exit code; status is filled by the caller.
+func procEnvelope(res procResult) pipeline.Envelope {
+	env := pipeline.Envelope{Stdout: res.Stdout, Stderr: res.Stderr}
+	if res.ExitCode >= 0 {
+		code := res.ExitCode
+		env.ExitCode = &code
+	}
+	return env
+}

@@ -1,0 +1,93 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/pipeline"
+)
+
+// runShell runs `command` with `<shell> -c` (default sh) in its own process group.
+//
+// Decisions where the spec is silent are in the package doc.
+func (r *Registry) runShell(ctx context.Context, it pipeline.Item) pipeline.Envelope {
+	cfg := it.Config
+	var command string
+	switch c := cfg["command"].(type) {
+	case string:
+		command = c
+	case []any:
+		lines := make([]string, 0, len(c))
+		for i, l := range c {
+			s, ok := l.(string)
+			if !ok {
+				return failure(pipeline.KindTool, fmt.Sprintf("shell: command[%d]: expected a string, got %s", i, jsonx.TypeName(l)))
+			}
+			lines = append(lines, s)
+		}
+		command = strings.Join(lines, "\n")
+	case nil:
+	default:
+		return failure(pipeline.KindTool, fmt.Sprintf("shell: command: expected a string, got %s", jsonx.TypeName(c)))
+	}
+	if strings.TrimSpace(command) == "" {
+		return failure(pipeline.KindTool, "shell: command is required")
+	}
+	shell, err := stringField(cfg, "shell")
+	if err != nil {
+		return failure(pipeline.KindTool, "shell: "+err.Error())
+	}
+	if shell == "" {
+		shell = "sh"
+	}
+	cwd, err := stringField(cfg, "cwd")
+	if err != nil {
+		return failure(pipeline.KindTool, "shell: "+err.Error())
+	}
+	env, err := envField(cfg)
+	if err != nil {
+		return failure(pipeline.KindTool, "shell: "+err.Error())
+	}
+	ctx, cancel, _, err := withToolTimeout(ctx, cfg)
+	if err != nil {
+		return failure(pipeline.KindTool, "shell: "+err.Error())
+	}
+	defer cancel()
+
+	res := runProcess(ctx, procSpec{
+		Path:      shell,
+		Args:      []string{"-c", command},
+		Dir:       cwd,
+		Env:       mergeEnv(baseEnv(), env),
+		MaxOutput: r.maxOutput,
+	})
+	out := procEnvelope(res)
+	var exitCode any
+	if out.ExitCode != nil {
+		exitCode = int64(*out.ExitCode)
+	}
+	out.Data = map[string]any{"exit_code": exitCode, "stdout": res.Stdout, "stderr": res.Stderr}
+	switch {
+	case res.Stopped:
+		t := ctxEnvelope(ctx, "shell: stopped, process group killed")
+		out.Status, out.Error = t.Status, t.Error
+	case res.Err != nil:
+		out.Status = pipeline.StatusError
+		out.Error = &pipeline.ErrorInfo{Message: "shell: " + res.Err.Error(), Kind: pipeline.KindTool}
+	case res.ExitCode != 0:
+		msg := fmt.Sprintf("shell: command exited with code %d", res.ExitCode)
+		if res.Signal != "" {
+			msg = "shell: command killed by signal " + res.Signal
+		}
+		if l := lastLine(res.Stderr); l != "" {
+			msg += ": " + l
+		}
+		out.Status = pipeline.StatusError
+		out.Error = &pipeline.ErrorInfo{Message: msg, Kind: pipeline.KindTool}
+	default:
+		out.Status = pipeline.StatusSuccess
+	}
+	return out
+}
