@@ -27,9 +27,13 @@ const (
 )
 
 func commands() map[string]command {
-	return map[string]command{
+	cmds := map[string]command{
 		"validate": {"parse and validate playbooks, printing every error and warning with its YAML path", runValidate},
 	}
+	for name, c := range clientCommands() {
+		cmds[name] = c
+	}
+	return cmds
 }
 
 func main() {

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/devstack"
 	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/store"
@@ -22,6 +23,7 @@ func TestMain(m *testing.M) { devstacktest.Main(m) }
 
 // stack is a service over a fresh cluster + 2 shards and an embedded NATS.
 type stack struct {
+	pg  *devstack.Postgres
 	svc *controlplane.Service
 	st  *store.Store
 	js  jetstream.JetStream
@@ -29,7 +31,7 @@ type stack struct {
 	ctx context.Context
 }
 
-func newStack(t *testing.T, opts ...func(*controlplane.Config)) *stack {
+func newStack(t testing.TB, opts ...func(*controlplane.Config)) *stack {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
@@ -71,7 +73,7 @@ func newStack(t *testing.T, opts ...func(*controlplane.Config)) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &stack{svc: svc, st: st, js: js, nc: nc, ctx: ctx}
+	return &stack{pg: pg, svc: svc, st: st, js: js, nc: nc, ctx: ctx}
 }
 
 func (s *stack) register(t *testing.T, yaml string) store.CatalogEntry {

@@ -2,8 +2,6 @@ package controlplane
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"strconv"
 
@@ -66,7 +64,7 @@ func (s *Service) fold(ctx context.Context, sh *store.Shard, row store.Execution
 	case limit == 0:
 		limit = replay.DefaultLimit
 	}
-	steps := &stepsProjection{snap: engine.NewSnapshot()}
+	steps := replay.NewEngineSteps()
 	f := replay.NewFolder(replay.Options{Projection: p, ExecutionID: strconv.FormatInt(row.ExecutionID, 10),
 		Cutoff: cut, Limit: limit, Steps: steps})
 	// Limit+1 rows, so the fold can tell a truncated log (R-X4).
@@ -84,7 +82,7 @@ func (s *Service) fold(ctx context.Context, sh *store.Shard, row store.Execution
 	if err != nil {
 		return nil, nil, err
 	}
-	return st, steps.snap, nil
+	return st, steps.Snapshot(), nil
 }
 
 // rowOf is an event as the replay fold reads it; stage, frame and aggregate ids of
@@ -101,50 +99,6 @@ func rowOf(e *store.Event) replay.Row {
 	r.AggregateType, _ = e.Meta["aggregate_type"].(string)
 	r.AggregateID, _ = e.Meta["aggregate_id"].(string)
 	return r
-}
-
-// stepsProjection is replay's `steps`: the engine's own fold (engine.Apply), the
-// same view the live snapshot has, so verify can compare them.
-type stepsProjection struct{ snap *engine.Snapshot }
-
-func (p *stepsProjection) Add(r replay.Row) error {
-	engine.Apply(p.snap, engine.Event{Seq: r.Seq, ID: r.EventID, Type: r.EventType, Step: r.NodeName,
-		NodeType: r.NodeType, Status: r.Status, Context: r.Context, Meta: r.Meta, Result: r.Result,
-		Error: r.Error, WorkerID: r.WorkerID, CommandID: r.CommandID, Time: r.CreatedAt})
-	return nil
-}
-
-// Value is per step: status, visits, attempts, a digest of the result, times.
-func (p *stepsProjection) Value() any {
-	out := make(map[string]any, len(p.snap.Steps))
-	for name, st := range p.snap.Steps {
-		v := map[string]any{"status": st.Status, "visits": int64(st.Visits), "attempts": int64(st.Attempts)}
-		if st.Bound {
-			v["result_digest"] = digest(st.Result, st.ResultRef)
-		}
-		if !st.EnteredAt.IsZero() {
-			v["entered_at"] = st.EnteredAt.UTC().Format("2006-01-02T15:04:05.000000Z07:00")
-		}
-		if !st.ExitedAt.IsZero() {
-			v["exited_at"] = st.ExitedAt.UTC().Format("2006-01-02T15:04:05.000000Z07:00")
-		}
-		if st.Error != "" {
-			v["error"] = st.Error
-		}
-		out[name] = v
-	}
-	return out
-}
-
-func digest(result any, ref *engine.ResultKey) string {
-	var b []byte
-	if ref != nil {
-		b = jsonx.MustMarshal(map[string]any{"ref": ref.String()})
-	} else {
-		b = jsonx.MustMarshal(result)
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
 }
 
 // verify compares the folded snapshot with the live one, field by field, leaving

@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
@@ -177,4 +180,23 @@ func procEnvelope(res procResult) pipeline.Envelope {
 		env.ExitCode = &code
 	}
 	return env
+}
+
+// ResolvePython returns the interpreter's real path (sys.executable). Version
+// managers put a shim named python3 on PATH that can cost a second per start; a
+// worker resolves it once. On any failure it returns name unchanged.
+func ResolvePython(ctx context.Context, name string) string {
+	if name == "" {
+		name = "python3"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, name, "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		return name
+	}
+	if p := strings.TrimSpace(string(out)); p != "" {
+		return p
+	}
+	return name
 }

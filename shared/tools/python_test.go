@@ -432,3 +432,13 @@ func TestPythonWorkDirIsCleanedUp(t *testing.T) {
 		t.Fatalf("work dir not cleaned up: %v", entries)
 	}
 }
+
+func TestResolvePython(t *testing.T) {
+	p := ResolvePython(context.Background(), "python3")
+	if !filepath.IsAbs(p) {
+		t.Fatalf("ResolvePython = %q, want an absolute path", p)
+	}
+	if got := ResolvePython(context.Background(), "no-such-python-here"); got != "no-such-python-here" {
+		t.Fatalf("a missing interpreter must come back unchanged, got %q", got)
+	}
+}

@@ -1,0 +1,461 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/jsonx"
+)
+
+// clientCommands are the commands that talk to a running control plane.
+func clientCommands() map[string]command {
+	return map[string]command{
+		"register": {"register playbooks in the catalog", runRegister},
+		"exec":     {"start an execution (of a catalog path, or of a playbook file after registering it)", runExec},
+		"status":   {"show an execution's status and progress", runStatus},
+		"watch":    {"follow an execution: live step table and progress bar until it ends", runWatch},
+		"events":   {"list an execution's events", runEvents},
+		"cancel":   {"cancel an execution and its children", runCancel},
+		"replay":   {"fold an execution's event log (or a log file with --events) into its projections", runReplay},
+		"worker":   {"run a worker: pull commands from NATS, claim and run them", runWorker},
+		"migrate":  {"apply the database migrations and create the NATS stream", runMigrate},
+	}
+}
+
+// conn holds the flags every client command shares.
+type conn struct {
+	server string
+	token  string
+	asJSON bool
+}
+
+func (c *conn) register(fs *flag.FlagSet) {
+	server := os.Getenv("NOETL_SERVER_URL")
+	if server == "" {
+		server = "http://127.0.0.1:8082"
+	}
+	fs.StringVar(&c.server, "server", server, "control plane URL (env NOETL_SERVER_URL)")
+	fs.StringVar(&c.token, "token", os.Getenv("NOETL_API_TOKEN"), "API token (env NOETL_API_TOKEN)")
+	fs.BoolVar(&c.asJSON, "json", false, "print JSON for scripts")
+}
+
+func (c *conn) client() *client.Client { return client.New(c.server, c.token) }
+
+// parseFlags parses args, printing usage on error; ok false means return code.
+func parseFlags(fs *flag.FlagSet, args []string, usage, help string) (int, bool) {
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: noetl %s\n\n%s\n\nflags:\n", usage, help)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, false
+		}
+		return exitUsage, false
+	}
+	return 0, true
+}
+
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+func fail(stderr io.Writer, cmd string, err error) int {
+	fmt.Fprintf(stderr, "noetl %s: %v\n", cmd, err)
+	return exitFail
+}
+
+func printJSON(w io.Writer, v any) {
+	b, _ := jsonx.Marshal(v)
+	fmt.Fprintln(w, string(b))
+}
+
+// executionID reads the one positional execution id.
+func executionID(fs *flag.FlagSet, stderr io.Writer) (int64, bool) {
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "give exactly one execution id")
+		fs.Usage()
+		return 0, false
+	}
+	id, err := strconv.ParseInt(fs.Arg(0), 10, 64)
+	if err != nil || id <= 0 {
+		fmt.Fprintf(stderr, "%q is not an execution id (a positive integer)\n", fs.Arg(0))
+		return 0, false
+	}
+	return id, true
+}
+
+func runRegister(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var c conn
+	fs := newFlags("register", stderr)
+	c.register(fs)
+	if code, ok := parseFlags(fs, args, "register [flags] FILE...", "Registers playbook files; the server validates them and answers every problem."); !ok {
+		return code
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(stderr, "name at least one playbook file")
+		fs.Usage()
+		return exitUsage
+	}
+	code := exitOK
+	for _, f := range fs.Args() {
+		r, err := registerFile(ctx, c.client(), f)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", f, err)
+			code = exitFail
+			continue
+		}
+		if c.asJSON {
+			printJSON(stdout, map[string]any{"file": f, "catalog_id": strconv.FormatInt(r.CatalogID, 10), "path": r.Path, "version": int64(r.Version), "warnings": r.Warnings})
+			continue
+		}
+		fmt.Fprintf(stdout, "%s: registered %s version %d (catalog id %d)\n", f, r.Path, r.Version, r.CatalogID)
+		for _, w := range r.Warnings {
+			fmt.Fprintf(stdout, "  warning %v\n", w)
+		}
+	}
+	return code
+}
+
+func registerFile(ctx context.Context, cl *client.Client, file string) (*client.Registered, error) {
+	src, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	return cl.Register(ctx, string(src))
+}
+
+// setFlags collects repeated --set k=v.
+type setFlags map[string]any
+
+func (s setFlags) String() string { return fmt.Sprint(map[string]any(s)) }
+
+// Set parses k=v; a value that is valid JSON (numbers, booleans, lists, objects,
+// quoted strings) is taken as JSON, anything else as a plain string.
+func (s setFlags) Set(kv string) error {
+	k, v, ok := strings.Cut(kv, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("expected key=value, got %q", kv)
+	}
+	if parsed, err := jsonx.Decode([]byte(v)); err == nil {
+		s[k] = parsed
+	} else {
+		s[k] = v
+	}
+	return nil
+}
+
+func runExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var c conn
+	fs := newFlags("exec", stderr)
+	c.register(fs)
+	sets := setFlags{}
+	fs.Var(sets, "set", "payload value key=value (repeatable; JSON values allowed)")
+	payloadFile := fs.String("payload", "", "JSON file with the payload (--set values win)")
+	wait := fs.Bool("wait", false, "wait until the execution ends; exit 1 unless it COMPLETED")
+	timeout := fs.Duration("timeout", 30*time.Minute, "with --wait, how long to wait")
+	version := fs.Int("version", 0, "catalog version (default: latest)")
+	pool := fs.String("pool", "", "execution pool (worker pool)")
+	if code, ok := parseFlags(fs, args, "exec [flags] PATH|FILE", "Starts an execution of a catalog path. A FILE that exists is registered first."); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "give one catalog path or playbook file")
+		fs.Usage()
+		return exitUsage
+	}
+	payload := map[string]any{}
+	if *payloadFile != "" {
+		b, err := os.ReadFile(*payloadFile)
+		if err != nil {
+			return fail(stderr, "exec", err)
+		}
+		if payload, err = jsonx.DecodeObject(b); err != nil {
+			return fail(stderr, "exec", fmt.Errorf("--payload %s: %w", *payloadFile, err))
+		}
+	}
+	for k, v := range sets {
+		payload[k] = v
+	}
+	cl := c.client()
+	path := fs.Arg(0)
+	if st, err := os.Stat(path); err == nil && !st.IsDir() {
+		r, err := registerFile(ctx, cl, path)
+		if err != nil {
+			return fail(stderr, "exec", fmt.Errorf("register %s: %w", path, err))
+		}
+		path = r.Path
+	}
+	id, err := cl.Execute(ctx, client.ExecuteRequest{Path: path, Version: *version, Payload: payload, Pool: *pool})
+	if err != nil {
+		return fail(stderr, "exec", err)
+	}
+	if !*wait {
+		if c.asJSON {
+			printJSON(stdout, map[string]any{"execution_id": strconv.FormatInt(id, 10), "status": "started"})
+		} else {
+			fmt.Fprintf(stdout, "started execution %d of %s\n", id, path)
+		}
+		return exitOK
+	}
+	wctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	view, err := cl.Wait(wctx, id, 250*time.Millisecond)
+	if err != nil {
+		return fail(stderr, "exec", fmt.Errorf("execution %d: %w", id, err))
+	}
+	status, _ := view["status"].(string)
+	if c.asJSON {
+		printJSON(stdout, view)
+	} else {
+		fmt.Fprintf(stdout, "execution %d of %s: %s\n", id, path, status)
+		if e, _ := view["error"].(string); e != "" {
+			fmt.Fprintf(stdout, "error: %s\n", e)
+		}
+		fmt.Fprintf(stdout, "result: %s\n", client.MarshalIndent(view["result"]))
+	}
+	if status != "COMPLETED" {
+		return exitFail
+	}
+	return exitOK
+}
+
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var c conn
+	fs := newFlags("status", stderr)
+	c.register(fs)
+	if code, ok := parseFlags(fs, args, "status [flags] EXECUTION_ID", "Shows an execution's status, current step and progress."); !ok {
+		return code
+	}
+	id, ok := executionID(fs, stderr)
+	if !ok {
+		return exitUsage
+	}
+	st, err := c.client().Status(ctx, id)
+	if err != nil {
+		return fail(stderr, "status", err)
+	}
+	if c.asJSON {
+		printJSON(stdout, st)
+		return exitOK
+	}
+	p, _ := st["progress"].(map[string]any)
+	fmt.Fprintf(stdout, "execution %d: %v\n", id, st["status"])
+	if cur, _ := st["current_step"].(string); cur != "" {
+		fmt.Fprintf(stdout, "current step: %s\n", cur)
+	}
+	fmt.Fprintf(stdout, "steps: %v total, %v completed, %v running, %v failed, %v skipped\n",
+		p["total_steps"], p["completed_steps"], p["running_steps"], p["failed_steps"], p["skipped_steps"])
+	return exitOK
+}
+
+func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var c conn
+	fs := newFlags("watch", stderr)
+	c.register(fs)
+	every := fs.Duration("every", 500*time.Millisecond, "refresh interval")
+	if code, ok := parseFlags(fs, args, "watch [flags] EXECUTION_ID", "Follows an execution until it ends: a step table and a progress bar. Exits 1 unless it COMPLETED."); !ok {
+		return code
+	}
+	id, ok := executionID(fs, stderr)
+	if !ok {
+		return exitUsage
+	}
+	cl := c.client()
+	tty := isTerminal(stdout)
+	last := ""
+	for {
+		view, err := cl.Execution(ctx, id)
+		if err != nil {
+			return fail(stderr, "watch", err)
+		}
+		frame := renderWatch(id, view)
+		if frame != last {
+			if tty && last != "" {
+				fmt.Fprintf(stdout, "\033[%dA\033[J", strings.Count(last, "\n"))
+			}
+			fmt.Fprint(stdout, frame)
+			last = frame
+		}
+		status, _ := view["status"].(string)
+		if client.Terminal(status) {
+			if status != "COMPLETED" {
+				return exitFail
+			}
+			return exitOK
+		}
+		select {
+		case <-ctx.Done():
+			return exitFail
+		case <-time.After(*every):
+		}
+	}
+}
+
+// renderWatch draws the step table and progress bar of an execution view.
+func renderWatch(id int64, view map[string]any) string {
+	steps, _ := view["steps"].(map[string]any)
+	names := make([]string, 0, len(steps))
+	done := 0
+	for n, s := range steps {
+		names = append(names, n)
+		switch str(s.(map[string]any)["status"]) {
+		case "completed", "skipped", "failed", "cancelled":
+			done++
+		}
+	}
+	sort.Slice(names, func(i, j int) bool {
+		a, b := startedAt(steps[names[i]]), startedAt(steps[names[j]])
+		if a != b {
+			return a < b && a != "" || b == ""
+		}
+		return names[i] < names[j]
+	})
+	var b strings.Builder
+	fmt.Fprintf(&b, "execution %d  %-10s %s\n", id, str(view["status"]), str(view["path"]))
+	fmt.Fprintf(&b, "  %-28s %-10s %6s %8s\n", "STEP", "STATUS", "VISITS", "ATTEMPTS")
+	for _, n := range names {
+		s := steps[n].(map[string]any)
+		fmt.Fprintf(&b, "  %-28s %-10s %6v %8v\n", n, str(s["status"]), s["visits"], s["attempts"])
+	}
+	total := len(steps)
+	width := 30
+	filled := 0
+	if total > 0 {
+		filled = done * width / total
+	}
+	fmt.Fprintf(&b, "  [%s%s] %d/%d steps finished\n", strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, total)
+	if e := str(view["error"]); e != "" {
+		fmt.Fprintf(&b, "  error: %s\n", e)
+	}
+	return b.String()
+}
+
+func startedAt(s any) string { return str(s.(map[string]any)["started_at"]) }
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var c conn
+	fs := newFlags("events", stderr)
+	c.register(fs)
+	if code, ok := parseFlags(fs, args, "events [flags] EXECUTION_ID", "Lists an execution's events in order."); !ok {
+		return code
+	}
+	id, ok := executionID(fs, stderr)
+	if !ok {
+		return exitUsage
+	}
+	cl := c.client()
+	var after int64
+	for {
+		evs, next, err := cl.Events(ctx, id, after, 1000)
+		if err != nil {
+			return fail(stderr, "events", err)
+		}
+		for _, e := range evs {
+			if c.asJSON {
+				printJSON(stdout, e)
+				continue
+			}
+			fmt.Fprintf(stdout, "%5v  %-20s %-22s %-10s %s\n", e["seq"], str(e["node_name"]), str(e["event_type"]), str(e["status"]), str(e["created_at"]))
+		}
+		if next == 0 || len(evs) == 0 {
+			return exitOK
+		}
+		after = next
+	}
+}
+
+func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var c conn
+	fs := newFlags("cancel", stderr)
+	c.register(fs)
+	reason := fs.String("reason", "cancelled from the CLI", "why")
+	if code, ok := parseFlags(fs, args, "cancel [flags] EXECUTION_ID", "Cancels an execution and its children."); !ok {
+		return code
+	}
+	id, ok := executionID(fs, stderr)
+	if !ok {
+		return exitUsage
+	}
+	if err := c.client().Cancel(ctx, id, *reason); err != nil {
+		return fail(stderr, "cancel", err)
+	}
+	fmt.Fprintf(stdout, "execution %d cancelled\n", id)
+	return exitOK
+}
+
+func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var c conn
+	fs := newFlags("replay", stderr)
+	c.register(fs)
+	eventsFile := fs.String("events", "", "fold this JSON log file offline (rows shaped like the parity data set) instead of asking a server")
+	asOfEvent := fs.String("as-of-event-id", "", "cutoff: fold up to this event id (inclusive)")
+	asOfPos := fs.String("as-of-position", "", "cutoff: fold up to this sequence number (inclusive)")
+	asOfTime := fs.String("as-of-time", "", "cutoff: fold up to this RFC 3339 time (inclusive)")
+	diffFrom := fs.String("diff-from", "", "also show what changed since this cutoff (event_id:N, position:N, time:T)")
+	projection := fs.String("projection", "", "execution|stage|frame|command|business_object|loop|step|all")
+	verify := fs.Bool("verify", false, "compare the full fold with the live snapshot")
+	limit := fs.Int("limit", 0, "fold at most this many events (default 100000); the output says truncated when the log is longer")
+	if code, ok := parseFlags(fs, args, "replay [flags] EXECUTION_ID | replay --events FILE.json", "Folds an event log into deterministic projections with checksums and prints the state as JSON."); !ok {
+		return code
+	}
+	q := url.Values{}
+	for k, v := range map[string]string{"as_of_event_id": *asOfEvent, "as_of_position": *asOfPos, "as_of_time": *asOfTime,
+		"diff_from": *diffFrom, "projection": *projection} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if *verify {
+		q.Set("verify", "true")
+	}
+	if *limit > 0 {
+		q.Set("limit", strconv.Itoa(*limit))
+	}
+	if *eventsFile != "" {
+		if fs.NArg() != 0 {
+			fmt.Fprintln(stderr, "give either --events FILE or an execution id, not both")
+			return exitUsage
+		}
+		return replayFile(*eventsFile, q, stdout, stderr)
+	}
+	id, ok := executionID(fs, stderr)
+	if !ok {
+		return exitUsage
+	}
+	doc, err := c.client().Replay(ctx, id, q)
+	if err != nil {
+		return fail(stderr, "replay", err)
+	}
+	fmt.Fprintln(stdout, client.MarshalIndent(doc))
+	if v, ok := doc["verify"].(map[string]any); ok && v["consistent"] == false {
+		return exitFail
+	}
+	return exitOK
+}

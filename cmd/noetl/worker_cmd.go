@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/notify"
+	"github.com/noetl-go/noetl/shared/store"
+	"github.com/noetl-go/noetl/shared/tools"
+	"github.com/noetl-go/noetl/shared/worker"
+)
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("worker", stderr)
+	server := fs.String("server", envOr("NOETL_SERVER_URL", "http://127.0.0.1:8082"), "control plane URL (env NOETL_SERVER_URL)")
+	token := fs.String("token", os.Getenv("NOETL_WORKER_TOKEN"), "worker token (env NOETL_WORKER_TOKEN)")
+	natsURL := fs.String("nats", envOr("NOETL_NATS_URL", nats.DefaultURL), "NATS URL (env NOETL_NATS_URL)")
+	pool := fs.String("pool", envOr("NOETL_POOL", notify.PoolShared), "worker pool to serve (env NOETL_POOL)")
+	concurrency := fs.Int("concurrency", 4, "commands run at once")
+	host, _ := os.Hostname()
+	id := fs.String("id", fmt.Sprintf("%s-%d", host, os.Getpid()), "worker id")
+	python := fs.String("python", envOr("NOETL_PYTHON", "python3"), "python interpreter (env NOETL_PYTHON)")
+	if code, ok := parseFlags(fs, args, "worker [flags]", "Runs a worker: pulls commands of a pool from NATS, claims and runs them.\nCredentials for auth: aliases come from NOETL_CREDENTIALS_FILE and NOETL_CREDENTIAL_<ALIAS> (R-P4)."); !ok {
+		return code
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	nc, err := nats.Connect(*natsURL, nats.Name("noetl-worker "+*id), nats.MaxReconnects(-1))
+	if err != nil {
+		return fail(stderr, "worker", fmt.Errorf("connect to NATS at %s: %w", *natsURL, err))
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fail(stderr, "worker", err)
+	}
+	w, err := newWorker(ctx, workerSetup{Server: *server, Token: *token, JS: js, Pool: *pool, ID: *id,
+		Concurrency: *concurrency, Python: *python, Logger: log})
+	if err != nil {
+		return fail(stderr, "worker", err)
+	}
+	if err := w.Run(ctx); err != nil {
+		return fail(stderr, "worker", err)
+	}
+	return exitOK
+}
+
+// workerSetup is what a worker needs; noetl dev builds its in-process workers
+// the same way.
+type workerSetup struct {
+	Server, Token string
+	JS            jetstream.JetStream
+	Pool, ID      string
+	Concurrency   int
+	Python        string
+	Logger        *slog.Logger
+	// Credentials overrides the environment's (tests, noetl dev).
+	Credentials tools.Credentials
+}
+
+func newWorker(ctx context.Context, s workerSetup) (*worker.Worker, error) {
+	cl := client.New(s.Server, s.Token)
+	creds := s.Credentials
+	if creds == nil {
+		var err error
+		if creds, err = tools.CredentialsFromEnv(os.Getenv); err != nil {
+			return nil, err
+		}
+	}
+	reg := tools.New(tools.Options{Credentials: creds, Children: &worker.Children{Client: cl},
+		Python: tools.ResolvePython(ctx, s.Python), Logger: s.Logger})
+	return worker.New(worker.Config{Client: cl, JS: s.JS, Pool: s.Pool, WorkerID: s.ID, Concurrency: s.Concurrency,
+		Exec: reg.Exec, Logger: s.Logger})
+}
+
+func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("migrate", stderr)
+	dbURL := fs.String("database-url", os.Getenv("NOETL_DATABASE_URL"), "cluster database URL (env NOETL_DATABASE_URL)")
+	shardURLs := fs.String("shard-urls", os.Getenv("NOETL_SHARD_URLS"), "comma-separated shard database URLs (env NOETL_SHARD_URLS); default: the cluster database is the only shard")
+	natsURL := fs.String("nats", os.Getenv("NOETL_NATS_URL"), "NATS URL: also create the NOETL_COMMANDS stream (env NOETL_NATS_URL)")
+	if code, ok := parseFlags(fs, args, "migrate [flags]", "Applies the embedded schema migrations to the cluster and shard databases (idempotent),\nand creates the NATS stream when a NATS URL is given (R-A7)."); !ok {
+		return code
+	}
+	if *dbURL == "" {
+		fmt.Fprintln(stderr, "noetl migrate: give --database-url or set NOETL_DATABASE_URL")
+		return exitUsage
+	}
+	cfg := store.Config{ClusterDSN: *dbURL}
+	if *shardURLs != "" {
+		for _, u := range strings.Split(*shardURLs, ",") {
+			cfg.ShardDSNs = append(cfg.ShardDSNs, strings.TrimSpace(u))
+		}
+	}
+	if err := store.Migrate(ctx, cfg); err != nil {
+		return fail(stderr, "migrate", err)
+	}
+	fmt.Fprintf(stdout, "migrated the cluster database and %d shard(s)\n", max(1, len(cfg.ShardDSNs)))
+	if *natsURL != "" {
+		nc, err := nats.Connect(*natsURL)
+		if err != nil {
+			return fail(stderr, "migrate", fmt.Errorf("connect to NATS: %w", err))
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return fail(stderr, "migrate", err)
+		}
+		if _, err := notify.EnsureStream(ctx, js, notify.StreamOptions{}); err != nil {
+			return fail(stderr, "migrate", err)
+		}
+		fmt.Fprintf(stdout, "stream %s ready\n", notify.StreamName)
+	}
+	return exitOK
+}
