@@ -29,6 +29,8 @@ const (
 func commands() map[string]command {
 	cmds := map[string]command{
 		"validate": {"parse and validate playbooks, printing every error and warning with its YAML path", runValidate},
+		"serve":    {"serve the API on one port through the Lambda handlers (throwaway Postgres and NATS unless given)", runServe},
+		"routes":   {"print routes.json: every API route and its Lambda function", runRoutes},
 	}
 	for name, c := range clientCommands() {
 		cmds[name] = c

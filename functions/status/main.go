@@ -1,0 +1,6 @@
+// Command status is the NoETL status Lambda function (see shared/lambdafn).
+package main
+
+import "github.com/noetl-go/noetl/shared/lambdafn"
+
+func main() { lambdafn.Main("status") }

@@ -1,0 +1,453 @@
+// Package api is the transport-free HTTP API of the control plane (api.md):
+// routing, authentication, validation, limits and the JSON shapes of every
+// route. A Lambda function (shared/lambdaapi) and the local server
+// (shared/localgw, through the same Lambda adapter) turn their transport into a
+// Request and write the Response back; nothing here knows either transport.
+//
+// Conventions (api.md §1):
+//   - Errors are always {"error": "<message>", "status": <code>} with
+//     Content-Type application/json: 400 malformed JSON, 422 wrong types or
+//     missing fields (the message names the field path, e.g.
+//     `events[3].event_type: required`), 404 unknown route or unknown id, 405
+//     wrong method (with Allow), 413 over a size limit, 401/403 auth, 409
+//     conflicts, 429 with Retry-After for a claim before a retry is due
+//     (R-L7). Replay's parameter errors are NoETL's 400s (R-A2).
+//   - Request JSON is decoded with shared/jsonx (integral numbers stay int64)
+//     and validated by hand; ids are accepted as numbers or numeric strings.
+//   - Ids in responses are decimal strings (R-I2), with one deliberate
+//     exception: command bodies (GET /api/commands/{event_id} and the claim
+//     response) keep NoETL's JSON integers for event_id and execution_id,
+//     because NoETL workers read those fields as numbers (R-A5 supports NoETL
+//     workers). Go's encoder writes int64 exactly; a JavaScript client reading
+//     a command body should use command_id, a string, instead.
+//   - Every response carries X-Request-Id; each request logs one structured
+//     line with the request id and, where known, the execution and command ids.
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/noetl-go/noetl/shared/config"
+	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/jsonx"
+)
+
+// Limits (api.md §1).
+const (
+	DefaultMaxBodyBytes     = 1 << 20
+	DefaultMaxPlaybookBytes = 512 << 10
+	MaxBatchEvents          = 500
+	MaxListLimit            = 1000
+	DefaultListLimit        = 100
+)
+
+// Request is one HTTP request, transport-free.
+type Request struct {
+	Method string
+	// Path is the request path without query (API Gateway's rawPath).
+	Path string
+	// Route is API Gateway's route key ("POST /api/commands/{event_id}/claim")
+	// when the transport already matched the route; with PathParams it is
+	// trusted over Path (a named stage prefixes rawPath). Empty or "$default":
+	// the API matches Path itself.
+	Route      string
+	PathParams map[string]string
+	Query      url.Values
+	Header     http.Header
+	Body       []byte
+	// RequestID is the transport's request id (API Gateway's); empty: one is made.
+	RequestID string
+}
+
+// Response is what the transport writes back. Body is always JSON except for
+// an empty 204 (CORS preflight).
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Checker checks one dependency for the health route; nil error is healthy.
+type Checker func(ctx context.Context) error
+
+// Recorder observes requests (the local server's /metrics); nil records
+// nothing. Implementations must be safe for concurrent use.
+type Recorder interface {
+	// Request is called once per request with its route key ("" when none matched).
+	Request(route string, status int, d time.Duration)
+	// Ingest is called once per POST /api/events or /api/events/batch request
+	// that passed validation, with the event types it carried.
+	Ingest(eventTypes []string, status int, d time.Duration)
+	// Claim is called once per claim request that reached the service.
+	Claim(status int)
+}
+
+// Options configures an API.
+type Options struct {
+	// Tokens are the bearer tokens per scope (R-A3). Empty: the API runs open
+	// (the caller must say so loudly; a Lambda refuses unless allowed).
+	Tokens config.Tokens
+	// MaxBodyBytes limits request bodies (default 1 MiB).
+	MaxBodyBytes int64
+	// MaxPlaybookBytes limits a playbook's content (default 512 KiB).
+	MaxPlaybookBytes int64
+	// CORSOrigins lists allowed browser origins, or "*"; empty: same-origin only.
+	CORSOrigins []string
+	// Version is reported by the health route.
+	Version string
+	// Database checks the databases; nil pings the cluster and every shard pool.
+	Database Checker
+	// NATS checks the NATS connection; nil reports "disabled".
+	NATS Checker
+	// Recorder observes requests; nil: none.
+	Recorder Recorder
+	// Logger receives one line per request (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// API serves the control plane's HTTP API over a Service.
+type API struct {
+	svc     *controlplane.Service
+	opts    Options
+	log     *slog.Logger
+	router  *Router
+	cors    map[string]bool
+	anyCORS bool
+}
+
+// New returns an API over svc.
+func New(svc *controlplane.Service, opts Options) *API {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.MaxPlaybookBytes <= 0 {
+		opts.MaxPlaybookBytes = DefaultMaxPlaybookBytes
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	a := &API{svc: svc, opts: opts, log: opts.Logger, router: NewRouter(Routes()), cors: map[string]bool{}}
+	for _, o := range opts.CORSOrigins {
+		if o == "*" {
+			a.anyCORS = true
+		}
+		a.cors[strings.TrimRight(o, "/")] = true
+	}
+	if opts.Database == nil {
+		a.opts.Database = a.pingDatabases
+	}
+	return a
+}
+
+// Open reports whether the API authenticates nobody (no token configured).
+func (a *API) Open() bool { return a.opts.Tokens.Empty() }
+
+// Service is the service the API serves.
+func (a *API) Service() *controlplane.Service { return a.svc }
+
+// Serve answers a request on any route.
+func (a *API) Serve(ctx context.Context, r *Request) *Response { return a.serve(ctx, r, "") }
+
+// Function is the part of the API one Lambda function serves.
+type Function struct {
+	api  *API
+	name string
+}
+
+// Function returns a handler restricted to one Lambda function's routes
+// (R-A1: each route belongs to exactly one function; health is the status
+// function's). A route of another function answers 404.
+func (a *API) Function(name string) (*Function, error) {
+	if !slices.Contains(Functions(), name) {
+		return nil, fmt.Errorf("api: unknown function %q; functions are %s", name, strings.Join(Functions(), ", "))
+	}
+	return &Function{api: a, name: name}, nil
+}
+
+// Name is the function's name.
+func (f *Function) Name() string { return f.name }
+
+// API is the API the function belongs to.
+func (f *Function) API() *API { return f.api }
+
+// Serve answers a request on one of the function's routes.
+func (f *Function) Serve(ctx context.Context, r *Request) *Response {
+	return f.api.serve(ctx, r, f.name)
+}
+
+// call is one request being served.
+type call struct {
+	req    *Request
+	route  Route
+	params map[string]string
+	attrs  *logAttrs
+}
+
+type handlerFunc func(ctx context.Context, c *call) (any, error)
+
+func (a *API) handler(r Route) handlerFunc {
+	switch r.Key() {
+	case "GET /api/health":
+		return a.health
+	case "POST /api/catalog/register":
+		return a.register
+	case "GET /api/catalog":
+		return a.listCatalogQuery
+	case "POST /api/catalog/list":
+		return a.listCatalogBody
+	case "GET /api/catalog/{catalog_id}":
+		return a.getCatalog
+	case "POST /api/catalog/resource":
+		return a.catalogResource
+	case "POST /api/execute":
+		return a.execute
+	case "POST /api/events":
+		return a.ingest
+	case "POST /api/events/batch":
+		return a.ingestBatch
+	case "GET /api/commands/{event_id}":
+		return a.getCommand
+	case "POST /api/commands/{event_id}/claim":
+		return a.claim
+	case "POST /api/commands/{event_id}/heartbeat":
+		return a.heartbeat
+	case "GET /api/executions":
+		return a.listExecutions
+	case "GET /api/executions/{id}":
+		return a.getExecution
+	case "GET /api/executions/{id}/events":
+		return a.listEvents
+	case "GET /api/executions/{id}/status":
+		return a.status
+	case "POST /api/executions/{id}/cancel":
+		return a.cancel
+	case "POST /api/executions/{id}/finalize":
+		return a.finalize
+	case "GET /api/executions/{id}/replay":
+		return a.replayByPath
+	case "GET /api/replay/state":
+		return a.replayByQuery
+	case "POST /api/internal/outbox/claim":
+		return a.outboxClaim
+	case "POST /api/internal/outbox/mark-published":
+		return a.outboxMarkPublished
+	case "POST /api/internal/outbox/mark-failed":
+		return a.outboxMarkFailed
+	case "GET /api/internal/outbox/pending-count":
+		return a.outboxPendingCount
+	case "POST /api/internal/events/project":
+		return a.project
+	}
+	return nil
+}
+
+func (a *API) serve(ctx context.Context, r *Request, function string) (resp *Response) {
+	start := time.Now()
+	if r.RequestID == "" {
+		r.RequestID = newRequestID()
+	}
+	attrs := &logAttrs{requestID: r.RequestID}
+	ctx = withLogAttrs(ctx, attrs)
+	if r.Header == nil {
+		r.Header = http.Header{}
+	}
+	if r.Query == nil {
+		r.Query = url.Values{}
+	}
+	routeKey := ""
+	defer func() {
+		if p := recover(); p != nil {
+			a.log.ErrorContext(ctx, "panic serving request", "panic", fmt.Sprint(p), "route", routeKey)
+			resp = a.errorResponse(errorf(http.StatusInternalServerError, "internal error"))
+		}
+		a.finish(ctx, r, resp, routeKey, time.Since(start))
+	}()
+
+	rt, params, allow, ok := a.route(r)
+	if !ok {
+		if r.Method == http.MethodOptions && len(allow) > 0 && len(a.cors) > 0 {
+			return a.preflight(r, allow)
+		}
+		if len(allow) > 0 {
+			e := errorf(http.StatusMethodNotAllowed, "method %s is not allowed on %s; use %s", r.Method, r.Path, strings.Join(allow, ", "))
+			e.Header = http.Header{"Allow": {strings.Join(allow, ", ")}}
+			return a.errorResponse(e)
+		}
+		return a.errorResponse(errorf(http.StatusNotFound, "no route %s %s", r.Method, r.Path))
+	}
+	routeKey = rt.Key()
+	if function != "" && rt.Function != function {
+		return a.errorResponse(errorf(http.StatusNotFound, "route %s is served by the %s function, not %s", routeKey, rt.Function, function))
+	}
+	if err := a.authorize(r, rt); err != nil {
+		return a.errorResponse(err)
+	}
+	if int64(len(r.Body)) > a.opts.MaxBodyBytes {
+		return a.errorResponse(errorf(http.StatusRequestEntityTooLarge,
+			"request body is %d bytes; the limit is %d bytes", len(r.Body), a.opts.MaxBodyBytes))
+	}
+	h := a.handler(rt)
+	if h == nil { // a route in the table without a handler: a bug, said plainly
+		return a.errorResponse(errorf(http.StatusNotImplemented, "%s is not implemented", routeKey))
+	}
+	body, err := h(ctx, &call{req: r, route: rt, params: params, attrs: attrs})
+	if err != nil {
+		e := classify(err)
+		if e.Status >= 500 {
+			a.log.ErrorContext(ctx, "request failed", "route", routeKey, "error", err.Error())
+		}
+		return a.errorResponse(e)
+	}
+	if own, ok := body.(*Response); ok {
+		return own // a handler that sets its own status (health's 503)
+	}
+	return a.jsonResponse(http.StatusOK, body)
+}
+
+// route finds the request's route: by the transport's route key when given,
+// else by method and path.
+func (a *API) route(r *Request) (Route, map[string]string, []string, bool) {
+	if r.Route != "" && r.Route != "$default" {
+		if p, ok := a.router.byKey[r.Route]; ok {
+			params := r.PathParams
+			if params == nil {
+				params, _ = p.match(r.Path)
+			}
+			return p.route, params, nil, true
+		}
+	}
+	return a.router.Find(r.Method, r.Path)
+}
+
+// authorize checks the bearer token against the route's scope (R-A3).
+func (a *API) authorize(r *Request, rt Route) *Error {
+	if rt.Scope == 0 || a.opts.Tokens.Empty() {
+		return nil
+	}
+	unauthorized := func(msg string) *Error {
+		e := errorf(http.StatusUnauthorized, "%s", msg)
+		e.Header = http.Header{"Www-Authenticate": {`Bearer realm="noetl"`}}
+		return e
+	}
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return unauthorized("missing bearer token: send Authorization: Bearer <token>")
+	}
+	scheme, token, found := strings.Cut(h, " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+		return unauthorized("the Authorization header must be Bearer <token>")
+	}
+	scopes := a.opts.Tokens.Scopes(strings.TrimSpace(token))
+	if scopes == 0 {
+		return unauthorized("invalid token")
+	}
+	if !scopes.Has(rt.Scope) {
+		return errorf(http.StatusForbidden, "this token has the %s scope; %s needs the %s scope",
+			scopeName(scopes), rt.Key(), scopeName(rt.Scope))
+	}
+	return nil
+}
+
+// finish adds the headers every response carries and logs the request.
+func (a *API) finish(ctx context.Context, r *Request, resp *Response, routeKey string, d time.Duration) {
+	if resp.Header == nil {
+		resp.Header = http.Header{}
+	}
+	resp.Header.Set("X-Request-Id", r.RequestID)
+	a.corsHeaders(r, resp.Header)
+	if rec := a.opts.Recorder; rec != nil {
+		rec.Request(routeKey, resp.Status, d)
+	}
+	level := slog.LevelInfo
+	if resp.Status >= 500 {
+		level = slog.LevelError
+	}
+	args := []any{"method", r.Method, "path", r.Path, "route", routeKey,
+		"status", resp.Status, "duration_ms", float64(d.Microseconds()) / 1000}
+	if l, ok := ctx.Value(logAttrsKey{}).(*logAttrs); ok {
+		for _, at := range l.attrs() {
+			args = append(args, at)
+		}
+	} else {
+		args = append(args, "request_id", r.RequestID)
+	}
+	a.log.Log(ctx, level, "request", args...)
+}
+
+func (a *API) jsonResponse(status int, body any) *Response {
+	b, err := jsonx.Marshal(body)
+	if err != nil {
+		// Every body is built from JSON values; failing here is a bug.
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":"internal error: response encoding failed","status":500}`)
+	}
+	return &Response{Status: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: b}
+}
+
+func (a *API) errorResponse(e *Error) *Response {
+	body := map[string]any{}
+	for k, v := range e.Extra {
+		body[k] = v
+	}
+	body["error"], body["status"] = e.Message, int64(e.Status)
+	resp := a.jsonResponse(e.Status, body)
+	for k, vs := range e.Header {
+		resp.Header[k] = vs
+	}
+	return resp
+}
+
+// CORS (api.md §1: configurable; the local dashboard needs same-origin only).
+
+func (a *API) allowedOrigin(origin string) string {
+	switch {
+	case origin == "" || len(a.cors) == 0:
+		return ""
+	case a.anyCORS:
+		return "*"
+	case a.cors[origin]:
+		return origin
+	}
+	return ""
+}
+
+func (a *API) corsHeaders(r *Request, h http.Header) {
+	origin := a.allowedOrigin(r.Header.Get("Origin"))
+	if origin == "" {
+		return
+	}
+	h.Set("Access-Control-Allow-Origin", origin)
+	h.Set("Access-Control-Expose-Headers", "X-Request-Id, Retry-After")
+	if origin != "*" {
+		h.Add("Vary", "Origin")
+	}
+}
+
+func (a *API) preflight(r *Request, allow []string) *Response {
+	resp := &Response{Status: http.StatusNoContent, Header: http.Header{}}
+	if a.allowedOrigin(r.Header.Get("Origin")) != "" {
+		resp.Header.Set("Access-Control-Allow-Methods", strings.Join(allow, ", "))
+		resp.Header.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Request-Id")
+		resp.Header.Set("Access-Control-Max-Age", strconv.Itoa(600))
+	}
+	return resp
+}
+
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,216 @@
+// Package apitest builds a real control-plane stack for the tests of the
+// transport layers: a throwaway Postgres with a cluster and 2 shard databases
+// and an embedded NATS JetStream (devstacktest), migrated, with the stream
+// created, a Service and an API over them. No mocks. Test binaries that use
+// it call devstacktest.Main from TestMain.
+package apitest
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/noetl-go/noetl/shared/api"
+	"github.com/noetl-go/noetl/shared/config"
+	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/devstack"
+	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/notify"
+	"github.com/noetl-go/noetl/shared/store"
+)
+
+// Tokens the stack configures unless Options.Open.
+const (
+	APIToken      = "test-api-token"
+	WorkerToken   = "test-worker-token"
+	InternalToken = "test-internal-token"
+)
+
+// Tokens are the tokens a stack configures unless Options.Open.
+func Tokens() config.Tokens {
+	return config.Tokens{API: []string{APIToken}, Worker: []string{WorkerToken}, Internal: []string{InternalToken}}
+}
+
+// Options tunes a Stack; the zero value is 2 shards, tokens, a 2 s lease.
+type Options struct {
+	Open         bool // no tokens
+	Shards       int  // default 2
+	Lease        time.Duration
+	MaxBodyBytes int64
+	CORSOrigins  []string
+	Recorder     api.Recorder
+	Logger       *slog.Logger
+}
+
+// Stack is a control plane over real databases and NATS.
+type Stack struct {
+	Ctx       context.Context
+	PG        *devstack.Postgres
+	NATS      *devstack.NATS
+	Store     *store.Store
+	JS        jetstream.JetStream
+	Publisher controlplane.Publisher
+	Tokens    config.Tokens
+	// API is built with ServerURL "http://test".
+	API  *api.API
+	opts Options
+}
+
+// New starts a stack for t; everything stops when t ends.
+func New(t testing.TB, opts Options) *Stack {
+	t.Helper()
+	if opts.Shards == 0 {
+		opts.Shards = 2
+	}
+	if opts.Lease == 0 {
+		opts.Lease = 2 * time.Second
+	}
+	if opts.Logger == nil {
+		level := slog.LevelWarn
+		if os.Getenv("NOETL_TEST_LOG") != "" {
+			level = slog.LevelDebug
+		}
+		opts.Logger = slog.New(api.LogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	pg := devstacktest.Postgres(t, opts.Shards)
+	cfg := store.Config{ClusterDSN: pg.ClusterDSN, ShardDSNs: pg.ShardDSNs, MaxConns: 8}
+	if err := store.Migrate(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	n := devstacktest.NATS(t)
+	nc, err := nats.Connect(n.URL(), nats.ReconnectBufSize(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := notify.EnsureStream(ctx, js, notify.StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pub := notify.NewPublisher(js, notify.StreamOptions{})
+	s := &Stack{Ctx: ctx, PG: pg, NATS: n, Store: st, JS: js, opts: opts,
+		Publisher: controlplane.PublisherFunc(func(ctx context.Context, subject, msgID string, data []byte) error {
+			_, err := pub.Publish(ctx, subject, msgID, data)
+			return err
+		})}
+	if !opts.Open {
+		s.Tokens = Tokens()
+	}
+	if s.API, err = s.Build("http://test"); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Build makes a fresh service and API over the stack's store and NATS: what
+// lambdafn.New takes.
+func (s *Stack) Build(serverURL string) (*api.API, error) {
+	svc, err := controlplane.New(controlplane.Config{Store: s.Store, Publisher: s.Publisher, ServerURL: serverURL,
+		Lease: s.opts.Lease, Logger: s.opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	nc := s.NATS
+	return api.New(svc, api.Options{Tokens: s.Tokens, MaxBodyBytes: s.opts.MaxBodyBytes, CORSOrigins: s.opts.CORSOrigins,
+		Version: "test", Recorder: s.opts.Recorder, Logger: s.opts.Logger,
+		NATS: func(context.Context) error {
+			if !nc.Running() {
+				return errors.New("the embedded NATS server is down")
+			}
+			return nil
+		}}), nil
+}
+
+// Counts are the row counts of every table a request can write.
+type Counts struct {
+	Catalog, Execution, Event, Command, Outbox, StepResult int64
+}
+
+// Counts reads the row counts over the cluster and every shard.
+func (s *Stack) Counts(t testing.TB) Counts {
+	t.Helper()
+	var c Counts
+	if err := s.Store.Cluster().QueryRow(s.Ctx, `SELECT count(*) FROM catalog`).Scan(&c.Catalog); err != nil {
+		t.Fatal(err)
+	}
+	for i := range s.Store.NumShards() {
+		var e, ev, cmd, ob, sr int64
+		err := s.Store.Shard(i).Pool().QueryRow(s.Ctx, `SELECT
+			(SELECT count(*) FROM execution), (SELECT count(*) FROM event), (SELECT count(*) FROM command),
+			(SELECT count(*) FROM outbox), (SELECT count(*) FROM step_result)`).Scan(&e, &ev, &cmd, &ob, &sr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Execution += e
+		c.Event += ev
+		c.Command += cmd
+		c.Outbox += ob
+		c.StepResult += sr
+	}
+	return c
+}
+
+// Pending lists the PENDING commands of an execution.
+func (s *Stack) Pending(t testing.TB, executionID int64) []store.Command {
+	t.Helper()
+	sh, err := s.Store.ShardFor(executionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds, err := store.ListActiveCommands(s.Ctx, sh.Pool(), executionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []store.Command
+	for _, c := range cmds {
+		if c.Status == store.CommandPending {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// ThreeSteps is a linear playbook of three noop steps; the first sets a ctx
+// value from the workload, the second reads it.
+const ThreeSteps = `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: three, path: tests/three}
+workload: {n: 1}
+workflow:
+  - step: start
+    tool: {kind: noop, input: {n: "{{ n }}"}}
+    set: {ctx.first: "{{ output.n }}"}
+    next: middle
+  - step: middle
+    tool: {kind: noop, input: {m: "{{ ctx.first + 1 }}"}}
+    next: end
+  - step: end
+    tool: {kind: noop}
+`
+
+// Flaky is one step that is retried 30 s after a failure (R-L6): a claim
+// before then answers 429 (R-L7).
+const Flaky = `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: flaky, path: tests/flaky}
+workflow:
+  - step: start
+    retry: {max_attempts: 2, delay: 30}
+    tool: {kind: noop}
+`

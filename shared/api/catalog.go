@@ -1,0 +1,314 @@
+package api
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/ids"
+	"github.com/noetl-go/noetl/shared/store"
+)
+
+// Response values: ids as decimal strings (R-I2), times RFC 3339 in UTC, and
+// null for what is not set.
+
+func formatID(id int64) string { return ids.Format(id) }
+
+func idOrNull(id int64) any {
+	if id == 0 {
+		return nil
+	}
+	return ids.Format(id)
+}
+
+func timeOrNull(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func strOrNull(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func objOrNull(m map[string]any) any {
+	if m == nil {
+		return nil
+	}
+	return m
+}
+
+// POST /api/catalog/register {content: yaml or base64 yaml, resource_type?}
+func (a *API) register(ctx context.Context, c *call) (any, error) {
+	o, err := decodeBody(c.req.Body)
+	if err != nil {
+		return nil, err
+	}
+	content, err := o.str("content", true)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkResourceType(o); err != nil {
+		return nil, err
+	}
+	text := playbookText(content)
+	if int64(len(text)) > a.opts.MaxPlaybookBytes {
+		return nil, errorf(http.StatusRequestEntityTooLarge, "content: the playbook is %d bytes; the limit is %d bytes (%d KiB)",
+			len(text), a.opts.MaxPlaybookBytes, a.opts.MaxPlaybookBytes>>10)
+	}
+	reg, err := a.svc.Register(ctx, text)
+	if err != nil {
+		return nil, err
+	}
+	warnings := make([]any, len(reg.Warnings))
+	for i, w := range reg.Warnings {
+		warnings[i] = w.String()
+	}
+	return map[string]any{
+		"status": "success", "catalog_id": formatID(reg.Entry.CatalogID), "path": reg.Entry.Path,
+		"version": int64(reg.Entry.Version), "kind": reg.Entry.Kind, "created": reg.Created, "warnings": warnings,
+	}, nil
+}
+
+func checkResourceType(o obj) error {
+	rt, err := o.str("resource_type", false)
+	if err != nil {
+		return err
+	}
+	if rt != "" && !strings.EqualFold(rt, controlplane.KindPlaybook) {
+		return invalid(o.name("resource_type"), "only %s is supported, got %q", controlplane.KindPlaybook, truncate(rt, 40))
+	}
+	return nil
+}
+
+// playbookText returns the YAML of content: content itself, or its decoding
+// when it is base64 (NoETL clients send either). YAML playbooks always hold
+// characters outside the base64 alphabet (':' at least), so the two cannot be
+// confused.
+func playbookText(content string) string {
+	compact := strings.Map(func(r rune) rune {
+		switch r {
+		case ' ', '\n', '\r', '\t':
+			return -1
+		}
+		return r
+	}, content)
+	if compact == "" || strings.TrimLeft(compact, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") != "" {
+		return content
+	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding} {
+		if b, err := enc.DecodeString(compact); err == nil && utf8.Valid(b) {
+			return string(b)
+		}
+	}
+	return content
+}
+
+// GET /api/catalog?path=&limit=&cursor=&latest=
+func (a *API) listCatalogQuery(ctx context.Context, c *call) (any, error) {
+	q := c.req.Query
+	f := store.CatalogFilter{Path: q.Get("path")}
+	limit, _, err := queryInt(q, "limit", 1, MaxListLimit)
+	if err != nil {
+		return nil, err
+	}
+	f.Limit = int(limit)
+	if s := q.Get("latest"); s != "" {
+		switch strings.ToLower(s) {
+		case "true", "1":
+			f.LatestOnly = true
+		case "false", "0":
+		default:
+			return nil, invalid("latest", "expected true or false, got %q", truncate(s, 40))
+		}
+	}
+	if s := q.Get("cursor"); s != "" {
+		if f.After, err = decodeCatalogCursor(s); err != nil {
+			return nil, err
+		}
+	}
+	return a.listCatalog(ctx, f)
+}
+
+// POST /api/catalog/list {path?, limit?, cursor?, latest?, resource_type?}:
+// NoETL's spelling of GET /api/catalog.
+func (a *API) listCatalogBody(ctx context.Context, c *call) (any, error) {
+	o, err := decodeBody(c.req.Body)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkResourceType(o); err != nil {
+		return nil, err
+	}
+	var f store.CatalogFilter
+	if f.Path, err = o.str("path", false); err != nil {
+		return nil, err
+	}
+	limit, _, err := o.integer("limit", 1, MaxListLimit)
+	if err != nil {
+		return nil, err
+	}
+	f.Limit = int(limit)
+	if f.LatestOnly, err = o.boolean("latest"); err != nil {
+		return nil, err
+	}
+	cursor, err := o.str("cursor", false)
+	if err != nil {
+		return nil, err
+	}
+	if cursor != "" {
+		if f.After, err = decodeCatalogCursor(cursor); err != nil {
+			return nil, err
+		}
+	}
+	return a.listCatalog(ctx, f)
+}
+
+func (a *API) listCatalog(ctx context.Context, f store.CatalogFilter) (any, error) {
+	if f.Limit == 0 {
+		f.Limit = DefaultListLimit
+	}
+	entries, err := a.svc.ListCatalog(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]any, len(entries))
+	for i, e := range entries {
+		out[i] = map[string]any{"catalog_id": formatID(e.CatalogID), "path": e.Path, "version": int64(e.Version),
+			"kind": e.Kind, "created_at": timeOrNull(e.CreatedAt)}
+	}
+	var next any
+	if len(entries) == f.Limit {
+		last := entries[len(entries)-1]
+		next = encodeCatalogCursor(store.CatalogCursor{Path: last.Path, Version: last.Version})
+	}
+	return map[string]any{"entries": out, "next_cursor": next}, nil
+}
+
+// GET /api/catalog/{catalog_id}
+func (a *API) getCatalog(ctx context.Context, c *call) (any, error) {
+	id, err := parseID("catalog_id", c.params["catalog_id"])
+	if err != nil {
+		return nil, err
+	}
+	e, err := a.svc.Catalog(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return catalogEntry(e), nil
+}
+
+// POST /api/catalog/resource {catalog_id} or {path, version?}: NoETL's spelling
+// of GET /api/catalog/{catalog_id}, also by path.
+func (a *API) catalogResource(ctx context.Context, c *call) (any, error) {
+	o, err := decodeBody(c.req.Body)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkResourceType(o); err != nil {
+		return nil, err
+	}
+	id, err := o.id("catalog_id", false)
+	if err != nil {
+		return nil, err
+	}
+	path, err := o.str("path", false)
+	if err != nil {
+		return nil, err
+	}
+	version, err := versionField(o)
+	if err != nil {
+		return nil, err
+	}
+	var e store.CatalogEntry
+	switch {
+	case id != 0 && path != "":
+		return nil, invalid("catalog_id", "give exactly one of path and catalog_id, not both")
+	case id != 0:
+		if version != 0 {
+			return nil, invalid("version", "a catalog_id names one version already; give version with path only")
+		}
+		e, err = a.svc.Catalog(ctx, id)
+	case path != "":
+		e, err = a.svc.CatalogByPath(ctx, path, version)
+	default:
+		return nil, invalid("path", "required: give the playbook's path or its catalog_id")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return catalogEntry(e), nil
+}
+
+// versionField reads version: a positive integer, a numeric string, or
+// "latest" (NoETL's clients send it), 0 meaning the latest.
+func versionField(o obj) (int, error) {
+	v, ok := o.get("version")
+	if !ok {
+		return 0, nil
+	}
+	if s, isStr := v.(string); isStr && strings.EqualFold(strings.TrimSpace(s), "latest") {
+		return 0, nil
+	}
+	n, _, err := o.integer("version", 1, 1<<31-1)
+	return int(n), err
+}
+
+func catalogEntry(e store.CatalogEntry) map[string]any {
+	return map[string]any{"catalog_id": formatID(e.CatalogID), "path": e.Path, "version": int64(e.Version),
+		"kind": e.Kind, "content": e.Content, "created_at": timeOrNull(e.CreatedAt)}
+}
+
+// POST /api/execute {path?, catalog_id?, version?, payload|workload, parent_execution_id?,
+// execution_pool?, idempotency_key?}
+func (a *API) execute(ctx context.Context, c *call) (any, error) {
+	o, err := decodeBody(c.req.Body)
+	if err != nil {
+		return nil, err
+	}
+	var req controlplane.ExecuteRequest
+	if req.Path, err = o.str("path", false); err != nil {
+		return nil, err
+	}
+	if req.CatalogID, err = o.id("catalog_id", false); err != nil {
+		return nil, err
+	}
+	if req.Version, err = versionField(o); err != nil {
+		return nil, err
+	}
+	if req.Payload, err = o.object("payload", "workload"); err != nil {
+		return nil, err
+	}
+	if req.ParentExecutionID, err = o.id("parent_execution_id", false); err != nil {
+		return nil, err
+	}
+	if req.Pool, err = o.str("execution_pool", false); err != nil {
+		return nil, err
+	}
+	if req.IdempotencyKey, err = o.str("idempotency_key", false); err != nil {
+		return nil, err
+	}
+	switch {
+	case req.Path != "" && req.CatalogID != 0:
+		return nil, invalid("catalog_id", "give exactly one of path and catalog_id, not both")
+	case req.Path == "" && req.CatalogID == 0:
+		return nil, invalid("path", "required: give the playbook's path or its catalog_id")
+	case req.CatalogID != 0 && req.Version != 0:
+		return nil, invalid("version", "a catalog_id names one version already; give version with path only")
+	}
+	st, err := a.svc.Execute(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	c.attrs.setExecution(st.ExecutionID)
+	return map[string]any{"execution_id": formatID(st.ExecutionID), "status": "started",
+		"commands_generated": int64(st.CommandsGenerated), "existing": st.Existing}, nil
+}

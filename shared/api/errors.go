@@ -1,0 +1,85 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+
+	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/store"
+)
+
+// Error is an API error: the HTTP status and the message of the
+// {"error": "<message>", "status": <code>} body (api.md §1). Extra fields are
+// added to the body; Header is merged into the response's headers.
+type Error struct {
+	Status  int
+	Message string
+	Extra   map[string]any
+	Header  http.Header
+}
+
+func (e *Error) Error() string { return e.Message }
+
+func errorf(status int, format string, args ...any) *Error {
+	return &Error{Status: status, Message: fmt.Sprintf(format, args...)}
+}
+
+// invalid is a 422 naming a field: invalid("payload.items", "expected array, got %s", "string").
+func invalid(field, format string, args ...any) *Error {
+	return &Error{Status: http.StatusUnprocessableEntity, Message: field + ": " + fmt.Sprintf(format, args...)}
+}
+
+// classify turns a service error into an API error (R-A2: validation 422,
+// unknown ids 404; conflicts 409; early claims 429 with Retry-After, R-L7).
+// Anything else is a 500 whose message does not leak internals; the caller
+// logs the cause.
+func classify(err error) *Error {
+	var (
+		apiErr   *Error
+		tooEarly *controlplane.TooEarlyError
+		fenced   *controlplane.FencedError
+		invalidP *controlplane.InvalidPlaybookError
+	)
+	switch {
+	case errors.As(err, &apiErr):
+		return apiErr
+	case errors.As(err, &tooEarly):
+		secs := int64(math.Ceil(tooEarly.After.Seconds()))
+		if secs < 1 {
+			secs = 1
+		}
+		e := errorf(http.StatusTooManyRequests, "%s", tooEarly.Error())
+		e.Header = http.Header{"Retry-After": {strconv.FormatInt(secs, 10)}}
+		e.Extra = map[string]any{"retry_after_seconds": secs}
+		return e
+	case errors.As(err, &fenced):
+		e := errorf(http.StatusConflict, "%s", fenced.Reason)
+		ids := make([]any, len(fenced.EventIDs))
+		for i, id := range fenced.EventIDs {
+			ids[i] = formatID(id)
+		}
+		e.Extra = map[string]any{"event_ids": ids}
+		return e
+	case errors.As(err, &invalidP):
+		e := errorf(http.StatusUnprocessableEntity, "%s", invalidP.Error())
+		problems := make([]any, len(invalidP.Problems))
+		for i, p := range invalidP.Problems {
+			problems[i] = p
+		}
+		e.Extra = map[string]any{"problems": problems}
+		return e
+	case errors.Is(err, controlplane.ErrInvalid):
+		return errorf(http.StatusUnprocessableEntity, "%s", err.Error())
+	case errors.Is(err, controlplane.ErrNotFound), errors.Is(err, store.ErrNotFound):
+		return errorf(http.StatusNotFound, "%s", err.Error())
+	case errors.Is(err, controlplane.ErrConflict), errors.Is(err, store.ErrConflict):
+		return errorf(http.StatusConflict, "%s", err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return errorf(http.StatusGatewayTimeout, "the request ran out of time")
+	}
+	return errorf(http.StatusInternalServerError, "internal error")
+}

@@ -1,0 +1,255 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/jsonx"
+)
+
+// readEvent reads one NoETL EventRequest (or a batch element): event_type
+// (alias name), payload (alias context), meta, worker_id, result_kind,
+// result_uri, event_ids, actionable, informative, event_id (the client's id:
+// re-posting it is idempotent), status, created_at (accepted; the server
+// assigns created_at, R-S4).
+func readEvent(o obj) (controlplane.EventInput, error) {
+	var in controlplane.EventInput
+	var err error
+	if in.Type, err = o.strOf("event_type", true, "name"); err != nil {
+		return in, err
+	}
+	if in.Step, err = o.strOf("step", false, "node_name"); err != nil {
+		return in, err
+	}
+	if in.Payload, err = o.object("payload", "context"); err != nil {
+		return in, err
+	}
+	if in.Meta, err = o.object("meta"); err != nil {
+		return in, err
+	}
+	if in.WorkerID, err = o.str("worker_id", false); err != nil {
+		return in, err
+	}
+	if in.ResultKind, err = o.str("result_kind", false); err != nil {
+		return in, err
+	}
+	if in.ResultURI, err = o.str("result_uri", false); err != nil {
+		return in, err
+	}
+	if in.EventIDs, _, err = o.array("event_ids", false); err != nil {
+		return in, err
+	}
+	if in.ClientEventID, err = o.scalarString("event_id"); err != nil {
+		return in, err
+	}
+	if in.Status, err = o.str("status", false); err != nil {
+		return in, err
+	}
+	for _, k := range []string{"actionable", "informative"} {
+		if _, err := o.boolean(k); err != nil {
+			return in, err
+		}
+	}
+	if _, err := o.str("created_at", false); err != nil {
+		return in, err
+	}
+	return in, nil
+}
+
+// POST /api/events
+func (a *API) ingest(ctx context.Context, c *call) (any, error) {
+	o, err := decodeBody(c.req.Body)
+	if err != nil {
+		return nil, err
+	}
+	execID, err := o.id("execution_id", true)
+	if err != nil {
+		return nil, err
+	}
+	in, err := readEvent(o)
+	if err != nil {
+		return nil, err
+	}
+	in.ExecutionID = execID
+	c.attrs.setExecution(execID)
+	if id, _ := in.Meta["command_id"].(string); id != "" {
+		c.attrs.setCommand(id)
+	}
+	start := time.Now()
+	res, err := a.svc.Ingest(ctx, in)
+	a.recordIngest([]string{in.Type}, err, time.Since(start))
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"status": "ok", "event_id": formatID(res.EventID),
+		"commands_generated": int64(res.CommandsGenerated), "duplicate": res.Duplicate}, nil
+}
+
+// POST /api/events/batch {execution_id, worker_id?, events: [...]}: all or
+// nothing, orchestrating every triggering event in order.
+func (a *API) ingestBatch(ctx context.Context, c *call) (any, error) {
+	o, err := decodeBody(c.req.Body)
+	if err != nil {
+		return nil, err
+	}
+	execID, err := o.id("execution_id", true)
+	if err != nil {
+		return nil, err
+	}
+	worker, err := o.str("worker_id", false)
+	if err != nil {
+		return nil, err
+	}
+	list, _, err := o.array("events", true)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(list) == 0:
+		return nil, invalid("events", "at least one event is required")
+	case len(list) > MaxBatchEvents:
+		return nil, errorf(http.StatusRequestEntityTooLarge, "events: %d events in one batch; the limit is %d", len(list), MaxBatchEvents)
+	}
+	ins := make([]controlplane.EventInput, len(list))
+	types := make([]string, len(list))
+	for i, raw := range list {
+		name := fmt.Sprintf("events[%d]", i)
+		m, ok := raw.(map[string]any)
+		if !ok {
+			return nil, invalid(name, "expected object, got %s", jsonx.TypeName(raw))
+		}
+		eo := obj{prefix: name, m: m}
+		if id, err := eo.id("execution_id", false); err != nil {
+			return nil, err
+		} else if id != 0 && id != execID {
+			return nil, invalid(eo.name("execution_id"), "%d differs from the batch's execution_id %d; a batch belongs to one execution", id, execID)
+		}
+		in, err := readEvent(eo)
+		if err != nil {
+			return nil, err
+		}
+		in.ExecutionID = execID
+		if in.WorkerID == "" {
+			in.WorkerID = worker
+		}
+		ins[i], types[i] = in, in.Type
+	}
+	c.attrs.setExecution(execID)
+	start := time.Now()
+	res, err := a.svc.IngestBatch(ctx, execID, ins)
+	a.recordIngest(types, err, time.Since(start))
+	if err != nil {
+		return nil, err
+	}
+	eventIDs := make([]any, len(res))
+	generated := int64(0)
+	for i, r := range res {
+		eventIDs[i] = formatID(r.EventID)
+		generated += int64(r.CommandsGenerated)
+	}
+	return map[string]any{"status": "ok", "event_ids": eventIDs, "commands_generated": generated}, nil
+}
+
+func (a *API) recordIngest(types []string, err error, d time.Duration) {
+	if a.opts.Recorder == nil {
+		return
+	}
+	status := http.StatusOK
+	if err != nil {
+		status = classify(err).Status
+	}
+	a.opts.Recorder.Ingest(types, status, d)
+}
+
+// Command bodies keep NoETL's integers for event_id and execution_id (see the
+// package doc).
+func commandBody(b *controlplane.CommandBody, status string) map[string]any {
+	return map[string]any{
+		"status": status, "event_id": b.EventID, "execution_id": b.ExecutionID,
+		"node_id": b.Step, "node_name": b.Step, "action": b.Action,
+		"context": emptyIfNil(b.Context), "meta": emptyIfNil(b.Meta),
+		"command_id": b.CommandID, "attempt": int64(b.Attempt),
+		"lease_expires_at": timeOrNull(b.LeaseExpiresAt), "worker_id": strOrNull(b.WorkerID),
+	}
+}
+
+func emptyIfNil(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+// GET /api/commands/{event_id}: the command without claiming it; status is
+// the command's own (PENDING, CLAIMED, …).
+func (a *API) getCommand(ctx context.Context, c *call) (any, error) {
+	id, err := parseID("event_id", c.params["event_id"])
+	if err != nil {
+		return nil, err
+	}
+	b, err := a.svc.Command(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	c.attrs.setExecution(b.ExecutionID)
+	c.attrs.setCommand(b.CommandID)
+	return commandBody(b, b.Status), nil
+}
+
+// POST /api/commands/{event_id}/claim {worker_id}
+func (a *API) claim(ctx context.Context, c *call) (any, error) {
+	id, err := parseID("event_id", c.params["event_id"])
+	if err != nil {
+		return nil, err
+	}
+	o, err := decodeBody(c.req.Body)
+	if err != nil {
+		return nil, err
+	}
+	worker, err := o.str("worker_id", true)
+	if err != nil {
+		return nil, err
+	}
+	b, err := a.svc.Claim(ctx, id, worker)
+	if rec := a.opts.Recorder; rec != nil {
+		status := http.StatusOK
+		if err != nil {
+			status = classify(err).Status
+		}
+		rec.Claim(status)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.attrs.setExecution(b.ExecutionID)
+	c.attrs.setCommand(b.CommandID)
+	return commandBody(b, "ok"), nil
+}
+
+// POST /api/commands/{event_id}/heartbeat {worker_id, attempt?}
+func (a *API) heartbeat(ctx context.Context, c *call) (any, error) {
+	id, err := parseID("event_id", c.params["event_id"])
+	if err != nil {
+		return nil, err
+	}
+	o, err := decodeBody(c.req.Body)
+	if err != nil {
+		return nil, err
+	}
+	worker, err := o.str("worker_id", true)
+	if err != nil {
+		return nil, err
+	}
+	attempt, _, err := o.integer("attempt", 1, 1<<31-1)
+	if err != nil {
+		return nil, err
+	}
+	until, err := a.svc.Heartbeat(ctx, id, worker, int(attempt))
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"lease_expires_at": timeOrNull(until)}, nil
+}

@@ -1,0 +1,221 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"time"
+
+	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/jsonx"
+)
+
+// The internal routes (R-A6, R-A4) need the internal scope.
+
+// POST /api/internal/outbox/claim {limit?} (default 100, at most 1000)
+func (a *API) outboxClaim(ctx context.Context, c *call) (any, error) {
+	o, err := decodeBody(c.req.Body)
+	if err != nil {
+		return nil, err
+	}
+	limit, ok, err := o.integer("limit", 1, MaxListLimit)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		limit = DefaultListLimit
+	}
+	rows, err := a.svc.ClaimOutbox(ctx, int(limit))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]any, len(rows))
+	for i, r := range rows {
+		payload, err := jsonx.Decode(r.Payload)
+		if err != nil {
+			return nil, fmt.Errorf("outbox row %d: decode payload: %w", r.OutboxID, err)
+		}
+		out[i] = map[string]any{
+			"outbox_id": formatID(r.OutboxID), "event_id": formatID(r.EventID), "execution_id": formatID(r.ExecutionID),
+			"subject": r.Subject, "msg_id": r.MsgID, "payload": payload, "attempts": int64(r.Attempts),
+		}
+	}
+	return map[string]any{"rows": out}, nil
+}
+
+// POST /api/internal/outbox/mark-published {outbox_ids: [...]}; ids that are
+// unknown or already published are not counted in updated.
+func (a *API) outboxMarkPublished(ctx context.Context, c *call) (any, error) {
+	o, err := decodeBody(c.req.Body)
+	if err != nil {
+		return nil, err
+	}
+	list, _, err := o.array("outbox_ids", true)
+	if err != nil {
+		return nil, err
+	}
+	if len(list) > MaxListLimit {
+		return nil, errorf(http.StatusRequestEntityTooLarge, "outbox_ids: %d ids; the limit is %d", len(list), MaxListLimit)
+	}
+	ids := make([]int64, len(list))
+	for i, v := range list {
+		if ids[i], err = parseID(fmt.Sprintf("outbox_ids[%d]", i), v); err != nil {
+			return nil, err
+		}
+	}
+	n, err := a.svc.MarkOutboxPublished(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"updated": n}, nil
+}
+
+// POST /api/internal/outbox/mark-failed {outbox_id, error, attempts?, max_delay_seconds?}.
+// attempts is accepted for NoETL compatibility; the row's own count, kept by
+// the database, decides the backoff.
+func (a *API) outboxMarkFailed(ctx context.Context, c *call) (any, error) {
+	o, err := decodeBody(c.req.Body)
+	if err != nil {
+		return nil, err
+	}
+	id, err := o.id("outbox_id", true)
+	if err != nil {
+		return nil, err
+	}
+	msg, err := o.str("error", false)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := o.integer("attempts", 0, 1<<31-1); err != nil {
+		return nil, err
+	}
+	maxDelay := controlplane.OutboxMaxDelay
+	if secs, ok, err := o.number("max_delay_seconds"); err != nil {
+		return nil, err
+	} else if ok {
+		if secs <= 0 || secs > 86400 {
+			return nil, invalid("max_delay_seconds", "expected a number of seconds in (0, 86400], got %v", secs)
+		}
+		maxDelay = time.Duration(secs * float64(time.Second))
+	}
+	d, err := a.svc.MarkOutboxFailed(ctx, id, msg, maxDelay)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"delay_seconds": d.Seconds()}, nil
+}
+
+// GET /api/internal/outbox/pending-count
+func (a *API) outboxPendingCount(ctx context.Context, _ *call) (any, error) {
+	n, err := a.svc.OutboxPendingCount(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"pending": n}, nil
+}
+
+// POST /api/internal/events/project {events: [envelope]}: external
+// informative events, idempotent by event_id, without orchestration (R-A4).
+// An envelope has the replay data set's row shape: event_id, execution_id,
+// event_type (alias name), node_name (alias step), status, context (alias
+// payload), meta, result, error, worker_id, command_id, and stage_id,
+// frame_id, aggregate_type, aggregate_id (kept in meta, where replay reads
+// them).
+func (a *API) project(ctx context.Context, c *call) (any, error) {
+	o, err := decodeBody(c.req.Body)
+	if err != nil {
+		return nil, err
+	}
+	list, _, err := o.array("events", true)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(list) == 0:
+		return nil, invalid("events", "at least one event is required")
+	case len(list) > MaxBatchEvents:
+		return nil, errorf(http.StatusRequestEntityTooLarge, "events: %d events in one request; the limit is %d", len(list), MaxBatchEvents)
+	}
+	evs := make([]controlplane.ExternalEvent, len(list))
+	for i, raw := range list {
+		name := fmt.Sprintf("events[%d]", i)
+		m, ok := raw.(map[string]any)
+		if !ok {
+			return nil, invalid(name, "expected object, got %s", jsonx.TypeName(raw))
+		}
+		if evs[i], err = readEnvelope(obj{prefix: name, m: m}); err != nil {
+			return nil, err
+		}
+	}
+	res, err := a.svc.Project(ctx, evs)
+	if err != nil {
+		if errors.Is(err, controlplane.ErrNotFound) && res != nil && res.Projected > 0 {
+			a.log.WarnContext(ctx, "project stopped at an unknown execution; earlier executions' events were committed",
+				"projected", res.Projected)
+		}
+		return nil, err
+	}
+	return map[string]any{"projected": int64(res.Projected), "duplicates": int64(res.Duplicates)}, nil
+}
+
+func readEnvelope(o obj) (controlplane.ExternalEvent, error) {
+	var e controlplane.ExternalEvent
+	var err error
+	if e.SourceEventID, err = o.id("event_id", true); err != nil {
+		return e, err
+	}
+	if e.ExecutionID, err = o.id("execution_id", true); err != nil {
+		return e, err
+	}
+	if e.Type, err = o.strOf("event_type", true, "name"); err != nil {
+		return e, err
+	}
+	if e.Step, err = o.strOf("node_name", false, "step"); err != nil {
+		return e, err
+	}
+	if e.Status, err = o.str("status", false); err != nil {
+		return e, err
+	}
+	if e.Context, err = o.object("context", "payload"); err != nil {
+		return e, err
+	}
+	if e.Meta, err = o.object("meta"); err != nil {
+		return e, err
+	}
+	if e.Result, err = o.object("result"); err != nil {
+		return e, err
+	}
+	if e.Error, err = o.str("error", false); err != nil {
+		return e, err
+	}
+	if e.WorkerID, err = o.str("worker_id", false); err != nil {
+		return e, err
+	}
+	if e.CommandID, err = o.scalarString("command_id"); err != nil {
+		return e, err
+	}
+	if _, err := o.str("created_at", false); err != nil {
+		return e, err
+	}
+	extra := map[string]any{}
+	for _, k := range []string{"stage_id", "frame_id", "aggregate_type", "aggregate_id"} {
+		v, err := o.scalarString(k)
+		if err != nil {
+			return e, err
+		}
+		if v != "" {
+			extra[k] = v
+		}
+	}
+	if len(extra) > 0 {
+		meta := maps.Clone(e.Meta) // the decoded body's map is not ours to change
+		if meta == nil {
+			meta = map[string]any{}
+		}
+		maps.Copy(meta, extra)
+		e.Meta = meta
+	}
+	return e, nil
+}

@@ -1,0 +1,133 @@
+package api_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/noetl-go/noetl/shared/api"
+	"github.com/noetl-go/noetl/shared/api/apitest"
+	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/jsonx"
+)
+
+func TestMain(m *testing.M) { devstacktest.Main(m) }
+
+// call is one request through the API layer (transport-free).
+type call struct {
+	method, target, token string
+	body                  any // string or []byte: raw; anything else: JSON-encoded
+	header                http.Header
+}
+
+// result is the answer, with the JSON body decoded (jsonx: ints stay int64).
+type result struct {
+	*api.Response
+	json map[string]any
+}
+
+func (r result) str(k string) string { s, _ := r.json[k].(string); return s }
+
+func serve(t testing.TB, a interface {
+	Serve(context.Context, *api.Request) *api.Response
+}, c call) result {
+	t.Helper()
+	path, rawQuery, _ := strings.Cut(c.target, "?")
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &api.Request{Method: c.method, Path: path, Query: q, Header: http.Header{}}
+	for k, vs := range c.header {
+		req.Header[k] = vs
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	switch b := c.body.(type) {
+	case nil:
+	case string:
+		req.Body = []byte(b)
+	case []byte:
+		req.Body = b
+	default:
+		if req.Body, err = jsonx.Marshal(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp := a.Serve(context.Background(), req)
+	out := result{Response: resp}
+	if len(resp.Body) > 0 {
+		v, err := jsonx.Decode(resp.Body)
+		if err != nil {
+			t.Fatalf("%s %s: the answer is not JSON: %v: %s", c.method, c.target, err, resp.Body)
+		}
+		out.json, _ = v.(map[string]any)
+	}
+	if resp.Header.Get("X-Request-Id") == "" {
+		t.Errorf("%s %s: no X-Request-Id", c.method, c.target)
+	}
+	if resp.Status != http.StatusNoContent && resp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("%s %s: Content-Type %q", c.method, c.target, resp.Header.Get("Content-Type"))
+	}
+	if resp.Status >= 400 {
+		if msg, _ := out.json["error"].(string); msg == "" || out.json["status"] != int64(resp.Status) {
+			t.Errorf("%s %s: error body %s is not {error, status: %d}", c.method, c.target, resp.Body, resp.Status)
+		}
+	}
+	return out
+}
+
+// must serves c and fails unless the status is want.
+func must(t testing.TB, a interface {
+	Serve(context.Context, *api.Request) *api.Response
+}, want int, c call) result {
+	t.Helper()
+	r := serve(t, a, c)
+	if r.Status != want {
+		t.Fatalf("%s %s: status %d, want %d: %s", c.method, c.target, r.Status, want, r.Body)
+	}
+	return r
+}
+
+// fixture is a stack with a registered playbook and one started execution.
+type fixture struct {
+	s       *apitest.Stack
+	exec    int64 // a RUNNING execution of ThreeSteps
+	command int64 // its pending command's issued event id
+	catalog int64
+}
+
+func newFixture(t *testing.T, opts apitest.Options) *fixture {
+	t.Helper()
+	s := apitest.New(t, opts)
+	reg := must(t, s.API, 200, call{method: "POST", target: "/api/catalog/register", token: apitest.APIToken,
+		body: map[string]any{"content": apitest.ThreeSteps}})
+	ex := must(t, s.API, 200, call{method: "POST", target: "/api/execute", token: apitest.APIToken,
+		body: map[string]any{"path": "tests/three"}})
+	f := &fixture{s: s, exec: id(t, ex.json["execution_id"]), catalog: id(t, reg.json["catalog_id"])}
+	p := s.Pending(t, f.exec)
+	if len(p) != 1 {
+		t.Fatalf("%d pending commands, want 1", len(p))
+	}
+	f.command = p[0].IssuedEventID
+	return f
+}
+
+func id(t testing.TB, v any) int64 {
+	t.Helper()
+	s, ok := v.(string)
+	if !ok {
+		t.Fatalf("id %v (%T) is not a string (R-I2)", v, v)
+	}
+	var n int64
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			t.Fatalf("id %q is not decimal", s)
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n
+}

@@ -1,0 +1,261 @@
+package api_test
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/noetl-go/noetl/shared/api"
+	"github.com/noetl-go/noetl/shared/api/apitest"
+	"github.com/noetl-go/noetl/shared/ids"
+)
+
+// routeCase describes how to get each documented error out of one route.
+type routeCase struct {
+	method, target string // target may hold {exec}, {cmd}, {catalog}
+	token          string // the scope's token
+	wrongScope     string // a valid token of another scope; "" for open routes
+	body           any    // a well-formed body for POST routes
+	// wrongType is a request with one badly typed field (422 naming field);
+	// "" target: not applicable (no input to get wrong).
+	wrongTarget string
+	wrongBody   any
+	field       string
+	// unknown is a request naming a well-formed id that does not exist (404
+	// unless unknownStatus); "" target: the route takes no id.
+	unknownTarget string
+	unknownBody   any
+	unknownStatus int
+}
+
+const (
+	matrixBodyLimit = 32 << 10
+	unknownCatalog  = "987654321"
+)
+
+// unknownExec and unknownEvent live on configured shards (0 and 1), so the
+// service has to look them up to answer 404.
+var (
+	unknownExec  = strconv.FormatInt(ids.Compose(1<<40, 0), 10)
+	unknownEvent = strconv.FormatInt(ids.Compose(1<<40, 1), 10)
+)
+
+func matrixCases() []routeCase {
+	api, worker, internal := apitest.APIToken, apitest.WorkerToken, apitest.InternalToken
+	return []routeCase{
+		{method: "GET", target: "/api/health"},
+		{method: "POST", target: "/api/catalog/register", token: api, wrongScope: worker,
+			body:        map[string]any{"content": "apiVersion: noetl.io/v2"},
+			wrongTarget: "/api/catalog/register", wrongBody: map[string]any{"content": 5}, field: "content"},
+		{method: "GET", target: "/api/catalog", token: api, wrongScope: worker,
+			wrongTarget: "/api/catalog?limit=ten", field: "limit"},
+		{method: "GET", target: "/api/catalog/{catalog}", token: api, wrongScope: internal,
+			wrongTarget: "/api/catalog/1.5", field: "catalog_id",
+			unknownTarget: "/api/catalog/" + unknownCatalog},
+		{method: "POST", target: "/api/catalog/list", token: api, wrongScope: worker, body: map[string]any{},
+			wrongTarget: "/api/catalog/list", wrongBody: map[string]any{"limit": "ten"}, field: "limit"},
+		{method: "POST", target: "/api/catalog/resource", token: api, wrongScope: worker, body: map[string]any{"catalog_id": "{catalog}"},
+			wrongTarget: "/api/catalog/resource", wrongBody: map[string]any{"catalog_id": []any{int64(1)}}, field: "catalog_id",
+			unknownTarget: "/api/catalog/resource", unknownBody: map[string]any{"catalog_id": unknownCatalog}},
+		{method: "POST", target: "/api/execute", token: api, wrongScope: worker, body: map[string]any{"path": "tests/three"},
+			wrongTarget: "/api/execute", wrongBody: map[string]any{"path": "tests/three", "payload": "n=1"}, field: "payload",
+			unknownTarget: "/api/execute", unknownBody: map[string]any{"catalog_id": unknownCatalog}},
+		{method: "POST", target: "/api/events", token: worker, wrongScope: api,
+			body:        map[string]any{"execution_id": "{exec}", "event_type": "step.note"},
+			wrongTarget: "/api/events", wrongBody: map[string]any{"execution_id": map[string]any{"id": 1}, "event_type": "x"}, field: "execution_id",
+			unknownTarget: "/api/events", unknownBody: map[string]any{"execution_id": unknownExec, "event_type": "step.note"}},
+		{method: "POST", target: "/api/events/batch", token: worker, wrongScope: internal,
+			body:        map[string]any{"execution_id": "{exec}", "events": []any{map[string]any{"event_type": "step.note"}}},
+			wrongTarget: "/api/events/batch", wrongBody: map[string]any{"execution_id": "{exec}", "events": []any{
+				map[string]any{"event_type": "step.note"}, map[string]any{"name": "step.note"},
+				map[string]any{"event_type": "step.note"}, map[string]any{"step": "start"}}},
+			field:         "events[3].event_type",
+			unknownTarget: "/api/events/batch", unknownBody: map[string]any{"execution_id": unknownExec, "events": []any{map[string]any{"event_type": "step.note"}}}},
+		{method: "GET", target: "/api/commands/{cmd}", token: worker, wrongScope: api,
+			wrongTarget: "/api/commands/12.5", field: "event_id", unknownTarget: "/api/commands/" + unknownEvent},
+		{method: "POST", target: "/api/commands/{cmd}/claim", token: worker, wrongScope: api, body: map[string]any{"worker_id": "w1"},
+			wrongTarget: "/api/commands/{cmd}/claim", wrongBody: map[string]any{"worker_id": int64(7)}, field: "worker_id",
+			unknownTarget: "/api/commands/" + unknownEvent + "/claim", unknownBody: map[string]any{"worker_id": "w1"}},
+		{method: "POST", target: "/api/commands/{cmd}/heartbeat", token: worker, wrongScope: internal, body: map[string]any{"worker_id": "w1"},
+			wrongTarget: "/api/commands/{cmd}/heartbeat", wrongBody: map[string]any{"worker_id": "w1", "attempt": "first"}, field: "attempt",
+			unknownTarget: "/api/commands/" + unknownEvent + "/heartbeat", unknownBody: map[string]any{"worker_id": "w1"}},
+		{method: "GET", target: "/api/executions", token: api, wrongScope: worker,
+			wrongTarget: "/api/executions?parent_execution_id=abc", field: "parent_execution_id"},
+		{method: "GET", target: "/api/executions/{exec}", token: api, wrongScope: worker,
+			wrongTarget: "/api/executions/abc", field: "execution_id", unknownTarget: "/api/executions/" + unknownExec},
+		{method: "GET", target: "/api/executions/{exec}/events", token: api, wrongScope: worker,
+			wrongTarget: "/api/executions/{exec}/events?after_seq=last", field: "after_seq",
+			unknownTarget: "/api/executions/" + unknownExec + "/events"},
+		{method: "GET", target: "/api/executions/{exec}/status", token: api, wrongScope: internal,
+			wrongTarget: "/api/executions/-5/status", field: "execution_id",
+			unknownTarget: "/api/executions/" + unknownExec + "/status"},
+		{method: "POST", target: "/api/executions/{exec}/cancel", token: api, wrongScope: worker, body: map[string]any{},
+			wrongTarget: "/api/executions/{exec}/cancel", wrongBody: map[string]any{"reason": int64(5)}, field: "reason",
+			unknownTarget: "/api/executions/" + unknownExec + "/cancel", unknownBody: map[string]any{}},
+		{method: "POST", target: "/api/executions/{exec}/finalize", token: api, wrongScope: worker, body: map[string]any{"status": "FAILED"},
+			wrongTarget: "/api/executions/{exec}/finalize", wrongBody: map[string]any{"status": "RUNNING"}, field: "status",
+			unknownTarget: "/api/executions/" + unknownExec + "/finalize", unknownBody: map[string]any{"status": "FAILED"}},
+		{method: "GET", target: "/api/executions/{exec}/replay", token: api, wrongScope: worker,
+			wrongTarget: "/api/executions/[1]/replay", field: "execution_id",
+			unknownTarget: "/api/executions/" + unknownExec + "/replay"},
+		{method: "GET", target: "/api/replay/state?execution_id={exec}", token: api, wrongScope: internal,
+			wrongTarget: "/api/replay/state?execution_id=true", field: "execution_id",
+			unknownTarget: "/api/replay/state?execution_id=" + unknownExec},
+		{method: "POST", target: "/api/internal/outbox/claim", token: internal, wrongScope: api, body: map[string]any{"limit": int64(1)},
+			wrongTarget: "/api/internal/outbox/claim", wrongBody: map[string]any{"limit": "all"}, field: "limit"},
+		{method: "POST", target: "/api/internal/outbox/mark-published", token: internal, wrongScope: worker, body: map[string]any{"outbox_ids": []any{}},
+			wrongTarget: "/api/internal/outbox/mark-published", wrongBody: map[string]any{"outbox_ids": []any{"1", "x"}}, field: "outbox_ids[1]",
+			// A bulk mark names ids it may not find: it reports how many changed.
+			unknownTarget: "/api/internal/outbox/mark-published", unknownBody: map[string]any{"outbox_ids": []any{unknownEvent}}, unknownStatus: 200},
+		{method: "POST", target: "/api/internal/outbox/mark-failed", token: internal, wrongScope: api, body: map[string]any{"outbox_id": unknownEvent},
+			wrongTarget: "/api/internal/outbox/mark-failed", wrongBody: map[string]any{"outbox_id": 1.5, "error": "x"}, field: "outbox_id",
+			unknownTarget: "/api/internal/outbox/mark-failed", unknownBody: map[string]any{"outbox_id": unknownEvent, "error": "nats down"}},
+		{method: "GET", target: "/api/internal/outbox/pending-count", token: internal, wrongScope: api},
+		{method: "POST", target: "/api/internal/events/project", token: internal, wrongScope: worker,
+			body:        map[string]any{"events": []any{map[string]any{"event_id": int64(1), "execution_id": "{exec}", "event_type": "stage.opened"}}},
+			wrongTarget: "/api/internal/events/project", wrongBody: map[string]any{"events": []any{
+				map[string]any{"event_id": int64(1), "execution_id": "{exec}", "event_type": "stage.opened", "meta": "x"}}},
+			field:         "events[0].meta",
+			unknownTarget: "/api/internal/events/project", unknownBody: map[string]any{"events": []any{
+				map[string]any{"event_id": int64(1), "execution_id": unknownExec, "event_type": "stage.opened"}}}},
+	}
+}
+
+// fill replaces the fixture's ids in a target or a body.
+func (f *fixture) fill(v any) any {
+	r := strings.NewReplacer("{exec}", strconv.FormatInt(f.exec, 10), "{cmd}", strconv.FormatInt(f.command, 10),
+		"{catalog}", strconv.FormatInt(f.catalog, 10))
+	switch x := v.(type) {
+	case string:
+		return r.Replace(x)
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range x {
+			out[k] = f.fill(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = f.fill(e)
+		}
+		return out
+	}
+	return v
+}
+
+// TestErrorMatrix: every route × {malformed JSON, wrong type, unknown id,
+// oversize body, no token, bad token, wrong scope} answers the documented
+// status (api.md §1, R-A2, R-A3), names the field in 422s, and writes nothing.
+func TestErrorMatrix(t *testing.T) {
+	f := newFixture(t, apitest.Options{MaxBodyBytes: matrixBodyLimit})
+	a := f.s.API
+	cases := matrixCases()
+	if len(cases) != len(api.Routes()) {
+		t.Fatalf("%d cases for %d routes: every route needs one", len(cases), len(api.Routes()))
+	}
+	covered := map[string]bool{}
+	for _, c := range cases {
+		target := f.fill(c.target).(string)
+		path, _, _ := strings.Cut(target, "?")
+		rt, _, _, ok := api.NewRouter(api.Routes()).Find(c.method, path)
+		if !ok {
+			t.Fatalf("case %s %s matches no route", c.method, target)
+		}
+		covered[rt.Key()] = true
+		t.Run(strings.ReplaceAll(rt.Key(), "/", "_"), func(t *testing.T) {
+			check := func(name string, want int, req call, field string) {
+				t.Helper()
+				before := f.s.Counts(t)
+				r := serve(t, a, req)
+				if r.Status != want {
+					t.Errorf("%s: status %d, want %d: %s", name, r.Status, want, r.Body)
+				}
+				msg := r.str("error")
+				switch {
+				case want == 422 && !strings.HasPrefix(msg, field+":"):
+					t.Errorf("%s: message %q does not start with the field %q", name, msg, field)
+				case want == 400 && !strings.Contains(msg, "malformed JSON"):
+					t.Errorf("%s: message %q", name, msg)
+				case want == 413 && !strings.Contains(msg, strconv.Itoa(matrixBodyLimit)):
+					t.Errorf("%s: message %q does not give the limit", name, msg)
+				case want == 401 && r.Header.Get("Www-Authenticate") == "":
+					t.Errorf("%s: no WWW-Authenticate", name)
+				}
+				if after := f.s.Counts(t); after != before {
+					t.Errorf("%s: rows changed: %+v → %+v", name, before, after)
+				}
+			}
+			body := f.fill(c.body)
+			open := c.token == ""
+			okStatus := func() int {
+				if open {
+					return 200
+				}
+				return 401
+			}
+
+			// Malformed JSON: routes that read a body.
+			if c.method == "POST" {
+				check("malformed JSON", 400, call{method: c.method, target: target, token: c.token, body: `{"worker_id": "w1",`}, "")
+			}
+			// Wrong type.
+			if c.wrongTarget != "" {
+				check("wrong type", 422, call{method: c.method, target: f.fill(c.wrongTarget).(string), token: c.token,
+					body: f.fill(c.wrongBody)}, c.field)
+			}
+			// Unknown id.
+			if c.unknownTarget != "" {
+				want := c.unknownStatus
+				if want == 0 {
+					want = 404
+				}
+				check("unknown id", want, call{method: c.method, target: c.unknownTarget, token: c.token, body: c.unknownBody}, "")
+			}
+			// Oversize body: the limit holds on every route, GETs included.
+			pad := `{"pad": "` + strings.Repeat("x", matrixBodyLimit) + `"}`
+			check("oversize body", 413, call{method: c.method, target: target, token: c.token, body: pad}, "")
+			// Tokens.
+			check("no token", okStatus(), call{method: c.method, target: target, body: body}, "")
+			check("bad token", okStatus(), call{method: c.method, target: target, token: "not-a-token", body: body}, "")
+			if c.wrongScope != "" {
+				check("wrong scope", 403, call{method: c.method, target: target, token: c.wrongScope, body: body}, "")
+			}
+			check("malformed Authorization", okStatus(), call{method: c.method, target: target, body: body,
+				header: http.Header{"Authorization": {"Basic " + apitest.APIToken}}}, "")
+		})
+	}
+	for _, r := range api.Routes() {
+		if !covered[r.Key()] {
+			t.Errorf("route %s has no case", r.Key())
+		}
+	}
+}
+
+// TestUnknownRouteAndMethod: 404 and 405 (with Allow) in the error shape.
+func TestUnknownRouteAndMethod(t *testing.T) {
+	s := apitest.New(t, apitest.Options{})
+	r := must(t, s.API, 404, call{method: "GET", target: "/api/nope", token: apitest.APIToken})
+	if !strings.Contains(r.str("error"), "/api/nope") {
+		t.Errorf("404 message %q", r.str("error"))
+	}
+	r = must(t, s.API, 405, call{method: "DELETE", target: "/api/executions/5", token: apitest.APIToken})
+	if r.Header.Get("Allow") != "GET" {
+		t.Errorf("Allow %q", r.Header.Get("Allow"))
+	}
+	r = must(t, s.API, 405, call{method: "GET", target: "/api/execute", token: apitest.APIToken})
+	if r.Header.Get("Allow") != "POST" {
+		t.Errorf("Allow %q", r.Header.Get("Allow"))
+	}
+	// A function serves its own routes only (R-A1).
+	fn, err := s.API.Function(api.FnCatalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, fn, 404, call{method: "GET", target: "/api/health"})
+	must(t, fn, 200, call{method: "GET", target: "/api/catalog", token: apitest.APIToken})
+	if _, err := s.API.Function("nope"); err == nil {
+		t.Error("Function(nope) did not fail")
+	}
+}

@@ -1,0 +1,112 @@
+package api_test
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/noetl-go/noetl/shared/api"
+	"github.com/noetl-go/noetl/shared/config"
+)
+
+var update = flag.Bool("update", false, "rewrite routes.json at the module root from api.Routes()")
+
+// TestRoutesJSON keeps routes.json (read by infra/, template checks and
+// scripts/sam_transform.py) equal to api.Routes(), the source of truth.
+func TestRoutesJSON(t *testing.T) {
+	path := filepath.Join("..", "..", "routes.json")
+	want := api.RoutesJSON()
+	if *update {
+		if err := os.WriteFile(path, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s", path)
+		return
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("routes.json is stale: it differs from api.Routes().\nRegenerate it with:\n"+
+			"  go test ./shared/api -run TestRoutesJSON -update\nor\n  go run ./cmd/noetl routes > routes.json\n\nwant:\n%s", want)
+	}
+}
+
+// TestRoutesShape: exactly one function per route (R-A1), scopes per R-A3,
+// health open and on the status function.
+func TestRoutesShape(t *testing.T) {
+	seen := map[string]bool{}
+	fns := map[string]bool{}
+	for _, f := range api.Functions() {
+		fns[f] = true
+	}
+	for _, r := range api.Routes() {
+		if seen[r.Key()] {
+			t.Errorf("route %s listed twice", r.Key())
+		}
+		seen[r.Key()] = true
+		if !fns[r.Function] {
+			t.Errorf("route %s: unknown function %q", r.Key(), r.Function)
+		}
+		var want config.Scope
+		switch {
+		case r.Path == "/api/health":
+			if r.Function != api.FnStatus {
+				t.Errorf("health is on %s, want status (R-A1)", r.Function)
+			}
+		case strings.HasPrefix(r.Path, "/api/internal/"):
+			want = config.ScopeInternal
+		case strings.HasPrefix(r.Path, "/api/events"), strings.HasPrefix(r.Path, "/api/commands/"):
+			want = config.ScopeWorker
+		default:
+			want = config.ScopeAPI
+		}
+		if r.Scope != want {
+			t.Errorf("route %s has scope %d, want %d (R-A3)", r.Key(), r.Scope, want)
+		}
+	}
+	if len(seen) != 25 {
+		t.Errorf("%d routes, want the 25 of api.md §2 (without /metrics)", len(seen))
+	}
+}
+
+func TestRouterPrefersLiterals(t *testing.T) {
+	r := api.NewRouter(api.Routes())
+	cases := []struct {
+		method, path, key string
+		params            map[string]string
+		allow             string
+	}{
+		{"POST", "/api/catalog/list", "POST /api/catalog/list", nil, ""},
+		{"GET", "/api/catalog/list", "GET /api/catalog/{catalog_id}", map[string]string{"catalog_id": "list"}, ""},
+		{"GET", "/api/catalog/42", "GET /api/catalog/{catalog_id}", map[string]string{"catalog_id": "42"}, ""},
+		{"POST", "/api/commands/7/claim", "POST /api/commands/{event_id}/claim", map[string]string{"event_id": "7"}, ""},
+		{"DELETE", "/api/executions/1", "", nil, "GET"},
+		{"GET", "/api/executions/1/cancel", "", nil, "POST"},
+		{"GET", "/api/nope", "", nil, ""},
+		{"GET", "/api/executions/", "", nil, ""},
+		{"GET", "/api/health/", "", nil, ""},
+	}
+	for _, c := range cases {
+		rt, params, allow, ok := r.Find(c.method, c.path)
+		if c.key == "" {
+			if ok || strings.Join(allow, ",") != c.allow {
+				t.Errorf("%s %s: got %s ok=%v allow %v, want allow %q", c.method, c.path, rt.Key(), ok, allow, c.allow)
+			}
+			continue
+		}
+		if !ok || rt.Key() != c.key {
+			t.Errorf("%s %s: got %q ok=%v, want %q", c.method, c.path, rt.Key(), ok, c.key)
+			continue
+		}
+		for k, v := range c.params {
+			if params[k] != v {
+				t.Errorf("%s %s: param %s = %q, want %q", c.method, c.path, k, params[k], v)
+			}
+		}
+	}
+}

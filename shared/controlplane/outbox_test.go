@@ -1,0 +1,105 @@
+package controlplane_test
+
+import (
+	"testing"
+
+	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/ids"
+	"github.com/noetl-go/noetl/shared/replay"
+)
+
+// TestClaimOutboxSharesShards: a claim smaller than the backlog takes rows
+// from every shard, then fills up from the shards that have more.
+func TestClaimOutboxSharesShards(t *testing.T) {
+	s := newStack(t)
+	s.register(t, threeSteps)
+	s.nc.Close() // publishes fail: rows stay PENDING
+	s.st.PinShard(0)
+	for range 4 {
+		if _, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: "tests/three"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.st.PinShard(1)
+	if _, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: "tests/three"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range s.st.NumShards() {
+		if _, err := s.st.Shard(i).Pool().Exec(s.ctx, `UPDATE outbox SET created_at = now() - interval '1 minute'`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := s.svc.OutboxPendingCount(s.ctx); err != nil || n != 5 {
+		t.Fatalf("pending %d %v", n, err)
+	}
+	rows, err := s.svc.ClaimOutbox(s.ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || ids.ShardOf(rows[0].OutboxID) == ids.ShardOf(rows[1].OutboxID) {
+		t.Fatalf("claim 2 of a 4+1 backlog: %d rows (%v)", len(rows), rows)
+	}
+	rows, err = s.svc.ClaimOutbox(s.ctx, 10)
+	if err != nil || len(rows) != 3 {
+		t.Fatalf("claim the rest: %d rows %v", len(rows), err)
+	}
+	if _, err := s.svc.ClaimOutbox(s.ctx, 0); !isKind(err, controlplane.ErrInvalid) {
+		t.Fatalf("limit 0: %v", err)
+	}
+	if n, err := s.svc.MarkOutboxPublished(s.ctx, []int64{rows[0].OutboxID, rows[1].OutboxID, ids.Compose(1<<40, 7)}); err != nil || n != 2 {
+		t.Fatalf("mark published %d %v", n, err)
+	}
+	st, err := s.svc.OutboxStats(s.ctx)
+	if err != nil || st.Pending != 3 || st.Lag.Seconds() < 59 {
+		t.Fatalf("stats %+v %v", st, err)
+	}
+	if _, err := s.svc.MarkOutboxFailed(s.ctx, ids.Compose(1<<40, 1), "x", 0); !isKind(err, controlplane.ErrNotFound) {
+		t.Fatalf("unknown row: %v", err)
+	}
+	if _, err := s.svc.MarkOutboxFailed(s.ctx, rows[0].OutboxID, "x", 0); !isKind(err, controlplane.ErrConflict) {
+		t.Fatalf("published row: %v", err)
+	}
+}
+
+// TestProjectIsIdempotentAndConsistent: projected events take the next seq
+// numbers under the lock, fold into the snapshot (replay verify agrees), and
+// a re-post is a duplicate.
+func TestProjectIsIdempotentAndConsistent(t *testing.T) {
+	s := newStack(t)
+	s.register(t, threeSteps)
+	st, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: "tests/three"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := []controlplane.ExternalEvent{
+		{ExecutionID: st.ExecutionID, SourceEventID: 1, Type: "stage.opened", Meta: map[string]any{"stage_id": "s"}},
+		{ExecutionID: st.ExecutionID, SourceEventID: 2, Type: "frame.started"},
+		{ExecutionID: st.ExecutionID, SourceEventID: 2, Type: "frame.started"},
+	}
+	p, err := s.svc.Project(s.ctx, evs)
+	if err != nil || p.Projected != 2 || p.Duplicates != 1 {
+		t.Fatalf("project: %+v %v", p, err)
+	}
+	if evs[0].Meta["source_event_id"] != nil {
+		t.Fatal("Project changed the caller's meta")
+	}
+	p, err = s.svc.Project(s.ctx, evs)
+	if err != nil || p.Projected != 0 || p.Duplicates != 3 {
+		t.Fatalf("re-project: %+v %v", p, err)
+	}
+	v := s.execution(t, st.ExecutionID)
+	types := s.eventTypes(t, st.ExecutionID)
+	if int64(len(types)) != v.Row.LastSeq || types[len(types)-1] != "frame.started" {
+		t.Fatalf("log %v, last_seq %d", types, v.Row.LastSeq)
+	}
+	rp, err := s.svc.Replay(s.ctx, st.ExecutionID, replay.Query{Verify: true})
+	if err != nil || !rp.Verify.Consistent {
+		t.Fatalf("verify after projecting: %+v %v", rp.Verify, err)
+	}
+	if _, err := s.svc.Project(s.ctx, []controlplane.ExternalEvent{{ExecutionID: st.ExecutionID, SourceEventID: 3, Type: "step_completed"}}); !isKind(err, controlplane.ErrInvalid) {
+		t.Fatalf("legacy engine type: %v", err)
+	}
+	if _, err := s.svc.Project(s.ctx, []controlplane.ExternalEvent{{ExecutionID: ids.Compose(1<<40, 0), SourceEventID: 3, Type: "x.y"}}); !isKind(err, controlplane.ErrNotFound) {
+		t.Fatalf("unknown execution: %v", err)
+	}
+}

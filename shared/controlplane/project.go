@@ -1,0 +1,181 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/redact"
+	"github.com/noetl-go/noetl/shared/store"
+)
+
+// ExternalEvent is one informative event produced outside the control plane
+// (stage, frame, business-object events a projector forwards), appended by
+// Project (R-A4).
+type ExternalEvent struct {
+	ExecutionID int64
+	// SourceEventID is the producer's id of the event: the idempotency key.
+	SourceEventID int64
+	Type          string
+	Step          string
+	Status        string
+	Context       map[string]any
+	Meta          map[string]any
+	Result        map[string]any
+	Error         string
+	WorkerID      string
+	CommandID     string
+}
+
+// Projection is the outcome of Project.
+type Projection struct {
+	Projected  int
+	Duplicates int
+}
+
+// projectedPrefix namespaces the client ids of projected events, so a
+// producer's event id never collides with a worker's own client ids.
+const projectedPrefix = "projected:"
+
+// Project appends external informative events to their executions' logs
+// without orchestration (R-A4): under each execution's row lock they get the
+// next seq numbers and are folded into the snapshot with engine.Apply (which
+// only advances the sequence for such types), so the snapshot stays the fold
+// of the log. Re-posting a source event id is a no-op counted in Duplicates.
+// Types that drive orchestration (worker and server event types) are refused.
+//
+// Each execution's events commit in their own transaction on its shard, in
+// order of first appearance; if one execution fails (unknown id), the ones
+// before it stay committed and re-posting the whole batch is safe.
+// Ended executions accept informative events too: nothing is decided on them.
+func (s *Service) Project(ctx context.Context, events []ExternalEvent) (*Projection, error) {
+	type group struct {
+		id     int64
+		events []ExternalEvent
+	}
+	var order []*group
+	groups := map[int64]*group{}
+	for i, e := range events {
+		typ := engine.CanonicalType(e.Type)
+		switch {
+		case e.Type == "":
+			return nil, Errorf(ErrInvalid, "events[%d].event_type: required", i)
+		case workerTypes[typ] || serverTypes[typ]:
+			return nil, Errorf(ErrInvalid, "events[%d].event_type: %s drives orchestration; only informative events can be projected (post worker events to /api/events)", i, e.Type)
+		case e.SourceEventID <= 0:
+			return nil, Errorf(ErrInvalid, "events[%d].event_id: required (the producer's id makes projection idempotent)", i)
+		case e.ExecutionID <= 0:
+			return nil, Errorf(ErrInvalid, "events[%d].execution_id: required", i)
+		}
+		g := groups[e.ExecutionID]
+		if g == nil {
+			g = &group{id: e.ExecutionID}
+			groups[e.ExecutionID] = g
+			order = append(order, g)
+		}
+		g.events = append(g.events, e)
+	}
+	out := &Projection{}
+	for _, g := range order {
+		p, d, err := s.project(ctx, g.id, g.events)
+		if err != nil {
+			return out, err
+		}
+		out.Projected += p
+		out.Duplicates += d
+	}
+	return out, nil
+}
+
+func (s *Service) project(ctx context.Context, executionID int64, events []ExternalEvent) (projected, duplicates int, err error) {
+	sh, err := s.st.ShardFor(executionID)
+	if err != nil {
+		return 0, 0, Errorf(ErrNotFound, "execution %d not found", executionID)
+	}
+	err = s.inTx(ctx, sh, func(tx pgx.Tx) ([]store.OutboxMessage, error) {
+		projected, duplicates = 0, 0
+		x, err := s.lockExecution(ctx, tx, sh, executionID)
+		if err != nil {
+			return nil, err
+		}
+		seen := map[string]bool{}
+		var rows []store.Event
+		for _, e := range events {
+			client := projectedPrefix + strconv.FormatInt(e.SourceEventID, 10)
+			if seen[client] {
+				duplicates++
+				continue
+			}
+			seen[client] = true
+			_, err := store.FindEventByClientID(ctx, tx, executionID, client)
+			if err == nil {
+				duplicates++
+				continue
+			}
+			if !errors.Is(err, store.ErrNotFound) {
+				return nil, err
+			}
+			rows = append(rows, externalRow(e, client))
+		}
+		if len(rows) == 0 {
+			return nil, nil
+		}
+		ids, err := s.ids.take(ctx, sh.Index(), len(rows))
+		if err != nil {
+			return nil, err
+		}
+		for i := range rows {
+			rows[i].ExecutionID, rows[i].EventID, rows[i].Seq = executionID, ids[i], x.row.LastSeq+int64(i)+1
+		}
+		if err := store.AppendEvents(ctx, tx, rows); err != nil {
+			return nil, err
+		}
+		snap, err := engine.UnmarshalSnapshot(x.snap)
+		if err != nil {
+			return nil, fmt.Errorf("decode the snapshot of execution %d: %w", executionID, err)
+		}
+		for _, r := range rows {
+			engine.Apply(snap, toEngine(r))
+		}
+		b, err := snap.Marshal()
+		if err != nil {
+			return nil, err
+		}
+		x.row.State, x.row.LastSeq = b, rows[len(rows)-1].Seq
+		if err := store.UpdateExecution(ctx, tx, x.row); err != nil {
+			return nil, err
+		}
+		projected = len(rows)
+		return nil, nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return projected, duplicates, nil
+}
+
+// externalRow is the event row of an external event: secrets redacted
+// (events.md §7), the producer's id kept in meta.
+func externalRow(e ExternalEvent, client string) store.Event {
+	r := store.Event{EventType: e.Type, NodeName: e.Step, Status: e.Status, Error: e.Error,
+		WorkerID: e.WorkerID, CommandID: e.CommandID, ClientEventID: client}
+	if e.Context != nil {
+		r.Context = redact.Value(e.Context).(map[string]any)
+	}
+	meta := map[string]any{}
+	if e.Meta != nil {
+		// Value may return the caller's own map: clone before adding a key.
+		meta = maps.Clone(redact.Value(e.Meta).(map[string]any))
+	}
+	meta["source_event_id"] = strconv.FormatInt(e.SourceEventID, 10)
+	r.Meta = meta
+	if e.Result != nil {
+		r.Result = redact.Value(e.Result).(map[string]any)
+	}
+	return r
+}

@@ -1,0 +1,195 @@
+package lambdafn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/noetl-go/noetl/shared/api"
+	"github.com/noetl-go/noetl/shared/config"
+	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/notify"
+	"github.com/noetl-go/noetl/shared/store"
+)
+
+// Main runs a Lambda function: it loads the configuration from the
+// environment (Secrets Manager and SSM when ARNs are given), opens the store
+// and NATS, and serves invocations until the runtime stops the process. A
+// start that cannot succeed exits non-zero with the reason logged, which
+// Lambda reports as an init error.
+func Main(function string) {
+	start := time.Now()
+	// Until the configuration names a level, report at the default one.
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	h, closeFn, err := FromEnv(context.Background(), function, os.Getenv, Env{})
+	if err != nil {
+		logger.Error("cold start failed", "function", function, "error", err.Error())
+		os.Exit(1)
+	}
+	defer closeFn()
+	logger.Info("cold start", "function", function, "init_ms", time.Since(start).Milliseconds())
+	lambda.Start(h.Handle)
+}
+
+// Env is what FromEnv takes besides the environment.
+type Env struct {
+	// Logger; nil logs JSON to stderr at NOETL_LOG_LEVEL.
+	Logger *slog.Logger
+	// Metrics receives EMF lines (default os.Stdout).
+	Metrics io.Writer
+}
+
+// FromEnv builds a function's handler from getenv (os.Getenv in Lambda):
+// config.Load, migrations only when NOETL_MIGRATE_ON_START, the store with the
+// configured (tiny) pools, NATS when NOETL_NATS_URL is set — the stream is not
+// created here (R-A7; the publisher creates it only after a publish finds no
+// stream). It refuses to run without any token unless NOETL_ALLOW_OPEN.
+// The returned func closes the store and NATS.
+func FromEnv(ctx context.Context, function string, getenv func(string) string, env Env) (*Handler, func(), error) {
+	cfg, err := config.Load(ctx, getenv)
+	if err != nil {
+		return nil, nil, fmt.Errorf("configuration: %w", err)
+	}
+	logger := env.Logger
+	if logger == nil {
+		logger = slog.New(api.LogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel})))
+	}
+	logger = logger.With("function", function, "stage", cfg.Stage)
+	if cfg.Open() {
+		if !cfg.AllowOpen {
+			return nil, nil, fmt.Errorf("no API token is configured: set %s (or %s/%s/%s), or %s=true to run without authentication (never in production)",
+				config.EnvAPITokensSecretARN, config.EnvAPIToken, config.EnvWorkerToken, config.EnvInternalToken, config.EnvAllowOpen)
+		}
+		logger.Warn("RUNNING OPEN: no API token is configured and NOETL_ALLOW_OPEN is set; every route is unauthenticated")
+	}
+	logger.Info("configuration", "config", cfg)
+
+	scfg := store.Config{ClusterDSN: cfg.ClusterDSN, ShardDSNs: cfg.ShardDSNs, MaxConns: int(cfg.DBMaxConns)}
+	if cfg.InLambda {
+		// RDS Proxy pins connections that hold named prepared statements.
+		scfg.ExecMode = pgx.QueryExecModeExec
+	}
+	if cfg.MigrateOnStart {
+		if err := store.Migrate(ctx, scfg); err != nil {
+			return nil, nil, fmt.Errorf("migrate on start: %w", err)
+		}
+	}
+	st, err := store.Open(ctx, scfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open the store: %w", err)
+	}
+	closers := []func(){st.Close}
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+
+	var (
+		pub       controlplane.Publisher
+		natsCheck api.Checker
+	)
+	if cfg.NATS.Enabled() {
+		nc, err := ConnectNATS(cfg.NATS, "noetl-"+function)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		closers = append(closers, nc.Close)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("jetstream: %w", err)
+		}
+		pub = PublisherOf(notify.NewPublisher(js, notify.StreamOptions{}))
+		natsCheck = NATSChecker(nc)
+	}
+
+	deps := Deps{Store: st, Publisher: pub, NATS: natsCheck, Config: cfg, Logger: logger}
+	build := deps.Build
+	h, err := New(function, build, Options{ServerURL: cfg.ServerURL, Stage: cfg.Stage, Metrics: env.Metrics, Logger: logger})
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	return h, closeAll, nil
+}
+
+// Deps are what a function's API is built over.
+type Deps struct {
+	Store     *store.Store
+	Publisher controlplane.Publisher // nil: notifications disabled
+	NATS      api.Checker            // nil: NATS reported "disabled"
+	Config    *config.Config
+	Logger    *slog.Logger
+	Recorder  api.Recorder // nil: none (the local server passes its metrics)
+}
+
+// Build makes a service and its API for serverURL (no I/O).
+func (d Deps) Build(serverURL string) (*api.API, error) {
+	svc, err := controlplane.New(controlplane.Config{Store: d.Store, Publisher: d.Publisher, ServerURL: serverURL,
+		Lease: d.Config.Lease, Logger: d.Logger})
+	if err != nil {
+		return nil, err
+	}
+	return api.New(svc, api.Options{Tokens: d.Config.Tokens, MaxBodyBytes: d.Config.MaxBodyBytes,
+		CORSOrigins: d.Config.CORSOrigins, Version: Version(), NATS: d.NATS, Recorder: d.Recorder, Logger: d.Logger}), nil
+}
+
+// ConnectNATS connects with the configured authentication. A server that is
+// down at cold start does not fail the function: the connection keeps trying
+// and, meanwhile, notifications stay in the outbox for the drain (NATS is a
+// doorbell). Publishes fail fast while disconnected instead of buffering.
+func ConnectNATS(c config.NATS, name string) (*nats.Conn, error) {
+	opts := []nats.Option{nats.Name(name), nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1),
+		nats.ReconnectBufSize(-1), nats.Timeout(2 * time.Second)}
+	switch {
+	case len(c.Creds) > 0:
+		opts = append(opts, nats.UserCredentialBytes(c.Creds))
+	case c.User != "":
+		opts = append(opts, nats.UserInfo(c.User, c.Password))
+	case c.Token != "":
+		opts = append(opts, nats.Token(c.Token))
+	}
+	nc, err := nats.Connect(c.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS: %w", err)
+	}
+	return nc, nil
+}
+
+// PublisherOf adapts notify's JetStream publisher to the service.
+func PublisherOf(p *notify.Publisher) controlplane.Publisher {
+	return controlplane.PublisherFunc(func(ctx context.Context, subject, msgID string, data []byte) error {
+		_, err := p.Publish(ctx, subject, msgID, data)
+		return err
+	})
+}
+
+// NATSChecker reports a NATS connection's health.
+func NATSChecker(nc *nats.Conn) api.Checker {
+	return func(context.Context) error {
+		if nc.IsConnected() {
+			return nil
+		}
+		return errors.New("not connected (" + nc.Status().String() + ")")
+	}
+}
+
+// Version is the module version the binary was built from, or "dev".
+func Version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}

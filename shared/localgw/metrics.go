@@ -1,0 +1,183 @@
+package localgw
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/noetl-go/noetl/shared/config"
+	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/engine"
+)
+
+// Metrics counts what the local server sees and serves it as Prometheus text.
+// It only reports what it measures: requests by route and status, ingested
+// events by type and status, time spent ingesting, claims by status, and the
+// outbox (pending rows and lag, read from the databases at scrape time). In
+// AWS these come from CloudWatch instead (Lambda metrics and the outbox EMF).
+type Metrics struct {
+	outbox func(ctx context.Context) (controlplane.OutboxStats, error)
+	tokens config.Tokens
+
+	mu        sync.Mutex
+	requests  map[[2]string]int64 // route, status
+	events    map[[2]string]int64 // event type, status
+	ingestSum map[string]float64  // event type or "batch" → seconds
+	ingestN   map[string]int64
+	claims    map[string]int64 // status
+}
+
+// NewMetrics returns empty metrics. outbox reads the outbox at scrape time
+// (nil: not reported). With tokens configured, /metrics needs a token with
+// the api or internal scope (Authorization: Bearer), like the API's routes.
+func NewMetrics(outbox func(ctx context.Context) (controlplane.OutboxStats, error), tokens config.Tokens) *Metrics {
+	return &Metrics{outbox: outbox, tokens: tokens, requests: map[[2]string]int64{}, events: map[[2]string]int64{},
+		ingestSum: map[string]float64{}, ingestN: map[string]int64{}, claims: map[string]int64{}}
+}
+
+// eventLabel bounds the label's values: clients choose event types freely,
+// and each label value is a time series.
+func eventLabel(t string) string {
+	switch c := engine.CanonicalType(t); c {
+	case engine.EvCommandClaimed, engine.EvCommandStarted, engine.EvCallDone, engine.EvCallError,
+		engine.EvCommandCompleted, engine.EvCommandFailed:
+		return c
+	}
+	return "other"
+}
+
+// Request implements api.Recorder.
+func (m *Metrics) Request(route string, status int, _ time.Duration) {
+	if route == "" {
+		route = "unmatched"
+	}
+	m.mu.Lock()
+	m.requests[[2]string{route, strconv.Itoa(status)}]++
+	m.mu.Unlock()
+}
+
+// Ingest implements api.Recorder.
+func (m *Metrics) Ingest(types []string, status int, d time.Duration) {
+	label := "batch"
+	if len(types) == 1 {
+		label = eventLabel(types[0])
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, t := range types {
+		m.events[[2]string{eventLabel(t), strconv.Itoa(status)}]++
+	}
+	m.ingestSum[label] += d.Seconds()
+	m.ingestN[label]++
+}
+
+// Claim implements api.Recorder.
+func (m *Metrics) Claim(status int) {
+	m.mu.Lock()
+	m.claims[strconv.Itoa(status)]++
+	m.mu.Unlock()
+}
+
+// ServeHTTP writes the Prometheus text exposition format (version 0.0.4).
+func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeError(w, w.Header().Get("X-Request-Id"), http.StatusMethodNotAllowed, "method "+r.Method+" is not allowed on /metrics; use GET")
+		return
+	}
+	if !m.tokens.Empty() {
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		s := m.tokens.Scopes(strings.TrimSpace(tok))
+		switch {
+		case !ok || s == 0:
+			writeError(w, w.Header().Get("X-Request-Id"), http.StatusUnauthorized, "/metrics needs Authorization: Bearer <token>")
+			return
+		case !s.Has(config.ScopeAPI) && !s.Has(config.ScopeInternal):
+			writeError(w, w.Header().Get("X-Request-Id"), http.StatusForbidden, "/metrics needs a token with the api or internal scope")
+			return
+		}
+	}
+	var b bytes.Buffer
+	m.write(&b)
+	if m.outbox != nil {
+		st, err := m.outbox(r.Context())
+		if err == nil {
+			header(&b, "noetl_outbox_pending", "gauge", "Outbox rows not yet published, all shards (read at scrape time).")
+			fmt.Fprintf(&b, "noetl_outbox_pending %d\n", st.Pending)
+			header(&b, "noetl_outbox_lag_seconds", "gauge", "Age of the oldest outbox row not yet published, all shards; 0 when none.")
+			fmt.Fprintf(&b, "noetl_outbox_lag_seconds %s\n", formatFloat(st.Lag.Seconds()))
+		}
+		up := 1
+		if err != nil {
+			up = 0
+		}
+		header(&b, "noetl_outbox_scrape_ok", "gauge", "1 when the outbox could be read at this scrape.")
+		fmt.Fprintf(&b, "noetl_outbox_scrape_ok %d\n", up)
+	}
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	_, _ = w.Write(b.Bytes())
+}
+
+func (m *Metrics) write(b *bytes.Buffer) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	header(b, "noetl_http_requests_total", "counter", "API requests by route and response status.")
+	for _, k := range sortedKeys(m.requests) {
+		fmt.Fprintf(b, "noetl_http_requests_total{route=%s,status=%s} %d\n", quote(k[0]), quote(k[1]), m.requests[k])
+	}
+	header(b, "noetl_ingest_events_total", "counter", "Events posted to /api/events and /api/events/batch by event type and response status.")
+	for _, k := range sortedKeys(m.events) {
+		fmt.Fprintf(b, "noetl_ingest_events_total{event_type=%s,status=%s} %d\n", quote(k[0]), quote(k[1]), m.events[k])
+	}
+	header(b, "noetl_ingest_duration_seconds", "summary", "Time in the service (storage and orchestration) per ingest request; single events by type, batches as \"batch\".")
+	labels := make([]string, 0, len(m.ingestN))
+	for k := range m.ingestN {
+		labels = append(labels, k)
+	}
+	slices.Sort(labels)
+	for _, l := range labels {
+		fmt.Fprintf(b, "noetl_ingest_duration_seconds_sum{event_type=%s} %s\n", quote(l), formatFloat(m.ingestSum[l]))
+		fmt.Fprintf(b, "noetl_ingest_duration_seconds_count{event_type=%s} %d\n", quote(l), m.ingestN[l])
+	}
+	header(b, "noetl_claims_total", "counter", "Claim requests that reached the service, by response status.")
+	statuses := make([]string, 0, len(m.claims))
+	for k := range m.claims {
+		statuses = append(statuses, k)
+	}
+	slices.Sort(statuses)
+	for _, s := range statuses {
+		fmt.Fprintf(b, "noetl_claims_total{status=%s} %d\n", quote(s), m.claims[s])
+	}
+}
+
+func header(b *bytes.Buffer, name, typ, help string) {
+	fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+}
+
+func sortedKeys(m map[[2]string]int64) [][2]string {
+	keys := make([][2]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b [2]string) int {
+		if c := strings.Compare(a[0], b[0]); c != 0 {
+			return c
+		}
+		return strings.Compare(a[1], b[1])
+	})
+	return keys
+}
+
+// quote escapes a label value (backslash, double quote, newline).
+func quote(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+	return `"` + r.Replace(s) + `"`
+}
+
+func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
