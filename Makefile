@@ -9,10 +9,11 @@ FUZZTIME  ?= 10s
 .PHONY: run test vet unit fuzz fmt-check
 
 # run: the whole stack in one process with a demo (see README "What you see").
+# Flags for noetl dev go in DEV_FLAGS, e.g. make run DEV_FLAGS=--exit.
+DEV_FLAGS ?=
 run:
-	@echo "make run: 'noetl dev' (the whole stack in one process) is not built yet;" >&2
-	@echo "it arrives with the workers and CLI issue. Today: go run ./cmd/noetl validate FILE..." >&2
-	@exit 2
+	$(GO) build -o bin/noetl ./cmd/noetl
+	./bin/noetl dev $(DEV_FLAGS)
 
 # test: everything CI checks.
 test: fmt-check vet unit fuzz

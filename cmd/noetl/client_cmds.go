@@ -17,21 +17,6 @@ import (
 	"github.com/noetl-go/noetl/shared/jsonx"
 )
 
-// clientCommands are the commands that talk to a running control plane.
-func clientCommands() map[string]command {
-	return map[string]command{
-		"register": {"register playbooks in the catalog", runRegister},
-		"exec":     {"start an execution (of a catalog path, or of a playbook file after registering it)", runExec},
-		"status":   {"show an execution's status and progress", runStatus},
-		"watch":    {"follow an execution: live step table and progress bar until it ends", runWatch},
-		"events":   {"list an execution's events", runEvents},
-		"cancel":   {"cancel an execution and its children", runCancel},
-		"replay":   {"fold an execution's event log (or a log file with --events) into its projections", runReplay},
-		"worker":   {"run a worker: pull commands from NATS, claim and run them", runWorker},
-		"migrate":  {"apply the database migrations and create the NATS stream", runMigrate},
-	}
-}
-
 // conn holds the flags every client command shares.
 type conn struct {
 	server string
@@ -57,7 +42,7 @@ func parseFlags(fs *flag.FlagSet, args []string, usage, help string) (int, bool)
 		fmt.Fprintf(fs.Output(), "usage: noetl %s\n\n%s\n\nflags:\n", usage, help)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseInterspersed(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK, false
 		}

@@ -1,6 +1,6 @@
-// Command noetl is the control plane's CLI. Today: validate. The workers and
-// stack commands (dev, serve, worker, migrate, register, exec, status, watch,
-// events, cancel, replay) join as their parts land.
+// Command noetl is the control plane's CLI: the local stack (dev, serve), a
+// worker, migrations, playbook validation, and the client commands that drive a
+// running control plane (register, exec, status, watch, events, cancel, replay).
 package main
 
 import (
@@ -27,15 +27,21 @@ const (
 )
 
 func commands() map[string]command {
-	cmds := map[string]command{
-		"validate": {"parse and validate playbooks, printing every error and warning with its YAML path", runValidate},
+	return map[string]command{
+		"dev":      {"the whole stack in one process: database, NATS, API, workers, examples and a demo", runDev},
 		"serve":    {"serve the API on one port through the Lambda handlers (throwaway Postgres and NATS unless given)", runServe},
+		"worker":   {"run a worker: pull commands from NATS, claim and run them", runWorker},
+		"migrate":  {"apply the database migrations and create the NATS stream", runMigrate},
+		"validate": {"parse and validate playbooks, printing every error and warning with its YAML path", runValidate},
+		"register": {"register playbooks in the catalog", runRegister},
+		"exec":     {"start an execution (of a catalog path, or of a playbook file after registering it)", runExec},
+		"status":   {"show an execution's status and progress", runStatus},
+		"watch":    {"follow an execution: live step table and progress bar until it ends", runWatch},
+		"events":   {"list an execution's events", runEvents},
+		"cancel":   {"cancel an execution and its children", runCancel},
+		"replay":   {"fold an execution's event log (or a log file with --events) into its projections", runReplay},
 		"routes":   {"print routes.json: every API route and its Lambda function", runRoutes},
 	}
-	for name, c := range clientCommands() {
-		cmds[name] = c
-	}
-	return cmds
 }
 
 func main() {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -122,5 +123,23 @@ func TestValidateBinary(t *testing.T) {
 	var exitErr *exec.ExitError
 	if !errors.As(err, &exitErr) || exitErr.ExitCode() != exitFail || !strings.Contains(string(out), "unknown step") {
 		t.Fatalf("broken playbook: %v\n%s", err, out)
+	}
+}
+
+func TestFlagsAfterArguments(t *testing.T) {
+	files := writeBroken(t)
+	code, out, _ := runCLI("validate", files[0], "--json")
+	if code != exitFail || !strings.HasPrefix(strings.TrimSpace(out), "[") {
+		t.Fatalf("flags after the file: exit %d\n%s", code, out)
+	}
+	fs := newFlags("x", io.Discard)
+	wait := fs.Bool("wait", false, "")
+	set := setFlags{}
+	fs.Var(set, "set", "")
+	if err := parseInterspersed(fs, []string{"a.yaml", "--set", "k=1", "--wait", "b", "--", "--not-a-flag"}); err != nil {
+		t.Fatal(err)
+	}
+	if !*wait || set["k"] != int64(1) || strings.Join(fs.Args(), " ") != "a.yaml b --not-a-flag" {
+		t.Fatalf("wait %v set %v args %q", *wait, set, fs.Args())
 	}
 }

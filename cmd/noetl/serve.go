@@ -7,25 +7,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/noetl-go/noetl/shared/api"
 	"github.com/noetl-go/noetl/shared/config"
-	"github.com/noetl-go/noetl/shared/controlplane"
-	"github.com/noetl-go/noetl/shared/devstack"
-	"github.com/noetl-go/noetl/shared/lambdafn"
-	"github.com/noetl-go/noetl/shared/localgw"
-	"github.com/noetl-go/noetl/shared/notify"
-	"github.com/noetl-go/noetl/shared/store"
+	"github.com/noetl-go/noetl/shared/devserver"
 )
 
 // serveFlags are `noetl serve`'s settings; the environment supplies the
@@ -85,156 +75,43 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	logger := slog.New(api.LogHandler(slog.NewJSONHandler(stderr, nil)))
-	overrides := map[string]string{config.EnvDatabaseURL: f.databaseURL, config.EnvShardURLs: f.shardURLs,
-		config.EnvNATSURL: f.natsURL, config.EnvLambdaFunctionName: ""}
-
 	if f.databaseURL == "" {
 		fmt.Fprintf(stderr, "noetl serve: no database URL; starting a throwaway Postgres with %d shards\n", f.shards)
-		pg, err := devstack.StartPostgres(ctx, devstack.PostgresOptions{Shards: f.shards, Logger: logger})
-		if err != nil {
-			return fmt.Errorf("start Postgres: %w", err)
-		}
-		defer pg.Stop() //nolint:errcheck // best effort at exit; devstack reaps leftovers
-		if err := store.Migrate(ctx, store.Config{ClusterDSN: pg.ClusterDSN, ShardDSNs: pg.ShardDSNs}); err != nil {
-			return fmt.Errorf("migrate the throwaway Postgres: %w", err)
-		}
-		overrides[config.EnvDatabaseURL] = pg.ClusterDSN
-		overrides[config.EnvShardURLs] = strings.Join(pg.ShardDSNs, ",")
-		fmt.Fprintf(stdout, "noetl serve: throwaway Postgres cluster database %s\n", pg.ClusterDSN)
 	}
 	if f.natsURL == "" {
 		fmt.Fprintln(stderr, "noetl serve: no NATS URL; starting an embedded NATS JetStream")
-		n, err := devstack.StartNATS(ctx, devstack.NATSOptions{Logger: logger})
-		if err != nil {
-			return fmt.Errorf("start NATS: %w", err)
-		}
-		defer n.Shutdown()
-		overrides[config.EnvNATSURL] = n.URL()
-		fmt.Fprintf(stdout, "noetl serve: embedded NATS at %s (workers: noetl worker --nats %s)\n", n.URL(), n.URL())
 	}
-
-	ln, err := net.Listen("tcp", f.listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", f.listen, err)
-	}
-	defer ln.Close()
-	url := "http://" + ln.Addr().String()
-	if os.Getenv(config.EnvServerURL) == "" {
-		overrides[config.EnvServerURL] = url
-	}
-	getenv := func(k string) string {
-		if v, ok := overrides[k]; ok {
-			return v
-		}
-		return os.Getenv(k)
-	}
-	cfg, err := config.Load(ctx, getenv)
-	if err != nil {
-		return fmt.Errorf("configuration: %w", err)
-	}
-	logger = slog.New(api.LogHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel})))
-
-	scfg := store.Config{ClusterDSN: cfg.ClusterDSN, ShardDSNs: cfg.ShardDSNs, MaxConns: int(cfg.DBMaxConns)}
-	if f.migrate && f.databaseURL != "" {
-		if err := store.Migrate(ctx, scfg); err != nil {
-			return fmt.Errorf("migrate: %w", err)
-		}
-	}
-	st, err := store.Open(ctx, scfg)
-	if err != nil {
-		return fmt.Errorf("open the store: %w", err)
-	}
-	defer st.Close()
-
-	nc, err := lambdafn.ConnectNATS(cfg.NATS, "noetl-serve")
+	s, err := devserver.Start(ctx, devserver.Options{Listen: f.listen, DatabaseURL: f.databaseURL, ShardURLs: f.shardURLs,
+		Shards: f.shards, Migrate: f.migrate, NATSURL: f.natsURL, DrainEvery: f.drainEvery, Logger: logger})
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fmt.Errorf("jetstream: %w", err)
+	defer s.Close()
+	if s.Postgres != nil {
+		fmt.Fprintf(stdout, "noetl serve: throwaway Postgres cluster database %s\n", s.ClusterDSN)
 	}
 	if f.natsURL == "" {
-		// Our own embedded server: create the stream like `noetl dev` (R-A7).
-		if _, err := notify.EnsureStream(ctx, js, notify.StreamOptions{}); err != nil {
-			return fmt.Errorf("create the NATS stream: %w", err)
-		}
+		fmt.Fprintf(stdout, "noetl serve: embedded NATS at %s (workers: noetl worker --nats %s)\n", s.NATSURL, s.NATSURL)
 	}
-
-	deps := lambdafn.Deps{Store: st, Publisher: lambdafn.PublisherOf(notify.NewPublisher(js, notify.StreamOptions{})),
-		NATS: lambdafn.NATSChecker(nc), Config: cfg, Logger: logger}
-	var shared *api.API
-	metrics := localgw.NewMetrics(func(ctx context.Context) (controlplane.OutboxStats, error) {
-		return shared.Service().OutboxStats(ctx)
-	}, cfg.Tokens)
-	deps.Recorder = metrics
-	if shared, err = deps.Build(cfg.ServerURL); err != nil {
-		return err
-	}
-	// One service for all functions: locally they share a process anyway.
-	build := func(string) (*api.API, error) { return shared, nil }
-	handlers := map[string]any{}
-	var outbox *lambdafn.Handler
-	for _, fn := range api.Functions() {
-		h, err := lambdafn.New(fn, build, lambdafn.Options{ServerURL: cfg.ServerURL, Stage: cfg.Stage,
-			Metrics: io.Discard, Logger: logger})
-		if err != nil {
-			return err
-		}
-		handlers[fn] = h.Handle
-		if fn == api.FnOutbox {
-			outbox = h
-		}
-	}
-	gw, err := localgw.New(handlers, localgw.Options{Metrics: metrics, Logger: logger})
-	if err != nil {
-		return err
-	}
-
-	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	if shared.Open() {
-		fmt.Fprintln(stderr, strings.Repeat("!", 78))
-		fmt.Fprintln(stderr, "!! noetl serve is RUNNING OPEN: no token configured, every route is unauthenticated.")
-		fmt.Fprintln(stderr, "!! Set NOETL_API_TOKEN, NOETL_WORKER_TOKEN and NOETL_INTERNAL_TOKEN to require tokens.")
-		fmt.Fprintln(stderr, strings.Repeat("!", 78))
-		logger.Warn("RUNNING OPEN: no API token configured")
-	}
-	fmt.Fprintf(stdout, "noetl serve: listening on %s\n", url)
-
-	if f.drainEvery > 0 {
-		go drainLoop(ctx, outbox, f.drainEvery, logger)
-	}
+	warnOpen(s, stderr, logger, "noetl serve")
+	fmt.Fprintf(stdout, "noetl serve: listening on %s\n", s.URL)
 	select {
-	case err := <-served:
+	case err := <-s.Served():
 		return fmt.Errorf("server: %w", err)
 	case <-ctx.Done():
 	}
 	fmt.Fprintln(stderr, "noetl serve: stopping")
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	return nil
+	return s.Close()
 }
 
-// drainLoop invokes the outbox function the way EventBridge does, with the
-// template's input, through the Lambda handler.
-func drainLoop(ctx context.Context, h *lambdafn.Handler, every time.Duration, logger *slog.Logger) {
-	invoke := lambda.NewHandler(h.Handle)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, err := invoke.Invoke(ctx, []byte(`{"maxBatch": 500}`)); err != nil && ctx.Err() == nil {
-				logger.Error("scheduled outbox run failed", "error", err.Error())
-			}
-		}
+// warnOpen says loudly that the API runs without tokens.
+func warnOpen(s *devserver.Server, stderr io.Writer, logger *slog.Logger, who string) {
+	if !s.Open() {
+		return
 	}
+	fmt.Fprintln(stderr, strings.Repeat("!", 78))
+	fmt.Fprintf(stderr, "!! %s is RUNNING OPEN: no token configured, every route is unauthenticated.\n", who)
+	fmt.Fprintln(stderr, "!! Set NOETL_API_TOKEN, NOETL_WORKER_TOKEN and NOETL_INTERNAL_TOKEN to require tokens.")
+	fmt.Fprintln(stderr, strings.Repeat("!", 78))
+	logger.Warn("RUNNING OPEN: no API token configured")
 }

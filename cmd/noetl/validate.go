@@ -32,7 +32,7 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(fs.Output(), "warning with its YAML path. Exits 1 when any file has errors, 0 otherwise.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseInterspersed(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}

@@ -11,10 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/store"
-	"github.com/noetl-go/noetl/shared/tools"
 	"github.com/noetl-go/noetl/shared/worker"
 )
 
@@ -29,6 +27,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs := newFlags("worker", stderr)
 	server := fs.String("server", envOr("NOETL_SERVER_URL", "http://127.0.0.1:8082"), "control plane URL (env NOETL_SERVER_URL)")
 	token := fs.String("token", os.Getenv("NOETL_WORKER_TOKEN"), "worker token (env NOETL_WORKER_TOKEN)")
+	apiToken := fs.String("api-token", os.Getenv("NOETL_API_TOKEN"), "api token the playbook tool uses to start and read child executions (env NOETL_API_TOKEN; default the worker token)")
 	natsURL := fs.String("nats", envOr("NOETL_NATS_URL", nats.DefaultURL), "NATS URL (env NOETL_NATS_URL)")
 	pool := fs.String("pool", envOr("NOETL_POOL", notify.PoolShared), "worker pool to serve (env NOETL_POOL)")
 	concurrency := fs.Int("concurrency", 4, "commands run at once")
@@ -48,8 +47,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return fail(stderr, "worker", err)
 	}
-	w, err := newWorker(ctx, workerSetup{Server: *server, Token: *token, JS: js, Pool: *pool, ID: *id,
-		Concurrency: *concurrency, Python: *python, Logger: log})
+	w, err := worker.Standard{Server: *server, Token: *token, APIToken: *apiToken, JS: js, Pool: *pool, ID: *id,
+		Concurrency: *concurrency, Python: *python, Logger: log}.Build(ctx)
 	if err != nil {
 		return fail(stderr, "worker", err)
 	}
@@ -57,34 +56,6 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return fail(stderr, "worker", err)
 	}
 	return exitOK
-}
-
-// workerSetup is what a worker needs; noetl dev builds its in-process workers
-// the same way.
-type workerSetup struct {
-	Server, Token string
-	JS            jetstream.JetStream
-	Pool, ID      string
-	Concurrency   int
-	Python        string
-	Logger        *slog.Logger
-	// Credentials overrides the environment's (tests, noetl dev).
-	Credentials tools.Credentials
-}
-
-func newWorker(ctx context.Context, s workerSetup) (*worker.Worker, error) {
-	cl := client.New(s.Server, s.Token)
-	creds := s.Credentials
-	if creds == nil {
-		var err error
-		if creds, err = tools.CredentialsFromEnv(os.Getenv); err != nil {
-			return nil, err
-		}
-	}
-	reg := tools.New(tools.Options{Credentials: creds, Children: &worker.Children{Client: cl},
-		Python: tools.ResolvePython(ctx, s.Python), Logger: s.Logger})
-	return worker.New(worker.Config{Client: cl, JS: s.JS, Pool: s.Pool, WorkerID: s.ID, Concurrency: s.Concurrency,
-		Exec: reg.Exec, Logger: s.Logger})
 }
 
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {

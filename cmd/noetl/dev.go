@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/noetl-go/noetl/shared/api"
+	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/devserver"
+	"github.com/noetl-go/noetl/shared/notify"
+	"github.com/noetl-go/noetl/shared/tools"
+	"github.com/noetl-go/noetl/shared/worker"
+)
+
+// demoPath is the example `noetl dev` runs.
+const demoPath = "examples/demo"
+
+func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", envOr("NOETL_LISTEN", "127.0.0.1:8082"), "address to listen on (env NOETL_LISTEN)")
+	databaseURL := fs.String("database-url", os.Getenv("NOETL_DATABASE_URL"), "cluster database URL (env NOETL_DATABASE_URL); empty: a throwaway Postgres with 2 shards")
+	shardURLs := fs.String("shard-urls", os.Getenv("NOETL_SHARD_URLS"), "comma-separated shard URLs (env NOETL_SHARD_URLS)")
+	natsURL := fs.String("nats-url", os.Getenv("NOETL_NATS_URL"), "NATS URL (env NOETL_NATS_URL); empty: an embedded NATS JetStream")
+	workers := fs.Int("workers", 2, "in-process workers")
+	concurrency := fs.Int("concurrency", 4, "commands each worker runs at once")
+	examples := fs.String("examples", "examples", "directory of playbooks to register at start")
+	demo := fs.Bool("demo", true, "run "+demoPath+" and print its result")
+	exit := fs.Bool("exit", false, "stop after the demo (exit 0 when it COMPLETED, 1 otherwise)")
+	drainEvery := fs.Duration("drain-every", 2*time.Second, "scheduled outbox run interval (the EventBridge stand-in)")
+	python := fs.String("python", envOr("NOETL_PYTHON", "python3"), "python interpreter (env NOETL_PYTHON)")
+	verbose := fs.Bool("v", false, "print the stack's JSON logs")
+	if code, ok := parseFlags(fs, args, "dev [flags]", "Runs the whole stack in one process: a throwaway Postgres (cluster + 2 shards) unless a\n"+
+		"database URL is given, an embedded NATS unless a NATS URL is given, the API on "+"127.0.0.1:8082 serving\n"+
+		"every function's routes, in-process workers and the scheduled drain. It registers the examples,\n"+
+		"runs the demo and prints its result; Ctrl-C stops everything and removes what it started."); !ok {
+		return code
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logOut := io.Discard
+	if *verbose {
+		logOut = stderr
+	}
+	logger := slog.New(api.LogHandler(slog.NewJSONHandler(logOut, nil)))
+	d := dev{out: stdout, errw: stderr, logger: logger}
+	code, err := d.run(ctx, devserver.Options{Listen: *listen, DatabaseURL: *databaseURL, ShardURLs: *shardURLs,
+		NATSURL: *natsURL, DrainEvery: *drainEvery, Logger: logger, Out: stdout},
+		devRun{workers: *workers, concurrency: *concurrency, examples: *examples, demo: *demo, exit: *exit, python: *python})
+	if err != nil {
+		fmt.Fprintf(stderr, "noetl dev: %v\n", err)
+		return exitFail
+	}
+	return code
+}
+
+type devRun struct {
+	workers, concurrency int
+	examples             string
+	demo, exit           bool
+	python               string
+}
+
+type dev struct {
+	out, errw io.Writer
+	logger    *slog.Logger
+}
+
+func (d dev) run(ctx context.Context, o devserver.Options, r devRun) (int, error) {
+	fmt.Fprintln(d.out, "noetl dev: starting the stack")
+	s, err := devserver.Start(ctx, o)
+	if err != nil {
+		return exitFail, err
+	}
+	defer func() {
+		fmt.Fprintln(d.out, "noetl dev: stopping; removing what it started")
+		if err := s.Close(); err != nil {
+			fmt.Fprintf(d.errw, "noetl dev: %v\n", err)
+		}
+	}()
+	warnOpen(s, d.errw, d.logger, "noetl dev")
+
+	// The examples' postgres steps use the alias noetl_dev: this stack's own
+	// database. Aliases from the environment work as for `noetl worker`.
+	env, err := tools.CredentialsFromEnv(os.Getenv)
+	if err != nil {
+		return exitFail, err
+	}
+	creds := chain{tools.CredentialMap{"noetl_dev": {Kind: "postgres", DSN: s.ClusterDSN}}, env}
+	wctx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	defer func() { stopWorkers(); wg.Wait() }()
+	for i := range r.workers {
+		w, err := worker.Standard{Server: s.URL, Token: os.Getenv("NOETL_WORKER_TOKEN"), APIToken: os.Getenv("NOETL_API_TOKEN"),
+			JS: s.JS, Pool: notify.PoolShared, ID: fmt.Sprintf("dev-worker-%d", i+1), Concurrency: r.concurrency,
+			Python: r.python, Credentials: creds, Logger: d.logger}.Build(ctx)
+		if err != nil {
+			return exitFail, err
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = w.Run(wctx) }()
+	}
+	fmt.Fprintf(d.out, "noetl dev: API on %s with %d workers (pool %s)\n", s.URL, r.workers, notify.PoolShared)
+
+	cl := client.New(s.URL, os.Getenv("NOETL_API_TOKEN"))
+	if err := d.registerExamples(ctx, cl, r.examples); err != nil {
+		return exitFail, err
+	}
+	code := exitOK
+	if r.demo {
+		code = d.runDemo(ctx, cl, s.URL)
+	}
+	d.printURLs(s.URL)
+	if r.exit {
+		return code, nil
+	}
+	fmt.Fprintln(d.out, "noetl dev: running; press Ctrl-C to stop")
+	select {
+	case <-ctx.Done():
+	case err := <-s.Served():
+		return exitFail, fmt.Errorf("server: %w", err)
+	}
+	return exitOK, nil
+}
+
+func (d dev) registerExamples(ctx context.Context, cl *client.Client, dir string) error {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if len(files) == 0 {
+		fmt.Fprintf(d.out, "noetl dev: no playbooks in %s to register\n", dir)
+		return nil
+	}
+	for _, f := range files {
+		r, err := registerFile(ctx, cl, f)
+		if err != nil {
+			return fmt.Errorf("register %s: %w", f, err)
+		}
+		fmt.Fprintf(d.out, "noetl dev: registered %s as %s version %d\n", f, r.Path, r.Version)
+	}
+	return nil
+}
+
+func (d dev) runDemo(ctx context.Context, cl *client.Client, url string) int {
+	id, err := cl.Execute(ctx, client.ExecuteRequest{Path: demoPath, Payload: map[string]any{"server_url": url}})
+	if err != nil {
+		fmt.Fprintf(d.errw, "noetl dev: start the demo: %v\n", err)
+		return exitFail
+	}
+	fmt.Fprintf(d.out, "noetl dev: demo execution %d started (watch it: noetl watch %d)\n", id, id)
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	view, err := cl.Wait(wctx, id, 200*time.Millisecond)
+	if err != nil {
+		fmt.Fprintf(d.errw, "noetl dev: the demo did not finish: %v\n", err)
+		return exitFail
+	}
+	status, _ := view["status"].(string)
+	fmt.Fprintf(d.out, "noetl dev: demo execution %d %s\n", id, status)
+	if e, _ := view["error"].(string); e != "" {
+		fmt.Fprintf(d.out, "noetl dev: error: %s\n", e)
+	}
+	fmt.Fprintf(d.out, "noetl dev: demo result:\n%s\n", indent(client.MarshalIndent(view["result"]), "  "))
+	if status != "COMPLETED" {
+		return exitFail
+	}
+	return exitOK
+}
+
+func (d dev) printURLs(url string) {
+	fmt.Fprintf(d.out, `
+  API          %[1]s            (every route of every Lambda function)
+  health       %[1]s/api/health
+  metrics      %[1]s/metrics
+  executions   %[1]s/api/executions
+
+  try:  go run ./cmd/noetl exec examples/branches.yaml --wait
+        go run ./cmd/noetl watch <execution id>
+`, url)
+}
+
+// chain tries credential sources in order.
+type chain []tools.Credentials
+
+func (c chain) Lookup(ctx context.Context, alias string) (tools.Credential, error) {
+	var last error
+	for _, s := range c {
+		cred, err := s.Lookup(ctx, alias)
+		if err == nil {
+			return cred, nil
+		}
+		last = err
+		if !errors.Is(err, tools.ErrCredentialNotConfigured) {
+			return cred, err
+		}
+	}
+	return tools.Credential{}, last
+}

@@ -1,0 +1,263 @@
+// Package devserver assembles the whole control plane in one process: the
+// databases (a throwaway Postgres with shards unless URLs are given), NATS (an
+// embedded JetStream unless a URL is given), the store and service, every
+// function's Lambda handler behind the local gateway, and a ticker standing in
+// for the EventBridge schedule. `noetl serve`, `noetl dev` and the end-to-end
+// tests build the stack through it, so all three run the same code as Lambda.
+package devserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/noetl-go/noetl/shared/api"
+	"github.com/noetl-go/noetl/shared/config"
+	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/devstack"
+	"github.com/noetl-go/noetl/shared/lambdafn"
+	"github.com/noetl-go/noetl/shared/localgw"
+	"github.com/noetl-go/noetl/shared/notify"
+	"github.com/noetl-go/noetl/shared/store"
+)
+
+// Options configures Start. The zero value starts everything throwaway on a free
+// port.
+type Options struct {
+	// Listen is the address to serve on; default 127.0.0.1:0 (a free port).
+	Listen string
+	// DatabaseURL and ShardURLs name existing databases; empty: a throwaway
+	// Postgres with Shards shard databases (default 2), migrated.
+	DatabaseURL string
+	ShardURLs   string
+	Shards      int
+	// Migrate applies migrations to given databases (throwaway ones always are).
+	Migrate bool
+	// NATSURL names an existing NATS; empty: an embedded JetStream, stream created.
+	NATSURL string
+	// DrainEvery runs the outbox function's scheduled invocation this often (the
+	// EventBridge stand-in); 0 never.
+	DrainEvery time.Duration
+	// Getenv supplies the rest of the configuration (tokens, lease, …); default
+	// os.Getenv.
+	Getenv func(string) string
+	Logger *slog.Logger
+	// Out receives the human messages (what started, where); default io.Discard.
+	Out io.Writer
+}
+
+// Server is a running stack.
+type Server struct {
+	// URL is where the API listens, e.g. http://127.0.0.1:8082.
+	URL        string
+	NATSURL    string
+	ClusterDSN string
+	ShardDSNs  []string
+	Config     *config.Config
+	Store      *store.Store
+	NATS       *nats.Conn
+	JS         jetstream.JetStream
+	API        *api.API
+	// Postgres is the throwaway server, nil when DatabaseURL was given.
+	Postgres *devstack.Postgres
+
+	srv      *http.Server
+	outbox   *lambdafn.Handler
+	closers  []func()
+	stopTick context.CancelFunc
+	served   chan error
+}
+
+// Start brings the stack up; Close takes it down and removes what it started.
+func Start(ctx context.Context, o Options) (s *Server, err error) {
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1:0"
+	}
+	if o.Shards <= 0 {
+		o.Shards = 2
+	}
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	s = &Server{}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	overrides := map[string]string{config.EnvDatabaseURL: o.DatabaseURL, config.EnvShardURLs: o.ShardURLs,
+		config.EnvNATSURL: o.NATSURL, config.EnvLambdaFunctionName: ""}
+
+	if o.DatabaseURL == "" {
+		fmt.Fprintf(o.Out, "starting a throwaway Postgres with %d shard databases\n", o.Shards)
+		pg, err := devstack.StartPostgres(context.WithoutCancel(ctx), devstack.PostgresOptions{Shards: o.Shards, Logger: o.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("start Postgres: %w", err)
+		}
+		s.Postgres = pg
+		s.closers = append(s.closers, func() { _ = pg.Stop() })
+		if err := store.Migrate(ctx, store.Config{ClusterDSN: pg.ClusterDSN, ShardDSNs: pg.ShardDSNs}); err != nil {
+			return nil, fmt.Errorf("migrate the throwaway Postgres: %w", err)
+		}
+		overrides[config.EnvDatabaseURL] = pg.ClusterDSN
+		overrides[config.EnvShardURLs] = strings.Join(pg.ShardDSNs, ",")
+	}
+	if o.NATSURL == "" {
+		n, err := devstack.StartNATS(context.WithoutCancel(ctx), devstack.NATSOptions{Logger: o.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("start NATS: %w", err)
+		}
+		s.closers = append(s.closers, n.Shutdown)
+		overrides[config.EnvNATSURL] = n.URL()
+	}
+
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", o.Listen, err)
+	}
+	s.closers = append(s.closers, func() { ln.Close() })
+	s.URL = "http://" + ln.Addr().String()
+	if o.Getenv(config.EnvServerURL) == "" {
+		overrides[config.EnvServerURL] = s.URL
+	}
+	cfg, err := config.Load(ctx, func(k string) string {
+		if v, ok := overrides[k]; ok {
+			return v
+		}
+		return o.Getenv(k)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
+	s.Config, s.ClusterDSN, s.ShardDSNs, s.NATSURL = cfg, cfg.ClusterDSN, cfg.ShardDSNs, cfg.NATS.URL
+
+	scfg := store.Config{ClusterDSN: cfg.ClusterDSN, ShardDSNs: cfg.ShardDSNs, MaxConns: max(int(cfg.DBMaxConns), 10)}
+	if o.Migrate && o.DatabaseURL != "" {
+		if err := store.Migrate(ctx, scfg); err != nil {
+			return nil, fmt.Errorf("migrate: %w", err)
+		}
+	}
+	if s.Store, err = store.Open(ctx, scfg); err != nil {
+		return nil, fmt.Errorf("open the store: %w", err)
+	}
+	s.closers = append(s.closers, s.Store.Close)
+
+	if s.NATS, err = lambdafn.ConnectNATS(cfg.NATS, "noetl-local"); err != nil {
+		return nil, err
+	}
+	s.closers = append(s.closers, s.NATS.Close)
+	if s.JS, err = jetstream.New(s.NATS); err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	if o.NATSURL == "" {
+		// Our own embedded server: create the stream (R-A7).
+		if _, err := notify.EnsureStream(ctx, s.JS, notify.StreamOptions{}); err != nil {
+			return nil, fmt.Errorf("create the NATS stream: %w", err)
+		}
+	}
+
+	deps := lambdafn.Deps{Store: s.Store, Publisher: lambdafn.PublisherOf(notify.NewPublisher(s.JS, notify.StreamOptions{})),
+		NATS: lambdafn.NATSChecker(s.NATS), Config: cfg, Logger: o.Logger}
+	metrics := localgw.NewMetrics(func(ctx context.Context) (controlplane.OutboxStats, error) {
+		return s.API.Service().OutboxStats(ctx)
+	}, cfg.Tokens)
+	deps.Recorder = metrics
+	if s.API, err = deps.Build(cfg.ServerURL); err != nil {
+		return nil, err
+	}
+	// One service for every function: locally they share a process anyway.
+	build := func(string) (*api.API, error) { return s.API, nil }
+	handlers := map[string]any{}
+	for _, fn := range api.Functions() {
+		h, err := lambdafn.New(fn, build, lambdafn.Options{ServerURL: cfg.ServerURL, Stage: cfg.Stage, Metrics: io.Discard, Logger: o.Logger})
+		if err != nil {
+			return nil, err
+		}
+		handlers[fn] = h.Handle
+		if fn == api.FnOutbox {
+			s.outbox = h
+		}
+	}
+	gw, err := localgw.New(handlers, localgw.Options{Metrics: metrics, Logger: o.Logger})
+	if err != nil {
+		return nil, err
+	}
+	s.srv = &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+	s.served = make(chan error, 1)
+	go func() { s.served <- s.srv.Serve(ln) }()
+
+	tickCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopTick = stop
+	if o.DrainEvery > 0 {
+		go s.drainLoop(tickCtx, o.DrainEvery, o.Logger)
+	}
+	return s, nil
+}
+
+// Open reports whether the API runs without tokens.
+func (s *Server) Open() bool { return s.API.Open() }
+
+// Served returns a channel that yields the HTTP server's error if it stops.
+func (s *Server) Served() <-chan error { return s.served }
+
+// Drain invokes the outbox function's scheduled run once, through its Lambda
+// handler, as EventBridge would.
+func (s *Server) Drain(ctx context.Context) error {
+	_, err := lambda.NewHandler(s.outbox.Handle).Invoke(ctx, []byte(`{"maxBatch": 500}`))
+	return err
+}
+
+func (s *Server) drainLoop(ctx context.Context, every time.Duration, logger *slog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.Drain(ctx); err != nil && ctx.Err() == nil {
+				logger.Error("scheduled outbox run failed", "error", err.Error())
+			}
+		}
+	}
+}
+
+// Close stops the HTTP server, the ticker and every part Start started, in
+// reverse order. It is safe to call more than once.
+func (s *Server) Close() error {
+	var errs []error
+	if s.stopTick != nil {
+		s.stopTick()
+		s.stopTick = nil
+	}
+	if s.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := s.srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, fmt.Errorf("shutdown: %w", err))
+		}
+		cancel()
+		s.srv = nil
+	}
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+	s.closers = nil
+	return errors.Join(errs...)
+}
