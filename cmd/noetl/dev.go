@@ -89,6 +89,10 @@ func (d dev) run(ctx context.Context, o devserver.Options, r devRun) (int, error
 		}
 	}()
 	warnOpen(s, d.errw, d.logger, "noetl dev")
+	if s.Postgres != nil {
+		fmt.Fprintf(d.out, "noetl dev: throwaway Postgres, cluster database %s\n", s.ClusterDSN)
+	}
+	fmt.Fprintf(d.out, "noetl dev: NATS at %s\n", s.NATSURL)
 
 	// The examples' postgres steps use the alias noetl_dev: this stack's own
 	// database. Aliases from the environment work as for `noetl worker`.

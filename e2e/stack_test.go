@@ -1,0 +1,207 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"reflect"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/devserver"
+	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/tools"
+	"github.com/noetl-go/noetl/shared/worker"
+)
+
+// The stack is shared by the package's tests: starting one costs seconds, and
+// tests isolate themselves by playbook path and worker pool. TestMain is the
+// only place that can hand it to the tests.
+var shared *stack
+
+type stack struct {
+	srv     *devserver.Server
+	cl      *client.Client
+	creds   tools.Credentials
+	mu      sync.Mutex
+	cancels []context.CancelFunc
+	done    sync.WaitGroup
+}
+
+// lease is short so expiry tests do not wait a minute.
+const lease = 3 * time.Second
+
+func TestMain(m *testing.M) {
+	ctx := context.Background()
+	env := map[string]string{"NOETL_LEASE_SECONDS": strconv.Itoa(int(lease / time.Second))}
+	srv, err := devserver.Start(ctx, devserver.Options{DrainEvery: 500 * time.Millisecond,
+		Getenv: func(k string) string {
+			if v, ok := env[k]; ok {
+				return v
+			}
+			if k == "NOETL_DATABASE_URL" || k == "NOETL_SHARD_URLS" || k == "NOETL_NATS_URL" || k == "NOETL_SERVER_URL" {
+				return "" // always the throwaway parts
+			}
+			return os.Getenv(k)
+		}})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: start the stack: %v\n", err)
+		os.Exit(1)
+	}
+	shared = &stack{srv: srv, cl: client.New(srv.URL, ""),
+		// R-P4: the conformance credential alias pg_local, here the stack's own
+		// database (broken_sql needs a real server to answer 42601).
+		creds: tools.CredentialMap{"pg_local": {Kind: "postgres", DSN: srv.ClusterDSN}}}
+	code := m.Run()
+	shared.stopWorkers()
+	if err := srv.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: close: %v\n", err)
+	}
+	os.Exit(code)
+}
+
+// startWorkers runs n in-process workers on a pool until the test ends.
+func (s *stack) startWorkers(t testing.TB, pool string, n int) {
+	t.Helper()
+	for i := range n {
+		w, err := worker.Standard{Server: s.srv.URL, JS: s.srv.JS, Pool: pool, ID: fmt.Sprintf("%s-%s-%d", t.Name(), pool, i),
+			Concurrency: 4, Python: "python3", Credentials: s.creds,
+			Logger: slog.New(slog.NewJSONHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}.Build(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		s.mu.Lock()
+		s.cancels = append(s.cancels, cancel)
+		s.mu.Unlock()
+		s.done.Add(1)
+		go func() { defer s.done.Done(); _ = w.Run(ctx) }()
+		t.Cleanup(cancel)
+	}
+}
+
+func (s *stack) stopWorkers() {
+	s.mu.Lock()
+	for _, c := range s.cancels {
+		c()
+	}
+	s.mu.Unlock()
+	s.done.Wait()
+}
+
+// testWriter sends worker logs to the test log.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+func (s *stack) register(t testing.TB, file string) string {
+	t.Helper()
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.cl.Register(context.Background(), string(src))
+	if err != nil {
+		t.Fatalf("register %s: %v", file, err)
+	}
+	return r.Path
+}
+
+// run executes a catalog path and waits for its end.
+func (s *stack) run(t testing.TB, req client.ExecuteRequest) (int64, map[string]any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	id, err := s.cl.Execute(ctx, req)
+	if err != nil {
+		t.Fatalf("execute %s: %v", req.Path, err)
+	}
+	view, err := s.cl.Wait(ctx, id, 100*time.Millisecond)
+	if err != nil {
+		t.Fatalf("execution %d of %s: %v", id, req.Path, err)
+	}
+	return id, view
+}
+
+// events reads an execution's whole log.
+func (s *stack) events(t testing.TB, id int64) []map[string]any {
+	t.Helper()
+	var all []map[string]any
+	var after int64
+	for {
+		page, next, err := s.cl.Events(context.Background(), id, after, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, page...)
+		if next == 0 || len(page) == 0 {
+			return all
+		}
+		after = next
+	}
+}
+
+// verify replays the execution with verify=true: the fold of its log must equal
+// the live snapshot (issue #6).
+func (s *stack) verify(t testing.TB, id int64) {
+	t.Helper()
+	doc, err := s.cl.Replay(context.Background(), id, map[string][]string{"verify": {"true"}})
+	if err != nil {
+		t.Fatalf("replay %d: %v", id, err)
+	}
+	v, _ := doc["verify"].(map[string]any)
+	if v["consistent"] != true {
+		t.Fatalf("replay of %d is not consistent: %v", id, v["differences"])
+	}
+}
+
+func step(view map[string]any, name string) map[string]any {
+	steps, _ := view["steps"].(map[string]any)
+	s, _ := steps[name].(map[string]any)
+	return s
+}
+
+// index is the position of the nth event of a type for a step, or -1.
+func index(evs []map[string]any, typ, stepName string, nth int) int {
+	for i, e := range evs {
+		if e["event_type"] == typ && e["node_name"] == stepName {
+			if nth == 0 {
+				return i
+			}
+			nth--
+		}
+	}
+	return -1
+}
+
+func count(evs []map[string]any, typ, stepName string) int {
+	n := 0
+	for _, e := range evs {
+		if e["event_type"] == typ && (stepName == "" || e["node_name"] == stepName) {
+			n++
+		}
+	}
+	return n
+}
+
+// subset reports whether want is contained in got, maps by key (R-C2).
+func subset(want, got any) bool {
+	wm, ok := want.(map[string]any)
+	if !ok {
+		return reflect.DeepEqual(jsonx.Normalize(want), got)
+	}
+	gm, ok := got.(map[string]any)
+	if !ok {
+		return false
+	}
+	for k, v := range wm {
+		if !subset(v, gm[k]) {
+			return false
+		}
+	}
+	return true
+}
