@@ -59,8 +59,9 @@ build-OutboxFunction:
 	$(call lambda-build,$(ARTIFACTS_DIR),outbox)
 
 # build/<fn>/bootstrap is also what infra/ (CDK Code.fromAsset) deploys.
+BUILD_DIR ?= build
 build:
-	@set -e; $(foreach fn,$(LAMBDA_FUNCTIONS),echo "build/$(fn)/bootstrap (GOARCH=$(LAMBDA_GOARCH))"; $(call lambda-build,build/$(fn),$(fn));)
+	@set -e; $(foreach fn,$(LAMBDA_FUNCTIONS),echo "$(BUILD_DIR)/$(fn)/bootstrap (GOARCH=$(LAMBDA_GOARCH))"; $(call lambda-build,$(BUILD_DIR)/$(fn),$(fn));)
 
 package: build
 	@set -e; $(foreach fn,$(LAMBDA_FUNCTIONS),$(PYTHON) scripts/lambda_zip.py build/$(fn).zip build/$(fn)/bootstrap; echo "build/$(fn).zip";)

@@ -143,3 +143,19 @@ func TestFlagsAfterArguments(t *testing.T) {
 		t.Fatalf("wait %v set %v args %q", *wait, set, fs.Args())
 	}
 }
+
+// TestEverySubcommandHasHelp: `noetl <command> -h` prints the command's usage and
+// exits 0; `noetl help <command>` does too.
+func TestEverySubcommandHasHelp(t *testing.T) {
+	for name := range commands() {
+		for _, args := range [][]string{{name, "-h"}, {"help", name}} {
+			code, out, errOut := runCLI(args...)
+			if code != exitOK || !strings.Contains(out+errOut, "usage: noetl "+name) {
+				t.Errorf("noetl %v: exit %d\n%s%s", args, code, out, errOut)
+			}
+		}
+		if code, _, errOut := runCLI(name, "--no-such-flag"); code != exitUsage || !strings.Contains(errOut, "usage: noetl "+name) {
+			t.Errorf("noetl %s --no-such-flag: exit %d, want %d with usage\n%s", name, code, exitUsage, errOut)
+		}
+	}
+}

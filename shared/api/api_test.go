@@ -418,7 +418,12 @@ func TestReplayRoutes(t *testing.T) {
 	if r.str("error") != replay.MsgOneCutoff {
 		t.Errorf("two cutoffs: %q", r.str("error"))
 	}
-	must(t, a, 400, call{method: "GET", target: ep + "?projection=nope", token: tAPI})
+	if r := must(t, a, 400, call{method: "GET", target: ep + "?projection=nope", token: tAPI}); !strings.Contains(r.str("error"), "projection") {
+		t.Errorf("unknown projection: %q must name the parameter", r.str("error"))
+	}
+	if r := must(t, a, 400, call{method: "GET", target: ep + "?as_of_time=yesterday", token: tAPI}); !strings.Contains(r.str("error"), "as_of_time") {
+		t.Errorf("bad time: %q must name the parameter", r.str("error"))
+	}
 	must(t, a, 400, call{method: "GET", target: ep + "?limit=-1", token: tAPI})
 	must(t, a, 422, call{method: "GET", target: "/api/replay/state", token: tAPI})
 	// Parameters are checked before the execution is looked up.

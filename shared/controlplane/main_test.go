@@ -23,12 +23,13 @@ func TestMain(m *testing.M) { devstacktest.Main(m) }
 
 // stack is a service over a fresh cluster + 2 shards and an embedded NATS.
 type stack struct {
-	pg  *devstack.Postgres
-	svc *controlplane.Service
-	st  *store.Store
-	js  jetstream.JetStream
-	nc  *nats.Conn
-	ctx context.Context
+	pg   *devstack.Postgres
+	nats *devstack.NATS
+	svc  *controlplane.Service
+	st   *store.Store
+	js   jetstream.JetStream
+	nc   *nats.Conn
+	ctx  context.Context
 }
 
 func newStack(t testing.TB, opts ...func(*controlplane.Config)) *stack {
@@ -73,7 +74,7 @@ func newStack(t testing.TB, opts ...func(*controlplane.Config)) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &stack{pg: pg, svc: svc, st: st, js: js, nc: nc, ctx: ctx}
+	return &stack{pg: pg, nats: n, svc: svc, st: st, js: js, nc: nc, ctx: ctx}
 }
 
 func (s *stack) register(t *testing.T, yaml string) store.CatalogEntry {

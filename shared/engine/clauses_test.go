@@ -32,7 +32,7 @@ var clauseTests = map[string][]string{
 	"dsl§2 spec":    {"TestOnErrorContinue", "TestMaxVisits", "TestParseNextShapes"},
 	// dsl.md §3: the four next shapes and the two modes.
 	"dsl§3 router":          {"TestParseNextShapes"},
-	"dsl§3 list of maps":    {"TestParseNextShapes", "TestLedgerMerge"},
+	"dsl§3 list of maps":    {"TestParseNextShapes", "TestListOfMapsFiresEveryTrueArc", "TestLedgerMerge"},
 	"dsl§3 list of strings": {"TestParseNextShapes", "TestCompletion"},
 	"dsl§3 string":          {"TestParseNextShapes", "TestCycles"},
 	"dsl§3 exclusive":       {"TestSetAndRouting", "TestSkipCascade"},

@@ -1389,3 +1389,32 @@ func TestFinished(t *testing.T) {
 		t.Fatalf("finished = %v", finished)
 	}
 }
+
+// TestListOfMapsFiresEveryTrueArc: dsl.md §3 — the list-of-maps shape defaults to
+// inclusive: every true arc fires and its set is honoured (NoETL fires only the
+// first and drops set: NoETL bug).
+func TestListOfMapsFiresEveryTrueArc(t *testing.T) {
+	s := sim(t, `
+workflow:
+  - step: start
+    tool: {kind: noop}
+    next:
+      - {step: a, when: "{{ true }}", set: {tag: first}}
+      - {step: b, when: "{{ 1 == 1 }}", set: {tag: second}}
+      - {step: c, when: "{{ false }}"}
+  - step: a
+    tool: {kind: noop, input: {tag: "{{ tag }}"}}
+  - step: b
+    tool: {kind: noop, input: {tag: "{{ tag }}"}}
+  - step: c
+    tool: {kind: noop}
+`)
+	s.Default = echoArgs
+	run(t, s, nil)
+	if s.StepStatus("a") != "completed" || s.StepStatus("b") != "completed" || s.StepStatus("c") != "skipped" {
+		t.Fatalf("a %s b %s c %s", s.StepStatus("a"), s.StepStatus("b"), s.StepStatus("c"))
+	}
+	if s.Result("a").(map[string]any)["tag"] != "first" || s.Result("b").(map[string]any)["tag"] != "second" {
+		t.Fatalf("arc sets: a %v b %v", s.Result("a"), s.Result("b"))
+	}
+}

@@ -1,0 +1,74 @@
+package e2e
+
+import (
+	"debug/elf"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// functions maps each SAM logical id to its function.
+var functions = map[string]string{
+	"CatalogFunction": "catalog", "ExecuteFunction": "execute", "IngestFunction": "ingest", "ClaimFunction": "claim",
+	"StatusFunction": "status", "ReplayFunction": "replay", "OutboxFunction": "outbox",
+}
+
+// maxBootstrap is the size budget of one function binary (issue #5).
+const maxBootstrap = 25 << 20
+
+// checkBootstrap asserts a Lambda binary for provided.al2023 on arm64.
+func checkBootstrap(t *testing.T, path string) int64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if st.Size() >= maxBootstrap {
+		t.Errorf("%s is %d bytes, over the %d budget", path, st.Size(), maxBootstrap)
+	}
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatalf("%s is not an ELF binary: %v", path, err)
+	}
+	defer f.Close()
+	if f.Machine != elf.EM_AARCH64 {
+		t.Errorf("%s is built for %v, want arm64", path, f.Machine)
+	}
+	return st.Size()
+}
+
+// TestMakeBuildTargets runs what `sam build` calls for every function
+// (make build-<LogicalId> ARTIFACTS_DIR=…, BuildMethod: makefile) and `make
+// build`, since the SAM CLI cannot run here.
+func TestMakeBuildTargets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cross-compiles seven binaries")
+	}
+	tmp := t.TempDir()
+	for id, fn := range functions {
+		dir := filepath.Join(tmp, id)
+		cmd := exec.Command("make", "--no-print-directory", "build-"+id, "ARTIFACTS_DIR="+dir)
+		cmd.Dir = ".."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("make build-%s: %v\n%s", id, err, out)
+		}
+		size := checkBootstrap(t, filepath.Join(dir, "bootstrap"))
+		t.Logf("build-%s (%s): %d bytes", id, fn, size)
+	}
+	all := filepath.Join(tmp, "all")
+	cmd := exec.Command("make", "--no-print-directory", "build", "BUILD_DIR="+all)
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make build: %v\n%s", err, out)
+	}
+	for _, fn := range functions {
+		checkBootstrap(t, filepath.Join(all, fn, "bootstrap"))
+	}
+	// Without ARTIFACTS_DIR the target refuses instead of writing /bootstrap.
+	cmd = exec.Command("make", "--no-print-directory", "build-CatalogFunction")
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Fatalf("build-CatalogFunction without ARTIFACTS_DIR succeeded:\n%s", out)
+	}
+}
