@@ -59,7 +59,7 @@ func TestConformance(t *testing.T) {
 	t.Run("hello_world", func(t *testing.T) {
 		id, v := shared.run(t, client.ExecuteRequest{Path: paths["hello_world.yaml"]})
 		completed(t, v, "start", "test_step", "end")
-		if got := step(v, "test_step")["result"]; !subset(map[string]any{"status": "ok", "data": map[string]any{"message": "Hello World"}}, got) {
+		if got := step(v, "test_step")["result"]; !conformance.Subset(map[string]any{"status": "ok", "data": map[string]any{"message": "Hello World"}}, got) {
 			t.Fatalf("test_step result %v", got)
 		}
 		evs := shared.events(t, id)
@@ -77,7 +77,7 @@ func TestConformance(t *testing.T) {
 	t.Run("test_start_with_action", func(t *testing.T) {
 		id, v := shared.run(t, client.ExecuteRequest{Path: paths["test_start_with_action.yaml"]})
 		completed(t, v, "start", "process", "end")
-		if got := step(v, "process")["result"]; !subset(map[string]any{"data": map[string]any{"from_start": true}}, got) {
+		if got := step(v, "process")["result"]; !conformance.Subset(map[string]any{"data": map[string]any{"from_start": true}}, got) {
 			t.Fatalf("process result %v", got)
 		}
 		shared.verify(t, id)
@@ -97,7 +97,7 @@ func TestConformance(t *testing.T) {
 			if count(evs, "step.enter", "summarize") != 1 || index(evs, "step.enter", "summarize", 0) < index(evs, "step.exit", c.ran, 0) {
 				t.Fatal("summarize must be entered once, after the branch")
 			}
-			if got := step(v, "summarize")["result"]; !subset(map[string]any{"processing_path": c.cat}, got) {
+			if got := step(v, "summarize")["result"]; !conformance.Subset(map[string]any{"processing_path": c.cat}, got) {
 				t.Fatalf("summarize result %v", got)
 			}
 			shared.verify(t, id)
@@ -107,7 +107,7 @@ func TestConformance(t *testing.T) {
 	t.Run("fanout_reduce_phase6", func(t *testing.T) {
 		id, v := shared.run(t, client.ExecuteRequest{Path: paths["fanout_reduce_phase6.yaml"]})
 		completed(t, v, "start", "normalize_customer", "enrich_customer", "reduce_customer")
-		if got := step(v, "normalize_customer")["result"]; !subset(map[string]any{"normalized": true}, got) || len(got.(map[string]any)) != 1 {
+		if got := step(v, "normalize_customer")["result"]; !conformance.Subset(map[string]any{"normalized": true}, got) || len(got.(map[string]any)) != 1 {
 			t.Fatalf("normalize_customer %v", got)
 		}
 		evs := shared.events(t, id)
@@ -129,13 +129,13 @@ func TestConformance(t *testing.T) {
 			t.Fatalf("loop_test result %v", step(v, "loop_test")["result"])
 		}
 		for i, d := range []int64{20, 40, 60} {
-			if !subset(map[string]any{"doubled": d}, got[i]) {
+			if !conformance.Subset(map[string]any{"doubled": d}, got[i]) {
 				t.Fatalf("iteration %d = %v", i, got[i])
 			}
 		}
 		evs := shared.events(t, id)
-		if enter := evs[index(evs, "step.enter", "loop_test", 0)]; !subset(map[string]any{"iterations_expected": 3, "iterator": "num"}, enter["payload"]) &&
-			!subset(map[string]any{"iterations_expected": 3, "iterator": "num"}, enter["context"]) {
+		if enter := evs[index(evs, "step.enter", "loop_test", 0)]; !conformance.Subset(map[string]any{"iterations_expected": 3, "iterator": "num"}, enter["payload"]) &&
+			!conformance.Subset(map[string]any{"iterations_expected": 3, "iterator": "num"}, enter["context"]) {
 			t.Fatalf("loop step.enter %v (R-R8)", enter)
 		}
 		for i := 1; i < 3; i++ {
@@ -154,7 +154,7 @@ func TestConformance(t *testing.T) {
 		completed(t, v, "start", "set_variables", "use_vars_in_template", "verify_results", "end")
 		want := map[string]any{"received_counter": 42, "received_message": "Template access works!",
 			"received_timeout": 30, "full_greeting": "Hello, Template access works!"}
-		if got := step(v, "use_vars_in_template")["result"]; !subset(want, got) {
+		if got := step(v, "use_vars_in_template")["result"]; !conformance.Subset(want, got) {
 			t.Fatalf("use_vars_in_template %v", got)
 		}
 		shared.verify(t, id)
@@ -166,7 +166,7 @@ func TestConformance(t *testing.T) {
 		if n := step(v, "fetch_page")["visits"]; n != int64(4) {
 			t.Fatalf("fetch_page visited %v times, want 4", n)
 		}
-		if got := step(v, "validate_results")["result"]; !subset(map[string]any{"total_users": 35, "first_id": 1, "last_id": 35}, got) {
+		if got := step(v, "validate_results")["result"]; !conformance.Subset(map[string]any{"total_users": 35, "first_id": 1, "last_id": 35}, got) {
 			t.Fatalf("validate_results %v", got)
 		}
 		shared.verify(t, id)

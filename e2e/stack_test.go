@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"reflect"
 	"strconv"
 	"sync"
 	"testing"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/devserver"
-	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/tools"
 	"github.com/noetl-go/noetl/shared/worker"
 )
@@ -186,22 +184,4 @@ func count(evs []map[string]any, typ, stepName string) int {
 		}
 	}
 	return n
-}
-
-// subset reports whether want is contained in got, maps by key (R-C2).
-func subset(want, got any) bool {
-	wm, ok := want.(map[string]any)
-	if !ok {
-		return reflect.DeepEqual(jsonx.Normalize(want), got)
-	}
-	gm, ok := got.(map[string]any)
-	if !ok {
-		return false
-	}
-	for k, v := range wm {
-		if !subset(v, gm[k]) {
-			return false
-		}
-	}
-	return true
 }

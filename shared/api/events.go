@@ -103,15 +103,9 @@ func (a *API) ingestBatch(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	list, _, err := o.array("events", true)
+	list, err := eventList(o)
 	if err != nil {
 		return nil, err
-	}
-	switch {
-	case len(list) == 0:
-		return nil, invalid("events", "at least one event is required")
-	case len(list) > MaxBatchEvents:
-		return nil, errorf(http.StatusRequestEntityTooLarge, "events: %d events in one batch; the limit is %d", len(list), MaxBatchEvents)
 	}
 	ins := make([]controlplane.EventInput, len(list))
 	types := make([]string, len(list))
@@ -252,4 +246,20 @@ func (a *API) heartbeat(ctx context.Context, c *call) (any, error) {
 		return nil, err
 	}
 	return map[string]any{"lease_expires_at": timeOrNull(until)}, nil
+}
+
+// eventList reads a request's events array: 1..MaxBatchEvents entries (over the
+// limit is 413 with the limit named).
+func eventList(o obj) ([]any, error) {
+	list, _, err := o.array("events", true)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(list) == 0:
+		return nil, invalid("events", "at least one event is required")
+	case len(list) > MaxBatchEvents:
+		return nil, errorf(http.StatusRequestEntityTooLarge, "events: %d events in one request; the limit is %d", len(list), MaxBatchEvents)
+	}
+	return list, nil
 }

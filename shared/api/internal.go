@@ -128,15 +128,9 @@ func (a *API) project(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	list, _, err := o.array("events", true)
+	list, err := eventList(o)
 	if err != nil {
 		return nil, err
-	}
-	switch {
-	case len(list) == 0:
-		return nil, invalid("events", "at least one event is required")
-	case len(list) > MaxBatchEvents:
-		return nil, errorf(http.StatusRequestEntityTooLarge, "events: %d events in one request; the limit is %d", len(list), MaxBatchEvents)
 	}
 	evs := make([]controlplane.ExternalEvent, len(list))
 	for i, raw := range list {

@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
+
+	"github.com/noetl-go/noetl/shared/jsonx"
 )
 
 // EnvDir overrides the folder's location.
@@ -60,4 +63,24 @@ func Dir(tb testing.TB) string {
 // Playbook returns the path of a conformance playbook.
 func Playbook(tb testing.TB, name string) string {
 	return filepath.Join(Dir(tb), "playbooks", name)
+}
+
+// Subset reports whether want is contained in got, the way R-C2 matches README
+// results: maps by key (got may have more), everything else equal after
+// normalising want to the jsonx convention (so 42 matches int64(42)).
+func Subset(want, got any) bool {
+	wm, ok := want.(map[string]any)
+	if !ok {
+		return reflect.DeepEqual(jsonx.Normalize(want), got)
+	}
+	gm, ok := got.(map[string]any)
+	if !ok {
+		return false
+	}
+	for k, v := range wm {
+		if !Subset(v, gm[k]) {
+			return false
+		}
+	}
+	return true
 }

@@ -25,3 +25,24 @@ func TestLocateFromModuleRoot(t *testing.T) {
 		t.Fatalf("override ignored: %q", got)
 	}
 }
+
+func TestSubset(t *testing.T) {
+	got := map[string]any{"a": int64(1), "b": map[string]any{"c": "x", "d": true}, "l": []any{int64(1)}}
+	for _, c := range []struct {
+		want any
+		ok   bool
+	}{
+		{map[string]any{"a": 1}, true},
+		{map[string]any{"b": map[string]any{"c": "x"}}, true},
+		{map[string]any{"l": []any{1}}, true},
+		{map[string]any{"a": "1"}, false},
+		{map[string]any{"b": map[string]any{"c": "y"}}, false},
+		{map[string]any{"missing": nil}, true},
+		{map[string]any{"missing": 0}, false},
+		{"scalar", false},
+	} {
+		if Subset(c.want, got) != c.ok {
+			t.Errorf("Subset(%v) = %v, want %v", c.want, !c.ok, c.ok)
+		}
+	}
+}

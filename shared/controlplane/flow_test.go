@@ -10,25 +10,12 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/controlplane/cptest"
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
-const threeSteps = `apiVersion: noetl.io/v2
-kind: Playbook
-metadata: {name: three, path: tests/three}
-workload: {n: 1}
-workflow:
-  - step: start
-    tool: {kind: noop, input: {n: "{{ n }}"}}
-    set: {ctx.first: "{{ output.n }}"}
-    next: middle
-  - step: middle
-    tool: {kind: noop, input: {m: "{{ ctx.first + 1 }}"}}
-    next: end
-  - step: end
-    tool: {kind: noop}
-`
+const threeSteps = cptest.ThreeSteps
 
 // threeStepsNoDelay retries expired leases at once (the default backoff is 1 s).
 var threeStepsNoDelay = strings.Replace(threeSteps, "    tool: {kind: noop, input: {n: \"{{ n }}\"}}", "    retry: {delay: 0}\n    tool: {kind: noop, input: {n: \"{{ n }}\"}}", 1)

@@ -218,7 +218,7 @@ func prepareEvent(in EventInput) (store.Event, error) {
 			}
 		}
 		e.Context = redact.Value(ctxv).(map[string]any)
-		e.Error = errorText(payload["error"])
+		e.Error = engine.ErrorText(payload["error"])
 	}
 	if meta != nil {
 		e.Meta = redact.Value(meta).(map[string]any)
@@ -287,18 +287,6 @@ func storeTier(uri string) string {
 		return "gcs"
 	}
 	return "artifact"
-}
-
-func errorText(v any) string {
-	switch e := v.(type) {
-	case string:
-		return e
-	case map[string]any:
-		if m, ok := e["message"].(string); ok {
-			return m
-		}
-	}
-	return ""
 }
 
 func intOf(v any) int {

@@ -13,9 +13,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/controlplane/cptest"
 	"github.com/noetl-go/noetl/shared/devstack"
 	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
-	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -34,39 +34,8 @@ type stack struct {
 
 func newStack(t testing.TB, opts ...func(*controlplane.Config)) *stack {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	pg := devstacktest.Postgres(t, 2)
-	cfg := store.Config{ClusterDSN: pg.ClusterDSN, ShardDSNs: pg.ShardDSNs, MaxConns: 16}
-	if err := store.Migrate(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	n := devstacktest.NATS(t)
-	nc, err := nats.Connect(n.URL(), nats.ReconnectBufSize(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := notify.EnsureStream(ctx, js, notify.StreamOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pub := notify.NewPublisher(js, notify.StreamOptions{})
-	c := controlplane.Config{
-		Store: st, ServerURL: "http://test", Lease: 2 * time.Second,
-		Publisher: controlplane.PublisherFunc(func(ctx context.Context, subject, msgID string, data []byte) error {
-			_, err := pub.Publish(ctx, subject, msgID, data)
-			return err
-		}),
-	}
+	cs := cptest.New(t, 2)
+	c := controlplane.Config{Store: cs.Store, ServerURL: "http://test", Lease: 2 * time.Second, Publisher: cs.Publisher}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -74,7 +43,7 @@ func newStack(t testing.TB, opts ...func(*controlplane.Config)) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &stack{pg: pg, nats: n, svc: svc, st: st, js: js, nc: nc, ctx: ctx}
+	return &stack{pg: cs.PG, nats: cs.NATS, svc: svc, st: cs.Store, js: cs.JS, nc: cs.Conn, ctx: cs.Ctx}
 }
 
 func (s *stack) register(t *testing.T, yaml string) store.CatalogEntry {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/noetl-go/noetl/shared/conformance"
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
 	"github.com/noetl-go/noetl/shared/pipeline"
@@ -39,24 +40,6 @@ func item(f func(in map[string]any) any) enginetest.ItemTool {
 	}
 }
 
-// subset reports whether want is contained in got (R-C2): maps by key, recursively.
-func subset(want, got any) bool {
-	wm, ok := want.(map[string]any)
-	if !ok {
-		return reflect.DeepEqual(want, got)
-	}
-	gm, ok := got.(map[string]any)
-	if !ok {
-		return false
-	}
-	for k, v := range wm {
-		if !subset(v, gm[k]) {
-			return false
-		}
-	}
-	return true
-}
-
 func wantCompleted(t *testing.T, s *enginetest.Sim, steps ...string) {
 	t.Helper()
 	if s.Status() != engine.StatusCompleted {
@@ -80,7 +63,7 @@ func TestConformanceHelloWorld(t *testing.T) {
 	}
 	run(t, s, nil)
 	wantCompleted(t, s, "start", "test_step", "end")
-	if got := s.Result("test_step"); !subset(map[string]any{"status": "ok", "data": map[string]any{"message": "Hello World"}}, got) {
+	if got := s.Result("test_step"); !conformance.Subset(map[string]any{"status": "ok", "data": map[string]any{"message": "Hello World"}}, got) {
 		t.Fatalf("test_step result %v", got)
 	}
 	if !(s.Index("step.enter", "start", 0) < s.Index("step.enter", "test_step", 0) && s.Index("step.enter", "test_step", 0) < s.Index("step.enter", "end", 0)) {
@@ -103,10 +86,10 @@ func TestConformanceStartWithAction(t *testing.T) {
 	}
 	run(t, s, nil)
 	wantCompleted(t, s, "start", "process", "end")
-	if got := s.Result("process"); !subset(map[string]any{"data": map[string]any{"from_start": true}}, got) {
+	if got := s.Result("process"); !conformance.Subset(map[string]any{"data": map[string]any{"from_start": true}}, got) {
 		t.Fatalf("process result %v", got)
 	}
-	if got := s.Result("start"); !subset(map[string]any{"data": map[string]any{"input": map[string]any{"test_value": "hello"}}}, got) {
+	if got := s.Result("start"); !conformance.Subset(map[string]any{"data": map[string]any{"input": map[string]any{"test_value": "hello"}}}, got) {
 		t.Fatalf("start result %v: input_data must be the rendered workload", got)
 	}
 }
@@ -153,7 +136,7 @@ func TestConformanceComprehensive(t *testing.T) {
 				t.Fatal("summarize must be entered once, after the branch")
 			}
 			want := map[string]any{"processing_path": c.category, "final_result": c.final, "original_value": int64(10)}
-			if got := s.Result("summarize"); !subset(want, got) {
+			if got := s.Result("summarize"); !conformance.Subset(want, got) {
 				t.Fatalf("summarize %v, want %v", got, want)
 			}
 		})
@@ -197,7 +180,7 @@ func TestConformanceSimpleLoop(t *testing.T) {
 		t.Fatalf("loop result %v", s.Result("loop_test"))
 	}
 	for i, d := range []int64{20, 40, 60} {
-		if !subset(map[string]any{"doubled": d}, got[i]) {
+		if !conformance.Subset(map[string]any{"doubled": d}, got[i]) {
 			t.Errorf("iteration %d = %v, want doubled %d", i, got[i], d)
 		}
 	}
@@ -228,7 +211,7 @@ func TestConformanceVarsTemplateAccess(t *testing.T) {
 	wantCompleted(t, s, "set_variables", "use_vars_in_template", "verify_results", "end")
 	want := map[string]any{"received_counter": int64(42), "received_message": "Template access works!",
 		"received_timeout": int64(30), "full_greeting": "Hello, Template access works!"}
-	if got := s.Result("use_vars_in_template"); !subset(want, got) {
+	if got := s.Result("use_vars_in_template"); !conformance.Subset(want, got) {
 		t.Fatalf("use_vars_in_template %v", got)
 	}
 	if ctx := s.Snapshot().Ctx; ctx["counter"] != int64(42) {
@@ -283,7 +266,7 @@ func TestConformancePagination(t *testing.T) {
 	if n := s.Count("step.enter", "fetch_page"); n != 4 {
 		t.Fatalf("fetch_page visited %d times, want 4", n)
 	}
-	if got := s.Result("validate_results"); !subset(map[string]any{"total_users": int64(35), "first_id": int64(1), "last_id": int64(35)}, got) {
+	if got := s.Result("validate_results"); !conformance.Subset(map[string]any{"total_users": int64(35), "first_id": int64(1), "last_id": int64(35)}, got) {
 		t.Fatalf("validate_results %v", got)
 	}
 }

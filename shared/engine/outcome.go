@@ -120,7 +120,7 @@ func envelopeOf(ev Event) map[string]any {
 	if CanonicalType(ev.Type) == EvCallError {
 		msg := ev.Error
 		if msg == "" {
-			msg = errorText(ev.Context["error"])
+			msg = ErrorText(ev.Context["error"])
 		}
 		if msg == "" {
 			msg = "tool error"
@@ -143,7 +143,7 @@ func envelopeOf(ev Event) map[string]any {
 }
 
 func failureMessage(ev Event, env map[string]any, class string) string {
-	for _, m := range []string{ev.Error, errorText(ev.Context["error"]), errorText(env["error"])} {
+	for _, m := range []string{ev.Error, ErrorText(ev.Context["error"]), ErrorText(env["error"])} {
 		if m != "" {
 			return m
 		}
@@ -160,8 +160,9 @@ func failureMessage(ev Event, env map[string]any, class string) string {
 	return "the command failed"
 }
 
-// errorText reads an error given as a string or as {message: …}.
-func errorText(v any) string {
+// ErrorText reads an error given as a string or as {message: …}, the two shapes
+// tools and NoETL workers send.
+func ErrorText(v any) string {
 	switch e := v.(type) {
 	case string:
 		return e

@@ -13,15 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/noetl-go/noetl/shared/api"
 	"github.com/noetl-go/noetl/shared/config"
 	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/controlplane/cptest"
 	"github.com/noetl-go/noetl/shared/devstack"
-	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
-	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -78,40 +76,12 @@ func New(t testing.TB, opts Options) *Stack {
 		}
 		opts.Logger = slog.New(api.LogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	t.Cleanup(cancel)
-	pg := devstacktest.Postgres(t, opts.Shards)
-	cfg := store.Config{ClusterDSN: pg.ClusterDSN, ShardDSNs: pg.ShardDSNs, MaxConns: 8}
-	if err := store.Migrate(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	n := devstacktest.NATS(t)
-	nc, err := nats.Connect(n.URL(), nats.ReconnectBufSize(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := notify.EnsureStream(ctx, js, notify.StreamOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pub := notify.NewPublisher(js, notify.StreamOptions{})
-	s := &Stack{Ctx: ctx, PG: pg, NATS: n, Store: st, JS: js, opts: opts,
-		Publisher: controlplane.PublisherFunc(func(ctx context.Context, subject, msgID string, data []byte) error {
-			_, err := pub.Publish(ctx, subject, msgID, data)
-			return err
-		})}
+	cs := cptest.New(t, opts.Shards)
+	s := &Stack{Ctx: cs.Ctx, PG: cs.PG, NATS: cs.NATS, Store: cs.Store, JS: cs.JS, Publisher: cs.Publisher, opts: opts}
 	if !opts.Open {
 		s.Tokens = Tokens()
 	}
+	var err error
 	if s.API, err = s.Build("http://test"); err != nil {
 		t.Fatal(err)
 	}
@@ -188,21 +158,7 @@ func (s *Stack) Pending(t testing.TB, executionID int64) []store.Command {
 
 // ThreeSteps is a linear playbook of three noop steps; the first sets a ctx
 // value from the workload, the second reads it.
-const ThreeSteps = `apiVersion: noetl.io/v2
-kind: Playbook
-metadata: {name: three, path: tests/three}
-workload: {n: 1}
-workflow:
-  - step: start
-    tool: {kind: noop, input: {n: "{{ n }}"}}
-    set: {ctx.first: "{{ output.n }}"}
-    next: middle
-  - step: middle
-    tool: {kind: noop, input: {m: "{{ ctx.first + 1 }}"}}
-    next: end
-  - step: end
-    tool: {kind: noop}
-`
+const ThreeSteps = cptest.ThreeSteps
 
 // Flaky is one step that is retried 30 s after a failure (R-L6): a claim
 // before then answers 429 (R-L7).
