@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/noetl-go/noetl/shared/jsonx"
-	"github.com/noetl-go/noetl/shared/tmpl"
 )
 
 // Credentials resolves `auth:` aliases (R-P4). An unknown alias is an error naming it
@@ -131,23 +130,7 @@ func (c *envCredentials) Lookup(_ context.Context, alias string) (Credential, er
 // credentialFromMap reads one JSON entry.
 func credentialFromMap(m map[string]any) (Credential, error) {
 	var c Credential
-	str := func(keys ...string) (string, error) {
-		for _, k := range keys {
-			v, ok := m[k]
-			if !ok || v == nil {
-				continue
-			}
-			switch x := v.(type) {
-			case string:
-				return x, nil
-			case int64, float64, bool:
-				return tmpl.Text(x), nil
-			default:
-				return "", fmt.Errorf("%s: expected a string, got %s", k, jsonx.TypeName(v))
-			}
-		}
-		return "", nil
-	}
+	str := func(keys ...string) (string, error) { return stringField(m, keys...) }
 	var err error
 	if c.Kind, err = str("kind", "type"); err != nil {
 		return c, err
