@@ -70,22 +70,7 @@ func TestRandomSchedules(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(seed), 7))
 				s := enginetest.New(pb, 100+int64(seed))
 				s.Rand = rng
-				s.Default = func(c *enginetest.Cmd) enginetest.Reply {
-					// Transient failures only where the step's retries absorb them, so
-					// every run must still succeed: errors within max_attempts, lease
-					// expiries within the default three attempts (R-L3).
-					switch rng.IntN(6) {
-					case 0:
-						if c.Attempt < pb.Step(c.Step).Retry.MaxAttempts {
-							return enginetest.Reply{Status: "error", Error: "transient"}
-						}
-					case 1:
-						if c.Attempt < 3 {
-							return enginetest.Reply{Expire: true}
-						}
-					}
-					return enginetest.Reply{Data: enginetest.Args(c)}
-				}
+				s.Default = enginetest.RandomFaults(rng, pb, 6)
 				if err := s.Start(nil); err != nil {
 					t.Fatalf("seed %d: %v", seed, err)
 				}

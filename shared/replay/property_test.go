@@ -80,19 +80,7 @@ func TestFoldDeterministicOverSchedules(t *testing.T) {
 		rng := rand.New(rand.NewPCG(uint64(seed), 99))
 		s := enginetest.New(pb, 500+int64(seed))
 		s.Rand = rng
-		s.Default = func(c *enginetest.Cmd) enginetest.Reply {
-			switch rng.IntN(5) {
-			case 0:
-				if c.Attempt < pb.Step(c.Step).Retry.MaxAttempts {
-					return enginetest.Reply{Status: "error", Error: "transient"}
-				}
-			case 1:
-				if c.Attempt < 3 {
-					return enginetest.Reply{Expire: true}
-				}
-			}
-			return enginetest.Reply{Data: enginetest.Args(c)}
-		}
+		s.Default = enginetest.RandomFaults(rng, pb, 5)
 		if err := s.Start(nil); err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}

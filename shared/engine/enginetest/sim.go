@@ -390,3 +390,24 @@ func SameState(a, b *engine.Snapshot) error {
 	}
 	return nil
 }
+
+// RandomFaults is a tool for randomised schedules: it answers with the command's
+// args, but first, at random, fails transiently where the step's retries absorb
+// it (an error within retry.max_attempts, a lease expiry within the default three
+// attempts, R-L3), so every run still completes. One in oneIn commands is
+// considered for a fault.
+func RandomFaults(rng *rand.Rand, pb *engine.Playbook, oneIn int) Tool {
+	return func(c *Cmd) Reply {
+		switch rng.IntN(oneIn) {
+		case 0:
+			if c.Attempt < pb.Step(c.Step).Retry.MaxAttempts {
+				return Reply{Status: "error", Error: "transient"}
+			}
+		case 1:
+			if c.Attempt < 3 {
+				return Reply{Expire: true}
+			}
+		}
+		return Reply{Data: Args(c)}
+	}
+}
