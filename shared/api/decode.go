@@ -53,8 +53,6 @@ func (o obj) name(k string) string {
 	return o.prefix + "." + k
 }
 
-func (o obj) child(k string, m map[string]any) obj { return obj{prefix: o.name(k), m: m} }
-
 // get returns a field; JSON null counts as absent.
 func (o obj) get(k string) (any, bool) {
 	v, ok := o.m[k]

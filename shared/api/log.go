@@ -48,14 +48,6 @@ func withLogAttrs(ctx context.Context, l *logAttrs) context.Context {
 	return context.WithValue(ctx, logAttrsKey{}, l)
 }
 
-// RequestID returns the id of the request ctx belongs to ("" outside a request).
-func RequestID(ctx context.Context) string {
-	if l, ok := ctx.Value(logAttrsKey{}).(*logAttrs); ok {
-		return l.requestID
-	}
-	return ""
-}
-
 // LogHandler wraps h so that records logged with a request's context carry
 // request_id, execution_id and command_id (the service logs with the context
 // it is given, so its lines are tied to the request too).

@@ -148,9 +148,4 @@ func (s *stack) eventTypes(t *testing.T, id int64) []string {
 
 func isKind(err, kind error) bool { return errors.Is(err, kind) }
 
-func jsonOf(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -1,7 +1,5 @@
 package engine
 
-import "math/bits"
-
 // graph is the per-playbook analysis the orchestrator needs, computed once at
 // Parse (R-J1) so no event ever walks the whole playbook.
 type graph struct {
@@ -24,14 +22,6 @@ func newBitset(n int) bitset { return make(bitset, (n+63)/64) }
 
 func (b bitset) set(i int)      { b[i/64] |= 1 << (i % 64) }
 func (b bitset) has(i int) bool { return b[i/64]&(1<<(i%64)) != 0 }
-
-func (b bitset) count() int {
-	c := 0
-	for _, w := range b {
-		c += bits.OnesCount64(w)
-	}
-	return c
-}
 
 func analyse(pb *Playbook) *graph {
 	n := len(pb.Steps)

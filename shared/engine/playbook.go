@@ -152,25 +152,6 @@ const (
 	ClassExpired = "expired"
 )
 
-// retries reports whether the policy retries failures of class c at all.
-func (r Retry) retries(c string) bool {
-	for _, on := range r.On {
-		if on == c {
-			return true
-		}
-	}
-	return false
-}
-
-// limit is the total number of attempts allowed for failures of class c: expired
-// leases get at least 3 (R-L3).
-func (r Retry) limit(c string) int {
-	if c == ClassExpired {
-		return max(r.MaxAttempts, 3)
-	}
-	return r.MaxAttempts
-}
-
 // Step defaults (dsl.md §2, R-J8, R-A9).
 const (
 	DefaultTimeout     = 3600

@@ -96,9 +96,6 @@ func New(function string, build Build, opts Options) (*Handler, error) {
 	return h, nil
 }
 
-// Function is the function's name.
-func (h *Handler) Function() string { return h.function }
-
 func (h *Handler) make(serverURL string) (*api.Function, error) {
 	a, err := h.build(serverURL)
 	if err != nil {

@@ -22,15 +22,6 @@ const (
 	CommandExpired   = "EXPIRED"
 )
 
-// CommandTerminal reports whether a command status is final.
-func CommandTerminal(status string) bool {
-	switch status {
-	case CommandCompleted, CommandFailed, CommandCancelled, CommandExpired:
-		return true
-	}
-	return false
-}
-
 // DefaultTimeoutSeconds is a command's timeout when the step sets none (R-L2).
 const DefaultTimeoutSeconds = 3600
 

@@ -94,12 +94,6 @@ func newTransport(insecure bool) *http.Transport {
 	return t
 }
 
-// Close releases idle HTTP connections. The Registry stays usable.
-func (r *Registry) Close() {
-	r.transport.CloseIdleConnections()
-	r.insecureTransport.CloseIdleConnections()
-}
-
 // Call identifies the command a tool runs for: python's `context` global and the
 // playbook tool's parent come from it.
 type Call struct {
