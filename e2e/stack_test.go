@@ -62,13 +62,18 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// startWorkers runs n in-process workers on a pool until the test ends.
-func (s *stack) startWorkers(t testing.TB, pool string, n int) {
+// startWorkers runs n in-process workers on a pool until the test ends; adjust,
+// when given, changes each worker's configuration.
+func (s *stack) startWorkers(t testing.TB, pool string, n int, adjust ...func(*worker.Standard)) {
 	t.Helper()
 	for i := range n {
-		w, err := worker.Standard{Server: s.srv.URL, JS: s.srv.JS, Pool: pool, ID: fmt.Sprintf("%s-%s-%d", t.Name(), pool, i),
-			Concurrency: 4, Python: "python3", Credentials: s.creds,
-			Logger: slog.New(slog.NewJSONHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}.Build(context.Background())
+		std := worker.Standard{Server: s.srv.URL, JS: s.srv.JS, Pool: pool, ID: fmt.Sprintf("%s-%s-%d", t.Name(), pool, i),
+			Concurrency: 4, Python: "python3", Credentials: s.creds, Results: s.srv.Results,
+			Logger: slog.New(slog.NewJSONHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+		for _, a := range adjust {
+			a(&std)
+		}
+		w, err := std.Build(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsrds"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsssm"
@@ -40,6 +41,10 @@ const (
 	defaultShards    = 2
 	defaultStage     = "dev"
 	defaultLagAlarmS = 300
+	// Results stored by reference live under this prefix of the results
+	// bucket (NOETL_RESULT_STORE = s3://<bucket>/results).
+	ResultsPrefix           = "results"
+	defaultResultRetentionD = 30
 )
 
 var stageRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,20}$`)
@@ -65,6 +70,9 @@ type Config struct {
 	MinACU, MaxACU     float64
 	OutboxLagAlarmS    float64
 	AlarmTopicArn      string // optional SNS topic for every alarm
+	// ResultRetentionDays is how long the results bucket keeps a result
+	// stored by reference; longer than the longest execution.
+	ResultRetentionDays int
 }
 
 // ConfigFromContext reads the stack configuration from the CDK context.
@@ -98,6 +106,8 @@ func ConfigFromContext(node constructs.Node) (Config, error) {
 		MinACU:             0.5,
 		MaxACU:             8,
 		OutboxLagAlarmS:    defaultLagAlarmS,
+
+		ResultRetentionDays: defaultResultRetentionD,
 	}
 	if c.Stage == "" {
 		c.Stage = defaultStage
@@ -124,6 +134,13 @@ func ConfigFromContext(node constructs.Node) (Config, error) {
 			c.CorsOrigins = append(c.CorsOrigins, strings.TrimSpace(o))
 		}
 	}
+	if s := get("resultRetentionDays"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 3650 {
+			return c, fmt.Errorf("context resultRetentionDays=%q: want a whole number of days from 1 to 3650 (longer than the longest execution)", s)
+		}
+		c.ResultRetentionDays = n
+	}
 	c.Shards = defaultShards
 	if s := get("shards"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -146,7 +163,7 @@ func ConfigFromContext(node constructs.Node) (Config, error) {
 
 // NewStack builds the NoETL stack: VPC, one Aurora PostgreSQL Serverless v2
 // cluster + RDS Proxy per shard, secrets, the shard-map parameter, the seven
-// functions, the HTTP API, the outbox schedule and alarms.
+// functions, the results bucket, the HTTP API, the outbox schedule and alarms.
 //
 // The cluster database (catalog, tokens) is shard 0's database: tables do not
 // overlap, and it saves a whole cluster (events.md §2 allows cluster = shard 0).
@@ -167,6 +184,9 @@ func NewStack(scope constructs.Construct, id string, props *awscdk.StackProps, c
 	}
 	if c.Shards < 1 || c.Shards > maxShards {
 		return nil, fmt.Errorf("shards=%d: want 1 to %d", c.Shards, maxShards)
+	}
+	if c.ResultRetentionDays < 1 {
+		return nil, fmt.Errorf("resultRetentionDays=%d: want at least 1", c.ResultRetentionDays)
 	}
 
 	stack := awscdk.NewStack(scope, jsii.String(id), props)
@@ -265,6 +285,24 @@ func NewStack(scope constructs.Construct, id string, props *awscdk.StackProps, c
 		natsCreds = awssecretsmanager.Secret_FromSecretCompleteArn(stack, jsii.String("NatsCreds"), jsii.String(c.NatsCredsSecretArn))
 	}
 
+	// Results too large to post inline (worker.md §1): workers put them under
+	// results/ with their own credentials; only the functions that read
+	// NOETL_RESULT_STORE (ingest) may get them. Private, encrypted, TLS only,
+	// every object expires; retained on stack deletion, like any data.
+	results := awss3.NewBucket(stack, jsii.String("ResultsBucket"), &awss3.BucketProps{
+		Encryption:        awss3.BucketEncryption_S3_MANAGED,
+		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
+		EnforceSSL:        jsii.Bool(true),
+		ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
+		LifecycleRules: &[]*awss3.LifecycleRule{{
+			Id:                                  jsii.String("ExpireResults"),
+			Expiration:                          awscdk.Duration_Days(jsii.Number(float64(c.ResultRetentionDays))),
+			AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),
+		}},
+		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
+	})
+	resultStore := results.S3UrlForObject(jsii.String(ResultsPrefix))
+
 	cors := &awsapigatewayv2.CorsPreflightOptions{}
 	if len(c.CorsOrigins) > 0 {
 		cors = &awsapigatewayv2.CorsPreflightOptions{
@@ -308,6 +346,7 @@ func NewStack(scope constructs.Construct, id string, props *awscdk.StackProps, c
 		"NOETL_NATS_URL":              jsii.String(c.NatsURL),
 		"NOETL_NATS_CREDS_SECRET_ARN": jsii.String(c.NatsCredsSecretArn),
 		"NOETL_SERVER_URL":            jsii.String(serverURL),
+		"NOETL_RESULT_STORE":          resultStore,
 	}
 
 	var topic awssns.ITopic
@@ -372,6 +411,15 @@ func NewStack(scope constructs.Construct, id string, props *awscdk.StackProps, c
 			Actions:   jsii.Strings("ssm:GetParameter"),
 			Resources: &[]*string{shardMap.ParameterArn()},
 		}))
+		if envFile.Uses(f.Name, "NOETL_RESULT_STORE") {
+			// GetObject under the prefix only (GrantRead would add List*,
+			// GetBucket* and every key of the bucket).
+			fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Sid:       jsii.String("ReadStoredResults"),
+				Actions:   jsii.Strings("s3:GetObject"),
+				Resources: &[]*string{results.ArnForObjects(jsii.String(ResultsPrefix + "/*"))},
+			}))
+		}
 		alarm(fn.MetricErrors(&awscloudwatch.MetricOptions{
 			Period:    awscdk.Duration_Minutes(jsii.Number(5)),
 			Statistic: jsii.String("Sum"),
@@ -429,5 +477,7 @@ func NewStack(scope constructs.Construct, id string, props *awscdk.StackProps, c
 	out("ShardMapParameterName", shardMap.ParameterName(), "SSM parameter holding the shard map")
 	out("DbSecretArn", shards[0].cluster.Secret().SecretArn(), "Credentials of the cluster database (shard 0)")
 	out("ApiTokensSecretArn", tokens.SecretArn(), "API tokens {api, worker, internal}")
+	out("ResultsBucketName", results.BucketName(), "Bucket of results stored by reference; workers need s3:PutObject on results/* with their own credentials")
+	out("ResultStoreUrl", resultStore, "The result store URL (NOETL_RESULT_STORE of the ingest function and of workers)")
 	return stack, nil
 }

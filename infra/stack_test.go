@@ -45,7 +45,7 @@ func testConfig(t *testing.T, shards int) Config {
 	return Config{
 		Stage: "test", Shards: shards, AssetDir: dummyAssets(t),
 		RoutesFile: "../routes.json", ConfigEnvFile: "../config-env.json",
-		LogLevel: "info", MinACU: 0.5, MaxACU: 4, OutboxLagAlarmS: 300,
+		LogLevel: "info", MinACU: 0.5, MaxACU: 4, OutboxLagAlarmS: 300, ResultRetentionDays: 30,
 	}
 }
 
@@ -56,8 +56,10 @@ type tpl struct {
 }
 
 type resource struct {
-	Type       string         `json:"Type"`
-	Properties map[string]any `json:"Properties"`
+	Type                string         `json:"Type"`
+	Properties          map[string]any `json:"Properties"`
+	DeletionPolicy      string         `json:"DeletionPolicy"`
+	UpdateReplacePolicy string         `json:"UpdateReplacePolicy"`
 }
 
 func synth(t *testing.T, c Config) tpl {
@@ -164,6 +166,7 @@ func TestStack(t *testing.T) {
 			t.Run("Schedule", func(t *testing.T) { checkSchedule(t, x) })
 			t.Run("Alarms", func(t *testing.T) { checkAlarms(t, x) })
 			t.Run("Permissions", func(t *testing.T) { checkPermissions(t, x, n, "", "") })
+			t.Run("ResultsBucket", func(t *testing.T) { checkResultsBucket(t, x, 30) })
 		})
 	}
 }
@@ -186,6 +189,8 @@ func checkCounts(t *testing.T, x tpl, n int) {
 		"AWS::EC2::NatGateway":           1,
 		"AWS::EC2::SecurityGroupIngress": 2 * n, // functions -> proxy, proxy -> cluster
 		"AWS::Logs::LogGroup":            7,
+		"AWS::S3::Bucket":                1, // results stored by reference
+		"AWS::S3::BucketPolicy":          1, // TLS only
 	}
 	for typ, c := range want {
 		if got := x.count(typ); got != c {
@@ -386,6 +391,12 @@ func checkFunctions(t *testing.T, x tpl) {
 		if su, ok := vars["NOETL_SERVER_URL"]; ok && !strings.HasPrefix(ref(su), "GetAtt:HttpApi") {
 			t.Errorf("%s: NOETL_SERVER_URL = %s, want the HTTP API's URL", f.LogicalID, ref(su))
 		}
+		if rs, ok := vars["NOETL_RESULT_STORE"]; ok {
+			want := "s3://<<Ref:" + resultsBucket(t, x) + ">>/" + ResultsPrefix
+			if got := flatten(t, rs); got != want {
+				t.Errorf("%s: NOETL_RESULT_STORE = %s, want %s", f.LogicalID, got, want)
+			}
+		}
 	}
 }
 
@@ -489,7 +500,7 @@ func checkPermissions(t *testing.T, x tpl, n int, tokensArn, natsArn string) {
 		if err := json.Unmarshal([]byte(p), &doc); err != nil {
 			t.Fatalf("%s: policy %q: %v", f.LogicalID, p, err)
 		}
-		var secrets, params []string
+		var secrets, params, objects []string
 		for _, st := range doc.Statement {
 			res, _ := st.Resource.([]any)
 			if res == nil {
@@ -504,6 +515,10 @@ func checkPermissions(t *testing.T, x tpl, n int, tokensArn, natsArn string) {
 				secrets = append(secrets, rs...)
 			case "ssm:GetParameter":
 				params = append(params, rs...)
+			case "s3:GetObject":
+				for _, r := range res {
+					objects = append(objects, flatten(t, r))
+				}
 			case "[xray:PutTraceSegments xray:PutTelemetryRecords]":
 			default:
 				t.Errorf("%s: unexpected action %v on %v (only GetSecretValue and GetParameter are needed)", f.LogicalID, st.Action, rs)
@@ -532,6 +547,79 @@ func checkPermissions(t *testing.T, x tpl, n int, tokensArn, natsArn string) {
 		if len(params) != 1 || !strings.Contains(params[0], `"Ref":"ShardMap`) {
 			t.Errorf("%s: ssm:GetParameter on %v, want exactly the shard map", f.LogicalID, params)
 		}
+		// Only the functions that read NOETL_RESULT_STORE (ingest) may read
+		// stored results, and only under the prefix.
+		wantObjects := []string{}
+		if readEnv(t).Uses(f.Name, "NOETL_RESULT_STORE") {
+			wantObjects = append(wantObjects, "<<GetAtt:"+resultsBucket(t, x)+".Arn>>/"+ResultsPrefix+"/*")
+		}
+		if !slices.Equal(append([]string{}, objects...), wantObjects) {
+			t.Errorf("%s: s3:GetObject on %q, want %q", f.LogicalID, objects, wantObjects)
+		}
+	}
+}
+
+// resultsBucket returns the results bucket's logical id.
+func resultsBucket(t *testing.T, x tpl) string {
+	t.Helper()
+	b := x.ofType("AWS::S3::Bucket")
+	if len(b) != 1 {
+		t.Fatalf("buckets %v, want only the results bucket", b)
+	}
+	for id := range b {
+		if !strings.HasPrefix(id, "ResultsBucket") {
+			t.Fatalf("bucket %s, want ResultsBucket…", id)
+		}
+		return id
+	}
+	return ""
+}
+
+// checkResultsBucket: private, encrypted, TLS only, expiring, retained, and
+// named in the outputs (workers need it).
+func checkResultsBucket(t *testing.T, x tpl, days int) {
+	id := resultsBucket(t, x)
+	b := x.Resources[id]
+	p := b.Properties
+	if b.DeletionPolicy != "Retain" || b.UpdateReplacePolicy != "Retain" {
+		t.Errorf("%s: deletion %q replace %q, want Retain (results are data)", id, b.DeletionPolicy, b.UpdateReplacePolicy)
+	}
+	if enc := ref(p["BucketEncryption"]); !strings.Contains(enc, `"SSEAlgorithm":"AES256"`) {
+		t.Errorf("%s: encryption %s, want SSE-S3 (no KMS grant needed for workers)", id, enc)
+	}
+	block, _ := p["PublicAccessBlockConfiguration"].(map[string]any)
+	for _, k := range []string{"BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets"} {
+		if block[k] != true {
+			t.Errorf("%s: PublicAccessBlockConfiguration.%s = %v, want true", id, k, block[k])
+		}
+	}
+	rules, _ := p["LifecycleConfiguration"].(map[string]any)["Rules"].([]any)
+	expires := false
+	for _, r := range rules {
+		r := r.(map[string]any)
+		if r["Status"] == "Enabled" && r["ExpirationInDays"] == float64(days) && r["Prefix"] == nil && r["Filter"] == nil {
+			expires = true
+		}
+	}
+	if !expires {
+		t.Errorf("%s: lifecycle %v, want every object to expire after %d days", id, rules, days)
+	}
+	tls := false
+	for _, r := range x.ofType("AWS::S3::BucketPolicy") {
+		if ref(r.Properties["Bucket"]) == "Ref:"+id && strings.Contains(ref(r.Properties["PolicyDocument"]), `"aws:SecureTransport":"false"`) {
+			tls = true
+		}
+	}
+	if !tls {
+		t.Errorf("%s: no bucket policy denying requests without TLS", id)
+	}
+	out, _ := x.Outputs["ResultsBucketName"].(map[string]any)
+	if ref(out["Value"]) != "Ref:"+id {
+		t.Errorf("output ResultsBucketName = %v, want the results bucket", out)
+	}
+	url, _ := x.Outputs["ResultStoreUrl"].(map[string]any)
+	if got, want := flatten(t, url["Value"]), "s3://<<Ref:"+id+">>/"+ResultsPrefix; got != want {
+		t.Errorf("output ResultStoreUrl = %s, want %s", got, want)
 	}
 }
 
@@ -572,7 +660,9 @@ func TestExternalSecrets(t *testing.T) {
 	c.NatsCredsSecretArn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:noetl/test/nats-AbCdEf"
 	c.NatsURL = "nats://nats.example.com:4222"
 	c.CorsOrigins = []string{"https://app.example.com"}
+	c.ResultRetentionDays = 7
 	x := synth(t, c)
+	checkResultsBucket(t, x, 7)
 	if got := x.count("AWS::SecretsManager::Secret"); got != 1 {
 		t.Errorf("%d secrets created, want only the cluster's", got)
 	}
@@ -598,8 +688,20 @@ func TestConfigFromContext(t *testing.T) {
 		t.Errorf("config %+v", c)
 	}
 	c, err = ConfigFromContext(awscdk.NewApp(nil).Node())
-	if err != nil || c.Shards != 2 || c.Stage != "dev" || c.MinACU != 0.5 {
+	if err != nil || c.Shards != 2 || c.Stage != "dev" || c.MinACU != 0.5 || c.ResultRetentionDays != 30 {
 		t.Errorf("defaults %+v %v", c, err)
+	}
+	for in, want := range map[any]int{"7": 7, 90.0: 90} {
+		app := awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{"resultRetentionDays": in}})
+		if c, err := ConfigFromContext(app.Node()); err != nil || c.ResultRetentionDays != want {
+			t.Errorf("resultRetentionDays=%v: %d %v, want %d", in, c.ResultRetentionDays, err, want)
+		}
+	}
+	for _, bad := range []any{"0", "-1", "x", "3651", 1.5} {
+		app := awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{"resultRetentionDays": bad}})
+		if _, err := ConfigFromContext(app.Node()); err == nil || !strings.Contains(err.Error(), "resultRetentionDays") {
+			t.Errorf("resultRetentionDays=%v: %v", bad, err)
+		}
 	}
 	for _, bad := range []string{"Prod", "my stage", "1dev", ""} {
 		app := awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{"stage": bad}})

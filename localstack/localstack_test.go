@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/config"
 	"github.com/noetl-go/noetl/shared/config/mototest"
+	"github.com/noetl-go/noetl/shared/resultstore"
 )
 
 const hookPath = "init/ready.d/10-noetl-config.sh"
@@ -211,17 +213,24 @@ func TestEnvFile(t *testing.T) {
 	if u, err := url.Parse(p["NOETL_SERVER_URL"]); err != nil || u.Port() != "3000" {
 		t.Errorf("NOETL_SERVER_URL=%q: workers reach sam local start-api on port 3000", p["NOETL_SERVER_URL"])
 	}
+	// The functions run in containers: a file:// store would not be shared
+	// with the workers.
+	if u, err := url.Parse(p["NOETL_RESULT_STORE"]); err != nil || u.Scheme != "s3" || u.Host == "" {
+		t.Errorf("NOETL_RESULT_STORE=%q: want s3://bucket/prefix in LocalStack", p["NOETL_RESULT_STORE"])
+	}
 }
 
 var (
 	putSecretRE = regexp.MustCompile(`(?m)^put_secret (\S+) '([^']*)'`)
 	putParamRE  = regexp.MustCompile(`(?m)^awslocal ssm put-parameter .*--name (\S+) --value '([^']*)'`)
+	bucketRE    = regexp.MustCompile(`(?m)^create_bucket (\S+)$`)
 	createDBRE  = regexp.MustCompile(`(?m)^CREATE DATABASE (\w+);`)
 )
 
 type hooks struct {
 	secrets map[string]string // name -> secret string
 	params  map[string]string
+	buckets []string
 }
 
 func readHooks(t *testing.T) hooks {
@@ -237,8 +246,13 @@ func readHooks(t *testing.T) hooks {
 	for _, m := range putParamRE.FindAllStringSubmatch(string(b), -1) {
 		h.params[m[1]] = m[2]
 	}
-	if len(h.secrets) == 0 || len(h.params) == 0 {
-		t.Fatalf("%s: found secrets %v and parameters %v; keep put_secret NAME 'JSON' and awslocal ssm put-parameter ... --name NAME --value 'JSON' literal", hookPath, h.secrets, h.params)
+	for _, m := range bucketRE.FindAllStringSubmatch(string(b), -1) {
+		h.buckets = append(h.buckets, m[1])
+	}
+	sort.Strings(h.buckets)
+	if len(h.secrets) == 0 || len(h.params) == 0 || len(h.buckets) == 0 {
+		t.Fatalf("%s: found secrets %v, parameters %v and buckets %v; keep put_secret NAME 'JSON', awslocal ssm put-parameter ... --name NAME --value 'JSON' and create_bucket NAME literal",
+			hookPath, h.secrets, h.params, h.buckets)
 	}
 	return h
 }
@@ -266,6 +280,20 @@ func wanted(p map[string]string) (secrets, params []string) {
 	return secrets, params
 }
 
+// wantedBuckets lists the buckets env.json points the functions at.
+func wantedBuckets(t *testing.T, p map[string]string) []string {
+	t.Helper()
+	var out []string
+	if v := p["NOETL_RESULT_STORE"]; v != "" {
+		u, err := url.Parse(v)
+		if err != nil || u.Scheme != "s3" {
+			t.Fatalf("NOETL_RESULT_STORE=%q: want s3://bucket/prefix", v)
+		}
+		out = append(out, u.Host)
+	}
+	return out
+}
+
 // TestHooks: the hooks create exactly what env.json names, and the database
 // endpoints and credentials in them are the compose postgres's.
 func TestHooks(t *testing.T) {
@@ -278,6 +306,9 @@ func TestHooks(t *testing.T) {
 	}
 	if got := keys(h.params); !slices.Equal(got, wp) {
 		t.Errorf("hooks create parameters %q, env.json points at %q", got, wp)
+	}
+	if wb := wantedBuckets(t, p); !slices.Equal(h.buckets, wb) {
+		t.Errorf("hooks create buckets %q, env.json points at %q", h.buckets, wb)
 	}
 
 	pg := c.Services["postgres"]
@@ -353,6 +384,7 @@ func TestHooksAgainstMoto(t *testing.T) {
 		}
 	}
 	run()
+	run() // again, as on a LocalStack restart with persistence: it must not fail
 
 	ctx := context.Background()
 	cfg := mototest.Config(motoURL)
@@ -373,10 +405,22 @@ func TestHooksAgainstMoto(t *testing.T) {
 	for _, p := range dp.Parameters {
 		gotParams = append(gotParams, *p.Name)
 	}
+	lb, err := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true }).ListBuckets(ctx, &s3.ListBucketsInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotBuckets []string
+	for _, b := range lb.Buckets {
+		gotBuckets = append(gotBuckets, *b.Name)
+	}
+	sort.Strings(gotBuckets)
 	p := readEnvJSON(t)["Parameters"]
 	ws, wp := wanted(p)
 	if !slices.Equal(gotSecrets, ws) || !slices.Equal(gotParams, wp) {
 		t.Errorf("after the hook: secrets %q parameters %q; env.json points at %q and %q", gotSecrets, gotParams, ws, wp)
+	}
+	if wb := wantedBuckets(t, p); !slices.Equal(gotBuckets, wb) {
+		t.Errorf("after the hook: buckets %q; env.json points at %q", gotBuckets, wb)
 	}
 
 	env := map[string]string{}
@@ -408,5 +452,23 @@ func TestHooksAgainstMoto(t *testing.T) {
 	}
 	if c.NATS.URL != "nats://nats:4222" || c.Stage != "local" {
 		t.Errorf("nats %q stage %q", c.NATS.URL, c.Stage)
+	}
+
+	// The ingest function's result store works in the bucket the hook made,
+	// opened as lambdafn opens it (shared/config's SDK settings).
+	awsCfg, err := c.AWSConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := resultstore.Open(ctx, c.ResultStore, resultstore.Options{AWS: &awsCfg})
+	if err != nil {
+		t.Fatalf("result store %q: %v", c.ResultStore, err)
+	}
+	uri, err := rs.Put(ctx, "e1/step.json", []byte(`{"rows": 100000}`))
+	if err != nil {
+		t.Fatalf("Put into %s: %v", c.ResultStore, err)
+	}
+	if got, err := rs.Get(ctx, uri); err != nil || string(got) != `{"rows": 100000}` {
+		t.Errorf("Get %s: %q %v", uri, got, err)
 	}
 }

@@ -16,6 +16,9 @@ Checks on the generated CloudFormation, each naming the file to fix:
   - the custom IAM policies allow only secretsmanager:GetSecretValue and
     ssm:GetParameter, never on "*", and only publishing functions get the NATS
     credentials policy;
+  - the results bucket is private, encrypted, TLS-only and expires objects;
+    exactly the functions config-env.json gives NOETL_RESULT_STORE get it, as
+    s3://<bucket>/results, and only they may s3:GetObject, only under results/;
   - an ApiUrl output exists;
   - samconfig.toml's dev and prod deploy settings override only declared
     parameters.
@@ -176,14 +179,21 @@ def check_schedule(cfn, c):
         c.check(json.loads(targets[0].get("Input", "null")) == {"maxBatch": 500}, f"template.yaml: schedule input {targets[0].get('Input')}, want {{\"maxBatch\": 500}}")
 
 
+# The results bucket's read policy allows only this, and no other policy does.
+RESULTS_POLICY = "ResultsReadPolicy"
+RESULTS_BUCKET = "ResultsBucket"
+RESULTS_PREFIX = "results"
+
+
 def check_policies(cfn, c):
     res = cfn["Resources"]
     for name, r in res.items():
         if r["Type"] != "AWS::IAM::ManagedPolicy":
             continue
         text = json.dumps(r["Properties"]["PolicyDocument"])
+        allowed = ("s3:GetObject",) if name == RESULTS_POLICY else ("secretsmanager:GetSecretValue", "ssm:GetParameter")
         for action in re.findall(r'"Action": "([^"]+)"', text):
-            c.check(action in ("secretsmanager:GetSecretValue", "ssm:GetParameter"), f"template.yaml: {name} allows {action}: only GetSecretValue and GetParameter are needed")
+            c.check(action in allowed, f"template.yaml: {name} allows {action}: only {', '.join(allowed)} is needed")
         c.check('"Resource": "*"' not in text and '"*"' not in text, f"template.yaml: {name} grants on '*': name the ARNs")
     for fn, lid in FUNCTIONS.items():
         role = res.get(f"{lid}Role")
@@ -194,6 +204,47 @@ def check_policies(cfn, c):
         c.check(("NatsCredsReadPolicy" in arns) == (fn in PUBLISHERS),
                 f"template.yaml: {lid} NATS credentials policy attached = {'NatsCredsReadPolicy' in arns}, want {fn in PUBLISHERS}")
         c.check(not role["Properties"].get("Policies"), f"template.yaml: {lid} has inline policies; use the managed ones")
+
+
+def check_results(cfn, env_file, c):
+    res = cfn["Resources"]
+    bucket = res.get(RESULTS_BUCKET)
+    if not c.check(bucket is not None and bucket["Type"] == "AWS::S3::Bucket", f"template.yaml: no {RESULTS_BUCKET} (AWS::S3::Bucket)"):
+        return
+    p = bucket["Properties"]
+    sse = p.get("BucketEncryption", {}).get("ServerSideEncryptionConfiguration", [])
+    c.check(any(r.get("ServerSideEncryptionByDefault", {}).get("SSEAlgorithm") in ("AES256", "aws:kms") for r in sse),
+            f"template.yaml: {RESULTS_BUCKET} has no default encryption: {sse}")
+    block = p.get("PublicAccessBlockConfiguration", {})
+    for k in ("BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets"):
+        c.check(block.get(k) is True, f"template.yaml: {RESULTS_BUCKET} PublicAccessBlockConfiguration.{k} is {block.get(k)}, want true")
+    rules = p.get("LifecycleConfiguration", {}).get("Rules", [])
+    c.check(any(r.get("Status") == "Enabled" and r.get("ExpirationInDays") and not r.get("Prefix") and not r.get("Filter") for r in rules),
+            f"template.yaml: {RESULTS_BUCKET} needs an enabled lifecycle rule expiring every object: {rules}")
+    tls = [r for r in res.values() if r["Type"] == "AWS::S3::BucketPolicy" and r["Properties"].get("Bucket") == {"Ref": RESULTS_BUCKET}]
+    c.check(len(tls) == 1 and "aws:SecureTransport" in json.dumps(tls), f"template.yaml: {RESULTS_BUCKET} needs a bucket policy denying requests without TLS")
+
+    readers = {fn for fn, names in env_file["functions"].items() if "NOETL_RESULT_STORE" in names}
+    c.check(readers == {"ingest"}, f"config-env.json: NOETL_RESULT_STORE is listed for {sorted(readers)}, want only ingest")
+    want_url = {"Fn::Sub": f"s3://${{{RESULTS_BUCKET}}}/{RESULTS_PREFIX}"}
+    for fn, lid in FUNCTIONS.items():
+        f = res.get(lid)
+        role = res.get(f"{lid}Role")
+        if f is None or role is None:
+            continue
+        url = f["Properties"].get("Environment", {}).get("Variables", {}).get("NOETL_RESULT_STORE")
+        if fn in readers:
+            c.check(url == want_url, f"template.yaml: {lid} NOETL_RESULT_STORE is {url}, want {want_url}")
+        attached = RESULTS_POLICY in json.dumps(role["Properties"].get("ManagedPolicyArns", []))
+        c.check(attached == (fn in readers), f"template.yaml: {lid} {RESULTS_POLICY} attached = {attached}, want {fn in readers} (only functions reading NOETL_RESULT_STORE)")
+    pol = res.get(RESULTS_POLICY)
+    if c.check(pol is not None, f"template.yaml: no {RESULTS_POLICY}"):
+        stmts = pol["Properties"]["PolicyDocument"]["Statement"]
+        want = {"Fn::Sub": f"${{{RESULTS_BUCKET}.Arn}}/{RESULTS_PREFIX}/*"}
+        c.check(len(stmts) == 1 and stmts[0].get("Effect") == "Allow" and stmts[0].get("Resource") == want,
+                f"template.yaml: {RESULTS_POLICY} statements {stmts}, want one Allow s3:GetObject on {want}")
+    outputs = cfn.get("Outputs", {})
+    c.check(outputs.get("ResultsBucketName", {}).get("Value") == {"Ref": RESULTS_BUCKET}, "template.yaml: the ResultsBucketName output (workers need the bucket) is missing")
 
 
 def check_samconfig(path, params, c):
@@ -237,6 +288,7 @@ def main():
     check_functions(cfn, sam.get("Parameters", {}), env_file, c)
     check_schedule(cfn, c)
     check_policies(cfn, c)
+    check_results(cfn, env_file, c)
     check_samconfig(args.samconfig, sam.get("Parameters", {}), c)
     c.check("ApiUrl" in cfn.get("Outputs", {}), "template.yaml: the ApiUrl output is missing")
 
@@ -254,7 +306,7 @@ def main():
         for p in c.problems:
             print("FAIL " + p, file=sys.stderr)
         sys.exit(1)
-    print(f"ok: {len(routes)} routes, {len(FUNCTIONS)} functions, schedule, environment and policies match routes.json and config-env.json")
+    print(f"ok: {len(routes)} routes, {len(FUNCTIONS)} functions, schedule, environment, policies and the results bucket match routes.json and config-env.json")
 
 
 if __name__ == "__main__":

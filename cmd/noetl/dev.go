@@ -39,6 +39,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	exit := fs.Bool("exit", false, "stop after the demo (exit 0 when it COMPLETED, 1 otherwise)")
 	drainEvery := fs.Duration("drain-every", 2*time.Second, "scheduled outbox run interval (the EventBridge stand-in)")
 	python := fs.String("python", envOr("NOETL_PYTHON", "python3"), "python interpreter (env NOETL_PYTHON)")
+	resultStore := fs.String("result-store", os.Getenv("NOETL_RESULT_STORE"), "where workers store results too large to post inline, file:///dir or s3://bucket/prefix (env NOETL_RESULT_STORE); empty: a temporary directory")
+	inlineLimit := fs.Int("inline-limit", worker.DefaultInlineLimit, "largest result (bytes of JSON) workers post inline; larger ones go to the result store")
 	verbose := fs.Bool("v", false, "print the stack's JSON logs")
 	if code, ok := parseFlags(fs, args, "dev [flags]", "Runs the whole stack in one process: a throwaway Postgres (cluster + 2 shards) unless a\n"+
 		"database URL is given, an embedded NATS unless a NATS URL is given, the API on "+"127.0.0.1:8082 serving\n"+
@@ -55,8 +57,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	logger := slog.New(api.LogHandler(slog.NewJSONHandler(logOut, nil)))
 	d := dev{out: stdout, errw: stderr, logger: logger}
 	code, err := d.run(ctx, devserver.Options{Listen: *listen, DatabaseURL: *databaseURL, ShardURLs: *shardURLs,
-		NATSURL: *natsURL, DrainEvery: *drainEvery, Logger: logger, Out: stdout},
-		devRun{workers: *workers, concurrency: *concurrency, examples: *examples, demo: *demo, exit: *exit, python: *python})
+		NATSURL: *natsURL, ResultStore: *resultStore, DrainEvery: *drainEvery, Logger: logger, Out: stdout},
+		devRun{workers: *workers, concurrency: *concurrency, inlineLimit: *inlineLimit, examples: *examples, demo: *demo, exit: *exit, python: *python})
 	if err != nil {
 		fmt.Fprintf(stderr, "noetl dev: %v\n", err)
 		return exitFail
@@ -66,6 +68,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 type devRun struct {
 	workers, concurrency int
+	inlineLimit          int
 	examples             string
 	demo, exit           bool
 	python               string
@@ -107,7 +110,7 @@ func (d dev) run(ctx context.Context, o devserver.Options, r devRun) (int, error
 	for i := range r.workers {
 		w, err := worker.Standard{Server: s.URL, Token: os.Getenv("NOETL_WORKER_TOKEN"), APIToken: os.Getenv("NOETL_API_TOKEN"),
 			JS: s.JS, Pool: notify.PoolShared, ID: fmt.Sprintf("dev-worker-%d", i+1), Concurrency: r.concurrency,
-			Python: r.python, Credentials: creds, Logger: d.logger}.Build(ctx)
+			Python: r.python, Credentials: creds, Results: s.Results, InlineLimit: r.inlineLimit, Logger: d.logger}.Build(ctx)
 		if err != nil {
 			return exitFail, err
 		}

@@ -28,6 +28,7 @@ type serveFlags struct {
 	shards      int
 	migrate     bool
 	drainEvery  time.Duration
+	resultStore string
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -43,6 +44,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		"NATS URL ($"+config.EnvNATSURL+"); empty: start an embedded NATS JetStream")
 	fs.IntVar(&f.shards, "shards", 2, "shard databases of the throwaway Postgres")
 	fs.BoolVar(&f.migrate, "migrate", false, "apply migrations to the given databases (the throwaway one is always migrated)")
+	fs.StringVar(&f.resultStore, "result-store", os.Getenv("NOETL_RESULT_STORE"),
+		"where workers store results too large to post inline, file:///dir or s3://bucket/prefix ($NOETL_RESULT_STORE);\nempty: a temporary directory with the throwaway Postgres, else none")
 	fs.DurationVar(&f.drainEvery, "drain-every", time.Minute,
 		"invoke the outbox function's scheduled run this often, standing in for EventBridge (0: never)")
 	fs.Usage = func() {
@@ -82,7 +85,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "noetl serve: no NATS URL; starting an embedded NATS JetStream")
 	}
 	s, err := devserver.Start(ctx, devserver.Options{Listen: f.listen, DatabaseURL: f.databaseURL, ShardURLs: f.shardURLs,
-		Shards: f.shards, Migrate: f.migrate, NATSURL: f.natsURL, DrainEvery: f.drainEvery, Logger: logger})
+		Shards: f.shards, Migrate: f.migrate, NATSURL: f.natsURL, ResultStore: f.resultStore, DrainEvery: f.drainEvery, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -92,6 +95,9 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	}
 	if f.natsURL == "" {
 		fmt.Fprintf(stdout, "noetl serve: embedded NATS at %s (workers: noetl worker --nats %s)\n", s.NATSURL, s.NATSURL)
+	}
+	if s.Results != nil {
+		fmt.Fprintf(stdout, "noetl serve: large results by reference in %s (workers: noetl worker --result-store %s)\n", s.Results.URL(), s.Results.URL())
 	}
 	warnOpen(s, stderr, logger, "noetl serve")
 	fmt.Fprintf(stdout, "noetl serve: listening on %s\n", s.URL)

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/noetl-go/noetl/shared/notify"
+	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/store"
 	"github.com/noetl-go/noetl/shared/worker"
 )
@@ -34,6 +35,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	host, _ := os.Hostname()
 	id := fs.String("id", fmt.Sprintf("%s-%d", host, os.Getpid()), "worker id")
 	python := fs.String("python", envOr("NOETL_PYTHON", "python3"), "python interpreter (env NOETL_PYTHON)")
+	resultStore := fs.String("result-store", os.Getenv("NOETL_RESULT_STORE"), "where results too large to post inline go, file:///dir or s3://bucket/prefix: the server's store (env NOETL_RESULT_STORE); empty: such results fail their step")
+	inlineLimit := fs.Int("inline-limit", worker.DefaultInlineLimit, "largest result (bytes of JSON) posted inline")
 	if code, ok := parseFlags(fs, args, "worker [flags]", "Runs a worker: pulls commands of a pool from NATS, claims and runs them.\nCredentials for auth: aliases come from NOETL_CREDENTIALS_FILE and NOETL_CREDENTIAL_<ALIAS> (R-P4)."); !ok {
 		return code
 	}
@@ -47,8 +50,14 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return fail(stderr, "worker", err)
 	}
+	var results resultstore.Store
+	if *resultStore != "" {
+		if results, err = resultstore.Open(ctx, *resultStore, resultstore.Options{}); err != nil {
+			return fail(stderr, "worker", err)
+		}
+	}
 	w, err := worker.Standard{Server: *server, Token: *token, APIToken: *apiToken, JS: js, Pool: *pool, ID: *id,
-		Concurrency: *concurrency, Python: *python, Logger: log}.Build(ctx)
+		Concurrency: *concurrency, Python: *python, Results: results, InlineLimit: *inlineLimit, Logger: log}.Build(ctx)
 	if err != nil {
 		return fail(stderr, "worker", err)
 	}

@@ -370,6 +370,9 @@ type Event struct {
 	WorkerID    string
 	// ClientID makes re-posts idempotent (the event_id of the request).
 	ClientID int64
+	// ResultURI posts the result by reference (result_kind "ref"): the data
+	// lives at this URI in the result store, not in the payload.
+	ResultURI string
 }
 
 // PostEvent posts one event; it is retried on 5xx since its client id makes it
@@ -379,6 +382,9 @@ func (c *Client) PostEvent(ctx context.Context, e Event) error {
 		"status": e.Status, "payload": e.Payload, "meta": e.Meta, "worker_id": e.WorkerID}
 	if e.ClientID != 0 {
 		body["event_id"] = strconv.FormatInt(e.ClientID, 10)
+	}
+	if e.ResultURI != "" {
+		body["result_kind"], body["result_uri"] = "ref", e.ResultURI
 	}
 	if body["payload"] == nil {
 		body["payload"] = map[string]any{}

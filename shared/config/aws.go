@@ -27,21 +27,38 @@ type awsClients struct {
 }
 
 func newAWSClients(ctx context.Context, e env) (*awsClients, error) {
-	var opts []func(*awsconfig.LoadOptions) error
-	if r := e[EnvAWSRegion]; r != "" {
-		opts = append(opts, awsconfig.WithRegion(r))
+	cfg, err := loadAWSConfig(ctx, e[EnvAWSRegion], e[EnvAWSEndpointURL])
+	if err != nil {
+		return nil, err
 	}
-	if u := e[EnvAWSEndpointURL]; u != "" {
-		opts = append(opts, awsconfig.WithBaseEndpoint(u))
+	return &awsClients{sm: secretsmanager.NewFromConfig(cfg), ssm: ssm.NewFromConfig(cfg)}, nil
+}
+
+// AWSConfig is the AWS SDK configuration the functions use for their own
+// calls beyond configuration (the S3 result store): the SDK's default chain
+// (the Lambda role's credentials) with AWS_REGION and AWS_ENDPOINT_URL as
+// Load read them, exactly as for Secrets Manager and SSM. It makes no request.
+// On a Config that Load did not build, the SDK reads the process environment.
+func (c *Config) AWSConfig(ctx context.Context) (aws.Config, error) {
+	return loadAWSConfig(ctx, c.awsRegion, c.awsEndpoint)
+}
+
+func loadAWSConfig(ctx context.Context, region, endpoint string) (aws.Config, error) {
+	var opts []func(*awsconfig.LoadOptions) error
+	if region != "" {
+		opts = append(opts, awsconfig.WithRegion(region))
+	}
+	if endpoint != "" {
+		opts = append(opts, awsconfig.WithBaseEndpoint(endpoint))
 	}
 	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("loading AWS SDK configuration: %w; check %s and the AWS credentials", err, EnvAWSRegion)
+		return aws.Config{}, fmt.Errorf("loading AWS SDK configuration: %w; check %s and the AWS credentials", err, EnvAWSRegion)
 	}
 	if cfg.Region == "" {
-		return nil, fmt.Errorf("no AWS region: set %s (the Lambda runtime sets it; set it yourself outside Lambda)", EnvAWSRegion)
+		return aws.Config{}, fmt.Errorf("no AWS region: set %s (the Lambda runtime sets it; set it yourself outside Lambda)", EnvAWSRegion)
 	}
-	return &awsClients{sm: secretsmanager.NewFromConfig(cfg), ssm: ssm.NewFromConfig(cfg)}, nil
+	return cfg, nil
 }
 
 func (a *awsClients) secret(ctx context.Context, id string) ([]byte, error) {

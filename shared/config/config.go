@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -35,6 +36,7 @@ const (
 	EnvMaxBodyBytes       = "NOETL_MAX_BODY_BYTES"
 	EnvLogLevel           = "NOETL_LOG_LEVEL"
 	EnvCORSOrigins        = "NOETL_CORS_ORIGINS"
+	EnvResultStore        = "NOETL_RESULT_STORE"
 
 	EnvLambdaFunctionName = "AWS_LAMBDA_FUNCTION_NAME"
 	EnvAWSRegion          = "AWS_REGION"
@@ -85,6 +87,15 @@ type Config struct {
 	MaxBodyBytes int64
 	LogLevel     slog.Level
 	CORSOrigins  []string
+
+	// ResultStore is the URL of the store of results posted by reference
+	// (worker.md §1): file:///absolute/dir or s3://bucket/prefix; empty =
+	// none (such results are refused). Open it with resultstore.Open and,
+	// for s3://, AWSConfig.
+	ResultStore string
+
+	// The AWS SDK settings Load read (AWSConfig uses them).
+	awsRegion, awsEndpoint string
 }
 
 // NATS holds the NATS connection settings. At most one of Creds,
@@ -140,6 +151,7 @@ func (c *Config) LogValue() slog.Value {
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
 		slog.String("log_level", c.LogLevel.String()),
 		slog.Any("cors_origins", c.CORSOrigins),
+		slog.String("result_store", redactURL(c.ResultStore)),
 	)
 }
 
@@ -153,7 +165,7 @@ func names() []string {
 		EnvDBSSLMode, EnvDBMaxConns, EnvMigrateOnStart, EnvNATSURL,
 		EnvNATSCredsSecretARN, EnvServerURL, EnvAPIToken, EnvWorkerToken,
 		EnvInternalToken, EnvAPITokensSecretARN, EnvAllowOpen, EnvLeaseSeconds,
-		EnvMaxBodyBytes, EnvLogLevel, EnvCORSOrigins,
+		EnvMaxBodyBytes, EnvLogLevel, EnvCORSOrigins, EnvResultStore,
 		EnvLambdaFunctionName, EnvAWSRegion, EnvAWSEndpointURL,
 	}
 }
@@ -221,7 +233,7 @@ func parseEnv(e env) (*Config, pending, error) {
 			errs = append(errs, err)
 		}
 	}
-	c := &Config{InLambda: e[EnvLambdaFunctionName] != ""}
+	c := &Config{InLambda: e[EnvLambdaFunctionName] != "", awsRegion: e[EnvAWSRegion], awsEndpoint: e[EnvAWSEndpointURL]}
 	var p pending
 
 	c.Stage = e[EnvStage]
@@ -348,6 +360,12 @@ func parseEnv(e env) (*Config, pending, error) {
 	c.CORSOrigins, err = corsOrigins(e[EnvCORSOrigins])
 	add(err)
 
+	// Large results.
+	if v := e[EnvResultStore]; v != "" {
+		add(checkResultStore(v))
+		c.ResultStore = v
+	}
+
 	if len(errs) > 0 {
 		return nil, p, errors.Join(errs...)
 	}
@@ -427,6 +445,64 @@ func checkNATSURL(v string) error {
 		}
 	}
 	return nil
+}
+
+// s3BucketRE is S3's rule for (new) bucket names: 3-63 lower-case letters,
+// digits, '.' and '-', starting and ending with a letter or digit.
+var s3BucketRE = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
+
+// s3PrefixRE keeps a key prefix to S3's safe characters, which need no
+// escaping in an s3:// URI, so the URIs in the event log read as the keys.
+var s3PrefixRE = regexp.MustCompile(`^[A-Za-z0-9!_.*'()/-]*$`)
+
+const resultStoreFix = "use file:///absolute/dir (one machine) or s3://bucket/prefix (AWS), or unset it to refuse results posted by reference"
+
+// checkResultStore accepts what resultstore.Open can use: file:///abs/dir or
+// s3://bucket/prefix, with a prefix that is already a clean key path (the
+// store only owns keys that are).
+func checkResultStore(v string) error {
+	u, err := url.Parse(v)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error repeats the URL, which might hold a key
+		}
+		return fmt.Errorf("%s is not a URL (%w); %s", EnvResultStore, err, resultStoreFix)
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
+		return fmt.Errorf("%s=%q: a result store URL has no user, query or fragment; %s", EnvResultStore, redactURL(v), resultStoreFix)
+	}
+	switch u.Scheme {
+	case "file":
+		if u.Host != "" && u.Host != "localhost" {
+			return fmt.Errorf("%s=%q: %q is read as a host; a file store is a local absolute directory: file:///absolute/dir (three slashes)", EnvResultStore, v, u.Host)
+		}
+		if u.Opaque != "" || !path.IsAbs(u.Path) {
+			return fmt.Errorf("%s=%q: the directory must be absolute: file:///absolute/dir (three slashes)", EnvResultStore, v)
+		}
+		if path.Clean(u.Path) == "/" {
+			return fmt.Errorf("%s=%q: not the filesystem root; name a directory for results, e.g. file:///var/lib/noetl/results", EnvResultStore, v)
+		}
+		return nil
+	case "s3":
+		if u.Host == "" {
+			return fmt.Errorf("%s=%q: no bucket; use s3://bucket/prefix, e.g. s3://my-noetl-results/results", EnvResultStore, v)
+		}
+		if !s3BucketRE.MatchString(u.Host) || strings.Contains(u.Host, "..") {
+			return fmt.Errorf("%s=%q: %q is not an S3 bucket name (3-63 lower-case letters, digits, '.' or '-'); use s3://bucket/prefix", EnvResultStore, v, u.Host)
+		}
+		prefix := strings.Trim(u.Path, "/")
+		if !s3PrefixRE.MatchString(prefix) {
+			return fmt.Errorf("%s=%q: the prefix %q may use only letters, digits, '/' and !-_.*'() (S3's safe key characters); use s3://bucket/a/b", EnvResultStore, v, prefix)
+		}
+		if prefix != "" && (path.Clean(prefix) != prefix || prefix == "." || prefix == ".." || strings.HasPrefix(prefix, "../")) {
+			return fmt.Errorf("%s=%q: the prefix %q has empty, '.' or '..' parts; use s3://bucket/a/b", EnvResultStore, v, prefix)
+		}
+		return nil
+	case "":
+		return fmt.Errorf("%s=%q: no scheme; %s", EnvResultStore, v, resultStoreFix)
+	}
+	return fmt.Errorf("%s=%q: scheme %q is not supported; %s", EnvResultStore, redactURL(v), u.Scheme, resultStoreFix)
 }
 
 // splitList splits a comma-separated value, dropping blanks so that an empty

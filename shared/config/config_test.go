@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/noetl-go/noetl/shared/config/mototest"
 )
 
 // envOf turns a map into a getenv function.
@@ -213,6 +215,25 @@ func TestErrors(t *testing.T) {
 		{"cors star", with(EnvCORSOrigins, "*,https://a.example.com"), []string{EnvCORSOrigins, "'*' alone"}},
 		{"stage", with(EnvStage, "my stage"), []string{EnvStage, "letters, digits"}},
 		{"shard map name", map[string]string{EnvDBSecretARN: "arn:x", EnvShardMapParam: "noetl/map"}, []string{EnvShardMapParam, "must start with '/'"}},
+		{"result store relative", with(EnvResultStore, "file://results"), []string{EnvResultStore, `"results" is read as a host`, "file:///absolute/dir"}},
+		{"result store opaque", with(EnvResultStore, "file:results"), []string{EnvResultStore, "must be absolute", "file:///absolute/dir"}},
+		{"result store no path", with(EnvResultStore, "file://"), []string{EnvResultStore, "must be absolute"}},
+		{"result store remote host", with(EnvResultStore, "file://nas/results"), []string{EnvResultStore, `"nas" is read as a host`}},
+		{"result store root", with(EnvResultStore, "file:///"), []string{EnvResultStore, "not the filesystem root"}},
+		{"result store bare path", with(EnvResultStore, "/var/results"), []string{EnvResultStore, "no scheme", "file:///absolute/dir", "s3://bucket/prefix"}},
+		{"result store scheme", with(EnvResultStore, "gs://bucket/results"), []string{EnvResultStore, `scheme "gs"`, "s3://bucket/prefix", "unset it"}},
+		{"result store no bucket", with(EnvResultStore, "s3:///results"), []string{EnvResultStore, "no bucket", "s3://bucket/prefix"}},
+		{"result store empty s3", with(EnvResultStore, "s3://"), []string{EnvResultStore, "no bucket"}},
+		{"result store bucket case", with(EnvResultStore, "s3://My_Bucket/results"), []string{EnvResultStore, "not an S3 bucket name"}},
+		{"result store bucket port", with(EnvResultStore, "s3://bucket:9000/results"), []string{EnvResultStore, "not an S3 bucket name"}},
+		{"result store bucket short", with(EnvResultStore, "s3://ab"), []string{EnvResultStore, "not an S3 bucket name"}},
+		{"result store prefix dotdot", with(EnvResultStore, "s3://bucket/a/../b"), []string{EnvResultStore, "prefix", "'..'"}},
+		{"result store prefix dot", with(EnvResultStore, "s3://bucket/./"), []string{EnvResultStore, "prefix", "'.'"}},
+		{"result store prefix chars", with(EnvResultStore, "s3://bucket/a%23b"), []string{EnvResultStore, `prefix "a#b"`, "safe key characters"}},
+		{"result store prefix empty part", with(EnvResultStore, "s3://bucket/a//b"), []string{EnvResultStore, "prefix"}},
+		{"result store query", with(EnvResultStore, "s3://bucket/results?region=x"), []string{EnvResultStore, "no user, query or fragment"}},
+		{"result store key hidden", with(EnvResultStore, "s3://AKIA:hunter2@bucket/results"), []string{EnvResultStore, "no user"}},
+		{"result store unparseable", with(EnvResultStore, "s3://bu%zzcket/x"), []string{EnvResultStore, "not a URL", "s3://bucket/prefix"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -225,12 +246,50 @@ func TestErrors(t *testing.T) {
 					t.Errorf("error %q\ndoes not mention %q", err, w)
 				}
 			}
-			for _, secret := range []string{"se%zzcret", "hunter2", ":pw@"} {
+			for _, secret := range []string{"se%zzcret", "hunter2", ":pw@", "bu%zzcket"} {
 				if strings.Contains(err.Error(), secret) {
 					t.Errorf("error leaks a password: %q", err)
 				}
 			}
 		})
+	}
+}
+
+func TestResultStore(t *testing.T) {
+	if c := mustLoad(t, map[string]string{EnvDatabaseURL: localDB}); c.ResultStore != "" {
+		t.Errorf("unset: result store %q, want none", c.ResultStore)
+	}
+	for _, v := range []string{
+		"file:///var/lib/noetl/results",
+		"file:///tmp/r/",
+		"file://localhost/var/results",
+		"s3://noetl-results",
+		"s3://noetl-results/",
+		"s3://noetl-results/results",
+		"s3://noetl-results/dev/results/",
+		"s3://my.bucket-1/a/b/c",
+	} {
+		c := mustLoad(t, map[string]string{EnvDatabaseURL: localDB, EnvResultStore: " " + v + " "})
+		if c.ResultStore != v {
+			t.Errorf("%s=%q: result store %q", EnvResultStore, v, c.ResultStore)
+		}
+	}
+}
+
+func TestAWSConfig(t *testing.T) {
+	ctx := context.Background()
+	mototest.IsolateSDK(t) // the SDK would otherwise read this machine's AWS_REGION and ~/.aws
+	c := mustLoad(t, map[string]string{EnvDatabaseURL: localDB, EnvAWSRegion: "eu-central-1", EnvAWSEndpointURL: "http://127.0.0.1:1"})
+	cfg, err := c.AWSConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Region != "eu-central-1" || cfg.BaseEndpoint == nil || *cfg.BaseEndpoint != "http://127.0.0.1:1" {
+		t.Errorf("region %q endpoint %v, want what Load read", cfg.Region, cfg.BaseEndpoint)
+	}
+	c = mustLoad(t, map[string]string{EnvDatabaseURL: localDB})
+	if _, err := c.AWSConfig(ctx); err == nil || !strings.Contains(err.Error(), "no AWS region") || !strings.Contains(err.Error(), EnvAWSRegion) {
+		t.Errorf("no region anywhere: %v, want it to name %s", err, EnvAWSRegion)
 	}
 }
 
@@ -326,6 +385,7 @@ func TestRedaction(t *testing.T) {
 	c := mustLoad(t, map[string]string{
 		EnvDatabaseURL: "postgres://u:dbsecret@h/db", EnvShardURLs: "host=h password=shardsecret",
 		EnvAPIToken: "apisecret", EnvNATSURL: "nats://nu:natssecret@n:4222,nats://nu:natssecret2@m:4222",
+		EnvResultStore: "s3://noetl-results/results",
 	})
 	var buf bytes.Buffer
 	slog.New(slog.NewJSONHandler(&buf, nil)).Info("config", "config", c)
@@ -334,7 +394,8 @@ func TestRedaction(t *testing.T) {
 			t.Errorf("log line leaks %q: %s", s, buf.String())
 		}
 	}
-	if !strings.Contains(buf.String(), `"api_tokens":1`) || !strings.Contains(buf.String(), "nats://nu:xxxxx@m:4222") {
+	if !strings.Contains(buf.String(), `"api_tokens":1`) || !strings.Contains(buf.String(), "nats://nu:xxxxx@m:4222") ||
+		!strings.Contains(buf.String(), `"result_store":"s3://noetl-results/results"`) {
 		t.Errorf("log line should count tokens: %s", buf.String())
 	}
 }

@@ -8,6 +8,8 @@
 // config.LoadDefaultConfig only when a secret ARN or parameter name is set; the
 // SDK takes credentials from its default chain (the Lambda role), AWS_REGION and
 // AWS_ENDPOINT_URL are passed from getenv so moto/LocalStack work.
+// Config.AWSConfig builds the same SDK configuration for the functions' other
+// AWS calls (the S3 result store).
 //
 // config-env.json at the repository root lists every name below by where it is
 // set (deployed function, SAM only, local only, runtime); a test keeps it and
@@ -44,8 +46,12 @@
 //	NOETL_MAX_BODY_BYTES          request body limit; at most 6 MiB in Lambda (sync payload limit)    1048576
 //	NOETL_LOG_LEVEL               debug | info | warn | error                                         info
 //	NOETL_CORS_ORIGINS            comma-separated allowed origins, or *; empty = same-origin only     (empty)
+//	NOETL_RESULT_STORE            where results posted by reference live (worker.md §1):              (none: such
+//	                              file:///absolute/dir on one machine, s3://bucket/prefix in AWS      results get 422)
+//	                              (set on the ingest function only); the server reads only URIs
+//	                              inside it
 //	AWS_LAMBDA_FUNCTION_NAME      set by the Lambda runtime: selects the Lambda defaults above        -
-//	AWS_REGION                    region for Secrets Manager / SSM                                    SDK default chain
+//	AWS_REGION                    region for Secrets Manager / SSM / S3                               SDK default chain
 //	AWS_ENDPOINT_URL              endpoint override (moto, LocalStack)                                SDK default
 //
 // Local mode (NOETL_DATABASE_URL, NOETL_*_TOKEN) and AWS mode (the *_ARN and

@@ -127,6 +127,11 @@ func TestConfigEnvFile(t *testing.T) {
 		if want := fn != "catalog" && fn != "replay"; has != want {
 			t.Errorf("functions.%s: NATS creds listed = %v, want %v", fn, has, want)
 		}
+		// Only ingest reads results stored by reference, so only its role
+		// may read the results bucket.
+		if has, want := slices.Contains(f.Functions[fn], EnvResultStore), fn == "ingest"; has != want {
+			t.Errorf("functions.%s: %s listed = %v, want %v", fn, EnvResultStore, has, want)
+		}
 		for _, must := range []string{EnvDBSecretARN, EnvShardMapParam, EnvAPITokensSecretARN, EnvAllowOpen, EnvStage} {
 			if !slices.Contains(f.Functions[fn], must) {
 				t.Errorf("functions.%s lacks %s, which every function needs", fn, must)

@@ -2,8 +2,14 @@ package config
 
 import (
 	"context"
+	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/noetl-go/noetl/shared/resultstore"
 )
 
 // FuzzLoadEnv: whatever the environment holds, Load does not panic, a
@@ -27,6 +33,50 @@ func FuzzLoadEnv(f *testing.F) {
 		}
 		if c.ClusterDSN == "" || len(c.ShardDSNs) == 0 {
 			t.Fatalf("success without a database: cluster %q shards %q", c.ClusterDSN, c.ShardDSNs)
+		}
+	})
+}
+
+// FuzzResultStore: checkResultStore never panics, every error names
+// NOETL_RESULT_STORE, and an s3:// URL it accepts opens as a store that owns
+// the keys a worker would write under it (config and resultstore agree on
+// what a usable URL is).
+func FuzzResultStore(f *testing.F) {
+	for _, s := range []string{
+		"s3://noetl-results/results", "s3://noetl-results", "s3://b.c-d/a/b/", "s3://bucket/a/../b",
+		"s3://bucket//x", "s3://Bucket/x", "s3://000/.", "s3://000/0/%00", "s3://b00/a%23b", "s3://b00/a b", "file:///var/results", "file://h/x", "file:x", "%", "",
+	} {
+		f.Add(s)
+	}
+	awsCfg := aws.Config{Region: "eu-west-1", Credentials: credentials.NewStaticCredentialsProvider("k", "s", "")}
+	f.Fuzz(func(t *testing.T, v string) {
+		err := checkResultStore(v)
+		if err != nil {
+			if !strings.Contains(err.Error(), EnvResultStore) {
+				t.Fatalf("error does not name %s: %v", EnvResultStore, err)
+			}
+			return
+		}
+		u, perr := url.Parse(v)
+		if perr != nil {
+			t.Fatalf("accepted %q, which does not parse: %v", v, perr)
+		}
+		if u.Scheme != "s3" {
+			return // opening a file store would create directories
+		}
+		st, err := resultstore.Open(context.Background(), v, resultstore.Options{AWS: &awsCfg})
+		if err != nil {
+			t.Fatalf("accepted %q, which resultstore.Open refuses: %v", v, err)
+		}
+		key := "exec-1/step.json"
+		if p := strings.Trim(u.Path, "/"); p != "" {
+			key = p + "/" + key
+		}
+		if uri := "s3://" + u.Host + "/" + key; !st.Owns(uri) {
+			t.Fatalf("accepted %q, but the store does not own %q, where a worker would write", v, uri)
+		}
+		if st.Owns("s3://not-" + u.Host + "/" + key) {
+			t.Fatalf("the store %q owns another bucket's key", v)
 		}
 	})
 }

@@ -8,11 +8,14 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/noetl-go/noetl/shared/config/mototest"
+	"github.com/noetl-go/noetl/shared/resultstore"
 )
 
 const motoRegion = mototest.Region
@@ -25,6 +28,7 @@ func TestMoto(t *testing.T) {
 	t.Run("SecretOnly", func(t *testing.T) { testMotoSecretOnly(t, m.with(t)) })
 	t.Run("URLWithTokensSecret", func(t *testing.T) { testMotoURLWithTokensSecret(t, m.with(t)) })
 	t.Run("Errors", func(t *testing.T) { testMotoErrors(t, m.with(t)) })
+	t.Run("ResultStoreS3", func(t *testing.T) { testMotoResultStore(t, m.with(t)) })
 }
 
 type motoFixture struct {
@@ -154,6 +158,46 @@ func testMotoSecretOnly(t *testing.T, m *motoFixture) {
 	}
 	if !c.Open() {
 		t.Error("no tokens secret and NOETL_ALLOW_OPEN=true: want open")
+	}
+}
+
+// testMotoResultStore: the S3 result store opened as a function opens it —
+// NOETL_RESULT_STORE and AWSConfig from the same environment — reaches the
+// endpoint and region Load read.
+func testMotoResultStore(t *testing.T, m *motoFixture) {
+	ctx := context.Background()
+	const bucket = "noetl-config-results"
+	_, err := s3.NewFromConfig(mototest.Config(m.url), func(o *s3.Options) { o.UsePathStyle = true }).CreateBucket(ctx, &s3.CreateBucketInput{
+		Bucket:                    aws.String(bucket),
+		CreateBucketConfiguration: &s3types.CreateBucketConfiguration{LocationConstraint: s3types.BucketLocationConstraint(motoRegion)},
+	})
+	if err != nil {
+		t.Fatalf("CreateBucket: %v", err)
+	}
+	c, err := Load(ctx, envOf(m.env(EnvDatabaseURL, localDB, EnvAllowOpen, "true", EnvResultStore, "s3://"+bucket+"/results")))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	cfg, err := c.AWSConfig(ctx)
+	if err != nil {
+		t.Fatalf("AWSConfig: %v", err)
+	}
+	if cfg.Region != motoRegion || aws.ToString(cfg.BaseEndpoint) != m.url {
+		t.Errorf("AWSConfig region %q endpoint %q, want %q %q", cfg.Region, aws.ToString(cfg.BaseEndpoint), motoRegion, m.url)
+	}
+	st, err := resultstore.Open(ctx, c.ResultStore, resultstore.Options{AWS: &cfg})
+	if err != nil {
+		t.Fatalf("resultstore.Open(%q): %v", c.ResultStore, err)
+	}
+	uri, err := st.Put(ctx, "exec/1.json", []byte(`{"big":true}`))
+	if err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	if want := "s3://" + bucket + "/results/exec/1.json"; uri != want {
+		t.Errorf("Put = %q, want %q", uri, want)
+	}
+	if got, err := st.Get(ctx, uri); err != nil || string(got) != `{"big":true}` {
+		t.Errorf("Get: %q %v", got, err)
 	}
 }
 

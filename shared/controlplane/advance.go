@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/store"
 )
@@ -94,6 +95,7 @@ func (s *Service) advance(ctx context.Context, tx pgx.Tx, x *execution, trigger 
 		out  *engine.Outcome
 		snap *engine.Snapshot
 	)
+	started := time.Now()
 	for round := 0; ; round++ {
 		var err error
 		if snap, err = engine.UnmarshalSnapshot(x.snap); err != nil {
@@ -111,6 +113,9 @@ func (s *Service) advance(ctx context.Context, tx pgx.Tx, x *execution, trigger 
 			return nil, fmt.Errorf("execution %d: %w", x.row.ExecutionID, err)
 		}
 		break
+	}
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.Orchestrated(engine.CanonicalType(trigger.EventType), time.Since(started))
 	}
 	if ids.err != nil {
 		return nil, ids.err
@@ -274,6 +279,19 @@ func (s *Service) notification(x *execution, commandID string, issuedEventID int
 
 // loadResults fetches stored values the engine asked for (R-S2).
 func (s *Service) loadResults(ctx context.Context, q store.Querier, executionID int64, keys []engine.ResultKey, into map[engine.ResultKey]any) error {
+	stored := keys[:0:0]
+	for _, k := range keys {
+		if k.Kind != engine.KindReference {
+			stored = append(stored, k)
+			continue
+		}
+		v, err := s.readReference(ctx, k.URI)
+		if err != nil {
+			return fmt.Errorf("execution %d: %w", executionID, err)
+		}
+		into[k] = v
+	}
+	keys = stored
 	sk := make([]store.StepResultKey, len(keys))
 	for i, k := range keys {
 		sk[i] = storeKey(k)
@@ -290,6 +308,25 @@ func (s *Service) loadResults(ctx context.Context, q store.Querier, executionID 
 		into[k] = v
 	}
 	return nil
+}
+
+// readReference reads a result a worker stored by reference (worker.md §1).
+// It runs under the execution's row lock, only when a decision needs the value;
+// a failure aborts the ingest (the worker re-posts, or the lease expires and
+// the command is retried), so nothing is decided on a missing result.
+func (s *Service) readReference(ctx context.Context, uri string) (any, error) {
+	if s.cfg.Results == nil {
+		return nil, fmt.Errorf("the result at %s was stored by reference, but this server has no result store (set NOETL_RESULT_STORE)", uri)
+	}
+	b, err := s.cfg.Results.Get(ctx, uri)
+	if err != nil {
+		return nil, fmt.Errorf("read the result stored by reference at %s: %w", uri, err)
+	}
+	v, err := jsonx.Decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("the result stored at %s is not JSON: %w", uri, err)
+	}
+	return v, nil
 }
 
 func storeKey(k engine.ResultKey) store.StepResultKey {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -80,6 +81,9 @@ func (s *Service) IngestBatch(ctx context.Context, executionID int64, ins []Even
 	prepared := make([]store.Event, len(ins))
 	for i, in := range ins {
 		e, err := prepareEvent(in)
+		if err == nil {
+			err = s.checkReference(in)
+		}
 		if err != nil {
 			if len(ins) > 1 {
 				return nil, Errorf(ErrInvalid, "events[%d].%v", i, err)
@@ -186,6 +190,23 @@ func (s *Service) fence(ctx context.Context, tx pgx.Tx, x *execution, e *store.E
 	return "", nil
 }
 
+// checkReference accepts a result posted by reference only when this server
+// can read it back: the URI must lie inside the configured result store, so a
+// worker cannot make the server read an arbitrary file or bucket.
+func (s *Service) checkReference(in EventInput) error {
+	if !strings.EqualFold(in.ResultKind, "ref") || in.ResultURI == "" {
+		return nil
+	}
+	rs := s.cfg.Results
+	if rs == nil {
+		return fmt.Errorf("result_uri: %s cannot be read back: this server has no result store; set NOETL_RESULT_STORE (noetl serve --result-store) to the store the workers write to", in.ResultURI)
+	}
+	if !rs.Owns(in.ResultURI) {
+		return fmt.Errorf("result_uri: %s is outside this server's result store %s; point the worker's --result-store at it", in.ResultURI, rs.URL())
+	}
+	return nil
+}
+
 // prepareEvent turns a posted event into the row to store: type checked, result
 // normalised (R-R1), secrets redacted (events.md §7).
 func prepareEvent(in EventInput) (store.Event, error) {
@@ -242,7 +263,17 @@ func normaliseResult(typ string, in EventInput) (map[string]any, error) {
 		if in.ResultURI == "" {
 			return nil, errors.New("result_uri: required with result_kind ref")
 		}
-		return map[string]any{"status": status, "reference": map[string]any{"store_tier": storeTier(in.ResultURI), "logical_uri": in.ResultURI}}, nil
+		out := map[string]any{"status": status, "reference": map[string]any{"store_tier": storeTier(in.ResultURI), "logical_uri": in.ResultURI}}
+		// The tool envelope without its data (status, error, duration…) rides
+		// along, so the step's status is the tool's, not the event's.
+		if r, ok := in.Payload["result"].(map[string]any); ok {
+			if env, st := toolEnvelope(r); st != "" {
+				env = maps.Clone(env)
+				delete(env, "data")
+				out["status"], out["context"] = st, env
+			}
+		}
+		return out, nil
 	case "refs":
 		if len(in.EventIDs) == 0 {
 			return nil, errors.New("event_ids: required with result_kind refs")
@@ -262,21 +293,35 @@ func normaliseResult(typ string, in EventInput) (map[string]any, error) {
 		}
 		return nil, nil // events.md §2: non-objects are dropped
 	}
-	env := r
+	if env, st := toolEnvelope(r); st != "" {
+		return map[string]any{"status": st, "context": env}, nil
+	}
+	if typ == engine.EvCallDone || typ == engine.EvCommandCompleted {
+		st, _ := r["status"].(string)
+		if inner, ok := r["context"].(map[string]any); ok && st == "" {
+			st, _ = inner["status"].(string)
+		}
+		return nil, fmt.Errorf("payload.result: expected {status: success|error|timeout, data, error?} or NoETL's {status, context: {status, data}}, got status %q", st)
+	}
+	return map[string]any{"status": status, "context": r}, nil
+}
+
+// toolEnvelope finds the tool envelope in a posted result: flat
+// {status, data, …} or NoETL's {status, context: {status, data}}. st is the
+// envelope's lower-cased status, "" when it is not a tool status.
+func toolEnvelope(r map[string]any) (env map[string]any, st string) {
+	env = r
 	if inner, ok := r["context"].(map[string]any); ok {
 		if _, hasData := r["data"]; !hasData {
 			env = inner
 		}
 	}
-	st, _ := env["status"].(string)
-	switch strings.ToLower(st) {
+	st, _ = env["status"].(string)
+	switch st = strings.ToLower(st); st {
 	case "success", "error", "timeout":
-		return map[string]any{"status": strings.ToLower(st), "context": env}, nil
+		return env, st
 	}
-	if typ == engine.EvCallDone || typ == engine.EvCommandCompleted {
-		return nil, fmt.Errorf("payload.result: expected {status: success|error|timeout, data, error?} or NoETL's {status, context: {status, data}}, got status %q", st)
-	}
-	return map[string]any{"status": status, "context": r}, nil
+	return env, ""
 }
 
 func storeTier(uri string) string {

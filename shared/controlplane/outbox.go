@@ -146,3 +146,18 @@ func (s *Service) OutboxStats(ctx context.Context) (OutboxStats, error) {
 	}
 	return st, nil
 }
+
+// CommandCounts counts command rows per status over every shard.
+func (s *Service) CommandCounts(ctx context.Context) (map[string]int64, error) {
+	total := map[string]int64{}
+	for i := range s.st.NumShards() {
+		counts, err := store.CountCommandsByStatus(ctx, s.st.Shard(i).Pool())
+		if err != nil {
+			return nil, fmt.Errorf("shard %d: %w", i, err)
+		}
+		for k, n := range counts {
+			total[k] += n
+		}
+	}
+	return total, nil
+}

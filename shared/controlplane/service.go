@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -25,6 +26,12 @@ import (
 // Publisher means notifications are disabled: no outbox rows are written.
 type Publisher interface {
 	Publish(ctx context.Context, subject, msgID string, data []byte) error
+}
+
+// Observer hears how long each orchestration step took: the engine's decision
+// for one event, stored values it asked for included (not the writes).
+type Observer interface {
+	Orchestrated(eventType string, d time.Duration)
 }
 
 // Config configures a Service.
@@ -39,6 +46,11 @@ type Config struct {
 	// with class timeout (R-L2); default 30 s.
 	DeadlineGrace time.Duration
 	Engine        engine.Config
+	// Results reads worker results posted by reference (result_kind "ref",
+	// worker.md §1). Nil means none are accepted: such events answer 422.
+	Results resultstore.Store
+	// Observer, when set, hears every orchestration's duration.
+	Observer Observer
 	// PlaybookCache bounds the parsed playbooks kept per process; default 256.
 	PlaybookCache int
 	Logger        *slog.Logger

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -29,6 +30,7 @@ import (
 	"github.com/noetl-go/noetl/shared/lambdafn"
 	"github.com/noetl-go/noetl/shared/localgw"
 	"github.com/noetl-go/noetl/shared/notify"
+	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -46,6 +48,11 @@ type Options struct {
 	Migrate bool
 	// NATSURL names an existing NATS; empty: an embedded JetStream, stream created.
 	NATSURL string
+	// ResultStore is where workers store results too large to post inline
+	// (file:///dir or s3://bucket/prefix, worker.md §1). Empty: a temporary
+	// directory when the database is throwaway too, else none (such results
+	// are then refused with a 422 that says so).
+	ResultStore string
 	// DrainEvery runs the outbox function's scheduled invocation this often (the
 	// EventBridge stand-in); 0 never.
 	DrainEvery time.Duration
@@ -71,6 +78,8 @@ type Server struct {
 	API        *api.API
 	// Postgres is the throwaway server, nil when DatabaseURL was given.
 	Postgres *devstack.Postgres
+	// Results is the result store workers of this stack share; nil: none.
+	Results resultstore.Store
 
 	srv      *http.Server
 	outbox   *lambdafn.Handler
@@ -173,12 +182,13 @@ func Start(ctx context.Context, o Options) (s *Server, err error) {
 		}
 	}
 
+	if err := s.openResults(ctx, o); err != nil {
+		return nil, err
+	}
 	deps := lambdafn.Deps{Store: s.Store, Publisher: lambdafn.PublisherOf(notify.NewPublisher(s.JS, notify.StreamOptions{})),
-		NATS: lambdafn.NATSChecker(s.NATS), Config: cfg, Logger: o.Logger}
-	metrics := localgw.NewMetrics(func(ctx context.Context) (controlplane.OutboxStats, error) {
-		return s.API.Service().OutboxStats(ctx)
-	}, cfg.Tokens)
-	deps.Recorder = metrics
+		NATS: lambdafn.NATSChecker(s.NATS), Config: cfg, Results: s.Results, Logger: o.Logger}
+	metrics := localgw.NewMetrics(serverStats{s}, cfg.Tokens)
+	deps.Recorder, deps.Observer = metrics, metrics
 	if s.API, err = deps.Build(cfg.ServerURL); err != nil {
 		return nil, err
 	}
@@ -209,6 +219,40 @@ func Start(ctx context.Context, o Options) (s *Server, err error) {
 		go s.drainLoop(tickCtx, o.DrainEvery, o.Logger)
 	}
 	return s, nil
+}
+
+// serverStats reads the service at scrape time (it is built after the
+// metrics it records into).
+type serverStats struct{ s *Server }
+
+func (st serverStats) OutboxStats(ctx context.Context) (controlplane.OutboxStats, error) {
+	return st.s.API.Service().OutboxStats(ctx)
+}
+
+func (st serverStats) CommandCounts(ctx context.Context) (map[string]int64, error) {
+	return st.s.API.Service().CommandCounts(ctx)
+}
+
+// openResults opens the result store, or a temporary one for a throwaway stack.
+func (s *Server) openResults(ctx context.Context, o Options) error {
+	raw := o.ResultStore
+	if raw == "" {
+		if o.DatabaseURL != "" {
+			return nil
+		}
+		dir, err := os.MkdirTemp("", "noetl-results-")
+		if err != nil {
+			return fmt.Errorf("result store: %w", err)
+		}
+		s.closers = append(s.closers, func() { os.RemoveAll(dir) })
+		raw = (&url.URL{Scheme: "file", Path: dir}).String()
+	}
+	rs, err := resultstore.Open(ctx, raw, resultstore.Options{})
+	if err != nil {
+		return err
+	}
+	s.Results = rs
+	return nil
 }
 
 // Open reports whether the API runs without tokens.

@@ -170,7 +170,7 @@ func (d *decider) scheduleRetry(oc cmdOutcome) {
 func (d *decider) singleEnded(step *Step, st *StepState, oc cmdOutcome) {
 	switch {
 	case oc.ok:
-		data, updates := splitContextUpdates(oc.data)
+		data, updates := splitContextUpdates(d.resultData(oc))
 		d.complete(step, st, data, updates, "")
 	case d.s.Status != StatusRunning:
 		d.emit(Event{Type: EvStepExit, Step: step.Name, Status: StatusFailed,
@@ -186,7 +186,7 @@ func (d *decider) iterationEnded(step *Step, st *StepState, oc cmdOutcome) {
 	v := st.Visit
 	key := ResultKey{Kind: KindStepResult, Step: step.Name, Visit: v.N, Index: oc.cmd.Index}
 	if oc.ok {
-		data, updates := splitContextUpdates(oc.data)
+		data, updates := splitContextUpdates(d.resultData(oc))
 		d.write(key, data)
 		if len(updates) > 0 && d.s.Status == StatusRunning {
 			// R-W3: applied before the next iteration renders.
@@ -774,6 +774,15 @@ func (d *decider) unwait(name string) {
 func (d *decider) write(key ResultKey, v any) {
 	d.local[key] = v
 	d.out.Writes = append(d.out.Writes, ResultWrite{Key: key, Value: v})
+}
+
+// resultData is a successful command's data; a result the worker stored by
+// reference is read through the caller, only now that a decision needs it.
+func (d *decider) resultData(oc cmdOutcome) any {
+	if oc.ref == "" {
+		return oc.data
+	}
+	return d.load(ResultKey{Kind: KindReference, Index: -1, URI: oc.ref})
 }
 
 func (d *decider) load(key ResultKey) any { return d.loadAll([]ResultKey{key})[0] }

@@ -130,6 +130,9 @@ const (
 	// KindLoopItem is one item of a loop's collection, stored when the loop starts so
 	// later iterations can be issued without re-rendering it.
 	KindLoopItem ResultKind = "item"
+	// KindReference is a worker's result stored by reference (result_kind "ref",
+	// worker.md §1): URI names it; the caller reads it from its result store.
+	KindReference ResultKind = "ref"
 )
 
 // ResultKey addresses one value kept outside the snapshot.
@@ -138,9 +141,13 @@ type ResultKey struct {
 	Step  string     `json:"step"`
 	Visit int        `json:"visit"`
 	Index int        `json:"index"`
+	URI   string     `json:"uri,omitempty"` // KindReference only
 }
 
 func (k ResultKey) String() string {
+	if k.Kind == KindReference {
+		return fmt.Sprintf("%s/%s", k.Kind, k.URI)
+	}
 	return fmt.Sprintf("%s/%s#%d[%d]", k.Kind, k.Step, k.Visit, k.Index)
 }
 

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -13,8 +14,11 @@ type cmdOutcome struct {
 	ok    bool
 	class string // for failures: error, timeout, expired
 	// final is false when the failure will be retried (R-L3, R-L6).
-	final  bool
-	data   any
+	final bool
+	data  any
+	// ref is the URI of a successful result stored by reference (worker.md
+	// §1); data is then loaded through the caller (KindReference).
+	ref    string
 	errMsg string
 }
 
@@ -59,6 +63,9 @@ func classify(s *Snapshot, ev Event) cmdOutcome {
 	}
 	if oc.ok {
 		oc.data, oc.final = env["data"], true
+		if _, inline := env["data"]; !inline {
+			oc.ref = referenceURI(env)
+		}
 		return oc
 	}
 	oc.errMsg = failureMessage(ev, env, oc.class)
@@ -136,10 +143,24 @@ func envelopeOf(ev Event) map[string]any {
 	}
 	if inner, ok := r["context"].(map[string]any); ok {
 		if _, hasData := r["data"]; !hasData {
+			if ref, ok := r["reference"]; ok {
+				inner = maps.Clone(inner)
+				inner["reference"] = ref
+			}
 			return inner
 		}
 	}
 	return r
+}
+
+// referenceURI is the logical_uri of an envelope's reference (events.md §2:
+// {status, reference: {store_tier, logical_uri}}), or "". Multi-part
+// references (result_kind "refs": {event_ids, total_parts}) carry no URI and
+// are not resolved: the step's data is then null.
+func referenceURI(env map[string]any) string {
+	ref, _ := env["reference"].(map[string]any)
+	uri, _ := ref["logical_uri"].(string)
+	return uri
 }
 
 func failureMessage(ev Event, env map[string]any, class string) string {

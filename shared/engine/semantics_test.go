@@ -1289,6 +1289,50 @@ workflow:
 	}
 }
 
+// TestResultByReference: worker.md §1 — a result the worker stored by
+// reference is read through the caller (KindReference) when the step ends, for
+// a single command and for loop iterations; the log keeps only the reference.
+func TestResultByReference(t *testing.T) {
+	s := sim(t, `
+workflow:
+  - step: start
+    tool: {kind: noop}
+    next: each
+  - step: each
+    loop: {in: "{{ [1, 2] }}", iterator: i}
+    tool: {kind: noop, input: {i: "{{ i }}"}}
+    next: reader
+  - step: reader
+    tool: {kind: noop, input: {rows: "{{ start.rows | length }}", second: "{{ each[1].v }}"}}
+`)
+	s.Tools = map[string]enginetest.Tool{
+		"start": func(*enginetest.Cmd) enginetest.Reply {
+			return enginetest.Reply{Data: map[string]any{"rows": []any{1, 2, 3}}, Ref: "file:///results/start.json"}
+		},
+		"each": func(c *enginetest.Cmd) enginetest.Reply {
+			i := enginetest.Args(c)["i"]
+			return enginetest.Reply{Data: map[string]any{"v": i}, Ref: fmt.Sprintf("file:///results/each/%v.json", i)}
+		},
+		"reader": echoArgs,
+	}
+	run(t, s, nil)
+	if want := map[string]any{"rows": int64(3), "second": int64(2)}; !reflect.DeepEqual(s.Result("reader"), want) {
+		t.Fatalf("reader saw %v, want %v", s.Result("reader"), want)
+	}
+	if s.NeedRetries < 3 {
+		t.Fatalf("the engine asked for stored results %d times; want one per referenced result (3)", s.NeedRetries)
+	}
+	for _, ev := range s.Log {
+		if ev.Type != engine.EvCallDone || ev.Step == "reader" {
+			continue
+		}
+		r := ev.Result.(map[string]any)
+		if _, has := r["context"].(map[string]any)["data"]; has || r["reference"] == nil {
+			t.Fatalf("call.done must carry the reference, not the data: %v", r)
+		}
+	}
+}
+
 // TestAncestors: R-J1 — anc(S) and back edges, observed through joins: a
 // predecessor through a back edge does not hold a join.
 func TestAncestors(t *testing.T) {

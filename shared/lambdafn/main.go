@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -19,6 +20,7 @@ import (
 	"github.com/noetl-go/noetl/shared/config"
 	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/notify"
+	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -53,7 +55,9 @@ type Env struct {
 // config.Load, migrations only when NOETL_MIGRATE_ON_START, the store with the
 // configured (tiny) pools, NATS when NOETL_NATS_URL is set — the stream is not
 // created here (R-A7; the publisher creates it only after a publish finds no
-// stream). It refuses to run without any token unless NOETL_ALLOW_OPEN.
+// stream), and the result store when NOETL_RESULT_STORE is set (no request is
+// made; a store that cannot be opened fails the cold start). It refuses to
+// run without any token unless NOETL_ALLOW_OPEN.
 // The returned func closes the store and NATS.
 func FromEnv(ctx context.Context, function string, getenv func(string) string, env Env) (*Handler, func(), error) {
 	cfg, err := config.Load(ctx, getenv)
@@ -73,6 +77,12 @@ func FromEnv(ctx context.Context, function string, getenv func(string) string, e
 		logger.Warn("RUNNING OPEN: no API token is configured and NOETL_ALLOW_OPEN is set; every route is unauthenticated")
 	}
 	logger.Info("configuration", "config", cfg)
+
+	// Before the database: a bad store fails the cold start at once.
+	results, err := OpenResultStore(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
 
 	scfg := store.Config{ClusterDSN: cfg.ClusterDSN, ShardDSNs: cfg.ShardDSNs, MaxConns: int(cfg.DBMaxConns)}
 	if cfg.InLambda {
@@ -115,7 +125,7 @@ func FromEnv(ctx context.Context, function string, getenv func(string) string, e
 		natsCheck = NATSChecker(nc)
 	}
 
-	deps := Deps{Store: st, Publisher: pub, NATS: natsCheck, Config: cfg, Logger: logger}
+	deps := Deps{Store: st, Publisher: pub, NATS: natsCheck, Config: cfg, Logger: logger, Results: results}
 	build := deps.Build
 	h, err := New(function, build, Options{ServerURL: cfg.ServerURL, Stage: cfg.Stage, Metrics: env.Metrics, Logger: logger})
 	if err != nil {
@@ -123,6 +133,31 @@ func FromEnv(ctx context.Context, function string, getenv func(string) string, e
 		return nil, nil, err
 	}
 	return h, closeAll, nil
+}
+
+// OpenResultStore opens the store of results posted by reference that
+// cfg.ResultStore (NOETL_RESULT_STORE) names, or returns nil when none is
+// configured. An s3:// store uses the SDK configuration shared/config uses
+// for Secrets Manager and SSM (the role's credentials, AWS_REGION,
+// AWS_ENDPOINT_URL). Opening makes no request, so it adds nothing measurable
+// to a cold start; a file:// store's directory is created.
+func OpenResultStore(ctx context.Context, cfg *config.Config) (resultstore.Store, error) {
+	if cfg.ResultStore == "" {
+		return nil, nil
+	}
+	var opt resultstore.Options
+	if strings.HasPrefix(cfg.ResultStore, "s3:") {
+		awsCfg, err := cfg.AWSConfig(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", config.EnvResultStore, err)
+		}
+		opt.AWS = &awsCfg
+	}
+	st, err := resultstore.Open(ctx, cfg.ResultStore, opt)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", config.EnvResultStore, err)
+	}
+	return st, nil
 }
 
 // Deps are what a function's API is built over.
@@ -133,12 +168,16 @@ type Deps struct {
 	Config    *config.Config
 	Logger    *slog.Logger
 	Recorder  api.Recorder // nil: none (the local server passes its metrics)
+	// Results reads results workers stored by reference; nil: none accepted.
+	Results resultstore.Store
+	// Observer hears orchestration durations (the local server's metrics).
+	Observer controlplane.Observer
 }
 
 // Build makes a service and its API for serverURL (no I/O).
 func (d Deps) Build(serverURL string) (*api.API, error) {
 	svc, err := controlplane.New(controlplane.Config{Store: d.Store, Publisher: d.Publisher, ServerURL: serverURL,
-		Lease: d.Config.Lease, Logger: d.Logger})
+		Lease: d.Config.Lease, Results: d.Results, Observer: d.Observer, Logger: d.Logger})
 	if err != nil {
 		return nil, err
 	}

@@ -40,14 +40,24 @@ type server struct {
 	events map[string][]byte // request id → the API Gateway event a function got
 }
 
+// lazyStats reads the stack's service at scrape time (the stack is built
+// after the metrics it records into).
+type lazyStats struct{ s **apitest.Stack }
+
+func (l lazyStats) OutboxStats(ctx context.Context) (controlplane.OutboxStats, error) {
+	return (*l.s).API.Service().OutboxStats(ctx)
+}
+
+func (l lazyStats) CommandCounts(ctx context.Context) (map[string]int64, error) {
+	return (*l.s).API.Service().CommandCounts(ctx)
+}
+
 func newServer(t *testing.T, opts apitest.Options) *server {
 	t.Helper()
 	sv := &server{events: map[string][]byte{}}
 	var stack *apitest.Stack
-	sv.metrics = localgw.NewMetrics(func(ctx context.Context) (controlplane.OutboxStats, error) {
-		return stack.API.Service().OutboxStats(ctx)
-	}, apitest.Tokens())
-	opts.Recorder = sv.metrics
+	sv.metrics = localgw.NewMetrics(lazyStats{&stack}, apitest.Tokens())
+	opts.Recorder, opts.Observer = sv.metrics, sv.metrics
 	stack = apitest.New(t, opts)
 	sv.s = stack
 	handlers := map[string]any{}
@@ -219,6 +229,10 @@ func TestEndToEndOverHTTP(t *testing.T) {
 		`noetl_ingest_duration_seconds_count{event_type="command.started"} 3`,
 		"noetl_outbox_pending 0",
 		"noetl_outbox_scrape_ok 1",
+		`noetl_orchestration_duration_seconds_count{event_type="playbook.started"} 1`,
+		`noetl_orchestration_duration_seconds_count{event_type="command.completed"} 3`,
+		`noetl_commands{status="COMPLETED"} 3`,
+		"noetl_commands_scrape_ok 1",
 	} {
 		if !strings.Contains(string(m.body), want) {
 			t.Errorf("metrics lack %q:\n%s", want, m.body)

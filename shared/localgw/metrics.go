@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -16,13 +17,15 @@ import (
 	"github.com/noetl-go/noetl/shared/engine"
 )
 
-// Metrics counts what the local server sees and serves it as Prometheus text.
-// It only reports what it measures: requests by route and status, ingested
-// events by type and status, time spent ingesting, claims by status, and the
-// outbox (pending rows and lag, read from the databases at scrape time). In
-// AWS these come from CloudWatch instead (Lambda metrics and the outbox EMF).
+// Metrics counts what the local server sees and serves it as Prometheus text
+// (api.md: /metrics). It only reports what it measures: requests by route and
+// status, ingested events by type and status, time spent ingesting, time spent
+// orchestrating by trigger event type, claims by status, and, read from the
+// databases at scrape time, the outbox (pending rows and lag) and commands by
+// status. In AWS these come from CloudWatch instead (Lambda metrics and the
+// outbox EMF).
 type Metrics struct {
-	outbox func(ctx context.Context) (controlplane.OutboxStats, error)
+	stats  Stats
 	tokens config.Tokens
 
 	mu        sync.Mutex
@@ -30,15 +33,25 @@ type Metrics struct {
 	events    map[[2]string]int64 // event type, status
 	ingestSum map[string]float64  // event type or "batch" → seconds
 	ingestN   map[string]int64
+	orchSum   map[string]float64 // trigger event type → seconds
+	orchN     map[string]int64
 	claims    map[string]int64 // status
 }
 
-// NewMetrics returns empty metrics. outbox reads the outbox at scrape time
-// (nil: not reported). With tokens configured, /metrics needs a token with
-// the api or internal scope (Authorization: Bearer), like the API's routes.
-func NewMetrics(outbox func(ctx context.Context) (controlplane.OutboxStats, error), tokens config.Tokens) *Metrics {
-	return &Metrics{outbox: outbox, tokens: tokens, requests: map[[2]string]int64{}, events: map[[2]string]int64{},
-		ingestSum: map[string]float64{}, ingestN: map[string]int64{}, claims: map[string]int64{}}
+// Stats is what /metrics reads from the databases at scrape time
+// (*controlplane.Service has both).
+type Stats interface {
+	OutboxStats(ctx context.Context) (controlplane.OutboxStats, error)
+	CommandCounts(ctx context.Context) (map[string]int64, error)
+}
+
+// NewMetrics returns empty metrics. stats is read at scrape time (nil: those
+// gauges are not reported). With tokens configured, /metrics needs a token
+// with the api or internal scope (Authorization: Bearer), like the API's routes.
+func NewMetrics(stats Stats, tokens config.Tokens) *Metrics {
+	return &Metrics{stats: stats, tokens: tokens, requests: map[[2]string]int64{}, events: map[[2]string]int64{},
+		ingestSum: map[string]float64{}, ingestN: map[string]int64{}, orchSum: map[string]float64{}, orchN: map[string]int64{},
+		claims: map[string]int64{}}
 }
 
 // eventLabel bounds the label's values: clients choose event types freely,
@@ -46,10 +59,21 @@ func NewMetrics(outbox func(ctx context.Context) (controlplane.OutboxStats, erro
 func eventLabel(t string) string {
 	switch c := engine.CanonicalType(t); c {
 	case engine.EvCommandClaimed, engine.EvCommandStarted, engine.EvCallDone, engine.EvCallError,
-		engine.EvCommandCompleted, engine.EvCommandFailed:
+		engine.EvCommandCompleted, engine.EvCommandFailed,
+		// triggers the server itself writes (execute, the sweeper, cancel)
+		engine.EvPlaybookStarted, engine.EvCommandExpired, engine.EvPlaybookCancelled:
 		return c
 	}
 	return "other"
+}
+
+// Orchestrated implements controlplane.Observer.
+func (m *Metrics) Orchestrated(eventType string, d time.Duration) {
+	l := eventLabel(eventType)
+	m.mu.Lock()
+	m.orchSum[l] += d.Seconds()
+	m.orchN[l]++
+	m.mu.Unlock()
 }
 
 // Request implements api.Recorder.
@@ -105,8 +129,8 @@ func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var b bytes.Buffer
 	m.write(&b)
-	if m.outbox != nil {
-		st, err := m.outbox(r.Context())
+	if m.stats != nil {
+		st, err := m.stats.OutboxStats(r.Context())
 		if err == nil {
 			header(&b, "noetl_outbox_pending", "gauge", "Outbox rows not yet published, all shards (read at scrape time).")
 			fmt.Fprintf(&b, "noetl_outbox_pending %d\n", st.Pending)
@@ -119,6 +143,19 @@ func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		header(&b, "noetl_outbox_scrape_ok", "gauge", "1 when the outbox could be read at this scrape.")
 		fmt.Fprintf(&b, "noetl_outbox_scrape_ok %d\n", up)
+		counts, err := m.stats.CommandCounts(r.Context())
+		if err == nil {
+			header(&b, "noetl_commands", "gauge", "Command rows by status, all shards (read at scrape time).")
+			for _, status := range slices.Sorted(maps.Keys(counts)) {
+				fmt.Fprintf(&b, "noetl_commands{status=%s} %d\n", quote(status), counts[status])
+			}
+		}
+		up = 1
+		if err != nil {
+			up = 0
+		}
+		header(&b, "noetl_commands_scrape_ok", "gauge", "1 when the commands could be counted at this scrape.")
+		fmt.Fprintf(&b, "noetl_commands_scrape_ok %d\n", up)
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	_, _ = w.Write(b.Bytes())
@@ -144,6 +181,11 @@ func (m *Metrics) write(b *bytes.Buffer) {
 	for _, l := range labels {
 		fmt.Fprintf(b, "noetl_ingest_duration_seconds_sum{event_type=%s} %s\n", quote(l), formatFloat(m.ingestSum[l]))
 		fmt.Fprintf(b, "noetl_ingest_duration_seconds_count{event_type=%s} %d\n", quote(l), m.ingestN[l])
+	}
+	header(b, "noetl_orchestration_duration_seconds", "summary", "Time the engine took to decide what follows one event (stored values it asked for included), by trigger event type.")
+	for _, l := range slices.Sorted(maps.Keys(m.orchN)) {
+		fmt.Fprintf(b, "noetl_orchestration_duration_seconds_sum{event_type=%s} %s\n", quote(l), formatFloat(m.orchSum[l]))
+		fmt.Fprintf(b, "noetl_orchestration_duration_seconds_count{event_type=%s} %d\n", quote(l), m.orchN[l])
 	}
 	header(b, "noetl_claims_total", "counter", "Claim requests that reached the service, by response status.")
 	statuses := make([]string, 0, len(m.claims))

@@ -367,3 +367,26 @@ func lockForSweep(ctx context.Context, tx pgx.Tx, what string, limit int, cond, 
 	}
 	return cmds, nil
 }
+
+// CountCommandsByStatus counts a shard's command rows per status. It scans the
+// table: for the local server's /metrics, not for a hot path.
+func CountCommandsByStatus(ctx context.Context, q Querier) (map[string]int64, error) {
+	rows, err := q.Query(ctx, `SELECT status, count(*) FROM command GROUP BY status`)
+	if err != nil {
+		return nil, fmt.Errorf("store: count commands: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var status string
+		var n int64
+		if err := rows.Scan(&status, &n); err != nil {
+			return nil, fmt.Errorf("store: count commands: %w", err)
+		}
+		out[status] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: count commands: %w", err)
+	}
+	return out, nil
+}

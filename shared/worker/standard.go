@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/tools"
 )
 
@@ -26,6 +27,10 @@ type Standard struct {
 	Python string
 	// Credentials resolve auth: aliases; default the environment (R-P4).
 	Credentials tools.Credentials
+	// Results and InlineLimit: see Config (results over the limit are stored
+	// by reference).
+	Results     resultstore.Store
+	InlineLimit int
 	Logger      *slog.Logger
 }
 
@@ -45,5 +50,5 @@ func (s Standard) Build(ctx context.Context) (*Worker, error) {
 	reg := tools.New(tools.Options{Credentials: creds, Children: &Children{Client: client.New(s.Server, apiToken)},
 		Python: tools.ResolvePython(ctx, s.Python), Logger: s.Logger})
 	return New(Config{Client: client.New(s.Server, s.Token), JS: s.JS, Pool: s.Pool, WorkerID: s.ID,
-		Concurrency: s.Concurrency, Exec: reg.Exec, Logger: s.Logger})
+		Concurrency: s.Concurrency, Exec: reg.Exec, Results: s.Results, InlineLimit: s.InlineLimit, Logger: s.Logger})
 }

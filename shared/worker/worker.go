@@ -1,8 +1,10 @@
 // Package worker is the reference worker (worker.md): it pulls command
 // notifications from NATS JetStream, claims each command under a lease, runs its
 // tool (pipelines through shared/pipeline), heartbeats while it runs, and
-// reports call.done and command.completed/failed. It speaks the same protocol
-// as NoETL's workers, so either can serve either server.
+// reports call.done and command.completed/failed; a result over the inline
+// limit goes to the result store and is posted by reference (result_kind
+// "ref"). It speaks the same protocol as NoETL's workers, so either can serve
+// either server.
 package worker
 
 import (
@@ -12,14 +14,17 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"net/url"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/tools"
 )
 
@@ -36,9 +41,17 @@ type Config struct {
 	Exec pipeline.Exec
 	// Grace is how long shutdown waits for running commands before abandoning
 	// them to lease expiry; default 30 s.
-	Grace  time.Duration
-	Logger *slog.Logger
+	Grace time.Duration
+	// Results stores results whose data is larger than InlineLimit bytes of
+	// JSON; they are posted by reference (worker.md §1). Without a store such
+	// a result fails the command with an error that says so.
+	Results     resultstore.Store
+	InlineLimit int
+	Logger      *slog.Logger
 }
+
+// DefaultInlineLimit is the largest result data posted inline (worker.md §1).
+const DefaultInlineLimit = 256 << 10
 
 // Worker runs commands of one pool.
 type Worker struct {
@@ -66,6 +79,9 @@ func New(cfg Config) (*Worker, error) {
 	}
 	if cfg.Grace <= 0 {
 		cfg.Grace = 30 * time.Second
+	}
+	if cfg.InlineLimit <= 0 {
+		cfg.InlineLimit = DefaultInlineLimit
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -195,8 +211,14 @@ func (w *Worker) Execute(ctx context.Context, cmd *client.Command) {
 	if env.DurationMs == 0 {
 		env.DurationMs = time.Since(started).Milliseconds()
 	}
+	env, uri := w.offload(ctx, cmd, env)
 	result := env.Map()
-	if err := w.post(ctx, cmd, "call.done", "COMPLETED", map[string]any{"command_id": cmd.CommandID, "result": result}, nil); err != nil {
+	if uri != "" {
+		delete(result, "data")
+	}
+	err := w.cfg.Client.PostEvent(ctx, w.event(cmd, "call.done", "COMPLETED",
+		map[string]any{"command_id": cmd.CommandID, "result": result}, nil, uri))
+	if err != nil {
 		log.Warn("call.done not accepted; dropping the result", "error", err.Error())
 		return
 	}
@@ -315,15 +337,46 @@ func (w *Worker) heartbeat(ctx context.Context, cmd *client.Command, cancel cont
 	return func() { close(done); wg.Wait() }
 }
 
+// offload stores a successful result's data by reference when its JSON is
+// over the inline limit, returning the URI to post (worker.md §1). A result
+// that cannot be stored fails the command, saying why and what to change.
+func (w *Worker) offload(ctx context.Context, cmd *client.Command, env pipeline.Envelope) (pipeline.Envelope, string) {
+	if env.Status != pipeline.StatusSuccess {
+		return env, ""
+	}
+	b, err := jsonx.Marshal(env.Data)
+	if err != nil || len(b) <= w.cfg.InlineLimit {
+		return env, "" // an unencodable result fails at the post, with the encoder's error
+	}
+	fail := func(msg string) (pipeline.Envelope, string) {
+		return pipeline.Envelope{Status: pipeline.StatusError, DurationMs: env.DurationMs,
+			Error: &pipeline.ErrorInfo{Message: msg, Kind: pipeline.KindTool}}, ""
+	}
+	if w.cfg.Results == nil {
+		return fail(fmt.Sprintf("the result is %d bytes of JSON, over the worker's inline limit of %d; give the worker a result store (noetl worker --result-store) or raise --inline-limit",
+			len(b), w.cfg.InlineLimit))
+	}
+	name := fmt.Sprintf("%d/%s/attempt-%d.json", cmd.ExecutionID, url.PathEscape(cmd.CommandID), cmd.Attempt)
+	uri, err := w.cfg.Results.Put(ctx, name, b)
+	if err != nil {
+		return fail(fmt.Sprintf("storing the %d-byte result by reference failed: %v", len(b), err))
+	}
+	return env, uri
+}
+
 // post reports one event with a client id derived from (command, attempt,
 // type), so a re-post after a network error is idempotent.
 func (w *Worker) post(ctx context.Context, cmd *client.Command, typ, status string, payload, meta map[string]any) error {
+	return w.cfg.Client.PostEvent(ctx, w.event(cmd, typ, status, payload, meta, ""))
+}
+
+func (w *Worker) event(cmd *client.Command, typ, status string, payload, meta map[string]any, resultURI string) client.Event {
 	m := map[string]any{"command_id": cmd.CommandID, "attempt": int64(cmd.Attempt)}
 	for k, v := range meta {
 		m[k] = v
 	}
-	return w.cfg.Client.PostEvent(ctx, client.Event{ExecutionID: cmd.ExecutionID, Step: cmd.Step, Type: typ, Status: status,
-		Payload: payload, Meta: m, WorkerID: w.cfg.WorkerID, ClientID: clientID(cmd.CommandID, cmd.Attempt, typ)})
+	return client.Event{ExecutionID: cmd.ExecutionID, Step: cmd.Step, Type: typ, Status: status, Payload: payload, Meta: m,
+		WorkerID: w.cfg.WorkerID, ClientID: clientID(cmd.CommandID, cmd.Attempt, typ), ResultURI: resultURI}
 }
 
 // clientID is a positive id below 2^53 (JSON-safe everywhere).

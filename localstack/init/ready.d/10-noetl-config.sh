@@ -2,8 +2,8 @@
 # LocalStack runs this once it is ready: it creates what the functions read
 # at cold start (shared/config). env.json points the functions at exactly
 # these names: localstack_test.go runs this script against moto and checks
-# that, and reads the names from the put_secret / --name arguments below
-# (keep them literal).
+# that, and reads the names from the put_secret / --name / create_bucket
+# arguments below (keep them literal).
 set -euo pipefail
 
 put_secret() { # name json: create, or update when it already exists (persistence)
@@ -19,3 +19,19 @@ put_secret noetl/local/api-tokens '{"api": "local-api-token", "worker": "local-w
 
 awslocal ssm put-parameter --overwrite --type String --name /noetl/local/shard-map --value '{"cluster": {"host": "postgres", "port": 5432, "dbname": "noetl"}, "shards": [{"host": "postgres", "port": 5432, "dbname": "noetl_shard_0"}, {"host": "postgres", "port": 5432, "dbname": "noetl_shard_1"}]}' >/dev/null
 echo "noetl: parameter /noetl/local/shard-map"
+
+create_bucket() { # name: create unless it exists (persistence)
+  if ! awslocal s3api head-bucket --bucket "$1" >/dev/null 2>&1; then
+    local region="${AWS_DEFAULT_REGION:-us-east-1}"
+    if [ "$region" = us-east-1 ]; then
+      awslocal s3api create-bucket --bucket "$1" >/dev/null
+    else
+      awslocal s3api create-bucket --bucket "$1" --create-bucket-configuration "LocationConstraint=$region" >/dev/null
+    fi
+  fi
+  echo "noetl: bucket $1"
+}
+
+# Results workers store by reference (worker.md §1): env.json's
+# NOETL_RESULT_STORE is s3://noetl-local-results/results.
+create_bucket noetl-local-results

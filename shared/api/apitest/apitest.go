@@ -43,6 +43,7 @@ type Options struct {
 	MaxBodyBytes int64
 	CORSOrigins  []string
 	Recorder     api.Recorder
+	Observer     controlplane.Observer
 	Logger       *slog.Logger
 }
 
@@ -92,7 +93,7 @@ func New(t testing.TB, opts Options) *Stack {
 // lambdafn.New takes.
 func (s *Stack) Build(serverURL string) (*api.API, error) {
 	svc, err := controlplane.New(controlplane.Config{Store: s.Store, Publisher: s.Publisher, ServerURL: serverURL,
-		Lease: s.opts.Lease, Logger: s.opts.Logger})
+		Lease: s.opts.Lease, Observer: s.opts.Observer, Logger: s.opts.Logger})
 	if err != nil {
 		return nil, err
 	}

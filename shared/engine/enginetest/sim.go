@@ -28,6 +28,9 @@ type Reply struct {
 	Expire bool
 	// Fail sends command.failed without call.done (a worker-side failure).
 	Fail bool
+	// Ref posts Data by reference under this URI (result_kind "ref", worker.md
+	// §1), as the control plane stores it; the sim's result store holds Data.
+	Ref string
 }
 
 // Tool answers one command attempt.
@@ -238,7 +241,13 @@ func (s *Sim) Finish(c *Cmd, r Reply) error {
 	if r.Error != "" {
 		env["error"] = r.Error
 	}
-	if err := post(engine.EvCallDone, "COMPLETED", map[string]any{"status": status, "context": env}, ""); err != nil {
+	result := map[string]any{"status": status, "context": env}
+	if r.Ref != "" {
+		s.Results[engine.ResultKey{Kind: engine.KindReference, Index: -1, URI: r.Ref}] = env["data"]
+		delete(env, "data")
+		result["reference"] = map[string]any{"store_tier": "artifact", "logical_uri": r.Ref}
+	}
+	if err := post(engine.EvCallDone, "COMPLETED", result, ""); err != nil {
 		return err
 	}
 	c.Status = "COMPLETED"

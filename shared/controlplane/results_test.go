@@ -1,0 +1,111 @@
+package controlplane_test
+
+import (
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/resultstore"
+)
+
+const readsStart = `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: reads_start, path: tests/reads_start}
+workflow:
+  - step: start
+    tool: {kind: noop}
+    next: reader
+  - step: reader
+    tool: {kind: noop, input: {n: "{{ start.rows | length }}", last: "{{ start.rows[-1] }}"}}
+`
+
+// TestResultsByReference: worker.md §1 — a result posted by reference is read
+// from the result store when the engine needs it; a store that cannot serve it
+// aborts the ingest (nothing decided, the worker re-posts), and references the
+// server could not read back are refused with 422 naming result_uri.
+func TestResultsByReference(t *testing.T) {
+	rs, err := resultstore.Open(t.Context(), "file://"+t.TempDir(), resultstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStack(t, func(c *controlplane.Config) { c.Results = rs })
+	s.register(t, readsStart)
+	st, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: "tests/reads_start"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.pending(t, st.ExecutionID)[0]
+	body, err := s.svc.Claim(s.ctx, c.IssuedEventID, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	uri, err := rs.Put(s.ctx, "x/start.json", []byte(`{"rows": [1, 2, 3]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := map[string]any{"command_id": body.CommandID, "attempt": int64(body.Attempt)}
+	ev := func(typ, status, clientID string) controlplane.EventInput {
+		return controlplane.EventInput{ExecutionID: st.ExecutionID, Step: "start", Type: typ, Status: status, WorkerID: "w1",
+			Meta: meta, ClientEventID: clientID}
+	}
+	if _, err := s.svc.Ingest(s.ctx, ev("command.started", "RUNNING", "s")); err != nil {
+		t.Fatal(err)
+	}
+
+	// Refused before anything is stored: a URI outside the store.
+	bad := ev("call.done", "COMPLETED", "bad")
+	bad.ResultKind, bad.ResultURI = "ref", "file:///etc/passwd"
+	if _, err := s.svc.Ingest(s.ctx, bad); !isKind(err, controlplane.ErrInvalid) || !strings.Contains(err.Error(), "result_uri") || !strings.Contains(err.Error(), rs.URL()) {
+		t.Fatalf("a reference outside the store: %v, want 422 naming result_uri and the store", err)
+	}
+
+	done := ev("call.done", "COMPLETED", "done")
+	done.ResultKind, done.ResultURI = "ref", uri
+	done.Payload = map[string]any{"result": map[string]any{"status": "success", "duration_ms": int64(5)}}
+	if _, err := s.svc.Ingest(s.ctx, done); err != nil {
+		t.Fatal(err)
+	}
+
+	// The object vanished: the completion is not decided on a missing result.
+	path := strings.TrimPrefix(uri, "file://")
+	if err := os.Rename(path, path+".away"); err != nil {
+		t.Fatal(err)
+	}
+	before := len(s.eventTypes(t, st.ExecutionID))
+	if _, err := s.svc.Ingest(s.ctx, ev("command.completed", "success", "completed")); err == nil || !strings.Contains(err.Error(), uri) {
+		t.Fatalf("completion with an unreadable reference: %v, want an error naming %s", err, uri)
+	}
+	if after := len(s.eventTypes(t, st.ExecutionID)); after != before {
+		t.Fatalf("the failed completion left %d events behind", after-before)
+	}
+	if err := os.Rename(path+".away", path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.svc.Ingest(s.ctx, ev("command.completed", "success", "completed")); err != nil {
+		t.Fatal(err)
+	}
+	p := s.pending(t, st.ExecutionID)
+	if len(p) != 1 || p[0].Step != "reader" {
+		t.Fatalf("pending %v, want reader", p)
+	}
+	if got := echoInput(p[0]); !reflect.DeepEqual(got, map[string]any{"n": int64(3), "last": int64(3)}) {
+		t.Fatalf("reader's input %v, want the referenced rows read back", got)
+	}
+	v := s.execution(t, st.ExecutionID)
+	if v.Steps["start"].Status != "completed" {
+		t.Fatalf("start is %s", v.Steps["start"].Status)
+	}
+
+	// A server with no result store refuses references it could never read.
+	plain, err := controlplane.New(controlplane.Config{Store: s.st, ServerURL: "http://test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan := ev("call.done", "COMPLETED", "orphan")
+	orphan.ResultKind, orphan.ResultURI = "ref", uri
+	if _, err := plain.Ingest(s.ctx, orphan); !isKind(err, controlplane.ErrInvalid) || !strings.Contains(err.Error(), "NOETL_RESULT_STORE") {
+		t.Fatalf("a reference without a store: %v, want 422 saying how to configure one", err)
+	}
+}
