@@ -3,4 +3,4 @@ package main
 
 import "github.com/noetl-go/noetl/shared/lambdafn"
 
-func main() { lambdafn.Main("catalog") }
+func main() { lambdafn.Main("catalog", lambdafn.Env{}) }

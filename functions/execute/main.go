@@ -3,4 +3,4 @@ package main
 
 import "github.com/noetl-go/noetl/shared/lambdafn"
 
-func main() { lambdafn.Main("execute") }
+func main() { lambdafn.Main("execute", lambdafn.Env{}) }

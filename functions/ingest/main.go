@@ -3,4 +3,4 @@ package main
 
 import "github.com/noetl-go/noetl/shared/lambdafn"
 
-func main() { lambdafn.Main("ingest") }
+func main() { lambdafn.Main("ingest", lambdafn.Env{OpenResults: lambdafn.OpenResultStore}) }

@@ -29,11 +29,11 @@ import (
 // and NATS, and serves invocations until the runtime stops the process. A
 // start that cannot succeed exits non-zero with the reason logged, which
 // Lambda reports as an init error.
-func Main(function string) {
+func Main(function string, env Env) {
 	start := time.Now()
 	// Until the configuration names a level, report at the default one.
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	h, closeFn, err := FromEnv(context.Background(), function, os.Getenv, Env{})
+	h, closeFn, err := FromEnv(context.Background(), function, os.Getenv, env)
 	if err != nil {
 		logger.Error("cold start failed", "function", function, "error", err.Error())
 		os.Exit(1)
@@ -49,14 +49,20 @@ type Env struct {
 	Logger *slog.Logger
 	// Metrics receives EMF lines (default os.Stdout).
 	Metrics io.Writer
+	// OpenResults opens the result store NOETL_RESULT_STORE names
+	// (OpenResultStore). Only the ingest function reads results posted
+	// by reference, so only its main passes it: the S3 client it links would
+	// take every other bootstrap near the 25 MB limit.
+	OpenResults func(ctx context.Context, cfg *config.Config) (resultstore.Store, error)
 }
 
 // FromEnv builds a function's handler from getenv (os.Getenv in Lambda):
 // config.Load, migrations only when NOETL_MIGRATE_ON_START, the store with the
 // configured (tiny) pools, NATS when NOETL_NATS_URL is set — the stream is not
 // created here (R-A7; the publisher creates it only after a publish finds no
-// stream), and the result store when NOETL_RESULT_STORE is set (no request is
-// made; a store that cannot be opened fails the cold start). It refuses to
+// stream), and, for a function given Env.OpenResults (ingest), the result
+// store when NOETL_RESULT_STORE is set (no request is made; a store that
+// cannot be opened fails the cold start). It refuses to
 // run without any token unless NOETL_ALLOW_OPEN.
 // The returned func closes the store and NATS.
 func FromEnv(ctx context.Context, function string, getenv func(string) string, env Env) (*Handler, func(), error) {
@@ -79,9 +85,14 @@ func FromEnv(ctx context.Context, function string, getenv func(string) string, e
 	logger.Info("configuration", "config", cfg)
 
 	// Before the database: a bad store fails the cold start at once.
-	results, err := OpenResultStore(ctx, cfg)
-	if err != nil {
-		return nil, nil, err
+	var results resultstore.Store
+	switch {
+	case cfg.ResultStore != "" && env.OpenResults == nil:
+		logger.Warn(config.EnvResultStore+" is ignored: only the ingest function reads results posted by reference", "function", function)
+	case env.OpenResults != nil:
+		if results, err = env.OpenResults(ctx, cfg); err != nil {
+			return nil, nil, err
+		}
 	}
 
 	scfg := store.Config{ClusterDSN: cfg.ClusterDSN, ShardDSNs: cfg.ShardDSNs, MaxConns: int(cfg.DBMaxConns)}
@@ -133,31 +144,6 @@ func FromEnv(ctx context.Context, function string, getenv func(string) string, e
 		return nil, nil, err
 	}
 	return h, closeAll, nil
-}
-
-// OpenResultStore opens the store of results posted by reference that
-// cfg.ResultStore (NOETL_RESULT_STORE) names, or returns nil when none is
-// configured. An s3:// store uses the SDK configuration shared/config uses
-// for Secrets Manager and SSM (the role's credentials, AWS_REGION,
-// AWS_ENDPOINT_URL). Opening makes no request, so it adds nothing measurable
-// to a cold start; a file:// store's directory is created.
-func OpenResultStore(ctx context.Context, cfg *config.Config) (resultstore.Store, error) {
-	if cfg.ResultStore == "" {
-		return nil, nil
-	}
-	var opt resultstore.Options
-	if strings.HasPrefix(cfg.ResultStore, "s3:") {
-		awsCfg, err := cfg.AWSConfig(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", config.EnvResultStore, err)
-		}
-		opt.AWS = &awsCfg
-	}
-	st, err := resultstore.Open(ctx, cfg.ResultStore, opt)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", config.EnvResultStore, err)
-	}
-	return st, nil
 }
 
 // Deps are what a function's API is built over.
@@ -231,4 +217,30 @@ func Version() string {
 		return bi.Main.Version
 	}
 	return "dev"
+}
+
+// OpenResultStore opens the store of results posted by reference that
+// cfg.ResultStore (NOETL_RESULT_STORE) names, or returns nil when none is
+// configured. An s3:// store uses the SDK configuration shared/config uses
+// for Secrets Manager and SSM (the role's credentials, AWS_REGION,
+// AWS_ENDPOINT_URL). Opening makes no request, so it adds nothing measurable
+// to a cold start; a file:// store's directory is created. Only the ingest
+// function's main refers to it, so only that bootstrap links the S3 client.
+func OpenResultStore(ctx context.Context, cfg *config.Config) (resultstore.Store, error) {
+	if cfg.ResultStore == "" {
+		return nil, nil
+	}
+	var opt resultstore.Options
+	if strings.HasPrefix(cfg.ResultStore, "s3:") {
+		awsCfg, err := cfg.AWSConfig(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", config.EnvResultStore, err)
+		}
+		opt.AWS = &awsCfg
+	}
+	st, err := resultstore.Open(ctx, cfg.ResultStore, opt)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", config.EnvResultStore, err)
+	}
+	return st, nil
 }

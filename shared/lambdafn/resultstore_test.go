@@ -46,7 +46,7 @@ func TestFromEnvResultStore(t *testing.T) {
 			for k, v := range base {
 				env[k] = v
 			}
-			h, closeFn, err := lambdafn.FromEnv(ctx, api.FnIngest, func(k string) string { return env[k] }, lambdafn.Env{})
+			h, closeFn, err := lambdafn.FromEnv(ctx, api.FnIngest, func(k string) string { return env[k] }, lambdafn.Env{OpenResults: lambdafn.OpenResultStore})
 			if err == nil {
 				closeFn()
 				t.Fatalf("cold start with %s=%q succeeded (%v), want it to fail", config.EnvResultStore, tc.store, h)
@@ -91,7 +91,7 @@ func TestFromEnvResultStore(t *testing.T) {
 		"NOETL_DATABASE_URL": pg.ClusterDSN, "NOETL_MIGRATE_ON_START": "true", "NOETL_DB_SSLMODE": "disable",
 		"NOETL_ALLOW_OPEN": "true", "AWS_LAMBDA_FUNCTION_NAME": "noetl-ci-ingest", config.EnvResultStore: "file://" + dir,
 	}
-	h, closeFn, err := lambdafn.FromEnv(ctx, api.FnIngest, func(k string) string { return env[k] }, lambdafn.Env{})
+	h, closeFn, err := lambdafn.FromEnv(ctx, api.FnIngest, func(k string) string { return env[k] }, lambdafn.Env{OpenResults: lambdafn.OpenResultStore})
 	if err != nil {
 		t.Fatalf("cold start with a file store: %v", err)
 	}
@@ -102,5 +102,18 @@ func TestFromEnvResultStore(t *testing.T) {
 	out, err := lambda.NewHandler(h.Handle).Invoke(ctx, []byte(`{"health": true}`))
 	if err != nil || !strings.Contains(string(out), `"status":"ok"`) {
 		t.Fatalf("health: %s %v", out, err)
+	}
+
+	// A function whose main passes no opener (every one but ingest) ignores
+	// the variable: it never reads stored results, and does not link S3.
+	other := filepath.Join(t.TempDir(), "other")
+	env[config.EnvResultStore] = "file://" + other
+	_, closeStatus, err := lambdafn.FromEnv(ctx, api.FnStatus, func(k string) string { return env[k] }, lambdafn.Env{})
+	if err != nil {
+		t.Fatalf("status with %s set: %v", config.EnvResultStore, err)
+	}
+	closeStatus()
+	if _, err := os.Stat(other); !os.IsNotExist(err) {
+		t.Errorf("the status function opened the result store (%v)", err)
 	}
 }
