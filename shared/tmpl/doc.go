@@ -23,5 +23,7 @@
 //   - a trailing newline is kept, and `{# #}` is text: comments are not in the dialect;
 //   - bool is the `when` rule (WhenTrue); round keeps integers integral;
 //   - limits stop runaway templates: range() ≤ 100 000 items, a repetition ≤ 1 MiB,
-//     loop output ≤ 64 MiB per render, nesting ≤ 200, and expr's memory budget.
+//     loop output ≤ 64 MiB and loop iterations ≤ 1 000 000 per render (nested
+//     loops counted in full; a count, not a clock, so renders stay deterministic),
+//     nesting ≤ 200, and expr's memory budget.
 package tmpl

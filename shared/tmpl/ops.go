@@ -13,16 +13,23 @@ import (
 // Runtime helpers called by the generated expr programs. Each implements one Jinja
 // operation with Python semantics over jsonx values; they never mutate their inputs.
 
-// Limits that keep a hostile or mistaken template from exhausting memory.
+// Limits that keep a hostile or mistaken template from exhausting memory or
+// holding the ingest transaction that renders it.
 const (
 	maxRange      = 100_000 // elements range() may produce
 	maxRepeat     = 1 << 20 // elements or bytes a * repetition may produce
 	maxLoopOutput = 64 << 20
+	// maxLoopIterations bounds the loop iterations of one render, nested loops
+	// counted in full: the CPU bound on templates. A count, not a clock, so a
+	// render succeeds or fails the same way on every machine (the engine is
+	// deterministic); loops are the only way a template's work multiplies.
+	maxLoopIterations = 1_000_000
 )
 
-// loopBudget counts the bytes loop bodies produce in one render (nested loops count
-// at each level). It is created by the running program, so it is per render.
-type loopBudget struct{ n int }
+// loopBudget counts the bytes loop bodies produce and the iterations they run in
+// one render (nested loops count at each level). It is created by the running
+// program, so it is per render.
+type loopBudget struct{ n, iterations int }
 
 func (b *loopBudget) add(v any) (any, error) {
 	s, _ := v.(string)
@@ -30,8 +37,12 @@ func (b *loopBudget) add(v any) (any, error) {
 		return s, nil
 	}
 	b.n += len(s)
-	if b.n > maxLoopOutput {
+	b.iterations++
+	switch {
+	case b.n > maxLoopOutput:
 		return nil, fmt.Errorf("loop output exceeds %d MiB", maxLoopOutput>>20)
+	case b.iterations > maxLoopIterations:
+		return nil, fmt.Errorf("loops ran more than %d iterations in one render", maxLoopIterations)
 	}
 	return s, nil
 }

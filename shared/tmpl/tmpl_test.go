@@ -761,6 +761,19 @@ func TestLoopOutputLimit(t *testing.T) {
 	}
 }
 
+// TestLoopIterationLimit: nested loops are bounded by their total iterations,
+// whatever they output; a million run.
+func TestLoopIterationLimit(t *testing.T) {
+	src := "{% for a in range(1001) %}{% for b in range(1000) %}{% endfor %}{% endfor %}"
+	if _, err := render(t, src); err == nil || !strings.Contains(err.Error(), "loops ran more than 1000000 iterations") {
+		t.Fatalf("1,002,001 iterations: %v", err)
+	}
+	got, err := render(t, "{% for a in range(999) %}{% for b in range(1000) %}{% endfor %}{% endfor %}")
+	if err != nil || got != "" {
+		t.Fatalf("999,999 iterations: %q, %v", got, err)
+	}
+}
+
 func TestNilVars(t *testing.T) {
 	for src, want := range map[string]any{
 		"{{ x }}":            nil,
