@@ -96,6 +96,9 @@ func (d dev) run(ctx context.Context, o devserver.Options, r devRun) (int, error
 		fmt.Fprintf(d.out, "noetl dev: throwaway Postgres, cluster database %s\n", s.ClusterDSN)
 	}
 	fmt.Fprintf(d.out, "noetl dev: NATS at %s\n", s.NATSURL)
+	if s.Results != nil {
+		fmt.Fprintf(d.out, "noetl dev: results over %d bytes go to %s\n", r.inlineLimit, s.Results.URL())
+	}
 
 	// The examples' postgres steps use the alias noetl_dev: this stack's own
 	// database. Aliases from the environment work as for `noetl worker`.
