@@ -202,6 +202,12 @@ func NewStack(scope constructs.Construct, id string, props *awscdk.StackProps, c
 			{Name: jsii.String("databases"), SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED, CidrMask: jsii.Number(24)},
 		},
 	})
+	// Stored results travel to and from S3 through a gateway endpoint (free),
+	// not the NAT gateway (billed per GB).
+	vpc.AddGatewayEndpoint(jsii.String("S3"), &awsec2.GatewayVpcEndpointOptions{
+		Service: awsec2.GatewayVpcEndpointAwsService_S3(),
+		Subnets: &[]*awsec2.SubnetSelection{{SubnetType: awsec2.SubnetType_PRIVATE_WITH_EGRESS}},
+	})
 	dbSubnets := &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED}
 	fnSG := awsec2.NewSecurityGroup(stack, jsii.String("FunctionsSecurityGroup"), &awsec2.SecurityGroupProps{
 		Vpc:              vpc,
