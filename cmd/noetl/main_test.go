@@ -66,6 +66,12 @@ var broken = []struct{ name, body, want string }{
 	{"bad_template", "  - step: start\n    tool: {kind: noop, message: \"{{ 1 + }}\"}\n", "workflow[0].tool.message: "},
 	{"case_block", "  - step: start\n    tool: {kind: noop}\n    case: [{when: x}]\n", "workflow[0].case: case: blocks are not supported"},
 	{"missing_start", "  - step: begin\n    tool: {kind: noop}\n", "workflow: a step named start is required"},
+	{"case_in_router", "  - step: start\n    tool: {kind: noop}\n    next: {case: [{when: x}], arcs: [{step: start}]}\n", "workflow[0].next.case: case: blocks are not supported"},
+	{"case_in_arc", "  - step: start\n    tool: {kind: noop}\n    next: [{step: start, case: x}]\n", "workflow[0].next[0].case: case: blocks are not supported"},
+	// Whole-value templates are reported at the value's own path.
+	{"bad_loop_in", "  - step: start\n    loop: {in: \"{{ 1 + }}\", iterator: i}\n    tool: {kind: noop}\n", "workflow[0].loop.in: "},
+	{"bad_set", "  - step: start\n    tool: {kind: noop}\n    set: {a: \"{{ 1 + }}\"}\n", "workflow[0].set.a: "},
+	{"bad_arc_set", "  - step: start\n    tool: {kind: noop}\n    next: [{step: start, set: {a: \"{{ 1 + }}\"}}]\n", "workflow[0].next[0].set.a: "},
 }
 
 func writeBroken(t *testing.T) []string {

@@ -418,11 +418,13 @@ func TestReplayRoutes(t *testing.T) {
 	if r.str("error") != replay.MsgOneCutoff {
 		t.Errorf("two cutoffs: %q", r.str("error"))
 	}
-	if r := must(t, a, 400, call{method: "GET", target: ep + "?projection=nope", token: tAPI}); !strings.Contains(r.str("error"), "projection") {
-		t.Errorf("unknown projection: %q must name the parameter", r.str("error"))
+	const unknownProjection = `Unknown projection "nope": use one of execution, step, stage, frame, command, business_object, loop, all`
+	if r := must(t, a, 400, call{method: "GET", target: ep + "?projection=nope", token: tAPI}); r.str("error") != unknownProjection {
+		t.Errorf("unknown projection: %q, want %q", r.str("error"), unknownProjection)
 	}
-	if r := must(t, a, 400, call{method: "GET", target: ep + "?as_of_time=yesterday", token: tAPI}); !strings.Contains(r.str("error"), "as_of_time") {
-		t.Errorf("bad time: %q must name the parameter", r.str("error"))
+	const badTime = `as_of_time must be an RFC 3339 timestamp such as 2024-05-01T12:00:00Z, got "yesterday"`
+	if r := must(t, a, 400, call{method: "GET", target: ep + "?as_of_time=yesterday", token: tAPI}); r.str("error") != badTime {
+		t.Errorf("bad time: %q, want %q", r.str("error"), badTime)
 	}
 	must(t, a, 400, call{method: "GET", target: ep + "?limit=-1", token: tAPI})
 	must(t, a, 422, call{method: "GET", target: "/api/replay/state", token: tAPI})

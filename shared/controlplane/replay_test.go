@@ -1,6 +1,7 @@
 package controlplane_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
@@ -40,5 +41,18 @@ func TestReplayVerify(t *testing.T) {
 	d, err := s.svc.Replay(s.ctx, st.ExecutionID, replay.Query{DiffFrom: replay.Cutoff{Kind: replay.CutoffPosition, Position: 3}})
 	if err != nil || len(d.Diff) == 0 {
 		t.Fatalf("diff: %v %v", d.Diff, err)
+	}
+
+	// A live snapshot that drifted from its log is reported, with the path.
+	sh, _ := s.st.ShardFor(st.ExecutionID)
+	if _, err := sh.Pool().Exec(s.ctx, `UPDATE execution SET state = jsonb_set(state, '{ctx,first}', '99') WHERE execution_id = $1`, st.ExecutionID); err != nil {
+		t.Fatal(err)
+	}
+	r, err = s.svc.Replay(s.ctx, st.ExecutionID, replay.Query{Verify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Verify.Consistent || len(r.Verify.Differences) != 1 || !strings.HasPrefix(r.Verify.Differences[0], "/ctx/first") {
+		t.Fatalf("a tampered snapshot verified as %+v, want one difference at /ctx/first", r.Verify)
 	}
 }

@@ -214,8 +214,11 @@ func (p *parser) known(es []entry, path, where string, allowed ...string) {
 }
 
 func join(path, key string) string {
-	if path == "" {
+	switch {
+	case path == "":
 		return key
+	case key == "": // a whole-value template: the error is at the value itself
+		return path
 	}
 	if strings.HasPrefix(key, "[") {
 		return path + key
@@ -1359,6 +1362,8 @@ func (p *parser) next(n *yaml.Node, path string, stepMode string) *Next {
 				}
 			case "then", "else":
 				p.errf(e.keyN, fp, "legacy then/else routing is not supported in next (R-N3); write arcs with when conditions")
+			case "case":
+				p.errf(e.keyN, fp, "case: blocks are not supported (R-N3); route with next arcs and their when conditions")
 			default:
 				p.warnf(e.keyN, fp, "unknown key %q in next is ignored", e.key)
 			}
@@ -1408,6 +1413,8 @@ func (p *parser) arc(n *yaml.Node, path string) *Arc {
 			p.warnf(e.keyN, fp, "arc cond is NoETL's and is ignored; use when (R-J9)")
 		case "then", "else":
 			p.errf(e.keyN, fp, "legacy then/else arcs are not supported (R-N3); write one arc per target with a when condition")
+		case "case":
+			p.errf(e.keyN, fp, "case: blocks are not supported (R-N3); write one arc per target with a when condition")
 		default:
 			p.warnf(e.keyN, fp, "unknown key %q in an arc is ignored", e.key)
 		}

@@ -155,6 +155,9 @@ func subsetMismatches(path string, expected, actual any) []string {
 	}
 }
 
+// idKeyed are the projections that map entity ids to entities.
+var idKeyed = map[string]bool{"commands": true, "frames": true, "stages": true, "loops": true, "business_objects": true}
+
 func TestParityDataSet(t *testing.T) {
 	rows := loadParityRows(t)
 	expected := loadExpected(t)
@@ -169,6 +172,14 @@ func TestParityDataSet(t *testing.T) {
 		t.Run(key, func(t *testing.T) {
 			for _, m := range subsetMismatches(key, expected[key], got[key]) {
 				t.Error(m)
+			}
+			// Id-keyed projections hold exactly the expected entities: extra
+			// fields inside an entity are fine, a phantom entity is not.
+			if e, ok := expected[key].(map[string]any); ok && idKeyed[key] {
+				g, _ := got[key].(map[string]any)
+				if want, have := slices.Sorted(maps.Keys(e)), slices.Sorted(maps.Keys(g)); !slices.Equal(want, have) {
+					t.Errorf("%s ids %v, want %v", key, have, want)
+				}
 			}
 		})
 	}
