@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"archive/zip"
 	"debug/elf"
 	"os"
 	"os/exec"
@@ -64,6 +65,24 @@ func TestMakeBuildTargets(t *testing.T) {
 	}
 	for _, fn := range functions {
 		checkBootstrap(t, filepath.Join(all, fn, "bootstrap"))
+	}
+	// make package zips each bootstrap, executable, as Lambda wants it.
+	cmd = exec.Command("make", "--no-print-directory", "package", "BUILD_DIR="+all)
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make package: %v\n%s", err, out)
+	}
+	for _, fn := range functions {
+		z, err := zip.OpenReader(filepath.Join(all, fn+".zip"))
+		if err != nil {
+			t.Fatalf("%s.zip: %v", fn, err)
+		}
+		if len(z.File) != 1 {
+			t.Errorf("%s.zip holds %d files, want one bootstrap", fn, len(z.File))
+		} else if f := z.File[0]; f.Name != "bootstrap" || f.Mode().Perm()&0o111 == 0 {
+			t.Errorf("%s.zip holds %q mode %v, want an executable bootstrap", fn, f.Name, f.Mode())
+		}
+		z.Close()
 	}
 	// Without ARTIFACTS_DIR the target refuses instead of writing /bootstrap.
 	cmd = exec.Command("make", "--no-print-directory", "build-CatalogFunction")

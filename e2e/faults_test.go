@@ -89,6 +89,8 @@ workflow:
 	victim := exec.Command(bin, "worker", "--server", shared.srv.URL, "--nats", shared.srv.NATSURL,
 		"--pool", "faults-kill", "--id", "victim", "--concurrency", "1")
 	victim.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// SIGKILL leaves the python tool's work directory behind: keep it in the test's.
+	victim.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
 	victim.Stderr = testWriter{t}
 	if err := victim.Start(); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,7 @@
 # Serverless packaging (included by the root Makefile).
 #
 #   make build              every function's bootstrap under build/<fn>/bootstrap
-#   make package            build/<fn>.zip for each function (reproducible zips)
+#   make package            $(BUILD_DIR)/<fn>.zip for each function (reproducible zips)
 #   make build-<LogicalId>  what `sam build` calls (BuildMethod: makefile); writes
 #                           $(ARTIFACTS_DIR)/bootstrap
 #   make test-serverless    cfn-lint, the offline SAM transform + checks, and the
@@ -64,7 +64,7 @@ build:
 	@set -e; $(foreach fn,$(LAMBDA_FUNCTIONS),echo "$(BUILD_DIR)/$(fn)/bootstrap (GOARCH=$(LAMBDA_GOARCH))"; $(call lambda-build,$(BUILD_DIR)/$(fn),$(fn));)
 
 package: build
-	@set -e; $(foreach fn,$(LAMBDA_FUNCTIONS),$(PYTHON) scripts/lambda_zip.py build/$(fn).zip build/$(fn)/bootstrap; echo "build/$(fn).zip";)
+	@set -e; $(foreach fn,$(LAMBDA_FUNCTIONS),$(PYTHON) scripts/lambda_zip.py $(BUILD_DIR)/$(fn).zip $(BUILD_DIR)/$(fn)/bootstrap; echo "$(BUILD_DIR)/$(fn).zip";)
 
 test-serverless: serverless-lint serverless-transform infra-test
 

@@ -51,6 +51,16 @@ func parseFlags(fs *flag.FlagSet, args []string, usage, help string) (int, bool)
 	return 0, true
 }
 
+// noArgs rejects positional arguments for a command that takes none.
+func noArgs(fs *flag.FlagSet, stderr io.Writer) bool {
+	if fs.NArg() == 0 {
+		return true
+	}
+	fmt.Fprintf(stderr, "noetl %s: unexpected arguments %q (this command takes only flags)\n", fs.Name(), fs.Args())
+	fs.Usage()
+	return false
+}
+
 func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)

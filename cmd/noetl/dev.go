@@ -48,6 +48,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"runs the demo and prints its result; Ctrl-C stops everything and removes what it started."); !ok {
 		return code
 	}
+	if !noArgs(fs, stderr) {
+		return exitUsage
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logOut := io.Discard

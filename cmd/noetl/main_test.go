@@ -165,3 +165,14 @@ func TestEverySubcommandHasHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestNoArgsCommands: commands that take only flags refuse stray arguments
+// with their usage (exit 2) instead of ignoring them.
+func TestNoArgsCommands(t *testing.T) {
+	for _, cmd := range []string{"worker", "dev", "migrate"} {
+		code, _, errOut := runCLI(cmd, "stray")
+		if code != exitUsage || !strings.Contains(errOut, `unexpected arguments ["stray"]`) || !strings.Contains(errOut, "usage: noetl "+cmd) {
+			t.Errorf("%s stray: exit %d, stderr:\n%s", cmd, code, errOut)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -125,5 +126,26 @@ workflow:
 	if conn, err := pgx.Connect(cctx, dsn[1]); err == nil {
 		conn.Close(cctx)
 		t.Fatal("the throwaway Postgres still answers after serve stopped")
+	}
+}
+
+// TestServeStartupErrors: a failure while the stack starts is reported as an
+// error naming its cause (exit 1), after stopping what had started, never as
+// a panic.
+func TestServeStartupErrors(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	code, _, errOut := runCLI("serve", "--listen", busy.Addr().String(), "--drain-every", "0")
+	if code != exitFail || !strings.Contains(errOut, "listen on "+busy.Addr().String()) || strings.Contains(errOut, "panic") {
+		t.Fatalf("busy port: exit %d, stderr:\n%s", code, errOut)
+	}
+
+	t.Setenv("NOETL_LEASE_SECONDS", "abc")
+	code, _, errOut = runCLI("serve", "--listen", "127.0.0.1:0", "--drain-every", "0")
+	if code != exitFail || !strings.Contains(errOut, "NOETL_LEASE_SECONDS") || strings.Contains(errOut, "panic") {
+		t.Fatalf("bad configuration: exit %d, stderr:\n%s", code, errOut)
 	}
 }

@@ -40,10 +40,13 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if code, ok := parseFlags(fs, args, "worker [flags]", "Runs a worker: pulls commands of a pool from NATS, claims and runs them.\nCredentials for auth: aliases come from NOETL_CREDENTIALS_FILE and NOETL_CREDENTIAL_<ALIAS> (R-P4)."); !ok {
 		return code
 	}
+	if !noArgs(fs, stderr) {
+		return exitUsage
+	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	nc, err := nats.Connect(*natsURL, nats.Name("noetl-worker "+*id), nats.MaxReconnects(-1))
 	if err != nil {
-		return fail(stderr, "worker", fmt.Errorf("connect to NATS at %s: %w", *natsURL, err))
+		return fail(stderr, "worker", fmt.Errorf("connect to NATS at %s: %w (give the server's NATS with --nats or NOETL_NATS_URL; noetl serve prints it)", *natsURL, err))
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
@@ -74,6 +77,9 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	natsURL := fs.String("nats", os.Getenv("NOETL_NATS_URL"), "NATS URL: also create the NOETL_COMMANDS stream (env NOETL_NATS_URL)")
 	if code, ok := parseFlags(fs, args, "migrate [flags]", "Applies the embedded schema migrations to the cluster and shard databases (idempotent),\nand creates the NATS stream when a NATS URL is given (R-A7)."); !ok {
 		return code
+	}
+	if !noArgs(fs, stderr) {
+		return exitUsage
 	}
 	if *dbURL == "" {
 		fmt.Fprintln(stderr, "noetl migrate: give --database-url or set NOETL_DATABASE_URL")

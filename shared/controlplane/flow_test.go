@@ -247,7 +247,10 @@ func TestLeaseExpiryReissue(t *testing.T) {
 
 // TestClaimOnExpiredLease: R-L4 — the claim itself runs the sweep transition.
 func TestClaimOnExpiredLease(t *testing.T) {
-	s := newStack(t, func(c *controlplane.Config) { c.Lease = 200 * time.Millisecond })
+	// The first three claims must land within the lease: keep it long enough
+	// for a loaded 2-core CI machine.
+	const lease = 1500 * time.Millisecond
+	s := newStack(t, func(c *controlplane.Config) { c.Lease = lease })
 	s.register(t, threeStepsNoDelay)
 	st, _ := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: "tests/three"})
 	c := s.pending(t, st.ExecutionID)[0]
@@ -261,7 +264,7 @@ func TestClaimOnExpiredLease(t *testing.T) {
 	if err != nil || again.Attempt != 1 {
 		t.Fatalf("the holder re-claiming gets the same command: %v", err)
 	}
-	time.Sleep(400 * time.Millisecond)
+	time.Sleep(lease + 500*time.Millisecond)
 	b, err := s.svc.Claim(s.ctx, c.IssuedEventID, "b")
 	if err != nil || b.Attempt != 2 {
 		t.Fatalf("claim after expiry: %+v %v", b, err)

@@ -89,7 +89,7 @@ type Server struct {
 }
 
 // Start brings the stack up; Close takes it down and removes what it started.
-func Start(ctx context.Context, o Options) (s *Server, err error) {
+func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if o.Listen == "" {
 		o.Listen = "127.0.0.1:0"
 	}
@@ -105,7 +105,9 @@ func Start(ctx context.Context, o Options) (s *Server, err error) {
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
-	s = &Server{}
+	// s, not the named result: every failure returns nil, and what was
+	// started must still be stopped.
+	s := &Server{}
 	defer func() {
 		if err != nil {
 			s.Close()

@@ -518,11 +518,9 @@ func TestDeadline(t *testing.T) {
 		defer cancel()
 		f := &fake{script: map[string][]Envelope{"a": {failed("down", nil)}}}
 		beats := 0
-		start := time.Now()
+		// A Run that ignored the deadline would sleep out the retry delay and
+		// end with the tool's error, not a timeout.
 		out := Run(ctx, obj(t, retry), Options{Exec: f.exec, Heartbeat: func() { beats++ }})
-		if took := time.Since(start); took > 3*time.Second {
-			t.Fatalf("Run ignored the deadline: took %v", took)
-		}
 		wantStatus(t, out, StatusTimeout)
 		wantErrContains(t, out, "deadline reached")
 		if beats != 1 || f.count("a") != 1 {
