@@ -57,10 +57,11 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *verbose {
 		logOut = stderr
 	}
-	logger := slog.New(api.LogHandler(slog.NewJSONHandler(logOut, nil)))
+	level := new(slog.LevelVar) // NOETL_LOG_LEVEL, once the stack has read it
+	logger := slog.New(api.LogHandler(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: level})))
 	d := dev{out: stdout, errw: stderr, logger: logger}
 	code, err := d.run(ctx, devserver.Options{Listen: *listen, DatabaseURL: *databaseURL, ShardURLs: *shardURLs,
-		NATSURL: *natsURL, ResultStore: *resultStore, DrainEvery: *drainEvery, Logger: logger, Out: stdout},
+		NATSURL: *natsURL, ResultStore: *resultStore, DrainEvery: *drainEvery, Logger: logger, LogLevel: level, Out: stdout},
 		devRun{workers: *workers, concurrency: *concurrency, inlineLimit: *inlineLimit, examples: *examples, demo: *demo, exit: *exit, python: *python})
 	if err != nil {
 		fmt.Fprintf(stderr, "noetl dev: %v\n", err)

@@ -77,7 +77,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 }
 
 func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
-	logger := slog.New(api.LogHandler(slog.NewJSONHandler(stderr, nil)))
+	level := new(slog.LevelVar) // NOETL_LOG_LEVEL, once the stack has read it
+	logger := slog.New(api.LogHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})))
 	if f.databaseURL == "" {
 		fmt.Fprintf(stderr, "noetl serve: no database URL; starting a throwaway Postgres with %d shards\n", f.shards)
 	}
@@ -85,7 +86,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "noetl serve: no NATS URL; starting an embedded NATS JetStream")
 	}
 	s, err := devserver.Start(ctx, devserver.Options{Listen: f.listen, DatabaseURL: f.databaseURL, ShardURLs: f.shardURLs,
-		Shards: f.shards, Migrate: f.migrate, NATSURL: f.natsURL, ResultStore: f.resultStore, DrainEvery: f.drainEvery, Logger: logger})
+		Shards: f.shards, Migrate: f.migrate, NATSURL: f.natsURL, ResultStore: f.resultStore, DrainEvery: f.drainEvery, Logger: logger, LogLevel: level})
 	if err != nil {
 		return err
 	}

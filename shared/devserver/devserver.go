@@ -60,6 +60,9 @@ type Options struct {
 	// os.Getenv.
 	Getenv func(string) string
 	Logger *slog.Logger
+	// LogLevel, when set, is set to NOETL_LOG_LEVEL once the configuration is
+	// loaded: the level of Logger's handler, created before that.
+	LogLevel *slog.LevelVar
 	// Out receives the human messages (what started, where); default io.Discard.
 	Out io.Writer
 }
@@ -158,6 +161,9 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		return nil, fmt.Errorf("configuration: %w", err)
 	}
 	s.Config, s.ClusterDSN, s.ShardDSNs, s.NATSURL = cfg, cfg.ClusterDSN, cfg.ShardDSNs, cfg.NATS.URL
+	if o.LogLevel != nil {
+		o.LogLevel.Set(cfg.LogLevel)
+	}
 
 	scfg := store.Config{ClusterDSN: cfg.ClusterDSN, ShardDSNs: cfg.ShardDSNs, MaxConns: max(int(cfg.DBMaxConns), 10)}
 	if o.Migrate && o.DatabaseURL != "" {
