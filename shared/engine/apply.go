@@ -105,10 +105,16 @@ func applyEnter(s *Snapshot, ev Event) {
 
 func applyExit(s *Snapshot, ev Event) {
 	st := s.step(ev.Step)
-	clearLedger(s, st)
 	if st.Visit != nil {
+		// Arcs that arrived while the visit ran stay held in the ledger: they start
+		// one new visit now that it ended (R-J7). The ledger resets on dispatch or
+		// skip (R-J4), not on exit.
 		st.Visit = nil
 		s.Running--
+	} else {
+		// An exit without a visit is a dispatch refused (R-J8's max_visits): it
+		// consumed the ledger that asked for it.
+		clearLedger(s, st)
 	}
 	st.ExitedAt = ev.Time
 	st.Error, _ = ev.Context["error"].(string)

@@ -2,6 +2,8 @@ package engine_test
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/noetl-go/noetl/shared/engine"
@@ -156,6 +158,96 @@ func TestCostPerEventDoesNotGrow(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// chain is a playbook of n steps, start → s1 → … → s(n-1), each `next` to the
+// following one.
+func chain(n int) string {
+	var b strings.Builder
+	b.WriteString("workflow:\n  - step: start\n    tool: {kind: noop}\n    next: s1\n")
+	for i := 1; i < n; i++ {
+		fmt.Fprintf(&b, "  - step: s%d\n    tool: {kind: noop}\n", i)
+		if i+1 < n {
+			fmt.Fprintf(&b, "    next: s%d\n", i+1)
+		}
+	}
+	return b.String()
+}
+
+// TestCostPerEventChainLength: R-J5 — deciding a step's completion in a chain
+// examines the same steps and arcs, and emits the same events, whether the
+// playbook has 10, 200 or 1,000 steps: early in the chain (s3 dispatches s4),
+// next to its end (the step before the last dispatches the last) and at its end
+// (the last step completes the run).
+func TestCostPerEventChainLength(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long simulation; run without -short")
+	}
+	type cost struct {
+		work   engine.Work
+		events []string
+		bytes  int // snapshot size, logged only: it holds a state per step reached (R-S1)
+	}
+	sizes := []int{10, 200, 1000}
+	points := []string{"early", "before last", "last"}
+	got := map[string][]cost{}
+	for _, n := range sizes {
+		at := map[string]string{"s3": "early", fmt.Sprintf("s%d", n-2): "before last", fmt.Sprintf("s%d", n-1): "last"}
+		s := enginetest.New(parse(t, chain(n)), 77)
+		must(t, s.Start(nil))
+		for {
+			p := s.Pending()
+			if len(p) == 0 {
+				break
+			}
+			if len(p) != 1 {
+				t.Fatalf("a chain runs one step at a time, %d pending", len(p))
+			}
+			c := p[0]
+			point, measured := at[c.Step]
+			if !measured {
+				// Only the completion decides anything: skip the worker's other
+				// events to keep the long runs quick.
+				must(t, s.Post(engine.Event{Type: engine.EvCommandCompleted, Step: c.Step, Status: "success", CommandID: c.ID,
+					Meta:   map[string]any{"command_id": c.ID, "attempt": int64(c.Attempt)},
+					Result: map[string]any{"status": "success", "context": map[string]any{"status": "success", "data": nil}}}))
+				c.Status = "COMPLETED"
+				continue
+			}
+			must(t, s.Claim(c, "w"))
+			probe := newProbe(t, s, c)
+			out, err := probe.handle()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var types []string
+			for _, e := range out.Events {
+				types = append(types, e.Type)
+			}
+			got[point] = append(got[point], cost{out.Work, types, probe.lastBytes})
+			must(t, s.Finish(c, s.Default(c)))
+		}
+		if s.Status() != engine.StatusCompleted || s.Count("step.exit", "") != n {
+			t.Fatalf("chain of %d: status %s, %d steps exited", n, s.Status(), s.Count("step.exit", ""))
+		}
+	}
+	for _, point := range points {
+		cs := got[point]
+		if len(cs) != len(sizes) {
+			t.Fatalf("%s: measured %d of %d sizes", point, len(cs), len(sizes))
+		}
+		for i, c := range cs {
+			t.Logf("%-11s %4d steps: steps examined %d, arcs examined %d, events %v, snapshot bytes %d",
+				point, sizes[i], c.work.StepsExamined, c.work.ArcsExamined, c.events, c.bytes)
+			if c.work != cs[0].work || !slices.Equal(c.events, cs[0].events) {
+				t.Errorf("%s: work %+v and events %v with %d steps differ from %+v and %v with %d",
+					point, c.work, c.events, sizes[i], cs[0].work, cs[0].events, sizes[0])
+			}
+		}
+		if cs[0].work.StepsExamined == 0 && point != "last" {
+			t.Errorf("%s: nothing examined; the probe measured no decision", point)
+		}
 	}
 }
 

@@ -736,14 +736,30 @@ func (d *decider) predsFinished(i int) bool {
 }
 
 // breakDeadlock dispatches the waiting step first in depth-first preorder when
-// waiting steps block each other and nothing else is active (R-J6).
+// waiting steps block each other and nothing else is active (R-J6). Only a step
+// that is deadlocked qualifies: every active step in its anc has it in its own
+// anc, so they wait for each other. A step that merely waits for a deadlocked
+// ancestor (one fed from inside a cycle) keeps waiting: dispatching it would
+// break R-J3 and run it before the cycle ends (R-J7). As anc is transitive, such
+// a step exists whenever ledgers wait and nothing runs; the fallback to any
+// waiting step only guards against hanging.
 func (d *decider) breakDeadlock() {
-	best := -1
+	best, fallback := -1, -1
 	for _, w := range d.s.Waiting {
 		i := d.stepIndex(w)
-		if st := d.s.Steps[w]; st != nil && len(st.Ledger) > 0 && (best < 0 || d.g.rank[i] < d.g.rank[best]) {
+		st := d.s.Steps[w]
+		if st == nil || len(st.Ledger) == 0 {
+			continue
+		}
+		if fallback < 0 || d.g.rank[i] < d.g.rank[fallback] {
+			fallback = i
+		}
+		if (best < 0 || d.g.rank[i] < d.g.rank[best]) && d.deadlocked(i) {
 			best = i
 		}
+	}
+	if best < 0 {
+		best = fallback
 	}
 	if best < 0 {
 		// Queued arcs on a step nobody re-checked cannot happen; fail loudly rather
@@ -754,6 +770,21 @@ func (d *decider) breakDeadlock() {
 	step := d.pb.Steps[best]
 	d.unwait(step.Name)
 	d.dispatch(step, d.s.Steps[step.Name])
+}
+
+// deadlocked reports whether every active step in anc(i) has i in its own anc
+// (R-J6): they block each other, and nothing else blocks i.
+func (d *decider) deadlocked(i int) bool {
+	for w, word := range d.g.anc[i] {
+		for word != 0 {
+			b := w*64 + trailingZeros(word)
+			word &= word - 1
+			if st := d.s.Steps[d.pb.Steps[b].Name]; st != nil && (st.Visit != nil || len(st.Ledger) > 0) && !d.g.anc[b].has(i) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func (d *decider) wait(name string) {

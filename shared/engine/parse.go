@@ -248,6 +248,37 @@ func (p *parser) literal(n *yaml.Node, path, what string) (string, bool) {
 	return s, ok
 }
 
+// literalTree warns, at its exact path, about every scalar (and mapping key) under
+// n that holds a template: the field is literal and never rendered (R-T6).
+func (p *parser) literalTree(n *yaml.Node, path, what string) {
+	n = resolve(n)
+	if n == nil {
+		return
+	}
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if tmpl.HasTemplate(n.Value) {
+			p.warnf(n, path, "%s is never rendered; its {{ }} stays literal text (R-T6)", what)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			p.literalTree(c, index(path, i), what)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := resolve(n.Content[i])
+			if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
+				p.literalTree(n.Content[i+1], path, what)
+				continue
+			}
+			if k.Kind == yaml.ScalarNode && tmpl.HasTemplate(k.Value) {
+				p.warnf(k, join(path, k.Value), "%s is never rendered; the {{ }} in this key stays literal text (R-T6)", what)
+			}
+			p.literalTree(n.Content[i+1], join(path, k.Value), what)
+		}
+	}
+}
+
 func (p *parser) number(n *yaml.Node, path, what string) (float64, bool) {
 	n = resolve(n)
 	if n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!int" || n.ShortTag() == "!!float") {
@@ -257,6 +288,7 @@ func (p *parser) number(n *yaml.Node, path, what string) (float64, bool) {
 		}
 	}
 	if n.Kind == yaml.ScalarNode && tmpl.HasTemplate(n.Value) {
+		p.warnf(n, path, "%s is never rendered; its {{ }} stays literal text (R-T6)", what)
 		p.errf(n, path, "%s must be a number; templates are not rendered here (R-T6)", what)
 		return 0, false
 	}
@@ -425,19 +457,25 @@ func (p *parser) metadata(n *yaml.Node) {
 		case "version":
 			if v := resolve(e.value); v.Kind == yaml.ScalarNode {
 				md.Version = v.Value // opaque (R-N4)
+				p.literalTree(v, path, "metadata.version")
 			} else {
 				p.errf(v, path, "metadata.version must be a scalar, got %s", kindName(v))
 			}
 		case "description":
-			md.Description, _ = p.str(e.value, path, "metadata.description")
+			md.Description, _ = p.literal(e.value, path, "metadata.description")
 		case "labels":
 			labels := map[string]any{}
 			for _, l := range p.fields(e.value, path, "metadata.labels") {
+				lp := join(path, l.key)
 				if v := resolve(l.value); v.Kind != yaml.ScalarNode {
-					p.errf(v, join(path, l.key), "label values must be scalars, got %s", kindName(v))
+					p.errf(v, lp, "label values must be scalars, got %s", kindName(v))
 					continue
 				}
-				labels[l.key] = p.value(l.value, join(path, l.key))
+				if tmpl.HasTemplate(l.key) {
+					p.warnf(l.keyN, lp, "metadata.labels is never rendered; the {{ }} in this key stays literal text (R-T6)")
+				}
+				p.literalTree(l.value, lp, "metadata.labels")
+				labels[l.key] = p.value(l.value, lp)
 			}
 			md.Labels = labels
 		}
@@ -1265,6 +1303,7 @@ func (p *parser) retry(n *yaml.Node, path string) Retry {
 				r.MaxDelay = v
 			}
 		case "on", "retry_on":
+			p.literalTree(e.value, fp, "retry."+e.key)
 			v := p.value(e.value, fp)
 			list, ok := v.([]any)
 			if s, isStr := v.(string); isStr {
@@ -1284,6 +1323,7 @@ func (p *parser) retry(n *yaml.Node, path string) Retry {
 				r.On = append(r.On, c)
 			}
 		case "retry_on_status":
+			p.literalTree(e.value, fp, "retry.retry_on_status")
 			list, ok := p.value(e.value, fp).([]any)
 			if !ok {
 				p.errf(e.value, fp, "retry_on_status must be a list of HTTP status codes")

@@ -364,3 +364,98 @@ workflow:
 		t.Fatalf("workload = %#v", w)
 	}
 }
+
+// TestParseLiteralFieldsWarn: R-T6 — every literal field (metadata, desc, names,
+// loop.iterator, retry, timeout, spec.*) is never rendered, so a {{ in it is a
+// warning at exactly that field's path. Free-text fields warn and register; a
+// field whose type or value set cannot hold the text (a number, an enum, a name
+// pattern) also fails registration, at the same path.
+func TestParseLiteralFieldsWarn(t *testing.T) {
+	const start = "workflow:\n  - step: start\n    tool: {kind: noop}\n"
+	doc := func(metadata, rest string) string {
+		return "apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: " + metadata + "\n" + rest
+	}
+	const md = "{name: t, path: tests/t}"
+	step := func(fields string) string {
+		return doc(md, "workflow:\n  - step: start\n"+fields+"    tool: {kind: noop}\n")
+	}
+	cases := []struct {
+		name, src, path string
+		wantErr         bool   // the value is invalid besides being literal
+		errPath         string // where that error is reported, when not at path
+	}{
+		{"metadata.name", doc("{name: \"t{{ x }}\", path: tests/t}", start), "metadata.name", false, ""},
+		{"metadata.path", doc("{name: t, path: \"tests/{{ x }}\"}", start), "metadata.path", false, ""},
+		{"metadata.description", doc("{name: t, path: tests/t, description: \"for {{ workload.who }}\"}", start), "metadata.description", false, ""},
+		{"metadata.version", doc("{name: t, path: tests/t, version: \"{{ v }}\"}", start), "metadata.version", false, ""},
+		{"metadata.labels value", doc("{name: t, path: tests/t, labels: {team: \"{{ team }}\"}}", start), "metadata.labels.team", false, ""},
+		{"metadata.labels key", doc("{name: t, path: tests/t, labels: {\"{{ k }}\": v}}", start), "metadata.labels.{{ k }}", false, ""},
+		{"step desc", step("    desc: \"runs {{ x }}\"\n"), "workflow[0].desc", false, ""},
+		{"step description", step("    description: \"runs {{ x }}\"\n"), "workflow[0].description", false, ""},
+		{"workbook name", doc(md, "workbook: [{name: \"w{{ x }}\", tool: {kind: noop}}]\n"+start), "workbook[0].name", false, ""},
+		{"tool kind", doc(md, "workflow:\n  - step: start\n    tool: {kind: \"{{ k }}\"}\n"), "workflow[0].tool.kind", true, ""},
+		{"pipeline label", doc(md, "workflow:\n  - step: start\n    tool: [{name: \"a{{ x }}\", kind: noop}]\n"), "workflow[0].tool[0].name", true, ""},
+		{"loop.iterator", step("    loop: {in: [1], iterator: \"{{ it }}\"}\n"), "workflow[0].loop.iterator", true, ""},
+		{"loop.spec.mode", step("    loop: {in: [1], iterator: it, spec: {mode: \"{{ m }}\"}}\n"), "workflow[0].loop.spec.mode", true, ""},
+		{"loop.spec.max_in_flight", step("    loop: {in: [1], iterator: it, spec: {mode: parallel, max_in_flight: \"{{ n }}\"}}\n"), "workflow[0].loop.spec.max_in_flight", true, ""},
+		{"retry.max_attempts", step("    retry: {max_attempts: \"{{ n }}\"}\n"), "workflow[0].retry.max_attempts", true, ""},
+		{"retry.delay", step("    retry: {delay: \"{{ n }}\"}\n"), "workflow[0].retry.delay", true, ""},
+		{"retry.backoff", step("    retry: {backoff: \"{{ b }}\"}\n"), "workflow[0].retry.backoff", true, ""},
+		{"retry.max_delay", step("    retry: {max_delay: \"{{ n }}\"}\n"), "workflow[0].retry.max_delay", true, ""},
+		{"retry.on entry", step("    retry: {on: [error, \"{{ c }}\"]}\n"), "workflow[0].retry.on[1]", true, "workflow[0].retry.on"},
+		{"retry.retry_on_status entry", step("    retry: {retry_on_status: [\"{{ s }}\"]}\n"), "workflow[0].retry.retry_on_status[0]", true, "workflow[0].retry.retry_on_status"},
+		{"tool retry.backoff", doc(md, "workflow:\n  - step: start\n    tool: {kind: noop, retry: {backoff: \"{{ b }}\"}}\n"), "workflow[0].tool.retry.backoff", true, ""},
+		{"timeout", step("    timeout: \"{{ n }}\"\n"), "workflow[0].timeout", true, ""},
+		{"timeout_seconds", step("    timeout_seconds: \"{{ n }}\"\n"), "workflow[0].timeout_seconds", true, ""},
+		{"spec.next_mode", step("    spec: {next_mode: \"{{ m }}\"}\n"), "workflow[0].spec.next_mode", true, ""},
+		{"spec.on_error", step("    spec: {on_error: \"{{ m }}\"}\n"), "workflow[0].spec.on_error", true, ""},
+		{"spec.max_visits", step("    spec: {max_visits: \"{{ n }}\"}\n"), "workflow[0].spec.max_visits", true, ""},
+		{"next spec.mode", doc(md, "workflow:\n  - step: start\n    tool: {kind: noop}\n    next: {spec: {mode: \"{{ m }}\"}, arcs: [{step: start}]}\n"), "workflow[0].next.spec.mode", true, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, ds := engine.Parse([]byte(c.src))
+			var warned int
+			for _, d := range ds.Warnings() {
+				if d.Path == c.path && strings.Contains(d.Message, "never rendered") && strings.Contains(d.Message, "R-T6") {
+					warned++
+				}
+			}
+			if warned != 1 {
+				t.Errorf("want exactly one R-T6 warning at %q, got %d in:\n%v", c.path, warned, ds)
+			}
+			if !c.wantErr && ds.HasErrors() {
+				t.Errorf("a template in a free-text literal field must not fail registration:\n%v", ds.Errors())
+			}
+			if c.wantErr {
+				errPath := c.path
+				if c.errPath != "" {
+					errPath = c.errPath
+				}
+				found := false
+				for _, d := range ds.Errors() {
+					found = found || d.Path == errPath
+				}
+				if !found {
+					t.Errorf("want an error at %q (the value is invalid as written), got:\n%v", errPath, ds)
+				}
+			}
+		})
+	}
+	// Templated fields (R-T6) hold {{ freely: none of these warns.
+	ds := diagnose(`workload: {w: 1}
+workflow:
+  - step: start
+    when: "{{ true }}"
+    input: {a: "{{ w }}"}
+    loop: {in: "{{ [1] }}", iterator: it}
+    tool: {kind: noop, message: "{{ it }}"}
+    set: {ctx.x: "{{ output }}"}
+    next: [{step: start, when: "{{ false }}", set: {y: "{{ x }}"}}]
+`)
+	for _, d := range ds {
+		if strings.Contains(d.Message, "R-T6") {
+			t.Errorf("templated field warned as literal: %v", d)
+		}
+	}
+}
