@@ -1,5 +1,6 @@
 // Visits and held arcs (R-J7), arc sets reaching the next visit (dsl.md §3),
 // and what happens while an execution is FAILING (R-R9, R-R10).
+
 package engine_test
 
 import (
