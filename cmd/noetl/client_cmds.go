@@ -260,8 +260,10 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var c conn
 	fs := newFlags("watch", stderr)
 	c.register(fs)
+	fs.Lookup("json").Usage = "print the execution view (as exec --wait --json prints it) as one JSON line each time it changes; the last line is the final view"
 	every := fs.Duration("every", 500*time.Millisecond, "refresh interval")
-	if code, ok := parseFlags(fs, args, "watch [flags] EXECUTION_ID", "Follows an execution until it ends: a step table and a progress bar. Exits 1 unless it COMPLETED."); !ok {
+	if code, ok := parseFlags(fs, args, "watch [flags] EXECUTION_ID", "Follows an execution until it ends: a step table and a progress bar, or with --json a stream of\n"+
+		"JSON lines (one per change of the execution view, the last one final). Exits 1 unless it COMPLETED."); !ok {
 		return code
 	}
 	id, ok := executionID(fs, stderr)
@@ -269,14 +271,23 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 	cl := c.client()
-	tty := isTerminal(stdout)
+	tty := !c.asJSON && isTerminal(stdout)
 	last := ""
 	for {
 		view, err := cl.Execution(ctx, id)
 		if err != nil {
 			return fail(stderr, "watch", err)
 		}
-		frame := renderWatch(id, view)
+		var frame string
+		if c.asJSON {
+			b, err := jsonx.Marshal(view)
+			if err != nil {
+				return fail(stderr, "watch", err)
+			}
+			frame = string(b) + "\n"
+		} else {
+			frame = renderWatch(id, view)
+		}
 		if frame != last {
 			if tty && last != "" {
 				fmt.Fprintf(stdout, "\033[%dA\033[J", strings.Count(last, "\n"))
@@ -390,16 +401,23 @@ func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var c conn
 	fs := newFlags("cancel", stderr)
 	c.register(fs)
+	fs.Lookup("json").Usage = `print the API's answer as JSON: {"execution_id": "ID", "status": "CANCELLED"}`
 	reason := fs.String("reason", "cancelled from the CLI", "why")
-	if code, ok := parseFlags(fs, args, "cancel [flags] EXECUTION_ID", "Cancels an execution and its children."); !ok {
+	if code, ok := parseFlags(fs, args, "cancel [flags] EXECUTION_ID", "Cancels an execution and its children. Cancelling a cancelled execution succeeds again;\n"+
+		"a COMPLETED or FAILED one is a conflict (exit 1)."); !ok {
 		return code
 	}
 	id, ok := executionID(fs, stderr)
 	if !ok {
 		return exitUsage
 	}
-	if err := c.client().Cancel(ctx, id, *reason); err != nil {
+	answer, err := c.client().Cancel(ctx, id, *reason)
+	if err != nil {
 		return fail(stderr, "cancel", err)
+	}
+	if c.asJSON {
+		printJSON(stdout, answer)
+		return exitOK
 	}
 	fmt.Fprintf(stdout, "execution %d cancelled\n", id)
 	return exitOK

@@ -266,8 +266,10 @@ func (c *Client) Events(ctx context.Context, id, afterSeq int64, limit int) ([]m
 }
 
 // Cancel cancels an execution.
-func (c *Client) Cancel(ctx context.Context, id int64, reason string) error {
-	return c.do(ctx, http.MethodPost, "/api/executions/"+strconv.FormatInt(id, 10)+"/cancel", map[string]any{"reason": reason}, true, nil)
+func (c *Client) Cancel(ctx context.Context, id int64, reason string) (map[string]any, error) {
+	var out map[string]any
+	err := c.do(ctx, http.MethodPost, "/api/executions/"+strconv.FormatInt(id, 10)+"/cancel", map[string]any{"reason": reason}, true, &out)
+	return out, err
 }
 
 // Replay returns the replay document with the given query parameters.
