@@ -517,6 +517,24 @@ func splitList(v string) []string {
 	return out
 }
 
+// urlProblem says what is wrong with a URL that does not parse without quoting
+// it: url.Parse's messages quote pieces of the URL (a password typed without
+// "@host" parses as a port and would be quoted whole).
+func urlProblem(err error) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "invalid port"):
+		return "what follows the host's last ':' is not a port number; is the password missing its '@host'?"
+	case strings.Contains(msg, "invalid URL escape"):
+		return "a '%' does not start a %XX escape"
+	case strings.Contains(msg, "invalid userinfo"):
+		return "the user:password part has characters that must be percent-encoded"
+	case strings.Contains(msg, "invalid character"), strings.Contains(msg, "invalid control character"):
+		return "it holds a character a URL cannot"
+	}
+	return "it does not parse"
+}
+
 // checkDSN accepts a postgres URL or a key=value DSN. Errors never quote the
 // DSN, which may hold a password.
 func checkDSN(what, dsn string) (string, error) {
@@ -526,11 +544,7 @@ func checkDSN(what, dsn string) (string, error) {
 	if strings.Contains(dsn, "://") {
 		u, err := url.Parse(dsn)
 		if err != nil {
-			var ue *url.Error
-			if errors.As(err, &ue) {
-				err = ue.Err // url.Error repeats the URL, password included
-			}
-			return "", fmt.Errorf("%s is not a valid URL (%w); use postgres://user:password@host:5432/dbname with the password percent-encoded", what, err)
+			return "", fmt.Errorf("%s is not a valid URL (%s); use postgres://user:password@host:5432/dbname with the password percent-encoded", what, urlProblem(err))
 		}
 		if u.Scheme != "postgres" && u.Scheme != "postgresql" {
 			return "", fmt.Errorf("%s has scheme %q: use postgres://user:password@host:5432/dbname", what, u.Scheme)
