@@ -293,14 +293,12 @@ func normaliseResult(typ string, in EventInput) (map[string]any, error) {
 		}
 		return nil, nil // events.md §2: non-objects are dropped
 	}
-	if env, st := toolEnvelope(r); st != "" {
+	env, st := toolEnvelope(r)
+	if st != "" {
 		return map[string]any{"status": st, "context": env}, nil
 	}
 	if typ == engine.EvCallDone || typ == engine.EvCommandCompleted {
-		st, _ := r["status"].(string)
-		if inner, ok := r["context"].(map[string]any); ok && st == "" {
-			st, _ = inner["status"].(string)
-		}
+		st, _ := env["status"].(string)
 		return nil, fmt.Errorf("payload.result: expected {status: success|error|timeout, data, error?} or NoETL's {status, context: {status, data}}, got status %q", st)
 	}
 	return map[string]any{"status": status, "context": r}, nil
