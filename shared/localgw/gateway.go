@@ -7,6 +7,8 @@
 package localgw
 
 import (
+	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -19,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -47,9 +50,33 @@ type Options struct {
 type Gateway struct {
 	router   *api.Router
 	routes   []api.Route
-	handlers map[string]lambda.Handler
+	handlers map[string]*invoker
 	opts     Options
 	log      *slog.Logger
+}
+
+// invoker runs one function's handler through aws-lambda-go's own
+// (un)marshalling, as Lambda does, for any number of concurrent requests.
+// lambda.Handler.Invoke returns bytes of a pooled buffer that it puts back
+// before returning, which is safe only for one invocation at a time (as in
+// one Lambda instance): each concurrent request therefore takes a handler of
+// its own, as each concurrent request in AWS gets an instance of its own, and
+// copies the answer before the handler serves another request.
+type invoker struct {
+	handlers sync.Pool // of lambda.Handler
+}
+
+func newInvoker(h any) *invoker {
+	iv := &invoker{}
+	iv.handlers.New = func() any { return lambda.NewHandler(h) }
+	return iv
+}
+
+func (iv *invoker) invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	h := iv.handlers.Get().(lambda.Handler)
+	defer iv.handlers.Put(h)
+	out, err := h.Invoke(ctx, payload)
+	return bytes.Clone(out), err
 }
 
 // New returns a gateway over one Lambda handler per function; each handler
@@ -65,10 +92,10 @@ func New(handlers map[string]any, opts Options) (*Gateway, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	g := &Gateway{router: api.NewRouter(opts.Routes), routes: opts.Routes, handlers: map[string]lambda.Handler{},
+	g := &Gateway{router: api.NewRouter(opts.Routes), routes: opts.Routes, handlers: map[string]*invoker{},
 		opts: opts, log: opts.Logger}
 	for name, h := range handlers {
-		g.handlers[name] = lambda.NewHandler(h)
+		g.handlers[name] = newInvoker(h)
 	}
 	for _, r := range opts.Routes {
 		if g.handlers[r.Function] == nil {
@@ -115,7 +142,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, requestID, http.StatusInternalServerError, "encoding the event: "+err.Error())
 		return
 	}
-	out, err := g.handlers[route.Function].Invoke(r.Context(), payload)
+	out, err := g.handlers[route.Function].invoke(r.Context(), payload)
 	if err != nil {
 		// API Gateway answers a failed invocation with 502.
 		g.log.ErrorContext(r.Context(), "function invocation failed", "function", route.Function, "route", routeKey,
