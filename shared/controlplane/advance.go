@@ -73,7 +73,7 @@ type advanced struct {
 // rows for every (re-)issued command, and the execution row with the new
 // snapshot. Publishing happens after commit (see finish).
 func (s *Service) advance(ctx context.Context, tx pgx.Tx, x *execution, trigger store.Event) (*advanced, error) {
-	ids := &idSource{ctx: ctx, pool: s.ids, shard: x.shard.Index()}
+	ids := &idSource{ctx: ctx, q: tx, pool: s.ids, shard: x.shard.Index()}
 	trigger.ExecutionID = x.row.ExecutionID
 	trigger.Seq = x.row.LastSeq + 1
 	if trigger.EventID == 0 {
@@ -161,7 +161,7 @@ func rowStatus(s string) string {
 // appendIgnored stores an event that must not be folded (fenced, R-L8, or late
 // for an ended execution, R-R10): it keeps its place in the log and nothing else.
 func (s *Service) appendIgnored(ctx context.Context, tx pgx.Tx, x *execution, e store.Event) (store.Event, error) {
-	ids, err := s.ids.take(ctx, x.shard.Index(), 1)
+	ids, err := s.ids.take(ctx, tx, x.shard.Index(), 1)
 	if err != nil {
 		return e, err
 	}

@@ -64,7 +64,7 @@ func (s *Service) Execute(ctx context.Context, req ExecuteRequest) (*Started, er
 				return nil, err
 			}
 		}
-		ids, err := s.ids.take(ctx, sh.Index(), 1)
+		ids, err := s.ids.take(ctx, tx, sh.Index(), 1)
 		if err != nil {
 			return nil, err
 		}

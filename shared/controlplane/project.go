@@ -125,7 +125,7 @@ func (s *Service) project(ctx context.Context, executionID int64, events []Exter
 		if len(rows) == 0 {
 			return nil, nil
 		}
-		ids, err := s.ids.take(ctx, sh.Index(), len(rows))
+		ids, err := s.ids.take(ctx, tx, sh.Index(), len(rows))
 		if err != nil {
 			return nil, err
 		}

@@ -53,7 +53,9 @@ type Config struct {
 	Observer Observer
 	// PlaybookCache bounds the parsed playbooks kept per process; default 256.
 	PlaybookCache int
-	Logger        *slog.Logger
+	// IDBlock is how many event ids one sequence round trip mints; default 256.
+	IDBlock int
+	Logger  *slog.Logger
 }
 
 // Service is the control plane. It is safe for concurrent use.
@@ -83,12 +85,15 @@ func New(cfg Config) (*Service, error) {
 	if cfg.PlaybookCache <= 0 {
 		cfg.PlaybookCache = 256
 	}
+	if cfg.IDBlock <= 0 {
+		cfg.IDBlock = defaultIDBlock
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	return &Service{
 		cfg: cfg, st: cfg.Store, eng: engine.New(cfg.Engine), log: cfg.Logger,
-		ids: newIDPool(cfg.Store), books: newPlaybookCache(cfg.PlaybookCache),
+		ids: newIDPool(cfg.IDBlock), books: newPlaybookCache(cfg.PlaybookCache),
 		lease: cfg.Lease, grace: cfg.DeadlineGrace, server: cfg.ServerURL,
 	}, nil
 }
@@ -99,40 +104,49 @@ func (s *Service) Store() *store.Store { return s.st }
 // Lease is the configured claim lease.
 func (s *Service) Lease() time.Duration { return s.lease }
 
-// idBlock is how many ids one refill takes from a shard's sequence. Unused ids of
-// a block are simply never used: the space is 2^53 per shard (R-I1).
-const idBlock = 256
+// defaultIDBlock is how many ids one refill takes from a shard's sequence.
+// Unused ids of a block are simply never used: the space is 2^53 per shard
+// (R-I1).
+const defaultIDBlock = 256
 
-// idPool hands out event ids per shard from blocks taken in one round trip, so an
-// ingest transaction does not pay a sequence call per event.
+// idPool hands out event ids per shard from blocks taken in one round trip, so
+// a transaction does not pay a sequence call per event. A refill runs on the
+// caller's own transaction and never under the mutex: taking a second
+// connection while holding the execution lock would deadlock once every
+// pooled connection is inside such a transaction.
 type idPool struct {
-	st     *store.Store
+	block  int
 	mu     sync.Mutex
 	blocks map[int][]int64
 }
 
-func newIDPool(st *store.Store) *idPool { return &idPool{st: st, blocks: map[int][]int64{}} }
+func newIDPool(block int) *idPool { return &idPool{block: block, blocks: map[int][]int64{}} }
 
-// take returns n ids of a shard.
-func (p *idPool) take(ctx context.Context, shard int, n int) ([]int64, error) {
+// take returns n ids of a shard; q is a connection or transaction on it.
+func (p *idPool) take(ctx context.Context, q store.Querier, shard int, n int) ([]int64, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	for len(p.blocks[shard]) < n {
-		block, err := p.st.Shard(shard).AllocateIDs(ctx, max(idBlock, n))
-		if err != nil {
-			return nil, fmt.Errorf("allocate ids on shard %d: %w", shard, err)
-		}
-		p.blocks[shard] = append(p.blocks[shard], block...)
+	if have := p.blocks[shard]; len(have) >= n {
+		p.blocks[shard] = have[n:]
+		p.mu.Unlock()
+		return have[:n:n], nil
 	}
-	out := p.blocks[shard][:n:n]
-	p.blocks[shard] = p.blocks[shard][n:]
-	return out, nil
+	p.mu.Unlock()
+	block, err := store.AllocateIDs(ctx, q, shard, max(p.block, n))
+	if err != nil {
+		return nil, fmt.Errorf("allocate ids on shard %d: %w", shard, err)
+	}
+	p.mu.Lock()
+	p.blocks[shard] = append(p.blocks[shard], block[n:]...)
+	p.mu.Unlock()
+	return block[:n:n], nil
 }
 
-// source adapts the pool to engine.Inputs.NewID for one decision. The engine has
-// no error path for ids, so a failed refill is remembered and reported after.
+// idSource adapts the pool to engine.Inputs.NewID for one decision. The engine
+// has no error path for ids, so a failed refill is remembered and reported
+// after.
 type idSource struct {
 	ctx   context.Context
+	q     store.Querier
 	pool  *idPool
 	shard int
 	err   error
@@ -142,7 +156,7 @@ func (s *idSource) next() int64 {
 	if s.err != nil {
 		return 0
 	}
-	ids, err := s.pool.take(s.ctx, s.shard, 1)
+	ids, err := s.pool.take(s.ctx, s.q, s.shard, 1)
 	if err != nil {
 		s.err = err
 		return 0

@@ -41,7 +41,7 @@ func TestExecModes(t *testing.T) {
 			if _, err := store.ListCatalog(ctx, s.Cluster(), store.CatalogFilter{After: &store.CatalogCursor{Path: "a", Version: 1}}); err != nil {
 				t.Fatal(err)
 			}
-			idList, err := sh.AllocateIDs(ctx, 3)
+			idList, err := store.AllocateIDs(ctx, sh.Pool(), sh.Index(), 3)
 			if err != nil {
 				t.Fatal(err)
 			}

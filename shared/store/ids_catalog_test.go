@@ -29,7 +29,7 @@ func TestAllocateIDsConcurrent(t *testing.T) {
 			defer wg.Done()
 			for r := range rounds {
 				sh := s.Shard((w + r) % 2)
-				got, err := sh.AllocateIDs(ctx, block)
+				got, err := store.AllocateIDs(ctx, sh.Pool(), sh.Index(), block)
 				if err != nil {
 					errs[w] = err
 					return
@@ -74,7 +74,7 @@ func TestAllocateIDsConcurrent(t *testing.T) {
 			t.Errorf("next_id() on shard %d = %d (shard %d, duplicate %v)", i, id, ids.ShardOf(id), seen[id])
 		}
 	}
-	if _, err := s.Shard(0).AllocateIDs(ctx, 0); err == nil {
+	if _, err := store.AllocateIDs(ctx, s.Shard(0).Pool(), s.Shard(0).Index(), 0); err == nil {
 		t.Error("AllocateIDs(0) accepted")
 	}
 }

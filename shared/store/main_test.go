@@ -56,7 +56,7 @@ func mustExec(t *testing.T, q store.Querier, sql string, args ...any) {
 
 func allocate(t *testing.T, sh *store.Shard, n int) []int64 {
 	t.Helper()
-	got, err := sh.AllocateIDs(testContext(t), n)
+	got, err := store.AllocateIDs(testContext(t), sh.Pool(), sh.Index(), n)
 	if err != nil {
 		t.Fatal(err)
 	}

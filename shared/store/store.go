@@ -94,11 +94,6 @@ func (s *Shard) Index() int { return s.index }
 // Pool is the shard's connection pool.
 func (s *Shard) Pool() *pgxpool.Pool { return s.pool }
 
-// AllocateIDs mints n ids on this shard in one round trip (see AllocateIDs).
-func (s *Shard) AllocateIDs(ctx context.Context, n int) ([]int64, error) {
-	return AllocateIDs(ctx, s.pool, s.index, n)
-}
-
 // Store holds the pools of the cluster database and the shard databases.
 type Store struct {
 	cluster *pgxpool.Pool
