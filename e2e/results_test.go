@@ -54,22 +54,22 @@ workflow:
 	}
 	refs := 0
 	for _, ev := range shared.events(t, id) {
-		if ev["event_type"] != "call.done" || ev["node_name"] == "summary" {
+		if ev["event_type"] != "command.completed" || ev["node_name"] == "summary" {
 			continue
 		}
 		r, _ := ev["result"].(map[string]any)
 		ref, _ := r["reference"].(map[string]any)
 		uri, _ := ref["logical_uri"].(string)
 		if !strings.HasPrefix(uri, shared.srv.Results.URL()+"/") {
-			t.Fatalf("call.done of %v carries no reference into the stack's result store: %v", ev["node_name"], r)
+			t.Fatalf("command.completed of %v carries no reference into the stack's result store: %v", ev["node_name"], r)
 		}
 		if c, _ := r["context"].(map[string]any); c["data"] != nil || r["status"] != "success" {
-			t.Fatalf("call.done of %v must keep the tool's status and no data: %v", ev["node_name"], r)
+			t.Fatalf("command.completed of %v must keep the tool's status and no data: %v", ev["node_name"], r)
 		}
 		refs++
 	}
 	if refs != 3 {
-		t.Fatalf("%d call.done events carried references, want 3 (start and two iterations)", refs)
+		t.Fatalf("%d command.completed events carried references, want 3 (start and two iterations)", refs)
 	}
 	shared.verify(t, id)
 }

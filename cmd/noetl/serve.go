@@ -29,6 +29,7 @@ type serveFlags struct {
 	migrate     bool
 	drainEvery  time.Duration
 	resultStore string
+	pprof       string
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -46,6 +47,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.BoolVar(&f.migrate, "migrate", false, "apply migrations to the given databases (the throwaway one is always migrated)")
 	fs.StringVar(&f.resultStore, "result-store", os.Getenv("NOETL_RESULT_STORE"),
 		"where workers store results too large to post inline, file:///dir or s3://bucket/prefix ($NOETL_RESULT_STORE);\nempty: a temporary directory with the throwaway Postgres, else none")
+	fs.StringVar(&f.pprof, "pprof", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6060; empty: off")
 	fs.DurationVar(&f.drainEvery, "drain-every", time.Minute,
 		"invoke the outbox function's scheduled run this often, standing in for EventBridge (0: never)")
 	fs.Usage = func() {
@@ -85,6 +87,11 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	if f.natsURL == "" {
 		fmt.Fprintln(stderr, "noetl serve: no NATS URL; starting an embedded NATS JetStream")
 	}
+	stopPprof, err := startPprof(f.pprof, stderr, "noetl serve")
+	if err != nil {
+		return err
+	}
+	defer stopPprof()
 	s, err := devserver.Start(ctx, devserver.Options{Listen: f.listen, DatabaseURL: f.databaseURL, ShardURLs: f.shardURLs,
 		Shards: f.shards, Migrate: f.migrate, NATSURL: f.natsURL, ResultStore: f.resultStore, DrainEvery: f.drainEvery, Logger: logger, LogLevel: level})
 	if err != nil {

@@ -85,7 +85,8 @@ type Checker func(ctx context.Context) error
 type Recorder interface {
 	// Request is called once per request with its route key ("" when none matched).
 	Request(route string, status int, d time.Duration)
-	// Ingest is called once per POST /api/events or /api/events/batch request
+	// Ingest is called once per POST /api/events, /api/events/batch or
+	// /api/worker/report request
 	// that passed validation, with the event types it carried.
 	Ingest(eventTypes []string, status int, d time.Duration)
 	// Claim is called once per claim request that reached the service.
@@ -218,6 +219,8 @@ func (a *API) handler(r Route) handlerFunc {
 		return a.ingest
 	case "POST /api/events/batch":
 		return a.ingestBatch
+	case "POST /api/worker/report":
+		return a.report
 	case "GET /api/commands/{event_id}":
 		return a.getCommand
 	case "POST /api/commands/{event_id}/claim":

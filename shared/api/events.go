@@ -59,22 +59,28 @@ func readEvent(o obj) (controlplane.EventInput, error) {
 	return in, nil
 }
 
+// readExecutionEvent reads an event that names its execution.
+func readExecutionEvent(o obj) (controlplane.EventInput, error) {
+	execID, err := o.id("execution_id", true)
+	if err != nil {
+		return controlplane.EventInput{}, err
+	}
+	in, err := readEvent(o)
+	in.ExecutionID = execID
+	return in, err
+}
+
 // POST /api/events
 func (a *API) ingest(ctx context.Context, c *call) (any, error) {
 	o, err := decodeBody(c.req.Body)
 	if err != nil {
 		return nil, err
 	}
-	execID, err := o.id("execution_id", true)
+	in, err := readExecutionEvent(o)
 	if err != nil {
 		return nil, err
 	}
-	in, err := readEvent(o)
-	if err != nil {
-		return nil, err
-	}
-	in.ExecutionID = execID
-	c.attrs.setExecution(execID)
+	c.attrs.setExecution(in.ExecutionID)
 	if id, _ := in.Meta["command_id"].(string); id != "" {
 		c.attrs.setCommand(id)
 	}
@@ -193,7 +199,8 @@ func (a *API) getCommand(ctx context.Context, c *call) (any, error) {
 	return commandBody(b, b.Status), nil
 }
 
-// POST /api/commands/{event_id}/claim {worker_id}
+// POST /api/commands/{event_id}/claim {worker_id, start?}: start (our
+// worker's) records the start with the claim, so no command.started follows.
 func (a *API) claim(ctx context.Context, c *call) (any, error) {
 	id, err := parseID("event_id", c.params["event_id"])
 	if err != nil {
@@ -207,7 +214,11 @@ func (a *API) claim(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := a.svc.Claim(ctx, id, worker)
+	start, err := o.boolean("start")
+	if err != nil {
+		return nil, err
+	}
+	b, err := a.svc.Claim(ctx, id, worker, start)
 	if rec := a.opts.Recorder; rec != nil {
 		status := http.StatusOK
 		if err != nil {
@@ -246,6 +257,80 @@ func (a *API) heartbeat(ctx context.Context, c *call) (any, error) {
 		return nil, err
 	}
 	return map[string]any{"lease_expires_at": timeOrNull(until)}, nil
+}
+
+// MaxTake bounds how many commands one report can take.
+const MaxTake = 1000
+
+// POST /api/worker/report {worker_id, pool?, take?, events: [EventRequest with
+// execution_id]}: our worker's one request per step. The events of any
+// number of executions are ingested (each execution's in order), and up to
+// take of the commands they issued come back already claimed and started for
+// the worker. Each event gets its own status: one refused event (404, 409,
+// 422) does not refuse the others.
+func (a *API) report(ctx context.Context, c *call) (any, error) {
+	o, err := decodeBody(c.req.Body)
+	if err != nil {
+		return nil, err
+	}
+	r := controlplane.Report{}
+	if r.WorkerID, err = o.str("worker_id", true); err != nil {
+		return nil, err
+	}
+	if r.Pool, err = o.str("pool", false); err != nil {
+		return nil, err
+	}
+	if take, _, err := o.integer("take", 0, MaxTake); err != nil {
+		return nil, err
+	} else {
+		r.Take = int(take)
+	}
+	list, err := eventList(o)
+	if err != nil {
+		return nil, err
+	}
+	types := make([]string, len(list))
+	for i, raw := range list {
+		name := fmt.Sprintf("events[%d]", i)
+		m, ok := raw.(map[string]any)
+		if !ok {
+			return nil, invalid(name, "expected object, got %s", jsonx.TypeName(raw))
+		}
+		in, err := readExecutionEvent(obj{prefix: name, m: m})
+		if err != nil {
+			return nil, err
+		}
+		r.Events = append(r.Events, in)
+		types[i] = in.Type
+	}
+	start := time.Now()
+	out, err := a.svc.Report(ctx, r)
+	a.recordIngest(types, err, time.Since(start))
+	if err != nil {
+		return nil, err
+	}
+	events := make([]any, len(out.Events))
+	for i, e := range out.Events {
+		m := map[string]any{"status": int64(http.StatusOK)}
+		if e.EventID != 0 {
+			m["event_id"] = formatID(e.EventID)
+		}
+		if e.Err != nil {
+			ae := classify(e.Err)
+			m["status"], m["error"] = int64(ae.Status), ae.Message
+			if ae.Status >= 500 {
+				a.log.ErrorContext(ctx, "report event failed", "execution_id", r.Events[i].ExecutionID, "error", e.Err.Error())
+			}
+		} else {
+			m["commands_generated"], m["duplicate"] = int64(e.CommandsGenerated), e.Duplicate
+		}
+		events[i] = m
+	}
+	cmds := make([]any, len(out.Commands))
+	for i, b := range out.Commands {
+		cmds[i] = commandBody(b, "ok")
+	}
+	return map[string]any{"status": "ok", "events": events, "commands": cmds}, nil
 }
 
 // eventList reads a request's events array: 1..MaxBatchEvents entries (over the

@@ -72,6 +72,14 @@ func matrixCases() []routeCase {
 				map[string]any{"event_type": "step.note"}, map[string]any{"step": "start"}}},
 			field:         "events[3].event_type",
 			unknownTarget: "/api/events/batch", unknownBody: map[string]any{"execution_id": unknownExec, "events": []any{map[string]any{"event_type": "step.note"}}}},
+		{method: "POST", target: "/api/worker/report", token: worker, wrongScope: api,
+			body:        map[string]any{"worker_id": "w1", "events": []any{map[string]any{"execution_id": "{exec}", "event_type": "step.note"}}},
+			wrongTarget: "/api/worker/report", wrongBody: map[string]any{"worker_id": "w1", "events": []any{
+				map[string]any{"execution_id": "{exec}", "event_type": "step.note"}, map[string]any{"execution_id": "{exec}"}}},
+			field: "events[1].event_type",
+			// Each event answers for itself: an unknown execution is that event's 404.
+			unknownTarget: "/api/worker/report", unknownBody: map[string]any{"worker_id": "w1", "events": []any{
+				map[string]any{"execution_id": unknownExec, "event_type": "step.note"}}}, unknownStatus: 200},
 		{method: "GET", target: "/api/commands/{cmd}", token: worker, wrongScope: api,
 			wrongTarget: "/api/commands/12.5", field: "event_id", unknownTarget: "/api/commands/" + unknownEvent},
 		{method: "POST", target: "/api/commands/{cmd}/claim", token: worker, wrongScope: api, body: map[string]any{"worker_id": "w1"},

@@ -62,6 +62,7 @@ func Routes() []Route {
 
 		{"POST", "/api/events", FnIngest, worker},
 		{"POST", "/api/events/batch", FnIngest, worker},
+		{"POST", "/api/worker/report", FnIngest, worker},
 
 		{"GET", "/api/commands/{event_id}", FnClaim, worker},
 		{"POST", "/api/commands/{event_id}/claim", FnClaim, worker},

@@ -60,7 +60,8 @@ func TestRoutesShape(t *testing.T) {
 			}
 		case strings.HasPrefix(r.Path, "/api/internal/"):
 			want = config.ScopeInternal
-		case strings.HasPrefix(r.Path, "/api/events"), strings.HasPrefix(r.Path, "/api/commands/"):
+		case strings.HasPrefix(r.Path, "/api/events"), strings.HasPrefix(r.Path, "/api/commands/"),
+			strings.HasPrefix(r.Path, "/api/worker/"):
 			want = config.ScopeWorker
 		default:
 			want = config.ScopeAPI
@@ -69,8 +70,8 @@ func TestRoutesShape(t *testing.T) {
 			t.Errorf("route %s has scope %d, want %d (R-A3)", r.Key(), r.Scope, want)
 		}
 	}
-	if len(seen) != 25 {
-		t.Errorf("%d routes, want the 25 of api.md §2 (without /metrics)", len(seen))
+	if len(seen) != 26 {
+		t.Errorf("%d routes, want the 25 of api.md §2 (without /metrics) and our worker's report", len(seen))
 	}
 }
 

@@ -32,10 +32,31 @@ type Client struct {
 	Retries int
 }
 
+// Option configures a Client.
+type Option func(*Client)
+
+// WithTransport sends requests through rt (to count or trace them, say)
+// instead of the client's own pooled transport.
+func WithTransport(rt http.RoundTripper) Option {
+	return func(c *Client) { c.http.Transport = rt }
+}
+
+// maxIdlePerHost keeps a connection per concurrent request to one server: a
+// worker runs dozens of commands at once, and net/http's default of 2 idle
+// connections per host made it redial for most requests.
+const maxIdlePerHost = 256
+
 // New returns a client for baseURL (e.g. http://127.0.0.1:8082) with a bearer
 // token ("" for an open server).
-func New(baseURL, token string) *Client {
-	return &Client{base: strings.TrimRight(baseURL, "/"), token: token, http: &http.Client{Timeout: 60 * time.Second}, Retries: 5}
+func New(baseURL, token string, opts ...Option) *Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = maxIdlePerHost, maxIdlePerHost
+	c := &Client{base: strings.TrimRight(baseURL, "/"), token: token,
+		http: &http.Client{Timeout: 60 * time.Second, Transport: tr}, Retries: 5}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
 }
 
 // BaseURL is the server the client calls.
@@ -265,6 +286,28 @@ func (c *Client) Events(ctx context.Context, id, afterSeq int64, limit int) ([]m
 	return evs, next, nil
 }
 
+// ListExecutions returns one page of GET /api/executions with the given query
+// (path, status, limit, cursor, …) and the cursor of the next page ("" at the
+// end).
+func (c *Client) ListExecutions(ctx context.Context, q url.Values) ([]map[string]any, string, error) {
+	path := "/api/executions"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out map[string]any
+	if err := c.do(ctx, http.MethodGet, path, nil, true, &out); err != nil {
+		return nil, "", err
+	}
+	list, _ := out["executions"].([]any)
+	rows := make([]map[string]any, 0, len(list))
+	for _, e := range list {
+		if m, ok := e.(map[string]any); ok {
+			rows = append(rows, m)
+		}
+	}
+	return rows, str(out["next_cursor"]), nil
+}
+
 // Cancel cancels an execution.
 func (c *Client) Cancel(ctx context.Context, id int64, reason string) (map[string]any, error) {
 	var out map[string]any
@@ -325,13 +368,24 @@ type Command struct {
 	LeaseExpiresAt time.Time
 }
 
-// Claim claims the command a notification announced.
-func (c *Client) Claim(ctx context.Context, eventID int64, workerID string) (*Command, error) {
+// Claim claims the command a notification announced. start records the
+// start with the claim (the caller runs the command at once), so no
+// command.started is posted.
+func (c *Client) Claim(ctx context.Context, eventID int64, workerID string, start bool) (*Command, error) {
 	var out map[string]any
 	path := "/api/commands/" + strconv.FormatInt(eventID, 10) + "/claim"
-	if err := c.do(ctx, http.MethodPost, path, map[string]any{"worker_id": workerID}, true, &out); err != nil {
+	body := map[string]any{"worker_id": workerID}
+	if start {
+		body["start"] = true
+	}
+	if err := c.do(ctx, http.MethodPost, path, body, true, &out); err != nil {
 		return nil, err
 	}
+	return commandOf(out), nil
+}
+
+// commandOf reads a command body (NoETL's claim response shape).
+func commandOf(out map[string]any) *Command {
 	cmd := &Command{EventID: ID(out["event_id"]), ExecutionID: ID(out["execution_id"]), Step: str(out["node_name"]),
 		Action: str(out["action"]), CommandID: str(out["command_id"])}
 	cmd.Context, _ = out["context"].(map[string]any)
@@ -347,7 +401,7 @@ func (c *Client) Claim(ctx context.Context, eventID int64, workerID string) (*Co
 	if t, err := time.Parse(time.RFC3339Nano, str(out["lease_expires_at"])); err == nil {
 		cmd.LeaseExpiresAt = t
 	}
-	return cmd, nil
+	return cmd
 }
 
 // Heartbeat extends the lease of a held command.
@@ -380,6 +434,11 @@ type Event struct {
 // PostEvent posts one event; it is retried on 5xx since its client id makes it
 // idempotent.
 func (c *Client) PostEvent(ctx context.Context, e Event) error {
+	return c.do(ctx, http.MethodPost, "/api/events", e.body(), true, nil)
+}
+
+// body is the event in NoETL's EventRequest shape.
+func (e Event) body() map[string]any {
 	body := map[string]any{"execution_id": strconv.FormatInt(e.ExecutionID, 10), "step": e.Step, "event_type": e.Type,
 		"status": e.Status, "payload": e.Payload, "meta": e.Meta, "worker_id": e.WorkerID}
 	if e.ClientID != 0 {
@@ -391,7 +450,64 @@ func (c *Client) PostEvent(ctx context.Context, e Event) error {
 	if body["payload"] == nil {
 		body["payload"] = map[string]any{}
 	}
-	return c.do(ctx, http.MethodPost, "/api/events", body, true, nil)
+	return body
+}
+
+// Report is our worker's one request per step (POST /api/worker/report):
+// the events of any number of executions, and how many new commands the
+// worker can start now.
+type Report struct {
+	WorkerID string
+	Pool     string
+	Take     int
+	Events   []Event
+}
+
+// Reported is the answer to a Report: one outcome per event, in order, and
+// the commands handed to the worker, already claimed and started for it.
+type Reported struct {
+	Events   []ReportedEvent
+	Commands []*Command
+}
+
+// ReportedEvent is one event's outcome: Status 200, or the error's status
+// (404, 409, 422, 5xx) and message.
+type ReportedEvent struct {
+	Status  int
+	Error   string
+	EventID int64
+}
+
+// Report posts a report. It is retried on 5xx and network errors: its events
+// carry client ids, so a re-post is idempotent (commands handed out by a lost
+// answer come back to the pool when their lease expires).
+func (c *Client) Report(ctx context.Context, r Report) (*Reported, error) {
+	events := make([]any, len(r.Events))
+	for i, e := range r.Events {
+		events[i] = e.body()
+	}
+	body := map[string]any{"worker_id": r.WorkerID, "pool": r.Pool, "take": int64(r.Take), "events": events}
+	var out map[string]any
+	if err := c.do(ctx, http.MethodPost, "/api/worker/report", body, true, &out); err != nil {
+		return nil, err
+	}
+	res := &Reported{}
+	list, _ := out["events"].([]any)
+	for _, raw := range list {
+		m, _ := raw.(map[string]any)
+		st, _ := m["status"].(int64)
+		res.Events = append(res.Events, ReportedEvent{Status: int(st), Error: str(m["error"]), EventID: ID(m["event_id"])})
+	}
+	if len(res.Events) != len(r.Events) {
+		return nil, fmt.Errorf("POST /api/worker/report: %d outcomes for %d events", len(res.Events), len(r.Events))
+	}
+	cmds, _ := out["commands"].([]any)
+	for _, raw := range cmds {
+		if m, ok := raw.(map[string]any); ok {
+			res.Commands = append(res.Commands, commandOf(m))
+		}
+	}
+	return res, nil
 }
 
 // Health returns GET /api/health.

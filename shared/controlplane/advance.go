@@ -5,9 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/jsonx"
@@ -15,34 +14,149 @@ import (
 	"github.com/noetl-go/noetl/shared/store"
 )
 
-// execution is one execution loaded under its row lock, kept current as triggers
-// are advanced in the same transaction.
-type execution struct {
-	row   store.Execution
-	shard *store.Shard
-	pb    *engine.Playbook
-	run   *engine.Run
-	// snap is the snapshot in its stored form; every Handle attempt decodes a
-	// fresh copy (a NeedResults retry must start from the stored state).
-	snap []byte
-	// lastSnap is the decoded snapshot after the latest advance.
-	lastSnap *engine.Snapshot
+// Every state change follows one path: a txn on the execution's shard locks
+// what it changes (executions first, then commands, R-L5), folds each trigger
+// with the engine (advance), gathers everything decided — events, command
+// rows, stored results, notifications, the new snapshots — and writes it all
+// with COMMIT in one round trip (commit); notifications are published after
+// the commit. A txn that only locks and reads, then writes, costs two round
+// trips to Postgres however many events, executions and commands it touches.
+
+// txn is one transaction on a shard.
+type txn struct {
+	s   *Service
+	ctx context.Context
+	sh  *store.Shard
+	tx  *store.Tx
+	ids *idSource
+	// now is the database clock once the locks are held (R-S4).
+	now   time.Time
+	execs map[int64]*execution
+	order []*execution
+	cmds  map[string]*command
+	ch    store.Changes
+	// announce lists commands issued or retried here, in order: each is
+	// published unless it was given to a worker in this txn (eager dispatch).
+	announce []string
+	// seen maps client ids of events already stored to their event ids.
+	seen map[store.ClientEventKey]int64
+	// results caches stored values loaded for the engine, per execution.
+	results map[int64]map[engine.ResultKey]any
+	// outbox is what commit wrote, to publish after it.
+	outbox []store.OutboxMessage
 }
 
-// lockExecution reads an execution and locks its row (R-L5: always first).
-func (s *Service) lockExecution(ctx context.Context, tx pgx.Tx, sh *store.Shard, id int64) (*execution, error) {
-	row, err := store.LockExecution(ctx, tx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, Errorf(ErrNotFound, "execution %d not found", id)
-	}
+// execution is one execution locked by a txn, with its snapshot decoded once
+// and kept current as triggers are advanced.
+type execution struct {
+	row   store.Execution
+	pb    *engine.Playbook
+	run   *engine.Run
+	snap  *engine.Snapshot
+	isNew bool // inserted by this txn (execute)
+	dirty bool
+}
+
+// command is a command row known to a txn: read under its lock, or created
+// here. change gathers what the txn does to an existing row.
+type command struct {
+	row    store.Command
+	isNew  bool
+	change *store.CommandChange
+}
+
+// begin starts a txn on a shard; release it with rollback (a no-op after
+// commit).
+func (s *Service) begin(ctx context.Context, sh *store.Shard) (*txn, error) {
+	tx, err := sh.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
-	pb, err := s.playbook(ctx, row.CatalogID)
+	t := &txn{s: s, ctx: ctx, sh: sh, tx: tx, execs: map[int64]*execution{}, cmds: map[string]*command{},
+		results: map[int64]map[engine.ResultKey]any{}}
+	t.ids = &idSource{ctx: ctx, q: tx, pool: s.ids, shard: sh.Index()}
+	return t, nil
+}
+
+func (t *txn) rollback() { t.tx.Rollback(t.ctx) }
+
+// lock takes the locks of ls in one round trip and adopts what it read:
+// executions (with their playbooks) and commands.
+func (t *txn) lock(ls *store.LockSet) error {
+	if err := t.tx.Lock(t.ctx, ls); err != nil {
+		return err
+	}
+	t.now, t.seen = ls.Now, ls.Seen
+	ids := make([]int64, 0, len(ls.ExecutionRows))
+	for id := range ls.ExecutionRows {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		if _, err := t.adopt(ls.ExecutionRows[id]); err != nil {
+			return err
+		}
+	}
+	for _, c := range ls.CommandRows {
+		t.adoptCommand(c)
+	}
+	return nil
+}
+
+// adopt makes a locked execution row part of the txn.
+func (t *txn) adopt(row store.Execution) (*execution, error) {
+	if x := t.execs[row.ExecutionID]; x != nil {
+		return x, nil
+	}
+	pb, err := t.s.playbook(t.ctx, t.tx, t.sh, row.CatalogID)
 	if err != nil {
 		return nil, err
 	}
-	return &execution{row: row, shard: sh, pb: pb, run: runOf(row), snap: row.State}, nil
+	x := &execution{row: row, pb: pb, run: runOf(row)}
+	t.execs[row.ExecutionID] = x
+	t.order = append(t.order, x)
+	return x, nil
+}
+
+// adoptCommand makes a command row read under its lock part of the txn.
+func (t *txn) adoptCommand(c store.Command) *command {
+	if k := t.cmds[c.CommandID]; k != nil {
+		return k
+	}
+	k := &command{row: c}
+	t.cmds[c.CommandID] = k
+	return k
+}
+
+// execution returns a locked execution of the txn.
+func (t *txn) execution(id int64) (*execution, error) {
+	if x := t.execs[id]; x != nil {
+		return x, nil
+	}
+	return nil, Errorf(ErrNotFound, "execution %d not found", id)
+}
+
+// changeCommand records a change of a command row: applied at once to the row
+// the txn holds, and written at commit.
+func (t *txn) changeCommand(id string, ch store.CommandChange) {
+	ch.CommandID = id
+	k := t.cmds[id]
+	if k == nil {
+		// Not read here (a command the engine cancels, say): only the change
+		// is known, and only it is written.
+		k = &command{row: store.Command{CommandID: id}}
+		t.cmds[id] = k
+	}
+	ch.Apply(&k.row)
+	if k.isNew {
+		return
+	}
+	if k.change == nil {
+		c := ch
+		k.change = &c
+		return
+	}
+	k.change.Merge(ch)
 }
 
 func runOf(row store.Execution) *engine.Run {
@@ -59,128 +173,94 @@ func terminal(status string) bool {
 	return false
 }
 
-// advanced is what one advance wrote.
-type advanced struct {
-	trigger store.Event
-	out     *engine.Outcome
-	snap    *engine.Snapshot
-	outbox  []store.OutboxMessage
+// snapshot decodes the execution's snapshot once per txn.
+func (x *execution) snapshot() (*engine.Snapshot, error) {
+	if x.snap != nil {
+		return x.snap, nil
+	}
+	snap, err := engine.UnmarshalSnapshot(x.row.State)
+	if err != nil {
+		return nil, fmt.Errorf("decode the snapshot of execution %d: %w", x.row.ExecutionID, err)
+	}
+	x.snap = snap
+	return snap, nil
 }
 
-// advance appends trigger as the execution's next event, folds it with the
-// engine and writes everything it decided, in tx: the engine's events, new
-// commands, retries and cancellations on command rows, stored results, outbox
-// rows for every (re-)issued command, and the execution row with the new
-// snapshot. Publishing happens after commit (see finish).
-func (s *Service) advance(ctx context.Context, tx pgx.Tx, x *execution, trigger store.Event) (*advanced, error) {
-	ids := &idSource{ctx: ctx, q: tx, pool: s.ids, shard: x.shard.Index()}
+// eventTime is the time of the execution's next event: the database clock,
+// never before anything already written for the execution (R-S4; the row's
+// updated_at is written after every event it covers).
+func (t *txn) eventTime(x *execution) time.Time {
+	if x.row.UpdatedAt.After(t.now) {
+		return x.row.UpdatedAt
+	}
+	return t.now
+}
+
+// advance appends trigger as the execution's next event and folds it with the
+// engine; what the engine decides is gathered for commit. It returns the
+// outcome and the trigger as stored.
+func (t *txn) advance(x *execution, trigger store.Event) (*engine.Outcome, store.Event, error) {
 	trigger.ExecutionID = x.row.ExecutionID
 	trigger.Seq = x.row.LastSeq + 1
 	if trigger.EventID == 0 {
-		trigger.EventID = ids.next()
+		trigger.EventID = t.ids.next()
 	}
 	if trigger.CreatedAt.IsZero() {
-		at, err := store.NextEventTime(ctx, tx, x.row.ExecutionID)
-		if err != nil {
-			return nil, err
-		}
-		trigger.CreatedAt = at
+		trigger.CreatedAt = t.eventTime(x)
 	}
-	if ids.err != nil {
-		return nil, ids.err
+	if t.ids.err != nil {
+		return nil, trigger, t.ids.err
+	}
+	snap, err := x.snapshot()
+	if err != nil {
+		return nil, trigger, err
 	}
 	ev := toEngine(trigger)
-	in := engine.Inputs{Results: map[engine.ResultKey]any{}, NewID: ids.next}
-	var (
-		out  *engine.Outcome
-		snap *engine.Snapshot
-	)
+	cache := t.results[x.row.ExecutionID]
+	if cache == nil {
+		cache = map[engine.ResultKey]any{}
+		t.results[x.row.ExecutionID] = cache
+	}
+	in := engine.Inputs{Results: cache, NewID: t.ids.next}
 	started := time.Now()
+	var out *engine.Outcome
 	for round := 0; ; round++ {
-		var err error
-		if snap, err = engine.UnmarshalSnapshot(x.snap); err != nil {
-			return nil, fmt.Errorf("decode the snapshot of execution %d: %w", x.row.ExecutionID, err)
-		}
-		out, err = s.eng.Handle(x.pb, x.run, snap, ev, in)
+		// Handle may change the snapshot before it finds a stored value
+		// missing; it then starts again from the state before the trigger.
+		work := snap.Clone()
+		out, err = t.s.eng.Handle(x.pb, x.run, work, ev, in)
 		var need *engine.NeedResultsError
 		if errors.As(err, &need) && round < 4 {
-			if err := s.loadResults(ctx, tx, x.row.ExecutionID, need.Keys, in.Results); err != nil {
-				return nil, err
+			if err := t.s.loadResults(t.ctx, t.tx, x.row.ExecutionID, need.Keys, cache); err != nil {
+				return nil, trigger, err
 			}
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("execution %d: %w", x.row.ExecutionID, err)
+			return nil, trigger, fmt.Errorf("execution %d: %w", x.row.ExecutionID, err)
 		}
+		snap = work
 		break
 	}
-	if s.cfg.Observer != nil {
-		s.cfg.Observer.Orchestrated(engine.CanonicalType(trigger.EventType), time.Since(started))
+	if t.s.cfg.Observer != nil {
+		t.s.cfg.Observer.Orchestrated(engine.CanonicalType(trigger.EventType), time.Since(started))
 	}
-	if ids.err != nil {
-		return nil, ids.err
+	if t.ids.err != nil {
+		return nil, trigger, t.ids.err
 	}
-	events := make([]store.Event, 0, 1+len(out.Events))
-	events = append(events, trigger)
+	x.snap, x.dirty = snap, true
+	t.ch.Events = append(t.ch.Events, trigger)
 	for _, e := range out.Events {
-		events = append(events, toStore(x.row.ExecutionID, e))
+		t.ch.Events = append(t.ch.Events, toStore(x.row.ExecutionID, e))
 	}
-	if err := store.AppendEvents(ctx, tx, events); err != nil {
-		return nil, err
-	}
-	adv := &advanced{trigger: events[0], out: out, snap: snap}
-	if err := s.writeOutcome(ctx, tx, x, adv); err != nil {
-		return nil, err
-	}
-	b, err := snap.Marshal()
-	if err != nil {
-		return nil, err
-	}
-	x.snap, x.lastSnap = b, snap
-	x.row.State = b
-	x.row.LastSeq = events[len(events)-1].Seq
-	x.row.Status = rowStatus(snap.Status)
-	x.row.Error = snap.Error
-	if terminal(x.row.Status) && x.row.CompletedAt.IsZero() {
-		x.row.CompletedAt = events[len(events)-1].CreatedAt
-	}
-	if err := store.UpdateExecution(ctx, tx, x.row); err != nil {
-		return nil, err
-	}
-	return adv, nil
+	x.row.LastSeq = t.ch.Events[len(t.ch.Events)-1].Seq
+	t.gather(x, out)
+	return out, trigger, nil
 }
 
-// rowStatus maps the snapshot status to the execution row's.
-func rowStatus(s string) string {
-	if s == "" {
-		return store.ExecutionRunning
-	}
-	return s
-}
-
-// appendIgnored stores an event that must not be folded (fenced, R-L8, or late
-// for an ended execution, R-R10): it keeps its place in the log and nothing else.
-func (s *Service) appendIgnored(ctx context.Context, tx pgx.Tx, x *execution, e store.Event) (store.Event, error) {
-	ids, err := s.ids.take(ctx, tx, x.shard.Index(), 1)
-	if err != nil {
-		return e, err
-	}
-	e.ExecutionID, e.Seq, e.EventID, e.Ignored = x.row.ExecutionID, x.row.LastSeq+1, ids[0], true
-	events := []store.Event{e}
-	if err := store.AppendEvents(ctx, tx, events); err != nil {
-		return e, err
-	}
-	x.row.LastSeq = e.Seq
-	if err := store.UpdateExecution(ctx, tx, x.row); err != nil {
-		return e, err
-	}
-	return events[0], nil
-}
-
-// writeOutcome writes the command rows, stored results and outbox rows of an
-// outcome.
-func (s *Service) writeOutcome(ctx context.Context, tx pgx.Tx, x *execution, adv *advanced) error {
-	out := adv.out
+// gather records what an outcome changes besides events: command rows,
+// retries, cancellations, stored results.
+func (t *txn) gather(x *execution, out *engine.Outcome) {
 	if f := out.Finished; f != nil {
 		status := store.CommandCompleted
 		switch {
@@ -190,68 +270,151 @@ func (s *Service) writeOutcome(ctx context.Context, tx pgx.Tx, x *execution, adv
 		default:
 			status = store.CommandFailed
 		}
-		if _, err := store.SetCommandStatus(ctx, tx, f.CommandID, status); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
+		t.changeCommand(f.CommandID, store.CommandChange{Status: status})
 	}
-	if len(out.Writes) > 0 {
-		rs := make([]store.StepResult, len(out.Writes))
-		for i, w := range out.Writes {
-			rs[i] = store.StepResult{StepResultKey: storeKey(w.Key), Result: w.Value}
-		}
-		if err := store.PutStepResults(ctx, tx, x.row.ExecutionID, rs); err != nil {
-			return err
-		}
+	for _, w := range out.Writes {
+		t.ch.Results = append(t.ch.Results, store.StepResult{StepResultKey: storeKey(w.Key), ExecutionID: x.row.ExecutionID, Result: w.Value})
+		// Not in the database before commit: later triggers of this txn
+		// read it from here.
+		t.results[x.row.ExecutionID][w.Key] = w.Value
 	}
-	if len(out.Commands) > 0 {
-		cmds := make([]store.Command, len(out.Commands))
-		for i, c := range out.Commands {
-			cmds[i] = store.Command{
-				CommandID: c.ID, ExecutionID: x.row.ExecutionID, IssuedEventID: c.IssuedEventID, Step: c.Step,
-				ToolKind: c.ToolKind, Status: store.CommandPending, Attempt: c.Attempt, MaxAttempts: c.MaxAttempts,
-				TimeoutSeconds: c.Timeout, AvailableAt: c.AvailableAt, Context: c.Payload, Meta: c.Meta,
-			}
-		}
-		if err := store.InsertCommands(ctx, tx, cmds); err != nil {
-			return err
-		}
+	for _, c := range out.Commands {
+		t.cmds[c.ID] = &command{isNew: true, row: store.Command{
+			CommandID: c.ID, ExecutionID: x.row.ExecutionID, IssuedEventID: c.IssuedEventID, Step: c.Step,
+			ToolKind: c.ToolKind, Status: store.CommandPending, Attempt: c.Attempt, MaxAttempts: c.MaxAttempts,
+			TimeoutSeconds: c.Timeout, AvailableAt: c.AvailableAt, Context: c.Payload, Meta: c.Meta,
+		}}
+		t.announce = append(t.announce, c.ID)
 	}
 	for _, r := range out.Retries {
-		if _, err := store.RetryCommand(ctx, tx, r.CommandID, r.Attempt, r.AvailableAt); err != nil {
-			return err
-		}
+		t.changeCommand(r.CommandID, store.CommandChange{Status: store.CommandPending, Attempt: r.Attempt,
+			AvailableAt: r.AvailableAt, Release: true})
+		t.announce = append(t.announce, r.CommandID)
 	}
 	for _, id := range out.Cancelled {
-		if _, err := store.SetCommandStatus(ctx, tx, id, store.CommandCancelled); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
+		t.changeCommand(id, store.CommandChange{Status: store.CommandCancelled})
+	}
+}
+
+// appendIgnored stores an event that must not be folded (fenced, R-L8, or late
+// for an ended execution, R-R10): it keeps its place in the log and nothing
+// else.
+func (t *txn) appendIgnored(x *execution, e store.Event) (store.Event, error) {
+	e.ExecutionID, e.Seq, e.EventID, e.Ignored = x.row.ExecutionID, x.row.LastSeq+1, t.ids.next(), true
+	e.CreatedAt = t.eventTime(x)
+	if t.ids.err != nil {
+		return e, t.ids.err
+	}
+	t.ch.Events = append(t.ch.Events, e)
+	x.row.LastSeq = e.Seq
+	x.dirty = true
+	return e, nil
+}
+
+// claim gives a command to a worker under a lease (R-L1, R-L2) and records
+// command.claimed; started says the worker starts it at once (our worker's
+// claim, and eager dispatch), so no separate command.started follows.
+func (t *txn) claim(x *execution, k *command, workerID string, started bool) error {
+	status := store.CommandClaimed
+	if started {
+		status = store.CommandRunning
+	}
+	lease := t.now.Add(t.s.lease)
+	t.changeCommand(k.row.CommandID, store.CommandChange{Status: status, Hold: true, WorkerID: workerID,
+		LeaseExpiresAt: lease, DeadlineAt: t.now.Add(time.Duration(max(k.row.TimeoutSeconds, 1)) * time.Second)})
+	meta := map[string]any{"command_id": k.row.CommandID, "attempt": int64(k.row.Attempt), "worker_id": workerID,
+		"lease_expires_at": lease.UTC().Format(time.RFC3339Nano)}
+	if started {
+		meta["started"] = true
+	}
+	_, _, err := t.advance(x, store.Event{EventType: engine.EvCommandClaimed, NodeName: k.row.Step, Status: status,
+		WorkerID: workerID, CommandID: k.row.CommandID, Meta: meta})
+	return err
+}
+
+// commit writes everything gathered with COMMIT in one round trip, then
+// publishes the notifications of commands nobody took here.
+func (t *txn) commit() error {
+	for _, x := range t.order {
+		if !x.dirty && !x.isNew {
+			continue
+		}
+		if x.snap != nil {
+			b, err := x.snap.Marshal()
+			if err != nil {
+				return err
+			}
+			x.row.State = b
+			x.row.Status = rowStatus(x.snap.Status)
+			x.row.Error = x.snap.Error
+		}
+		if terminal(x.row.Status) && x.row.CompletedAt.IsZero() {
+			x.row.CompletedAt = t.lastEventTime(x.row.ExecutionID)
+		}
+		if x.isNew {
+			t.ch.NewExecutions = append(t.ch.NewExecutions, x.row)
+		} else {
+			t.ch.Executions = append(t.ch.Executions, x.row)
 		}
 	}
-	if s.cfg.Publisher == nil {
-		return nil
+	ids := make([]string, 0, len(t.cmds))
+	for id := range t.cmds {
+		ids = append(ids, id)
 	}
-	var msgs []store.OutboxMessage
-	for _, c := range out.Commands {
-		msgs = append(msgs, s.notification(x, c.ID, c.IssuedEventID, c.Step, c.Attempt))
-	}
-	for _, r := range out.Retries {
-		// R-L7: retry notifications are published at commit; an early claim is
-		// answered 429 and the worker waits.
-		if c := adv.snap.Commands[r.CommandID]; c != nil {
-			msgs = append(msgs, s.notification(x, r.CommandID, c.EventID, c.Step, r.Attempt))
+	slices.Sort(ids)
+	for _, id := range ids {
+		k := t.cmds[id]
+		switch {
+		case k.isNew:
+			t.ch.NewCommands = append(t.ch.NewCommands, k.row)
+		case k.change != nil:
+			t.ch.Commands = append(t.ch.Commands, *k.change)
 		}
 	}
-	if len(msgs) == 0 {
-		return nil
+	if t.s.cfg.Publisher != nil {
+		announced := map[string]bool{}
+		for _, id := range t.announce {
+			k := t.cmds[id]
+			if k == nil || k.row.Status != store.CommandPending || announced[id] {
+				continue // given to a worker here, or ended, or announced already
+			}
+			announced[id] = true
+			x := t.execs[k.row.ExecutionID]
+			m := t.s.notification(x.row, id, k.row.IssuedEventID, k.row.Step, k.row.Attempt)
+			if m.OutboxID = t.ids.next(); t.ids.err != nil {
+				return t.ids.err
+			}
+			t.ch.Outbox = append(t.ch.Outbox, m)
+		}
 	}
-	ids, err := store.InsertOutbox(ctx, tx, msgs)
-	if err != nil {
+	if err := t.tx.Write(&t.ch); err != nil {
 		return err
 	}
-	for i := range msgs {
-		msgs[i].OutboxID = ids[i]
+	if err := t.tx.Commit(t.ctx); err != nil {
+		return err
 	}
-	adv.outbox = msgs
+	t.outbox = t.ch.Outbox
+	t.s.publish(t.ctx, t.sh, t.outbox)
 	return nil
+}
+
+// lastEventTime is the time of the execution's latest event written here: an
+// ended execution's completed_at is its terminal event's.
+func (t *txn) lastEventTime(id int64) time.Time {
+	for i := len(t.ch.Events) - 1; i >= 0; i-- {
+		if t.ch.Events[i].ExecutionID == id {
+			return t.ch.Events[i].CreatedAt
+		}
+	}
+	return t.now
+}
+
+// rowStatus maps the snapshot status to the execution row's.
+func rowStatus(s string) string {
+	if s == "" {
+		return store.ExecutionRunning
+	}
+	return s
 }
 
 // body is the NATS notification (events.md §5; NoETL's integers, R-I2).
@@ -264,20 +427,22 @@ type body struct {
 	ExecutionPool string `json:"execution_pool"`
 }
 
-func (s *Service) notification(x *execution, commandID string, issuedEventID int64, step string, attempt int) store.OutboxMessage {
-	pool := x.row.Pool
+func (s *Service) notification(row store.Execution, commandID string, issuedEventID int64, step string, attempt int) store.OutboxMessage {
+	pool := row.Pool
 	if pool == "" {
-		pool = notify.PoolFor("", x.row.Path)
+		pool = notify.PoolFor("", row.Path)
 	}
-	payload, _ := json.Marshal(body{ExecutionID: x.row.ExecutionID, EventID: issuedEventID, CommandID: commandID,
+	payload, _ := json.Marshal(body{ExecutionID: row.ExecutionID, EventID: issuedEventID, CommandID: commandID,
 		Step: step, ServerURL: s.server, ExecutionPool: pool})
 	return store.OutboxMessage{
-		ExecutionID: x.row.ExecutionID, EventID: issuedEventID, Subject: notify.Subject(pool, x.row.ExecutionID),
+		ExecutionID: row.ExecutionID, EventID: issuedEventID, Subject: notify.Subject(pool, row.ExecutionID),
 		MsgID: notify.MsgID(commandID, attempt), Payload: payload,
 	}
 }
 
-// loadResults fetches stored values the engine asked for (R-S2).
+// loadResults fetches stored values the engine asked for (R-S2). Asked for
+// one item of a loop's collection, it also loads the items after it: the
+// iterations issued next need them, and one round trip serves a batch.
 func (s *Service) loadResults(ctx context.Context, q store.Querier, executionID int64, keys []engine.ResultKey, into map[engine.ResultKey]any) error {
 	stored := keys[:0:0]
 	for _, k := range keys {
@@ -291,24 +456,36 @@ func (s *Service) loadResults(ctx context.Context, q store.Querier, executionID 
 		}
 		into[k] = v
 	}
-	keys = stored
-	sk := make([]store.StepResultKey, len(keys))
-	for i, k := range keys {
-		sk[i] = storeKey(k)
+	var sk []store.StepResultKey
+	for _, k := range stored {
+		sk = append(sk, storeKey(k))
+		if k.Kind == engine.KindLoopItem {
+			for i := 1; i < itemPrefetch; i++ {
+				ahead := k
+				ahead.Index += i
+				if _, have := into[ahead]; !have {
+					sk = append(sk, storeKey(ahead))
+				}
+			}
+		}
 	}
 	got, err := store.GetStepResults(ctx, q, executionID, sk)
 	if err != nil {
 		return err
 	}
-	for i, k := range keys {
-		v, ok := got[sk[i]]
-		if !ok {
+	for _, k := range stored {
+		if _, ok := got[storeKey(k)]; !ok {
 			return fmt.Errorf("execution %d: stored %s is missing", executionID, k)
 		}
-		into[k] = v
+	}
+	for key, v := range got {
+		into[engineKey(key)] = v
 	}
 	return nil
 }
+
+// itemPrefetch is how many loop items one load reads (see loadResults).
+const itemPrefetch = 128
 
 // readReference reads a result a worker stored by reference (worker.md §1).
 // It runs under the execution's row lock, only when a decision needs the value;
@@ -337,23 +514,12 @@ func storeKey(k engine.ResultKey) store.StepResultKey {
 	return store.StepResultKey{Kind: kind, Step: k.Step, Visit: k.Visit, Index: k.Index}
 }
 
-// inTx runs fn in a transaction on a shard; fn's outbox rows are published after
-// commit.
-func (s *Service) inTx(ctx context.Context, sh *store.Shard, fn func(tx pgx.Tx) ([]store.OutboxMessage, error)) error {
-	tx, err := sh.Pool().Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("begin on shard %d: %w", sh.Index(), err)
+func engineKey(k store.StepResultKey) engine.ResultKey {
+	kind := engine.KindStepResult
+	if k.Kind == store.KindItem {
+		kind = engine.KindLoopItem
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after commit
-	outbox, err := fn(tx)
-	if err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit on shard %d: %w", sh.Index(), err)
-	}
-	s.publish(ctx, sh, outbox)
-	return nil
+	return engine.ResultKey{Kind: kind, Step: k.Step, Visit: k.Visit, Index: k.Index}
 }
 
 // publish sends committed notifications and marks them published. A failure only
@@ -377,13 +543,6 @@ func (s *Service) publish(ctx context.Context, sh *store.Shard, msgs []store.Out
 	if _, err := store.MarkOutboxPublished(ctx, sh.Pool(), done); err != nil {
 		s.log.WarnContext(ctx, "mark outbox published failed; rows will be re-published (de-duplicated by JetStream)", "error", err.Error())
 	}
-}
-
-// dbNow is the database clock, the one leases are written with.
-func dbNow(ctx context.Context, q store.Querier) (time.Time, error) {
-	var t time.Time
-	err := q.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&t)
-	return t, err
 }
 
 func toEngine(e store.Event) engine.Event {

@@ -7,8 +7,6 @@ import (
 	"maps"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/store"
 )
@@ -63,111 +61,96 @@ func (s *Service) Command(ctx context.Context, eventID int64) (*CommandBody, err
 	return bodyOf(c), nil
 }
 
-// Claim gives a command to a worker under a lease (events.md §4): one
-// transaction, execution row then command row (R-L5).
-func (s *Service) Claim(ctx context.Context, eventID int64, workerID string) (*CommandBody, error) {
-	sh, c, err := s.commandByEvent(ctx, eventID)
+// Claim gives a command to a worker under a lease (events.md §4) in one
+// transaction that locks the execution row, then the command row (R-L5).
+// start says the worker starts the command at once (our worker): the claim
+// records the start too, so no command.started request follows.
+func (s *Service) Claim(ctx context.Context, eventID int64, workerID string, start bool) (*CommandBody, error) {
+	sh, err := s.st.ShardFor(eventID)
+	if err != nil {
+		return nil, Errorf(ErrNotFound, "command %d not found", eventID)
+	}
+	t, err := s.begin(ctx, sh)
 	if err != nil {
 		return nil, err
 	}
-	var (
-		claimed  *CommandBody
-		refusal  error
-		tooEarly time.Duration
-	)
-	err = s.inTx(ctx, sh, func(tx pgx.Tx) ([]store.OutboxMessage, error) {
-		x, err := s.lockExecution(ctx, tx, sh, c.ExecutionID)
-		if err != nil {
-			return nil, err
-		}
-		if x.row.Status == store.ExecutionCancelled {
-			refusal = Errorf(ErrConflict, "Execution has been cancelled")
-			return nil, nil
-		}
-		if terminal(x.row.Status) {
-			refusal = Errorf(ErrConflict, "Execution is already %s", x.row.Status)
-			return nil, nil
-		}
-		cmd, err := store.LockCommand(ctx, tx, c.CommandID)
-		if err != nil {
-			return nil, err
-		}
-		now, err := dbNow(ctx, tx)
-		if err != nil {
-			return nil, err
-		}
-		var outbox []store.OutboxMessage
-		if (cmd.Status == store.CommandClaimed || cmd.Status == store.CommandRunning) && !cmd.LeaseExpiresAt.After(now) {
-			// R-L4: a claim on an expired lease runs the sweep transition first.
-			adv, err := s.expire(ctx, tx, x, cmd)
-			if err != nil {
-				return nil, err
-			}
-			outbox = adv.outbox
-			if cmd, err = store.LockCommand(ctx, tx, c.CommandID); err != nil {
-				return nil, err
-			}
-			// The retry is due from the expiry event's time, which is after now.
-			if now, err = dbNow(ctx, tx); err != nil {
-				return nil, err
-			}
-		}
-		switch cmd.Status {
-		case store.CommandClaimed, store.CommandRunning:
-			if cmd.WorkerID == workerID {
-				claimed = bodyOf(cmd) // idempotent: the same worker asks again
-				return outbox, nil
-			}
-			refusal = Errorf(ErrConflict, "Command already claimed by %s", cmd.WorkerID)
-			return outbox, nil
-		case store.CommandPending:
-		case store.CommandExpired:
-			refusal = Errorf(ErrConflict, "command %s lease expired and no attempt is left", cmd.CommandID)
-			return outbox, nil
-		default:
-			refusal = Errorf(ErrConflict, "command %s is %s", cmd.CommandID, cmd.Status)
-			return outbox, nil
-		}
-		if cmd.AvailableAt.After(now) {
-			tooEarly = cmd.AvailableAt.Sub(now) // R-L7
-			return outbox, nil
-		}
-		cmd, err = store.ClaimCommand(ctx, tx, cmd.CommandID, workerID, s.lease)
-		if err != nil {
-			return nil, err
-		}
-		adv, err := s.advance(ctx, tx, x, store.Event{EventType: engine.EvCommandClaimed, NodeName: cmd.Step,
-			Status: "CLAIMED", WorkerID: workerID, CommandID: cmd.CommandID,
-			Meta: map[string]any{"command_id": cmd.CommandID, "attempt": int64(cmd.Attempt), "worker_id": workerID,
-				"lease_expires_at": cmd.LeaseExpiresAt.UTC().Format(time.RFC3339Nano)}})
-		if err != nil {
-			return nil, err
-		}
-		claimed = bodyOf(cmd)
-		return append(outbox, adv.outbox...), nil
-	})
-	switch {
-	case err != nil:
+	defer t.rollback()
+	ls := &store.LockSet{IssuedEventID: eventID}
+	if err := t.lock(ls); err != nil {
 		return nil, err
-	case refusal != nil:
+	}
+	var k *command
+	for id := range ls.CommandRows {
+		k = t.cmds[id]
+	}
+	if k == nil {
+		return nil, Errorf(ErrNotFound, "command %d not found", eventID)
+	}
+	x, err := t.execution(k.row.ExecutionID)
+	if err != nil {
+		return nil, err
+	}
+	claimed, refusal, err := t.claimOne(x, k, workerID, start)
+	if err != nil {
+		return nil, err
+	}
+	// Commit also what a refusal did first (a lapsed lease's expiry, R-L4).
+	if err := t.commit(); err != nil {
+		return nil, err
+	}
+	if refusal != nil {
 		return nil, refusal
-	case tooEarly > 0:
-		return nil, &TooEarlyError{After: tooEarly}
 	}
 	s.log.InfoContext(ctx, "command claimed", "execution_id", claimed.ExecutionID, "command_id", claimed.CommandID,
 		"worker_id", workerID, "attempt", claimed.Attempt)
 	return claimed, nil
 }
 
-// expire records a lease expiry and lets the engine decide: a retry (attempt + 1)
-// or the step's failure (R-L3). The caller holds both locks.
-func (s *Service) expire(ctx context.Context, tx pgx.Tx, x *execution, cmd store.Command) (*advanced, error) {
-	if _, err := store.SetCommandStatus(ctx, tx, cmd.CommandID, store.CommandExpired); err != nil {
-		return nil, err
+// claimOne decides a claim under both locks: the body to answer, or why not.
+func (t *txn) claimOne(x *execution, k *command, workerID string, start bool) (*CommandBody, error, error) {
+	if x.row.Status == store.ExecutionCancelled {
+		return nil, Errorf(ErrConflict, "Execution has been cancelled"), nil
 	}
-	return s.advance(ctx, tx, x, store.Event{EventType: engine.EvCommandExpired, NodeName: cmd.Step, Status: "EXPIRED",
-		CommandID: cmd.CommandID, WorkerID: cmd.WorkerID,
-		Meta: map[string]any{"command_id": cmd.CommandID, "attempt": int64(cmd.Attempt), "worker_id": cmd.WorkerID}})
+	if terminal(x.row.Status) {
+		return nil, Errorf(ErrConflict, "Execution is already %s", x.row.Status), nil
+	}
+	held := k.row.Status == store.CommandClaimed || k.row.Status == store.CommandRunning
+	if held && !k.row.LeaseExpiresAt.After(t.now) {
+		// R-L4: a claim on an expired lease runs the sweep transition first.
+		if err := t.expire(x, k); err != nil {
+			return nil, nil, err
+		}
+	}
+	switch k.row.Status {
+	case store.CommandClaimed, store.CommandRunning:
+		if k.row.WorkerID == workerID {
+			return bodyOf(k.row), nil, nil // idempotent: the same worker asks again
+		}
+		return nil, Errorf(ErrConflict, "Command already claimed by %s", k.row.WorkerID), nil
+	case store.CommandPending:
+	case store.CommandExpired:
+		return nil, Errorf(ErrConflict, "command %s lease expired and no attempt is left", k.row.CommandID), nil
+	default:
+		return nil, Errorf(ErrConflict, "command %s is %s", k.row.CommandID, k.row.Status), nil
+	}
+	// The retry is due from the expiry event's time, which may be after now.
+	if at := t.eventTime(x); k.row.AvailableAt.After(at) {
+		return nil, &TooEarlyError{After: k.row.AvailableAt.Sub(at)}, nil // R-L7
+	}
+	if err := t.claim(x, k, workerID, start); err != nil {
+		return nil, nil, err
+	}
+	return bodyOf(k.row), nil, nil
+}
+
+// expire records a lease expiry and lets the engine decide: a retry (attempt + 1)
+// or the step's failure (R-L3). The txn holds both locks.
+func (t *txn) expire(x *execution, k *command) error {
+	t.changeCommand(k.row.CommandID, store.CommandChange{Status: store.CommandExpired})
+	_, _, err := t.advance(x, store.Event{EventType: engine.EvCommandExpired, NodeName: k.row.Step, Status: "EXPIRED",
+		CommandID: k.row.CommandID, WorkerID: k.row.WorkerID,
+		Meta: map[string]any{"command_id": k.row.CommandID, "attempt": int64(k.row.Attempt), "worker_id": k.row.WorkerID}})
+	return err
 }
 
 // Heartbeat extends the lease of a command the worker holds (R-L1: no event).

@@ -63,7 +63,7 @@ func (c *cycleRun) visit(t testing.TB) time.Duration {
 	if err != nil || len(cmds) != 1 {
 		t.Fatalf("active commands %v %v", cmds, err)
 	}
-	body, err := c.s.svc.Claim(c.s.ctx, cmds[0].IssuedEventID, "w")
+	body, err := c.s.svc.Claim(c.s.ctx, cmds[0].IssuedEventID, "w", false)
 	if err != nil {
 		t.Fatal(err)
 	}

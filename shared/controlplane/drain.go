@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/store"
@@ -126,54 +125,34 @@ func (s *Service) drainOutbox(ctx context.Context, sh *store.Shard, maxBatch int
 // through the engine, which decides retries (R-L3, R-L4, R-L2).
 func (s *Service) sweep(ctx context.Context, sh *store.Shard, r *DrainReport) error {
 	type pass struct {
-		lock  func(pgx.Tx) ([]store.Command, error)
-		apply func(pgx.Tx, *execution, store.Command) (*advanced, error)
+		lock  func(store.Querier) ([]store.Command, error)
+		apply func(*txn, *execution, *command) error
 		count *int
 	}
 	passes := []pass{
 		{
-			lock:  func(tx pgx.Tx) ([]store.Command, error) { return store.LockExpiredLeases(ctx, tx, sweepBatch) },
-			apply: func(tx pgx.Tx, x *execution, c store.Command) (*advanced, error) { return s.expire(ctx, tx, x, c) },
+			lock:  func(q store.Querier) ([]store.Command, error) { return store.LockExpiredLeases(ctx, q, sweepBatch) },
+			apply: func(t *txn, x *execution, k *command) error { return t.expire(x, k) },
 			count: &r.Expired,
 		},
 		{
-			lock: func(tx pgx.Tx) ([]store.Command, error) { return store.LockPastDeadline(ctx, tx, s.grace, sweepBatch) },
-			apply: func(tx pgx.Tx, x *execution, c store.Command) (*advanced, error) {
-				return s.advance(ctx, tx, x, store.Event{EventType: engine.EvCommandFailed, NodeName: c.Step, Status: "FAILED",
+			lock: func(q store.Querier) ([]store.Command, error) {
+				return store.LockPastDeadline(ctx, q, s.grace, sweepBatch)
+			},
+			apply: func(t *txn, x *execution, k *command) error {
+				c := k.row
+				_, _, err := t.advance(x, store.Event{EventType: engine.EvCommandFailed, NodeName: c.Step, Status: "FAILED",
 					CommandID: c.CommandID, WorkerID: c.WorkerID,
 					Error: fmt.Sprintf("the command ran past its timeout of %ds", c.TimeoutSeconds),
 					Meta:  map[string]any{"command_id": c.CommandID, "attempt": int64(c.Attempt), "class": engine.ClassTimeout}})
+				return err
 			},
 			count: &r.TimedOut,
 		},
 	}
 	for _, p := range passes {
 		for {
-			n := 0
-			err := s.inTx(ctx, sh, func(tx pgx.Tx) ([]store.OutboxMessage, error) {
-				cmds, err := p.lock(tx)
-				if err != nil {
-					return nil, err
-				}
-				n = len(cmds)
-				execs := map[int64]*execution{}
-				var outbox []store.OutboxMessage
-				for _, c := range cmds {
-					x := execs[c.ExecutionID]
-					if x == nil {
-						if x, err = s.lockExecution(ctx, tx, sh, c.ExecutionID); err != nil {
-							return nil, err
-						}
-						execs[c.ExecutionID] = x
-					}
-					adv, err := p.apply(tx, x, c)
-					if err != nil {
-						return nil, err
-					}
-					outbox = append(outbox, adv.outbox...)
-				}
-				return outbox, nil
-			})
+			n, err := s.sweepOnce(ctx, sh, p.lock, p.apply)
 			if err != nil {
 				return err
 			}
@@ -186,6 +165,42 @@ func (s *Service) sweep(ctx context.Context, sh *store.Shard, r *DrainReport) er
 	return nil
 }
 
+// sweepOnce runs one sweep pass's batch in one transaction.
+func (s *Service) sweepOnce(ctx context.Context, sh *store.Shard, lock func(store.Querier) ([]store.Command, error),
+	apply func(*txn, *execution, *command) error) (int, error) {
+	t, err := s.begin(ctx, sh)
+	if err != nil {
+		return 0, err
+	}
+	defer t.rollback()
+	cmds, err := lock(t.tx)
+	if err != nil || len(cmds) == 0 {
+		return 0, err
+	}
+	// The executions are locked already; this reads them and the clock.
+	ls := &store.LockSet{}
+	for _, c := range cmds {
+		if !slices.Contains(ls.Executions, c.ExecutionID) {
+			ls.Executions = append(ls.Executions, c.ExecutionID)
+		}
+	}
+	slices.Sort(ls.Executions)
+	if err := t.lock(ls); err != nil {
+		return 0, err
+	}
+	for _, c := range cmds {
+		k := t.adoptCommand(c)
+		x, err := t.execution(c.ExecutionID)
+		if err != nil {
+			return 0, err
+		}
+		if err := apply(t, x, k); err != nil {
+			return 0, err
+		}
+	}
+	return len(cmds), t.commit()
+}
+
 // announceRetries re-publishes retries whose backoff ended, so a worker that gave
 // up after a 429 hears of them again; JetStream drops duplicates (msg id
 // command:attempt).
@@ -193,26 +208,29 @@ func (s *Service) announceRetries(ctx context.Context, sh *store.Shard, r *Drain
 	if s.cfg.Publisher == nil {
 		return nil
 	}
-	return s.inTx(ctx, sh, func(tx pgx.Tx) ([]store.OutboxMessage, error) {
-		cmds, err := store.LockDueRetries(ctx, tx, sweepBatch)
-		if err != nil {
-			return nil, err
-		}
-		execs := map[int64]store.Execution{}
-		for _, c := range cmds {
-			row, ok := execs[c.ExecutionID]
-			if !ok {
-				if row, err = store.GetExecution(ctx, tx, c.ExecutionID); err != nil {
-					return nil, err
-				}
-				execs[c.ExecutionID] = row
+	t, err := s.begin(ctx, sh)
+	if err != nil {
+		return err
+	}
+	defer t.rollback()
+	cmds, err := store.LockDueRetries(ctx, t.tx, sweepBatch)
+	if err != nil {
+		return err
+	}
+	execs := map[int64]store.Execution{}
+	for _, c := range cmds {
+		row, ok := execs[c.ExecutionID]
+		if !ok {
+			if row, err = store.GetExecution(ctx, t.tx, c.ExecutionID); err != nil {
+				return err
 			}
-			m := s.notification(&execution{row: row}, c.CommandID, c.IssuedEventID, c.Step, c.Attempt)
-			if err := s.cfg.Publisher.Publish(ctx, m.Subject, m.MsgID, m.Payload); err != nil {
-				return nil, fmt.Errorf("announce retry of %s: %w", c.CommandID, err)
-			}
-			r.RetriesAnnounced++
+			execs[c.ExecutionID] = row
 		}
-		return nil, nil
-	})
+		m := s.notification(row, c.CommandID, c.IssuedEventID, c.Step, c.Attempt)
+		if err := s.cfg.Publisher.Publish(ctx, m.Subject, m.MsgID, m.Payload); err != nil {
+			return fmt.Errorf("announce retry of %s: %w", c.CommandID, err)
+		}
+		r.RetriesAnnounced++
+	}
+	return t.tx.Commit(ctx)
 }

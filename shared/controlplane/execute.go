@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/store"
@@ -41,7 +39,7 @@ func (s *Service) Execute(ctx context.Context, req ExecuteRequest) (*Started, er
 	if err != nil {
 		return nil, err
 	}
-	pb, err := s.playbook(ctx, entry.CatalogID)
+	pb, err := s.playbook(ctx, nil, nil, entry.CatalogID)
 	if err != nil {
 		return nil, err
 	}
@@ -52,64 +50,68 @@ func (s *Service) Execute(ctx context.Context, req ExecuteRequest) (*Started, er
 	if err != nil {
 		return nil, err
 	}
-	var started *Started
-	err = s.inTx(ctx, sh, func(tx pgx.Tx) ([]store.OutboxMessage, error) {
-		if req.IdempotencyKey != "" {
-			prev, err := store.GetExecutionByIdempotencyKey(ctx, tx, req.IdempotencyKey)
-			if err == nil {
-				started = &Started{ExecutionID: prev.ExecutionID, Existing: true}
-				return nil, nil
-			}
-			if !errors.Is(err, store.ErrNotFound) {
-				return nil, err
-			}
-		}
-		ids, err := s.ids.take(ctx, tx, sh.Index(), 1)
+	started, err := s.start(ctx, sh, req, entry, pb)
+	if store.IsIdempotencyConflict(err) {
+		// Another request with the key committed first.
+		prev, err := store.GetExecutionByIdempotencyKey(ctx, sh.Pool(), req.IdempotencyKey)
 		if err != nil {
 			return nil, err
 		}
-		id := ids[0]
-		at, err := store.NextEventTime(ctx, tx, id)
-		if err != nil {
-			return nil, err
-		}
-		workload, err := pb.PrepareWorkload(id, entry.CatalogID, req.Payload, at)
-		if err != nil {
-			return nil, Errorf(ErrInvalid, "the playbook's workload cannot render: %v", err)
-		}
-		row, created, err := store.InsertExecution(ctx, tx, store.Execution{
-			ExecutionID: id, CatalogID: entry.CatalogID, Path: entry.Path, Version: entry.Version,
-			ParentExecutionID: req.ParentExecutionID, Status: store.ExecutionRunning,
-			Pool: notify.PoolFor(req.Pool, entry.Path), IdempotencyKey: req.IdempotencyKey,
-			Workload: workload, StartedAt: at,
-		})
-		if err != nil {
-			return nil, err
-		}
-		if !created {
-			started = &Started{ExecutionID: row.ExecutionID, Existing: true}
-			return nil, nil
-		}
-		x := &execution{row: row, shard: sh, pb: pb, run: runOf(row)}
-		ctxv := map[string]any{"workload": workload, "path": entry.Path, "version": int64(entry.Version),
-			"catalog_id": fmt.Sprint(entry.CatalogID)}
-		if req.ParentExecutionID != 0 {
-			ctxv["parent_execution_id"] = fmt.Sprint(req.ParentExecutionID)
-		}
-		adv, err := s.advance(ctx, tx, x, store.Event{EventType: engine.EvPlaybookStarted, Status: "STARTED",
-			Context: ctxv, CreatedAt: at})
-		if err != nil {
-			return nil, err
-		}
-		started = &Started{ExecutionID: id, CommandsGenerated: len(adv.out.Commands)}
-		return adv.outbox, nil
-	})
-	if err != nil {
+		started = &Started{ExecutionID: prev.ExecutionID, Existing: true}
+	} else if err != nil {
 		return nil, err
 	}
 	s.log.InfoContext(ctx, "execution started", "execution_id", started.ExecutionID, "path", entry.Path,
 		"version", entry.Version, "existing", started.Existing)
 	return started, nil
+}
+
+// start writes the new execution with playbook.started and its first
+// commands: one round trip for the clock (and the idempotency key), one for
+// everything else with COMMIT.
+func (s *Service) start(ctx context.Context, sh *store.Shard, req ExecuteRequest, entry store.CatalogEntry, pb *engine.Playbook) (*Started, error) {
+	t, err := s.begin(ctx, sh)
+	if err != nil {
+		return nil, err
+	}
+	defer t.rollback()
+	ls := &store.LockSet{IdempotencyKey: req.IdempotencyKey}
+	if err := t.lock(ls); err != nil {
+		return nil, err
+	}
+	if ls.Existing != nil {
+		return &Started{ExecutionID: ls.Existing.ExecutionID, Existing: true}, nil
+	}
+	id := t.ids.next()
+	if t.ids.err != nil {
+		return nil, t.ids.err
+	}
+	at := t.now
+	workload, err := pb.PrepareWorkload(id, entry.CatalogID, req.Payload, at)
+	if err != nil {
+		return nil, Errorf(ErrInvalid, "the playbook's workload cannot render: %v", err)
+	}
+	row := store.Execution{
+		ExecutionID: id, CatalogID: entry.CatalogID, Path: entry.Path, Version: entry.Version,
+		ParentExecutionID: req.ParentExecutionID, Status: store.ExecutionRunning,
+		Pool: notify.PoolFor(req.Pool, entry.Path), IdempotencyKey: req.IdempotencyKey,
+		Workload: workload, StartedAt: at, UpdatedAt: at,
+	}
+	x := &execution{row: row, pb: pb, run: runOf(row), snap: engine.NewSnapshot(), isNew: true}
+	t.execs[id], t.order = x, append(t.order, x)
+	ctxv := map[string]any{"workload": workload, "path": entry.Path, "version": int64(entry.Version),
+		"catalog_id": fmt.Sprint(entry.CatalogID)}
+	if req.ParentExecutionID != 0 {
+		ctxv["parent_execution_id"] = fmt.Sprint(req.ParentExecutionID)
+	}
+	out, _, err := t.advance(x, store.Event{EventType: engine.EvPlaybookStarted, Status: "STARTED", Context: ctxv, CreatedAt: at})
+	if err != nil {
+		return nil, err
+	}
+	if err := t.commit(); err != nil {
+		return nil, err
+	}
+	return &Started{ExecutionID: id, CommandsGenerated: len(out.Commands)}, nil
 }
 
 func (s *Service) resolve(ctx context.Context, req ExecuteRequest) (store.CatalogEntry, error) {

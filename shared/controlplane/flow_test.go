@@ -77,7 +77,7 @@ func TestClaimRace(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := s.svc.Claim(s.ctx, c.IssuedEventID, "worker-"+string(rune('a'+i)))
+			_, err := s.svc.Claim(s.ctx, c.IssuedEventID, "worker-"+string(rune('a'+i)), false)
 			switch {
 			case err == nil:
 				wins.Add(1)
@@ -124,7 +124,7 @@ workflow:
 		go func() {
 			defer wg.Done()
 			for c := range work {
-				body, err := s.svc.Claim(s.ctx, c.IssuedEventID, "w"+string(rune('0'+w)))
+				body, err := s.svc.Claim(s.ctx, c.IssuedEventID, "w"+string(rune('0'+w)), false)
 				if err != nil {
 					t.Errorf("claim: %v", err)
 					continue
@@ -177,7 +177,7 @@ func TestCancel(t *testing.T) {
 	if err := s.svc.Cancel(s.ctx, st.ExecutionID, "test"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.svc.Claim(s.ctx, c.IssuedEventID, "w"); !isKind(err, controlplane.ErrConflict) || err.Error() != "Execution has been cancelled" {
+	if _, err := s.svc.Claim(s.ctx, c.IssuedEventID, "w", false); !isKind(err, controlplane.ErrConflict) || err.Error() != "Execution has been cancelled" {
 		t.Fatalf("claim after cancel: %v", err)
 	}
 	if err := s.svc.Cancel(s.ctx, st.ExecutionID, "again"); err != nil {
@@ -208,7 +208,7 @@ func TestLeaseExpiryReissue(t *testing.T) {
 	s.register(t, threeStepsNoDelay)
 	st, _ := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: "tests/three"})
 	c := s.pending(t, st.ExecutionID)[0]
-	late, err := s.svc.Claim(s.ctx, c.IssuedEventID, "slow")
+	late, err := s.svc.Claim(s.ctx, c.IssuedEventID, "slow", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestLeaseExpiryReissue(t *testing.T) {
 	if err != nil || r.Expired != 1 {
 		t.Fatalf("drain: %+v %v", r, err)
 	}
-	fresh, err := s.svc.Claim(s.ctx, c.IssuedEventID, "fast")
+	fresh, err := s.svc.Claim(s.ctx, c.IssuedEventID, "fast", false)
 	if err != nil || fresh.Attempt != 2 || fresh.CommandID != c.CommandID {
 		t.Fatalf("re-claim: %+v %v", fresh, err)
 	}
@@ -254,18 +254,18 @@ func TestClaimOnExpiredLease(t *testing.T) {
 	s.register(t, threeStepsNoDelay)
 	st, _ := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: "tests/three"})
 	c := s.pending(t, st.ExecutionID)[0]
-	if _, err := s.svc.Claim(s.ctx, c.IssuedEventID, "a"); err != nil {
+	if _, err := s.svc.Claim(s.ctx, c.IssuedEventID, "a", false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.svc.Claim(s.ctx, c.IssuedEventID, "b"); !isKind(err, controlplane.ErrConflict) {
+	if _, err := s.svc.Claim(s.ctx, c.IssuedEventID, "b", false); !isKind(err, controlplane.ErrConflict) {
 		t.Fatalf("claim of a live lease by another worker: %v", err)
 	}
-	again, err := s.svc.Claim(s.ctx, c.IssuedEventID, "a")
+	again, err := s.svc.Claim(s.ctx, c.IssuedEventID, "a", false)
 	if err != nil || again.Attempt != 1 {
 		t.Fatalf("the holder re-claiming gets the same command: %v", err)
 	}
 	time.Sleep(lease + 500*time.Millisecond)
-	b, err := s.svc.Claim(s.ctx, c.IssuedEventID, "b")
+	b, err := s.svc.Claim(s.ctx, c.IssuedEventID, "b", false)
 	if err != nil || b.Attempt != 2 {
 		t.Fatalf("claim after expiry: %+v %v", b, err)
 	}
@@ -337,7 +337,7 @@ func TestIdempotentReposts(t *testing.T) {
 	s.register(t, threeSteps)
 	st, _ := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: "tests/three"})
 	c := s.pending(t, st.ExecutionID)[0]
-	body, err := s.svc.Claim(s.ctx, c.IssuedEventID, "w")
+	body, err := s.svc.Claim(s.ctx, c.IssuedEventID, "w", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +377,7 @@ workflow:
 `)
 	st, _ := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: "tests/flaky"})
 	c := s.pending(t, st.ExecutionID)[0]
-	body, _ := s.svc.Claim(s.ctx, c.IssuedEventID, "w")
+	body, _ := s.svc.Claim(s.ctx, c.IssuedEventID, "w", false)
 	meta := map[string]any{"command_id": body.CommandID, "attempt": int64(1)}
 	for _, ev := range []controlplane.EventInput{
 		{Type: "call.done", Payload: map[string]any{"result": map[string]any{"status": "COMPLETED", "context": map[string]any{"status": "error", "error": "boom"}}}},
@@ -393,7 +393,7 @@ workflow:
 	if row.Status != store.CommandPending || row.Attempt != 2 {
 		t.Fatalf("after a failed attempt: %s attempt %d", row.Status, row.Attempt)
 	}
-	body2, err := s.svc.Claim(s.ctx, c.IssuedEventID, "w2")
+	body2, err := s.svc.Claim(s.ctx, c.IssuedEventID, "w2", false)
 	if err != nil || body2.Attempt != 2 {
 		t.Fatalf("claim of the retry: %v", err)
 	}

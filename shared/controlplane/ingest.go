@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/redact"
@@ -80,10 +79,8 @@ func (s *Service) Ingest(ctx context.Context, in EventInput) (*Ingested, error) 
 func (s *Service) IngestBatch(ctx context.Context, executionID int64, ins []EventInput) ([]Ingested, error) {
 	prepared := make([]store.Event, len(ins))
 	for i, in := range ins {
-		e, err := prepareEvent(in)
-		if err == nil {
-			err = s.checkReference(in)
-		}
+		in.ExecutionID = executionID
+		e, err := s.prepare(in)
 		if err != nil {
 			if len(ins) > 1 {
 				return nil, Errorf(ErrInvalid, "events[%d].%v", i, err)
@@ -96,51 +93,35 @@ func (s *Service) IngestBatch(ctx context.Context, executionID int64, ins []Even
 	if err != nil {
 		return nil, Errorf(ErrNotFound, "execution %d not found", executionID)
 	}
+	t, err := s.begin(ctx, sh)
+	if err != nil {
+		return nil, err
+	}
+	defer t.rollback()
+	if err := t.lock(lockSetOf(prepared)); err != nil {
+		return nil, err
+	}
+	x, err := t.execution(executionID)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]Ingested, len(ins))
 	var fenced *FencedError
-	err = s.inTx(ctx, sh, func(tx pgx.Tx) ([]store.OutboxMessage, error) {
-		x, err := s.lockExecution(ctx, tx, sh, executionID)
-		if err != nil {
+	for i, e := range prepared {
+		res, err := t.ingest(x, e)
+		var f *FencedError
+		switch {
+		case errors.As(err, &f):
+			if fenced == nil {
+				fenced = &FencedError{Reason: f.Reason}
+			}
+			fenced.EventIDs = append(fenced.EventIDs, f.EventIDs...)
+		case err != nil:
 			return nil, err
 		}
-		var outbox []store.OutboxMessage
-		for i, e := range prepared {
-			if e.ClientEventID != "" {
-				id, err := store.FindEventByClientID(ctx, tx, executionID, e.ClientEventID)
-				if err == nil {
-					out[i] = Ingested{EventID: id, Duplicate: true}
-					continue
-				}
-				if !errors.Is(err, store.ErrNotFound) {
-					return nil, err
-				}
-			}
-			reason, err := s.fence(ctx, tx, x, &e)
-			if err != nil {
-				return nil, err
-			}
-			if reason != "" {
-				stored, err := s.appendIgnored(ctx, tx, x, e)
-				if err != nil {
-					return nil, err
-				}
-				out[i] = Ingested{EventID: stored.EventID}
-				if fenced == nil {
-					fenced = &FencedError{Reason: reason}
-				}
-				fenced.EventIDs = append(fenced.EventIDs, stored.EventID)
-				continue
-			}
-			adv, err := s.advance(ctx, tx, x, e)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = Ingested{EventID: adv.trigger.EventID, CommandsGenerated: len(adv.out.Commands)}
-			outbox = append(outbox, adv.outbox...)
-		}
-		return outbox, nil
-	})
-	if err != nil {
+		out[i] = res
+	}
+	if err := t.commit(); err != nil {
 		return nil, err
 	}
 	if fenced != nil {
@@ -149,9 +130,75 @@ func (s *Service) IngestBatch(ctx context.Context, executionID int64, ins []Even
 	return out, nil
 }
 
+// lockSetOf is what ingesting events locks and looks up: their executions,
+// the commands they report on, their client ids.
+func lockSetOf(events []store.Event) *store.LockSet {
+	ls := &store.LockSet{}
+	seenExec, seenCmd := map[int64]bool{}, map[string]bool{}
+	for _, e := range events {
+		if !seenExec[e.ExecutionID] {
+			seenExec[e.ExecutionID] = true
+			ls.Executions = append(ls.Executions, e.ExecutionID)
+		}
+		if e.CommandID != "" && !seenCmd[e.CommandID] {
+			seenCmd[e.CommandID] = true
+			ls.Commands = append(ls.Commands, e.CommandID)
+		}
+		if e.ClientEventID != "" {
+			ls.ClientEvents = append(ls.ClientEvents, store.ClientEventKey{ExecutionID: e.ExecutionID, ClientID: e.ClientEventID})
+		}
+	}
+	slices.Sort(ls.Executions)
+	slices.Sort(ls.Commands)
+	return ls
+}
+
+// ingest folds one worker event into a locked execution: a re-posted client
+// id is answered with the first event's id and nothing else; a fenced event
+// is stored ignored and answered *FencedError (R-L8, R-R10).
+func (t *txn) ingest(x *execution, e store.Event) (Ingested, error) {
+	if e.ClientEventID != "" {
+		key := store.ClientEventKey{ExecutionID: x.row.ExecutionID, ClientID: e.ClientEventID}
+		if id, ok := t.seen[key]; ok {
+			return Ingested{EventID: id, Duplicate: true}, nil
+		}
+	}
+	reason, err := t.fence(x, &e)
+	if err != nil {
+		return Ingested{}, err
+	}
+	if reason != "" {
+		stored, err := t.appendIgnored(x, e)
+		if err != nil {
+			return Ingested{}, err
+		}
+		t.remember(x, e, stored.EventID)
+		return Ingested{EventID: stored.EventID}, &FencedError{Reason: reason, EventIDs: []int64{stored.EventID}}
+	}
+	out, stored, err := t.advance(x, e)
+	if err != nil {
+		return Ingested{}, err
+	}
+	t.remember(x, e, stored.EventID)
+	return Ingested{EventID: stored.EventID, CommandsGenerated: len(out.Commands)}, nil
+}
+
+// remember records a stored client id, so a repeat later in the same request
+// is a duplicate too.
+func (t *txn) remember(x *execution, e store.Event, id int64) {
+	if e.ClientEventID != "" {
+		if t.seen == nil {
+			t.seen = map[store.ClientEventKey]int64{}
+		}
+		t.seen[store.ClientEventKey{ExecutionID: x.row.ExecutionID, ClientID: e.ClientEventID}] = id
+	}
+}
+
 // fence decides whether an event may be folded (R-L8, R-R10) and moves the
-// command row on command.started. It returns the reason for ignoring it, if any.
-func (s *Service) fence(ctx context.Context, tx pgx.Tx, x *execution, e *store.Event) (string, error) {
+// command row on command.started. It returns the reason for ignoring it, if
+// any. A report on a held command is accepted only from its holder: the
+// worker id must be the holder's and the attempt, when given, the current one.
+func (t *txn) fence(x *execution, e *store.Event) (string, error) {
 	if terminal(x.row.Status) {
 		return fmt.Sprintf("execution %d is already %s; the event was stored and ignored", x.row.ExecutionID, x.row.Status), nil
 	}
@@ -162,13 +209,11 @@ func (s *Service) fence(ctx context.Context, tx pgx.Tx, x *execution, e *store.E
 	if e.CommandID == "" {
 		return "", Errorf(ErrInvalid, "meta.command_id: %s needs the command's id", e.EventType)
 	}
-	c, err := store.LockCommand(ctx, tx, e.CommandID)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && c.ExecutionID != x.row.ExecutionID) {
+	k := t.cmds[e.CommandID]
+	if k == nil || k.isNew || k.row.ExecutionID != x.row.ExecutionID {
 		return "", Errorf(ErrNotFound, "command %s not found in execution %d", e.CommandID, x.row.ExecutionID)
 	}
-	if err != nil {
-		return "", err
-	}
+	c := k.row
 	if c.Status != store.CommandClaimed && c.Status != store.CommandRunning {
 		return fmt.Sprintf("command %s is %s, not held by a worker; the event was stored and ignored", c.CommandID, c.Status), nil
 	}
@@ -179,15 +224,27 @@ func (s *Service) fence(ctx context.Context, tx pgx.Tx, x *execution, e *store.E
 	switch {
 	case attempt > 0 && attempt != c.Attempt:
 		return fmt.Sprintf("attempt %d of command %s is not the current attempt %d; the event was stored and ignored", attempt, c.CommandID, c.Attempt), nil
-	case attempt == 0 && e.WorkerID != "" && c.WorkerID != "" && e.WorkerID != c.WorkerID:
-		return fmt.Sprintf("command %s is held by %s, not %s; the event was stored and ignored", c.CommandID, c.WorkerID, e.WorkerID), nil
+	case c.WorkerID != "" && e.WorkerID != c.WorkerID:
+		by := e.WorkerID
+		if by == "" {
+			by = "a report without worker_id"
+		}
+		return fmt.Sprintf("command %s is held by %s, not %s; the event was stored and ignored", c.CommandID, c.WorkerID, by), nil
 	}
 	if typ == engine.EvCommandStarted && c.Status == store.CommandClaimed {
-		if _, err := store.SetCommandStatus(ctx, tx, c.CommandID, store.CommandRunning); err != nil {
-			return "", err
-		}
+		t.changeCommand(c.CommandID, store.CommandChange{Status: store.CommandRunning})
 	}
 	return "", nil
+}
+
+// prepare validates a posted event and turns it into the row to store.
+func (s *Service) prepare(in EventInput) (store.Event, error) {
+	e, err := prepareEvent(in)
+	if err == nil {
+		err = s.checkReference(in)
+	}
+	e.ExecutionID = in.ExecutionID
+	return e, err
 }
 
 // checkReference accepts a result posted by reference only when this server

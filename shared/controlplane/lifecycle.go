@@ -3,8 +3,6 @@ package controlplane
 import (
 	"context"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/store"
 )
@@ -45,29 +43,7 @@ func (s *Service) end(ctx context.Context, id int64, typ, status string, ctxv ma
 	if err != nil {
 		return Errorf(ErrNotFound, "execution %d not found", id)
 	}
-	changed := false
-	err = s.inTx(ctx, sh, func(tx pgx.Tx) ([]store.OutboxMessage, error) {
-		x, err := s.lockExecution(ctx, tx, sh, id)
-		if err != nil {
-			return nil, err
-		}
-		if terminal(x.row.Status) {
-			if idempotent && x.row.Status == status {
-				return nil, nil
-			}
-			return nil, Errorf(ErrConflict, "execution %d is already %s", id, x.row.Status)
-		}
-		adv, err := s.advance(ctx, tx, x, store.Event{EventType: typ, Status: status, Context: ctxv})
-		if err != nil {
-			return nil, err
-		}
-		// The command table is the truth: cancel whatever the snapshot did not know.
-		if _, err := store.CancelActiveCommands(ctx, tx, id); err != nil {
-			return nil, err
-		}
-		changed = true
-		return adv.outbox, nil
-	})
+	changed, err := s.endTx(ctx, sh, id, typ, status, ctxv, idempotent)
 	if err != nil {
 		return err
 	}
@@ -75,6 +51,37 @@ func (s *Service) end(ctx context.Context, id int64, typ, status string, ctxv ma
 		s.log.InfoContext(ctx, "execution ended by request", "execution_id", id, "status", status)
 	}
 	return s.cancelChildren(ctx, sh, id)
+}
+
+// endTx writes the terminal event and cancels the execution's commands in one
+// transaction; changed is false for an idempotent repeat.
+func (s *Service) endTx(ctx context.Context, sh *store.Shard, id int64, typ, status string, ctxv map[string]any, idempotent bool) (bool, error) {
+	t, err := s.begin(ctx, sh)
+	if err != nil {
+		return false, err
+	}
+	defer t.rollback()
+	if err := t.lock(&store.LockSet{Executions: []int64{id}}); err != nil {
+		return false, err
+	}
+	x, err := t.execution(id)
+	if err != nil {
+		return false, err
+	}
+	if terminal(x.row.Status) {
+		if idempotent && x.row.Status == status {
+			return false, nil
+		}
+		return false, Errorf(ErrConflict, "execution %d is already %s", id, x.row.Status)
+	}
+	if _, _, err := t.advance(x, store.Event{EventType: typ, Status: status, Context: ctxv}); err != nil {
+		return false, err
+	}
+	// The command table is the truth: cancel whatever the snapshot did not know.
+	if _, err := store.CancelActiveCommands(ctx, t.tx, id); err != nil {
+		return false, err
+	}
+	return true, t.commit()
 }
 
 // cancelChildren cancels the running children of an execution; they live on

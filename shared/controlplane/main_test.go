@@ -75,7 +75,7 @@ func (s *stack) pending(t *testing.T, execID int64) []store.Command {
 // work claims a command and reports a result the way a worker does.
 func (s *stack) work(t *testing.T, c store.Command, worker string, data any) {
 	t.Helper()
-	body, err := s.svc.Claim(s.ctx, c.IssuedEventID, worker)
+	body, err := s.svc.Claim(s.ctx, c.IssuedEventID, worker, false)
 	if err != nil {
 		t.Fatalf("claim %s: %v", c.CommandID, err)
 	}

@@ -52,7 +52,7 @@ func TestMoreRequestsThanConnections(t *testing.T) {
 				errs <- err
 				return
 			}
-			if _, err := svc.Claim(ctx, cmds[0].IssuedEventID, "w1"); err != nil {
+			if _, err := svc.Claim(ctx, cmds[0].IssuedEventID, "w1", false); err != nil {
 				errs <- err
 			}
 		}()

@@ -2,12 +2,8 @@ package controlplane
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"maps"
 	"strconv"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/redact"
@@ -97,66 +93,53 @@ func (s *Service) project(ctx context.Context, executionID int64, events []Exter
 	if err != nil {
 		return 0, 0, Errorf(ErrNotFound, "execution %d not found", executionID)
 	}
-	err = s.inTx(ctx, sh, func(tx pgx.Tx) ([]store.OutboxMessage, error) {
-		projected, duplicates = 0, 0
-		x, err := s.lockExecution(ctx, tx, sh, executionID)
-		if err != nil {
-			return nil, err
-		}
-		seen := map[string]bool{}
-		var rows []store.Event
-		for _, e := range events {
-			client := projectedPrefix + strconv.FormatInt(e.SourceEventID, 10)
-			if seen[client] {
-				duplicates++
-				continue
-			}
-			seen[client] = true
-			_, err := store.FindEventByClientID(ctx, tx, executionID, client)
-			if err == nil {
-				duplicates++
-				continue
-			}
-			if !errors.Is(err, store.ErrNotFound) {
-				return nil, err
-			}
-			rows = append(rows, externalRow(e, client))
-		}
-		if len(rows) == 0 {
-			return nil, nil
-		}
-		ids, err := s.ids.take(ctx, tx, sh.Index(), len(rows))
-		if err != nil {
-			return nil, err
-		}
-		for i := range rows {
-			rows[i].ExecutionID, rows[i].EventID, rows[i].Seq = executionID, ids[i], x.row.LastSeq+int64(i)+1
-		}
-		if err := store.AppendEvents(ctx, tx, rows); err != nil {
-			return nil, err
-		}
-		snap, err := engine.UnmarshalSnapshot(x.snap)
-		if err != nil {
-			return nil, fmt.Errorf("decode the snapshot of execution %d: %w", executionID, err)
-		}
-		for _, r := range rows {
-			engine.Apply(snap, toEngine(r))
-		}
-		b, err := snap.Marshal()
-		if err != nil {
-			return nil, err
-		}
-		x.row.State, x.row.LastSeq = b, rows[len(rows)-1].Seq
-		if err := store.UpdateExecution(ctx, tx, x.row); err != nil {
-			return nil, err
-		}
-		projected = len(rows)
-		return nil, nil
-	})
+	t, err := s.begin(ctx, sh)
 	if err != nil {
 		return 0, 0, err
 	}
+	defer t.rollback()
+	ls := &store.LockSet{Executions: []int64{executionID}}
+	for _, e := range events {
+		ls.ClientEvents = append(ls.ClientEvents, store.ClientEventKey{ExecutionID: executionID, ClientID: projectedClient(e)})
+	}
+	if err := t.lock(ls); err != nil {
+		return 0, 0, err
+	}
+	x, err := t.execution(executionID)
+	if err != nil {
+		return 0, 0, err
+	}
+	snap, err := x.snapshot()
+	if err != nil {
+		return 0, 0, err
+	}
+	seen := map[string]bool{}
+	for _, e := range events {
+		client := projectedClient(e)
+		if _, stored := t.seen[store.ClientEventKey{ExecutionID: executionID, ClientID: client}]; stored || seen[client] {
+			duplicates++
+			continue
+		}
+		seen[client] = true
+		r := externalRow(e, client)
+		r.ExecutionID, r.EventID, r.Seq, r.CreatedAt = executionID, t.ids.next(), x.row.LastSeq+1, t.eventTime(x)
+		if t.ids.err != nil {
+			return 0, 0, t.ids.err
+		}
+		t.ch.Events = append(t.ch.Events, r)
+		engine.Apply(snap, toEngine(r))
+		x.row.LastSeq, x.dirty = r.Seq, true
+		projected++
+	}
+	if err := t.commit(); err != nil {
+		return 0, 0, err
+	}
 	return projected, duplicates, nil
+}
+
+// projectedClient is the client id an external event is stored under.
+func projectedClient(e ExternalEvent) string {
+	return projectedPrefix + strconv.FormatInt(e.SourceEventID, 10)
 }
 
 // externalRow is the event row of an external event: secrets redacted

@@ -67,7 +67,7 @@ func (s *Service) Execution(ctx context.Context, id int64) (*ExecutionView, erro
 	if err != nil {
 		return nil, err
 	}
-	pb, err := s.playbook(ctx, row.CatalogID)
+	pb, err := s.playbook(ctx, nil, nil, row.CatalogID)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +109,7 @@ func (s *Service) Status(ctx context.Context, id int64) (*StatusView, error) {
 	if err != nil {
 		return nil, err
 	}
-	pb, err := s.playbook(ctx, row.CatalogID)
+	pb, err := s.playbook(ctx, nil, nil, row.CatalogID)
 	if err != nil {
 		return nil, err
 	}

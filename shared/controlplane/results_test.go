@@ -37,7 +37,7 @@ func TestResultsByReference(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := s.pending(t, st.ExecutionID)[0]
-	body, err := s.svc.Claim(s.ctx, c.IssuedEventID, "w1")
+	body, err := s.svc.Claim(s.ctx, c.IssuedEventID, "w1", false)
 	if err != nil {
 		t.Fatal(err)
 	}

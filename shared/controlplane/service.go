@@ -197,12 +197,19 @@ func (c *playbookCache) put(id int64, pb *engine.Playbook) {
 	c.order = append(c.order, id)
 }
 
-// playbook returns the parsed playbook of a catalog entry.
-func (s *Service) playbook(ctx context.Context, catalogID int64) (*engine.Playbook, error) {
+// playbook returns the parsed playbook of a catalog entry. Inside a
+// transaction on a shard that is also the cluster database, the catalog is
+// read through that transaction (tx): taking a second connection of the same
+// pool while holding locks could wait for a connection that waits for us.
+func (s *Service) playbook(ctx context.Context, tx store.Querier, sh *store.Shard, catalogID int64) (*engine.Playbook, error) {
 	if pb := s.books.get(catalogID); pb != nil {
 		return pb, nil
 	}
-	entry, err := store.GetCatalog(ctx, s.st.Cluster(), catalogID)
+	var q store.Querier = s.st.Cluster()
+	if tx != nil && sh != nil && sh.Pool() == s.st.Cluster() {
+		q = tx
+	}
+	entry, err := store.GetCatalog(ctx, q, catalogID)
 	if err != nil {
 		return nil, fmt.Errorf("load playbook %d: %w", catalogID, err)
 	}

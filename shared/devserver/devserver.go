@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -63,6 +64,9 @@ type Options struct {
 	// LogLevel, when set, is set to NOETL_LOG_LEVEL once the configuration is
 	// loaded: the level of Logger's handler, created before that.
 	LogLevel *slog.LevelVar
+	// DBTracer, when set, sees every statement the stack sends to Postgres
+	// (a *store.Counter counts them).
+	DBTracer pgx.QueryTracer
 	// Out receives the human messages (what started, where); default io.Discard.
 	Out io.Writer
 }
@@ -165,7 +169,8 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		o.LogLevel.Set(cfg.LogLevel)
 	}
 
-	scfg := store.Config{ClusterDSN: cfg.ClusterDSN, ShardDSNs: cfg.ShardDSNs, MaxConns: max(int(cfg.DBMaxConns), 10)}
+	scfg := store.Config{ClusterDSN: cfg.ClusterDSN, ShardDSNs: cfg.ShardDSNs, MaxConns: max(int(cfg.DBMaxConns), 10),
+		Tracer: o.DBTracer}
 	if o.Migrate && o.DatabaseURL != "" {
 		if err := store.Migrate(ctx, scfg); err != nil {
 			return nil, fmt.Errorf("migrate: %w", err)

@@ -34,6 +34,11 @@ func Apply(s *Snapshot, ev Event) {
 	case EvCommandClaimed:
 		if c := s.Commands[commandID(ev)]; c != nil {
 			c.Status, c.Worker = CmdClaimed, ev.WorkerID
+			// A claim that records the start too (our worker's, and eager
+			// dispatch) is followed by no command.started.
+			if started, _ := ev.Meta["started"].(bool); started {
+				c.Status = CmdRunning
+			}
 			if a := intOf(ev.Meta["attempt"]); a > 0 {
 				c.Attempt = a
 			}

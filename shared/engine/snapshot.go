@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/noetl-go/noetl/shared/jsonx"
@@ -169,6 +170,40 @@ func (s *Snapshot) normalise() {
 	for _, c := range s.Commands {
 		jsonx.Normalize(c.Envelope)
 	}
+}
+
+// Clone returns a copy that Handle and Apply can change without touching s.
+// JSON values (results, ctx, arc sets, envelopes) are shared: the engine
+// never changes a value in place (setPath copies the maps along its path).
+func (s *Snapshot) Clone() *Snapshot {
+	c := *s
+	c.Ctx = s.Ctx
+	c.Steps = make(map[string]*StepState, len(s.Steps))
+	for name, st := range s.Steps {
+		cp := *st
+		cp.Ledger = slices.Clone(st.Ledger)
+		if st.ResultRef != nil {
+			ref := *st.ResultRef
+			cp.ResultRef = &ref
+		}
+		if st.Visit != nil {
+			v := *st.Visit
+			if v.Loop != nil {
+				l := *v.Loop
+				v.Loop = &l
+			}
+			cp.Visit = &v
+		}
+		c.Steps[name] = &cp
+	}
+	c.Commands = make(map[string]*CommandState, len(s.Commands))
+	for id, cs := range s.Commands {
+		cp := *cs
+		c.Commands[id] = &cp
+	}
+	c.FailedSteps = slices.Clone(s.FailedSteps)
+	c.Waiting = slices.Clone(s.Waiting)
+	return &c
 }
 
 // Marshal encodes the snapshot canonically.

@@ -168,7 +168,7 @@ func (m *Metrics) write(b *bytes.Buffer) {
 	for _, k := range sortedKeys(m.requests) {
 		fmt.Fprintf(b, "noetl_http_requests_total{route=%s,status=%s} %d\n", quote(k[0]), quote(k[1]), m.requests[k])
 	}
-	header(b, "noetl_ingest_events_total", "counter", "Events posted to /api/events and /api/events/batch by event type and response status.")
+	header(b, "noetl_ingest_events_total", "counter", "Events posted to /api/events, /api/events/batch and /api/worker/report by event type and response status.")
 	for _, k := range sortedKeys(m.events) {
 		fmt.Fprintf(b, "noetl_ingest_events_total{event_type=%s,status=%s} %d\n", quote(k[0]), quote(k[1]), m.events[k])
 	}

@@ -133,22 +133,36 @@ func commandRow(ctx context.Context, q Querier, what string, notFound error, sql
 }
 
 // InsertCommands inserts commands in one statement. Zero values default: Status
-// PENDING, Attempt 1, MaxAttempts 1, TimeoutSeconds 3600, AvailableAt now.
+// PENDING, Attempt 1, MaxAttempts 1, TimeoutSeconds 3600, AvailableAt now. A
+// command given to a worker as it is created (eager dispatch) carries its
+// WorkerID, LeaseExpiresAt and DeadlineAt.
 func InsertCommands(ctx context.Context, q Querier, cmds []Command) error {
 	if len(cmds) == 0 {
 		return nil
 	}
+	sql, args, err := insertCommandsStmt(cmds)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if _, err := q.Exec(ctx, sql, args...); err != nil {
+		return fmt.Errorf("store: insert %d commands (first %s): %w", len(cmds), cmds[0].CommandID, wrapWrite(err))
+	}
+	return nil
+}
+
+func insertCommandsStmt(cmds []Command) (string, []any, error) {
 	n := len(cmds)
 	var (
 		idList, steps, kinds, statuses = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		execIDs, issued                = make([]int64, n), make([]int64, n)
 		attempts, maxAttempts, timeout = make([]int32, n), make([]int32, n), make([]int32, n)
-		available                      = make([]*time.Time, n)
+		available, leases, deadlines   = make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
+		workers                        = make([]*string, n)
 		contexts, metas                = make([]*string, n), make([]*string, n)
 	)
 	for i, c := range cmds {
 		if c.CommandID == "" || c.ExecutionID <= 0 || c.IssuedEventID <= 0 || c.Step == "" {
-			return fmt.Errorf("store: insert command %q: command_id, execution_id, issued_event_id and step are required", c.CommandID)
+			return "", nil, fmt.Errorf("insert command %q: command_id, execution_id, issued_event_id and step are required", c.CommandID)
 		}
 		idList[i], execIDs[i], issued[i], steps[i], kinds[i] = c.CommandID, c.ExecutionID, c.IssuedEventID, c.Step, c.ToolKind
 		statuses[i] = orDefault(c.Status, CommandPending)
@@ -157,29 +171,29 @@ func InsertCommands(ctx context.Context, q Querier, cmds []Command) error {
 		if timeout[i] <= 0 {
 			timeout[i] = DefaultTimeoutSeconds
 		}
-		available[i] = nullTime(c.AvailableAt)
+		available[i], leases[i], deadlines[i] = nullTime(c.AvailableAt), nullTime(c.LeaseExpiresAt), nullTime(c.DeadlineAt)
+		workers[i] = nullString(c.WorkerID)
 		var err error
 		if contexts[i], err = objectJSONText(c.Context); err == nil {
 			metas[i], err = objectJSONText(c.Meta)
 		}
 		if err != nil {
-			return fmt.Errorf("store: insert command %s: %w", c.CommandID, err)
+			return "", nil, fmt.Errorf("insert command %s: %w", c.CommandID, err)
 		}
 	}
-	_, err := q.Exec(ctx, `
+	return `
 		INSERT INTO command (command_id, execution_id, issued_event_id, step, tool_kind, status, attempt,
-			max_attempts, timeout_seconds, available_at, context, meta)
+			max_attempts, timeout_seconds, available_at, context, meta, worker_id, lease_expires_at, deadline_at)
 		SELECT command_id, execution_id, issued_event_id, step, tool_kind, status, attempt, max_attempts,
-			timeout_seconds, coalesce(available_at, now()), coalesce(context::jsonb, '{}'), coalesce(meta::jsonb, '{}')
+			timeout_seconds, coalesce(available_at, now()), coalesce(context::jsonb, '{}'), coalesce(meta::jsonb, '{}'),
+			worker_id, lease_expires_at, deadline_at
 		FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::int[],
-			$8::int[], $9::int[], $10::timestamptz[], $11::text[], $12::text[])
+			$8::int[], $9::int[], $10::timestamptz[], $11::text[], $12::text[], $13::text[], $14::timestamptz[],
+			$15::timestamptz[])
 			AS t(command_id, execution_id, issued_event_id, step, tool_kind, status, attempt, max_attempts,
-			timeout_seconds, available_at, context, meta)`,
-		idList, execIDs, issued, steps, kinds, statuses, attempts, maxAttempts, timeout, available, contexts, metas)
-	if err != nil {
-		return fmt.Errorf("store: insert %d commands (first %s): %w", n, cmds[0].CommandID, wrapWrite(err))
-	}
-	return nil
+			timeout_seconds, available_at, context, meta, worker_id, lease_expires_at, deadline_at)`,
+		[]any{idList, execIDs, issued, steps, kinds, statuses, attempts, maxAttempts, timeout, available, contexts, metas,
+			workers, leases, deadlines}, nil
 }
 
 func orDefault(s, def string) string {
@@ -203,29 +217,6 @@ func GetCommandByIssuedEvent(ctx context.Context, q Querier, eventID int64) (Com
 		`SELECT `+commandColumns+` FROM command WHERE issued_event_id = $1`, eventID)
 }
 
-// LockCommand reads a command and locks its row until the transaction ends. Lock the
-// command's execution first (R-L5).
-func LockCommand(ctx context.Context, tx pgx.Tx, commandID string) (Command, error) {
-	return commandRow(ctx, tx, "lock command "+commandID, ErrNotFound,
-		`SELECT `+commandColumns+` FROM command WHERE command_id = $1 FOR UPDATE`, commandID)
-}
-
-// ClaimCommand moves a PENDING command to CLAIMED by workerID with a lease of lease
-// from now and a deadline of timeout_seconds from now (R-L2). It does not check
-// available_at (early claims answer 429, R-L7: the caller decides). A command that is
-// not PENDING is ErrConflict; a missing one ErrNotFound.
-func ClaimCommand(ctx context.Context, q Querier, commandID, workerID string, lease time.Duration) (Command, error) {
-	c, err := commandRow(ctx, q, "claim command "+commandID, ErrConflict, `
-		UPDATE command
-		SET status = 'CLAIMED', worker_id = $2, lease_expires_at = now() + $3::interval,
-		    deadline_at = now() + timeout_seconds * interval '1 second', updated_at = now()
-		WHERE command_id = $1 AND status = 'PENDING'
-		RETURNING `+commandColumns, commandID, workerID, lease)
-	if errors.Is(err, ErrConflict) {
-		return c, commandStateError(ctx, q, "claim command "+commandID, commandID)
-	}
-	return c, err
-}
 
 // commandStateError tells ErrNotFound from ErrConflict after a guarded UPDATE matched
 // no row, naming the current status.
@@ -262,25 +253,6 @@ func ExtendLease(ctx context.Context, q Querier, commandID, workerID string, att
 	return until.UTC(), nil
 }
 
-// SetCommandStatus sets a command's status (RUNNING on command.started, the terminal
-// ones at the end). The caller holds the command's lock and has checked the transition.
-func SetCommandStatus(ctx context.Context, q Querier, commandID, status string) (Command, error) {
-	return commandRow(ctx, q, "set command "+commandID+" "+status, ErrNotFound, `
-		UPDATE command SET status = $2, updated_at = now() WHERE command_id = $1
-		RETURNING `+commandColumns, commandID, status)
-}
-
-// RetryCommand makes a command PENDING again for attempt, claimable from availableAt,
-// keeping its id, issued event and rendered context (R-L6).
-func RetryCommand(ctx context.Context, q Querier, commandID string, attempt int, availableAt time.Time) (Command, error) {
-	return commandRow(ctx, q, fmt.Sprintf("retry command %s attempt %d", commandID, attempt), ErrNotFound, `
-		UPDATE command
-		SET status = 'PENDING', attempt = $2, available_at = $3, worker_id = NULL, lease_expires_at = NULL,
-		    deadline_at = NULL, updated_at = now()
-		WHERE command_id = $1
-		RETURNING `+commandColumns, commandID, attempt, availableAt)
-}
-
 // ListActiveCommands returns an execution's PENDING, CLAIMED and RUNNING commands.
 func ListActiveCommands(ctx context.Context, q Querier, executionID int64) ([]Command, error) {
 	cmds, err := collectCommands(q.Query(ctx, `
@@ -314,20 +286,20 @@ func CancelActiveCommands(ctx context.Context, q Querier, executionID int64) ([]
 // candidate commands (1..1000); executions skipped are picked up by the next run.
 
 // LockExpiredLeases returns CLAIMED/RUNNING commands whose lease has run out.
-func LockExpiredLeases(ctx context.Context, tx pgx.Tx, limit int) ([]Command, error) {
+func LockExpiredLeases(ctx context.Context, tx Querier, limit int) ([]Command, error) {
 	return lockForSweep(ctx, tx, "expired leases", limit,
 		`status IN ('CLAIMED', 'RUNNING') AND lease_expires_at <= now()`, "lease_expires_at")
 }
 
 // LockPastDeadline returns CLAIMED/RUNNING commands past deadline + grace (R-L2),
 // heartbeats or not.
-func LockPastDeadline(ctx context.Context, tx pgx.Tx, grace time.Duration, limit int) ([]Command, error) {
+func LockPastDeadline(ctx context.Context, tx Querier, grace time.Duration, limit int) ([]Command, error) {
 	return lockForSweep(ctx, tx, "past-deadline commands", limit,
 		`status IN ('CLAIMED', 'RUNNING') AND deadline_at <= now() - $2::interval`, "deadline_at", grace)
 }
 
 // LockDueRetries returns PENDING retries (attempt > 1) whose available_at has come.
-func LockDueRetries(ctx context.Context, tx pgx.Tx, limit int) ([]Command, error) {
+func LockDueRetries(ctx context.Context, tx Querier, limit int) ([]Command, error) {
 	return lockForSweep(ctx, tx, "due retries", limit,
 		`status = 'PENDING' AND attempt > 1 AND available_at <= now()`, "available_at")
 }
@@ -335,7 +307,7 @@ func LockDueRetries(ctx context.Context, tx pgx.Tx, limit int) ([]Command, error
 // lockForSweep: cond may use $2.. (extra); $1 is the limit in step one and the
 // execution ids in step two. `= ANY (ARRAY(…))` makes step one a handful of primary
 // key lookups rather than a join the planner may turn into a long index scan.
-func lockForSweep(ctx context.Context, tx pgx.Tx, what string, limit int, cond, order string, extra ...any) ([]Command, error) {
+func lockForSweep(ctx context.Context, tx Querier, what string, limit int, cond, order string, extra ...any) ([]Command, error) {
 	if limit < 1 || limit > 1000 {
 		return nil, fmt.Errorf("store: sweep %s: limit %d outside 1..1000", what, limit)
 	}

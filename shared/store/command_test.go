@@ -89,21 +89,12 @@ func TestCommandLifecycle(t *testing.T) {
 		t.Errorf("insert again: %v, want ErrDuplicate", err)
 	}
 
-	claimed, err := store.ClaimCommand(ctx, db, cmds[1].CommandID, "w1", time.Minute)
-	if err != nil || claimed.Status != store.CommandClaimed || claimed.WorkerID != "w1" {
-		t.Fatalf("claim: %+v %v", claimed, err)
+	claimed := hold(t, db, cmds[1], "w1", time.Minute)
+	if claimed.Status != store.CommandClaimed || claimed.WorkerID != "w1" || claimed.Attempt != 1 {
+		t.Fatalf("claim: %+v", claimed)
 	}
-	if d := claimed.LeaseExpiresAt.Sub(claimed.UpdatedAt); d != time.Minute {
-		t.Errorf("lease %v after the claim, want 1m", d)
-	}
-	if d := claimed.DeadlineAt.Sub(claimed.UpdatedAt); d != 30*time.Second {
-		t.Errorf("deadline %v after the claim, want the 30 s timeout", d)
-	}
-	if _, err := store.ClaimCommand(ctx, db, cmds[1].CommandID, "w2", time.Minute); !errors.Is(err, store.ErrConflict) {
-		t.Errorf("second claim: %v, want ErrConflict", err)
-	}
-	if _, err := store.ClaimCommand(ctx, db, "nope", "w2", time.Minute); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("claim of a missing command: %v, want ErrNotFound", err)
+	if n, err := store.UpdateCommands(ctx, db, []store.CommandChange{{CommandID: "nope", Status: store.CommandClaimed}}); err != nil || n != 0 {
+		t.Errorf("change of a missing command: %d rows, %v", n, err)
 	}
 
 	until, err := store.ExtendLease(ctx, db, cmds[1].CommandID, "w1", 1, 2*time.Minute)
@@ -119,27 +110,26 @@ func TestCommandLifecycle(t *testing.T) {
 	if _, err := store.ExtendLease(ctx, db, cmds[0].CommandID, "w1", 0, time.Minute); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("heartbeat of a PENDING command: %v", err)
 	}
-	if c, err := store.SetCommandStatus(ctx, db, cmds[1].CommandID, store.CommandRunning); err != nil || c.Status != store.CommandRunning {
-		t.Errorf("running: %+v %v", c, err)
+	if c := change(t, db, store.CommandChange{CommandID: cmds[1].CommandID, Status: store.CommandRunning}); c.Status != store.CommandRunning ||
+		c.WorkerID != "w1" || c.LeaseExpiresAt.IsZero() || !c.DeadlineAt.Equal(claimed.DeadlineAt) {
+		t.Errorf("running keeps the holder: %+v", c)
 	}
 	if _, err := store.ExtendLease(ctx, db, cmds[1].CommandID, "w1", 1, time.Minute); err != nil {
 		t.Errorf("heartbeat while RUNNING: %v", err)
 	}
 
 	availableAt := time.Now().UTC().Add(10 * time.Second).Truncate(time.Microsecond)
-	retried, err := store.RetryCommand(ctx, db, cmds[1].CommandID, 2, availableAt)
-	if err != nil || retried.Status != store.CommandPending || retried.Attempt != 2 || retried.WorkerID != "" ||
+	retried := retry(t, db, cmds[1], 2, availableAt)
+	if retried.Status != store.CommandPending || retried.Attempt != 2 || retried.WorkerID != "" ||
 		!retried.LeaseExpiresAt.IsZero() || !retried.DeadlineAt.IsZero() || !retried.AvailableAt.Equal(availableAt) ||
 		retried.IssuedEventID != cmds[1].IssuedEventID || retried.Context["code"] != "print(1)" {
-		t.Fatalf("retry: %+v %v", retried, err)
+		t.Fatalf("retry: %+v", retried)
 	}
 	if _, err := store.ExtendLease(ctx, db, cmds[1].CommandID, "w1", 1, time.Minute); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("heartbeat after the retry was scheduled: %v", err)
 	}
 
-	if _, err := store.SetCommandStatus(ctx, db, cmds[2].CommandID, store.CommandCompleted); err != nil {
-		t.Fatal(err)
-	}
+	change(t, db, store.CommandChange{CommandID: cmds[2].CommandID, Status: store.CommandCompleted})
 	active, err := store.ListActiveCommands(ctx, db, e.ExecutionID)
 	if err != nil || len(active) != 2 {
 		t.Fatalf("active: %d %v", len(active), err)
@@ -169,100 +159,123 @@ func TestCommandLifecycle(t *testing.T) {
 	if c, _ := store.GetCommand(ctx, db, cmds[2].CommandID); c.Status != store.CommandCompleted {
 		t.Errorf("completed command changed by cancel: %s", c.Status)
 	}
-	if _, err := store.SetCommandStatus(ctx, db, cmds[2].CommandID, "DONE"); err == nil {
+	if _, err := store.UpdateCommands(ctx, db, []store.CommandChange{{CommandID: cmds[2].CommandID, Status: "DONE"}}); err == nil {
 		t.Error("status outside the CHECK accepted")
 	}
 }
 
-// TestClaimRowLock: N workers race to claim one PENDING command, each the way the
-// claim route does it (lock execution, lock command, check, claim); exactly one wins
-// and the others see it claimed. A second round races the bare guarded UPDATE.
+// change writes one command change and reads the row back.
+func change(t *testing.T, q store.Querier, ch store.CommandChange) store.Command {
+	t.Helper()
+	ctx := testContext(t)
+	if n, err := store.UpdateCommands(ctx, q, []store.CommandChange{ch}); err != nil || n != 1 {
+		t.Fatalf("change %s: %d rows, %v", ch.CommandID, n, err)
+	}
+	c, err := store.GetCommand(ctx, q, ch.CommandID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// hold gives a command to a worker for lease from now, as a claim does.
+func hold(t *testing.T, q store.Querier, c store.Command, worker string, lease time.Duration) store.Command {
+	t.Helper()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	got := change(t, q, store.CommandChange{CommandID: c.CommandID, Status: store.CommandClaimed, Hold: true, WorkerID: worker,
+		LeaseExpiresAt: now.Add(lease), DeadlineAt: now.Add(time.Hour)})
+	if !got.LeaseExpiresAt.Equal(now.Add(lease)) || !got.DeadlineAt.Equal(now.Add(time.Hour)) {
+		t.Fatalf("hold: lease %v deadline %v", got.LeaseExpiresAt, got.DeadlineAt)
+	}
+	return got
+}
+
+// retry makes a command PENDING again for attempt, as a retry does (R-L6).
+func retry(t *testing.T, q store.Querier, c store.Command, attempt int, at time.Time) store.Command {
+	t.Helper()
+	return change(t, q, store.CommandChange{CommandID: c.CommandID, Status: store.CommandPending, Attempt: attempt,
+		AvailableAt: at, Release: true})
+}
+
+// TestClaimRowLock: N workers race to claim one PENDING command, each the way
+// the claim route does it (one round trip locking the execution, then the
+// command, by the issuing event's id; check; claim; commit); exactly one wins
+// and the others see it claimed.
 func TestClaimRowLock(t *testing.T) {
 	s, _ := newStore(t, 2)
 	ctx := testContext(t)
 	sh := s.Shard(0)
 	const workers = 12
-
-	race := func(claim func(tx pgx.Tx, commandID, worker string) (bool, error), commandID string) (wins []string, others int) {
-		var mu sync.Mutex
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		errs := make(chan error, workers)
-		for w := range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				worker := fmt.Sprintf("w%d", w)
-				<-start
-				err := pgx.BeginFunc(ctx, sh.Pool(), func(tx pgx.Tx) error {
-					won, err := claim(tx, commandID, worker)
-					if err != nil {
-						return err
-					}
-					mu.Lock()
-					defer mu.Unlock()
-					if won {
-						wins = append(wins, worker)
-					} else {
-						others++
-					}
-					return nil
-				})
-				if err != nil {
-					errs <- err
-				}
-			}()
-		}
-		close(start)
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
-		return wins, others
-	}
-
-	_, cmds := issue(t, sh, 2, nil)
-	withLocks := func(tx pgx.Tx, commandID, worker string) (bool, error) {
-		c, err := store.GetCommand(ctx, tx, commandID)
-		if err != nil {
-			return false, err
-		}
-		if _, err := store.LockExecution(ctx, tx, c.ExecutionID); err != nil {
-			return false, err
-		}
-		c, err = store.LockCommand(ctx, tx, commandID)
-		if err != nil {
-			return false, err
-		}
-		if c.Status != store.CommandPending {
-			if c.WorkerID == worker || c.WorkerID == "" {
-				return false, fmt.Errorf("%s sees %s held by %q", worker, c.Status, c.WorkerID)
+	_, cmds := issue(t, sh, 1, nil)
+	var (
+		mu     sync.Mutex
+		wins   []string
+		others int
+		wg     sync.WaitGroup
+	)
+	start := make(chan struct{})
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			worker := fmt.Sprintf("w%d", w)
+			<-start
+			won, err := claimLocked(ctx, sh, cmds[0].IssuedEventID, worker)
+			if err != nil {
+				errs <- err
+				return
 			}
-			return false, nil
-		}
-		_, err = store.ClaimCommand(ctx, tx, commandID, worker, time.Minute)
-		return err == nil, err
+			mu.Lock()
+			defer mu.Unlock()
+			if won {
+				wins = append(wins, worker)
+			} else {
+				others++
+			}
+		}()
 	}
-	wins, others := race(withLocks, cmds[0].CommandID)
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
 	if len(wins) != 1 || others != workers-1 {
 		t.Fatalf("with row locks: winners %v, %d others; want exactly one winner", wins, others)
 	}
 	if c, _ := store.GetCommand(ctx, sh.Pool(), cmds[0].CommandID); c.WorkerID != wins[0] || c.Status != store.CommandClaimed {
 		t.Errorf("stored claim %s/%s, winner %s", c.Status, c.WorkerID, wins[0])
 	}
+}
 
-	bare := func(tx pgx.Tx, commandID, worker string) (bool, error) {
-		_, err := store.ClaimCommand(ctx, tx, commandID, worker, time.Minute)
-		if errors.Is(err, store.ErrConflict) {
-			return false, nil
+func claimLocked(ctx context.Context, sh *store.Shard, eventID int64, worker string) (bool, error) {
+	tx, err := sh.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback(ctx)
+	ls := &store.LockSet{IssuedEventID: eventID}
+	if err := tx.Lock(ctx, ls); err != nil {
+		return false, err
+	}
+	if len(ls.ExecutionRows) != 1 || len(ls.CommandRows) != 1 || ls.Now.IsZero() {
+		return false, fmt.Errorf("%s locked %d executions, %d commands, now %v", worker, len(ls.ExecutionRows), len(ls.CommandRows), ls.Now)
+	}
+	var c store.Command
+	for _, c = range ls.CommandRows {
+	}
+	if c.Status != store.CommandPending {
+		if c.WorkerID == worker || c.WorkerID == "" {
+			return false, fmt.Errorf("%s sees %s held by %q", worker, c.Status, c.WorkerID)
 		}
-		return err == nil, err
+		return false, nil
 	}
-	wins, others = race(bare, cmds[1].CommandID)
-	if len(wins) != 1 || others != workers-1 {
-		t.Fatalf("guarded update: winners %v, %d others; want exactly one winner", wins, others)
+	if err := tx.Write(&store.Changes{Commands: []store.CommandChange{{CommandID: c.CommandID, Status: store.CommandClaimed,
+		Hold: true, WorkerID: worker, LeaseExpiresAt: ls.Now.Add(time.Minute)}}}); err != nil {
+		return false, err
 	}
+	return true, tx.Commit(ctx)
 }
 
 func TestSweeperQueries(t *testing.T) {
@@ -274,21 +287,13 @@ func TestSweeperQueries(t *testing.T) {
 	// 3 due retry, 4 retry not yet due, 5 pending first attempt.
 	e, cmds := issue(t, sh, 6, nil)
 	e2, cmds2 := issue(t, sh, 1, nil) // a second execution with an expired lease
-	claim := func(c store.Command, lease time.Duration) {
-		if _, err := store.ClaimCommand(ctx, db, c.CommandID, "w", lease); err != nil {
-			t.Fatal(err)
-		}
-	}
+	claim := func(c store.Command, lease time.Duration) { hold(t, db, c, "w", lease) }
 	claim(cmds[0], -time.Second) // already expired
 	claim(cmds[1], time.Hour)
 	claim(cmds[2], time.Hour)
 	mustExec(t, db, `UPDATE command SET deadline_at = now() - interval '10 minutes' WHERE command_id = $1`, cmds[2].CommandID)
-	if _, err := store.RetryCommand(ctx, db, cmds[3].CommandID, 2, time.Now().Add(-time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.RetryCommand(ctx, db, cmds[4].CommandID, 2, time.Now().Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
+	retry(t, db, cmds[3], 2, time.Now().Add(-time.Minute))
+	retry(t, db, cmds[4], 2, time.Now().Add(time.Hour))
 	claim(cmds2[0], -time.Minute)
 
 	ids := func(cs []store.Command) []string {

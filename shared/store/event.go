@@ -87,10 +87,6 @@ func AppendEvents(ctx context.Context, q Querier, events []Event) error {
 	last := map[int64]time.Time{}
 	for i := range events {
 		ev := &events[i]
-		if ev.ExecutionID <= 0 || ev.Seq <= 0 || ev.EventID <= 0 || ev.EventType == "" {
-			return fmt.Errorf("store: append event %d (seq %d) of execution %d: execution_id, seq, event_id and event_type are required",
-				ev.EventID, ev.Seq, ev.ExecutionID)
-		}
 		prev, seen := last[ev.ExecutionID]
 		if ev.CreatedAt.IsZero() {
 			if !seen {
@@ -107,6 +103,18 @@ func AppendEvents(ctx context.Context, q Querier, events []Event) error {
 		last[ev.ExecutionID] = ev.CreatedAt
 	}
 
+	sql, args, err := appendEventsStmt(events)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if _, err = q.Exec(ctx, sql, args...); err != nil {
+		return fmt.Errorf("store: append %d events of execution %d (first seq %d): %w", len(events), events[0].ExecutionID, events[0].Seq, wrapWrite(err))
+	}
+	return nil
+}
+
+// appendEventsStmt is the one INSERT of events (created_at set).
+func appendEventsStmt(events []Event) (string, []any, error) {
 	n := len(events)
 	var (
 		execIDs, seqs, eventIDs, parents = make([]int64, n), make([]int64, n), make([]int64, n), make([]*int64, n)
@@ -118,6 +126,10 @@ func AppendEvents(ctx context.Context, q Querier, events []Event) error {
 		created                          = make([]time.Time, n)
 	)
 	for i, ev := range events {
+		if ev.ExecutionID <= 0 || ev.Seq <= 0 || ev.EventID <= 0 || ev.EventType == "" {
+			return "", nil, fmt.Errorf("append event %d (seq %d) of execution %d: execution_id, seq, event_id and event_type are required",
+				ev.EventID, ev.Seq, ev.ExecutionID)
+		}
 		var err error
 		execIDs[i], seqs[i], eventIDs[i], parents[i] = ev.ExecutionID, ev.Seq, ev.EventID, nullInt64(ev.ParentEventID)
 		types[i], nodeNames[i], nodeTypes[i], statuses[i] = ev.EventType, nullString(ev.NodeName), nullString(ev.NodeType), nullString(ev.Status)
@@ -127,13 +139,13 @@ func AppendEvents(ctx context.Context, q Querier, events []Event) error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("store: append event %d of execution %d: %w", ev.EventID, ev.ExecutionID, err)
+			return "", nil, fmt.Errorf("append event %d of execution %d: %w", ev.EventID, ev.ExecutionID, err)
 		}
 		errs[i], workers[i], commands[i], clients[i] = nullString(ev.Error), nullString(ev.WorkerID), nullString(ev.CommandID), nullString(ev.ClientEventID)
 		ignored[i], created[i] = ev.Ignored, ev.CreatedAt
 	}
-	_, err := q.Exec(ctx, `
-		INSERT INTO event (`+eventColumns+`)
+	return `
+		INSERT INTO event (` + eventColumns + `)
 		SELECT execution_id, seq, event_id, event_type, node_name, node_type, status, context::jsonb, meta::jsonb,
 			result::jsonb, error, worker_id, command_id, parent_event_id, client_event_id, ignored, created_at
 		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
@@ -141,12 +153,8 @@ func AppendEvents(ctx context.Context, q Querier, events []Event) error {
 			$16::boolean[], $17::timestamptz[])
 			AS t(execution_id, seq, event_id, event_type, node_name, node_type, status, context, meta,
 			result, error, worker_id, command_id, parent_event_id, client_event_id, ignored, created_at)`,
-		execIDs, seqs, eventIDs, types, nodeNames, nodeTypes, statuses, contexts, metas, results,
-		errs, workers, commands, parents, clients, ignored, created)
-	if err != nil {
-		return fmt.Errorf("store: append %d events of execution %d (first seq %d): %w", n, events[0].ExecutionID, events[0].Seq, wrapWrite(err))
-	}
-	return nil
+		[]any{execIDs, seqs, eventIDs, types, nodeNames, nodeTypes, statuses, contexts, metas, results,
+			errs, workers, commands, parents, clients, ignored, created}, nil
 }
 
 // FindEventByClientID returns the event_id stored for a worker's client event id, or

@@ -96,13 +96,15 @@ func TestExecModes(t *testing.T) {
 			if _, err := store.GetStepResults(ctx, db, e.ExecutionID, []store.StepResultKey{{Step: "start", Visit: 1}}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := store.ClaimCommand(ctx, db, cmdID, "w", time.Minute); err != nil {
+			if _, err := store.UpdateCommands(ctx, db, []store.CommandChange{{CommandID: cmdID, Status: store.CommandClaimed,
+				Hold: true, WorkerID: "w", LeaseExpiresAt: time.Now().Add(time.Minute), DeadlineAt: time.Now().Add(time.Hour)}}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := store.ExtendLease(ctx, db, cmdID, "w", 1, time.Minute); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := store.RetryCommand(ctx, db, cmdID, 2, time.Now().Add(-time.Second)); err != nil {
+			if _, err := store.UpdateCommands(ctx, db, []store.CommandChange{{CommandID: cmdID, Status: store.CommandPending,
+				Attempt: 2, AvailableAt: time.Now().Add(-time.Second), Release: true}}); err != nil {
 				t.Fatal(err)
 			}
 			err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
@@ -132,6 +134,65 @@ func TestExecModes(t *testing.T) {
 			if _, err := store.DeletePublishedOutbox(ctx, db, time.Hour, 10); err != nil {
 				t.Fatal(err)
 			}
+			pipelined(t, sh, e, cat.CatalogID, cmdID, idList[2])
 		})
+	}
+}
+
+// pipelined runs the hot paths' transaction: every lock and read in one
+// batch, every kind of write with COMMIT in another.
+func pipelined(t *testing.T, sh *store.Shard, e store.Execution, catalogID int64, cmdID string, issued int64) {
+	ctx := testContext(t)
+	db := sh.Pool()
+	more, err := store.AllocateIDs(ctx, db, sh.Index(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := sh.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	ls := &store.LockSet{Executions: []int64{e.ExecutionID}, Commands: []string{cmdID}, IssuedEventID: issued,
+		ClientEvents:   []store.ClientEventKey{{ExecutionID: e.ExecutionID, ClientID: "c1"}, {ExecutionID: e.ExecutionID, ClientID: "c2"}},
+		IdempotencyKey: "k"}
+	if err := tx.Lock(ctx, ls); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ls.ExecutionRows[e.ExecutionID]; !ok || ls.CommandRows[cmdID].CommandID != cmdID || ls.Seen[ls.ClientEvents[0]] != issued ||
+		len(ls.Seen) != 1 || ls.Existing == nil || ls.Existing.ExecutionID != e.ExecutionID || ls.Now.IsZero() {
+		t.Fatalf("lock read %+v", ls)
+	}
+	next := store.CommandID(e.ExecutionID, "next", more[1])
+	ch := &store.Changes{
+		NewExecutions: []store.Execution{{ExecutionID: more[0], CatalogID: catalogID, Path: "m/p", Version: 1, Pool: "shared", StartedAt: ls.Now}},
+		Events: []store.Event{{ExecutionID: e.ExecutionID, Seq: 2, EventID: more[1], EventType: "command.issued", NodeName: "next",
+			Meta: map[string]any{"command_id": next}, CreatedAt: ls.Now}},
+		NewCommands: []store.Command{{CommandID: next, ExecutionID: e.ExecutionID, IssuedEventID: more[1], Step: "next", ToolKind: "noop",
+			Status: store.CommandRunning, WorkerID: "w", LeaseExpiresAt: ls.Now.Add(time.Minute), DeadlineAt: ls.Now.Add(time.Hour)}},
+		Commands: []store.CommandChange{{CommandID: cmdID, Status: store.CommandCompleted}},
+		Results: []store.StepResult{{StepResultKey: store.StepResultKey{Step: "next", Visit: 1, Index: -1}, ExecutionID: e.ExecutionID,
+			Result: map[string]any{"x": int64(1)}}},
+		Outbox: []store.OutboxMessage{{OutboxID: more[2], ExecutionID: e.ExecutionID, EventID: more[1], Subject: "noetl.commands.shared.1",
+			MsgID: next + ":1", Payload: json.RawMessage(`{"b":2}`)}},
+		Executions: []store.Execution{{ExecutionID: e.ExecutionID, Status: store.ExecutionRunning, LastSeq: 2, State: json.RawMessage(`{"y":2}`)}},
+	}
+	if err := tx.Write(ch); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := store.GetCommand(ctx, db, next); err != nil || c.Status != store.CommandRunning || c.WorkerID != "w" || c.DeadlineAt.IsZero() {
+		t.Fatalf("new command %+v %v", c, err)
+	}
+	if c, _ := store.GetCommand(ctx, db, cmdID); c.Status != store.CommandCompleted || c.Attempt != 2 {
+		t.Fatalf("changed command %+v", c)
+	}
+	if x, err := store.GetExecution(ctx, db, e.ExecutionID); err != nil || x.LastSeq != 2 || string(x.State) != `{"y": 2}` {
+		t.Fatalf("execution %+v %v", x, err)
+	}
+	if _, err := store.GetExecution(ctx, db, more[0]); err != nil {
+		t.Fatalf("new execution: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Execution statuses. FAILING is the R-R9 window between the first fatal failure and
@@ -77,33 +78,13 @@ func scanExecution(row pgx.Row) (Execution, error) {
 // StartedAt to the database clock, State to {}). When e.IdempotencyKey is already taken
 // it inserts nothing and returns the existing execution with created false.
 func InsertExecution(ctx context.Context, q Querier, e Execution) (Execution, bool, error) {
-	if e.ExecutionID <= 0 || e.Path == "" || e.Pool == "" {
-		return Execution{}, false, fmt.Errorf("store: insert execution %d: execution_id, path and pool are required", e.ExecutionID)
-	}
-	if e.Status == "" {
-		e.Status = ExecutionRunning
-	}
-	workload, err := objectJSON(e.Workload)
+	sql, args, err := insertExecutionStmt(e)
 	if err != nil {
-		return Execution{}, false, fmt.Errorf("store: insert execution %d: workload: %w", e.ExecutionID, err)
+		return Execution{}, false, fmt.Errorf("store: %w", err)
 	}
-	if workload == nil {
-		workload = []byte("{}")
-	}
-	state := []byte(e.State)
-	if state == nil {
-		state = []byte("{}")
-	}
-	stored, err := scanExecution(q.QueryRow(ctx, `
-		INSERT INTO execution (execution_id, catalog_id, path, version, parent_execution_id, status, pool,
-			idempotency_key, workload, state, last_seq, started_at, updated_at, completed_at, error)
-		SELECT $1::bigint, $2::bigint, $3::text, $4::int, $5::bigint, $6::text, $7::text, $8::text,
-			$9::jsonb, $10::jsonb, $11::bigint, t, t, $13::timestamptz, $14::text
-		FROM (SELECT coalesce($12::timestamptz, clock_timestamp()) AS t) clock
+	stored, err := scanExecution(q.QueryRow(ctx, sql+`
 		ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-		RETURNING `+executionColumns,
-		e.ExecutionID, e.CatalogID, e.Path, e.Version, nullInt64(e.ParentExecutionID), e.Status, e.Pool,
-		nullString(e.IdempotencyKey), string(workload), string(state), e.LastSeq, nullTime(e.StartedAt), nullTime(e.CompletedAt), nullString(e.Error)))
+		RETURNING `+executionColumns, args...))
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The key is taken (DO NOTHING waited for its transaction to commit).
 		existing, err := GetExecutionByIdempotencyKey(ctx, q, e.IdempotencyKey)
@@ -116,6 +97,44 @@ func InsertExecution(ctx context.Context, q Querier, e Execution) (Execution, bo
 		return Execution{}, false, fmt.Errorf("store: insert execution %d: %w", e.ExecutionID, wrapWrite(err))
 	}
 	return stored, true, nil
+}
+
+// insertExecutionStmt inserts an execution; a taken idempotency key is a
+// unique violation (IsIdempotencyConflict) unless the caller adds ON CONFLICT.
+func insertExecutionStmt(e Execution) (string, []any, error) {
+	if e.ExecutionID <= 0 || e.Path == "" || e.Pool == "" {
+		return "", nil, fmt.Errorf("insert execution %d: execution_id, path and pool are required", e.ExecutionID)
+	}
+	if e.Status == "" {
+		e.Status = ExecutionRunning
+	}
+	workload, err := objectJSON(e.Workload)
+	if err != nil {
+		return "", nil, fmt.Errorf("insert execution %d: workload: %w", e.ExecutionID, err)
+	}
+	if workload == nil {
+		workload = []byte("{}")
+	}
+	state := []byte(e.State)
+	if state == nil {
+		state = []byte("{}")
+	}
+	return `
+		INSERT INTO execution (execution_id, catalog_id, path, version, parent_execution_id, status, pool,
+			idempotency_key, workload, state, last_seq, started_at, updated_at, completed_at, error)
+		SELECT $1::bigint, $2::bigint, $3::text, $4::int, $5::bigint, $6::text, $7::text, $8::text,
+			$9::jsonb, $10::jsonb, $11::bigint, t, t, $13::timestamptz, $14::text
+		FROM (SELECT coalesce($12::timestamptz, clock_timestamp()) AS t) clock`,
+		[]any{e.ExecutionID, e.CatalogID, e.Path, e.Version, nullInt64(e.ParentExecutionID), e.Status, e.Pool,
+			nullString(e.IdempotencyKey), string(workload), string(state), e.LastSeq, nullTime(e.StartedAt), nullTime(e.CompletedAt),
+			nullString(e.Error)}, nil
+}
+
+// IsIdempotencyConflict reports an insert refused because its idempotency key
+// is taken.
+func IsIdempotencyConflict(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "execution_idempotency_key"
 }
 
 // GetExecution reads an execution without locking it.
@@ -154,20 +173,11 @@ func GetExecutionByIdempotencyKey(ctx context.Context, q Querier, key string) (E
 
 // UpdateExecution writes the mutable columns of e: status, state (kept when nil),
 // last_seq, completed_at, error; updated_at becomes the database clock (e.UpdatedAt is
-// ignored, so a row read, changed and written back cannot keep a stale one).
+// ignored, so a row read, changed and written back cannot keep a stale one). The
+// next event's time is at least updated_at (NextEventTime).
 func UpdateExecution(ctx context.Context, q Querier, e Execution) error {
-	// JSON goes as text: []byte would be sent as bytea in the exec/simple modes.
-	var state *string
-	if e.State != nil {
-		st := string(e.State)
-		state = &st
-	}
-	tag, err := q.Exec(ctx, `
-		UPDATE execution
-		SET status = $2, state = coalesce($3::jsonb, state), last_seq = $4, completed_at = $5, error = $6,
-		    updated_at = clock_timestamp()
-		WHERE execution_id = $1`,
-		e.ExecutionID, e.Status, state, e.LastSeq, nullTime(e.CompletedAt), nullString(e.Error))
+	sql, args := updateExecutionsStmt([]Execution{e})
+	tag, err := q.Exec(ctx, sql, args...)
 	if err != nil {
 		return fmt.Errorf("store: update execution %d: %w", e.ExecutionID, err)
 	}
@@ -175,6 +185,29 @@ func UpdateExecution(ctx context.Context, q Querier, e Execution) error {
 		return fmt.Errorf("store: update execution %d: %w", e.ExecutionID, ErrNotFound)
 	}
 	return nil
+}
+
+func updateExecutionsStmt(rows []Execution) (string, []any) {
+	n := len(rows)
+	ids, seqs := make([]int64, n), make([]int64, n)
+	statuses := make([]string, n)
+	states, errs := make([]*string, n), make([]*string, n)
+	completed := make([]*time.Time, n)
+	for i, e := range rows {
+		// JSON goes as text: []byte would be sent as bytea in the exec/simple modes.
+		if e.State != nil {
+			st := string(e.State)
+			states[i] = &st
+		}
+		ids[i], seqs[i], statuses[i], errs[i], completed[i] = e.ExecutionID, e.LastSeq, e.Status, nullString(e.Error), nullTime(e.CompletedAt)
+	}
+	return `
+		UPDATE execution x
+		SET status = u.status, state = coalesce(u.state::jsonb, x.state), last_seq = u.last_seq,
+		    completed_at = u.completed_at, error = u.error, updated_at = clock_timestamp()
+		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[], $6::text[])
+			AS u(execution_id, status, state, last_seq, completed_at, error)
+		WHERE x.execution_id = u.execution_id`, []any{ids, statuses, states, seqs, completed, errs}
 }
 
 // ExecutionCursor is the keyset position after the last row of a page.

@@ -70,41 +70,51 @@ func scanOutbox(row pgx.CollectableRow) (OutboxMessage, error) {
 }
 
 // InsertOutbox writes PENDING rows in one statement (in the transaction that writes
-// the commands they announce) and returns their outbox ids in order. A zero
-// AvailableAt means now (a retry's notification may be delayed to its available_at).
+// the commands they announce) and returns their outbox ids in order: the given
+// OutboxID, or one minted by next_id(). A zero AvailableAt means now (a retry's
+// notification may be delayed to its available_at).
 func InsertOutbox(ctx context.Context, q Querier, msgs []OutboxMessage) ([]int64, error) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
+	sql, args, err := insertOutboxStmt(msgs)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	rows, err := q.Query(ctx, sql+` RETURNING outbox_id`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: insert %d outbox rows: %w", len(msgs), err)
+	}
+	outIDs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("store: insert %d outbox rows: %w", len(msgs), wrapWrite(err))
+	}
+	// Rows are produced in input order (ORDER BY ord), so next_id() hands out
+	// ascending ids in that order, and given ids ascend too (one sequence);
+	// sorting the returned ids restores input order.
+	slices.Sort(outIDs)
+	return outIDs, nil
+}
+
+func insertOutboxStmt(msgs []OutboxMessage) (string, []any, error) {
 	n := len(msgs)
-	execIDs, eventIDs := make([]int64, n), make([]int64, n)
+	outboxIDs, execIDs, eventIDs := make([]int64, n), make([]int64, n), make([]int64, n)
 	subjects, msgIDs, payloads := make([]string, n), make([]string, n), make([]string, n)
 	available := make([]*time.Time, n)
 	for i, m := range msgs {
 		if m.ExecutionID <= 0 || m.Subject == "" || m.MsgID == "" || len(m.Payload) == 0 {
-			return nil, fmt.Errorf("store: insert outbox row for event %d: execution_id, subject, msg_id and payload are required", m.EventID)
+			return "", nil, fmt.Errorf("insert outbox row for event %d: execution_id, subject, msg_id and payload are required", m.EventID)
 		}
-		execIDs[i], eventIDs[i], subjects[i], msgIDs[i], payloads[i] = m.ExecutionID, m.EventID, m.Subject, m.MsgID, string(m.Payload)
+		outboxIDs[i], execIDs[i], eventIDs[i], subjects[i], msgIDs[i], payloads[i] = m.OutboxID, m.ExecutionID, m.EventID, m.Subject, m.MsgID, string(m.Payload)
 		available[i] = nullTime(m.AvailableAt)
 	}
-	// Rows are produced in input order (ORDER BY ord), so next_id() hands out ascending
-	// ids in that order; sorting the returned ids restores input order.
-	rows, err := q.Query(ctx, `
-		INSERT INTO outbox (execution_id, event_id, subject, msg_id, payload, available_at)
-		SELECT execution_id, event_id, subject, msg_id, payload::jsonb, coalesce(available_at, now())
-		FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::timestamptz[])
-			WITH ORDINALITY AS t(execution_id, event_id, subject, msg_id, payload, available_at, ord)
-		ORDER BY ord
-		RETURNING outbox_id`, execIDs, eventIDs, subjects, msgIDs, payloads, available)
-	if err != nil {
-		return nil, fmt.Errorf("store: insert %d outbox rows: %w", n, err)
-	}
-	outIDs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("store: insert %d outbox rows: %w", n, wrapWrite(err))
-	}
-	slices.Sort(outIDs)
-	return outIDs, nil
+	return `
+		INSERT INTO outbox (outbox_id, execution_id, event_id, subject, msg_id, payload, available_at)
+		SELECT coalesce(nullif(outbox_id, 0), next_id()), execution_id, event_id, subject, msg_id, payload::jsonb,
+			coalesce(available_at, now())
+		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::timestamptz[])
+			WITH ORDINALITY AS t(outbox_id, execution_id, event_id, subject, msg_id, payload, available_at, ord)
+		ORDER BY ord`, []any{outboxIDs, execIDs, eventIDs, subjects, msgIDs, payloads, available}, nil
 }
 
 // ClaimOutbox is the drain's claim (R-A6): up to limit (1..1000) rows that are PENDING

@@ -36,9 +36,11 @@ func (k StepResultKey) kind() string {
 }
 
 // StepResult is a stored per-iteration or large step result (any jsonx value).
+// ExecutionID is set on results written through Changes.
 type StepResult struct {
 	StepResultKey
-	Result any
+	ExecutionID int64
+	Result      any
 }
 
 // PutStepResults stores results of one execution in one statement; a key stored
@@ -47,26 +49,40 @@ func PutStepResults(ctx context.Context, q Querier, executionID int64, results [
 	if len(results) == 0 {
 		return nil
 	}
+	rs := make([]StepResult, len(results))
+	for i, r := range results {
+		r.ExecutionID = executionID
+		rs[i] = r
+	}
+	sql, args, err := putStepResultsStmt(rs)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if _, err := q.Exec(ctx, sql, args...); err != nil {
+		return fmt.Errorf("store: put %d step results of execution %d: %w", len(rs), executionID, err)
+	}
+	return nil
+}
+
+func putStepResultsStmt(results []StepResult) (string, []any, error) {
 	n := len(results)
+	execIDs := make([]int64, n)
 	kinds, steps, values := make([]string, n), make([]string, n), make([]string, n)
 	visits, idxs := make([]int32, n), make([]int32, n)
 	for i, r := range results {
 		b, err := jsonx.Marshal(r.Result)
 		if err != nil {
-			return fmt.Errorf("store: put %s %s#%d[%d] of execution %d: %w", r.kind(), r.Step, r.Visit, r.Index, executionID, err)
+			return "", nil, fmt.Errorf("put %s %s#%d[%d] of execution %d: %w", r.kind(), r.Step, r.Visit, r.Index, r.ExecutionID, err)
 		}
-		kinds[i], steps[i], visits[i], idxs[i], values[i] = r.kind(), r.Step, int32(r.Visit), int32(r.Index), string(b)
+		execIDs[i], kinds[i], steps[i], visits[i], idxs[i], values[i] = r.ExecutionID, r.kind(), r.Step, int32(r.Visit), int32(r.Index), string(b)
 	}
-	_, err := q.Exec(ctx, `
+	return `
 		INSERT INTO step_result (execution_id, kind, step, visit, idx, result)
-		SELECT $1, kind, step, visit, idx, result::jsonb
-		FROM unnest($2::text[], $3::text[], $4::int[], $5::int[], $6::text[]) AS t(kind, step, visit, idx, result)
+		SELECT execution_id, kind, step, visit, idx, result::jsonb
+		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::int[], $6::text[])
+			AS t(execution_id, kind, step, visit, idx, result)
 		ON CONFLICT (execution_id, kind, step, visit, idx) DO UPDATE SET result = excluded.result, created_at = now()`,
-		executionID, kinds, steps, visits, idxs, values)
-	if err != nil {
-		return fmt.Errorf("store: put %d step results of execution %d: %w", n, executionID, err)
-	}
-	return nil
+		[]any{execIDs, kinds, steps, visits, idxs, values}, nil
 }
 
 // GetStepResults reads the values stored under keys; keys with nothing stored are

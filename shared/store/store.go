@@ -67,6 +67,9 @@ type Config struct {
 	// prepared statements). Behind RDS Proxy, pgx.QueryExecModeExec avoids the named
 	// prepared statements that pin proxy connections.
 	ExecMode pgx.QueryExecMode
+	// Tracer, when set, sees every statement of every pool (a *Counter counts
+	// round trips, statements and commits).
+	Tracer pgx.QueryTracer
 }
 
 func (c Config) normalized() Config {
@@ -129,6 +132,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pc.MaxConnIdleTime = cfg.MaxConnIdleTime
 		if cfg.ExecMode != 0 {
 			pc.ConnConfig.DefaultQueryExecMode = cfg.ExecMode
+		}
+		if cfg.Tracer != nil {
+			pc.ConnConfig.Tracer = cfg.Tracer
 		}
 		p, err := pgxpool.NewWithConfig(ctx, pc) // connects lazily
 		if err != nil {

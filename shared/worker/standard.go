@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"os"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,7 +32,10 @@ type Standard struct {
 	// by reference).
 	Results     resultstore.Store
 	InlineLimit int
-	Logger      *slog.Logger
+	// Transport, when set, carries the worker's requests to the server (the
+	// bench counts them); default the client's own pooled transport.
+	Transport http.RoundTripper
+	Logger    *slog.Logger
 }
 
 // Build returns the configured worker.
@@ -49,6 +53,10 @@ func (s Standard) Build(ctx context.Context) (*Worker, error) {
 	}
 	reg := tools.New(tools.Options{Credentials: creds, Children: &Children{Client: client.New(s.Server, apiToken)},
 		Python: tools.ResolvePython(ctx, s.Python), Logger: s.Logger})
-	return New(Config{Client: client.New(s.Server, s.Token), JS: s.JS, Pool: s.Pool, WorkerID: s.ID,
+	var opts []client.Option
+	if s.Transport != nil {
+		opts = append(opts, client.WithTransport(s.Transport))
+	}
+	return New(Config{Client: client.New(s.Server, s.Token, opts...), JS: s.JS, Pool: s.Pool, WorkerID: s.ID,
 		Concurrency: s.Concurrency, Exec: reg.Exec, Results: s.Results, InlineLimit: s.InlineLimit, Logger: s.Logger})
 }

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -55,8 +56,10 @@ const DefaultInlineLimit = 256 << 10
 
 // Worker runs commands of one pool.
 type Worker struct {
-	cfg Config
-	log *slog.Logger
+	cfg      Config
+	log      *slog.Logger
+	slots    *slots
+	stopping atomic.Bool // take no more commands from reports
 }
 
 // New returns a worker.
@@ -86,83 +89,111 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Worker{cfg: cfg, log: cfg.Logger.With("worker_id", cfg.WorkerID, "pool", cfg.Pool)}, nil
+	return &Worker{cfg: cfg, log: cfg.Logger.With("worker_id", cfg.WorkerID, "pool", cfg.Pool),
+		slots: newSlots(cfg.Concurrency)}, nil
 }
 
 // Run pulls and runs commands until ctx is done, then stops pulling and lets
-// running commands finish within the grace period; what is still running after
-// it is abandoned (its lease expires and another worker takes it, R-L3).
+// running commands finish and be reported within the grace period; what is
+// still running after it is abandoned (its lease expires and another worker
+// takes it, R-L3). NATS or the API being unreachable is waited out with
+// backoff, never a reason to exit.
 func (w *Worker) Run(ctx context.Context) error {
-	cons, err := notify.EnsureConsumer(ctx, w.cfg.JS, w.cfg.Pool)
+	cons, err := w.consumer(ctx)
 	if err != nil {
-		return fmt.Errorf("worker: consumer for pool %s: %w", w.cfg.Pool, err)
+		return nil // stopped before NATS came back
 	}
-	// Commands run on their own context, so shutdown can grant them a grace period.
+	// Commands run (and are reported) on their own context, so shutdown can
+	// grant them a grace period.
 	runCtx, abandon := context.WithCancel(context.WithoutCancel(ctx))
 	defer abandon()
-	slots := make(chan struct{}, w.cfg.Concurrency)
-	var wg sync.WaitGroup
+	w.stopping.Store(false)
+	rep := newReporter(w, runCtx)
 	w.log.InfoContext(ctx, "worker started", "concurrency", w.cfg.Concurrency)
+	backoff := time.Duration(0)
 	for ctx.Err() == nil {
-		free := w.cfg.Concurrency - len(slots)
+		free := w.slots.waitFree(ctx)
 		if free == 0 {
-			select {
-			case slots <- struct{}{}:
-				<-slots
-			case <-ctx.Done():
-			}
-			continue
+			continue // ctx done
 		}
+		// Fetch returns each message as it arrives; the wait only bounds an
+		// empty pull.
 		batch, err := cons.Fetch(free, jetstream.FetchMaxWait(time.Second))
 		if err != nil {
 			if ctx.Err() == nil {
-				w.log.WarnContext(ctx, "fetch failed; retrying", "error", err.Error())
-				sleep(ctx, time.Second)
+				backoff = nextBackoff(backoff)
+				w.log.WarnContext(ctx, "fetching notifications failed; retrying", "error", err.Error(), "retry_in", backoff.String())
+				sleep(ctx, backoff)
 			}
 			continue
 		}
+		backoff = 0
 		for msg := range batch.Messages() {
-			slots <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer func() { <-slots; wg.Done() }()
-				w.handle(runCtx, msg)
-			}()
+			if !w.slots.acquire(ctx, 1) {
+				_ = msg.Nak()
+				continue
+			}
+			go w.handle(runCtx, rep, msg)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && ctx.Err() == nil {
 			w.log.WarnContext(ctx, "fetch ended with an error", "error", err.Error())
 		}
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(w.cfg.Grace):
+	// Take nothing more; let what runs finish and be reported.
+	w.stopping.Store(true)
+	grace, cancel := context.WithTimeout(context.Background(), w.cfg.Grace)
+	defer cancel()
+	if !w.slots.waitIdle(grace) {
 		w.log.Warn("grace period over; abandoning running commands to lease expiry")
 		abandon()
-		<-done
 	}
+	rep.close()
 	w.log.Info("worker stopped")
 	return nil
 }
 
-// handle claims the command a notification announces and runs it. The ack
-// follows the claim (the lease, not the ack, guarantees delivery, events.md §5).
-func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
+// consumer makes the pool's durable consumer, retrying while NATS is away.
+func (w *Worker) consumer(ctx context.Context) (jetstream.Consumer, error) {
+	backoff := time.Duration(0)
+	for {
+		cons, err := notify.EnsureConsumer(ctx, w.cfg.JS, w.cfg.Pool)
+		if err == nil {
+			return cons, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		backoff = nextBackoff(backoff)
+		w.log.WarnContext(ctx, "NATS is not reachable; retrying", "pool", w.cfg.Pool, "error", err.Error(), "retry_in", backoff.String())
+		sleep(ctx, backoff)
+	}
+}
+
+// nextBackoff doubles a wait from 100 ms up to 10 s.
+func nextBackoff(d time.Duration) time.Duration {
+	return min(max(2*d, 100*time.Millisecond), 10*time.Second)
+}
+
+// handle claims (and starts) the command a notification announces and runs
+// it; the slot it holds passes to the report. The ack follows the claim (the
+// lease, not the ack, guarantees delivery, events.md §5).
+func (w *Worker) handle(ctx context.Context, rep *reporter, msg jetstream.Msg) {
 	var b struct {
 		EventID json.Number `json:"event_id"`
 	}
 	if err := json.Unmarshal(msg.Data(), &b); err != nil || client.ID(string(b.EventID)) == 0 {
 		w.log.Error("dropping a notification that is not a command body", "subject", msg.Subject(), "data", string(msg.Data()))
 		_ = msg.Term()
+		w.slots.release(1)
 		return
 	}
-	cmd, err := w.cfg.Client.Claim(ctx, client.ID(string(b.EventID)), w.cfg.WorkerID)
+	cmd, err := w.cfg.Client.Claim(ctx, client.ID(string(b.EventID)), w.cfg.WorkerID, true)
 	var apiErr *client.Error
 	switch {
 	case err == nil:
 		_ = msg.Ack()
-		w.Execute(ctx, cmd)
+		w.execute(ctx, rep, cmd)
+		return
 	case errors.As(err, &apiErr) && (apiErr.Status == 409 || apiErr.Status == 404):
 		_ = msg.Ack() // someone else has it, or it is over
 	case errors.As(err, &apiErr) && apiErr.Status == 429:
@@ -176,12 +207,14 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		w.log.Warn("claim failed; redelivering later", "event_id", string(b.EventID), "error", err.Error())
 		_ = msg.NakWithDelay(min(time.Duration(delivered)*time.Second, 30*time.Second))
 	}
+	w.slots.release(1)
 }
 
-// Execute runs a claimed command to its reported end. A 409 on any report, or on
-// a heartbeat, means the lease was lost: the worker stops and drops the result
+// execute runs a claimed and started command and queues its completion for
+// the reporter, which reports it with others in one request. A 409 on a
+// heartbeat means the lease was lost: the worker stops and drops the result
 // (worker.md §1.6).
-func (w *Worker) Execute(ctx context.Context, cmd *client.Command) {
+func (w *Worker) execute(ctx context.Context, rep *reporter, cmd *client.Command) {
 	log := w.log.With("execution_id", cmd.ExecutionID, "command_id", cmd.CommandID, "step", cmd.Step, "attempt", cmd.Attempt)
 	timeout := time.Duration(intOf(cmd.Context["timeout_seconds"])) * time.Second
 	if timeout <= 0 {
@@ -189,10 +222,6 @@ func (w *Worker) Execute(ctx context.Context, cmd *client.Command) {
 	}
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := w.post(ctx, cmd, "command.started", "RUNNING", map[string]any{"command_id": cmd.CommandID}, nil); err != nil {
-		log.Warn("command.started not accepted; dropping the command", "error", err.Error())
-		return
-	}
 	lost := make(chan struct{})
 	stopBeat := w.heartbeat(runCtx, cmd, cancel, lost, log)
 	started := time.Now()
@@ -201,6 +230,7 @@ func (w *Worker) Execute(ctx context.Context, cmd *client.Command) {
 	select {
 	case <-lost:
 		log.Warn("lease lost while running; dropping the result")
+		w.slots.release(1)
 		return
 	default:
 	}
@@ -212,37 +242,34 @@ func (w *Worker) Execute(ctx context.Context, cmd *client.Command) {
 		env.DurationMs = time.Since(started).Milliseconds()
 	}
 	env, uri := w.offload(ctx, cmd, env)
+	rep.add(completionOf(cmd, env, uri, w.cfg.WorkerID))
+}
+
+// completionOf is the one event that ends a command on the fast path:
+// command.completed or command.failed carrying the tool's result, so no
+// call.done precedes it (R-R3).
+func completionOf(cmd *client.Command, env pipeline.Envelope, resultURI, workerID string) completion {
 	result := env.Map()
-	if uri != "" {
+	if resultURI != "" {
 		delete(result, "data")
 	}
-	err := w.cfg.Client.PostEvent(ctx, w.event(cmd, "call.done", "COMPLETED",
-		map[string]any{"command_id": cmd.CommandID, "result": result}, nil, uri))
-	if err != nil {
-		log.Warn("call.done not accepted; dropping the result", "error", err.Error())
-		return
-	}
-	if env.Status == pipeline.StatusSuccess {
-		err := w.post(ctx, cmd, "command.completed", "success", map[string]any{"command_id": cmd.CommandID, "status": "success"}, nil)
-		if err != nil {
-			log.Warn("command.completed not accepted", "error", err.Error())
+	payload := map[string]any{"command_id": cmd.CommandID, "result": result}
+	meta := map[string]any{"command_id": cmd.CommandID, "attempt": int64(cmd.Attempt)}
+	typ, status := "command.completed", "success"
+	if env.Status != pipeline.StatusSuccess {
+		typ, status = "command.failed", "FAILED"
+		msg := "the tool failed"
+		if env.Error != nil {
+			msg = env.Error.Message
 		}
-		log.Info("command completed", "duration_ms", env.DurationMs)
-		return
+		payload["error"] = msg
+		meta["class"] = "error"
+		if env.Status == pipeline.StatusTimeout {
+			meta["class"] = "timeout"
+		}
 	}
-	msg := "the tool failed"
-	if env.Error != nil {
-		msg = env.Error.Message
-	}
-	class := "error"
-	if env.Status == pipeline.StatusTimeout {
-		class = "timeout"
-	}
-	if err := w.post(ctx, cmd, "command.failed", "FAILED", map[string]any{"command_id": cmd.CommandID, "error": msg},
-		map[string]any{"class": class}); err != nil {
-		log.Warn("command.failed not accepted", "error", err.Error())
-	}
-	log.Info("command failed", "error", msg, "class", class)
+	return completion{cmd: cmd, event: client.Event{ExecutionID: cmd.ExecutionID, Step: cmd.Step, Type: typ, Status: status,
+		Payload: payload, Meta: meta, WorkerID: workerID, ClientID: clientID(cmd.CommandID, cmd.Attempt, typ), ResultURI: resultURI}}
 }
 
 // run executes the command's tool, turning every failure (a config it cannot
@@ -362,21 +389,6 @@ func (w *Worker) offload(ctx context.Context, cmd *client.Command, env pipeline.
 		return fail(fmt.Sprintf("storing the %d-byte result by reference failed: %v", len(b), err))
 	}
 	return env, uri
-}
-
-// post reports one event with a client id derived from (command, attempt,
-// type), so a re-post after a network error is idempotent.
-func (w *Worker) post(ctx context.Context, cmd *client.Command, typ, status string, payload, meta map[string]any) error {
-	return w.cfg.Client.PostEvent(ctx, w.event(cmd, typ, status, payload, meta, ""))
-}
-
-func (w *Worker) event(cmd *client.Command, typ, status string, payload, meta map[string]any, resultURI string) client.Event {
-	m := map[string]any{"command_id": cmd.CommandID, "attempt": int64(cmd.Attempt)}
-	for k, v := range meta {
-		m[k] = v
-	}
-	return client.Event{ExecutionID: cmd.ExecutionID, Step: cmd.Step, Type: typ, Status: status, Payload: payload, Meta: m,
-		WorkerID: w.cfg.WorkerID, ClientID: clientID(cmd.CommandID, cmd.Attempt, typ), ResultURI: resultURI}
 }
 
 // clientID is a positive id below 2^53 (JSON-safe everywhere).

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/noetl-go/noetl/shared/bench"
+)
+
+// shapeFlags collects repeated --shape/--loop values.
+type shapeFlags struct {
+	parse  func(string) (bench.Shape, error)
+	shapes []bench.Shape
+}
+
+func (s *shapeFlags) String() string { return fmt.Sprint(s.shapes) }
+
+func (s *shapeFlags) Set(v string) error {
+	sh, err := s.parse(v)
+	if err != nil {
+		return err
+	}
+	s.shapes = append(s.shapes, sh)
+	return nil
+}
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("bench", stderr)
+	server := fs.String("server", "", "measure a running control plane at this URL (with --nats); empty: start a durable Postgres and noetl serve")
+	natsURL := fs.String("nats", os.Getenv("NOETL_NATS_URL"), "the running control plane's NATS, with --server (env NOETL_NATS_URL)")
+	dbURLs := fs.String("database-urls", "", "with --server: comma-separated URLs of its databases, to count commits per step")
+	serverPID := fs.Int("server-pid", 0, "with --server: its process id, to sample its memory")
+	shards := fs.Int("shards", 2, "shard databases of the started stack")
+	concurrency := fs.Int("concurrency", 64, "commands the worker runs at once")
+	pprofAddr := fs.String("pprof", "", "serve the started server's pprof on this address (e.g. 127.0.0.1:6060)")
+	asJSON := fs.Bool("json", false, "print the results as JSON")
+	shapes := &shapeFlags{parse: bench.ParseShape}
+	loops := &shapeFlags{parse: bench.ParseLoop}
+	fs.Var(shapes, "shape", "WxK: W executions at once of a chain of K noop steps (repeatable; default 50x10, 1x200, 500x10)")
+	fs.Var(loops, "loop", "NxM: one loop of N noop iterations with M in flight (repeatable; default none)")
+	if code, ok := parseFlags(fs, args, "bench [flags]", "Measures the step path with the project's worker: steps/s, the step cycle (issue of step i → step i+1),\n"+
+		"execution latency, Postgres commits, HTTP requests and event rows per step, the server's peak memory.\n"+
+		"Without --server it starts Postgres with fsync and synchronous_commit on, and noetl serve over it."); !ok {
+		return code
+	}
+	if !noArgs(fs, stderr) {
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	o := bench.Options{Server: *server, NATSURL: *natsURL, Token: os.Getenv("NOETL_WORKER_TOKEN"),
+		APIToken: os.Getenv("NOETL_API_TOKEN"), Concurrency: *concurrency, ServerPID: *serverPID,
+		Shapes: append(shapes.shapes, loops.shapes...), Progress: stderr}
+	if len(shapes.shapes) == 0 {
+		o.Shapes = append(bench.DefaultShapes(), loops.shapes...)
+	}
+	if *dbURLs != "" {
+		o.Databases = strings.Split(*dbURLs, ",")
+	}
+	if *server == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fail(stderr, "bench", err)
+		}
+		var serveArgs []string
+		if *pprofAddr != "" {
+			serveArgs = append(serveArgs, "--pprof", *pprofAddr)
+		}
+		fmt.Fprintln(stderr, "noetl bench: starting Postgres (fsync on, synchronous_commit on) and noetl serve")
+		st, err := bench.StartStack(ctx, bench.StackOptions{Exe: exe, Shards: *shards, ServeArgs: serveArgs})
+		if err != nil {
+			return fail(stderr, "bench", err)
+		}
+		defer st.Close()
+		o.Server, o.NATSURL, o.Databases, o.ServerPID = st.ServerURL, st.NATSURL, st.Databases, st.PID
+		fmt.Fprintf(stderr, "noetl bench: server %s (pid %d), NATS %s\n", st.ServerURL, st.PID, st.NATSURL)
+	} else if *natsURL == "" {
+		fmt.Fprintln(stderr, "noetl bench: --server needs --nats (the server's NATS URL) for the worker")
+		return exitUsage
+	}
+	results, err := bench.Run(ctx, o)
+	if *asJSON {
+		b, _ := json.MarshalIndent(results, "", "  ")
+		fmt.Fprintln(stdout, string(b))
+	} else {
+		printResults(stdout, results)
+	}
+	if err != nil {
+		return fail(stderr, "bench", err)
+	}
+	return exitOK
+}
+
+func printResults(w io.Writer, rs []bench.Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "shape\tsteps/s\tcycle p50 ms\tcycle p99 ms\texec p50 ms\texec p99 ms\tcommits/step\thttp/step\tevents/step\tserver peak RSS MB\tRSS growth MB\t")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%s\t%.1f\t%s\t%s\t%.1f\t%.1f\t%s\t%.2f\t%.2f\t%s\t%s\t\n", r.Shape, r.StepsPerSecond,
+			opt(r.StepCycleP50Ms, "%.2f"), opt(r.StepCycleP99Ms, "%.2f"), r.ExecutionP50Ms, r.ExecutionP99Ms,
+			opt(r.CommitsPerStep, "%.2f"), r.HTTPRequestsPerStep, r.EventRowsPerStep,
+			opt(r.ServerPeakRSSMB, "%.1f"), opt(r.ServerRSSGrowthMB, "%.1f"))
+	}
+	tw.Flush()
+}
+
+func opt(v *float64, format string) string {
+	if v == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf(format, *v)
+}
+
+var _ flag.Value = (*shapeFlags)(nil)

@@ -1,0 +1,299 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/devserver"
+	"github.com/noetl-go/noetl/shared/notify"
+	"github.com/noetl-go/noetl/shared/store"
+	"github.com/noetl-go/noetl/shared/worker"
+)
+
+// chainYAML is a chain of k noop steps: start → s2 → … → sk.
+func chainYAML(path string, k int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: chain, path: %s}\nworkflow:\n", path)
+	for i := 1; i <= k; i++ {
+		name := "start"
+		if i > 1 {
+			name = fmt.Sprintf("s%d", i)
+		}
+		fmt.Fprintf(&b, "  - step: %s\n    tool: {kind: noop}\n", name)
+		if i < k {
+			fmt.Fprintf(&b, "    next: s%d\n", i+1)
+		}
+	}
+	return b.String()
+}
+
+// stepWatch sees the worker's requests: it counts them and notes the
+// database's counts when the first claim is answered and when the report of
+// the chain's last step is.
+type stepWatch struct {
+	next    http.RoundTripper
+	db      *store.Counter
+	last    string // the chain's last step
+	mu      sync.Mutex
+	reqs    int
+	claimed *store.CounterSnapshot
+	atClaim int
+	final   *store.CounterSnapshot
+	atFinal int
+	done    chan struct{}
+}
+
+func (w *stepWatch) RoundTrip(r *http.Request) (*http.Response, error) {
+	var body []byte
+	if r.Body != nil {
+		body, _ = io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	resp, err := w.next.RoundTrip(r)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.reqs++
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return resp, err
+	}
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/claim") && w.claimed == nil:
+		s := w.db.Snapshot()
+		w.claimed, w.atClaim = &s, w.reqs
+	case r.URL.Path == "/api/worker/report" && w.final == nil:
+		var rep struct {
+			Events []struct {
+				Step string `json:"step"`
+				Type string `json:"event_type"`
+			} `json:"events"`
+		}
+		_ = json.Unmarshal(body, &rep)
+		for _, e := range rep.Events {
+			if e.Step == w.last && e.Type == "command.completed" {
+				s := w.db.Snapshot()
+				w.final, w.atFinal = &s, w.reqs
+				close(w.done)
+			}
+		}
+	}
+	return resp, err
+}
+
+// TestStepPathCosts (issue 9): once a chain of K noop steps has started, our
+// worker spends at most one HTTP request and the server at most two Postgres
+// commits per step. Counted, not timed: the worker's requests, and every
+// statement the stack sends (store.Counter), with no scheduled drain.
+func TestStepPathCosts(t *testing.T) {
+	const k = 20
+	db := &store.Counter{}
+	srv, err := devserver.Start(context.Background(), devserver.Options{DBTracer: db, Getenv: throwawayEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cl := client.New(srv.URL, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	reg, err := cl.Register(ctx, chainYAML("tests/costs/chain", k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch := &stepWatch{next: http.DefaultTransport, db: db, last: fmt.Sprintf("s%d", k), done: make(chan struct{})}
+	w, err := worker.Standard{Server: srv.URL, JS: srv.JS, ID: "costs", Concurrency: 4, Transport: watch,
+		Logger: slog.New(slog.NewJSONHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}.Build(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() { _ = w.Run(wctx); close(stopped) }()
+	defer func() { stop(); <-stopped }()
+
+	id, err := cl.Execute(ctx, client.ExecuteRequest{Path: reg.Path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-watch.done:
+	case <-ctx.Done():
+		t.Fatal("the chain's last step was never reported")
+	}
+	watch.mu.Lock()
+	work, reqs := watch.final.Sub(*watch.claimed), watch.atFinal-watch.atClaim
+	watch.mu.Unlock()
+	t.Logf("after the first claim, %d steps took %d HTTP requests, %d Postgres round trips, %d statements and %d commits",
+		k, reqs, work.RoundTrips, work.Statements, work.Commits)
+	if reqs > k {
+		t.Errorf("%d HTTP requests for %d steps: want at most one per step", reqs, k)
+	}
+	if work.Commits > 2*k {
+		t.Errorf("%d commits for %d steps: want at most two per step", work.Commits, k)
+	}
+	v, err := cl.Execution(ctx, id)
+	if err != nil || v["status"] != "COMPLETED" {
+		t.Fatalf("execution %d: %v %v", id, v["status"], err)
+	}
+	for i := 2; i <= k; i++ {
+		if st := step(v, fmt.Sprintf("s%d", i)); st["status"] != "completed" {
+			t.Fatalf("s%d: %v", i, st)
+		}
+	}
+}
+
+// throwawayEnv keeps a test stack on its own throwaway Postgres and NATS.
+func throwawayEnv(k string) string {
+	switch k {
+	case "NOETL_DATABASE_URL", "NOETL_SHARD_URLS", "NOETL_NATS_URL", "NOETL_SERVER_URL":
+		return ""
+	}
+	return os.Getenv(k)
+}
+
+// protocolYAML exercises what a step's result feeds: templates reading earlier
+// results, durable set, a parallel loop, exclusive routing and a join.
+const protocolYAML = `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: protocol, path: tests/protocol}
+workload: {n: 7}
+workflow:
+  - step: start
+    tool: {kind: noop, result: {n: "{{ n }}", doubled: "{{ n * 2 }}"}}
+    set: {ctx.first: "{{ output.doubled }}"}
+    next: fan
+  - step: fan
+    loop: {in: "{{ [1, 2, 3] }}", iterator: i, spec: {mode: parallel}}
+    tool: {kind: noop, result: {i: "{{ i }}", sum: "{{ i + ctx.first }}"}}
+    next:
+      spec: {mode: exclusive}
+      arcs:
+        - {step: big, when: "{{ ctx.first > 10 }}"}
+        - {step: small}
+  - step: big
+    tool: {kind: noop, result: {size: big}}
+    next: join
+  - step: small
+    tool: {kind: noop, result: {size: small}}
+    next: join
+  - step: join
+    tool: {kind: noop, result: {size: "{{ big.size if big else small.size }}", last: "{{ fan[2].sum }}"}}
+    set: {ctx.done: "{{ output.size }}"}
+`
+
+// noetlWorker serves a pool the way NoETL's workers do: claim, then
+// command.started, call.done with NoETL's result shape, command.completed,
+// four requests per step. It runs noop tools only.
+func noetlWorker(t *testing.T, pool string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	cons, err := notify.EnsureConsumer(ctx, shared.srv.JS, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(path string, body map[string]any) (map[string]any, int) {
+		b, _ := json.Marshal(body)
+		resp, err := http.Post(shared.srv.URL+path, "application/json", bytes.NewReader(b))
+		if err != nil {
+			return nil, 0
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return out, resp.StatusCode
+	}
+	go func() {
+		for ctx.Err() == nil {
+			batch, err := cons.Fetch(1, jetstream.FetchMaxWait(200*time.Millisecond))
+			if err != nil {
+				continue
+			}
+			for msg := range batch.Messages() {
+				var n struct {
+					EventID json.Number `json:"event_id"`
+				}
+				_ = json.Unmarshal(msg.Data(), &n)
+				cmd, status := post("/api/commands/"+n.EventID.String()+"/claim", map[string]any{"worker_id": "noetl-w"})
+				_ = msg.Ack()
+				if status != http.StatusOK {
+					continue
+				}
+				execID := fmt.Sprint(cmd["execution_id"])
+				id, _ := cmd["command_id"].(string)
+				stepName, _ := cmd["node_name"].(string)
+				ctxv, _ := cmd["context"].(map[string]any)
+				cfg, _ := ctxv["tool_config"].(map[string]any)
+				data, ok := cfg["result"]
+				if !ok {
+					data = map[string]any{"status": "ok", "message": nil}
+				}
+				event := func(typ, status string, payload map[string]any) {
+					payload["command_id"] = id
+					if _, code := post("/api/events", map[string]any{"execution_id": execID, "step": stepName, "event_type": typ,
+						"status": status, "worker_id": "noetl-w", "payload": payload,
+						"meta": map[string]any{"command_id": id, "attempts": cmd["attempt"]}}); code != http.StatusOK {
+						t.Errorf("%s of %s: HTTP %d", typ, id, code)
+					}
+				}
+				event("command.started", "RUNNING", map[string]any{})
+				event("call.done", "COMPLETED", map[string]any{"result": map[string]any{"status": "success",
+					"context": map[string]any{"status": "success", "data": data}}})
+				event("command.completed", "success", map[string]any{"status": "success"})
+			}
+		}
+	}()
+}
+
+// TestNoETLWorkerProtocol (issue 9): NoETL's workers keep their four calls per
+// step and get the same results as our worker's fast path, with replay
+// parity for both.
+func TestNoETLWorkerProtocol(t *testing.T) {
+	ctx := context.Background()
+	reg, err := shared.cl.Register(ctx, protocolYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared.startWorkers(t, "proto-ours", 1)
+	noetlWorker(t, "proto-noetl")
+	ours, oursView := shared.run(t, client.ExecuteRequest{Path: reg.Path, Pool: "proto-ours"})
+	theirs, theirsView := shared.run(t, client.ExecuteRequest{Path: reg.Path, Pool: "proto-noetl"})
+	for _, v := range []map[string]any{oursView, theirsView} {
+		if v["status"] != "COMPLETED" {
+			t.Fatalf("execution %v: %v %v", v["execution_id"], v["status"], v["error"])
+		}
+	}
+	if !reflect.DeepEqual(oursView["context"], theirsView["context"]) || oursView["context"].(map[string]any)["done"] != "big" {
+		t.Errorf("context: ours %v, NoETL's %v", oursView["context"], theirsView["context"])
+	}
+	for _, name := range []string{"start", "fan", "big", "small", "join"} {
+		a, b := step(oursView, name), step(theirsView, name)
+		if a["status"] != b["status"] || !reflect.DeepEqual(a["result"], b["result"]) {
+			t.Errorf("step %s: ours %v %v, NoETL's %v %v", name, a["status"], a["result"], b["status"], b["result"])
+		}
+	}
+	oursEvents, theirsEvents := shared.events(t, ours), shared.events(t, theirs)
+	if n := count(oursEvents, "call.done", "") + count(oursEvents, "command.started", ""); n != 0 {
+		t.Errorf("our worker's run has %d call.done/command.started events; the fast path writes none", n)
+	}
+	if count(theirsEvents, "call.done", "") != count(theirsEvents, "command.issued", "") {
+		t.Errorf("NoETL's run: %d call.done for %d commands", count(theirsEvents, "call.done", ""), count(theirsEvents, "command.issued", ""))
+	}
+	if len(oursEvents) >= len(theirsEvents) {
+		t.Errorf("the fast path wrote %d events, the four-call protocol %d: want fewer", len(oursEvents), len(theirsEvents))
+	}
+	shared.verify(t, ours)
+	shared.verify(t, theirs)
+}

@@ -1,0 +1,89 @@
+package controlplane_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/store"
+)
+
+// completion is our worker's one event per step: command.completed carrying
+// the tool's result (R-R3), from the claim's holder.
+func completion(b *controlplane.CommandBody, worker string, data any) controlplane.EventInput {
+	return controlplane.EventInput{ExecutionID: b.ExecutionID, Step: b.Step, Type: "command.completed", Status: "success",
+		WorkerID: worker, ClientEventID: fmt.Sprintf("%s-%d-done", b.CommandID, b.Attempt),
+		Meta:    map[string]any{"command_id": b.CommandID, "attempt": int64(b.Attempt)},
+		Payload: map[string]any{"command_id": b.CommandID, "result": map[string]any{"status": "success", "data": data}}}
+}
+
+const loopYAML = `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: fan, path: tests/fan}
+workflow:
+  - step: start
+    tool: {kind: noop, result: {n: 1}}
+    next: fan
+  - step: fan
+    loop: {in: "{{ [1, 2, 3] }}", iterator: i, spec: {mode: parallel}}
+    tool: {kind: noop, result: {i: "{{ i }}"}}
+    next: end
+  - step: end
+    tool: {kind: noop}
+`
+
+// TestReportHandsOutWhatItIssued: a report of a step's end gives the worker
+// the commands it issued, claimed and started, within take; the rest wait
+// for a claim. Iterations reported together are folded in one transaction,
+// the last one reading the others' results written in it.
+func TestReportHandsOutWhatItIssued(t *testing.T) {
+	s := newStack(t)
+	entry := s.register(t, loopYAML)
+	started, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: entry.Path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := s.pending(t, started.ExecutionID)[0]
+	body, err := s.svc.Claim(s.ctx, first.IssuedEventID, "w1", true)
+	if err != nil || body.Status != store.CommandRunning {
+		t.Fatalf("claim with start: %+v %v", body, err)
+	}
+	out, err := s.svc.Report(s.ctx, controlplane.Report{WorkerID: "w1", Pool: "shared", Take: 2,
+		Events: []controlplane.EventInput{completion(body, "w1", map[string]any{"n": int64(1)})}})
+	if err != nil || out.Events[0].Err != nil {
+		t.Fatalf("report: %v %+v", err, out)
+	}
+	if len(out.Commands) != 2 {
+		t.Fatalf("handed %d commands, want 2 of the loop's 3", len(out.Commands))
+	}
+	if p := s.pending(t, started.ExecutionID); len(p) != 1 {
+		t.Fatalf("%d pending, want the third iteration", len(p))
+	}
+	third, err := s.svc.Claim(s.ctx, s.pending(t, started.ExecutionID)[0].IssuedEventID, "w1", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []controlplane.EventInput
+	for _, c := range append(out.Commands, third) {
+		if c.Status != store.CommandRunning || c.WorkerID != "w1" {
+			t.Fatalf("handed command %+v", c)
+		}
+		evs = append(evs, completion(c, "w1", c.Context["tool_config"].(map[string]any)["result"]))
+	}
+	out, err = s.svc.Report(s.ctx, controlplane.Report{WorkerID: "w1", Pool: "shared", Take: 4, Events: evs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range out.Events {
+		if e.Err != nil {
+			t.Fatalf("event %d: %v", i, e.Err)
+		}
+	}
+	if len(out.Commands) != 1 || out.Commands[0].Step != "end" {
+		t.Fatalf("after the loop, handed %+v; want end", out.Commands)
+	}
+	v := s.execution(t, started.ExecutionID)
+	if got := fmt.Sprint(v.Steps["fan"].Result); got != "[map[i:1] map[i:2] map[i:3]]" {
+		t.Fatalf("fan's result %s", got)
+	}
+}

@@ -1,0 +1,303 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// LockSet is what a transaction locks and reads in its first round trip, in
+// the lock order of R-L5: executions first (by id), then commands (by id).
+type LockSet struct {
+	// IssuedEventID locks the command a command.issued event created, and its
+	// execution before it (a claim knows only the event id).
+	IssuedEventID int64
+	Executions    []int64
+	Commands      []string
+	// ClientEvents are looked up: a worker event posted again is found by the
+	// client id it carried the first time.
+	ClientEvents []ClientEventKey
+	// IdempotencyKey looks up the execution an execute request with this key
+	// started (not locked).
+	IdempotencyKey string
+
+	// What Lock read.
+	ExecutionRows map[int64]Execution
+	CommandRows   map[string]Command
+	Seen          map[ClientEventKey]int64 // client key → the stored event's id
+	Existing      *Execution               // the execution of IdempotencyKey
+	// Now is the database clock once the locks are held: the time of the
+	// transaction's events (R-S4) and the base of its leases.
+	Now time.Time
+}
+
+// ClientEventKey names a worker event by its execution and client id.
+type ClientEventKey struct {
+	ExecutionID int64
+	ClientID    string
+}
+
+// Lock queues the locks and reads of ls and sends them with whatever is
+// queued (BEGIN first) in one round trip.
+func (t *Tx) Lock(ctx context.Context, ls *LockSet) error {
+	ls.ExecutionRows, ls.CommandRows, ls.Seen, ls.Existing = map[int64]Execution{}, map[string]Command{}, map[ClientEventKey]int64{}, nil
+	keepExecution := func(rows pgx.Rows) error {
+		for rows.Next() {
+			e, err := scanExecution(rows)
+			if err != nil {
+				return err
+			}
+			ls.ExecutionRows[e.ExecutionID] = e
+		}
+		return rows.Err()
+	}
+	keepCommand := func(rows pgx.Rows) error {
+		for rows.Next() {
+			c, err := scanCommand(rows)
+			if err != nil {
+				return err
+			}
+			ls.CommandRows[c.CommandID] = c
+		}
+		return rows.Err()
+	}
+	if ls.IssuedEventID != 0 {
+		t.Queue(`SELECT `+executionColumns+` FROM execution
+			WHERE execution_id = (SELECT execution_id FROM command WHERE issued_event_id = $1)
+			FOR UPDATE`, ls.IssuedEventID).Query(keepExecution)
+		t.Queue(`SELECT `+commandColumns+` FROM command WHERE issued_event_id = $1 FOR UPDATE`,
+			ls.IssuedEventID).Query(keepCommand)
+	}
+	if len(ls.Executions) > 0 {
+		t.Queue(`SELECT `+executionColumns+` FROM execution WHERE execution_id = ANY($1)
+			ORDER BY execution_id FOR UPDATE`, ls.Executions).Query(keepExecution)
+	}
+	if len(ls.Commands) > 0 {
+		t.Queue(`SELECT `+commandColumns+` FROM command WHERE command_id = ANY($1)
+			ORDER BY command_id FOR UPDATE`, ls.Commands).Query(keepCommand)
+	}
+	if len(ls.ClientEvents) > 0 {
+		execIDs, clients := make([]int64, len(ls.ClientEvents)), make([]string, len(ls.ClientEvents))
+		for i, k := range ls.ClientEvents {
+			execIDs[i], clients[i] = k.ExecutionID, k.ClientID
+		}
+		t.Queue(`SELECT e.execution_id, e.client_event_id, e.event_id
+			FROM unnest($1::bigint[], $2::text[]) AS k(execution_id, client_event_id)
+			JOIN event e ON e.execution_id = k.execution_id AND e.client_event_id = k.client_event_id
+			WHERE e.client_event_id IS NOT NULL`, execIDs, clients).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var k ClientEventKey
+				var id int64
+				if err := rows.Scan(&k.ExecutionID, &k.ClientID, &id); err != nil {
+					return err
+				}
+				ls.Seen[k] = id
+			}
+			return rows.Err()
+		})
+	}
+	if ls.IdempotencyKey != "" {
+		t.Queue(`SELECT `+executionColumns+` FROM execution WHERE idempotency_key = $1`, ls.IdempotencyKey).
+			Query(func(rows pgx.Rows) error {
+				for rows.Next() {
+					e, err := scanExecution(rows)
+					if err != nil {
+						return err
+					}
+					ls.Existing = &e
+				}
+				return rows.Err()
+			})
+	}
+	// Read after the locks are held: the clock of this transaction's events.
+	t.Queue(`SELECT clock_timestamp()`).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&ls.Now); err != nil {
+			return err
+		}
+		ls.Now = ls.Now.UTC()
+		return nil
+	})
+	if err := t.Flush(ctx); err != nil {
+		return fmt.Errorf("store: lock on shard %d: %w", t.shard, err)
+	}
+	return nil
+}
+
+// CommandChange is what a transaction changes on an existing command row.
+// Changes of one command in one transaction are merged by Merge before
+// writing, so each row is written once.
+type CommandChange struct {
+	CommandID string
+	Status    string
+	// Attempt and AvailableAt, when set, replace the row's (a retry, R-L6).
+	Attempt     int
+	AvailableAt time.Time
+	// Hold gives the command to WorkerID until LeaseExpiresAt, with its
+	// deadline (a claim, R-L2); Release clears holder, lease and deadline (a
+	// retry). Neither keeps them.
+	Hold, Release  bool
+	WorkerID       string
+	LeaseExpiresAt time.Time
+	DeadlineAt     time.Time
+}
+
+// Merge applies a later change of the same command onto c.
+func (c *CommandChange) Merge(later CommandChange) {
+	c.Status = later.Status
+	if later.Attempt > 0 {
+		c.Attempt = later.Attempt
+	}
+	if !later.AvailableAt.IsZero() {
+		c.AvailableAt = later.AvailableAt
+	}
+	if later.Hold || later.Release {
+		c.Hold, c.Release = later.Hold, later.Release
+		c.WorkerID, c.LeaseExpiresAt, c.DeadlineAt = later.WorkerID, later.LeaseExpiresAt, later.DeadlineAt
+	}
+}
+
+// Apply applies the change to a row held in memory (a command created in the
+// same transaction, or one read under its lock).
+func (c CommandChange) Apply(row *Command) {
+	row.Status = c.Status
+	if c.Attempt > 0 {
+		row.Attempt = c.Attempt
+	}
+	if !c.AvailableAt.IsZero() {
+		row.AvailableAt = c.AvailableAt
+	}
+	switch {
+	case c.Hold:
+		row.WorkerID, row.LeaseExpiresAt, row.DeadlineAt = c.WorkerID, c.LeaseExpiresAt, c.DeadlineAt
+	case c.Release:
+		row.WorkerID, row.LeaseExpiresAt, row.DeadlineAt = "", time.Time{}, time.Time{}
+	}
+}
+
+func updateCommandsStmt(changes []CommandChange) (string, []any) {
+	n := len(changes)
+	ids, statuses, workers := make([]string, n), make([]string, n), make([]*string, n)
+	attempts := make([]int32, n)
+	available, leases, deadlines := make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
+	hold, release := make([]bool, n), make([]bool, n)
+	for i, c := range changes {
+		ids[i], statuses[i], attempts[i] = c.CommandID, c.Status, int32(c.Attempt)
+		available[i], hold[i], release[i] = nullTime(c.AvailableAt), c.Hold, c.Release
+		workers[i], leases[i], deadlines[i] = nullString(c.WorkerID), nullTime(c.LeaseExpiresAt), nullTime(c.DeadlineAt)
+	}
+	return `
+		UPDATE command c SET status = u.status,
+			attempt = CASE WHEN u.attempt > 0 THEN u.attempt ELSE c.attempt END,
+			available_at = coalesce(u.available_at, c.available_at),
+			worker_id = CASE WHEN u.hold THEN u.worker_id WHEN u.release THEN NULL ELSE c.worker_id END,
+			lease_expires_at = CASE WHEN u.hold THEN u.lease WHEN u.release THEN NULL ELSE c.lease_expires_at END,
+			deadline_at = CASE WHEN u.hold THEN u.deadline WHEN u.release THEN NULL ELSE c.deadline_at END,
+			updated_at = now()
+		FROM unnest($1::text[], $2::text[], $3::int[], $4::timestamptz[], $5::boolean[], $6::boolean[],
+			$7::text[], $8::timestamptz[], $9::timestamptz[])
+			AS u(command_id, status, attempt, available_at, hold, release, worker_id, lease, deadline)
+		WHERE c.command_id = u.command_id`,
+		[]any{ids, statuses, attempts, available, hold, release, workers, leases, deadlines}
+}
+
+// UpdateCommands writes changes of existing command rows in one statement and
+// returns how many rows changed. The caller holds the rows' locks (or their
+// executions') and has checked the transitions.
+func UpdateCommands(ctx context.Context, q Querier, changes []CommandChange) (int64, error) {
+	if len(changes) == 0 {
+		return 0, nil
+	}
+	sql, args := updateCommandsStmt(changes)
+	tag, err := q.Exec(ctx, sql, args...)
+	if err != nil {
+		return 0, fmt.Errorf("store: update %d commands (first %s): %w", len(changes), changes[0].CommandID, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// Changes is what one transaction writes. Write queues it as a few multi-row
+// statements, in this order, to travel with COMMIT.
+type Changes struct {
+	NewExecutions []Execution
+	Events        []Event // CreatedAt set
+	NewCommands   []Command
+	Commands      []CommandChange // one per command
+	Results       []StepResult    // ExecutionID set
+	Outbox        []OutboxMessage // OutboxID set (from the shard's id sequence)
+	Executions    []Execution     // rows to write back (UpdateExecution's columns)
+}
+
+// Empty reports whether there is nothing to write.
+func (ch *Changes) Empty() bool {
+	return len(ch.NewExecutions)+len(ch.Events)+len(ch.NewCommands)+len(ch.Commands)+len(ch.Results)+
+		len(ch.Outbox)+len(ch.Executions) == 0
+}
+
+// Write queues the changes on t; they are sent by the next Flush or Commit.
+func (t *Tx) Write(ch *Changes) error {
+	queue := func(what string, sql string, args []any, err error) error {
+		if err != nil {
+			return fmt.Errorf("store: %s: %w", what, err)
+		}
+		t.Queue(sql, args...)
+		return nil
+	}
+	for _, e := range ch.NewExecutions {
+		sql, args, err := insertExecutionStmt(e)
+		if err := queue(fmt.Sprintf("insert execution %d", e.ExecutionID), sql, args, err); err != nil {
+			return err
+		}
+	}
+	if len(ch.Events) > 0 {
+		for _, e := range ch.Events {
+			if e.CreatedAt.IsZero() {
+				return fmt.Errorf("store: event %d of execution %d has no created_at", e.EventID, e.ExecutionID)
+			}
+		}
+		sql, args, err := appendEventsStmt(ch.Events)
+		if err := queue("append events", sql, args, err); err != nil {
+			return err
+		}
+	}
+	if len(ch.NewCommands) > 0 {
+		sql, args, err := insertCommandsStmt(ch.NewCommands)
+		if err := queue("insert commands", sql, args, err); err != nil {
+			return err
+		}
+	}
+	if len(ch.Commands) > 0 {
+		sql, args := updateCommandsStmt(ch.Commands)
+		t.Queue(sql, args...)
+	}
+	if len(ch.Results) > 0 {
+		sql, args, err := putStepResultsStmt(ch.Results)
+		if err := queue("put step results", sql, args, err); err != nil {
+			return err
+		}
+	}
+	if len(ch.Outbox) > 0 {
+		for _, m := range ch.Outbox {
+			if m.OutboxID == 0 {
+				return errors.New("store: an outbox row without its id")
+			}
+		}
+		sql, args, err := insertOutboxStmt(ch.Outbox)
+		if err := queue("insert outbox rows", sql, args, err); err != nil {
+			return err
+		}
+	}
+	if len(ch.Executions) > 0 {
+		sql, args := updateExecutionsStmt(ch.Executions)
+		t.Queue(sql, args...).Exec(func(tag pgconn.CommandTag) error {
+			if tag.RowsAffected() != int64(len(ch.Executions)) {
+				return fmt.Errorf("store: update %d executions: %d rows changed: %w", len(ch.Executions), tag.RowsAffected(), ErrNotFound)
+			}
+			return nil
+		})
+	}
+	return nil
+}

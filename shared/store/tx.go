@@ -1,0 +1,140 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Tx is a transaction on one shard that sends its statements in pipelined
+// batches: BEGIN travels with the first batch and COMMIT with the last, so a
+// transaction that locks and reads, then writes, costs two round trips. The
+// cost of a step is round trips, not query work, so the hot paths queue what
+// they can (Queue, Lock*, Write) and send it at once (Flush, Commit).
+//
+// Tx is also a Querier: a direct Exec, Query or QueryRow first sends whatever
+// is queued (and BEGIN). A Tx is used by one goroutine.
+type Tx struct {
+	conn  *pgxpool.Conn
+	shard int
+	began bool
+	ended bool
+	batch *pgx.Batch
+}
+
+// Begin takes a connection of the shard for a transaction; nothing is sent
+// until the first statement.
+func (s *Shard) Begin(ctx context.Context) (*Tx, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store: begin on shard %d: %w", s.index, err)
+	}
+	return &Tx{conn: conn, shard: s.index, batch: &pgx.Batch{}}, nil
+}
+
+// Queue adds a statement to the next batch; the callbacks set on the returned
+// query run when the batch is sent.
+func (t *Tx) Queue(sql string, args ...any) *pgx.QueuedQuery {
+	if !t.began && t.batch.Len() == 0 {
+		t.batch.Queue("begin")
+		t.began = true
+	}
+	return t.batch.Queue(sql, args...)
+}
+
+// Flush sends the queued statements (with BEGIN if none was sent yet) in one
+// round trip and runs their callbacks. An error leaves the transaction
+// failed: roll it back.
+func (t *Tx) Flush(ctx context.Context) error {
+	if t.ended {
+		return errors.New("store: the transaction already ended")
+	}
+	if t.batch.Len() == 0 {
+		return nil
+	}
+	b := t.batch
+	t.batch = &pgx.Batch{}
+	if err := t.conn.SendBatch(ctx, b).Close(); err != nil {
+		return wrapWrite(err)
+	}
+	return nil
+}
+
+// Commit sends the queued statements and COMMIT in one round trip.
+func (t *Tx) Commit(ctx context.Context) error {
+	if t.ended {
+		return errors.New("store: the transaction already ended")
+	}
+	if !t.began && t.batch.Len() == 0 {
+		t.release()
+		return nil
+	}
+	t.batch.Queue("commit")
+	err := t.Flush(ctx)
+	if err != nil {
+		t.Rollback(ctx)
+		return fmt.Errorf("store: commit on shard %d: %w", t.shard, err)
+	}
+	t.release()
+	return nil
+}
+
+// Rollback ends the transaction without its changes; it is a no-op after
+// Commit, so defer it.
+func (t *Tx) Rollback(ctx context.Context) {
+	if t.ended {
+		return
+	}
+	if t.began {
+		// A connection left inside a transaction is destroyed by the pool on
+		// release, so a failed rollback loses nothing.
+		_, _ = t.conn.Exec(context.WithoutCancel(ctx), "rollback")
+	}
+	t.release()
+}
+
+func (t *Tx) release() {
+	t.ended = true
+	t.conn.Release()
+}
+
+// start sends what is queued (and BEGIN) before a direct statement.
+func (t *Tx) start(ctx context.Context) error {
+	if !t.began {
+		t.batch.Queue("begin")
+		t.began = true
+	}
+	return t.Flush(ctx)
+}
+
+// Exec runs a statement now (see Querier).
+func (t *Tx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if err := t.start(ctx); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return t.conn.Exec(ctx, sql, args...)
+}
+
+// Query runs a query now (see Querier).
+func (t *Tx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if err := t.start(ctx); err != nil {
+		return nil, err
+	}
+	return t.conn.Query(ctx, sql, args...)
+}
+
+// QueryRow runs a single-row query now (see Querier).
+func (t *Tx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if err := t.start(ctx); err != nil {
+		return errRow{err}
+	}
+	return t.conn.QueryRow(ctx, sql, args...)
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }

@@ -1,0 +1,287 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/noetl-go/noetl/shared/client"
+)
+
+// slots counts the commands a worker runs at once. A claimed command holds
+// one from its claim until the answer to the report that carries its result:
+// that answer passes the slot to a command handed back (eager dispatch) or
+// frees it.
+type slots struct {
+	mu   sync.Mutex
+	max  int
+	free int
+	wake chan struct{} // closed when slots free up
+}
+
+func newSlots(n int) *slots { return &slots{max: n, free: n, wake: make(chan struct{})} }
+
+// acquire takes n slots, waiting for them; false when ctx ended first.
+func (s *slots) acquire(ctx context.Context, n int) bool {
+	for {
+		s.mu.Lock()
+		if s.free >= n {
+			s.free -= n
+			s.mu.Unlock()
+			return true
+		}
+		wake := s.wake
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-wake:
+		}
+	}
+}
+
+// release frees n slots.
+func (s *slots) release(n int) {
+	if n <= 0 {
+		return
+	}
+	s.mu.Lock()
+	s.free += n
+	close(s.wake)
+	s.wake = make(chan struct{})
+	s.mu.Unlock()
+}
+
+// grab takes every free slot and says how many.
+func (s *slots) grab() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.free
+	s.free = 0
+	return n
+}
+
+// waitFree waits until a slot is free and says how many are (without taking
+// them); 0 when ctx ended first.
+func (s *slots) waitFree(ctx context.Context) int {
+	return s.wait(ctx, func(free int) bool { return free > 0 })
+}
+
+// waitIdle waits until every slot is free: nothing runs and nothing waits to
+// be reported. False when ctx ended first.
+func (s *slots) waitIdle(ctx context.Context) bool {
+	return s.wait(ctx, func(free int) bool { return free == s.max }) > 0
+}
+
+func (s *slots) wait(ctx context.Context, ok func(free int) bool) int {
+	for {
+		s.mu.Lock()
+		free, wake := s.free, s.wake
+		s.mu.Unlock()
+		if ok(free) {
+			return max(free, 1)
+		}
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-wake:
+		}
+	}
+}
+
+// completion is a command's end waiting to be reported.
+type completion struct {
+	cmd   *client.Command
+	event client.Event
+	// refused is set on a command.failed made because the server refused the
+	// result (4xx): it is the last word, never replaced again.
+	refused bool
+	tries   int
+}
+
+// reporter sends completions in reports (POST /api/worker/report): one
+// request in flight, carrying everything that completed meanwhile, so a busy
+// worker reports many executions in one request and one transaction, and an
+// idle one reports at once. Each answer hands back the commands the reported
+// events issued, which start at once in the slots the completions held.
+type reporter struct {
+	w    *Worker
+	ctx  context.Context
+	mu   sync.Mutex
+	q    []completion
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+}
+
+func newReporter(w *Worker, ctx context.Context) *reporter {
+	r := &reporter{w: w, ctx: ctx, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go r.loop()
+	return r
+}
+
+// add queues a completion (again); its command's slot stays held until the
+// report.
+func (r *reporter) add(c completion) {
+	r.mu.Lock()
+	r.q = append(r.q, c)
+	r.mu.Unlock()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// close stops the loop once the queue is empty (or the context ended).
+func (r *reporter) close() {
+	close(r.stop)
+	<-r.done
+}
+
+func (r *reporter) loop() {
+	defer close(r.done)
+	backoff := time.Duration(0)
+	for {
+		r.mu.Lock()
+		batch := r.q
+		if len(batch) > maxReportEvents {
+			batch = batch[:maxReportEvents]
+		}
+		r.q = r.q[len(batch):]
+		r.mu.Unlock()
+		if len(batch) > 0 {
+			if r.send(batch) {
+				backoff = 0
+			} else {
+				backoff = nextBackoff(backoff)
+				sleep(r.ctx, backoff)
+			}
+			if r.ctx.Err() != nil {
+				return
+			}
+			continue
+		}
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-r.kick:
+		case <-r.stop:
+			r.mu.Lock()
+			empty := len(r.q) == 0
+			r.mu.Unlock()
+			if empty {
+				return
+			}
+		}
+	}
+}
+
+// maxReportEvents keeps a report under the API's batch limit.
+const maxReportEvents = 500
+
+// send reports a batch; false when it must be tried again later (the server
+// could not be reached), the batch then being back in the queue.
+func (r *reporter) send(batch []completion) bool {
+	w := r.w
+	held := len(batch)
+	take := 0
+	if !w.stopping.Load() {
+		held += w.slots.grab()
+		take = held
+	}
+	req := client.Report{WorkerID: w.cfg.WorkerID, Pool: w.cfg.Pool, Take: take}
+	for _, c := range batch {
+		req.Events = append(req.Events, c.event)
+	}
+	res, err := w.cfg.Client.Report(r.ctx, req)
+	if err != nil {
+		w.slots.release(held - len(batch))
+		return r.failed(batch, err)
+	}
+	// The slots held pass to the commands handed back, and stay with
+	// completions reported again; the rest are free.
+	handed, kept, retry := min(len(res.Commands), held), 0, false
+	for i, c := range batch {
+		if r.settle(c, res.Events[i]) {
+			kept++
+			retry = retry || res.Events[i].Status >= 500
+		}
+	}
+	w.slots.release(held - handed - kept)
+	for _, cmd := range res.Commands[:handed] {
+		go w.execute(r.ctx, r, cmd)
+	}
+	return !retry // a server error is tried again after a pause
+}
+
+// settle acts on one event's outcome: done, dropped (the lease is gone), or
+// queued again — as is, or as a command.failed that says why the server
+// refused the result. It says whether the completion was queued again (and
+// keeps its slot).
+func (r *reporter) settle(c completion, o client.ReportedEvent) bool {
+	w := r.w
+	log := w.log.With("execution_id", c.cmd.ExecutionID, "command_id", c.cmd.CommandID, "attempt", c.cmd.Attempt)
+	switch {
+	case o.Status == http.StatusOK:
+		log.Debug("command reported", "event", c.event.Type)
+	case o.Status == http.StatusConflict || o.Status == http.StatusNotFound:
+		log.Warn("the report was refused: the lease is gone; dropping the result", "status", o.Status, "error", o.Error)
+	case o.Status >= 500 && c.tries < 5 && r.ctx.Err() == nil:
+		c.tries++
+		log.Warn("the report failed on the server; reporting again", "status", o.Status, "error", o.Error)
+		r.add(c)
+		return true
+	case o.Status >= 400 && o.Status < 500 && !c.refused:
+		log.Warn("the server refused the result; reporting the command failed", "status", o.Status, "error", o.Error)
+		r.add(refusal(c, w.cfg.WorkerID, o.Error))
+		return true
+	default:
+		log.Error("the command's end could not be reported; its lease will expire", "status", o.Status, "error", o.Error)
+	}
+	return false
+}
+
+// failed handles a report that got no per-event answer: a request refused as
+// a whole is split so the offending event is found; an unreachable server is
+// tried again until the leases have run out anyway.
+func (r *reporter) failed(batch []completion, err error) bool {
+	w := r.w
+	status := client.StatusOf(err)
+	if status >= 400 && status < 500 && status != http.StatusTooManyRequests {
+		if len(batch) > 1 {
+			for _, c := range batch {
+				r.add(c)
+			}
+			return true // sent one by one next
+		}
+		if !r.settle(batch[0], client.ReportedEvent{Status: status, Error: err.Error()}) {
+			w.slots.release(1)
+		}
+		return true
+	}
+	w.log.Warn("reporting failed; trying again", "events", len(batch), "error", err.Error())
+	for _, c := range batch {
+		if time.Now().After(c.cmd.LeaseExpiresAt.Add(time.Minute)) {
+			w.log.Error("dropping a result whose lease ran out while the server was unreachable",
+				"execution_id", c.cmd.ExecutionID, "command_id", c.cmd.CommandID)
+			w.slots.release(1)
+			continue
+		}
+		r.add(c)
+	}
+	return false
+}
+
+
+// refusal turns a refused completion into the command.failed that says why,
+// without the result the server would not take.
+func refusal(c completion, workerID, why string) completion {
+	msg := fmt.Sprintf("the server refused the step's result: %s", why)
+	ev := client.Event{ExecutionID: c.cmd.ExecutionID, Step: c.cmd.Step, Type: "command.failed", Status: "FAILED",
+		Payload:  map[string]any{"command_id": c.cmd.CommandID, "error": msg},
+		Meta:     map[string]any{"command_id": c.cmd.CommandID, "attempt": int64(c.cmd.Attempt), "class": "error"},
+		WorkerID: workerID, ClientID: clientID(c.cmd.CommandID, c.cmd.Attempt, "command.failed.refused")}
+	return completion{cmd: c.cmd, event: ev, refused: true}
+}
