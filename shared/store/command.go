@@ -217,7 +217,6 @@ func GetCommandByIssuedEvent(ctx context.Context, q Querier, eventID int64) (Com
 		`SELECT `+commandColumns+` FROM command WHERE issued_event_id = $1`, eventID)
 }
 
-
 // commandStateError tells ErrNotFound from ErrConflict after a guarded UPDATE matched
 // no row, naming the current status.
 func commandStateError(ctx context.Context, q Querier, what, commandID string) error {

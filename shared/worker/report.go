@@ -274,7 +274,6 @@ func (r *reporter) failed(batch []completion, err error) bool {
 	return false
 }
 
-
 // refusal turns a refused completion into the command.failed that says why,
 // without the result the server would not take.
 func refusal(c completion, workerID, why string) completion {
