@@ -42,8 +42,8 @@ func chainYAML(path string, k int) string {
 }
 
 // stepWatch sees the worker's requests: it counts them and notes the
-// database's counts when the first claim is answered and when the report of
-// the chain's last step is.
+// database's counts when the first claim is answered (our worker claims in a
+// report) and when the report of the chain's last step is.
 type stepWatch struct {
 	next    http.RoundTripper
 	db      *store.Counter
@@ -70,24 +70,26 @@ func (w *stepWatch) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return resp, err
 	}
-	switch {
-	case strings.HasSuffix(r.URL.Path, "/claim") && w.claimed == nil:
+	if r.URL.Path != "/api/worker/report" || w.final != nil {
+		return resp, err
+	}
+	var rep struct {
+		Claims []any `json:"claims"`
+		Events []struct {
+			Step string `json:"step"`
+			Type string `json:"event_type"`
+		} `json:"events"`
+	}
+	_ = json.Unmarshal(body, &rep)
+	if len(rep.Claims) > 0 && w.claimed == nil {
 		s := w.db.Snapshot()
 		w.claimed, w.atClaim = &s, w.reqs
-	case r.URL.Path == "/api/worker/report" && w.final == nil:
-		var rep struct {
-			Events []struct {
-				Step string `json:"step"`
-				Type string `json:"event_type"`
-			} `json:"events"`
-		}
-		_ = json.Unmarshal(body, &rep)
-		for _, e := range rep.Events {
-			if e.Step == w.last && e.Type == "command.completed" {
-				s := w.db.Snapshot()
-				w.final, w.atFinal = &s, w.reqs
-				close(w.done)
-			}
+	}
+	for _, e := range rep.Events {
+		if e.Step == w.last && e.Type == "command.completed" {
+			s := w.db.Snapshot()
+			w.final, w.atFinal = &s, w.reqs
+			close(w.done)
 		}
 	}
 	return resp, err

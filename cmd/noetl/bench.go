@@ -41,6 +41,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	shards := fs.Int("shards", 2, "shard databases of the started stack")
 	concurrency := fs.Int("concurrency", 64, "commands the worker runs at once")
 	pprofAddr := fs.String("pprof", "", "serve the started server's pprof on this address (e.g. 127.0.0.1:6060)")
+	serverLog := fs.String("server-log", "", "append the started server's log (JSON, warnings and errors) to this file")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	shapes := &shapeFlags{parse: bench.ParseShape}
 	loops := &shapeFlags{parse: bench.ParseLoop}
@@ -74,8 +75,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if *pprofAddr != "" {
 			serveArgs = append(serveArgs, "--pprof", *pprofAddr)
 		}
+		so := bench.StackOptions{Exe: exe, Shards: *shards, ServeArgs: serveArgs}
+		if *serverLog != "" {
+			f, err := os.OpenFile(*serverLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			if err != nil {
+				return fail(stderr, "bench", err)
+			}
+			defer f.Close()
+			so.ServerLog = f
+		}
 		fmt.Fprintln(stderr, "noetl bench: starting Postgres (fsync on, synchronous_commit on) and noetl serve")
-		st, err := bench.StartStack(ctx, bench.StackOptions{Exe: exe, Shards: *shards, ServeArgs: serveArgs})
+		st, err := bench.StartStack(ctx, so)
 		if err != nil {
 			return fail(stderr, "bench", err)
 		}

@@ -262,12 +262,13 @@ func (a *API) heartbeat(ctx context.Context, c *call) (any, error) {
 // MaxTake bounds how many commands one report can take.
 const MaxTake = 1000
 
-// POST /api/worker/report {worker_id, pool?, take?, events: [EventRequest with
-// execution_id]}: our worker's one request per step. The events of any
-// number of executions are ingested (each execution's in order), and up to
-// take of the commands they issued come back already claimed and started for
-// the worker. Each event gets its own status: one refused event (404, 409,
-// 422) does not refuse the others.
+// POST /api/worker/report {worker_id, pool?, take?, events?: [EventRequest
+// with execution_id], claims?: [command.issued event id]}: our worker's one
+// request per step. The events of any number of executions are ingested (each
+// execution's in order), the claimed commands are claimed and started, and up
+// to take of the commands the events issued come back claimed and started
+// too. Each event and each claim gets its own status: one refused (404, 409,
+// 422, 429) does not refuse the others.
 func (a *API) report(ctx context.Context, c *call) (any, error) {
 	o, err := decodeBody(c.req.Body)
 	if err != nil {
@@ -285,9 +286,27 @@ func (a *API) report(ctx context.Context, c *call) (any, error) {
 	} else {
 		r.Take = int(take)
 	}
-	list, err := eventList(o)
+	list, _, err := o.array("events", false)
 	if err != nil {
 		return nil, err
+	}
+	claims, _, err := o.array("claims", false)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(list)+len(claims) == 0:
+		return nil, invalid("events", "give at least one event or claim")
+	case len(list)+len(claims) > MaxBatchEvents:
+		return nil, errorf(http.StatusRequestEntityTooLarge, "events and claims: %d in one request; the limit is %d",
+			len(list)+len(claims), MaxBatchEvents)
+	}
+	for i, raw := range claims {
+		id, err := parseID(fmt.Sprintf("claims[%d]", i), raw)
+		if err != nil {
+			return nil, err
+		}
+		r.Claims = append(r.Claims, id)
 	}
 	types := make([]string, len(list))
 	for i, raw := range list {
@@ -326,11 +345,30 @@ func (a *API) report(ctx context.Context, c *call) (any, error) {
 		}
 		events[i] = m
 	}
+	claimed := make([]any, len(out.Claims))
+	for i, c := range out.Claims {
+		m := map[string]any{"event_id": formatID(c.EventID), "status": int64(http.StatusOK)}
+		if rec := a.opts.Recorder; rec != nil {
+			if c.Err != nil {
+				rec.Claim(classify(c.Err).Status)
+			} else {
+				rec.Claim(http.StatusOK)
+			}
+		}
+		if c.Err != nil {
+			ae := classify(c.Err)
+			m["status"], m["error"] = int64(ae.Status), ae.Message
+			if ra, ok := ae.Extra["retry_after_seconds"]; ok {
+				m["retry_after_seconds"] = ra
+			}
+		}
+		claimed[i] = m
+	}
 	cmds := make([]any, len(out.Commands))
 	for i, b := range out.Commands {
 		cmds[i] = commandBody(b, "ok")
 	}
-	return map[string]any{"status": "ok", "events": events, "commands": cmds}, nil
+	return map[string]any{"status": "ok", "events": events, "claims": claimed, "commands": cmds}, nil
 }
 
 // eventList reads a request's events array: 1..MaxBatchEvents entries (over the

@@ -454,20 +454,32 @@ func (e Event) body() map[string]any {
 }
 
 // Report is our worker's one request per step (POST /api/worker/report):
-// the events of any number of executions, and how many new commands the
-// worker can start now.
+// the events of any number of executions, the commands it claims (their
+// command.issued event ids), and how many more commands it can start now.
 type Report struct {
 	WorkerID string
 	Pool     string
 	Take     int
 	Events   []Event
+	Claims   []int64
 }
 
-// Reported is the answer to a Report: one outcome per event, in order, and
-// the commands handed to the worker, already claimed and started for it.
+// Reported is the answer to a Report: one outcome per event and per claim, in
+// order, and the commands handed to the worker, already claimed and started
+// for it (the claims it got, and those the events issued).
 type Reported struct {
 	Events   []ReportedEvent
+	Claims   []ReportedClaim
 	Commands []*Command
+}
+
+// ReportedClaim is one claim's outcome: Status 200 (its command is in
+// Commands), 404, 409, or 429 with RetryAfter (R-L7).
+type ReportedClaim struct {
+	EventID    int64
+	Status     int
+	Error      string
+	RetryAfter time.Duration
 }
 
 // ReportedEvent is one event's outcome: Status 200, or the error's status
@@ -486,7 +498,11 @@ func (c *Client) Report(ctx context.Context, r Report) (*Reported, error) {
 	for i, e := range r.Events {
 		events[i] = e.body()
 	}
-	body := map[string]any{"worker_id": r.WorkerID, "pool": r.Pool, "take": int64(r.Take), "events": events}
+	claims := make([]any, len(r.Claims))
+	for i, id := range r.Claims {
+		claims[i] = strconv.FormatInt(id, 10)
+	}
+	body := map[string]any{"worker_id": r.WorkerID, "pool": r.Pool, "take": int64(r.Take), "events": events, "claims": claims}
 	var out map[string]any
 	if err := c.do(ctx, http.MethodPost, "/api/worker/report", body, true, &out); err != nil {
 		return nil, err
@@ -498,8 +514,17 @@ func (c *Client) Report(ctx context.Context, r Report) (*Reported, error) {
 		st, _ := m["status"].(int64)
 		res.Events = append(res.Events, ReportedEvent{Status: int(st), Error: str(m["error"]), EventID: ID(m["event_id"])})
 	}
-	if len(res.Events) != len(r.Events) {
-		return nil, fmt.Errorf("POST /api/worker/report: %d outcomes for %d events", len(res.Events), len(r.Events))
+	cl, _ := out["claims"].([]any)
+	for _, raw := range cl {
+		m, _ := raw.(map[string]any)
+		st, _ := m["status"].(int64)
+		ra, _ := m["retry_after_seconds"].(int64)
+		res.Claims = append(res.Claims, ReportedClaim{EventID: ID(m["event_id"]), Status: int(st), Error: str(m["error"]),
+			RetryAfter: time.Duration(ra) * time.Second})
+	}
+	if len(res.Events) != len(r.Events) || len(res.Claims) != len(r.Claims) {
+		return nil, fmt.Errorf("POST /api/worker/report: %d outcomes for %d events and %d for %d claims",
+			len(res.Events), len(r.Events), len(res.Claims), len(r.Claims))
 	}
 	cmds, _ := out["commands"].([]any)
 	for _, raw := range cmds {

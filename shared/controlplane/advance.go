@@ -173,10 +173,16 @@ func terminal(status string) bool {
 	return false
 }
 
-// snapshot decodes the execution's snapshot once per txn.
-func (x *execution) snapshot() (*engine.Snapshot, error) {
+// snapshot is the execution's snapshot, decoded once per txn (or found in
+// the process's cache). Callers must not change it in place: advance folds
+// into a clone.
+func (t *txn) snapshot(x *execution) (*engine.Snapshot, error) {
 	if x.snap != nil {
 		return x.snap, nil
+	}
+	if snap := t.s.snaps.get(x.row.ExecutionID, x.row.LastSeq); snap != nil {
+		x.snap = snap
+		return snap, nil
 	}
 	snap, err := engine.UnmarshalSnapshot(x.row.State)
 	if err != nil {
@@ -211,7 +217,7 @@ func (t *txn) advance(x *execution, trigger store.Event) (*engine.Outcome, store
 	if t.ids.err != nil {
 		return nil, trigger, t.ids.err
 	}
-	snap, err := x.snapshot()
+	snap, err := t.snapshot(x)
 	if err != nil {
 		return nil, trigger, err
 	}
@@ -348,6 +354,8 @@ func (t *txn) commit() error {
 			x.row.Status = rowStatus(x.snap.Status)
 			x.row.Error = x.snap.Error
 		}
+		// Until it commits, no cached snapshot of it is current.
+		t.s.snaps.drop(x.row.ExecutionID)
 		if terminal(x.row.Status) && x.row.CompletedAt.IsZero() {
 			x.row.CompletedAt = t.lastEventTime(x.row.ExecutionID)
 		}
@@ -392,6 +400,11 @@ func (t *txn) commit() error {
 	}
 	if err := t.tx.Commit(t.ctx); err != nil {
 		return err
+	}
+	for _, x := range t.order {
+		if (x.dirty || x.isNew) && x.snap != nil {
+			t.s.snaps.put(x.row.ExecutionID, x.row.LastSeq, x.snap, len(x.row.State))
+		}
 	}
 	t.outbox = t.ch.Outbox
 	t.s.publish(t.ctx, t.sh, t.outbox)

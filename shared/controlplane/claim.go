@@ -75,7 +75,7 @@ func (s *Service) Claim(ctx context.Context, eventID int64, workerID string, sta
 		return nil, err
 	}
 	defer t.rollback()
-	ls := &store.LockSet{IssuedEventID: eventID}
+	ls := &store.LockSet{IssuedEventIDs: []int64{eventID}}
 	if err := t.lock(ls); err != nil {
 		return nil, err
 	}

@@ -109,10 +109,12 @@ func (s *Service) project(ctx context.Context, executionID int64, events []Exter
 	if err != nil {
 		return 0, 0, err
 	}
-	snap, err := x.snapshot()
+	base, err := t.snapshot(x)
 	if err != nil {
 		return 0, 0, err
 	}
+	snap := base.Clone()
+	x.snap = snap
 	seen := map[string]bool{}
 	for _, e := range events {
 		client := projectedClient(e)

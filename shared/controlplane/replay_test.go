@@ -45,7 +45,8 @@ func TestReplayVerify(t *testing.T) {
 
 	// A live snapshot that drifted from its log is reported, with the path.
 	sh, _ := s.st.ShardFor(st.ExecutionID)
-	if _, err := sh.Pool().Exec(s.ctx, `UPDATE execution SET state = jsonb_set(state, '{ctx,first}', '99') WHERE execution_id = $1`, st.ExecutionID); err != nil {
+	if _, err := sh.Pool().Exec(s.ctx, `UPDATE execution SET state = convert_to(jsonb_set(convert_from(state, 'UTF8')::jsonb, '{ctx,first}', '99')::text, 'UTF8')
+		WHERE execution_id = $1`, st.ExecutionID); err != nil {
 		t.Fatal(err)
 	}
 	r, err = s.svc.Replay(s.ctx, st.ExecutionID, replay.Query{Verify: true})

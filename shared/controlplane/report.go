@@ -19,19 +19,31 @@ type Report struct {
 	// Pool is the pool the worker serves; commands of executions in another
 	// pool are never given to it.
 	Pool string
-	// Take is how many commands the worker can start now.
+	// Take is how many commands the worker can start now, besides Claims.
 	Take   int
 	Events []EventInput
+	// Claims are commands the worker heard of (their command.issued event
+	// ids, from NATS) and claims here, starting each at once as Claim does
+	// with start.
+	Claims []int64
 }
 
-// ReportOutcome answers a Report: one entry per event, in order, and the
-// commands given to the worker.
+// ReportOutcome answers a Report: one entry per event and per claim, in
+// order, and the commands given to the worker.
 type ReportOutcome struct {
 	Events []ReportedEvent
-	// Commands were issued by the reported events and are already claimed and
-	// started for the worker (eager dispatch): no notification, no claim
-	// request.
+	Claims []ClaimOutcome
+	// Commands are claimed and started for the worker: those of its Claims
+	// that it got, and those the reported events issued (eager dispatch: no
+	// notification, no claim request).
 	Commands []*CommandBody
+}
+
+// ClaimOutcome is one claim's: Err nil means its command is in Commands; else
+// why not (ErrNotFound, ErrConflict, *TooEarlyError).
+type ClaimOutcome struct {
+	EventID int64
+	Err     error
 }
 
 // ReportedEvent is one event's outcome; Err is set when it was refused
@@ -51,9 +63,23 @@ func (s *Service) Report(ctx context.Context, r Report) (*ReportOutcome, error) 
 	if r.Pool == "" {
 		r.Pool = notify.PoolShared
 	}
-	out := &ReportOutcome{Events: make([]ReportedEvent, len(r.Events))}
-	// shard → execution → indexes of its events, in request order.
+	out := &ReportOutcome{Events: make([]ReportedEvent, len(r.Events)), Claims: make([]ClaimOutcome, len(r.Claims))}
+	// shard → execution → indexes of its events, in request order; shard →
+	// indexes of its claims.
 	byShard := map[*store.Shard]map[int64][]int{}
+	claims := map[*store.Shard][]int{}
+	for i, id := range r.Claims {
+		out.Claims[i].EventID = id
+		sh, err := s.st.ShardFor(id)
+		if err != nil {
+			out.Claims[i].Err = Errorf(ErrNotFound, "command %d not found", id)
+			continue
+		}
+		claims[sh] = append(claims[sh], i)
+		if byShard[sh] == nil {
+			byShard[sh] = map[int64][]int{}
+		}
+	}
 	prepared := make([]store.Event, len(r.Events))
 	for i, in := range r.Events {
 		if in.WorkerID == "" {
@@ -84,7 +110,7 @@ func (s *Service) Report(ctx context.Context, r Report) (*ReportOutcome, error) 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cmds := s.reportShard(ctx, sh, r, execs, prepared, out.Events, budget)
+			cmds := s.reportShard(ctx, sh, r, report{execs: execs, claims: claims[sh]}, prepared, out, budget)
 			mu.Lock()
 			out.Commands = append(out.Commands, cmds...)
 			mu.Unlock()
@@ -94,34 +120,56 @@ func (s *Service) Report(ctx context.Context, r Report) (*ReportOutcome, error) 
 	return out, nil
 }
 
-// reportShard handles one shard's executions: together, or one by one when
-// together fails. Outcomes go to results at their events' indexes.
-func (s *Service) reportShard(ctx context.Context, sh *store.Shard, r Report, execs map[int64][]int,
-	events []store.Event, results []ReportedEvent, budget *takeBudget) []*CommandBody {
-	ids := make([]int64, 0, len(execs))
-	for id := range execs {
+// report is one shard's part of a Report: its executions' events and its
+// claims, by index.
+type report struct {
+	execs  map[int64][]int
+	claims []int
+}
+
+// reportShard handles one shard's part: together, or piece by piece (each
+// execution, each claim) when together fails. Outcomes go to out at their
+// indexes.
+func (s *Service) reportShard(ctx context.Context, sh *store.Shard, r Report, part report, events []store.Event,
+	out *ReportOutcome, budget *takeBudget) []*CommandBody {
+	ids := make([]int64, 0, len(part.execs))
+	for id := range part.execs {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	cmds, err := s.reportTx(ctx, sh, r, ids, execs, events, results, budget)
+	cmds, err := s.reportTx(ctx, sh, r, ids, part, events, out, budget)
 	if err == nil {
 		return cmds
 	}
-	if len(ids) == 1 {
-		for _, i := range execs[ids[0]] {
-			results[i] = ReportedEvent{Err: err}
+	fail := func(ids []int64, claims []int, err error) {
+		for _, id := range ids {
+			for _, i := range part.execs[id] {
+				out.Events[i] = ReportedEvent{Err: err}
+			}
 		}
+		for _, i := range claims {
+			out.Claims[i].Err = err
+		}
+	}
+	if len(ids)+len(part.claims) == 1 {
+		fail(ids, part.claims, err)
 		return nil
 	}
-	s.log.WarnContext(ctx, "a report's transaction failed; retrying its executions one by one",
-		"executions", len(ids), "error", err.Error())
+	s.log.WarnContext(ctx, "a report's transaction failed; retrying its executions and claims one by one",
+		"executions", len(ids), "claims", len(part.claims), "error", err.Error())
 	var all []*CommandBody
 	for _, id := range ids {
-		cmds, err := s.reportTx(ctx, sh, r, []int64{id}, execs, events, results, budget)
+		cmds, err := s.reportTx(ctx, sh, r, []int64{id}, part, events, out, budget)
 		if err != nil {
-			for _, i := range execs[id] {
-				results[i] = ReportedEvent{Err: err}
-			}
+			fail([]int64{id}, nil, err)
+			continue
+		}
+		all = append(all, cmds...)
+	}
+	for _, i := range part.claims {
+		cmds, err := s.reportTx(ctx, sh, r, nil, report{claims: []int{i}}, events, out, budget)
+		if err != nil {
+			fail(nil, []int{i}, err)
 			continue
 		}
 		all = append(all, cmds...)
@@ -129,10 +177,11 @@ func (s *Service) reportShard(ctx context.Context, sh *store.Shard, r Report, ex
 	return all
 }
 
-// reportTx ingests the events of ids in one transaction and claims, within
-// the budget, the commands they issued for the reporting worker.
-func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids []int64, execs map[int64][]int,
-	events []store.Event, results []ReportedEvent, budget *takeBudget) (_ []*CommandBody, err error) {
+// reportTx ingests the events of ids and takes the claims of part in one
+// transaction, then claims, within the budget, the commands the events
+// issued for the reporting worker.
+func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids []int64, part report,
+	events []store.Event, out *ReportOutcome, budget *takeBudget) (_ []*CommandBody, err error) {
 	t, err := s.begin(ctx, sh)
 	if err != nil {
 		return nil, err
@@ -140,17 +189,21 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 	defer t.rollback()
 	var mine []store.Event
 	for _, id := range ids {
-		for _, i := range execs[id] {
+		for _, i := range part.execs[id] {
 			mine = append(mine, events[i])
 		}
 	}
-	if err := t.lock(lockSetOf(mine)); err != nil {
+	ls := lockSetOf(mine)
+	for _, i := range part.claims {
+		ls.IssuedEventIDs = append(ls.IssuedEventIDs, r.Claims[i])
+	}
+	if err := t.lock(ls); err != nil {
 		return nil, err
 	}
 	outcomes := map[int]ReportedEvent{}
 	for _, id := range ids {
 		x, xerr := t.execution(id)
-		for _, i := range execs[id] {
+		for _, i := range part.execs[id] {
 			if xerr != nil {
 				outcomes[i] = ReportedEvent{Err: xerr}
 				continue
@@ -168,13 +221,38 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 			}
 		}
 	}
+	byEvent := map[int64]*command{}
+	for _, c := range ls.CommandRows {
+		byEvent[c.IssuedEventID] = t.cmds[c.CommandID]
+	}
+	claimed := map[int]error{}
+	var bodies []*CommandBody
+	for _, i := range part.claims {
+		k := byEvent[r.Claims[i]]
+		if k == nil {
+			claimed[i] = Errorf(ErrNotFound, "command %d not found", r.Claims[i])
+			continue
+		}
+		x, err := t.execution(k.row.ExecutionID)
+		if err != nil {
+			claimed[i] = err
+			continue
+		}
+		body, refusal, err := t.claimOne(x, k, r.WorkerID, true)
+		if err != nil {
+			return nil, err
+		}
+		claimed[i] = refusal
+		if body != nil {
+			bodies = append(bodies, body)
+		}
+	}
 	taken := 0
 	defer func() {
 		if err != nil {
 			budget.giveBack(taken)
 		}
 	}()
-	var bodies []*CommandBody
 	for _, id := range t.announce {
 		k := t.cmds[id]
 		x := t.execs[k.row.ExecutionID]
@@ -194,7 +272,10 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 		return nil, err
 	}
 	for i, o := range outcomes {
-		results[i] = o
+		out.Events[i] = o
+	}
+	for i, err := range claimed {
+		out.Claims[i].Err = err
 	}
 	return bodies, nil
 }

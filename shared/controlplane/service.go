@@ -55,7 +55,10 @@ type Config struct {
 	PlaybookCache int
 	// IDBlock is how many event ids one sequence round trip mints; default 256.
 	IDBlock int
-	Logger  *slog.Logger
+	// SnapshotCacheBytes bounds the decoded snapshots kept per process (by
+	// their encoded size); default 16 MiB.
+	SnapshotCacheBytes int
+	Logger             *slog.Logger
 }
 
 // Service is the control plane. It is safe for concurrent use.
@@ -66,6 +69,7 @@ type Service struct {
 	log    *slog.Logger
 	ids    *idPool
 	books  *playbookCache
+	snaps  *snapCache
 	lease  time.Duration
 	grace  time.Duration
 	server string
@@ -88,12 +92,15 @@ func New(cfg Config) (*Service, error) {
 	if cfg.IDBlock <= 0 {
 		cfg.IDBlock = defaultIDBlock
 	}
+	if cfg.SnapshotCacheBytes <= 0 {
+		cfg.SnapshotCacheBytes = 16 << 20
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	return &Service{
 		cfg: cfg, st: cfg.Store, eng: engine.New(cfg.Engine), log: cfg.Logger,
-		ids: newIDPool(cfg.IDBlock), books: newPlaybookCache(cfg.PlaybookCache),
+		ids: newIDPool(cfg.IDBlock), books: newPlaybookCache(cfg.PlaybookCache), snaps: newSnapCache(cfg.SnapshotCacheBytes),
 		lease: cfg.Lease, grace: cfg.DeadlineGrace, server: cfg.ServerURL,
 	}, nil
 }

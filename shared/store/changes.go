@@ -13,11 +13,11 @@ import (
 // LockSet is what a transaction locks and reads in its first round trip, in
 // the lock order of R-L5: executions first (by id), then commands (by id).
 type LockSet struct {
-	// IssuedEventID locks the command a command.issued event created, and its
-	// execution before it (a claim knows only the event id).
-	IssuedEventID int64
-	Executions    []int64
-	Commands      []string
+	// IssuedEventIDs lock the commands these command.issued events created,
+	// and their executions with the others (a claim knows only the event id).
+	IssuedEventIDs []int64
+	Executions     []int64
+	Commands       []string
 	// ClientEvents are looked up: a worker event posted again is found by the
 	// client id it carried the first time.
 	ClientEvents []ClientEventKey
@@ -65,20 +65,17 @@ func (t *Tx) Lock(ctx context.Context, ls *LockSet) error {
 		}
 		return rows.Err()
 	}
-	if ls.IssuedEventID != 0 {
+	// One statement each for executions and commands: locks taken in id
+	// order never deadlock with another transaction's.
+	if len(ls.Executions) > 0 || len(ls.IssuedEventIDs) > 0 {
 		t.Queue(`SELECT `+executionColumns+` FROM execution
-			WHERE execution_id = (SELECT execution_id FROM command WHERE issued_event_id = $1)
-			FOR UPDATE`, ls.IssuedEventID).Query(keepExecution)
-		t.Queue(`SELECT `+commandColumns+` FROM command WHERE issued_event_id = $1 FOR UPDATE`,
-			ls.IssuedEventID).Query(keepCommand)
+			WHERE execution_id = ANY($1)
+			   OR execution_id = ANY(ARRAY(SELECT execution_id FROM command WHERE issued_event_id = ANY($2)))
+			ORDER BY execution_id FOR UPDATE`, nonNil(ls.Executions), nonNil(ls.IssuedEventIDs)).Query(keepExecution)
 	}
-	if len(ls.Executions) > 0 {
-		t.Queue(`SELECT `+executionColumns+` FROM execution WHERE execution_id = ANY($1)
-			ORDER BY execution_id FOR UPDATE`, ls.Executions).Query(keepExecution)
-	}
-	if len(ls.Commands) > 0 {
-		t.Queue(`SELECT `+commandColumns+` FROM command WHERE command_id = ANY($1)
-			ORDER BY command_id FOR UPDATE`, ls.Commands).Query(keepCommand)
+	if len(ls.Commands) > 0 || len(ls.IssuedEventIDs) > 0 {
+		t.Queue(`SELECT `+commandColumns+` FROM command WHERE command_id = ANY($1) OR issued_event_id = ANY($2)
+			ORDER BY command_id FOR UPDATE`, nonNilStrings(ls.Commands), nonNil(ls.IssuedEventIDs)).Query(keepCommand)
 	}
 	if len(ls.ClientEvents) > 0 {
 		execIDs, clients := make([]int64, len(ls.ClientEvents)), make([]string, len(ls.ClientEvents))
@@ -125,6 +122,21 @@ func (t *Tx) Lock(ctx context.Context, ls *LockSet) error {
 		return fmt.Errorf("store: lock on shard %d: %w", t.shard, err)
 	}
 	return nil
+}
+
+// nonNil sends an empty array, not NULL, for an empty list.
+func nonNil(ids []int64) []int64 {
+	if ids == nil {
+		return []int64{}
+	}
+	return ids
+}
+
+func nonNilStrings(ids []string) []string {
+	if ids == nil {
+		return []string{}
+	}
+	return ids
 }
 
 // CommandChange is what a transaction changes on an existing command row.

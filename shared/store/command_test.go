@@ -255,7 +255,7 @@ func claimLocked(ctx context.Context, sh *store.Shard, eventID int64, worker str
 		return false, err
 	}
 	defer tx.Rollback(ctx)
-	ls := &store.LockSet{IssuedEventID: eventID}
+	ls := &store.LockSet{IssuedEventIDs: []int64{eventID}}
 	if err := tx.Lock(ctx, ls); err != nil {
 		return false, err
 	}

@@ -153,7 +153,7 @@ func pipelined(t *testing.T, sh *store.Shard, e store.Execution, catalogID int64
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	ls := &store.LockSet{Executions: []int64{e.ExecutionID}, Commands: []string{cmdID}, IssuedEventID: issued,
+	ls := &store.LockSet{Executions: []int64{e.ExecutionID}, Commands: []string{cmdID}, IssuedEventIDs: []int64{issued},
 		ClientEvents:   []store.ClientEventKey{{ExecutionID: e.ExecutionID, ClientID: "c1"}, {ExecutionID: e.ExecutionID, ClientID: "c2"}},
 		IdempotencyKey: "k"}
 	if err := tx.Lock(ctx, ls); err != nil {
@@ -189,7 +189,7 @@ func pipelined(t *testing.T, sh *store.Shard, e store.Execution, catalogID int64
 	if c, _ := store.GetCommand(ctx, db, cmdID); c.Status != store.CommandCompleted || c.Attempt != 2 {
 		t.Fatalf("changed command %+v", c)
 	}
-	if x, err := store.GetExecution(ctx, db, e.ExecutionID); err != nil || x.LastSeq != 2 || string(x.State) != `{"y": 2}` {
+	if x, err := store.GetExecution(ctx, db, e.ExecutionID); err != nil || x.LastSeq != 2 || string(x.State) != `{"y":2}` {
 		t.Fatalf("execution %+v %v", x, err)
 	}
 	if _, err := store.GetExecution(ctx, db, more[0]); err != nil {

@@ -123,10 +123,10 @@ func insertExecutionStmt(e Execution) (string, []any, error) {
 		INSERT INTO execution (execution_id, catalog_id, path, version, parent_execution_id, status, pool,
 			idempotency_key, workload, state, last_seq, started_at, updated_at, completed_at, error)
 		SELECT $1::bigint, $2::bigint, $3::text, $4::int, $5::bigint, $6::text, $7::text, $8::text,
-			$9::jsonb, $10::jsonb, $11::bigint, t, t, $13::timestamptz, $14::text
+			$9::jsonb, $10::bytea, $11::bigint, t, t, $13::timestamptz, $14::text
 		FROM (SELECT coalesce($12::timestamptz, clock_timestamp()) AS t) clock`,
 		[]any{e.ExecutionID, e.CatalogID, e.Path, e.Version, nullInt64(e.ParentExecutionID), e.Status, e.Pool,
-			nullString(e.IdempotencyKey), string(workload), string(state), e.LastSeq, nullTime(e.StartedAt), nullTime(e.CompletedAt),
+			nullString(e.IdempotencyKey), string(workload), state, e.LastSeq, nullTime(e.StartedAt), nullTime(e.CompletedAt),
 			nullString(e.Error)}, nil
 }
 
@@ -191,21 +191,17 @@ func updateExecutionsStmt(rows []Execution) (string, []any) {
 	n := len(rows)
 	ids, seqs := make([]int64, n), make([]int64, n)
 	statuses := make([]string, n)
-	states, errs := make([]*string, n), make([]*string, n)
+	states, errs := make([][]byte, n), make([]*string, n)
 	completed := make([]*time.Time, n)
 	for i, e := range rows {
-		// JSON goes as text: []byte would be sent as bytea in the exec/simple modes.
-		if e.State != nil {
-			st := string(e.State)
-			states[i] = &st
-		}
+		states[i] = e.State // nil keeps the stored state
 		ids[i], seqs[i], statuses[i], errs[i], completed[i] = e.ExecutionID, e.LastSeq, e.Status, nullString(e.Error), nullTime(e.CompletedAt)
 	}
 	return `
 		UPDATE execution x
-		SET status = u.status, state = coalesce(u.state::jsonb, x.state), last_seq = u.last_seq,
+		SET status = u.status, state = coalesce(u.state, x.state), last_seq = u.last_seq,
 		    completed_at = u.completed_at, error = u.error, updated_at = clock_timestamp()
-		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[], $6::text[])
+		FROM unnest($1::bigint[], $2::text[], $3::bytea[], $4::bigint[], $5::timestamptz[], $6::text[])
 			AS u(execution_id, status, state, last_seq, completed_at, error)
 		WHERE x.execution_id = u.execution_id`, []any{ids, statuses, states, seqs, completed, errs}
 }
@@ -260,7 +256,7 @@ func ListExecutions(ctx context.Context, q Querier, f ExecutionFilter) ([]Execut
 	}
 	rows, err := q.Query(ctx, `
 		SELECT execution_id, catalog_id, path, version, parent_execution_id, status, pool,
-			idempotency_key, NULL::jsonb, NULL::jsonb, last_seq, started_at, updated_at, completed_at, error
+			idempotency_key, NULL::jsonb, NULL::bytea, last_seq, started_at, updated_at, completed_at, error
 		FROM execution`+cond+`
 		ORDER BY started_at DESC, execution_id DESC
 		LIMIT `+arg(limit), args...)

@@ -42,7 +42,7 @@ func TestExecutionLifecycle(t *testing.T) {
 	})
 	got, err = store.GetExecution(ctx, sh.Pool(), e.ExecutionID)
 	if err != nil || got.Status != store.ExecutionFailed || got.LastSeq != 9 || !got.CompletedAt.Equal(done) ||
-		got.Error != "boom" || string(got.State) != `{"steps": {}}` || !got.UpdatedAt.After(e.UpdatedAt) {
+		got.Error != "boom" || string(got.State) != `{"steps":{}}` || !got.UpdatedAt.After(e.UpdatedAt) {
 		t.Fatalf("after update: %+v %v", got, err)
 	}
 	// nil State keeps the stored snapshot.
@@ -50,7 +50,7 @@ func TestExecutionLifecycle(t *testing.T) {
 	if err := store.UpdateExecution(ctx, sh.Pool(), got); err != nil {
 		t.Fatal(err)
 	}
-	if again, _ := store.GetExecution(ctx, sh.Pool(), e.ExecutionID); string(again.State) != `{"steps": {}}` || again.Status != store.ExecutionCancelled {
+	if again, _ := store.GetExecution(ctx, sh.Pool(), e.ExecutionID); string(again.State) != `{"steps":{}}` || again.Status != store.ExecutionCancelled {
 		t.Errorf("nil state: %+v", again)
 	}
 	if _, err := store.GetExecution(ctx, sh.Pool(), 12345); !errors.Is(err, store.ErrNotFound) {

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/noetl-go/noetl/shared/client"
 )
 
@@ -101,25 +103,46 @@ type completion struct {
 	tries   int
 }
 
-// reporter sends completions in reports (POST /api/worker/report): one
-// request in flight, carrying everything that completed meanwhile, so a busy
-// worker reports many executions in one request and one transaction, and an
-// idle one reports at once. Each answer hands back the commands the reported
-// events issued, which start at once in the slots the completions held.
+// reporter sends completions in reports (POST /api/worker/report), a few
+// requests in flight, each carrying everything that completed since the last
+// one left: a busy worker reports many executions in one request and one
+// transaction, an idle one reports at once, and the server, Postgres and the
+// tools keep working while answers travel. Each answer hands back the
+// commands the reported events issued, which start at once in the slots the
+// completions held.
 type reporter struct {
-	w    *Worker
-	ctx  context.Context
-	mu   sync.Mutex
-	q    []completion
-	kick chan struct{}
-	stop chan struct{}
-	done chan struct{}
+	w        *Worker
+	ctx      context.Context
+	mu       sync.Mutex
+	q        []completion
+	claims   []claim
+	inFlight int
+	kick     chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
 }
+
+// reportsInFlight bounds the reports a worker has in flight at once.
+const reportsInFlight = 4
 
 func newReporter(w *Worker, ctx context.Context) *reporter {
 	r := &reporter{w: w, ctx: ctx, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go r.loop()
 	return r
+}
+
+// claim is a notification to claim in the next report; its slot is held.
+type claim struct {
+	msg     jetstream.Msg
+	eventID int64
+}
+
+// claim queues a notification's command to be claimed in the next report.
+func (r *reporter) claim(c claim) {
+	r.mu.Lock()
+	r.claims = append(r.claims, c)
+	r.mu.Unlock()
+	r.wake()
 }
 
 // add queues a completion (again); its command's slot stays held until the
@@ -128,13 +151,18 @@ func (r *reporter) add(c completion) {
 	r.mu.Lock()
 	r.q = append(r.q, c)
 	r.mu.Unlock()
+	r.wake()
+}
+
+func (r *reporter) wake() {
 	select {
 	case r.kick <- struct{}{}:
 	default:
 	}
 }
 
-// close stops the loop once the queue is empty (or the context ended).
+// close stops the loop once nothing is queued or in flight (or the context
+// ended).
 func (r *reporter) close() {
 	close(r.stop)
 	<-r.done
@@ -142,66 +170,90 @@ func (r *reporter) close() {
 
 func (r *reporter) loop() {
 	defer close(r.done)
-	backoff := time.Duration(0)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	stopping := false
 	for {
 		r.mu.Lock()
-		batch := r.q
-		if len(batch) > maxReportEvents {
-			batch = batch[:maxReportEvents]
+		var (
+			batch  []completion
+			claims []claim
+			send   bool
+		)
+		if r.inFlight < reportsInFlight && len(r.q)+len(r.claims) > 0 {
+			batch = r.q[:min(len(r.q), maxReportEvents)]
+			r.q = r.q[len(batch):]
+			claims = r.claims[:min(len(r.claims), maxReportEvents-len(batch))]
+			r.claims = r.claims[len(claims):]
+			r.inFlight++
+			send = true
 		}
-		r.q = r.q[len(batch):]
+		idle := len(r.q)+len(r.claims) == 0 && r.inFlight == 0
 		r.mu.Unlock()
-		if len(batch) > 0 {
-			if r.send(batch) {
-				backoff = 0
-			} else {
-				backoff = nextBackoff(backoff)
-				sleep(r.ctx, backoff)
-			}
-			if r.ctx.Err() != nil {
-				return
-			}
+		if send {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if !r.send(batch, claims) {
+					sleep(r.ctx, time.Second) // the server could not be reached
+				}
+				r.mu.Lock()
+				r.inFlight--
+				r.mu.Unlock()
+				r.wake()
+			}()
 			continue
+		}
+		if stopping && idle {
+			return
 		}
 		select {
 		case <-r.ctx.Done():
 			return
 		case <-r.kick:
 		case <-r.stop:
-			r.mu.Lock()
-			empty := len(r.q) == 0
-			r.mu.Unlock()
-			if empty {
-				return
-			}
+			stopping, r.stop = true, nil
 		}
 	}
 }
 
-// maxReportEvents keeps a report under the API's batch limit.
+// maxReportEvents keeps a report's events and claims under the API's batch
+// limit.
 const maxReportEvents = 500
 
-// send reports a batch; false when it must be tried again later (the server
-// could not be reached), the batch then being back in the queue.
-func (r *reporter) send(batch []completion) bool {
+// send reports a batch of completions and claims; false when it must be
+// tried again later (the server could not be reached), the completions then
+// being back in the queue and the claims back with NATS.
+func (r *reporter) send(batch []completion, claims []claim) bool {
 	w := r.w
-	held := len(batch)
+	held := len(batch) + len(claims)
 	take := 0
 	if !w.stopping.Load() {
-		held += w.slots.grab()
-		take = held
+		grabbed := w.slots.grab()
+		held += grabbed
+		take = len(batch) + grabbed
 	}
 	req := client.Report{WorkerID: w.cfg.WorkerID, Pool: w.cfg.Pool, Take: take}
 	for _, c := range batch {
 		req.Events = append(req.Events, c.event)
 	}
+	for _, c := range claims {
+		req.Claims = append(req.Claims, c.eventID)
+	}
 	res, err := w.cfg.Client.Report(r.ctx, req)
 	if err != nil {
+		for _, c := range claims {
+			redeliver(c.msg)
+		}
 		w.slots.release(held - len(batch))
 		return r.failed(batch, err)
 	}
-	// The slots held pass to the commands handed back, and stay with
-	// completions reported again; the rest are free.
+	for i, c := range claims {
+		w.settleClaim(c.msg, res.Claims[i])
+	}
+	// The slots held pass to the commands handed back (claimed, or issued by
+	// the reported events), and stay with completions reported again; the
+	// rest are free.
 	handed, kept, retry := min(len(res.Commands), held), 0, false
 	for i, c := range batch {
 		if r.settle(c, res.Events[i]) {

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -133,7 +134,7 @@ func (w *Worker) Run(ctx context.Context) error {
 				_ = msg.Nak()
 				continue
 			}
-			go w.handle(runCtx, rep, msg)
+			w.handle(rep, msg)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && ctx.Err() == nil {
 			w.log.WarnContext(ctx, "fetch ended with an error", "error", err.Error())
@@ -174,10 +175,9 @@ func nextBackoff(d time.Duration) time.Duration {
 	return min(max(2*d, 100*time.Millisecond), 10*time.Second)
 }
 
-// handle claims (and starts) the command a notification announces and runs
-// it; the slot it holds passes to the report. The ack follows the claim (the
-// lease, not the ack, guarantees delivery, events.md §5).
-func (w *Worker) handle(ctx context.Context, rep *reporter, msg jetstream.Msg) {
+// handle passes the command a notification announces to the next report,
+// which claims and starts it; the slot it holds passes to the command.
+func (w *Worker) handle(rep *reporter, msg jetstream.Msg) {
 	var b struct {
 		EventID json.Number `json:"event_id"`
 	}
@@ -187,27 +187,33 @@ func (w *Worker) handle(ctx context.Context, rep *reporter, msg jetstream.Msg) {
 		w.slots.release(1)
 		return
 	}
-	cmd, err := w.cfg.Client.Claim(ctx, client.ID(string(b.EventID)), w.cfg.WorkerID, true)
-	var apiErr *client.Error
+	rep.claim(claim{msg: msg, eventID: client.ID(string(b.EventID))})
+}
+
+// settleClaim acks or naks a notification by its claim's outcome. The ack
+// follows the claim (the lease, not the ack, guarantees delivery, events.md
+// §5).
+func (w *Worker) settleClaim(msg jetstream.Msg, o client.ReportedClaim) {
 	switch {
-	case err == nil:
+	case o.Status == http.StatusOK:
 		_ = msg.Ack()
-		w.execute(ctx, rep, cmd)
-		return
-	case errors.As(err, &apiErr) && (apiErr.Status == 409 || apiErr.Status == 404):
+	case o.Status == http.StatusConflict || o.Status == http.StatusNotFound:
 		_ = msg.Ack() // someone else has it, or it is over
-	case errors.As(err, &apiErr) && apiErr.Status == 429:
-		_ = msg.NakWithDelay(max(apiErr.RetryAfter, 100*time.Millisecond)) // R-L7
+	case o.Status == http.StatusTooManyRequests:
+		_ = msg.NakWithDelay(max(o.RetryAfter, 100*time.Millisecond)) // R-L7
 	default:
-		meta, _ := msg.Metadata()
-		delivered := uint64(1)
-		if meta != nil {
-			delivered = meta.NumDelivered
-		}
-		w.log.Warn("claim failed; redelivering later", "event_id", string(b.EventID), "error", err.Error())
-		_ = msg.NakWithDelay(min(time.Duration(delivered)*time.Second, 30*time.Second))
+		w.log.Warn("claim failed; redelivering later", "event_id", o.EventID, "status", o.Status, "error", o.Error)
+		redeliver(msg)
 	}
-	w.slots.release(1)
+}
+
+// redeliver naks a notification with a delay that grows with its deliveries.
+func redeliver(msg jetstream.Msg) {
+	delivered := uint64(1)
+	if meta, _ := msg.Metadata(); meta != nil {
+		delivered = meta.NumDelivered
+	}
+	_ = msg.NakWithDelay(min(time.Duration(delivered)*time.Second, 30*time.Second))
 }
 
 // execute runs a claimed and started command and queues its completion for

@@ -1,0 +1,84 @@
+package controlplane
+
+import (
+	"container/list"
+	"sync"
+
+	"github.com/noetl-go/noetl/shared/engine"
+)
+
+// snapCache keeps the snapshots this process committed last, decoded, so the
+// next transaction on the same execution — the next step of a chain, most
+// often in the same process — skips decoding the state column, the largest
+// cost of a step in the server. An entry is used only while its seq is the
+// locked row's last_seq: every change of the state comes with a new event, so
+// an equal seq is the same state, and the row lock keeps it so. Entries are
+// shared, never changed: a transaction folds triggers into clones.
+type snapCache struct {
+	mu     sync.Mutex
+	budget int // bytes of encoded snapshots kept at most
+	used   int
+	lru    *list.List // front: most recent
+	byID   map[int64]*list.Element
+}
+
+type snapEntry struct {
+	id   int64
+	seq  int64
+	size int
+	snap *engine.Snapshot
+}
+
+func newSnapCache(budget int) *snapCache {
+	return &snapCache{budget: budget, lru: list.New(), byID: map[int64]*list.Element{}}
+}
+
+// get returns the snapshot of execution id at seq, or nil.
+func (c *snapCache) get(id, seq int64) *engine.Snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el := c.byID[id]
+	if el == nil {
+		return nil
+	}
+	e := el.Value.(*snapEntry)
+	if e.seq != seq {
+		return nil
+	}
+	c.lru.MoveToFront(el)
+	return e.snap
+}
+
+// put keeps the snapshot of execution id at seq; size is its encoded length.
+func (c *snapCache) put(id, seq int64, snap *engine.Snapshot, size int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el := c.byID[id]; el != nil {
+		c.used -= el.Value.(*snapEntry).size
+		c.lru.Remove(el)
+		delete(c.byID, id)
+	}
+	if size > c.budget/4 {
+		return // one huge execution must not evict everything else
+	}
+	c.byID[id] = c.lru.PushFront(&snapEntry{id: id, seq: seq, size: size, snap: snap})
+	c.used += size
+	for c.used > c.budget {
+		last := c.lru.Back()
+		e := last.Value.(*snapEntry)
+		c.lru.Remove(last)
+		delete(c.byID, e.id)
+		c.used -= e.size
+	}
+}
+
+// drop forgets an execution (its transaction did not commit).
+func (c *snapCache) drop(id int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el := c.byID[id]; el != nil {
+		c.used -= el.Value.(*snapEntry).size
+		c.lru.Remove(el)
+		delete(c.byID, id)
+	}
+}
