@@ -53,22 +53,14 @@ func (c *snapCache) get(id, seq int64) *engine.Snapshot {
 func (c *snapCache) put(id, seq int64, snap *engine.Snapshot, size int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el := c.byID[id]; el != nil {
-		c.used -= el.Value.(*snapEntry).size
-		c.lru.Remove(el)
-		delete(c.byID, id)
-	}
+	c.remove(id)
 	if size > c.budget/4 {
 		return // one huge execution must not evict everything else
 	}
 	c.byID[id] = c.lru.PushFront(&snapEntry{id: id, seq: seq, size: size, snap: snap})
 	c.used += size
 	for c.used > c.budget {
-		last := c.lru.Back()
-		e := last.Value.(*snapEntry)
-		c.lru.Remove(last)
-		delete(c.byID, e.id)
-		c.used -= e.size
+		c.remove(c.lru.Back().Value.(*snapEntry).id)
 	}
 }
 
@@ -76,6 +68,10 @@ func (c *snapCache) put(id, seq int64, snap *engine.Snapshot, size int) {
 func (c *snapCache) drop(id int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.remove(id)
+}
+
+func (c *snapCache) remove(id int64) {
 	if el := c.byID[id]; el != nil {
 		c.used -= el.Value.(*snapEntry).size
 		c.lru.Remove(el)
