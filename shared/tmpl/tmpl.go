@@ -17,6 +17,9 @@ import (
 type Env struct {
 	Vars map[string]any // bindings; a missing key is undefined (R-T3)
 	Now  time.Time      // what now() returns (R-T4): the triggering event's time
+	// Budget is what the render may build; nil gives each Render its own full
+	// budget. Pass one Budget to every render of one decision to bound them together.
+	Budget *Budget
 }
 
 // Template is a compiled template. It is immutable and safe for concurrent use.
@@ -29,6 +32,7 @@ type Template struct {
 	spans   []span
 	roots   []string
 	usesNow bool
+	metered bool // some helper takes the Budget
 	// vms recycles expr VMs between renders: a VM's stacks are the main per-render
 	// allocation. A VM is only ever used by one goroutine at a time.
 	vms *sync.Pool
@@ -79,16 +83,16 @@ func (t *Template) compile() error {
 		if err != nil {
 			return err
 		}
-		if err := g.template(body); err != nil {
+		if err := g.body(body); err != nil {
 			return err
 		}
 	}
-	prog, err := expr.Compile(g.b.String(), g.options()...)
+	prog, err := expr.Compile(g.source(), g.options()...)
 	if err != nil {
 		// The generator produced code expr rejects: a bug here, not in the template.
 		return errAt(0, "internal: generated code does not compile: "+err.Error())
 	}
-	t.prog, t.spans, t.usesNow = prog, g.spans, g.usesNow
+	t.prog, t.spans, t.usesNow, t.metered = prog, g.spans, g.usesNow, g.metered
 	t.roots = sortedRoots(g.roots)
 	t.vms = &sync.Pool{New: func() any { return &vm.VM{} }}
 	return nil
@@ -139,11 +143,21 @@ func (t *Template) Render(env Env) (any, error) {
 		return t.text, nil
 	}
 	vars := env.Vars
-	if t.usesNow {
-		// now() reads the time from the variables, under a key no name can spell.
-		vars = make(map[string]any, len(env.Vars)+1)
+	if t.usesNow || t.metered {
+		// now() and the budget are read from the variables, under keys no name can
+		// spell; the caller's map is not ours to change.
+		vars = make(map[string]any, len(env.Vars)+2)
 		maps.Copy(vars, env.Vars)
-		vars[nowKey] = env.Now
+		if t.usesNow {
+			vars[nowKey] = env.Now
+		}
+		if t.metered {
+			b := env.Budget
+			if b == nil {
+				b = NewBudget()
+			}
+			vars[budgetKey] = b
+		}
 	}
 	machine := t.vms.Get().(*vm.VM)
 	out, err := machine.Run(t.prog, vars)
