@@ -79,7 +79,7 @@ var broken = []struct{ name, body, want string }{
 		"        l3: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n        l4: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\n" +
 		"        l5: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n        l6: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]\n" +
 		"        l7: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]\n        l8: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h]\n",
-		"workflow[0].tool.input.l5[0]: the playbook expands to more than 100000 YAML nodes (limit MaxExpandedNodes)"},
+		"workflow[0].tool.input.l5[0]: the playbook holds more than 100000 YAML nodes (limit MaxExpandedNodes)"},
 }
 
 func writeBroken(t *testing.T) []string {

@@ -27,7 +27,7 @@ func laughs(levels, width int) string {
 		}
 		fmt.Fprintf(&b, "  l%d: &l%d [%s]\n", l, l, strings.Join(items, ","))
 	}
-	b.WriteString("workflow:\n  - step: start\n    tool: {kind: noop}\n")
+	b.WriteString(noopWorkflow)
 	return b.String()
 }
 
@@ -76,7 +76,7 @@ func TestAliasExpansionJustUnderLimit(t *testing.T) {
 	// playbook around it is fixed. Measure the frame, then fill up to the limit.
 	frame := func(k int) string {
 		return header + "workload:\n  base: &b [" + strings.Repeat("1,", 99) + "1]\n  copies: [" +
-			strings.TrimSuffix(strings.Repeat("*b,", k), ",") + "]\nworkflow:\n  - step: start\n    tool: {kind: noop}\n"
+			strings.TrimSuffix(strings.Repeat("*b,", k), ",") + "]\n" + noopWorkflow
 	}
 	pb, ds := engine.Parse([]byte(frame(1)))
 	if ds.HasErrors() {
@@ -103,8 +103,7 @@ func TestAliasExpansionJustUnderLimit(t *testing.T) {
 // long before the node limit.
 func TestAliasBytesRefused(t *testing.T) {
 	long := strings.Repeat("x", 64<<10)
-	src := header + "workload:\n  s: &s " + long + "\n  copies: [" + strings.TrimSuffix(strings.Repeat("*s,", 80), ",") + "]\n" +
-		"workflow:\n  - step: start\n    tool: {kind: noop}\n"
+	src := header + "workload:\n  s: &s " + long + "\n  copies: [" + strings.TrimSuffix(strings.Repeat("*s,", 80), ",") + "]\n" + noopWorkflow
 	d := expansionError(t, src)
 	want := fmt.Sprintf("more than %d bytes of YAML text (limit MaxExpandedBytes, 4 MiB)", engine.MaxExpandedBytes)
 	if !strings.HasPrefix(d.Path, "workload.copies[") || !strings.Contains(d.Message, want) {
@@ -119,7 +118,7 @@ func TestMergeKeyBombRefused(t *testing.T) {
 	for l := 1; l < 12; l++ {
 		fmt.Fprintf(&b, "  m%d: &m%d {x: {<<: *m%d}, y: {<<: *m%d}, z: {<<: [*m%d, *m%d]}}\n", l, l, l-1, l-1, l-1, l-1)
 	}
-	b.WriteString("workflow:\n  - step: start\n    tool: {kind: noop}\n")
+	b.WriteString(noopWorkflow)
 	d := expansionError(t, b.String())
 	if !strings.HasPrefix(d.Path, "workload.m") || !strings.Contains(d.Message, "limit MaxExpandedNodes") {
 		t.Fatalf("diagnostic %+v", d)
@@ -130,7 +129,7 @@ func TestMergeKeyBombRefused(t *testing.T) {
 // it is an error, not endless recursion.
 func TestRecursiveAliasRefused(t *testing.T) {
 	for _, body := range []string{
-		"workload: &w {a: *w}\nworkflow:\n  - step: start\n    tool: {kind: noop}\n",
+		"workload: &w {a: *w}\n" + noopWorkflow,
 		"workload: {a: 1}\nworkflow: &w\n  - step: start\n    tool: {kind: noop, input: {again: *w}}\n",
 		"workload: {a: 1}\nworkflow:\n  - &s {step: start, tool: {kind: noop}, next: {arcs: [*s]}}\n",
 	} {
@@ -196,10 +195,12 @@ func TestConformanceExpansionHeadroom(t *testing.T) {
 			return nil
 		}
 		accepted++
-		most.Nodes = max(most.Nodes, pb.Expanded.Nodes)
-		most.Bytes = max(most.Bytes, pb.Expanded.Bytes)
-		if pb.Expanded.Nodes > engine.MaxExpandedNodes/20 || pb.Expanded.Bytes > engine.MaxExpandedBytes/20 {
-			t.Errorf("%s expands to %+v: within 20x of the limits", path, pb.Expanded)
+		x := pb.Expanded
+		most = engine.Expansion{Nodes: max(most.Nodes, x.Nodes), Bytes: max(most.Bytes, x.Bytes),
+			Templates: max(most.Templates, x.Templates), TemplateBytes: max(most.TemplateBytes, x.TemplateBytes)}
+		if x.Nodes > engine.MaxExpandedNodes/20 || x.Bytes > engine.MaxExpandedBytes/20 ||
+			x.Templates > engine.MaxTemplates/20 || x.TemplateBytes > engine.MaxTemplateBytes/20 {
+			t.Errorf("%s expands to %+v: within 20x of the limits", path, x)
 		}
 		return nil
 	})
@@ -209,5 +210,43 @@ func TestConformanceExpansionHeadroom(t *testing.T) {
 	if accepted < 100 {
 		t.Fatalf("only %d conformance playbooks parsed; expected the corpus", accepted)
 	}
-	t.Logf("%d playbooks; the largest expands to %d nodes and %d bytes", accepted, most.Nodes, most.Bytes)
+	t.Logf("%d playbooks; the largest expand to %d nodes, %d bytes, %d templates, %d bytes of template text",
+		accepted, most.Nodes, most.Bytes, most.Templates, most.TemplateBytes)
 }
+
+// TestTemplateLimits: templates are counted as aliases and references expand:
+// compiling them is the cost, so keys and python code, never compiled, do not
+// count. Past MaxTemplates or MaxTemplateBytes the playbook is refused before
+// anything is compiled.
+func TestTemplateLimits(t *testing.T) {
+	pb := parse(t, `
+workload: {w: "{{ execution_id }}"}
+workflow:
+  - step: start
+    tool:
+      kind: python
+      code: "print('{{ not compiled }}')"
+      input: {"{{ key }}": 1, a: &t "{{ workload.w }}", b: *t, c: plain}
+`)
+	if x := pb.Expanded; x.Templates != 3 || x.TemplateBytes != len("{{ execution_id }}")+2*len("{{ workload.w }}") {
+		t.Fatalf("counted %+v; want the workload template and the aliased input template twice", x)
+	}
+
+	var many strings.Builder
+	many.WriteString(header + "workflow:\n  - step: start\n    tool:\n      kind: noop\n      input:\n")
+	for i := range engine.MaxTemplates + 1 {
+		fmt.Fprintf(&many, "        k%d: \"{{ %d }}\"\n", i, i)
+	}
+	d := expansionError(t, many.String())
+	if d.Path != fmt.Sprintf("workflow[0].tool.input.k%d", engine.MaxTemplates) || !strings.Contains(d.Message, "more than 5000 templates (limit MaxTemplates)") {
+		t.Fatalf("diagnostic %+v", d)
+	}
+
+	long := "{{ 1 }}" + strings.Repeat("x", 300<<10)
+	d = expansionError(t, header+"workload:\n  t: &t \""+long+"\"\n  copies: [*t, *t, *t]\n"+noopWorkflow)
+	if d.Path != "workload.copies[2]" || !strings.Contains(d.Message, "bytes of template text (limit MaxTemplateBytes, 1 MiB)") {
+		t.Fatalf("diagnostic %+v", d)
+	}
+}
+
+const noopWorkflow = "workflow:\n  - step: start\n    tool: {kind: noop}\n"

@@ -25,6 +25,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(header + "workflow: &w\n  - *w\n"))
 	f.Add([]byte(laughs(9, 9)))
 	f.Add([]byte(laughs(4, 3)))
+	f.Add([]byte(header + "workload:\n  t: &t \"{{ execution_id }}\"\n  l: [*t, *t, {k: *t}]\n" + noopWorkflow))
 	f.Add([]byte(header + "workload: &w {a: *w}\nworkflow:\n  - step: start\n    tool: {kind: noop}\n"))
 	f.Add([]byte(header + "workload:\n  m: &m {a: 1, b: [2, 3]}\n  n: &n {<<: [*m, *m], c: {<<: *m}}\n  o: {<<: *n, ? *m : 1}\n" +
 		"workflow:\n  - step: start\n    tool: &t {kind: noop, input: {x: *n}}\n    next: [b]\n  - step: b\n    tool: *t\n"))
@@ -53,7 +54,8 @@ func FuzzParse(f *testing.F) {
 		if ds.HasErrors() {
 			t.Fatal("a playbook with errors was returned")
 		}
-		if pb.Expanded.Nodes > engine.MaxExpandedNodes || pb.Expanded.Bytes > engine.MaxExpandedBytes {
+		if x := pb.Expanded; x.Nodes > engine.MaxExpandedNodes || x.Bytes > engine.MaxExpandedBytes ||
+			x.Templates > engine.MaxTemplates || x.TemplateBytes > engine.MaxTemplateBytes {
 			t.Fatalf("accepted a playbook expanding to %+v", pb.Expanded)
 		}
 		s := enginetest.New(pb, 1)
