@@ -33,9 +33,16 @@ type Template struct {
 	roots   []string
 	usesNow bool
 	metered bool // some helper takes the Budget
-	// vms recycles expr VMs between renders: a VM's stacks are the main per-render
-	// allocation. A VM is only ever used by one goroutine at a time.
-	vms *sync.Pool
+	// machines recycles expr VMs, and the variable maps of templates that need
+	// their own (now(), the budget), between renders: they are the main per-render
+	// allocations. A machine is only ever used by one goroutine at a time.
+	machines *sync.Pool
+}
+
+// machine is what one render runs on.
+type machine struct {
+	vm   vm.VM
+	vars map[string]any
 }
 
 // Compile parses src and compiles it to an expr program. Errors are *Error.
@@ -94,7 +101,7 @@ func (t *Template) compile() error {
 	}
 	t.prog, t.spans, t.usesNow, t.metered = prog, g.spans, g.usesNow, g.metered
 	t.roots = sortedRoots(g.roots)
-	t.vms = &sync.Pool{New: func() any { return &vm.VM{} }}
+	t.machines = &sync.Pool{New: func() any { return &machine{} }}
 	return nil
 }
 
@@ -142,11 +149,15 @@ func (t *Template) Render(env Env) (any, error) {
 	if t.literal {
 		return t.text, nil
 	}
+	m := t.machines.Get().(*machine)
 	vars := env.Vars
 	if t.usesNow || t.metered {
 		// now() and the budget are read from the variables, under keys no name can
 		// spell; the caller's map is not ours to change.
-		vars = make(map[string]any, len(env.Vars)+2)
+		if m.vars == nil {
+			m.vars = make(map[string]any, len(env.Vars)+2)
+		}
+		vars = m.vars
 		maps.Copy(vars, env.Vars)
 		if t.usesNow {
 			vars[nowKey] = env.Now
@@ -159,12 +170,12 @@ func (t *Template) Render(env Env) (any, error) {
 			vars[budgetKey] = b
 		}
 	}
-	machine := t.vms.Get().(*vm.VM)
-	out, err := machine.Run(t.prog, vars)
-	// Drop references to this render's values before the VM waits in the pool.
-	clear(machine.Variables)
-	clear(machine.Stack)
-	t.vms.Put(machine)
+	out, err := m.vm.Run(t.prog, vars)
+	// Drop references to this render's values before the machine waits in the pool.
+	clear(m.vm.Variables)
+	clear(m.vm.Stack)
+	clear(m.vars)
+	t.machines.Put(m)
 	if err != nil {
 		return nil, t.renderError(err)
 	}
