@@ -72,6 +72,14 @@ var broken = []struct{ name, body, want string }{
 	{"bad_loop_in", "  - step: start\n    loop: {in: \"{{ 1 + }}\", iterator: i}\n    tool: {kind: noop}\n", "workflow[0].loop.in: "},
 	{"bad_set", "  - step: start\n    tool: {kind: noop}\n    set: {a: \"{{ 1 + }}\"}\n", "workflow[0].set.a: "},
 	{"bad_arc_set", "  - step: start\n    tool: {kind: noop}\n    next: [{step: start, set: {a: \"{{ 1 + }}\"}}]\n", "workflow[0].next[0].set.a: "},
+	// A billion laughs is refused by its expanded size, naming the limit (it ran
+	// validate out of memory before).
+	{"alias_bomb", "  - step: start\n    tool:\n      kind: noop\n      input:\n        l0: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" +
+		"        l1: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n        l2: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\n" +
+		"        l3: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n        l4: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\n" +
+		"        l5: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n        l6: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]\n" +
+		"        l7: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]\n        l8: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h]\n",
+		"workflow[0].tool.input.l5[0]: the playbook holds more than 100000 YAML nodes (limit MaxExpandedNodes)"},
 }
 
 func writeBroken(t *testing.T) []string {

@@ -222,7 +222,9 @@ func (s *Service) playbook(ctx context.Context, tx store.Querier, sh *store.Shar
 	}
 	pb, diags := engine.Parse([]byte(entry.Content))
 	if pb == nil {
-		return nil, fmt.Errorf("catalog entry %d no longer parses: %w", catalogID, diags.Err())
+		// Content stored before a rule tightened (the expansion limits): the entry is
+		// invalid, not the server.
+		return nil, Errorf(ErrInvalid, "catalog entry %d no longer parses: %v", catalogID, diags.Err())
 	}
 	s.books.put(catalogID, pb)
 	return pb, nil

@@ -50,7 +50,7 @@ func New(cfg Config) *Engine {
 // fresh copy of the snapshot (this call may have changed snap).
 func (e *Engine) Handle(pb *Playbook, run *Run, snap *Snapshot, trigger Event, in Inputs) (out *Outcome, err error) {
 	d := &decider{e: e, pb: pb, g: pb.graph, run: run, s: snap, in: in, trig: trigger,
-		out: &Outcome{}, local: map[ResultKey]any{}, queued: newBitset(len(pb.Steps))}
+		out: &Outcome{}, local: map[ResultKey]any{}, queued: newBitset(len(pb.Steps)), budget: tmpl.NewBudget()}
 	defer func() {
 		if r := recover(); r != nil {
 			need, ok := r.(needResults)
@@ -82,6 +82,11 @@ type decider struct {
 	local  map[ResultKey]any
 	work   rankHeap
 	queued bitset
+	// budget bounds what every template rendered in this decision builds, together
+	// (tmpl.Budget): one budget per event, so neither many templates nor many
+	// iterations issued at once multiply the allowance. Exceeding it is a render
+	// error like any other: deterministic, never retried, on_error applies (R-L6).
+	budget *tmpl.Budget
 }
 
 func (d *decider) decide() {

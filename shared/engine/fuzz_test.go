@@ -15,13 +15,22 @@ import (
 func engineMarshal(v any) ([]byte, error) { return jsonx.Marshal(v) }
 
 // FuzzParse: malformed playbooks yield diagnostics, never a panic; whatever parses
-// without errors also starts and runs in the simulator without a panic.
+// without errors is within the expansion limits, and also starts and runs in the
+// simulator without a panic. Seeds include alias, merge-key and workbook bombs.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(header + "workflow:\n  - step: start\n    tool: {kind: noop}\n    next: [start]\n"))
 	f.Add([]byte(header + "workflow:\n  - step: start\n    loop: {in: \"{{ 3 }}\", iterator: i}\n    tool: {kind: noop}\n    next: {arcs: [{step: b, when: \"{{ i }}\"}]}\n  - step: b\n    tool: [{x: {kind: noop}}]\n"))
 	f.Add([]byte("{{{"))
 	f.Add([]byte("- a\n- b"))
 	f.Add([]byte(header + "workflow: &w\n  - *w\n"))
+	f.Add([]byte(laughs(9, 9)))
+	f.Add([]byte(laughs(4, 3)))
+	f.Add([]byte(header + "workload:\n  t: &t \"{{ execution_id }}\"\n  l: [*t, *t, {k: *t}]\n" + noopWorkflow))
+	f.Add([]byte(header + "workload: &w {a: *w}\nworkflow:\n  - step: start\n    tool: {kind: noop}\n"))
+	f.Add([]byte(header + "workload:\n  m: &m {a: 1, b: [2, 3]}\n  n: &n {<<: [*m, *m], c: {<<: *m}}\n  o: {<<: *n, ? *m : 1}\n" +
+		"workflow:\n  - step: start\n    tool: &t {kind: noop, input: {x: *n}}\n    next: [b]\n  - step: b\n    tool: *t\n"))
+	f.Add([]byte(header + "workbook:\n  - name: w\n    tool: &t {kind: noop, input: {rows: [1, 2, 3]}}\n  - name: v\n    tool: {kind: workbook, name: w}\n" +
+		"workflow:\n  - step: start\n    tool: {kind: workbook, name: v}\n    next: [b]\n  - step: b\n    tool: {kind: workbook, name: w, input: {more: *t}}\n"))
 	if d, err := conformance.Locate("."); err == nil {
 		files, _ := filepath.Glob(filepath.Join(d, "playbooks", "*.yaml"))
 		for _, file := range files {
@@ -44,6 +53,10 @@ func FuzzParse(f *testing.F) {
 		}
 		if ds.HasErrors() {
 			t.Fatal("a playbook with errors was returned")
+		}
+		if x := pb.Expanded; x.Nodes > engine.MaxExpandedNodes || x.Bytes > engine.MaxExpandedBytes ||
+			x.Templates > engine.MaxTemplates || x.TemplateBytes > engine.MaxTemplateBytes {
+			t.Fatalf("accepted a playbook expanding to %+v", pb.Expanded)
 		}
 		s := enginetest.New(pb, 1)
 		// Small limits keep each input fast: a fuzzed {{ 1000000 }} loop is valid.

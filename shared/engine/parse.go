@@ -21,9 +21,9 @@ import (
 // finds, each with its YAML path; the playbook is nil when any is an error.
 // Unknown keys are warnings, never silently dropped (dsl.md §1).
 func Parse(src []byte) (*Playbook, Diagnostics) {
-	p := &parser{pb: &Playbook{Source: src, byName: map[string]*Step{}}}
+	p := &parser{pb: &Playbook{Source: src, byName: map[string]*Step{}}, entrySizes: map[*yaml.Node]Expansion{}}
 	root, err := p.document(src)
-	if err != nil {
+	if err != nil || !p.expand(root) {
 		return nil, p.diags
 	}
 	p.playbook(root)
@@ -78,6 +78,12 @@ type parser struct {
 	pb       *Playbook
 	diags    Diagnostics
 	workbook map[string]*yaml.Node
+	// anchors holds the expanded size of every anchored node (expand.go).
+	anchors *expander
+	// entrySizes caches each referenced workbook entry's expanded size.
+	entrySizes map[*yaml.Node]Expansion
+	// overExpanded is set once workbook references pass a limit.
+	overExpanded bool
 }
 
 func (p *parser) add(sev Severity, n *yaml.Node, path, format string, args ...any) {
@@ -970,6 +976,8 @@ func (p *parser) workbookTool(es []entry, n *yaml.Node, path string, ref map[str
 		return nil, nil
 	case ref[name]:
 		p.errf(n, join(path, "name"), "workbook entry %q refers to itself", name)
+		return nil, nil
+	case !p.chargeReference(n, target, join(path, "name")):
 		return nil, nil
 	}
 	seen := map[string]bool{name: true}

@@ -18,6 +18,9 @@ type Playbook struct {
 	Steps    []*Step
 	// Source is the YAML the playbook was parsed from.
 	Source []byte
+	// Expanded is its size with aliases, merge keys and workbook references
+	// expanded, which MaxExpandedNodes and MaxExpandedBytes bound.
+	Expanded Expansion
 
 	byName map[string]*Step
 	graph  *graph

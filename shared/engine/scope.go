@@ -44,7 +44,7 @@ func (d *decider) env(roots []string, b *bindings) tmpl.Env {
 			vars[r] = v
 		}
 	}
-	return tmpl.Env{Vars: vars, Now: d.trig.Time}
+	return tmpl.Env{Vars: vars, Now: d.trig.Time, Budget: d.budget}
 }
 
 // lookup resolves a top-level name with dsl.md §5's precedence, highest first:

@@ -13,6 +13,8 @@ import (
 // PrepareWorkload merges the execute payload over the playbook's workload
 // (shallow: payload keys replace defaults) and renders, once, the default string
 // values that hold templates (R-W5). Payload values are data and never rendered.
+// The templates share one render budget (tmpl.Budget), so a workload of many
+// templates builds no more than one could.
 func (p *Playbook) PrepareWorkload(executionID, catalogID int64, payload map[string]any, now time.Time) (map[string]any, error) {
 	out := maps.Clone(p.Workload)
 	if out == nil {
@@ -26,11 +28,12 @@ func (p *Playbook) PrepareWorkload(executionID, catalogID int64, payload map[str
 		"payload":       payload,
 		"job":           map[string]any{"uuid": JobUUID(executionID), "execution_id": id},
 	}
+	budget := tmpl.NewBudget()
 	for _, k := range sortedKeys(p.workloadTemplates) {
 		if _, overridden := payload[k]; overridden {
 			continue
 		}
-		v, err := p.workloadTemplates[k].Render(tmpl.Env{Vars: vars, Now: now})
+		v, err := p.workloadTemplates[k].Render(tmpl.Env{Vars: vars, Now: now, Budget: budget})
 		if err != nil {
 			return nil, fmt.Errorf("workload.%s: %w", k, err)
 		}

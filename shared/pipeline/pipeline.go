@@ -263,11 +263,12 @@ func (r *runner) runItem(ctx context.Context, it *itemSpec) (Envelope, int, *fai
 func (r *runner) decide(it *itemSpec, output map[string]any) (action, *rule, error) {
 	if len(it.rules) > 0 {
 		vars := r.withOutput(output)
+		budget := tmpl.NewBudget()
 		for i := range it.rules {
 			ru := &it.rules[i]
 			ok := ru.always
 			if !ok {
-				v, err := r.render(ru.when, vars, "when")
+				v, err := r.render(ru.when, vars, "when", budget)
 				if err != nil {
 					return action{}, nil, fmt.Errorf("item %q: spec.policy.%s.%v", it.label, ru.display, err)
 				}
@@ -426,12 +427,13 @@ func (r *runner) withOutput(output any) map[string]any {
 // attempts' then.set wrote).
 func (r *runner) renderItem(it *itemSpec) (Item, error) {
 	vars := r.running
+	budget := tmpl.NewBudget()
 	cfg := make(map[string]any, len(it.config))
 	for _, k := range slices.Sorted(maps.Keys(it.config)) {
 		v := it.config[k]
 		if k != "code" && k != "kind" {
 			var err error
-			if v, err = r.render(v, vars, k); err != nil {
+			if v, err = r.render(v, vars, k, budget); err != nil {
 				return Item{}, err
 			}
 		}
@@ -439,7 +441,7 @@ func (r *runner) renderItem(it *itemSpec) (Item, error) {
 	}
 	input := maps.Clone(r.plan.args)
 	if it.input != nil {
-		v, err := r.render(it.input, vars, "input")
+		v, err := r.render(it.input, vars, "input", budget)
 		if err != nil {
 			return Item{}, err
 		}
@@ -462,8 +464,9 @@ func (r *runner) renderItem(it *itemSpec) (Item, error) {
 
 // render renders a value: strings through the template cache, maps and lists
 // recursively (keys are literal, dsl.md §5), anything else as is. path names the
-// place for error messages.
-func (r *runner) render(v any, vars map[string]any, path string) (any, error) {
+// place for error messages. Every template draws from budget: one per item attempt,
+// rule evaluation or set block, so a pipeline's many templates do not multiply it.
+func (r *runner) render(v any, vars map[string]any, path string, budget *tmpl.Budget) (any, error) {
 	switch x := v.(type) {
 	case string:
 		if !tmpl.HasTemplate(x) {
@@ -473,7 +476,7 @@ func (r *runner) render(v any, vars map[string]any, path string) (any, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		out, err := t.Render(tmpl.Env{Vars: vars, Now: r.now})
+		out, err := t.Render(tmpl.Env{Vars: vars, Now: r.now, Budget: budget})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
@@ -481,7 +484,7 @@ func (r *runner) render(v any, vars map[string]any, path string) (any, error) {
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for _, k := range slices.Sorted(maps.Keys(x)) {
-			e, err := r.render(x[k], vars, path+"."+k)
+			e, err := r.render(x[k], vars, path+"."+k, budget)
 			if err != nil {
 				return nil, err
 			}
@@ -491,7 +494,7 @@ func (r *runner) render(v any, vars map[string]any, path string) (any, error) {
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			o, err := r.render(e, vars, fmt.Sprintf("%s[%d]", path, i))
+			o, err := r.render(e, vars, fmt.Sprintf("%s[%d]", path, i), budget)
 			if err != nil {
 				return nil, err
 			}
@@ -507,9 +510,10 @@ func (r *runner) render(v any, vars map[string]any, path string) (any, error) {
 // all (simultaneous, R-W3), in key order. `ctx.` keys are also durable (R-W1, R-R5).
 func (r *runner) applySet(entries []setEntry, output any) error {
 	vars := r.withOutput(output)
+	budget := tmpl.NewBudget()
 	vals := make([]any, len(entries))
 	for i, e := range entries {
-		v, err := r.render(e.value, vars, e.key)
+		v, err := r.render(e.value, vars, e.key, budget)
 		if err != nil {
 			return err
 		}

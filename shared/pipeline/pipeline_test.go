@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -696,5 +697,30 @@ func TestEnvelopeJSON(t *testing.T) {
 				t.Errorf("got  %s\nwant %s", b, tt.want)
 			}
 		})
+	}
+}
+
+// TestRenderBudgetPerItem: an item's config and input templates share one render
+// budget (tmpl.Budget), so many templates cannot multiply it; past it the item
+// fails with the budget named and does not run.
+func TestRenderBudgetPerItem(t *testing.T) {
+	input := map[string]any{}
+	for i := range 20 {
+		input[fmt.Sprintf("k%02d", i)] = "{{ 'x' * 1000000 }}"
+	}
+	payload := jsonx.MustMarshal(map[string]any{"tool_config": []any{map[string]any{"a": map[string]any{"kind": "t", "input": input}}}})
+	e := run(t, string(payload), nil)
+	wantStatus(t, e.out, StatusError)
+	wantErrContains(t, e.out, `item "a"`, "input.k16", "render budget exceeded", "limit MaxRenderBytes")
+	if len(e.f.calls) != 0 {
+		t.Errorf("calls = %d, want 0", len(e.f.calls))
+	}
+	delete(input, "k19")
+	for i := range 10 {
+		delete(input, fmt.Sprintf("k%02d", i))
+	}
+	payload = jsonx.MustMarshal(map[string]any{"tool_config": []any{map[string]any{"a": map[string]any{"kind": "t", "input": input}}}})
+	if e = run(t, string(payload), nil); len(e.f.calls) != 1 {
+		t.Fatalf("9 MB of input: %+v", e.out)
 	}
 }

@@ -22,8 +22,9 @@
 //     trimmed (2024-05-06T05:08:09.123Z), so replays render the same text (R-T4);
 //   - a trailing newline is kept, and `{# #}` is text: comments are not in the dialect;
 //   - bool is the `when` rule (WhenTrue); round keeps integers integral;
-//   - limits stop runaway templates: range() ≤ 100 000 items, a repetition ≤ 1 MiB,
-//     loop output ≤ 64 MiB and loop iterations ≤ 1 000 000 per render (nested
-//     loops counted in full; a count, not a clock, so renders stay deterministic),
-//     nesting ≤ 200, and expr's memory budget.
+//   - a render budget (budget.go) stops runaway templates: every helper draws what
+//     it builds from it, at most MaxRenderBytes (16 MiB) of text, MaxRenderElements
+//     (1 000 000) list items and map entries and MaxLoopIterations (1 000 000) loop
+//     iterations per render (a count, not a clock, so renders stay deterministic);
+//     passing a value on unchanged is free. Nesting is limited to 200.
 package tmpl

@@ -17,12 +17,32 @@ import (
 
 // filterDef describes a filter: its parameters after the piped value (so keyword and
 // positional arguments resolve at compile time) and its implementation, which receives
-// every parameter, defaults filled in.
+// the render's Budget and every parameter, defaults filled in. A filter's result is
+// charged to the budget (Budget.call) unless the filter is marked free.
 type filterDef struct {
 	helper string // the expr function it compiles to
 	params []string
 	defs   []any // defaults, parallel to params; required marks a mandatory one
-	fn     func(x any, a []any) (any, error)
+	fn     filterFn
+	free   bool
+}
+
+type filterFn = func(b *Budget, x any, a []any) (any, error)
+
+// pure adapts a filter that needs no Budget of its own (it is still charged).
+func pure(f func(x any, a []any) (any, error)) filterFn {
+	return func(_ *Budget, x any, a []any) (any, error) { return f(x, a) }
+}
+
+// reads marks a filter free: it returns its input, a part of it, a number or a bool.
+func (d *filterDef) reads() *filterDef {
+	d.free = true
+	return d
+}
+
+// asHelper is the filter as the helper it compiles to.
+func (d *filterDef) asHelper() helper {
+	return helper{fn: func(b *Budget, a []any) (any, error) { return d.fn(b, a[0], a[1:]) }, free: d.free}
 }
 
 type requiredArg struct{}
@@ -30,7 +50,7 @@ type requiredArg struct{}
 // required marks a parameter without a default.
 var required = requiredArg{}
 
-func fdef(helper string, fn func(x any, a []any) (any, error), params ...any) *filterDef {
+func fdef(helper string, fn filterFn, params ...any) *filterDef {
 	d := &filterDef{helper: "$f_" + helper, fn: fn}
 	for i := 0; i+1 < len(params); i += 2 {
 		d.params = append(d.params, params[i].(string))
@@ -42,42 +62,42 @@ func fdef(helper string, fn func(x any, a []any) (any, error), params ...any) *f
 // filters is the read-only filter table (dsl.md §5). "map" is compiled specially: its
 // first argument names another filter, or it takes attribute=.
 var filters = func() map[string]*filterDef {
-	length := fdef("length", fLength)
-	def := fdef("default", fDefault, "default_value", "", "boolean", false)
+	length := fdef("length", pure(fLength)).reads()
+	def := fdef("default", pure(fDefault), "default_value", "", "boolean", false).reads()
 	return map[string]*filterDef{
-		"int":        fdef("int", fInt, "default", int64(0), "base", int64(10)),
-		"float":      fdef("float", fFloat, "default", 0.0),
-		"string":     fdef("string", func(x any, _ []any) (any, error) { return Text(x), nil }),
-		"bool":       fdef("bool", func(x any, _ []any) (any, error) { return WhenTrue(x), nil }),
+		"int":        fdef("int", pure(fInt), "default", int64(0), "base", int64(10)).reads(),
+		"float":      fdef("float", pure(fFloat), "default", 0.0).reads(),
+		"string":     fdef("string", pure(func(x any, _ []any) (any, error) { return Text(x), nil })),
+		"bool":       fdef("bool", pure(func(x any, _ []any) (any, error) { return WhenTrue(x), nil })).reads(),
 		"length":     length,
 		"count":      length,
 		"default":    def,
 		"d":          def,
 		"tojson":     fdef("tojson", fToJSON, "indent", nil),
-		"fromjson":   fdef("fromjson", fFromJSON),
+		"fromjson":   fdef("fromjson", pure(fFromJSON)),
 		"lower":      fdef("lower", textFilter(strings.ToLower)),
 		"upper":      fdef("upper", textFilter(strings.ToUpper)),
 		"capitalize": fdef("capitalize", textFilter(capitalize)),
 		"title":      fdef("title", textFilter(jinjaTitle)),
-		"trim":       fdef("trim", fTrim, "chars", nil),
+		"trim":       fdef("trim", pure(fTrim), "chars", nil),
 		"replace":    fdef("replace", fReplace, "old", required, "new", required, "count", nil),
-		"split":      fdef("split", fSplit, "sep", nil, "maxsplit", int64(-1)),
+		"split":      fdef("split", pure(fSplit), "sep", nil, "maxsplit", int64(-1)),
 		"join":       fdef("join", fJoin, "d", "", "attribute", nil),
-		"first":      fdef("first", fFirst),
-		"last":       fdef("last", fLast),
+		"first":      fdef("first", pure(edge(false))).reads(),
+		"last":       fdef("last", pure(edge(true))).reads(),
 		"keys":       fdef("keys", fKeys),
-		"values":     fdef("values", fValues),
-		"items":      fdef("items", fItems),
+		"values":     fdef("values", pure(fValues)),
+		"items":      fdef("items", pure(fItems)),
 		"sum":        fdef("sum", fSum, "attribute", nil, "start", int64(0)),
-		"min":        fdef("min", minMax(-1), "case_sensitive", false, "attribute", nil),
-		"max":        fdef("max", minMax(1), "case_sensitive", false, "attribute", nil),
-		"round":      fdef("round", fRound, "precision", int64(0), "method", "common"),
-		"abs":        fdef("abs", fAbs),
+		"min":        fdef("min", pure(minMax(-1)), "case_sensitive", false, "attribute", nil).reads(),
+		"max":        fdef("max", pure(minMax(1)), "case_sensitive", false, "attribute", nil).reads(),
+		"round":      fdef("round", pure(fRound), "precision", int64(0), "method", "common").reads(),
+		"abs":        fdef("abs", pure(fAbs)).reads(),
 		"unique":     fdef("unique", fUnique, "case_sensitive", false, "attribute", nil),
 		"sort":       fdef("sort", fSort, "reverse", false, "case_sensitive", false, "attribute", nil),
-		"reverse":    fdef("reverse", fReverse),
+		"reverse":    fdef("reverse", pure(fReverse)),
 		"list":       fdef("list", fList),
-		"dict":       fdef("dict", fDict),
+		"dict":       fdef("dict", pure(fDict)),
 	}
 }()
 
@@ -214,8 +234,9 @@ func fFloat(x any, a []any) (any, error) {
 }
 
 // fToJSON is compact JSON with sorted keys and no HTML escaping (the R-T2 form), or
-// indented with indent=n.
-func fToJSON(x any, a []any) (any, error) {
+// indented with indent=n. Indenting multiplies size by depth, so its length is
+// checked against the budget before it is built.
+func fToJSON(b *Budget, x any, a []any) (any, error) {
 	if a[0] == nil {
 		b, err := jsonx.Marshal(x)
 		if err != nil {
@@ -227,14 +248,58 @@ func fToJSON(x any, a []any) (any, error) {
 	if !ok || n < 0 || n > 16 {
 		return nil, fmt.Errorf("tojson indent must be an integer from 0 to 16, got %s", Text(a[0]))
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", strings.Repeat(" ", int(n)))
-	if err := enc.Encode(x); err != nil {
+	compact, err := jsonx.Marshal(x)
+	if err != nil {
 		return nil, fmt.Errorf("tojson: %w", err)
 	}
-	return strings.TrimSuffix(buf.String(), "\n"), nil
+	if err := b.fits(extent{bytes: indentedLen(compact, int(n))}); err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, compact, "", strings.Repeat(" ", int(n))); err != nil {
+		return nil, fmt.Errorf("tojson: %w", err)
+	}
+	return buf.String(), nil
+}
+
+// indentedLen is the length json.Indent gives compact JSON: a newline and the
+// depth's indent before every value of a non-empty array or object and before its
+// closing bracket, and a space after every colon.
+func indentedLen(compact []byte, indent int) int64 {
+	n := int64(len(compact))
+	depth := 0
+	inString, escaped := false, false
+	for i := 0; i < len(compact); i++ {
+		c := compact[i]
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == ':':
+			n++
+		case c == ',':
+			n += 1 + int64(depth*indent)
+		case c == '{' || c == '[':
+			if i+1 < len(compact) && (compact[i+1] == '}' || compact[i+1] == ']') {
+				i++ // empty: stays {} or []
+				continue
+			}
+			depth++
+			n += 1 + int64(depth*indent)
+		case c == '}' || c == ']':
+			depth--
+			n += 1 + int64(depth*indent)
+		}
+	}
+	return n
 }
 
 // fFromJSON parses a JSON string; a value that is already structured passes through,
@@ -251,8 +316,8 @@ func fFromJSON(x any, _ []any) (any, error) {
 	return v, nil
 }
 
-func textFilter(f func(string) string) func(any, []any) (any, error) {
-	return func(x any, _ []any) (any, error) { return f(Text(x)), nil }
+func textFilter(f func(string) string) filterFn {
+	return func(_ *Budget, x any, _ []any) (any, error) { return f(Text(x)), nil }
 }
 
 func capitalize(s string) string {
@@ -322,7 +387,9 @@ func strArg(fn, name string, v any) (string, error) {
 	return "", fmt.Errorf("%s: argument '%s' must be a string, got %s", fn, name, typeName(v))
 }
 
-func fReplace(x any, a []any) (any, error) {
+// fReplace is str.replace; the result's length is checked against the budget
+// before it is built (it grows by the occurrences times the growth of each).
+func fReplace(b *Budget, x any, a []any) (any, error) {
 	old, err := strArg("replace", "old", a[0])
 	if err != nil {
 		return nil, err
@@ -342,8 +409,19 @@ func fReplace(x any, a []any) (any, error) {
 		}
 	}
 	s := Text(x)
-	if old == "" && n < 0 && int64(len(s)+1)*int64(len(repl)) > maxRepeat {
-		return nil, errors.New("replace result too large")
+	if grow := int64(len(repl) - len(old)); grow > 0 {
+		var hits int64
+		if old == "" {
+			hits = int64(utf8.RuneCountInString(s)) + 1
+		} else {
+			hits = int64(strings.Count(s, old))
+		}
+		if n >= 0 {
+			hits = min(hits, n)
+		}
+		if err := b.fits(extent{bytes: int64(len(s))}.plus(extent{bytes: grow}.times(hits))); err != nil {
+			return nil, err
+		}
 	}
 	return strings.Replace(s, old, repl, int(min(n, math.MaxInt32))), nil
 }
@@ -403,11 +481,12 @@ func splitSpace(s string, maxSplit int64) []string {
 }
 
 // seq reads the items a list filter works on: lists, map keys (sorted), string
-// characters; null is empty.
-func seq(name string, x any) ([]any, error) {
+// characters; null is empty. The list made for a map or a string is checked
+// against b first (see iterate).
+func seq(b *Budget, name string, x any) ([]any, error) {
 	switch x.(type) {
 	case nil, []any, map[string]any, string:
-		return iterate(x)
+		return iterate(b, x)
 	}
 	return nil, fmt.Errorf("%s needs a list, got %s", name, typeName(x))
 }
@@ -431,36 +510,53 @@ func attrPath(item, attr any) any {
 	return item
 }
 
-func fJoin(x any, a []any) (any, error) {
-	items, err := seq("join", x)
+// fJoin joins the items' text; the separators' share is checked against the
+// budget first (a long separator between many items multiplies).
+func fJoin(b *Budget, x any, a []any) (any, error) {
+	items, err := seq(b, "join", x)
 	if err != nil {
 		return nil, err
 	}
 	sep := Text(a[0])
-	var b strings.Builder
+	if len(items) > 1 {
+		if err := b.fits(extent{bytes: int64(len(sep))}.times(int64(len(items) - 1))); err != nil {
+			return nil, err
+		}
+	}
+	var out strings.Builder
 	for i, it := range items {
 		if i > 0 {
-			b.WriteString(sep)
+			out.WriteString(sep)
 		}
-		b.WriteString(Text(attrPath(it, a[1])))
+		out.WriteString(Text(attrPath(it, a[1])))
 	}
-	return b.String(), nil
+	return out.String(), nil
 }
 
-func fFirst(x any, _ []any) (any, error) {
-	items, err := seq("first", x)
-	if err != nil || len(items) == 0 {
-		return nil, err
+// edge is the first or last filter. Both are free: a string's character is read in
+// place rather than listing them all.
+func edge(last bool) func(x any, _ []any) (any, error) {
+	name, decode := "first", utf8.DecodeRuneInString
+	if last {
+		name, decode = "last", utf8.DecodeLastRuneInString
 	}
-	return items[0], nil
-}
-
-func fLast(x any, _ []any) (any, error) {
-	items, err := seq("last", x)
-	if err != nil || len(items) == 0 {
-		return nil, err
+	return func(x any, _ []any) (any, error) {
+		if s, ok := x.(string); ok {
+			if s == "" {
+				return nil, nil
+			}
+			r, _ := decode(s)
+			return string(r), nil
+		}
+		items, err := seq(nil, name, x)
+		if err != nil || len(items) == 0 {
+			return nil, err
+		}
+		if last {
+			return items[len(items)-1], nil
+		}
+		return items[0], nil
 	}
-	return items[len(items)-1], nil
 }
 
 func mapArg(name string, x any) (map[string]any, error) {
@@ -473,12 +569,12 @@ func mapArg(name string, x any) (map[string]any, error) {
 	return nil, fmt.Errorf("%s needs an object, got %s", name, typeName(x))
 }
 
-func fKeys(x any, _ []any) (any, error) {
+func fKeys(b *Budget, x any, _ []any) (any, error) {
 	m, err := mapArg("keys", x)
 	if err != nil {
 		return nil, err
 	}
-	return iterate(m)
+	return iterate(b, m)
 }
 
 func fValues(x any, _ []any) (any, error) {
@@ -505,14 +601,20 @@ func fItems(x any, _ []any) (any, error) {
 	return out, nil
 }
 
-func fSum(x any, a []any) (any, error) {
-	items, err := seq("sum", x)
+// fSum adds the items; each partial sum is charged (summing lists concatenates
+// them, and every partial list is a new one).
+func fSum(b *Budget, x any, a []any) (any, error) {
+	items, err := seq(b, "sum", x)
 	if err != nil {
 		return nil, err
 	}
 	total := a[1]
 	for _, it := range items {
-		if total, err = add(total, attrPath(it, a[0])); err != nil {
+		if total, err = b.call(metered(fn2(add)), []any{total, attrPath(it, a[0])}); err != nil {
+			var be *BudgetError
+			if errors.As(err, &be) {
+				return nil, err
+			}
 			return nil, fmt.Errorf("sum: %w", err)
 		}
 	}
@@ -533,19 +635,36 @@ func minMax(sign int) func(any, []any) (any, error) {
 		name = "max"
 	}
 	return func(x any, a []any) (any, error) {
-		items, err := seq(name, x)
-		if err != nil || len(items) == 0 {
-			return nil, err
-		}
 		cs := Truthy(a[0])
-		best := items[0]
-		for _, it := range items[1:] {
-			c, err := compare(name, sortKey(attrPath(it, a[1]), cs), sortKey(attrPath(best, a[1]), cs))
-			if err != nil {
-				return nil, err
+		var best any
+		first := true
+		consider := func(it any) error {
+			if first {
+				best, first = it, false
+				return nil
 			}
+			c, err := compare(name, sortKey(attrPath(it, a[1]), cs), sortKey(attrPath(best, a[1]), cs))
 			if c*sign > 0 {
 				best = it
+			}
+			return err
+		}
+		// A string's characters are read in place: min and max are free.
+		if s, ok := x.(string); ok {
+			for _, r := range s {
+				if err := consider(string(r)); err != nil {
+					return nil, err
+				}
+			}
+			return best, nil
+		}
+		items, err := seq(nil, name, x)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			if err := consider(it); err != nil {
+				return nil, err
 			}
 		}
 		return best, nil
@@ -638,8 +757,8 @@ func hashKey(v any) string {
 	return "o" + Text(v)
 }
 
-func fUnique(x any, a []any) (any, error) {
-	items, err := seq("unique", x)
+func fUnique(b *Budget, x any, a []any) (any, error) {
+	items, err := seq(b, "unique", x)
 	if err != nil {
 		return nil, err
 	}
@@ -656,8 +775,8 @@ func fUnique(x any, a []any) (any, error) {
 	return out, nil
 }
 
-func fSort(x any, a []any) (any, error) {
-	items, err := seq("sort", x)
+func fSort(b *Budget, x any, a []any) (any, error) {
+	items, err := seq(b, "sort", x)
 	if err != nil {
 		return nil, err
 	}
@@ -699,8 +818,8 @@ func fReverse(x any, _ []any) (any, error) {
 	return nil, fmt.Errorf("reverse needs a list or a string, got %s", typeName(x))
 }
 
-func fList(x any, _ []any) (any, error) {
-	items, err := seq("list", x)
+func fList(b *Budget, x any, _ []any) (any, error) {
+	items, err := seq(b, "list", x)
 	if err != nil {
 		return nil, err
 	}
@@ -739,8 +858,8 @@ func fDict(x any, _ []any) (any, error) {
 }
 
 // mapAttr is map(attribute=…, default=…).
-func mapAttr(x, attr, def any) (any, error) {
-	items, err := seq("map", x)
+func mapAttr(b *Budget, x, attr, def any) (any, error) {
+	items, err := seq(b, "map", x)
 	if err != nil {
 		return nil, err
 	}
@@ -755,16 +874,17 @@ func mapAttr(x, attr, def any) (any, error) {
 	return out, nil
 }
 
-// mapFilter is map('name', args…): the named filter applied to every item.
-func mapFilter(x any, name string, args []any) (any, error) {
-	f := filters[name]
-	items, err := seq("map", x)
+// mapFilter is map('name', args…): the named filter applied to every item, each
+// through the budget like a filter written out.
+func mapFilter(b *Budget, x any, name string, args []any) (any, error) {
+	f := filters[name].asHelper()
+	items, err := seq(b, "map", x)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]any, len(items))
 	for i, it := range items {
-		if out[i], err = f.fn(it, args); err != nil {
+		if out[i], err = b.call(f, append([]any{it}, args...)); err != nil {
 			return nil, err
 		}
 	}
@@ -835,6 +955,8 @@ func numErr(test string, x any, err error) error {
 }
 
 // methodDef is a Python method NoETL playbooks call on values (d.get('k'), s.split(',')).
+// get compiles to the free helper $lookup (it returns a part of its object); the
+// others to $method, which the budget charges.
 type methodDef struct{ min, max int }
 
 var methods = map[string]methodDef{
@@ -844,38 +966,48 @@ var methods = map[string]methodDef{
 	"join": {1, 1}, "title": {0, 0}, "capitalize": {0, 0},
 }
 
-// callMethod runs a method; on null it gives null, like other access on an undefined
-// value (R-T5).
-func callMethod(obj any, name string, args []any) (any, error) {
+// lookup is d.get(key[, default]); on null it gives null, like other access on an
+// undefined value (R-T5).
+func lookup(obj, key any, def []any) (any, error) {
+	switch o := obj.(type) {
+	case nil:
+		return nil, nil
+	case map[string]any:
+		if k, ok := mapKey(key); ok {
+			if v, found := o[k]; found {
+				return v, nil
+			}
+		}
+		if len(def) > 0 {
+			return def[0], nil
+		}
+		return nil, nil
+	}
+	return nil, fmt.Errorf("%s has no method 'get'", typeName(obj))
+}
+
+// callMethod runs a method other than get; on null it gives null, like other access
+// on an undefined value (R-T5).
+func callMethod(b *Budget, obj any, name string, args []any) (any, error) {
 	switch o := obj.(type) {
 	case nil:
 		return nil, nil
 	case map[string]any:
 		switch name {
-		case "get":
-			if k, ok := mapKey(args[0]); ok {
-				if v, found := o[k]; found {
-					return v, nil
-				}
-			}
-			if len(args) > 1 {
-				return args[1], nil
-			}
-			return nil, nil
 		case "keys":
-			return fKeys(o, nil)
+			return fKeys(b, o, nil)
 		case "values":
 			return fValues(o, nil)
 		case "items":
 			return fItems(o, nil)
 		}
 	case string:
-		return stringMethod(o, name, args)
+		return stringMethod(b, o, name, args)
 	}
 	return nil, fmt.Errorf("%s has no method '%s'", typeName(obj), name)
 }
 
-func stringMethod(s, name string, args []any) (any, error) {
+func stringMethod(b *Budget, s, name string, args []any) (any, error) {
 	arg := func(i int, what string) (string, error) { return strArg(name, what, args[i]) }
 	trim := func(f func(string, string) string, g func(string, func(rune) bool) string) (any, error) {
 		if len(args) == 0 || args[0] == nil {
@@ -940,9 +1072,9 @@ func stringMethod(s, name string, args []any) (any, error) {
 		if len(args) > 2 {
 			count = args[2]
 		}
-		return fReplace(s, []any{args[0], args[1], count})
+		return fReplace(b, s, []any{args[0], args[1], count})
 	case "join":
-		return fJoin(args[0], []any{s, nil})
+		return fJoin(b, args[0], []any{s, nil})
 	}
 	return nil, fmt.Errorf("string has no method '%s'", name)
 }

@@ -149,3 +149,78 @@ func FuzzRender(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRenderBudget chains operations that multiply what a template builds, as the
+// fuzzer picks them, and renders against a small budget: every render either
+// succeeds within the budget or fails with an error that is not a bug; the budget
+// never draws past its limits, and a result never holds more than the budget plus
+// the inputs.
+func FuzzRenderBudget(f *testing.F) {
+	starts := []string{"s", "xs", "m", "'ab'", "[s, s]", "range(n)", "{'a': s, 'b': xs}", "[[s]]"}
+	ops := []func(x string) string{
+		func(x string) string { return x + "|replace('a', 'aaaa')" },
+		func(x string) string { return "(" + x + ") * 7" },
+		func(x string) string { return "(" + x + ") ~ (" + x + ")" },
+		func(x string) string { return "(" + x + ") + (" + x + ")" },
+		func(x string) string { return "[" + x + ", " + x + "]" },
+		func(x string) string { return "{'k': " + x + ", 'j': " + x + "}" },
+		func(x string) string { return x + "|join(s)" },
+		func(x string) string { return x + "|tojson" },
+		func(x string) string { return x + "|tojson(4)" },
+		func(x string) string { return x + "|list" },
+		func(x string) string { return x + "|items" },
+		func(x string) string { return x + "|string" },
+		func(x string) string { return x + "|map('string')" },
+		func(x string) string { return "[" + x + "]|sum(start=[])" },
+		func(x string) string { return x + "|upper" },
+		func(x string) string { return x + "|split('a')" },
+		func(x string) string { return x + "|unique|sort" },
+		func(x string) string { return "(" + x + ")[::-1]" },
+		func(x string) string { return "(" + x + ").replace('', s)" },
+		func(x string) string { return x + "|first" },
+		func(x string) string { return x + "|map('replace', 'a', s)" },
+		func(x string) string { return "range(n)|map('string')|join(" + x + "|string)" },
+	}
+	f.Add([]byte{0, 0, 0, 0}, "aaaa", uint8(10), false)
+	f.Add([]byte{3, 2, 2, 2, 2}, "abc", uint8(3), true)
+	f.Add([]byte{4, 1, 4, 1, 4, 1}, "x", uint8(200), false)
+	f.Add([]byte{5, 8, 6, 18}, "a-a", uint8(50), true)
+	f.Add([]byte{2, 13, 13, 13}, "ab", uint8(20), false)
+	cache := NewCache(1 << 12) // compiling is most of an input's cost; shapes recur
+	f.Fuzz(func(t *testing.T, prog []byte, s string, n uint8, loop bool) {
+		if len(prog) == 0 {
+			return
+		}
+		s = s[:min(len(s), 256)]
+		x := starts[int(prog[0])%len(starts)]
+		for _, p := range prog[1:min(len(prog), 7)] {
+			if next := ops[int(p)%len(ops)](x); len(next) <= 600 {
+				x = next
+			}
+		}
+		src := "{{ " + x + " }}"
+		if loop {
+			src = "{% for i in range(n) %}" + src + "{% endfor %}"
+		}
+		tp, err := cache.Compile(src)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		vars := map[string]any{"s": s, "n": int64(n % 64), "xs": []any{s, int64(n), []any{s}}, "m": map[string]any{"a": s, "b": []any{s}}}
+		in, _ := measure(vars, extent{1 << 62, 1 << 62})
+		b := newBudget(1<<14, 1<<8)
+		out, err := tp.Render(Env{Vars: vars, Budget: b})
+		if errorIsBug(err) {
+			t.Fatalf("%s: %v", src, err)
+		}
+		if bytes, elems := b.Built(); bytes > b.maxBytes || elems > b.maxElems {
+			t.Fatalf("%s: built %d bytes and %d elements past the budget", src, bytes, elems)
+		}
+		if err != nil {
+			return
+		}
+		if got, _ := measure(out, extent{1 << 62, 1 << 62}); got.bytes > b.maxBytes+in.bytes || got.elems > b.maxElems+in.elems {
+			t.Fatalf("%s: result of %+v past the budget and the inputs", src, got)
+		}
+	})
+}

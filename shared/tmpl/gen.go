@@ -1,6 +1,7 @@
 package tmpl
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -35,8 +36,12 @@ type gen struct {
 	scopes  []map[string]string // {% for %} names → let variables, innermost last
 	nvars   int
 	usesNow bool
-	budget  string // the let variable holding this render's loop output budget
+	metered bool // some helper call takes the render's Budget
 }
+
+// budgetVar holds the render's Budget in generated code; every helper that is not
+// free gets it as its first argument.
+const budgetVar = "$b"
 
 func (g *gen) w(s string) { g.b.WriteString(s) }
 
@@ -46,11 +51,16 @@ func (g *gen) call(helper string, pos int) {
 	g.open(helper)
 }
 
-// open opens a call of a helper that cannot fail.
+// open opens a call of a helper that cannot fail. A helper that is not free gets
+// the render's Budget first, so no call can skip the accounting.
 func (g *gen) open(helper string) {
 	g.used[helper] = true
 	g.w(helper)
 	g.w("(")
+	if !helpers[helper].free {
+		g.metered = true
+		g.w(budgetVar + ", ")
+	}
 }
 
 func (g *gen) newVar() string {
@@ -130,11 +140,7 @@ func (g *gen) expr(n node) error {
 	case *nameExpr:
 		g.name(n.name)
 	case *listExpr:
-		g.w("[")
-		if err := g.list(n.items); err != nil {
-			return err
-		}
-		g.w("]")
+		return g.helper("$list", n.pos, n.items...)
 	case *dictExpr:
 		args := make([]node, 0, 2*len(n.keys))
 		for i := range n.keys {
@@ -427,6 +433,9 @@ func (g *gen) method(n *methodExpr) error {
 	if len(n.args) < m.min || len(n.args) > m.max {
 		return errAt(n.pos, fmt.Sprintf("method '%s' takes %d to %d argument(s), got %d", n.name, m.min, m.max, len(n.args)))
 	}
+	if n.name == "get" {
+		return g.helper("$lookup", n.pos, append([]node{n.obj}, n.args...)...)
+	}
 	return g.helper("$method", n.pos, append([]node{n.obj, &constExpr{val: n.name, pos: n.pos}}, n.args...)...)
 }
 
@@ -531,7 +540,6 @@ func (g *gen) forBlock(n *tFor) error {
 	}
 	g.scopes = append(g.scopes, scope)
 	g.call("$acc", n.pos)
-	g.w(g.budget + ", ")
 	err := g.body(n.body)
 	g.scopes = g.scopes[:len(g.scopes)-1]
 	if err != nil {
@@ -541,36 +549,17 @@ func (g *gen) forBlock(n *tFor) error {
 	return nil
 }
 
-// template compiles a mixed template. One loop budget per render, created by the
-// program itself, counts the bytes every loop iteration produces: loops multiply
-// output, and a runaway template must fail rather than exhaust memory.
-func (g *gen) template(body []tnode) error {
-	if hasLoop(body) {
-		g.budget = g.newVar()
-		g.w("let " + g.budget + " = ")
-		g.open("$budget")
-		g.w("); ")
+// source is the generated program: the body, preceded by the binding of the
+// render's Budget when a helper takes it. Spans move with the body.
+func (g *gen) source() string {
+	if !g.metered {
+		return g.b.String()
 	}
-	return g.body(body)
-}
-
-func hasLoop(nodes []tnode) bool {
-	for _, n := range nodes {
-		switch n := n.(type) {
-		case *tFor:
-			return true
-		case *tIf:
-			for _, b := range n.bodies {
-				if hasLoop(b) {
-					return true
-				}
-			}
-			if hasLoop(n.els) {
-				return true
-			}
-		}
+	prefix := "let " + budgetVar + " = $env[" + strconv.Quote(budgetKey) + "]; "
+	for i := range g.spans {
+		g.spans[i].gen += len(prefix)
 	}
-	return false
+	return prefix + g.b.String()
 }
 
 // refersToLoop reports whether a loop body reads `loop`, so loops that do not pay
@@ -678,13 +667,13 @@ func (p constPatch) Visit(n *ast.Node) {
 	ast.Patch(n, &ast.ConstantNode{Value: p.consts[i]})
 }
 
-// fn1 and fn2 adapt helpers to expr.Function's signature.
-func fn1(f func(any) (any, error)) func(...any) (any, error) {
-	return func(a ...any) (any, error) { return f(a[0]) }
+// fn1 and fn2 adapt helpers of one and two values that take no Budget.
+func fn1(f func(any) (any, error)) func(*Budget, []any) (any, error) {
+	return func(_ *Budget, a []any) (any, error) { return f(a[0]) }
 }
 
-func fn2(f func(any, any) (any, error)) func(...any) (any, error) {
-	return func(a ...any) (any, error) { return f(a[0], a[1]) }
+func fn2(f func(any, any) (any, error)) func(*Budget, []any) (any, error) {
+	return func(_ *Budget, a []any) (any, error) { return f(a[0], a[1]) }
 }
 
 // baseOptions configure every compile: a map environment so names compile to fast
@@ -701,69 +690,76 @@ func baseOptions() []expr.Option {
 	}
 }
 
+// free and metered make the two kinds of helper table entries (see helper.free).
+func free(fn func(*Budget, []any) (any, error)) helper    { return helper{fn: fn, free: true} }
+func metered(fn func(*Budget, []any) (any, error)) helper { return helper{fn: fn} }
+
 // helpers are the functions generated code calls, registered with expr.Function per
 // compile (only those a template uses). Built once and only read.
-var helpers = func() map[string]func(...any) (any, error) {
-	h := map[string]func(...any) (any, error){
-		"$t":        func(a ...any) (any, error) { return Truthy(a[0]), nil },
-		"$get":      func(a ...any) (any, error) { return getPath(a[0], a[1:]), nil },
-		"$has":      func(a ...any) (any, error) { return has(a[0], a[1]), nil },
-		"$slice":    func(a ...any) (any, error) { return slice(a[0], a[1], a[2], a[3]) },
-		"$neg":      fn1(neg),
-		"$pos":      fn1(plus),
-		"$add":      fn2(add),
-		"$sub":      fn2(sub),
-		"$mul":      fn2(mul),
-		"$div":      fn2(div),
-		"$floordiv": fn2(floorDiv),
-		"$mod":      fn2(mod),
-		"$pow":      fn2(pow),
-		"$cat":      func(a ...any) (any, error) { return cat(a), nil },
-		"$eq":       func(a ...any) (any, error) { return equal(a[0], a[1]), nil },
-		"$lt":       cmpFn("<", func(c int) bool { return c < 0 }),
-		"$le":       cmpFn("<=", func(c int) bool { return c <= 0 }),
-		"$gt":       cmpFn(">", func(c int) bool { return c > 0 }),
-		"$ge":       cmpFn(">=", func(c int) bool { return c >= 0 }),
-		"$in":       func(a ...any) (any, error) { return contains(a[0], a[1]) },
-		"$dict":     func(a ...any) (any, error) { return dict(a) },
-		"$now":      func(a ...any) (any, error) { return nowText(a[0]) },
-		"$range":    func(a ...any) (any, error) { return rangeList(a) },
-		"$method":   func(a ...any) (any, error) { return callMethod(a[0], a[1].(string), a[2:]) },
-		"$iter": func(a ...any) (any, error) {
-			items, err := iterate(a[0])
+var helpers = func() map[string]helper {
+	h := map[string]helper{
+		"$t":        free(func(_ *Budget, a []any) (any, error) { return Truthy(a[0]), nil }),
+		"$get":      free(func(_ *Budget, a []any) (any, error) { return getPath(a[0], a[1:]), nil }),
+		"$has":      free(func(_ *Budget, a []any) (any, error) { return has(a[0], a[1]), nil }),
+		"$slice":    metered(func(_ *Budget, a []any) (any, error) { return slice(a[0], a[1], a[2], a[3]) }),
+		"$neg":      free(fn1(neg)),
+		"$pos":      free(fn1(plus)),
+		"$add":      metered(fn2(add)),
+		"$sub":      free(fn2(sub)),
+		"$mul":      metered(func(b *Budget, a []any) (any, error) { return mul(b, a[0], a[1]) }),
+		"$div":      free(fn2(div)),
+		"$floordiv": free(fn2(floorDiv)),
+		"$mod":      free(fn2(mod)),
+		"$pow":      free(fn2(pow)),
+		"$cat":      metered(func(_ *Budget, a []any) (any, error) { return cat(a), nil }),
+		"$eq":       free(func(_ *Budget, a []any) (any, error) { return equal(a[0], a[1]), nil }),
+		"$lt":       free(cmpFn("<", func(c int) bool { return c < 0 })),
+		"$le":       free(cmpFn("<=", func(c int) bool { return c <= 0 })),
+		"$gt":       free(cmpFn(">", func(c int) bool { return c > 0 })),
+		"$ge":       free(cmpFn(">=", func(c int) bool { return c >= 0 })),
+		"$in":       free(func(_ *Budget, a []any) (any, error) { return contains(a[0], a[1]) }),
+		"$list":     metered(func(_ *Budget, a []any) (any, error) { return append([]any{}, a...), nil }),
+		"$dict":     metered(func(_ *Budget, a []any) (any, error) { return dict(a) }),
+		"$now":      metered(func(_ *Budget, a []any) (any, error) { return nowText(a[0]) }),
+		"$range":    metered(func(b *Budget, a []any) (any, error) { return rangeList(b, a) }),
+		"$method":   metered(func(b *Budget, a []any) (any, error) { return callMethod(b, a[0], a[1].(string), a[2:]) }),
+		"$lookup":   free(func(_ *Budget, a []any) (any, error) { return lookup(a[0], a[1], a[2:]) }),
+		"$iter": metered(func(b *Budget, a []any) (any, error) {
+			items, err := iterate(b, a[0])
 			if items == nil && err == nil {
 				items = []any{}
 			}
 			return items, err
-		},
-		"$empty": func(a ...any) (any, error) { l, _ := a[0].([]any); return len(l) == 0, nil },
-		"$joins": func(a ...any) (any, error) { l, _ := a[0].([]any); return cat(l), nil },
-		"$loop": func(a ...any) (any, error) {
+		}),
+		"$empty": free(func(_ *Budget, a []any) (any, error) { l, _ := a[0].([]any); return len(l) == 0, nil }),
+		"$joins": metered(func(_ *Budget, a []any) (any, error) { l, _ := a[0].([]any); return cat(l), nil }),
+		// loop's map is bookkeeping of one iteration, bounded by MaxLoopIterations.
+		"$loop": free(func(_ *Budget, a []any) (any, error) {
 			i, _ := a[0].(int)
 			l, _ := a[1].([]any)
 			return loopInfo(i, len(l)), nil
-		},
-		"$unpack": func(a ...any) (any, error) {
+		}),
+		"$unpack": free(func(_ *Budget, a []any) (any, error) {
 			n, _ := a[1].(int64)
 			i, _ := a[2].(int64)
 			return unpack(a[0], int(n), int(i))
-		},
-		"$budget":    func(...any) (any, error) { return new(loopBudget), nil },
-		"$acc":       func(a ...any) (any, error) { b, _ := a[0].(*loopBudget); return b.add(a[1]) },
-		"$mapattr":   func(a ...any) (any, error) { return mapAttr(a[0], a[1], a[2]) },
-		"$mapfilter": func(a ...any) (any, error) { return mapFilter(a[0], a[1].(string), a[2:]) },
+		}),
+		// acc counts an iteration and hands its body on (charged where it was built).
+		"$acc":       metered(func(b *Budget, a []any) (any, error) { s, _ := a[0].(string); return s, b.iterate() }),
+		"$mapattr":   metered(func(b *Budget, a []any) (any, error) { return mapAttr(b, a[0], a[1], a[2]) }),
+		"$mapfilter": metered(func(b *Budget, a []any) (any, error) { return mapFilter(b, a[0], a[1].(string), a[2:]) }),
 	}
 	for _, f := range filters {
-		h[f.helper] = func(a ...any) (any, error) { return f.fn(a[0], a[1:]) }
+		h[f.helper] = f.asHelper()
 	}
 	for name, t := range tests {
-		h["$is_"+name] = func(a ...any) (any, error) { return t.fn(a[0], a[1:]) }
+		h["$is_"+name] = free(func(_ *Budget, a []any) (any, error) { return t.fn(a[0], a[1:]) })
 	}
 	return h
 }()
 
-func cmpFn(op string, want func(int) bool) func(...any) (any, error) {
-	return func(a ...any) (any, error) {
+func cmpFn(op string, want func(int) bool) func(*Budget, []any) (any, error) {
+	return func(_ *Budget, a []any) (any, error) {
 		c, err := compare(op, a[0], a[1])
 		if err != nil {
 			return nil, err
@@ -772,12 +768,28 @@ func cmpFn(op string, want func(int) bool) func(...any) (any, error) {
 	}
 }
 
+// register adapts a helper to expr.Function. A helper that is not free receives
+// the render's Budget as its first argument (gen.open puts it there) and runs
+// through Budget.call, which charges its result.
+func (h helper) register() func(...any) (any, error) {
+	if h.free {
+		return func(a ...any) (any, error) { return h.fn(nil, a) }
+	}
+	return func(a ...any) (any, error) {
+		b, ok := a[0].(*Budget)
+		if !ok {
+			return nil, errors.New("internal: rendered without a budget")
+		}
+		return b.call(h, a[1:])
+	}
+}
+
 // options are the expr options for the generated code: the base, the helpers it uses
 // and the constant patch.
 func (g *gen) options() []expr.Option {
 	opts := baseOptions()
 	for name := range g.used {
-		opts = append(opts, expr.Function(name, helpers[name]))
+		opts = append(opts, expr.Function(name, helpers[name].register()))
 	}
 	return append(opts, expr.Patch(constPatch{consts: g.consts}))
 }

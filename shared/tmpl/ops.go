@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,40 +13,6 @@ import (
 
 // Runtime helpers called by the generated expr programs. Each implements one Jinja
 // operation with Python semantics over jsonx values; they never mutate their inputs.
-
-// Limits that keep a hostile or mistaken template from exhausting memory or
-// holding the ingest transaction that renders it.
-const (
-	maxRange      = 100_000 // elements range() may produce
-	maxRepeat     = 1 << 20 // elements or bytes a * repetition may produce
-	maxLoopOutput = 64 << 20
-	// maxLoopIterations bounds the loop iterations of one render, nested loops
-	// counted in full: the CPU bound on templates. A count, not a clock, so a
-	// render succeeds or fails the same way on every machine (the engine is
-	// deterministic); loops are the only way a template's work multiplies.
-	maxLoopIterations = 1_000_000
-)
-
-// loopBudget counts the bytes loop bodies produce and the iterations they run in
-// one render (nested loops count at each level). It is created by the running
-// program, so it is per render.
-type loopBudget struct{ n, iterations int }
-
-func (b *loopBudget) add(v any) (any, error) {
-	s, _ := v.(string)
-	if b == nil {
-		return s, nil
-	}
-	b.n += len(s)
-	b.iterations++
-	switch {
-	case b.n > maxLoopOutput:
-		return nil, fmt.Errorf("loop output exceeds %d MiB", maxLoopOutput>>20)
-	case b.iterations > maxLoopIterations:
-		return nil, fmt.Errorf("loops ran more than %d iterations in one render", maxLoopIterations)
-	}
-	return s, nil
-}
 
 var errDivZero = errors.New("division by zero")
 
@@ -75,9 +42,20 @@ func getItem(obj, key any) any {
 		if !isNumber(key) {
 			return nil
 		}
-		rs := []rune(o)
-		if i, ok := index(key, len(rs)); ok {
-			return string(rs[i])
+		// Walk to the character instead of converting the string: reading is free
+		// (Budget), so it must not allocate the string's size.
+		i, ok := toInt(key)
+		if ok && i < 0 {
+			i += int64(utf8.RuneCountInString(o))
+		}
+		if !ok || i < 0 {
+			return nil
+		}
+		for _, r := range o {
+			if i == 0 {
+				return string(r)
+			}
+			i--
 		}
 	}
 	return nil
@@ -134,17 +112,14 @@ func has(obj, key any) bool {
 }
 
 // slice is Python's obj[lo:hi:step] on lists and strings; on anything else it is null
-// like other access (R-T5).
+// like other access (R-T5). Strings are walked, never converted to runes whole.
 func slice(obj, lo, hi, step any) (any, error) {
 	var n int
-	var rs []rune
-	isStr := false
 	switch o := obj.(type) {
 	case []any:
 		n = len(o)
 	case string:
-		rs, isStr = []rune(o), true
-		n = len(rs)
+		n = utf8.RuneCountInString(o)
 	default:
 		return nil, nil
 	}
@@ -167,33 +142,36 @@ func slice(obj, lo, hi, step any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var idx []int64
-	if st > 0 {
-		for i := start; i < stop; i += st {
-			idx = append(idx, i)
-			if st >= stop-i {
-				break
-			}
-		}
-	} else {
-		for i := start; i > stop; i += st {
-			idx = append(idx, i)
-			if st <= stop-i {
-				break
-			}
-		}
+	// picked reports whether index i is in the slice; count is how many are.
+	var count int64
+	picked := func(int64) bool { return false }
+	if st > 0 && stop > start {
+		count = (stop - start + st - 1) / st
+		picked = func(i int64) bool { return i >= start && i < stop && (i-start)%st == 0 }
+	} else if st < 0 && start > stop {
+		count = (start - stop - st - 1) / -st
+		picked = func(i int64) bool { return i <= start && i > stop && (start-i)%-st == 0 }
 	}
-	if isStr {
+	if s, ok := obj.(string); ok {
 		var b strings.Builder
-		for _, i := range idx {
-			b.WriteRune(rs[i])
+		var i int64
+		for _, r := range s {
+			if picked(i) {
+				b.WriteRune(r)
+			}
+			i++
 		}
-		return b.String(), nil
+		if st > 0 {
+			return b.String(), nil
+		}
+		rs := []rune(b.String()) // only the picked characters
+		slices.Reverse(rs)
+		return string(rs), nil
 	}
 	src := obj.([]any)
-	out := make([]any, len(idx))
-	for k, i := range idx {
-		out[k] = src[i]
+	out := make([]any, 0, count)
+	for i := start; int64(len(out)) < count; i += st {
+		out = append(out, src[i])
 	}
 	return out, nil
 }
@@ -315,7 +293,9 @@ func mulInt(a, b int64) (int64, error) {
 	return r, nil
 }
 
-func mul(a, b any) (any, error) {
+// mul multiplies numbers, or repeats a string or list; a repetition's size is
+// checked against the budget before it is built.
+func mul(bud *Budget, a, b any) (any, error) {
 	if ai, bi, af, bf, isInt, ok := numbers(a, b); ok {
 		if isInt {
 			return mulInt(ai, bi)
@@ -334,13 +314,17 @@ func mul(a, b any) (any, error) {
 	count = max(count, 0)
 	switch s := seq.(type) {
 	case string:
-		if int64(len(s))*min(count, maxRepeat+1) > maxRepeat {
-			return nil, errors.New("repetition result too large")
+		if err := bud.fits(extent{bytes: int64(len(s))}.times(count)); err != nil {
+			return nil, err
 		}
 		return strings.Repeat(s, int(count)), nil
 	case []any:
-		if int64(len(s))*min(count, maxRepeat+1) > maxRepeat {
-			return nil, errors.New("repetition result too large")
+		one, ok := measure(s, bud.room())
+		if !ok {
+			return nil, bud.fits(one)
+		}
+		if err := bud.fits(one.times(count)); err != nil {
+			return nil, err
 		}
 		out := make([]any, 0, len(s)*int(count))
 		for range count {
@@ -525,8 +509,9 @@ func dict(kv []any) (any, error) {
 	return m, nil
 }
 
-// rangeList is Python's range(stop) / range(start, stop[, step]) as a list.
-func rangeList(args []any) (any, error) {
+// rangeList is Python's range(stop) / range(start, stop[, step]) as a list, its
+// length checked against the budget before it is built.
+func rangeList(b *Budget, args []any) (any, error) {
 	var n [3]int64
 	for i, a := range args {
 		v, ok := intArg(a)
@@ -551,8 +536,8 @@ func rangeList(args []any) (any, error) {
 	} else if step < 0 && stop < start {
 		count = math.Ceil((float64(start) - float64(stop)) / -float64(step))
 	}
-	if count > maxRange {
-		return nil, fmt.Errorf("range() of more than %d elements", maxRange)
+	if err := b.fits(extent{elems: int64(min(count, 1<<62))}); err != nil {
+		return nil, err
 	}
 	out := make([]any, 0, int(count))
 	for i := start; (step > 0 && i < stop) || (step < 0 && i > stop); i += step {
@@ -565,14 +550,20 @@ func rangeList(args []any) (any, error) {
 }
 
 // iterate is what {% for %} walks: a list, a map's sorted keys (deterministic output), a
-// string's characters; null (undefined) walks nothing.
-func iterate(x any) ([]any, error) {
+// string's characters; null (undefined) walks nothing. The list it makes for a map
+// or a string is checked against b first when b is not nil.
+func iterate(b *Budget, x any) ([]any, error) {
 	switch v := x.(type) {
 	case nil:
 		return nil, nil
 	case []any:
 		return v, nil
 	case map[string]any:
+		if b != nil {
+			if err := b.fits(extent{elems: int64(len(v))}); err != nil {
+				return nil, err
+			}
+		}
 		keys := sortedKeys(v)
 		out := make([]any, len(keys))
 		for i, k := range keys {
@@ -580,6 +571,11 @@ func iterate(x any) ([]any, error) {
 		}
 		return out, nil
 	case string:
+		if b != nil {
+			if err := b.fits(extent{elems: int64(utf8.RuneCountInString(v))}); err != nil {
+				return nil, err
+			}
+		}
 		out := make([]any, 0, len(v))
 		for _, r := range v {
 			out = append(out, string(r))
@@ -606,9 +602,13 @@ func unpack(item any, n, i int) (any, error) {
 	return l[i], nil
 }
 
-// nowKey holds Env.Now in the variables a template that calls now() runs with. It is not
-// a valid name, so no template can read or shadow it.
-const nowKey = " now"
+// nowKey holds Env.Now in the variables a template that calls now() runs with, and
+// budgetKey the render's Budget. They are not valid names, so no template can read
+// or shadow them.
+const (
+	nowKey    = " now"
+	budgetKey = " budget"
+)
 
 // nowText is now(): the triggering event's time (R-T4), as RFC 3339 in UTC so the text
 // is the same on every replay whatever the machine's zone.

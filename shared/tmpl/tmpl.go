@@ -17,6 +17,9 @@ import (
 type Env struct {
 	Vars map[string]any // bindings; a missing key is undefined (R-T3)
 	Now  time.Time      // what now() returns (R-T4): the triggering event's time
+	// Budget is what the render may build; nil gives each Render its own full
+	// budget. Pass one Budget to every render of one decision to bound them together.
+	Budget *Budget
 }
 
 // Template is a compiled template. It is immutable and safe for concurrent use.
@@ -29,9 +32,17 @@ type Template struct {
 	spans   []span
 	roots   []string
 	usesNow bool
-	// vms recycles expr VMs between renders: a VM's stacks are the main per-render
-	// allocation. A VM is only ever used by one goroutine at a time.
-	vms *sync.Pool
+	metered bool // some helper takes the Budget
+	// machines recycles expr VMs, and the variable maps of templates that need
+	// their own (now(), the budget), between renders: they are the main per-render
+	// allocations. A machine is only ever used by one goroutine at a time.
+	machines *sync.Pool
+}
+
+// machine is what one render runs on.
+type machine struct {
+	vm   vm.VM
+	vars map[string]any
 }
 
 // Compile parses src and compiles it to an expr program. Errors are *Error.
@@ -79,18 +90,18 @@ func (t *Template) compile() error {
 		if err != nil {
 			return err
 		}
-		if err := g.template(body); err != nil {
+		if err := g.body(body); err != nil {
 			return err
 		}
 	}
-	prog, err := expr.Compile(g.b.String(), g.options()...)
+	prog, err := expr.Compile(g.source(), g.options()...)
 	if err != nil {
 		// The generator produced code expr rejects: a bug here, not in the template.
 		return errAt(0, "internal: generated code does not compile: "+err.Error())
 	}
-	t.prog, t.spans, t.usesNow = prog, g.spans, g.usesNow
+	t.prog, t.spans, t.usesNow, t.metered = prog, g.spans, g.usesNow, g.metered
 	t.roots = sortedRoots(g.roots)
-	t.vms = &sync.Pool{New: func() any { return &vm.VM{} }}
+	t.machines = &sync.Pool{New: func() any { return &machine{} }}
 	return nil
 }
 
@@ -138,19 +149,33 @@ func (t *Template) Render(env Env) (any, error) {
 	if t.literal {
 		return t.text, nil
 	}
+	m := t.machines.Get().(*machine)
 	vars := env.Vars
-	if t.usesNow {
-		// now() reads the time from the variables, under a key no name can spell.
-		vars = make(map[string]any, len(env.Vars)+1)
+	if t.usesNow || t.metered {
+		// now() and the budget are read from the variables, under keys no name can
+		// spell; the caller's map is not ours to change.
+		if m.vars == nil {
+			m.vars = make(map[string]any, len(env.Vars)+2)
+		}
+		vars = m.vars
 		maps.Copy(vars, env.Vars)
-		vars[nowKey] = env.Now
+		if t.usesNow {
+			vars[nowKey] = env.Now
+		}
+		if t.metered {
+			b := env.Budget
+			if b == nil {
+				b = NewBudget()
+			}
+			vars[budgetKey] = b
+		}
 	}
-	machine := t.vms.Get().(*vm.VM)
-	out, err := machine.Run(t.prog, vars)
-	// Drop references to this render's values before the VM waits in the pool.
-	clear(machine.Variables)
-	clear(machine.Stack)
-	t.vms.Put(machine)
+	out, err := m.vm.Run(t.prog, vars)
+	// Drop references to this render's values before the machine waits in the pool.
+	clear(m.vm.Variables)
+	clear(m.vm.Stack)
+	clear(m.vars)
+	t.machines.Put(m)
 	if err != nil {
 		return nil, t.renderError(err)
 	}

@@ -102,7 +102,15 @@ func joinKey(path, k string) string {
 // Render renders every templated leaf and rebuilds the containers, so the result never
 // shares maps or lists with the Value (it may share with env.Vars, as Template.Render
 // does). Map keys are rendered in sorted order, so the first error is deterministic.
+// All leaves draw from one budget: env.Budget, or a new one for this call.
 func (v *Value) Render(env Env) (any, error) {
+	if env.Budget == nil && !v.IsLiteral() {
+		env.Budget = NewBudget()
+	}
+	return v.render(env)
+}
+
+func (v *Value) render(env Env) (any, error) {
 	switch {
 	case v.tmpl != nil:
 		out, err := v.tmpl.Render(env)
@@ -113,7 +121,7 @@ func (v *Value) Render(env Env) (any, error) {
 	case v.isMap:
 		m := make(map[string]any, len(v.keys))
 		for i, k := range v.keys {
-			e, err := v.elems[i].Render(env)
+			e, err := v.elems[i].render(env)
 			if err != nil {
 				return nil, err
 			}
@@ -123,7 +131,7 @@ func (v *Value) Render(env Env) (any, error) {
 	case v.elems != nil:
 		l := make([]any, len(v.elems))
 		for i, e := range v.elems {
-			r, err := e.Render(env)
+			r, err := e.render(env)
 			if err != nil {
 				return nil, err
 			}
