@@ -56,12 +56,27 @@ func (r *Registry) runShell(ctx context.Context, it pipeline.Item) pipeline.Enve
 	}
 	defer cancel()
 
+	base := baseEnv()
+	if r.user != nil {
+		// The worker's cwd, HOME and TMPDIR may be closed to the tool user: the
+		// run gets its own directory for all three (cwd only when not given).
+		dir, remove, err := r.runDir("noetl-shell-")
+		if err != nil {
+			return failure(pipeline.KindTool, "shell: "+err.Error())
+		}
+		defer remove()
+		base = r.runEnv(dir)
+		if cwd == "" {
+			cwd = dir
+		}
+	}
 	res := runProcess(ctx, procSpec{
 		Path:      shell,
 		Args:      []string{"-c", command},
 		Dir:       cwd,
-		Env:       mergeEnv(baseEnv(), env),
+		Env:       mergeEnv(base, env),
 		MaxOutput: r.maxOutput,
+		User:      r.user,
 	})
 	out := procEnvelope(res)
 	var exitCode any
