@@ -102,11 +102,7 @@ func (r *Registry) runPython(ctx context.Context, it pipeline.Item) pipeline.Env
 		return out
 	}
 	if res.Err != nil {
-		msg := "python: " + res.Err.Error()
-		if r.user != nil {
-			msg += fmt.Sprintf(" (tools run as %s: the interpreter must be one that user can run)", r.user.Name)
-		}
-		out := failure(pipeline.KindTool, msg)
+		out := failure(pipeline.KindTool, "python: "+res.Err.Error()+r.userNote())
 		out.Stdout, out.Stderr = env0.Stdout, env0.Stderr
 		return out
 	}
@@ -196,9 +192,15 @@ func ResolvePython(ctx context.Context, name string, as *User) string {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	// Through sh, so PATH is searched by the user that will run it.
-	res := runProcess(ctx, procSpec{Path: "/bin/sh", Args: []string{"-c", `exec "$0" -c 'import sys; print(sys.executable)'`, name},
-		Dir: "/", Env: baseEnv(), User: as, MaxOutput: 4096})
+	// Through sh, so PATH is searched by the user that will run it. As the
+	// worker it sees what the worker sees (a version manager reads its cwd
+	// and environment); a tool user gets the tools' environment in "/".
+	spec := procSpec{Path: "/bin/sh", Args: []string{"-c", `exec "$0" -c 'import sys; print(sys.executable)'`, name},
+		Env: os.Environ(), MaxOutput: 4096}
+	if as != nil {
+		spec.Dir, spec.Env, spec.User = "/", baseEnv(), as
+	}
+	res := runProcess(ctx, spec)
 	if res.Err != nil || res.ExitCode != 0 {
 		return name
 	}

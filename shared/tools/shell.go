@@ -90,7 +90,7 @@ func (r *Registry) runShell(ctx context.Context, it pipeline.Item) pipeline.Enve
 		out.Status, out.Error = t.Status, t.Error
 	case res.Err != nil:
 		out.Status = pipeline.StatusError
-		out.Error = &pipeline.ErrorInfo{Message: "shell: " + res.Err.Error(), Kind: pipeline.KindTool}
+		out.Error = &pipeline.ErrorInfo{Message: "shell: " + res.Err.Error() + r.userNote(), Kind: pipeline.KindTool}
 	case res.ExitCode != 0:
 		msg := fmt.Sprintf("shell: command exited with code %d", res.ExitCode)
 		if res.Signal != "" {

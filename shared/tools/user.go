@@ -72,6 +72,14 @@ func (r *Registry) runEnv(dir string) []string {
 	return mergeEnv(baseEnv(), []string{"HOME=" + dir, "TMPDIR=" + dir})
 }
 
+// userNote explains a subprocess that could not start under a tool user.
+func (r *Registry) userNote() string {
+	if r.user == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (tools run as %s: the program and the cwd must be ones that user can use)", r.user.Name)
+}
+
 // CheckUser verifies that tools can run as the configured tool user: a
 // directory made under the work dir is usable by it and sh starts there. A
 // worker calls it at start, so a tool user it cannot switch to (the worker is

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/noetl-go/noetl/shared/pipeline"
 )
 
 // toolUser is nobody, for tests that switch users; they need root.
@@ -67,6 +69,10 @@ result = {"uid": os.getuid(), "same": os.environ["HOME"] == os.environ["TMPDIR"]
 		strings.Contains(out, "root-only-pw") || strings.Contains(out, "tok-in-the-worker-env") {
 		t.Fatalf("shell as the tool user:\n%s", out)
 	}
+
+	// A cwd closed to the tool user: the error says who the step ran as.
+	env = execTool(t, r, map[string]any{"kind": "shell", "command": "pwd", "cwd": t.TempDir()}, nil)
+	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "tools run as nobody")
 }
 
 // TestCheckUser: a work dir the tool user cannot reach fails the check with
