@@ -272,9 +272,13 @@ func (a *API) replay(ctx context.Context, c *call, id int64) (any, error) {
 		doc["diff"] = diff
 	}
 	// The value rule only (see secrets.go): projections are keyed by names.
+	m := maskerFor(res.Workload)
+	if m.Empty() {
+		return doc, nil
+	}
 	out, err := plain(doc)
 	if err != nil {
 		return nil, err
 	}
-	return maskerFor(res.Workload).Value(out), nil
+	return m.Value(out), nil
 }
