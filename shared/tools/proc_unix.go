@@ -25,13 +25,11 @@ func setProcAttr(cmd *exec.Cmd, u *User) {
 // returns nil when that is the worker's own user (nothing to switch).
 func LookupUser(name string) (*User, error) {
 	acct, err := user.Lookup(name)
+	if _, nerr := strconv.ParseUint(name, 10, 32); err != nil && nerr == nil {
+		acct, err = user.LookupId(name)
+	}
 	if err != nil {
-		if _, nerr := strconv.ParseUint(name, 10, 32); nerr != nil {
-			return nil, fmt.Errorf("tool user %q: %w", name, err)
-		}
-		if acct, err = user.LookupId(name); err != nil {
-			return nil, fmt.Errorf("tool user %q: %w", name, err)
-		}
+		return nil, fmt.Errorf("tool user %q: %w (name an existing user, or none to run tools as the worker)", name, err)
 	}
 	uid, err := strconv.ParseUint(acct.Uid, 10, 32)
 	if err != nil {
