@@ -86,8 +86,10 @@ workflow:
         result = {"survived": True}
 `)
 	bin := buildNoetl(t)
+	// Tools run as the worker (--tool-user=): the marker lives in this test's
+	// private temp dir, which a separate tool user could not write.
 	victim := exec.Command(bin, "worker", "--server", shared.srv.URL, "--nats", shared.srv.NATSURL,
-		"--pool", "faults-kill", "--id", "victim", "--concurrency", "1")
+		"--pool", "faults-kill", "--id", "victim", "--concurrency", "1", "--tool-user=")
 	victim.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// SIGKILL leaves the python tool's work directory behind: keep it in the test's.
 	victim.Env = append(os.Environ(), "TMPDIR="+t.TempDir())

@@ -18,6 +18,7 @@ import (
 	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/devserver"
 	"github.com/noetl-go/noetl/shared/notify"
+	"github.com/noetl-go/noetl/shared/redact"
 	"github.com/noetl-go/noetl/shared/tools"
 	"github.com/noetl-go/noetl/shared/worker"
 )
@@ -42,6 +43,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	resultStore := fs.String("result-store", os.Getenv("NOETL_RESULT_STORE"), "where workers store results too large to post inline, file:///dir or s3://bucket/prefix (env NOETL_RESULT_STORE); empty: a temporary directory")
 	inlineLimit := fs.Int("inline-limit", worker.DefaultInlineLimit, "largest result (bytes of JSON) workers post inline; larger ones go to the result store")
 	verbose := fs.Bool("v", false, "print the stack's JSON logs")
+	toolUser := toolUserFlag(fs)
 	if code, ok := parseFlags(fs, args, "dev [flags]", "Runs the whole stack in one process: a throwaway Postgres (cluster + 2 shards) unless a\n"+
 		"database URL is given, an embedded NATS unless a NATS URL is given, the API on "+"127.0.0.1:8082 serving\n"+
 		"every function's routes, in-process workers and the scheduled drain. It registers the examples,\n"+
@@ -58,11 +60,13 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		logOut = stderr
 	}
 	level := new(slog.LevelVar) // NOETL_LOG_LEVEL, once the stack has read it
-	logger := slog.New(api.LogHandler(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: level})))
-	d := dev{out: stdout, errw: stderr, logger: logger}
+	secrets := envSecrets(os.Environ())
+	logger := slog.New(redact.LogHandler(api.LogHandler(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: level})), secrets))
+	d := dev{out: stdout, errw: stderr, logger: logger, secrets: secrets}
 	code, err := d.run(ctx, devserver.Options{Listen: *listen, DatabaseURL: *databaseURL, ShardURLs: *shardURLs,
 		NATSURL: *natsURL, ResultStore: *resultStore, DrainEvery: *drainEvery, Logger: logger, LogLevel: level, Out: stdout},
-		devRun{workers: *workers, concurrency: *concurrency, inlineLimit: *inlineLimit, examples: *examples, demo: *demo, exit: *exit, python: *python})
+		devRun{workers: *workers, concurrency: *concurrency, inlineLimit: *inlineLimit, examples: *examples, demo: *demo, exit: *exit, python: *python,
+			toolUser: *toolUser})
 	if err != nil {
 		fmt.Fprintf(stderr, "noetl dev: %v\n", err)
 		return exitFail
@@ -76,11 +80,14 @@ type devRun struct {
 	examples             string
 	demo, exit           bool
 	python               string
+	toolUser             string
 }
 
 type dev struct {
 	out, errw io.Writer
 	logger    *slog.Logger
+	// secrets are masked in the logs of the server and the workers alike.
+	secrets *redact.Secrets
 }
 
 func (d dev) run(ctx context.Context, o devserver.Options, r devRun) (int, error) {
@@ -106,27 +113,34 @@ func (d dev) run(ctx context.Context, o devserver.Options, r devRun) (int, error
 
 	// The examples' postgres steps use the alias noetl_dev: this stack's own
 	// database. Aliases from the environment work as for `noetl worker`.
-	env, err := tools.CredentialsFromEnv(os.Getenv)
+	env, err := tools.CredentialsFromEnv(nil)
 	if err != nil {
 		return exitFail, err
 	}
 	creds := chain{tools.CredentialMap{"noetl_dev": {Kind: "postgres", DSN: s.ClusterDSN}}, env}
+	workerToken, apiToken := os.Getenv("NOETL_WORKER_TOKEN"), os.Getenv("NOETL_API_TOKEN")
 	wctx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	defer func() { stopWorkers(); wg.Wait() }()
 	for i := range r.workers {
-		w, err := worker.Standard{Server: s.URL, Token: os.Getenv("NOETL_WORKER_TOKEN"), APIToken: os.Getenv("NOETL_API_TOKEN"),
+		w, err := worker.Standard{Server: s.URL, Token: workerToken, APIToken: apiToken,
 			JS: s.JS, Pool: notify.PoolShared, ID: fmt.Sprintf("dev-worker-%d", i+1), Concurrency: r.concurrency,
-			Python: r.python, Credentials: creds, Results: s.Results, InlineLimit: r.inlineLimit, Logger: d.logger}.Build(ctx)
+			Python: r.python, Credentials: creds, Results: s.Results, InlineLimit: r.inlineLimit, Logger: d.logger,
+			ToolUser: r.toolUser, Secrets: d.secrets}.Build(ctx)
 		if err != nil {
 			return exitFail, err
 		}
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = w.Run(wctx) }()
 	}
+	// The stack and the workers have read every secret: the workers' tools
+	// run in this process's children, as with noetl worker.
+	if err := worker.Protect(); err != nil {
+		return exitFail, err
+	}
 	fmt.Fprintf(d.out, "noetl dev: API on %s with %d workers (pool %s)\n", s.URL, r.workers, notify.PoolShared)
 
-	cl := client.New(s.URL, os.Getenv("NOETL_API_TOKEN"))
+	cl := client.New(s.URL, apiToken)
 	if err := d.registerExamples(ctx, cl, r.examples); err != nil {
 		return exitFail, err
 	}
@@ -217,4 +231,15 @@ func (c chain) Lookup(ctx context.Context, alias string) (tools.Credential, erro
 		}
 	}
 	return tools.Credential{}, last
+}
+
+// Secrets implements tools.SecretLister for the members that do.
+func (c chain) Secrets() []string {
+	var out []string
+	for _, s := range c {
+		if l, ok := s.(tools.SecretLister); ok {
+			out = append(out, l.Secrets()...)
+		}
+	}
+	return out
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/noetl-go/noetl/shared/api"
 	"github.com/noetl-go/noetl/shared/config"
 	"github.com/noetl-go/noetl/shared/devserver"
+	"github.com/noetl-go/noetl/shared/redact"
 )
 
 // serveFlags are `noetl serve`'s settings; the environment supplies the
@@ -80,7 +81,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	level := new(slog.LevelVar) // NOETL_LOG_LEVEL, once the stack has read it
-	logger := slog.New(api.LogHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})))
+	logger := slog.New(redact.LogHandler(api.LogHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})), envSecrets(os.Environ())))
 	if f.databaseURL == "" {
 		fmt.Fprintf(stderr, "noetl serve: no database URL; starting a throwaway Postgres with %d shards\n", f.shards)
 	}

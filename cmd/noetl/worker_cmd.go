@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,9 +12,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/noetl-go/noetl/shared/config"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/store"
+	"github.com/noetl-go/noetl/shared/tools"
 	"github.com/noetl-go/noetl/shared/worker"
 )
 
@@ -22,6 +25,12 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// toolUserFlag is --tool-user of the commands that run workers.
+func toolUserFlag(fs *flag.FlagSet) *string {
+	return fs.String("tool-user", envOr("NOETL_TOOL_USER", tools.DefaultToolUser()),
+		"run python and shell steps as this user (env NOETL_TOOL_USER); default nobody when running as root,\nso steps cannot read the worker's tokens or root-only credential files; --tool-user= runs them as the worker")
 }
 
 func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -37,7 +46,9 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	python := fs.String("python", envOr("NOETL_PYTHON", "python3"), "python interpreter (env NOETL_PYTHON)")
 	resultStore := fs.String("result-store", os.Getenv("NOETL_RESULT_STORE"), "where results too large to post inline go, file:///dir or s3://bucket/prefix: the server's store (env NOETL_RESULT_STORE); empty: such results fail their step")
 	inlineLimit := fs.Int("inline-limit", worker.DefaultInlineLimit, "largest result (bytes of JSON) posted inline")
-	if code, ok := parseFlags(fs, args, "worker [flags]", "Runs a worker: pulls commands of a pool from NATS, claims and runs them.\nCredentials for auth: aliases come from NOETL_CREDENTIALS_FILE and NOETL_CREDENTIAL_<ALIAS> (R-P4)."); !ok {
+	toolUser := toolUserFlag(fs)
+	if code, ok := parseFlags(fs, args, "worker [flags]", "Runs a worker: pulls commands of a pool from NATS, claims and runs them.\nCredentials for auth: aliases come from NOETL_CREDENTIALS_FILE and NOETL_CREDENTIAL_<ALIAS> (R-P4).\n"+
+		"Give tokens in the environment, not as flags: any user can read a process's arguments."); !ok {
 		return code
 	}
 	if !noArgs(fs, stderr) {
@@ -46,7 +57,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	nc, err := nats.Connect(*natsURL, nats.Name("noetl-worker "+*id), nats.MaxReconnects(-1))
 	if err != nil {
-		return fail(stderr, "worker", fmt.Errorf("connect to NATS at %s: %w (give the server's NATS with --nats or NOETL_NATS_URL; noetl serve prints it)", *natsURL, err))
+		return fail(stderr, "worker", fmt.Errorf("connect to NATS at %s: %w (give the server's NATS with --nats or NOETL_NATS_URL; noetl serve prints it)", config.RedactDSN(*natsURL), err))
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
@@ -60,8 +71,14 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 	}
 	w, err := worker.Standard{Server: *server, Token: *token, APIToken: *apiToken, JS: js, Pool: *pool, ID: *id,
-		Concurrency: *concurrency, Python: *python, Results: results, InlineLimit: *inlineLimit, Logger: log}.Build(ctx)
+		Concurrency: *concurrency, Python: *python, Results: results, InlineLimit: *inlineLimit, Logger: log,
+		ToolUser: *toolUser}.Build(ctx)
 	if err != nil {
+		return fail(stderr, "worker", err)
+	}
+	// Everything secret has been read: drop it from the environment and keep
+	// the tools out of this process's /proc entries.
+	if err := worker.Protect(); err != nil {
 		return fail(stderr, "worker", err)
 	}
 	if err := w.Run(ctx); err != nil {

@@ -183,8 +183,8 @@ func emptyIfNil(m map[string]any) map[string]any {
 	return m
 }
 
-// GET /api/commands/{event_id}: the command without claiming it; status is
-// the command's own (PENDING, CLAIMED, …).
+// GET /api/commands/{event_id}: the command without claiming it, masked;
+// status is the command's own (PENDING, CLAIMED, …).
 func (a *API) getCommand(ctx context.Context, c *call) (any, error) {
 	id, err := parseID("event_id", c.params["event_id"])
 	if err != nil {
@@ -196,7 +196,16 @@ func (a *API) getCommand(ctx context.Context, c *call) (any, error) {
 	}
 	c.attrs.setExecution(b.ExecutionID)
 	c.attrs.setCommand(b.CommandID)
-	return commandBody(b, b.Status), nil
+	// A look, not a claim: masked like everything users read (the claim
+	// answer carries what the worker needs to run the step).
+	workload, err := a.svc.Workload(ctx, b.ExecutionID)
+	if err != nil {
+		return nil, err
+	}
+	m := maskerFor(workload)
+	masked := *b
+	masked.Context, masked.Meta = maskedObject(m, b.Context), maskedObject(m, b.Meta)
+	return commandBody(&masked, b.Status), nil
 }
 
 // POST /api/commands/{event_id}/claim {worker_id, start?}: start (our

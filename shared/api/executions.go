@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/redact"
 	"github.com/noetl-go/noetl/shared/replay"
 	"github.com/noetl-go/noetl/shared/store"
 )
@@ -87,19 +88,20 @@ func (a *API) getExecution(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	m := maskerFor(v.Row.Workload)
 	out := executionSummary(v.Row)
 	steps := make(map[string]any, len(v.Steps))
 	for name, s := range v.Steps {
 		steps[name] = map[string]any{
-			"status": s.Status, "result": s.Result, "attempts": int64(s.Attempts), "visits": int64(s.Visits),
-			"started_at": timeOrNull(s.StartedAt), "completed_at": timeOrNull(s.CompletedAt), "error": strOrNull(s.Error),
+			"status": s.Status, "result": m.Redact(s.Result), "attempts": int64(s.Attempts), "visits": int64(s.Visits),
+			"started_at": timeOrNull(s.StartedAt), "completed_at": timeOrNull(s.CompletedAt), "error": strOrNull(maskedString(m, s.Error)),
 		}
 	}
-	out["workload"] = emptyIfNil(v.Row.Workload)
+	out["workload"] = emptyIfNil(maskedObject(m, v.Row.Workload))
 	out["steps"] = steps
-	out["context"] = emptyIfNil(v.Context)
-	out["result"] = v.Result
-	out["error"] = strOrNull(v.Row.Error)
+	out["context"] = emptyIfNil(maskedObject(m, v.Context))
+	out["result"] = m.Redact(v.Result)
+	out["error"] = strOrNull(maskedString(m, v.Row.Error))
 	return out, nil
 }
 
@@ -119,13 +121,14 @@ func (a *API) listEvents(ctx context.Context, c *call) (any, error) {
 	} else if ok {
 		f.Limit = int(n)
 	}
-	evs, err := a.svc.Events(ctx, f)
+	row, evs, err := a.svc.ExecutionEvents(ctx, f)
 	if err != nil {
 		return nil, err
 	}
+	m := maskerFor(row.Workload)
 	out := make([]any, len(evs))
 	for i, e := range evs {
-		out[i] = eventJSON(e)
+		out[i] = eventJSON(m, e)
 	}
 	var next any
 	if len(evs) == f.Limit {
@@ -134,12 +137,13 @@ func (a *API) listEvents(ctx context.Context, c *call) (any, error) {
 	return map[string]any{"events": out, "next_after_seq": next}, nil
 }
 
-func eventJSON(e store.Event) map[string]any {
+// eventJSON is an event as users read it, its values masked with m.
+func eventJSON(m *redact.Masker, e store.Event) map[string]any {
 	return map[string]any{
 		"event_id": formatID(e.EventID), "execution_id": formatID(e.ExecutionID), "seq": e.Seq,
 		"event_type": e.EventType, "node_name": strOrNull(e.NodeName), "node_type": strOrNull(e.NodeType),
-		"status": strOrNull(e.Status), "context": objOrNull(e.Context), "meta": objOrNull(e.Meta),
-		"result": objOrNull(e.Result), "error": strOrNull(e.Error), "worker_id": strOrNull(e.WorkerID),
+		"status": strOrNull(e.Status), "context": objOrNull(maskedObject(m, e.Context)), "meta": objOrNull(maskedObject(m, e.Meta)),
+		"result": objOrNull(maskedObject(m, e.Result)), "error": strOrNull(maskedString(m, e.Error)), "worker_id": strOrNull(e.WorkerID),
 		"command_id": strOrNull(e.CommandID), "parent_event_id": idOrNull(e.ParentEventID),
 		"client_event_id": strOrNull(e.ClientEventID), "ignored": e.Ignored, "created_at": timeOrNull(e.CreatedAt),
 	}
@@ -267,5 +271,14 @@ func (a *API) replay(ctx context.Context, c *call, id int64) (any, error) {
 		}
 		doc["diff"] = diff
 	}
-	return doc, nil
+	// The value rule only (see secrets.go): projections are keyed by names.
+	m := maskerFor(res.Workload)
+	if m.Empty() {
+		return doc, nil
+	}
+	out, err := plain(doc)
+	if err != nil {
+		return nil, err
+	}
+	return m.Value(out), nil
 }

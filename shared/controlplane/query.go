@@ -169,16 +169,31 @@ func (s *Service) ListExecutions(ctx context.Context, f store.ExecutionFilter) (
 
 // Events returns a page of an execution's log.
 func (s *Service) Events(ctx context.Context, f store.EventFilter) ([]store.Event, error) {
+	_, evs, err := s.ExecutionEvents(ctx, f)
+	return evs, err
+}
+
+// ExecutionEvents returns a page of an execution's log with the execution's
+// row (the API masks the workload's secrets in what it serves).
+func (s *Service) ExecutionEvents(ctx context.Context, f store.EventFilter) (store.Execution, []store.Event, error) {
 	sh, err := s.st.ShardFor(f.ExecutionID)
 	if err != nil {
-		return nil, Errorf(ErrNotFound, "execution %d not found", f.ExecutionID)
+		return store.Execution{}, nil, Errorf(ErrNotFound, "execution %d not found", f.ExecutionID)
 	}
-	if _, err := store.GetExecution(ctx, sh.Pool(), f.ExecutionID); errors.Is(err, store.ErrNotFound) {
-		return nil, Errorf(ErrNotFound, "execution %d not found", f.ExecutionID)
+	row, err := store.GetExecution(ctx, sh.Pool(), f.ExecutionID)
+	if errors.Is(err, store.ErrNotFound) {
+		return row, nil, Errorf(ErrNotFound, "execution %d not found", f.ExecutionID)
 	} else if err != nil {
-		return nil, err
+		return row, nil, err
 	}
-	return store.ListEvents(ctx, sh.Pool(), f)
+	evs, err := store.ListEvents(ctx, sh.Pool(), f)
+	return row, evs, err
+}
+
+// Workload returns an execution's merged workload.
+func (s *Service) Workload(ctx context.Context, id int64) (map[string]any, error) {
+	row, _, _, err := s.readExecution(ctx, id)
+	return row.Workload, err
 }
 
 func sortStrings(s []string) { sort.Strings(s) }

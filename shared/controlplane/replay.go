@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/redact"
 	"github.com/noetl-go/noetl/shared/replay"
 	"github.com/noetl-go/noetl/shared/store"
 )
@@ -18,6 +20,8 @@ type Replayed struct {
 	Verify *Verification
 	// Diff is set with diff_from: what changed from the earlier cutoff.
 	Diff []replay.Change
+	// Workload is the execution's (the API masks its secrets).
+	Workload map[string]any
 }
 
 // Verification compares the fold of the whole log with the live snapshot.
@@ -34,7 +38,7 @@ func (s *Service) Replay(ctx context.Context, id int64, q replay.Query) (*Replay
 	if err != nil {
 		return nil, err
 	}
-	out := &Replayed{}
+	out := &Replayed{Workload: row.Workload}
 	if out.State, _, err = s.fold(ctx, sh, row, q.Projection, q.Cutoff, q.Limit); err != nil {
 		return nil, err
 	}
@@ -131,8 +135,19 @@ func compare(path string, a, b any, diffs *[]string) {
 		return
 	}
 	if string(jsonx.MustMarshal(a)) != string(jsonx.MustMarshal(b)) {
-		*diffs = append(*diffs, fmt.Sprintf("%s: live %s, folded %s", path, jsonx.MustMarshal(a), jsonx.MustMarshal(b)))
+		*diffs = append(*diffs, fmt.Sprintf("%s: live %s, folded %s", path, shown(path, a), shown(path, b)))
 	}
+}
+
+// shown is a value as a difference quotes it to users: secrets masked by the
+// key rule, including a value whose own key (a segment of path) is secret.
+func shown(path string, v any) []byte {
+	for _, seg := range strings.Split(path, "/") {
+		if redact.SecretKey(seg) && v != nil {
+			v = redact.Mask
+		}
+	}
+	return jsonx.MustMarshal(redact.Value(v))
 }
 
 func sortedKeys(m map[string]bool) []string {

@@ -1,11 +1,22 @@
-// Package redact removes secrets from worker-supplied values before they are
-// stored (events.md §7). It matches whole key names and recognisable secret
-// shapes, not substrings: NoETL's substring and long-string rules destroy fields
-// like author, max_tokens and every sha256 digest.
+// Package redact owns the secret rules, so each is written once:
+//
+//   - the key and shape rule (Value, SecretKey, SecretString): values under
+//     secret-named keys and strings shaped like credentials become Mask. It
+//     matches whole key names and recognisable shapes, not substrings:
+//     NoETL's substring and long-string rules destroy fields like author,
+//     max_tokens and every sha256 digest. Worker-supplied results and meta
+//     get it before they are stored (events.md §7); the API applies it to
+//     everything it serves to users.
+//   - the value rule (Masker, Secrets): registered secret strings are
+//     replaced wherever they appear, as CI systems mask registered secrets.
+//     A worker registers what it resolved for a step and masks its reports
+//     with it; the API registers an execution's secret workload values.
+//   - LogHandler applies both to log records.
 package redact
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -82,18 +93,24 @@ func walk(v any) (any, bool) {
 			return out, true
 		}
 	case []any:
-		var out []any
-		for i, e := range x {
-			if nv, changed := walk(e); changed {
-				if out == nil {
-					out = append([]any(nil), x...)
-				}
-				out[i] = nv
-			}
-		}
-		if out != nil {
-			return out, true
-		}
+		return walkList(x, walk)
 	}
 	return v, false
+}
+
+// walkList applies walk to each element, copying x only when one changed.
+func walkList(x []any, walk func(any) (any, bool)) (any, bool) {
+	var out []any
+	for i, e := range x {
+		if nv, changed := walk(e); changed {
+			if out == nil {
+				out = slices.Clone(x)
+			}
+			out[i] = nv
+		}
+	}
+	if out == nil {
+		return x, false
+	}
+	return out, true
 }

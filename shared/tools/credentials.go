@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/redact"
 )
 
 // Credentials resolves `auth:` aliases (R-P4). An unknown alias is an error naming it
@@ -46,11 +48,13 @@ func (m CredentialMap) Lookup(_ context.Context, alias string) (Credential, erro
 	return Credential{}, fmt.Errorf("credential alias %q is not configured: %w", alias, ErrCredentialNotConfigured)
 }
 
+const credentialEnvPrefix = "NOETL_CREDENTIAL_"
+
 // CredentialEnvName is the env var holding one credential for alias (R-P4): the alias
 // upper-cased, every character other than A-Z and 0-9 replaced by '_'.
 func CredentialEnvName(alias string) string {
 	var b strings.Builder
-	b.WriteString("NOETL_CREDENTIAL_")
+	b.WriteString(credentialEnvPrefix)
 	for _, r := range strings.ToUpper(alias) {
 		if (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
 			b.WriteRune(r)
@@ -62,39 +66,50 @@ func CredentialEnvName(alias string) string {
 }
 
 type envCredentials struct {
-	getenv func(string) string
-	file   map[string]Credential
-	path   string
+	env  map[string]string // NOETL_CREDENTIAL_* name → raw JSON
+	file map[string]Credential
+	path string
 }
 
-// CredentialsFromEnv builds the local credential store of R-P4. NOETL_CREDENTIALS_FILE
-// names a JSON file {alias: {kind, host, port, user, password, database | dsn}}, read
-// once here (a missing or malformed file is an error now, not at the first lookup).
-// NOETL_CREDENTIAL_<ALIAS> holds one entry as JSON and is read at each lookup; it
-// wins over the file's entry for the same alias.
-func CredentialsFromEnv(getenv func(string) string) (Credentials, error) {
-	if getenv == nil {
-		getenv = os.Getenv
+// CredentialsFromEnv builds the local credential store of R-P4 from environ
+// (KEY=value entries; nil: os.Environ()). NOETL_CREDENTIALS_FILE names a JSON
+// file {alias: {kind, host, port, user, password, database | dsn}};
+// NOETL_CREDENTIAL_<ALIAS> holds one entry as JSON and wins over the file's
+// entry for the same alias. Both are read here, once, so a worker can drop
+// them from its environment afterwards (see shared/worker's Protect). A
+// missing or malformed file is an error now; a malformed NOETL_CREDENTIAL_*
+// entry is an error naming it at its alias's lookup.
+func CredentialsFromEnv(environ []string) (Credentials, error) {
+	if environ == nil {
+		environ = os.Environ()
 	}
-	c := &envCredentials{getenv: getenv, file: map[string]Credential{}}
-	if path := getenv("NOETL_CREDENTIALS_FILE"); path != "" {
-		c.path = path
-		b, err := os.ReadFile(path)
+	c := &envCredentials{env: map[string]string{}, file: map[string]Credential{}}
+	for _, kv := range environ {
+		name, v, _ := strings.Cut(kv, "=")
+		switch {
+		case name == "NOETL_CREDENTIALS_FILE":
+			c.path = v
+		case strings.HasPrefix(name, credentialEnvPrefix) && v != "":
+			c.env[name] = v
+		}
+	}
+	if c.path != "" {
+		b, err := os.ReadFile(c.path)
 		if err != nil {
 			return nil, fmt.Errorf("NOETL_CREDENTIALS_FILE: %w", err)
 		}
 		all, err := jsonx.DecodeObject(b)
 		if err != nil {
-			return nil, fmt.Errorf("NOETL_CREDENTIALS_FILE %s: %w", path, err)
+			return nil, fmt.Errorf("NOETL_CREDENTIALS_FILE %s: %w", c.path, err)
 		}
 		for alias, v := range all {
 			m, ok := v.(map[string]any)
 			if !ok {
-				return nil, fmt.Errorf("NOETL_CREDENTIALS_FILE %s: credential %q: expected an object, got %s", path, alias, jsonx.TypeName(v))
+				return nil, fmt.Errorf("NOETL_CREDENTIALS_FILE %s: credential %q: expected an object, got %s", c.path, alias, jsonx.TypeName(v))
 			}
 			cred, err := credentialFromMap(m)
 			if err != nil {
-				return nil, fmt.Errorf("NOETL_CREDENTIALS_FILE %s: credential %q: %w", path, alias, err)
+				return nil, fmt.Errorf("NOETL_CREDENTIALS_FILE %s: credential %q: %w", c.path, alias, err)
 			}
 			c.file[alias] = cred
 		}
@@ -104,12 +119,8 @@ func CredentialsFromEnv(getenv func(string) string) (Credentials, error) {
 
 func (c *envCredentials) Lookup(_ context.Context, alias string) (Credential, error) {
 	name := CredentialEnvName(alias)
-	if raw := c.getenv(name); raw != "" {
-		m, err := jsonx.DecodeObject([]byte(raw))
-		if err != nil {
-			return Credential{}, fmt.Errorf("credential alias %q: %s: %w", alias, name, err)
-		}
-		cred, err := credentialFromMap(m)
+	if raw := c.env[name]; raw != "" {
+		cred, err := credentialFromJSON(raw)
 		if err != nil {
 			return Credential{}, fmt.Errorf("credential alias %q: %s: %w", alias, name, err)
 		}
@@ -125,6 +136,61 @@ func (c *envCredentials) Lookup(_ context.Context, alias string) (Credential, er
 		where += " or add it to the file named by NOETL_CREDENTIALS_FILE"
 	}
 	return Credential{}, fmt.Errorf("credential alias %q is not configured (%s): %w", alias, where, ErrCredentialNotConfigured)
+}
+
+// Secrets implements SecretLister: every entry's secrets, and each
+// NOETL_CREDENTIAL_* value whole (a malformed one may still hold a password).
+func (c *envCredentials) Secrets() []string {
+	var out []string
+	for _, raw := range c.env {
+		out = append(out, raw)
+		if cred, err := credentialFromJSON(raw); err == nil {
+			out = append(out, cred.Secrets()...)
+		}
+	}
+	for _, cred := range c.file {
+		out = append(out, cred.Secrets()...)
+	}
+	return out
+}
+
+func credentialFromJSON(raw string) (Credential, error) {
+	m, err := jsonx.DecodeObject([]byte(raw))
+	if err != nil {
+		return Credential{}, err
+	}
+	return credentialFromMap(m)
+}
+
+// SecretLister is a credential store that can list the secrets it holds, so
+// a worker can mask them before any step looks them up.
+type SecretLister interface {
+	Secrets() []string
+}
+
+// Secrets are the credential's secret values: password (also as the http
+// tool sends it in Basic auth), dsn, and every string under a secret-named
+// key of Extra (token, client_secret, an Authorization or X-Api-Key header,
+// …). Host, user, port and database are not secrets: masking "postgres"
+// everywhere would destroy data.
+func (c Credential) Secrets() []string {
+	out := redact.Collect(map[string]any(c.Extra))
+	if c.Password != "" {
+		out = append(out, c.Password, base64.StdEncoding.EncodeToString([]byte(c.User+":"+c.Password)))
+	}
+	if c.DSN != "" {
+		out = append(out, c.DSN)
+	}
+	return out
+}
+
+// Secrets implements SecretLister.
+func (m CredentialMap) Secrets() []string {
+	var out []string
+	for _, c := range m {
+		out = append(out, c.Secrets()...)
+	}
+	return out
 }
 
 // credentialFromMap reads one JSON entry.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -40,7 +41,7 @@ func TestCredentialsFromEnv(t *testing.T) {
 		"NOETL_CREDENTIAL_BROKEN":       `{not json`,
 		"NOETL_SOMETHING_ELSE_ENTIRELY": "x",
 	}
-	creds, err := CredentialsFromEnv(func(k string) string { return env[k] })
+	creds, err := CredentialsFromEnv(environ(env))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,12 +79,7 @@ func TestCredentialsFromEnv(t *testing.T) {
 
 func TestCredentialsFromEnvFileErrors(t *testing.T) {
 	t.Parallel()
-	_, err := CredentialsFromEnv(func(k string) string {
-		if k == "NOETL_CREDENTIALS_FILE" {
-			return filepath.Join(t.TempDir(), "absent.json")
-		}
-		return ""
-	})
+	_, err := CredentialsFromEnv([]string{"NOETL_CREDENTIALS_FILE=" + filepath.Join(t.TempDir(), "absent.json")})
 	if err == nil || !strings.Contains(err.Error(), "NOETL_CREDENTIALS_FILE") {
 		t.Fatalf("missing file: %v", err)
 	}
@@ -91,22 +87,55 @@ func TestCredentialsFromEnvFileErrors(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(`{"a": {"port": "not-a-port"}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = CredentialsFromEnv(func(k string) string {
-		if k == "NOETL_CREDENTIALS_FILE" {
-			return bad
-		}
-		return ""
-	})
+	_, err = CredentialsFromEnv([]string{"NOETL_CREDENTIALS_FILE=" + bad})
 	if err == nil || !strings.Contains(err.Error(), `credential "a": port`) {
 		t.Fatalf("bad port: %v", err)
 	}
 
 	// No file, no env entries: every alias is unknown.
-	creds, err := CredentialsFromEnv(func(string) string { return "" })
+	creds, err := CredentialsFromEnv([]string{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := creds.Lookup(context.Background(), "x"); !errors.Is(err, ErrCredentialNotConfigured) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func environ(env map[string]string) []string {
+	var out []string
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// TestCredentialSecrets: a store lists every secret it holds (so a worker can
+// mask them before any lookup), and only secrets: host, user and database
+// stay visible.
+func TestCredentialSecrets(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "creds.json")
+	if err := os.WriteFile(file, []byte(`{"pg": {"kind": "postgres", "host": "db-host", "user": "noetl", "password": "file-password", "database": "demo"},
+		"api": {"kind": "http", "headers": {"X-Api-Key": "header-key-1", "Accept": "application/json"}, "client_secret": "cs-123456"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	creds, err := CredentialsFromEnv([]string{"NOETL_CREDENTIALS_FILE=" + file,
+		`NOETL_CREDENTIAL_DSN={"kind": "postgres", "dsn": "postgres://u:env-password@h/db"}`,
+		`NOETL_CREDENTIAL_BROKEN={"password": "broken-password",}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := creds.(SecretLister).Secrets()
+	slices.Sort(got)
+	want := []string{
+		`{"kind": "postgres", "dsn": "postgres://u:env-password@h/db"}`,
+		`{"password": "broken-password",}`,
+		"bm9ldGw6ZmlsZS1wYXNzd29yZA==", // noetl:file-password, as Basic auth sends it
+		"cs-123456", "file-password", "header-key-1", "postgres://u:env-password@h/db",
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("Secrets() =\n %q\nwant\n %q", got, want)
 	}
 }

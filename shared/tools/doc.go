@@ -28,6 +28,13 @@
 // 1 MiB), then cut with a note. A version-manager shim used as the interpreter (pyenv)
 // may add variables of its own; point Options.Python at the real binary to avoid it.
 //
+// With Options.User (a tool user, see User and DefaultToolUser) python and shell run
+// as that account with the worker's supplementary groups dropped; each run gets a
+// fresh directory under WorkDir owned by the user, which is its HOME and TMPDIR (and
+// the shell's cwd unless `cwd` is given), since the worker's may be closed to it.
+// Steps running at the same time on one worker share the user, so they are not
+// isolated from each other: serve steps that must be in separate worker pools.
+//
 // python: `code` and `script` together are an error; a relative script path is taken
 // from the worker's working directory. Each run gets a temp dir under Options.WorkDir
 // (its cwd, removed afterwards) holding the embedded harness (harness/harness.py) and
@@ -82,6 +89,9 @@
 // Wait status other than COMPLETED, FAILED or CANCELLED (CANCELED is read as
 // CANCELLED) is an error naming it.
 //
-// Credentials (R-P4): CredentialsFromEnv reads NOETL_CREDENTIALS_FILE once, at
-// construction; NOETL_CREDENTIAL_<ALIAS> at each lookup, winning over the file.
+// Credentials (R-P4): CredentialsFromEnv reads NOETL_CREDENTIALS_FILE and every
+// NOETL_CREDENTIAL_<ALIAS> once, at construction (so the worker can drop them from its
+// environment); an env entry wins over the file's. A store that implements
+// SecretLister tells the worker every secret it holds, so they are masked in what the
+// worker posts even when a tool finds them some other way.
 package tools

@@ -20,6 +20,8 @@ type procSpec struct {
 	// exits (python: a harness has no business leaving background processes behind).
 	KillGroupOnExit bool
 	MaxOutput       int
+	// User runs it as another account (nil: the worker's).
+	User *User
 }
 
 // procResult is what happened to it.
@@ -49,7 +51,7 @@ func runProcess(ctx context.Context, spec procSpec) procResult {
 	stderr := &boundedBuffer{max: spec.MaxOutput}
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
-	setProcessGroup(cmd)
+	setProcAttr(cmd, spec.User)
 	cmd.Cancel = func() error { return killGroup(cmd.Process) }
 	cmd.WaitDelay = pipeGrace
 

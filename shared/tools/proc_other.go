@@ -3,12 +3,19 @@
 package tools
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 )
 
-// Without process groups only the child itself can be killed.
-func setProcessGroup(*exec.Cmd) {}
+// Without process groups only the child itself can be killed; without
+// credentials it runs as the worker.
+func setProcAttr(*exec.Cmd, *User) {}
+
+// LookupUser: switching users needs unix.
+func LookupUser(name string) (*User, error) {
+	return nil, errors.New("tool user " + name + ": running tools as another user needs a unix system")
+}
 
 func killGroup(p *os.Process) error {
 	if p == nil {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -65,15 +64,11 @@ func (r *Registry) runPython(ctx context.Context, it pipeline.Item) pipeline.Env
 		return failure(pipeline.KindTool, fmt.Sprintf("python: encode the request: %v", err))
 	}
 
-	dir, err := os.MkdirTemp(r.workDir, "noetl-python-")
+	dir, remove, err := r.runDir("noetl-python-")
 	if err != nil {
-		return failure(pipeline.KindTool, fmt.Sprintf("python: work dir: %v", err))
+		return failure(pipeline.KindTool, "python: "+err.Error())
 	}
-	defer func() {
-		if err := os.RemoveAll(dir); err != nil {
-			r.log.Warn("python: remove work dir", "dir", dir, "err", err)
-		}
-	}()
+	defer remove()
 	harness, err := fs.ReadFile(harnessFS, harnessName)
 	if err != nil {
 		return failure(pipeline.KindTool, fmt.Sprintf("python: harness: %v", err))
@@ -85,6 +80,9 @@ func (r *Registry) runPython(ctx context.Context, it pipeline.Item) pipeline.Env
 		if err := os.WriteFile(path, b, 0o600); err != nil {
 			return failure(pipeline.KindTool, fmt.Sprintf("python: write %s: %v", filepath.Base(path), err))
 		}
+		if err := r.own(path); err != nil {
+			return failure(pipeline.KindTool, "python: "+err.Error())
+		}
 	}
 
 	r.log.Debug("python: start", "label", it.Label, "filename", filename, "dir", dir)
@@ -92,9 +90,10 @@ func (r *Registry) runPython(ctx context.Context, it pipeline.Item) pipeline.Env
 		Path:            r.python,
 		Args:            []string{"-B", harnessPath, reqPath, resPath},
 		Dir:             dir,
-		Env:             mergeEnv(baseEnv(), env),
+		Env:             mergeEnv(r.runEnv(dir), env),
 		KillGroupOnExit: true,
 		MaxOutput:       r.maxOutput,
+		User:            r.user,
 	})
 	env0 := procEnvelope(res)
 	if res.Stopped {
@@ -103,7 +102,7 @@ func (r *Registry) runPython(ctx context.Context, it pipeline.Item) pipeline.Env
 		return out
 	}
 	if res.Err != nil {
-		out := failure(pipeline.KindTool, "python: "+res.Err.Error())
+		out := failure(pipeline.KindTool, "python: "+res.Err.Error()+r.userNote())
 		out.Stdout, out.Stderr = env0.Stdout, env0.Stderr
 		return out
 	}
@@ -184,18 +183,28 @@ func procEnvelope(res procResult) pipeline.Envelope {
 
 // ResolvePython returns the interpreter's real path (sys.executable). Version
 // managers put a shim named python3 on PATH that can cost a second per start; a
-// worker resolves it once. On any failure it returns name unchanged.
-func ResolvePython(ctx context.Context, name string) string {
+// worker resolves it once. With a tool user the name is looked up on PATH as
+// that user, so an interpreter it cannot run (one under root's home) is
+// skipped for one it can. On any failure it returns name unchanged.
+func ResolvePython(ctx context.Context, name string, as *User) string {
 	if name == "" {
 		name = "python3"
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, name, "-c", "import sys; print(sys.executable)").Output()
-	if err != nil {
+	// Through sh, so PATH is searched by the user that will run it. As the
+	// worker it sees what the worker sees (a version manager reads its cwd
+	// and environment); a tool user gets the tools' environment in "/".
+	spec := procSpec{Path: "/bin/sh", Args: []string{"-c", `exec "$0" -c 'import sys; print(sys.executable)'`, name},
+		Env: os.Environ(), MaxOutput: 4096}
+	if as != nil {
+		spec.Dir, spec.Env, spec.User = "/", baseEnv(), as
+	}
+	res := runProcess(ctx, spec)
+	if res.Err != nil || res.ExitCode != 0 {
 		return name
 	}
-	if p := strings.TrimSpace(string(out)); p != "" {
+	if p := strings.TrimSpace(res.Stdout); p != "" {
 		return p
 	}
 	return name

@@ -434,11 +434,11 @@ func TestPythonWorkDirIsCleanedUp(t *testing.T) {
 }
 
 func TestResolvePython(t *testing.T) {
-	p := ResolvePython(context.Background(), "python3")
+	p := ResolvePython(context.Background(), "python3", nil)
 	if !filepath.IsAbs(p) {
 		t.Fatalf("ResolvePython = %q, want an absolute path", p)
 	}
-	if got := ResolvePython(context.Background(), "no-such-python-here"); got != "no-such-python-here" {
+	if got := ResolvePython(context.Background(), "no-such-python-here", nil); got != "no-such-python-here" {
 		t.Fatalf("a missing interpreter must come back unchanged, got %q", got)
 	}
 }

@@ -56,12 +56,27 @@ func (r *Registry) runShell(ctx context.Context, it pipeline.Item) pipeline.Enve
 	}
 	defer cancel()
 
+	base := baseEnv()
+	if r.user != nil {
+		// The worker's cwd, HOME and TMPDIR may be closed to the tool user: the
+		// run gets its own directory for all three (cwd only when not given).
+		dir, remove, err := r.runDir("noetl-shell-")
+		if err != nil {
+			return failure(pipeline.KindTool, "shell: "+err.Error())
+		}
+		defer remove()
+		base = r.runEnv(dir)
+		if cwd == "" {
+			cwd = dir
+		}
+	}
 	res := runProcess(ctx, procSpec{
 		Path:      shell,
 		Args:      []string{"-c", command},
 		Dir:       cwd,
-		Env:       mergeEnv(baseEnv(), env),
+		Env:       mergeEnv(base, env),
 		MaxOutput: r.maxOutput,
+		User:      r.user,
 	})
 	out := procEnvelope(res)
 	var exitCode any
@@ -75,7 +90,7 @@ func (r *Registry) runShell(ctx context.Context, it pipeline.Item) pipeline.Enve
 		out.Status, out.Error = t.Status, t.Error
 	case res.Err != nil:
 		out.Status = pipeline.StatusError
-		out.Error = &pipeline.ErrorInfo{Message: "shell: " + res.Err.Error(), Kind: pipeline.KindTool}
+		out.Error = &pipeline.ErrorInfo{Message: "shell: " + res.Err.Error() + r.userNote(), Kind: pipeline.KindTool}
 	case res.ExitCode != 0:
 		msg := fmt.Sprintf("shell: command exited with code %d", res.ExitCode)
 		if res.Signal != "" {

@@ -32,6 +32,10 @@ type Options struct {
 	// MaxOutput bounds each of stdout and stderr kept from a subprocess (default
 	// DefaultMaxOutput); the rest is dropped with a note.
 	MaxOutput int
+	// User runs python and shell as that account (LookupUser); nil: as the
+	// worker. Python must then name an interpreter the user can run (see
+	// ResolvePython).
+	User *User
 }
 
 // DefaultMaxOutput is the default bound on captured stdout and stderr, each.
@@ -45,6 +49,7 @@ type Registry struct {
 	workDir   string
 	log       *slog.Logger
 	maxOutput int
+	user      *User
 	// Two shared transports so connections are pooled across calls; verify_ssl: false
 	// picks the second.
 	transport         *http.Transport
@@ -60,6 +65,7 @@ func New(opts Options) *Registry {
 		workDir:   opts.WorkDir,
 		log:       opts.Logger,
 		maxOutput: opts.MaxOutput,
+		user:      opts.User,
 	}
 	if r.python == "" {
 		r.python = "python3"

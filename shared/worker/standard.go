@@ -4,11 +4,11 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"os"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/redact"
 	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/tools"
 )
@@ -36,27 +36,62 @@ type Standard struct {
 	// bench counts them); default the client's own pooled transport.
 	Transport http.RoundTripper
 	Logger    *slog.Logger
+	// ToolUser runs python and shell as that account (a name or uid, see
+	// tools.LookupUser); "": as the worker. `noetl worker` defaults it to
+	// tools.DefaultToolUser().
+	ToolUser string
+	// Secrets are what the worker masks in everything it posts and logs; the
+	// tokens and every credential are added to it. Nil: a set of its own
+	// (noetl dev shares one with the server's logs).
+	Secrets *redact.Secrets
 }
 
 // Build returns the configured worker.
 func (s Standard) Build(ctx context.Context) (*Worker, error) {
-	creds := s.Credentials
-	if creds == nil {
-		var err error
-		if creds, err = tools.CredentialsFromEnv(os.Getenv); err != nil {
-			return nil, err
-		}
+	secrets := s.Secrets
+	if secrets == nil {
+		secrets = &redact.Secrets{}
 	}
 	apiToken := s.APIToken
 	if apiToken == "" {
 		apiToken = s.Token
 	}
-	reg := tools.New(tools.Options{Credentials: creds, Children: &Children{Client: client.New(s.Server, apiToken)},
-		Python: tools.ResolvePython(ctx, s.Python), Logger: s.Logger})
+	secrets.Add(s.Token, apiToken)
+	creds := s.Credentials
+	if creds == nil {
+		var err error
+		if creds, err = tools.CredentialsFromEnv(nil); err != nil {
+			return nil, err
+		}
+	}
+	if l, ok := creds.(tools.SecretLister); ok {
+		secrets.Add(l.Secrets()...)
+	}
+	logger := s.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger = slog.New(redact.LogHandler(logger.Handler(), secrets))
+	var user *tools.User
+	if s.ToolUser != "" {
+		var err error
+		if user, err = tools.LookupUser(s.ToolUser); err != nil {
+			return nil, err
+		}
+	}
+	python := tools.ResolvePython(ctx, s.Python, user)
+	reg := tools.New(tools.Options{Credentials: maskingCredentials{creds, secrets}, Children: &Children{Client: client.New(s.Server, apiToken)},
+		Python: python, User: user, Logger: logger})
+	if err := reg.CheckUser(ctx); err != nil {
+		return nil, err
+	}
+	if user != nil {
+		logger.Info("python and shell steps run as "+user.String(), "python", python)
+	}
 	var opts []client.Option
 	if s.Transport != nil {
 		opts = append(opts, client.WithTransport(s.Transport))
 	}
 	return New(Config{Client: client.New(s.Server, s.Token, opts...), JS: s.JS, Pool: s.Pool, WorkerID: s.ID,
-		Concurrency: s.Concurrency, Exec: reg.Exec, Results: s.Results, InlineLimit: s.InlineLimit, Logger: s.Logger})
+		Concurrency: s.Concurrency, Exec: reg.Exec, Results: s.Results, InlineLimit: s.InlineLimit, Logger: logger, Secrets: secrets})
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/redact"
 	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/tools"
 )
@@ -50,6 +51,9 @@ type Config struct {
 	Results     resultstore.Store
 	InlineLimit int
 	Logger      *slog.Logger
+	// Secrets are masked in every result, error and output before it is
+	// posted (see mask); nil: only the command's own secret-named values.
+	Secrets *redact.Secrets
 }
 
 // DefaultInlineLimit is the largest result data posted inline (worker.md §1).
@@ -231,7 +235,7 @@ func (w *Worker) execute(ctx context.Context, rep *reporter, cmd *client.Command
 	lost := make(chan struct{})
 	stopBeat := w.heartbeat(runCtx, cmd, cancel, lost, log)
 	started := time.Now()
-	env := w.run(runCtx, cmd)
+	env := w.mask(cmd, w.run(runCtx, cmd))
 	stopBeat()
 	select {
 	case <-lost:

@@ -1,0 +1,93 @@
+//go:build linux
+
+package tools
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/noetl-go/noetl/shared/pipeline"
+)
+
+// toolUser is nobody, for tests that switch users; they need root.
+func toolUser(t *testing.T) *User {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("running tools as another user needs root")
+	}
+	u, err := LookupUser("nobody")
+	if err != nil || u == nil {
+		t.Fatalf("LookupUser(nobody) = %v, %v", u, err)
+	}
+	return u
+}
+
+// TestToolUser: with a tool user, python and shell run as that user in a
+// directory of their own (cwd, HOME and TMPDIR, writable), and cannot read
+// what only the worker's user can: a root-only credentials file, or the
+// worker's /proc/<pid>/environ with its tokens.
+func TestToolUser(t *testing.T) {
+	u := toolUser(t)
+	t.Setenv("NOETL_WORKER_TOKEN", "tok-in-the-worker-env")
+	secret := filepath.Join(t.TempDir(), "credentials.json")
+	if err := os.WriteFile(secret, []byte(`{"db": {"password": "root-only-pw"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	python := ResolvePython(context.Background(), "python3", u)
+	if !filepath.IsAbs(python) {
+		t.Fatalf("no python the tool user can run: %q", python)
+	}
+	r := New(Options{User: u, Python: python})
+	if err := r.CheckUser(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	env := execTool(t, r, map[string]any{"kind": "python", "code": `
+import os
+open(os.path.join(os.environ["HOME"], "h"), "w").write("x")
+open(os.path.join(os.environ["TMPDIR"], "t"), "w").write("x")
+def read(p):
+    try:
+        return open(p, "rb").read().decode(errors="replace")
+    except OSError as e:
+        return type(e).__name__
+result = {"uid": os.getuid(), "same": os.environ["HOME"] == os.environ["TMPDIR"] == os.getcwd(),
+          "file": read(path), "environ": read("/proc/%d/environ" % os.getppid())}
+`}, map[string]any{"path": secret})
+	mustSucceed(t, env)
+	same(t, "python as the tool user", env.Data, map[string]any{"uid": int64(u.UID), "same": true,
+		"file": "PermissionError", "environ": "PermissionError"})
+
+	env = execTool(t, r, map[string]any{"kind": "shell",
+		"command": `id -u; touch "$HOME/h" "$TMPDIR/t" ./c && echo wrote; cat ` + secret + ` /proc/$PPID/environ 2>&1; true`}, nil)
+	mustSucceed(t, env)
+	out := dataMap(t, env)["stdout"].(string)
+	if !strings.HasPrefix(out, "65534\nwrote\n") || strings.Count(out, "Permission denied") != 2 ||
+		strings.Contains(out, "root-only-pw") || strings.Contains(out, "tok-in-the-worker-env") {
+		t.Fatalf("shell as the tool user:\n%s", out)
+	}
+
+	// A cwd closed to the tool user: the error says who the step ran as.
+	env = execTool(t, r, map[string]any{"kind": "shell", "command": "pwd", "cwd": t.TempDir()}, nil)
+	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "tools run as nobody")
+}
+
+// TestCheckUser: a work dir the tool user cannot reach fails the check with
+// a message naming the user; a tool user equal to the worker's is none.
+func TestCheckUser(t *testing.T) {
+	u := toolUser(t)
+	closed := t.TempDir() // 0700, root's
+	err := New(Options{User: u, WorkDir: closed}).CheckUser(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "nobody") {
+		t.Fatalf("CheckUser in a closed dir = %v", err)
+	}
+	if me, err := LookupUser("0"); me != nil || err != nil {
+		t.Fatalf("LookupUser(own uid) = %v, %v; want nil: nothing to switch", me, err)
+	}
+	if _, err := LookupUser("no-such-user-here"); err == nil || !strings.Contains(err.Error(), "no-such-user-here") {
+		t.Fatalf("unknown user: %v", err)
+	}
+}
