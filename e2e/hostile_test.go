@@ -243,20 +243,26 @@ func TestHostileInputsUnderAddressSpaceLimit(t *testing.T) {
 		}
 	}()
 
-	worker := exec.Command(bin, "worker", "--server", url, "--nats", natsURL, "--pool", "hostile", "--id", "hostile-worker", "--concurrency", "4")
+	// --tool-user=: the test's directory is root's alone.
+	worker := exec.Command(bin, "worker", "--server", url, "--nats", natsURL, "--pool", "hostile", "--id", "hostile-worker",
+		"--concurrency", "4", "--tool-user=")
 	worker.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	worker.Env = append(os.Environ(), "TMPDIR="+dir, "NOETL_WORKER_TOKEN=", "NOETL_API_TOKEN=")
 	worker.Stderr = testWriter{t}
 	if err := worker.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-worker.Process.Pid, syscall.SIGKILL)
-		_ = worker.Wait()
-	})
-
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	workerExited := make(chan error, 1)
+	go func() {
+		workerExited <- worker.Wait()
+		cancel() // nothing would end the executions the test waits for
+	}()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-worker.Process.Pid, syscall.SIGKILL)
+		<-workerExited
+	})
 	cl := client.New(url, "")
 	var wg sync.WaitGroup
 	jobs := make(chan func(), 4)
