@@ -102,7 +102,7 @@ func (w *stepWatch) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestStepPathCosts(t *testing.T) {
 	const k = 20
 	db := &store.Counter{}
-	srv, err := devserver.Start(context.Background(), devserver.Options{DBTracer: db, Getenv: throwawayEnv})
+	srv, err := devserver.Start(context.Background(), devserver.Options{DBCounter: db, Getenv: throwawayEnv})
 	if err != nil {
 		t.Fatal(err)
 	}

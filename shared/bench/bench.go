@@ -123,10 +123,16 @@ type Result struct {
 	StepCycleP99Ms *float64 `json:"step_cycle_p99_ms,omitempty"`
 	ExecutionP50Ms float64  `json:"execution_p50_ms"`
 	ExecutionP99Ms float64  `json:"execution_p99_ms"`
-	// Work per step.
-	CommitsPerStep      *float64 `json:"commits_per_step,omitempty"`
-	HTTPRequestsPerStep float64  `json:"http_requests_per_step"`
-	EventRowsPerStep    float64  `json:"event_rows_per_step"`
+	// Work per step. Commits are pg_stat_database's (every transaction of
+	// the server's databases: read-only ones, autovacuum's and other
+	// sessions' included); server commits, round trips and statements are
+	// the server's own count (its /metrics).
+	CommitsPerStep       *float64 `json:"commits_per_step,omitempty"`
+	ServerCommitsPerStep *float64 `json:"server_commits_per_step,omitempty"`
+	RoundTripsPerStep    *float64 `json:"db_round_trips_per_step,omitempty"`
+	StatementsPerStep    *float64 `json:"db_statements_per_step,omitempty"`
+	HTTPRequestsPerStep  float64  `json:"http_requests_per_step"`
+	EventRowsPerStep     float64  `json:"event_rows_per_step"`
 	// ServerPeakRSSMB is the server's largest resident set while the shape ran;
 	// ServerRSSGrowthMB the peak of its second half minus the first half's.
 	ServerPeakRSSMB   *float64 `json:"server_peak_rss_mb,omitempty"`
@@ -239,6 +245,7 @@ func measure(ctx context.Context, o Options, cl *client.Client, reqs *counting, 
 	if err != nil {
 		return nil, err
 	}
+	db0, haveDB := dbWork(ctx, o.Server, o.APIToken)
 	reqs0 := reqs.n.Load()
 
 	// W executions at once.
@@ -262,6 +269,7 @@ func measure(ctx context.Context, o Options, cl *client.Client, reqs *counting, 
 		return nil, err
 	}
 	reqs1 := reqs.n.Load()
+	db1, _ := dbWork(ctx, o.Server, o.APIToken)
 	peak, growth := rss.stop()
 	commits1, err := commits.settle(ctx, commits0)
 	if err != nil {
@@ -270,9 +278,16 @@ func measure(ctx context.Context, o Options, cl *client.Client, reqs *counting, 
 
 	r := &Result{Shape: sh.String(), W: sh.W, K: sh.K, Loop: sh.Loop, InFlight: sh.InFlight, Steps: sh.steps(),
 		HTTPRequestsPerStep: float64(reqs1-reqs0) / float64(sh.steps()), ServerPeakRSSMB: peak, ServerRSSGrowthMB: growth}
+	perStep := func(n int64) *float64 {
+		v := float64(n) / float64(sh.steps())
+		return &v
+	}
 	if commits1 >= 0 {
-		v := float64(commits1-commits0) / float64(sh.steps())
-		r.CommitsPerStep = &v
+		r.CommitsPerStep = perStep(commits1 - commits0)
+	}
+	if haveDB {
+		r.RoundTripsPerStep, r.StatementsPerStep = perStep(db1.RoundTrips-db0.RoundTrips), perStep(db1.Statements-db0.Statements)
+		r.ServerCommitsPerStep = perStep(db1.Commits - db0.Commits)
 	}
 	if err := timings(ctx, cl, path, sh, r); err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/noetl-go/noetl/shared/store"
 )
 
 // commitCounter reads the committed transactions of the server's databases
@@ -107,6 +110,42 @@ func (c *commitCounter) settle(ctx context.Context, since int64) (int64, error) 
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// dbWork reads the server's own count of its work in Postgres from /metrics;
+// false when it serves none.
+func dbWork(ctx context.Context, server, token string) (store.CounterSnapshot, bool) {
+	var c store.CounterSnapshot
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, server+"/metrics", nil)
+	if err != nil {
+		return c, false
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return c, false
+	}
+	defer resp.Body.Close()
+	found := 0
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		n, err := strconv.ParseInt(value, 10, 64)
+		if !ok || err != nil {
+			continue
+		}
+		switch name {
+		case "noetl_db_round_trips_total":
+			c.RoundTrips, found = n, found+1
+		case "noetl_db_statements_total":
+			c.Statements, found = n, found+1
+		case "noetl_db_commits_total":
+			c.Commits, found = n, found+1
+		}
+	}
+	return c, resp.StatusCode == http.StatusOK && found == 3
 }
 
 // rssSampler samples a process's resident set every 100 ms.

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -64,9 +63,9 @@ type Options struct {
 	// LogLevel, when set, is set to NOETL_LOG_LEVEL once the configuration is
 	// loaded: the level of Logger's handler, created before that.
 	LogLevel *slog.LevelVar
-	// DBTracer, when set, sees every statement the stack sends to Postgres
-	// (a *store.Counter counts them).
-	DBTracer pgx.QueryTracer
+	// DBCounter counts what the stack sends to Postgres (served at /metrics);
+	// default a new one.
+	DBCounter *store.Counter
 	// Out receives the human messages (what started, where); default io.Discard.
 	Out io.Writer
 }
@@ -87,6 +86,9 @@ type Server struct {
 	Postgres *devstack.Postgres
 	// Results is the result store workers of this stack share; nil: none.
 	Results resultstore.Store
+	// DBCounter counts the round trips, statements and commits the stack
+	// sends to Postgres.
+	DBCounter *store.Counter
 
 	srv      *http.Server
 	outbox   *lambdafn.Handler
@@ -114,7 +116,10 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	}
 	// s, not the named result: every failure returns nil, and what was
 	// started must still be stopped.
-	s := &Server{}
+	s := &Server{DBCounter: o.DBCounter}
+	if s.DBCounter == nil {
+		s.DBCounter = &store.Counter{}
+	}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -170,7 +175,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	}
 
 	scfg := store.Config{ClusterDSN: cfg.ClusterDSN, ShardDSNs: cfg.ShardDSNs, MaxConns: max(int(cfg.DBMaxConns), 10),
-		Tracer: o.DBTracer}
+		Tracer: s.DBCounter}
 	if o.Migrate && o.DatabaseURL != "" {
 		if err := store.Migrate(ctx, scfg); err != nil {
 			return nil, fmt.Errorf("migrate: %w", err)
@@ -245,6 +250,8 @@ func (st serverStats) OutboxStats(ctx context.Context) (controlplane.OutboxStats
 func (st serverStats) CommandCounts(ctx context.Context) (map[string]int64, error) {
 	return st.s.API.Service().CommandCounts(ctx)
 }
+
+func (st serverStats) DBWork() store.CounterSnapshot { return st.s.DBCounter.Snapshot() }
 
 // openResults opens the result store, or a temporary one for a throwaway stack.
 func (s *Server) openResults(ctx context.Context, o Options) error {

@@ -15,6 +15,7 @@ import (
 	"github.com/noetl-go/noetl/shared/config"
 	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/store"
 )
 
 // Metrics counts what the local server sees and serves it as Prometheus text
@@ -43,6 +44,12 @@ type Metrics struct {
 type Stats interface {
 	OutboxStats(ctx context.Context) (controlplane.OutboxStats, error)
 	CommandCounts(ctx context.Context) (map[string]int64, error)
+}
+
+// DBWork is what Stats may also tell: the work sent to Postgres so far (a
+// store.Counter's counts), read before the scrape's own queries.
+type DBWork interface {
+	DBWork() store.CounterSnapshot
 }
 
 // NewMetrics returns empty metrics. stats is read at scrape time (nil: those
@@ -129,6 +136,15 @@ func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var b bytes.Buffer
 	m.write(&b)
+	if dw, ok := m.stats.(DBWork); ok {
+		c := dw.DBWork()
+		header(&b, "noetl_db_round_trips_total", "counter", "Round trips to Postgres: statements sent alone and pipelined batches.")
+		fmt.Fprintf(&b, "noetl_db_round_trips_total %d\n", c.RoundTrips)
+		header(&b, "noetl_db_statements_total", "counter", "Statements sent to Postgres.")
+		fmt.Fprintf(&b, "noetl_db_statements_total %d\n", c.Statements)
+		header(&b, "noetl_db_commits_total", "counter", "Transactions committed: COMMITs sent, and statements or batches sent outside a transaction.")
+		fmt.Fprintf(&b, "noetl_db_commits_total %d\n", c.Commits)
+	}
 	if m.stats != nil {
 		st, err := m.stats.OutboxStats(r.Context())
 		if err == nil {
