@@ -78,21 +78,26 @@ func (t *Tx) Lock(ctx context.Context, ls *LockSet) error {
 			ORDER BY command_id FOR UPDATE`, nonNilStrings(ls.Commands), nonNil(ls.IssuedEventIDs)).Query(keepCommand)
 	}
 	if len(ls.ClientEvents) > 0 {
+		// Both columns as arrays (a superset: pairs are matched below), so
+		// the plan is an index scan whatever it estimates; a join on
+		// unnest was planned as a scan of the whole table.
 		execIDs, clients := make([]int64, len(ls.ClientEvents)), make([]string, len(ls.ClientEvents))
+		want := map[ClientEventKey]bool{}
 		for i, k := range ls.ClientEvents {
 			execIDs[i], clients[i] = k.ExecutionID, k.ClientID
+			want[k] = true
 		}
-		t.Queue(`SELECT e.execution_id, e.client_event_id, e.event_id
-			FROM unnest($1::bigint[], $2::text[]) AS k(execution_id, client_event_id)
-			JOIN event e ON e.execution_id = k.execution_id AND e.client_event_id = k.client_event_id
-			WHERE e.client_event_id IS NOT NULL`, execIDs, clients).Query(func(rows pgx.Rows) error {
+		t.Queue(`SELECT execution_id, client_event_id, event_id FROM event
+			WHERE execution_id = ANY($1) AND client_event_id = ANY($2)`, execIDs, clients).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var k ClientEventKey
 				var id int64
 				if err := rows.Scan(&k.ExecutionID, &k.ClientID, &id); err != nil {
 					return err
 				}
-				ls.Seen[k] = id
+				if want[k] {
+					ls.Seen[k] = id
+				}
 			}
 			return rows.Err()
 		})
@@ -190,6 +195,9 @@ func (c CommandChange) Apply(row *Command) {
 	}
 }
 
+// updateCommandsStmt writes each change to its row. The key is also matched
+// with = ANY: a join on unnest alone may be planned as a scan of the whole
+// table (the planner guesses its length), ANY keeps it on the index.
 func updateCommandsStmt(changes []CommandChange) (string, []any) {
 	n := len(changes)
 	ids, statuses, workers := make([]string, n), make([]string, n), make([]*string, n)
@@ -212,7 +220,7 @@ func updateCommandsStmt(changes []CommandChange) (string, []any) {
 		FROM unnest($1::text[], $2::text[], $3::int[], $4::timestamptz[], $5::boolean[], $6::boolean[],
 			$7::text[], $8::timestamptz[], $9::timestamptz[])
 			AS u(command_id, status, attempt, available_at, hold, release, worker_id, lease, deadline)
-		WHERE c.command_id = u.command_id`,
+		WHERE c.command_id = u.command_id AND c.command_id = ANY($1)`,
 		[]any{ids, statuses, attempts, available, hold, release, workers, leases, deadlines}
 }
 

@@ -187,6 +187,8 @@ func UpdateExecution(ctx context.Context, q Querier, e Execution) error {
 	return nil
 }
 
+// updateExecutionsStmt writes rows back; the key is matched with = ANY too
+// (see updateCommandsStmt).
 func updateExecutionsStmt(rows []Execution) (string, []any) {
 	n := len(rows)
 	ids, seqs := make([]int64, n), make([]int64, n)
@@ -203,7 +205,7 @@ func updateExecutionsStmt(rows []Execution) (string, []any) {
 		    completed_at = u.completed_at, error = u.error, updated_at = clock_timestamp()
 		FROM unnest($1::bigint[], $2::text[], $3::bytea[], $4::bigint[], $5::timestamptz[], $6::text[])
 			AS u(execution_id, status, state, last_seq, completed_at, error)
-		WHERE x.execution_id = u.execution_id`, []any{ids, statuses, states, seqs, completed, errs}
+		WHERE x.execution_id = u.execution_id AND x.execution_id = ANY($1)`, []any{ids, statuses, states, seqs, completed, errs}
 }
 
 // ExecutionCursor is the keyset position after the last row of a page.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -93,14 +94,22 @@ func GetStepResults(ctx context.Context, q Querier, executionID int64, keys []St
 		return out, nil
 	}
 	n := len(keys)
-	kinds, steps, visits, idxs := make([]string, n), make([]string, n), make([]int32, n), make([]int32, n)
-	for i, k := range keys {
-		kinds[i], steps[i], visits[i], idxs[i] = k.kind(), k.Step, int32(k.Visit), int32(k.Index)
+	var (
+		kinds, steps []string
+		visits, idxs []int32
+	)
+	for _, k := range keys {
+		kinds, steps = append(kinds, k.kind()), append(steps, k.Step)
+		visits, idxs = append(visits, int32(k.Visit)), append(idxs, int32(k.Index))
 	}
+	kinds, steps = slices.Compact(slices.Sorted(slices.Values(kinds))), slices.Compact(slices.Sorted(slices.Values(steps)))
+	visits, idxs = slices.Compact(slices.Sorted(slices.Values(visits))), slices.Compact(slices.Sorted(slices.Values(idxs)))
+	// Each column as an array, all index conditions on the primary key (a
+	// superset when keys differ in several columns: kept below only if
+	// asked); a join on unnest was planned as a scan of the whole table.
 	rows, err := q.Query(ctx, `
-		SELECT r.kind, r.step, r.visit, r.idx, r.result
-		FROM unnest($2::text[], $3::text[], $4::int[], $5::int[]) AS k(kind, step, visit, idx)
-		JOIN step_result r ON r.execution_id = $1 AND r.kind = k.kind AND r.step = k.step AND r.visit = k.visit AND r.idx = k.idx`,
+		SELECT kind, step, visit, idx, result FROM step_result
+		WHERE execution_id = $1 AND kind = ANY($2) AND step = ANY($3) AND visit = ANY($4) AND idx = ANY($5)`,
 		executionID, kinds, steps, visits, idxs)
 	if err != nil {
 		return nil, fmt.Errorf("store: get %d step results of execution %d: %w", n, executionID, err)
@@ -109,8 +118,15 @@ func GetStepResults(ctx context.Context, q Querier, executionID int64, keys []St
 	if err != nil {
 		return nil, fmt.Errorf("store: get %d step results of execution %d: %w", n, executionID, err)
 	}
+	want := make(map[StepResultKey]bool, n)
+	for _, k := range keys {
+		k.Kind = k.kind()
+		want[k] = true
+	}
 	for _, r := range results {
-		out[r.StepResultKey] = r.Result
+		if want[r.StepResultKey] {
+			out[r.StepResultKey] = r.Result
+		}
 	}
 	return out, nil
 }
