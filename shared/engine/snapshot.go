@@ -206,8 +206,6 @@ func (s *Snapshot) Clone() *Snapshot {
 	return &c
 }
 
-// Marshal encodes the snapshot canonically.
-func (s *Snapshot) Marshal() ([]byte, error) { return jsonx.Marshal(s) }
 
 // Terminal reports whether the execution has ended.
 func (s *Snapshot) Terminal() bool {

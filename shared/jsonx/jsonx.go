@@ -139,19 +139,13 @@ func Number(n json.Number) any {
 	return f
 }
 
-// Marshal encodes compactly without HTML escaping. encoding/json already sorts map
-// keys, so equal values always give equal bytes (the canonical form replay hashes).
+// Marshal encodes compactly without HTML escaping, map keys sorted, so equal
+// values always give equal bytes (the canonical form replay hashes); see
+// AppendValue.
 func Marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return AppendValue(nil, v)
 }
 
-// MustMarshal is Marshal for values known to be encodable (the convention's own).
 func MustMarshal(v any) []byte {
 	b, err := Marshal(v)
 	if err != nil {

@@ -1,0 +1,267 @@
+package engine
+
+import (
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/noetl-go/noetl/shared/jsonx"
+)
+
+// The snapshot is encoded at every step, and reflection was most of a step's
+// time in the server: Marshal writes it field by field, byte for byte what
+// encoding/json writes for these types (TestSnapshotEncodingMatchesReflection
+// holds it to that), so stored snapshots and checksums do not change.
+
+// Marshal encodes the snapshot canonically.
+func (s *Snapshot) Marshal() ([]byte, error) {
+	w := &objWriter{b: make([]byte, 0, 512)}
+	s.write(w)
+	return w.b, w.err
+}
+
+// objWriter appends one JSON object's fields, remembering the first error.
+type objWriter struct {
+	b     []byte
+	err   error
+	first bool
+}
+
+func (w *objWriter) open()  { w.b, w.first = append(w.b, '{'), true }
+func (w *objWriter) close() { w.b, w.first = append(w.b, '}'), false }
+
+func (w *objWriter) key(k string) {
+	if !w.first {
+		w.b = append(w.b, ',')
+	}
+	w.first = false
+	w.b = append(w.b, '"')
+	w.b = append(w.b, k...) // keys are plain ASCII
+	w.b = append(w.b, '"', ':')
+}
+
+func (w *objWriter) str(k, v string, omitEmpty bool) {
+	if omitEmpty && v == "" {
+		return
+	}
+	w.key(k)
+	w.b = jsonx.AppendString(w.b, v)
+}
+
+func (w *objWriter) int(k string, v int64, omitEmpty bool) {
+	if omitEmpty && v == 0 {
+		return
+	}
+	w.key(k)
+	w.b = strconv.AppendInt(w.b, v, 10)
+}
+
+func (w *objWriter) time(k string, t time.Time) {
+	if t.IsZero() {
+		return // omitzero
+	}
+	w.key(k)
+	w.value(func(b []byte) ([]byte, error) { return jsonx.AppendTime(b, t) })
+}
+
+// any writes a JSON value field; omitEmpty omits only a nil value (an empty
+// map or list inside an interface is written, as encoding/json does).
+func (w *objWriter) any(k string, v any, omitEmpty bool) {
+	if omitEmpty && v == nil {
+		return
+	}
+	w.key(k)
+	w.value(func(b []byte) ([]byte, error) { return jsonx.AppendValue(b, v) })
+}
+
+// object writes a map[string]any field, omitted when empty.
+func (w *objWriter) object(k string, m map[string]any) {
+	if len(m) == 0 {
+		return
+	}
+	w.key(k)
+	w.value(func(b []byte) ([]byte, error) { return jsonx.AppendValue(b, m) })
+}
+
+func (w *objWriter) strings(k string, l []string) {
+	if len(l) == 0 {
+		return
+	}
+	w.key(k)
+	w.b = append(w.b, '[')
+	for i, s := range l {
+		if i > 0 {
+			w.b = append(w.b, ',')
+		}
+		w.b = jsonx.AppendString(w.b, s)
+	}
+	w.b = append(w.b, ']')
+}
+
+func (w *objWriter) value(f func([]byte) ([]byte, error)) {
+	b, err := f(w.b)
+	w.b = b
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+}
+
+func sortedKeysOf[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func (s *Snapshot) write(w *objWriter) {
+	w.open()
+	w.str("status", s.Status, true)
+	w.int("seq", s.Seq, false)
+	w.time("started_at", s.StartedAt)
+	w.time("ended_at", s.EndedAt)
+	w.object("ctx", s.Ctx)
+	if len(s.Steps) > 0 {
+		w.key("steps")
+		w.b = append(w.b, '{')
+		for i, name := range sortedKeysOf(s.Steps) {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			w.b = jsonx.AppendString(w.b, name)
+			w.b = append(w.b, ':')
+			s.Steps[name].write(w)
+		}
+		w.b = append(w.b, '}')
+		w.first = false
+	}
+	if len(s.Commands) > 0 {
+		w.key("commands")
+		w.b = append(w.b, '{')
+		for i, id := range sortedKeysOf(s.Commands) {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			w.b = jsonx.AppendString(w.b, id)
+			w.b = append(w.b, ':')
+			s.Commands[id].write(w)
+		}
+		w.b = append(w.b, '}')
+		w.first = false
+	}
+	w.strings("failed_steps", s.FailedSteps)
+	w.str("error", s.Error, true)
+	w.int("running", int64(s.Running), true)
+	w.int("queued", int64(s.Queued), true)
+	w.strings("waiting", s.Waiting)
+	w.close()
+}
+
+// nested writes a field whose value is an object written by f.
+func (w *objWriter) nested(k string, f func()) {
+	w.key(k)
+	f()
+	w.first = false
+}
+
+func (st *StepState) write(w *objWriter) {
+	if st == nil {
+		w.b = append(w.b, "null"...)
+		return
+	}
+	w.open()
+	w.str("status", st.Status, false)
+	w.int("visits", int64(st.Visits), true)
+	w.int("attempts", int64(st.Attempts), true)
+	if st.Bound {
+		w.key("bound")
+		w.b = append(w.b, "true"...)
+	}
+	w.any("result", st.Result, true)
+	if st.ResultRef != nil {
+		w.nested("result_ref", func() { st.ResultRef.write(w) })
+	}
+	w.str("error", st.Error, true)
+	w.int("enter_seq", st.EnterSeq, true)
+	w.time("entered_at", st.EnteredAt)
+	w.time("exited_at", st.ExitedAt)
+	if len(st.Ledger) > 0 {
+		w.key("ledger")
+		w.b = append(w.b, '[')
+		for i, a := range st.Ledger {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			w.open()
+			w.str("from", a.From, false)
+			w.object("set", a.Set)
+			w.close()
+		}
+		w.b = append(w.b, ']')
+		w.first = false
+	}
+	if st.Visit != nil {
+		w.nested("visit", func() { st.Visit.write(w) })
+	}
+	w.close()
+}
+
+func (k *ResultKey) write(w *objWriter) {
+	w.open()
+	w.str("kind", string(k.Kind), false)
+	w.str("step", k.Step, false)
+	w.int("visit", int64(k.Visit), false)
+	w.int("index", int64(k.Index), false)
+	w.str("uri", k.URI, true)
+	w.close()
+}
+
+func (v *Visit) write(w *objWriter) {
+	w.open()
+	w.int("n", int64(v.N), false)
+	w.object("arc_set", v.ArcSet)
+	w.int("in_flight", int64(v.InFlight), true)
+	if l := v.Loop; l != nil {
+		w.nested("loop", func() {
+			w.open()
+			w.int("total", int64(l.Total), false)
+			w.str("iterator", l.Iterator, true)
+			w.int("issued", int64(l.Issued), true)
+			w.int("done", int64(l.Done), true)
+			w.int("failed", int64(l.Failed), true)
+			w.close()
+		})
+	}
+	w.close()
+}
+
+func (c *CommandState) write(w *objWriter) {
+	if c == nil {
+		w.b = append(w.b, "null"...)
+		return
+	}
+	w.open()
+	w.str("step", c.Step, false)
+	w.int("visit", int64(c.Visit), false)
+	w.int("index", int64(c.Index), false)
+	w.int("event_id", c.EventID, false)
+	w.str("status", c.Status, false)
+	w.int("attempt", int64(c.Attempt), false)
+	w.str("worker", c.Worker, true)
+	w.int("max_attempts", int64(c.MaxAttempts), false)
+	w.strings("retry_on", c.RetryOn)
+	if len(c.OnStatus) > 0 {
+		w.key("on_status")
+		w.b = append(w.b, '[')
+		for i, n := range c.OnStatus {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			w.b = strconv.AppendInt(w.b, n, 10)
+		}
+		w.b = append(w.b, ']')
+	}
+	w.object("envelope", c.Envelope)
+	w.close()
+}
