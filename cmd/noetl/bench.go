@@ -43,6 +43,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	pprofAddr := fs.String("pprof", "", "serve the started server's pprof on this address (e.g. 127.0.0.1:6060)")
 	serverLog := fs.String("server-log", "", "append the started server's log (JSON, warnings and errors) to this file")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
+	warmup := fs.Bool("warmup", true, "run a small shape first, not reported (a fresh stack's first steps prepare statements and fill caches)")
 	shapes := &shapeFlags{parse: bench.ParseShape}
 	loops := &shapeFlags{parse: bench.ParseLoop}
 	fs.Var(shapes, "shape", "WxK: W executions at once of a chain of K noop steps (repeatable; default 50x10, 1x200, 500x10)")
@@ -58,7 +59,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	o := bench.Options{Server: *server, NATSURL: *natsURL, Token: os.Getenv("NOETL_WORKER_TOKEN"),
-		APIToken: os.Getenv("NOETL_API_TOKEN"), Concurrency: *concurrency, ServerPID: *serverPID,
+		APIToken: os.Getenv("NOETL_API_TOKEN"), Concurrency: *concurrency, ServerPID: *serverPID, Warmup: *warmup,
 		Shapes: append(shapes.shapes, loops.shapes...), Progress: stderr}
 	if len(shapes.shapes) == 0 {
 		o.Shapes = append(bench.DefaultShapes(), loops.shapes...)

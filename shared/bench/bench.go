@@ -101,6 +101,8 @@ type Options struct {
 	Databases []string
 	// ServerPID is the server process, for its peak RSS; 0: not measured.
 	ServerPID int
+	// Warmup runs a small shape first, not reported.
+	Warmup bool
 	// Progress receives a line per second while a shape runs; nil: none.
 	Progress io.Writer
 	Logger   *slog.Logger
@@ -200,9 +202,17 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 	}
 	defer commits.close()
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	if o.Warmup {
+		// A fresh stack's first steps prepare statements, fill caches and
+		// grow pools: paid once here, not by the first shape measured.
+		fmt.Fprintln(o.Progress, "noetl bench: warming up (20x5, not reported)")
+		if _, err := measure(ctx, o, cl, reqs, commits, run+"-warmup", Shape{W: 20, K: 5}); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+	}
 	var out []Result
-	for _, sh := range o.Shapes {
-		r, err := measure(ctx, o, cl, reqs, commits, run, sh)
+	for i, sh := range o.Shapes {
+		r, err := measure(ctx, o, cl, reqs, commits, fmt.Sprintf("%s-%d", run, i), sh)
 		if err != nil {
 			return out, fmt.Errorf("shape %s: %w", sh, err)
 		}
