@@ -206,7 +206,7 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 		// A fresh stack's first steps prepare statements, fill caches and
 		// grow pools: paid once here, not by the first shape measured.
 		fmt.Fprintln(o.Progress, "noetl bench: warming up (20x5, not reported)")
-		if _, err := measure(ctx, o, cl, reqs, commits, run+"-warmup", Shape{W: 20, K: 5}); err != nil {
+		if err := runShape(ctx, o, cl, reqs, run+"-warmup", Shape{W: 20, K: 5}); err != nil {
 			return nil, fmt.Errorf("warm-up: %w", err)
 		}
 	}
@@ -246,10 +246,6 @@ func playbook(path string, sh Shape) string {
 }
 
 func measure(ctx context.Context, o Options, cl *client.Client, reqs *counting, commits *commitCounter, run string, sh Shape) (*Result, error) {
-	path := fmt.Sprintf("bench/%s/%s", run, strings.ReplaceAll(sh.String(), " ", "_"))
-	if _, err := cl.Register(ctx, playbook(path, sh)); err != nil {
-		return nil, fmt.Errorf("register: %w", err)
-	}
 	rss := startRSS(o.ServerPID)
 	commits0, err := commits.read(ctx)
 	if err != nil {
@@ -257,25 +253,7 @@ func measure(ctx context.Context, o Options, cl *client.Client, reqs *counting, 
 	}
 	db0, haveDB := dbWork(ctx, o.Server, o.APIToken)
 	reqs0 := reqs.n.Load()
-
-	// W executions at once.
-	errs := make(chan error, sh.W)
-	var wg sync.WaitGroup
-	for range sh.W {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, err := cl.Execute(ctx, client.ExecuteRequest{Path: path}); err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		return nil, fmt.Errorf("execute: %w", err)
-	}
-	if err := waitDone(ctx, cl, reqs, path, sh, o.Progress); err != nil {
+	if err := runShape(ctx, o, cl, reqs, run, sh); err != nil {
 		return nil, err
 	}
 	reqs1 := reqs.n.Load()
@@ -299,10 +277,40 @@ func measure(ctx context.Context, o Options, cl *client.Client, reqs *counting, 
 		r.RoundTripsPerStep, r.StatementsPerStep = perStep(db1.RoundTrips-db0.RoundTrips), perStep(db1.Statements-db0.Statements)
 		r.ServerCommitsPerStep = perStep(db1.Commits - db0.Commits)
 	}
-	if err := timings(ctx, cl, path, sh, r); err != nil {
+	if err := timings(ctx, cl, pathOf(run, sh), sh, r); err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+func pathOf(run string, sh Shape) string {
+	return fmt.Sprintf("bench/%s/%s", run, strings.ReplaceAll(sh.String(), " ", "_"))
+}
+
+// runShape registers the shape's playbook, starts its W executions at once
+// and waits for them to end.
+func runShape(ctx context.Context, o Options, cl *client.Client, reqs *counting, run string, sh Shape) error {
+	path := pathOf(run, sh)
+	if _, err := cl.Register(ctx, playbook(path, sh)); err != nil {
+		return fmt.Errorf("register: %w", err)
+	}
+	errs := make(chan error, sh.W)
+	var wg sync.WaitGroup
+	for range sh.W {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := cl.Execute(ctx, client.ExecuteRequest{Path: path}); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return fmt.Errorf("execute: %w", err)
+	}
+	return waitDone(ctx, cl, reqs, path, sh, o.Progress)
 }
 
 // waitDone waits until no execution of path is running. It asks the server

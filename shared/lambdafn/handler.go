@@ -124,13 +124,11 @@ func (h *Handler) api(serverURL string) (*api.Function, error) {
 	return fn, nil
 }
 
-// probe tells the kinds of invocation apart.
-type probe struct {
-	RequestContext *struct {
-		HTTP *struct {
-			Method string `json:"method"`
-		} `json:"http"`
-	} `json:"requestContext"`
+// invocation is any event a function receives: an API Gateway HTTP API event
+// decoded whole, with the fields that tell the other kinds apart. One decode
+// serves every kind: events arrive at every step.
+type invocation struct {
+	events.APIGatewayV2HTTPRequest
 	HTTPMethod string          `json:"httpMethod"` // REST API (payload 1.0) events
 	Source     string          `json:"source"`
 	DetailType string          `json:"detail-type"`
@@ -140,24 +138,24 @@ type probe struct {
 // Handle is the Lambda handler: pass it to lambda.Start, or to
 // lambda.NewHandler to invoke it with an event's JSON.
 func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (any, error) {
-	var p probe
-	// A payload that is not an object (a bare health ping) is a probe.
-	_ = json.Unmarshal(event, &p)
+	var ev invocation
+	// A payload that is not an object (a bare health ping) is a probe; an
+	// API Gateway event that does not decode is an error.
+	err := json.Unmarshal(event, &ev)
 	switch {
-	case p.RequestContext != nil && p.RequestContext.HTTP != nil && p.RequestContext.HTTP.Method != "":
-		var ev events.APIGatewayV2HTTPRequest
-		if err := json.Unmarshal(event, &ev); err != nil {
+	case ev.RequestContext.HTTP.Method != "":
+		if err != nil {
 			return nil, fmt.Errorf("decode the API Gateway event: %w", err)
 		}
-		return h.serveHTTP(ctx, &ev)
-	case p.HTTPMethod != "":
+		return h.serveHTTP(ctx, &ev.APIGatewayV2HTTPRequest)
+	case ev.HTTPMethod != "":
 		return nil, errors.New("API Gateway REST API (payload format 1.0) events are not supported: integrate the function with an HTTP API, payload format 2.0")
-	case p.Source == "aws.events" && p.DetailType == "Scheduled Event":
+	case ev.Source == "aws.events" && ev.DetailType == "Scheduled Event":
 		return h.scheduled(ctx, DefaultMaxBatch)
-	case len(p.MaxBatch) > 0 && string(p.MaxBatch) != "null":
+	case len(ev.MaxBatch) > 0 && string(ev.MaxBatch) != "null":
 		var n int
-		if err := json.Unmarshal(p.MaxBatch, &n); err != nil || n < 1 || n > store.OutboxMaxBatch {
-			return nil, fmt.Errorf("maxBatch: expected an integer 1..%d, got %s", store.OutboxMaxBatch, p.MaxBatch)
+		if err := json.Unmarshal(ev.MaxBatch, &n); err != nil || n < 1 || n > store.OutboxMaxBatch {
+			return nil, fmt.Errorf("maxBatch: expected an integer 1..%d, got %s", store.OutboxMaxBatch, ev.MaxBatch)
 		}
 		return h.scheduled(ctx, n)
 	}

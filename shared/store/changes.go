@@ -73,9 +73,18 @@ func (t *Tx) Lock(ctx context.Context, ls *LockSet) error {
 			   OR execution_id = ANY(ARRAY(SELECT execution_id FROM command WHERE issued_event_id = ANY($2)))
 			ORDER BY execution_id FOR UPDATE`, nonNil(ls.Executions), nonNil(ls.IssuedEventIDs)).Query(keepExecution)
 	}
-	if len(ls.Commands) > 0 || len(ls.IssuedEventIDs) > 0 {
-		t.Queue(`SELECT `+commandColumns+` FROM command WHERE command_id = ANY($1) OR issued_event_id = ANY($2)
-			ORDER BY command_id FOR UPDATE`, nonNilStrings(ls.Commands), nonNil(ls.IssuedEventIDs)).Query(keepCommand)
+	// Commands reported on are read without their payload and without a
+	// row lock: every writer of a command's status, holder or attempt holds
+	// its execution's lock, taken above (R-L5); a heartbeat changes only
+	// the lease of a held command, which fencing does not read. Commands
+	// claimed by event id are locked (a lapsed lease is expired first,
+	// R-L4) and read whole (the claim answers with the payload).
+	if len(ls.Commands) > 0 {
+		t.Queue(`SELECT `+commandStateColumns+` FROM command WHERE command_id = ANY($1)`, ls.Commands).Query(keepCommand)
+	}
+	if len(ls.IssuedEventIDs) > 0 {
+		t.Queue(`SELECT `+commandColumns+` FROM command WHERE issued_event_id = ANY($1)
+			ORDER BY command_id FOR UPDATE`, ls.IssuedEventIDs).Query(keepCommand)
 	}
 	if len(ls.ClientEvents) > 0 {
 		// Both columns as arrays (a superset: pairs are matched below), so
@@ -133,13 +142,6 @@ func (t *Tx) Lock(ctx context.Context, ls *LockSet) error {
 func nonNil(ids []int64) []int64 {
 	if ids == nil {
 		return []int64{}
-	}
-	return ids
-}
-
-func nonNilStrings(ids []string) []string {
-	if ids == nil {
-		return []string{}
 	}
 	return ids
 }

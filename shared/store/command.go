@@ -88,6 +88,11 @@ func ParseCommandID(id string) (CommandRef, error) {
 	return ref, nil
 }
 
+// commandStateColumns reads a command without its payload (context and
+// meta come back nil), for decisions that do not need it.
+const commandStateColumns = `command_id, execution_id, issued_event_id, step, tool_kind, status, attempt, max_attempts,
+	worker_id, lease_expires_at, deadline_at, timeout_seconds, available_at, NULL::jsonb, NULL::jsonb, created_at, updated_at`
+
 const commandColumns = `command_id, execution_id, issued_event_id, step, tool_kind, status, attempt, max_attempts,
 	worker_id, lease_expires_at, deadline_at, timeout_seconds, available_at, context, meta, created_at, updated_at`
 
