@@ -256,7 +256,9 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 	for _, id := range t.announce {
 		k := t.cmds[id]
 		x := t.execs[k.row.ExecutionID]
-		if k.row.Status != store.CommandPending || x.row.Pool != r.Pool || k.row.AvailableAt.After(t.eventTime(x)) {
+		// New commands only: a retried one was read without its payload,
+		// and announcing it is what its backoff expects (R-L7).
+		if !k.isNew || k.row.Status != store.CommandPending || x.row.Pool != r.Pool || k.row.AvailableAt.After(t.eventTime(x)) {
 			continue
 		}
 		if !budget.take() {

@@ -87,3 +87,45 @@ func TestReportHandsOutWhatItIssued(t *testing.T) {
 		t.Fatalf("fan's result %s", got)
 	}
 }
+
+// TestReportRetryGoesThroughClaim: a failure retried at once is announced,
+// not handed back with the report (its row was read without the payload),
+// and the claim of the retry carries the whole command.
+func TestReportRetryGoesThroughClaim(t *testing.T) {
+	s := newStack(t)
+	entry := s.register(t, `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: retry, path: tests/report-retry}
+workflow:
+  - step: start
+    retry: {max_attempts: 2, delay: 0}
+    tool: {kind: noop, result: {ok: true}}
+`)
+	started, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: entry.Path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := s.svc.Claim(s.ctx, s.pending(t, started.ExecutionID)[0].IssuedEventID, "w1", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := controlplane.EventInput{ExecutionID: body.ExecutionID, Step: body.Step, Type: "command.failed", Status: "FAILED",
+		WorkerID: "w1", Meta: map[string]any{"command_id": body.CommandID, "attempt": int64(1)},
+		Payload: map[string]any{"command_id": body.CommandID, "error": "boom",
+			"result": map[string]any{"status": "error", "error": map[string]any{"message": "boom"}}}}
+	out, err := s.svc.Report(s.ctx, controlplane.Report{WorkerID: "w1", Pool: "shared", Take: 4, Events: []controlplane.EventInput{failed}})
+	if err != nil || out.Events[0].Err != nil {
+		t.Fatalf("report: %v %+v", err, out)
+	}
+	if len(out.Commands) != 0 {
+		t.Fatalf("the retry was handed back: %+v", out.Commands[0])
+	}
+	p := s.pending(t, started.ExecutionID)
+	if len(p) != 1 || p[0].Attempt != 2 {
+		t.Fatalf("pending %+v, want the retry (attempt 2)", p)
+	}
+	again, err := s.svc.Claim(s.ctx, p[0].IssuedEventID, "w1", true)
+	if err != nil || again.Attempt != 2 || again.Context["tool_config"] == nil {
+		t.Fatalf("claim of the retry: %+v %v", again, err)
+	}
+}
