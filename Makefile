@@ -10,7 +10,7 @@ GOFLAGS   ?=
 # (tmpl FuzzRender) on 2 cores. Raise it locally: make fuzz FUZZTIME=2000000x.
 FUZZTIME  ?= 30000x
 
-.PHONY: run test vet unit fuzz fmt-check
+.PHONY: run test vet unit fuzz fmt-check bench
 
 # run: the whole stack in one process with a demo (see README "What you see").
 # Flags for noetl dev go in DEV_FLAGS, e.g. make run DEV_FLAGS=--exit.
@@ -18,6 +18,16 @@ DEV_FLAGS ?=
 run:
 	$(GO) build -o bin/noetl ./cmd/noetl
 	./bin/noetl dev $(DEV_FLAGS)
+
+# bench: the step path measured (see docs/step-path.md): `noetl bench` starts a
+# durable Postgres and noetl serve, runs the default shapes and a 10,000-iteration
+# loop. Compare with River in the same sitting:
+#   FSYNC_MODES=on bash ../shared/bench/river-bench.sh
+# BENCH_FLAGS adds flags, e.g. make bench BENCH_FLAGS="--json --shape 50x10".
+BENCH_FLAGS ?=
+bench:
+	$(GO) build -o bin/noetl ./cmd/noetl
+	./bin/noetl bench --loop 10000x100 $(BENCH_FLAGS)
 
 # test: everything CI checks.
 test: fmt-check vet unit fuzz

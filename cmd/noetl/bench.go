@@ -39,7 +39,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	dbURLs := fs.String("database-urls", "", "with --server: comma-separated URLs of its databases, to count commits per step")
 	serverPID := fs.Int("server-pid", 0, "with --server: its process id, to sample its memory")
 	shards := fs.Int("shards", 2, "shard databases of the started stack")
-	concurrency := fs.Int("concurrency", 64, "commands the worker runs at once")
+	concurrency := fs.Int("concurrency", 100, "commands the worker runs at once (100: River's MaxWorkers in ../shared/bench/river-bench.sh)")
 	pprofAddr := fs.String("pprof", "", "serve the started server's pprof on this address (e.g. 127.0.0.1:6060)")
 	serverLog := fs.String("server-log", "", "append the started server's log (JSON, warnings and errors) to this file")
 	asJSON := fs.Bool("json", false, "print the results as JSON")

@@ -43,6 +43,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	resultStore := fs.String("result-store", os.Getenv("NOETL_RESULT_STORE"), "where workers store results too large to post inline, file:///dir or s3://bucket/prefix (env NOETL_RESULT_STORE); empty: a temporary directory")
 	inlineLimit := fs.Int("inline-limit", worker.DefaultInlineLimit, "largest result (bytes of JSON) workers post inline; larger ones go to the result store")
 	verbose := fs.Bool("v", false, "print the stack's JSON logs")
+	pprofAddr := fs.String("pprof", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6060; empty: off")
 	toolUser := toolUserFlag(fs)
 	if code, ok := parseFlags(fs, args, "dev [flags]", "Runs the whole stack in one process: a throwaway Postgres (cluster + 2 shards) unless a\n"+
 		"database URL is given, an embedded NATS unless a NATS URL is given, the API on "+"127.0.0.1:8082 serving\n"+
@@ -55,6 +56,12 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	stopPprof, err := startPprof(*pprofAddr, stderr, "noetl dev")
+	if err != nil {
+		fmt.Fprintf(stderr, "noetl dev: %v\n", err)
+		return exitFail
+	}
+	defer stopPprof()
 	logOut := io.Discard
 	if *verbose {
 		logOut = stderr

@@ -94,7 +94,9 @@ type Options struct {
 	// generator (api scope). Empty: an open server.
 	Token, APIToken string
 	Shapes          []Shape
-	// Concurrency is the worker's; default 64.
+	// Concurrency is the worker's; default 100, River's MaxWorkers in the
+	// peer benchmark (../shared/bench/river-bench.sh), so the two run the
+	// same number of steps at once.
 	Concurrency int
 	// Databases are the server's database URLs (cluster and shards), for the
 	// commits per step; none: not measured.
@@ -165,7 +167,7 @@ func (c *counting) idleFor(d time.Duration) bool {
 // Run measures every shape in turn with one worker and returns their figures.
 func Run(ctx context.Context, o Options) ([]Result, error) {
 	if o.Concurrency <= 0 {
-		o.Concurrency = 64
+		o.Concurrency = 100
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
