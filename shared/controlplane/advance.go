@@ -346,7 +346,7 @@ func (t *txn) commit() error {
 			continue
 		}
 		if x.snap != nil {
-			b, err := x.snap.Marshal()
+			b, err := t.encodeState(x)
 			if err != nil {
 				return err
 			}
@@ -409,6 +409,24 @@ func (t *txn) commit() error {
 	t.outbox = t.ch.Outbox
 	t.s.publish(t.ctx, t.sh, t.outbox)
 	return nil
+}
+
+// encodeState encodes the execution's snapshot. A state past the bound fails
+// the execution first (MaxStateBytes): every step writes (and may read) the
+// whole state, so its size is what each step costs; what one decision can add
+// is bounded by the render budget, so the stored state stays bounded too.
+func (t *txn) encodeState(x *execution) ([]byte, error) {
+	b, err := x.snap.Marshal()
+	if err != nil || len(b) <= t.s.cfg.MaxStateBytes || x.snap.Terminal() {
+		return b, err
+	}
+	msg := fmt.Sprintf("the execution's state grew to %d bytes, over the limit of %d (MaxStateBytes): keep large values in step results (each step's result is kept outside the state) rather than in ctx with set:",
+		len(b), t.s.cfg.MaxStateBytes)
+	if _, _, err := t.advance(x, store.Event{EventType: engine.EvPlaybookFailed, Status: store.ExecutionFailed,
+		Context: map[string]any{"error": msg}}); err != nil {
+		return nil, err
+	}
+	return x.snap.Marshal()
 }
 
 // lastEventTime is the time of the execution's latest event written here: an

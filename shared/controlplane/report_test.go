@@ -2,6 +2,7 @@ package controlplane_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
@@ -127,5 +128,41 @@ workflow:
 	again, err := s.svc.Claim(s.ctx, p[0].IssuedEventID, "w1", true)
 	if err != nil || again.Attempt != 2 || again.Context["tool_config"] == nil {
 		t.Fatalf("claim of the retry: %+v %v", again, err)
+	}
+}
+
+// TestStateBound (issue 10): an execution whose state grows past
+// MaxStateBytes ends FAILED naming the limit, and what it stored stays
+// within the bound plus one step's growth.
+func TestStateBound(t *testing.T) {
+	const limit = 64 << 10
+	s := newStack(t, func(c *controlplane.Config) { c.MaxStateBytes = limit })
+	entry := s.register(t, `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: grow, path: tests/grow}
+workflow:
+  - step: start
+    tool: {kind: noop}
+    set: {ctx.n: 0, ctx.big: ""}
+    next: grow
+  - step: grow
+    tool: {kind: noop}
+    set: {ctx.n: "{{ ctx.n + 1 }}", ctx.big: "{{ ctx.big ~ ('x' * 20000) }}"}
+    next: [{step: grow, when: "{{ ctx.n < 50 }}"}]
+`)
+	started, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: entry.Path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.drive(t, started.ExecutionID, func(store.Command) any { return map[string]any{} })
+	v := s.execution(t, started.ExecutionID)
+	if v.Row.Status != store.ExecutionFailed || !strings.Contains(v.Row.Error, "MaxStateBytes") {
+		t.Fatalf("status %s, error %q; want FAILED naming MaxStateBytes", v.Row.Status, v.Row.Error)
+	}
+	if n := len(v.Row.State); n > limit+64<<10 {
+		t.Fatalf("stored state %d bytes, over the bound plus one step's growth", n)
+	}
+	if n := v.Context["n"].(int64); n >= 50 || n < 2 {
+		t.Fatalf("the loop ran %d times", n)
 	}
 }

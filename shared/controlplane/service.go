@@ -51,15 +51,26 @@ type Config struct {
 	Results resultstore.Store
 	// Observer, when set, hears every orchestration's duration.
 	Observer Observer
-	// PlaybookCache bounds the parsed playbooks kept per process; default 256.
-	PlaybookCache int
+	// PlaybookCache bounds the parsed playbooks kept per process; default
+	// 256. PlaybookCacheBytes bounds their estimated memory
+	// (engine.Playbook.Weight); default 128 MiB.
+	PlaybookCache      int
+	PlaybookCacheBytes int
 	// IDBlock is how many event ids one sequence round trip mints; default 256.
 	IDBlock int
 	// SnapshotCacheBytes bounds the decoded snapshots kept per process (by
 	// their encoded size); default 16 MiB.
 	SnapshotCacheBytes int
+	// MaxStateBytes bounds an execution's encoded state (its snapshot): a
+	// step that takes it past the bound fails the execution, naming it;
+	// default DefaultMaxStateBytes.
+	MaxStateBytes int
 	Logger             *slog.Logger
 }
+
+// DefaultMaxStateBytes is Config.MaxStateBytes's default: far above what
+// playbooks keep in ctx, low enough that a step's cost stays bounded.
+const DefaultMaxStateBytes = 8 << 20
 
 // Service is the control plane. It is safe for concurrent use.
 type Service struct {
@@ -89,18 +100,24 @@ func New(cfg Config) (*Service, error) {
 	if cfg.PlaybookCache <= 0 {
 		cfg.PlaybookCache = 256
 	}
+	if cfg.PlaybookCacheBytes <= 0 {
+		cfg.PlaybookCacheBytes = 128 << 20
+	}
 	if cfg.IDBlock <= 0 {
 		cfg.IDBlock = defaultIDBlock
 	}
 	if cfg.SnapshotCacheBytes <= 0 {
 		cfg.SnapshotCacheBytes = 16 << 20
 	}
+	if cfg.MaxStateBytes <= 0 {
+		cfg.MaxStateBytes = DefaultMaxStateBytes
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	return &Service{
 		cfg: cfg, st: cfg.Store, eng: engine.New(cfg.Engine), log: cfg.Logger,
-		ids: newIDPool(cfg.IDBlock), books: newPlaybookCache(cfg.PlaybookCache), snaps: newSnapCache(cfg.SnapshotCacheBytes),
+		ids: newIDPool(cfg.IDBlock), books: newPlaybookCache(cfg.PlaybookCache, cfg.PlaybookCacheBytes), snaps: newSnapCache(cfg.SnapshotCacheBytes),
 		lease: cfg.Lease, grace: cfg.DeadlineGrace, server: cfg.ServerURL,
 	}, nil
 }
@@ -169,39 +186,6 @@ func (s *idSource) next() int64 {
 		return 0
 	}
 	return ids[0]
-}
-
-// playbookCache keeps parsed playbooks by catalog id; a catalog entry never
-// changes, so entries never go stale.
-type playbookCache struct {
-	mu    sync.Mutex
-	max   int
-	books map[int64]*engine.Playbook
-	order []int64
-}
-
-func newPlaybookCache(n int) *playbookCache {
-	return &playbookCache{max: n, books: map[int64]*engine.Playbook{}}
-}
-
-func (c *playbookCache) get(id int64) *engine.Playbook {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.books[id]
-}
-
-func (c *playbookCache) put(id int64, pb *engine.Playbook) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.books[id]; ok {
-		return
-	}
-	if len(c.order) >= c.max {
-		delete(c.books, c.order[0])
-		c.order = c.order[1:]
-	}
-	c.books[id] = pb
-	c.order = append(c.order, id)
 }
 
 // playbook returns the parsed playbook of a catalog entry. Inside a

@@ -28,6 +28,15 @@ type Playbook struct {
 	workloadTemplates map[string]*tmpl.Template
 }
 
+// Weight estimates the memory a parsed playbook holds, in bytes, for caches
+// that bound it: its source, its expanded text, and its compiled templates,
+// whose programs hold many times their text (a 484 KB template compiled to
+// about 40 MB).
+func (p *Playbook) Weight() int {
+	x := p.Expanded
+	return len(p.Source) + 2*x.Bytes + 100*x.TemplateBytes + 4096*x.Templates
+}
+
 // Metadata is the playbook's metadata block (R-N4).
 type Metadata struct {
 	Name        string
