@@ -65,7 +65,7 @@ type Config struct {
 	// step that takes it past the bound fails the execution, naming it;
 	// default DefaultMaxStateBytes.
 	MaxStateBytes int
-	Logger             *slog.Logger
+	Logger        *slog.Logger
 }
 
 // DefaultMaxStateBytes is Config.MaxStateBytes's default: far above what

@@ -206,7 +206,6 @@ func (s *Snapshot) Clone() *Snapshot {
 	return &c
 }
 
-
 // Terminal reports whether the execution has ended.
 func (s *Snapshot) Terminal() bool {
 	switch s.Status {

@@ -79,8 +79,8 @@ workflow:
 		Running: 2, Queued: 1, EndedAt: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC),
 		Steps: map[string]*engine.StepState{"a": {Status: "failed", Bound: true, Result: map[string]any{},
 			ResultRef: &engine.ResultKey{Kind: engine.KindReference, Step: "a", Index: -1, URI: "s3://b/k"},
-			Visit: &engine.Visit{N: 2, InFlight: 3, ArcSet: map[string]any{"k": nil}, Loop: &engine.LoopState{Total: 5, Iterator: "i", Failed: 1}},
-			Ledger: []engine.FiredArc{{From: "b"}, {From: "c", Set: map[string]any{"x": []any{int64(1)}}}}}},
+			Visit:     &engine.Visit{N: 2, InFlight: 3, ArcSet: map[string]any{"k": nil}, Loop: &engine.LoopState{Total: 5, Iterator: "i", Failed: 1}},
+			Ledger:    []engine.FiredArc{{From: "b"}, {From: "c", Set: map[string]any{"x": []any{int64(1)}}}}}},
 		Commands: map[string]*engine.CommandState{"c1": {Step: "a", Index: -1, RetryOn: []string{"timeout"}, OnStatus: []int64{429, 503},
 			Envelope: map[string]any{"status": "error"}, Worker: "w"}}}
 	if got, err := edge.Marshal(); err != nil || !bytes.Equal(got, reflected(t, edge)) {
