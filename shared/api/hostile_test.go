@@ -176,3 +176,73 @@ func TestHostileRequests(t *testing.T) {
 		t.Fatalf("the holder's report: %s", r.Body)
 	}
 }
+
+// nulPlaybook is a playbook at path whose templates build a NUL ('\x00' is an
+// escape of template literals) where the server stores what they render.
+func nulPlaybook(path, workload, startTool, set string) string {
+	return "apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: nul, path: " + path + "}\n" + workload +
+		"workflow:\n  - step: start\n    tool: " + startTool + "\n" + set + "    next: end\n  - step: end\n    tool: {kind: noop}\n"
+}
+
+// TestTemplateNULEndsCleanly: a template rendering a NUL where the server
+// would store it fails the render, naming the output and the template, like
+// any render error (R-L6): at dispatch the step fails and the execution ends
+// FAILED with no command issued; in a set block the step fails once the
+// worker's result arrives, and that report is answered 200; in the workload
+// execute is a 422 starting nothing. Before, each transaction failed (500)
+// and the execution hung.
+func TestTemplateNULEndsCleanly(t *testing.T) {
+	s := apitest.New(t, apitest.Options{})
+	for _, pb := range []string{
+		nulPlaybook("nul/tool", "", `{kind: noop, message: "{{ 'a\\x00b' }}"}`, ""),
+		nulPlaybook("nul/set", "", "{kind: noop}", "    set: {ctx.v: \"{{ {'k': '\\\\x00'} }}\"}\n"),
+		nulPlaybook("nul/workload", "workload:\n  w: \"{{ 'x' ~ '\\\\x00' }}\"\n", "{kind: noop}", ""),
+	} {
+		must(t, s.API, 200, call{method: "POST", target: "/api/catalog/register", token: tAPI, body: map[string]any{"content": pb}})
+	}
+	view := func(id string) result {
+		return must(t, s.API, 200, call{method: "GET", target: "/api/executions/" + id, token: tAPI})
+	}
+	const output = `output: contains a NUL character (\u0000) at byte 1, which cannot be stored`
+
+	ex := must(t, s.API, 200, call{method: "POST", target: "/api/execute", token: tAPI, body: map[string]any{"path": "nul/tool"}})
+	v := view(ex.str("execution_id"))
+	if errText, _ := v.json["error"].(string); v.str("status") != "FAILED" || ex.json["commands_generated"] != int64(0) ||
+		!strings.Contains(errText, output) || !strings.Contains(errText, `template "{{ 'a\\x00b' }}"`) {
+		t.Fatalf("dispatch: execute %s; execution %s", ex.Body, v.Body)
+	}
+
+	ex = must(t, s.API, 200, call{method: "POST", target: "/api/execute", token: tAPI, body: map[string]any{"path": "nul/set"}})
+	execID := ex.str("execution_id")
+	pending := s.Pending(t, id(t, ex.json["execution_id"]))
+	if len(pending) != 1 {
+		t.Fatalf("%d pending commands", len(pending))
+	}
+	r := must(t, s.API, 200, call{method: "POST", target: "/api/worker/report", token: tWorker,
+		body: map[string]any{"worker_id": "w1", "claims": []any{strconv.FormatInt(pending[0].IssuedEventID, 10)}}})
+	cmd := r.json["claims"].([]any)[0].(map[string]any)
+	if cmd["status"] != int64(200) {
+		t.Fatalf("claim: %s", r.Body)
+	}
+	commandID := pending[0].CommandID
+	r = must(t, s.API, 200, call{method: "POST", target: "/api/worker/report", token: tWorker, body: map[string]any{"worker_id": "w1",
+		"events": []any{map[string]any{"execution_id": execID, "step": "start", "event_type": "command.completed", "status": "success",
+			"meta":    map[string]any{"command_id": commandID, "attempt": int64(1)},
+			"payload": map[string]any{"command_id": commandID, "result": map[string]any{"status": "success", "data": map[string]any{}}}}}}})
+	if ev := r.json["events"].([]any)[0].(map[string]any); ev["status"] != int64(200) {
+		t.Fatalf("the completion: %s", r.Body)
+	}
+	v = view(execID)
+	if errText, _ := v.json["error"].(string); v.str("status") != "FAILED" || !strings.Contains(errText, `output.k: contains a NUL character (\u0000) at byte 0`) {
+		t.Fatalf("set: execution %s", v.Body)
+	}
+
+	before := s.Counts(t)
+	r = must(t, s.API, 422, call{method: "POST", target: "/api/execute", token: tAPI, body: map[string]any{"path": "nul/workload"}})
+	if !strings.Contains(r.str("error"), "workload.w") || !strings.Contains(r.str("error"), output) {
+		t.Fatalf("workload: %s", r.Body)
+	}
+	if after := s.Counts(t); after != before {
+		t.Fatalf("rows written: %+v → %+v", before, after)
+	}
+}

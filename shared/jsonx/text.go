@@ -2,6 +2,7 @@ package jsonx
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -9,17 +10,20 @@ import (
 	"unicode/utf8"
 )
 
-// The storable-text rule. Postgres keeps neither the NUL character (in text
-// columns, nor in jsonb, even written as the escape \u0000) nor bytes that are
-// not UTF-8, and a value refused inside a transaction fails the whole
-// transaction. So every string that can reach the store from outside the
-// server or from a template is checked here first, keys included, and refused
-// with an error naming where it sits: request bodies and parameters (a 422),
-// template output (a render error: the step fails), playbook literals (a
-// problem at register), results read back by reference. Values built from
-// checked ones need no second look. The rule refuses instead of escaping:
-// escaping would hand tools a different string than they produced, and a
-// tool's bytes have a lossless way in already (base64).
+// The storable-text rule. Postgres keeps no NUL character, in text columns
+// or in jsonb (even written as the escape \u0000), and a value refused inside
+// a transaction fails the whole transaction. So every value that can reach
+// the store from outside the server or from a template is checked here
+// first, keys included, and refused with an error naming where the NUL sits:
+// request bodies and parameters (a 422), template output (a render error: the
+// step fails), playbook literals (a problem at register), results read back
+// by reference. Values built from checked ones need no second look. The rule
+// refuses instead of escaping: escaping would hand tools a different string
+// than they produced, and binary data has a lossless way in already (base64).
+//
+// Bytes that are not UTF-8 matter only where a string is bound as a text
+// parameter as it is (CheckString: query strings, path parameters): values
+// reach the store as JSON written by encoding/json, which replaces such bytes.
 
 // TextError is a string the store cannot keep.
 type TextError struct {
@@ -52,20 +56,21 @@ func (e *TextError) Error() string {
 }
 
 // CheckText returns a *TextError for the first string in v, key or value at
-// any depth, that the store cannot keep; path names v itself ("" for none).
-// When several do, the first in sorted key order is named, so the answer does
-// not depend on map order.
+// any depth, that holds a NUL; path names v itself ("" for none). When several
+// do, the first in sorted key order is named, so the answer does not depend on
+// map order.
 func CheckText(path string, v any) error {
-	if textOK(v) {
+	if nulFree(v) {
 		return nil // the common case walks once, building no paths
 	}
-	if e := findText(path, v); e != nil {
+	if e := findNUL(path, v); e != nil {
 		return e
 	}
 	return nil
 }
 
-// CheckString is CheckText for one string.
+// CheckString returns a *TextError when s holds a NUL or is not UTF-8: the
+// rule for a string bound as a text parameter as it is.
 func CheckString(path, s string) error {
 	if off, nul, bad := badText(s); bad {
 		return &TextError{Path: path, Offset: off, NUL: nul}
@@ -82,19 +87,19 @@ func EscapeNUL(s string) string {
 	return strings.ReplaceAll(s, "\x00", `\x00`)
 }
 
-func textOK(v any) bool {
+func nulFree(v any) bool {
 	switch x := v.(type) {
 	case string:
-		return strings.IndexByte(x, 0) < 0 && utf8.ValidString(x)
+		return strings.IndexByte(x, 0) < 0
 	case map[string]any:
 		for k, e := range x {
-			if !textOK(k) || !textOK(e) {
+			if strings.IndexByte(k, 0) >= 0 || !nulFree(e) {
 				return false
 			}
 		}
 	case []any:
 		for _, e := range x {
-			if !textOK(e) {
+			if !nulFree(e) {
 				return false
 			}
 		}
@@ -102,30 +107,25 @@ func textOK(v any) bool {
 	return true
 }
 
-func findText(path string, v any) *TextError {
+func findNUL(path string, v any) *TextError {
 	switch x := v.(type) {
 	case string:
-		if off, nul, bad := badText(x); bad {
-			return &TextError{Path: path, Offset: off, NUL: nul}
+		if off := strings.IndexByte(x, 0); off >= 0 {
+			return &TextError{Path: path, Offset: off, NUL: true}
 		}
 	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(x)) {
 			p := PathKey(path, k)
-			if off, nul, bad := badText(k); bad {
-				return &TextError{Path: p, Key: true, Offset: off, NUL: nul}
+			if off := strings.IndexByte(k, 0); off >= 0 {
+				return &TextError{Path: p, Key: true, Offset: off, NUL: true}
 			}
-			if e := findText(p, x[k]); e != nil {
+			if e := findNUL(p, x[k]); e != nil {
 				return e
 			}
 		}
 	case []any:
 		for i, e := range x {
-			if e := findText(path+"["+strconv.Itoa(i)+"]", e); e != nil {
+			if e := findNUL(path+"["+strconv.Itoa(i)+"]", e); e != nil {
 				return e
 			}
 		}

@@ -7,8 +7,9 @@ import (
 	"unicode/utf8"
 )
 
-// TestCheckText: every string Postgres cannot keep is found, key or value, at
-// any depth, and named by its path; the message never repeats the bad bytes.
+// TestCheckText: every NUL is found, key or value, at any depth, and named by
+// its path; the message never repeats the bad bytes. Bytes that are not UTF-8
+// are CheckString's alone (encoding/json replaces them in values).
 func TestCheckText(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -19,8 +20,7 @@ func TestCheckText(t *testing.T) {
 		{"value", map[string]any{"stdout": "a\x00b"}, `p.stdout: contains a NUL character (\u0000) at byte 1, which cannot be stored`},
 		{"deep", map[string]any{"a": []any{"ok", map[string]any{"b c": "\x00"}}}, `p.a[1]["b c"]: contains a NUL character (\u0000) at byte 0`},
 		{"key", map[string]any{"k\x00": "v"}, `p["k\x00"]: the key contains a NUL character (\u0000) at byte 1`},
-		{"utf8", []any{"ok", "ab\xff"}, `p[1]: is not valid UTF-8 at byte 2, which cannot be stored`},
-		{"utf8 before NUL", "\xc3x\x00", `p: is not valid UTF-8 at byte 0`},
+		{"not UTF-8", []any{"ok", "ab\xff"}, ""},
 		{"first in key order", map[string]any{"z": "\x00", "a": "\x00", "m": "\x00"}, `p.a: contains`},
 		{"string", "x\x00", `p: contains a NUL character (\u0000) at byte 1`},
 	} {
@@ -46,6 +46,12 @@ func TestCheckText(t *testing.T) {
 	}
 	if err := CheckString("", "\x00"); err == nil || !strings.HasPrefix(err.Error(), "contains a NUL") {
 		t.Fatalf("CheckString: %v", err)
+	}
+	if err := CheckString("q", "ab\xff"); err == nil || !strings.HasPrefix(err.Error(), "q: is not valid UTF-8 at byte 2, which cannot be stored") {
+		t.Fatalf("CheckString: %v", err)
+	}
+	if err := CheckString("q", "\xc3x\x00"); err == nil || !strings.HasPrefix(err.Error(), "q: is not valid UTF-8 at byte 0") {
+		t.Fatalf("CheckString, bad UTF-8 before a NUL: %v", err)
 	}
 }
 
