@@ -41,7 +41,7 @@ func decodeBody(body []byte) (obj, error) {
 	}
 	if !utf8.Valid(body) {
 		return obj{}, errorf(http.StatusBadRequest, "malformed JSON: the body is not valid UTF-8 at byte %d; JSON text must be UTF-8 (encode binary data, e.g. as base64)",
-			invalidUTF8At(body))
+			jsonx.InvalidUTF8At(string(body)))
 	}
 	v, err := jsonx.Decode(body)
 	if err != nil {
@@ -113,18 +113,6 @@ func deepPath(v any) string {
 		}
 	}
 	return path
-}
-
-// invalidUTF8At is the offset of b's first byte that is not UTF-8.
-func invalidUTF8At(b []byte) int {
-	for i := 0; i < len(b); {
-		r, size := utf8.DecodeRune(b[i:])
-		if r == utf8.RuneError && size == 1 {
-			return i
-		}
-		i += size
-	}
-	return len(b)
 }
 
 // jsonMessage strips encoding/json's package prefix.

@@ -139,17 +139,26 @@ func badText(s string) (off int, nul, bad bool) {
 	if n < 0 {
 		n = len(s)
 	}
-	if !utf8.ValidString(s[:n]) {
-		// Invalid UTF-8 before the first NUL is the first problem.
-		for i := 0; i < n; {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if r == utf8.RuneError && size == 1 {
-				return i, false, true
-			}
-			i += size
-		}
+	if at := InvalidUTF8At(s[:n]); at >= 0 {
+		return at, false, true // bad UTF-8 before the first NUL is the first problem
 	}
 	return n, n < len(s), n < len(s)
+}
+
+// InvalidUTF8At is the offset of the first byte of s that is not UTF-8, or
+// -1 when s is UTF-8.
+func InvalidUTF8At(s string) int {
+	if utf8.ValidString(s) {
+		return -1
+	}
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
+	return -1
 }
 
 // PathKey appends an object key to a field path: a.key, or a["odd key"] when
