@@ -55,7 +55,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitUsage
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
-	nc, err := nats.Connect(*natsURL, nats.Name("noetl-worker "+*id), nats.MaxReconnects(-1))
+	nc, err := connectNATS(*natsURL, *id, log)
 	if err != nil {
 		return fail(stderr, "worker", fmt.Errorf("connect to NATS at %s: %w (give the server's NATS with --nats or NOETL_NATS_URL; noetl serve prints it)", config.RedactDSN(*natsURL), err))
 	}
@@ -85,6 +85,30 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return fail(stderr, "worker", err)
 	}
 	return exitOK
+}
+
+// connectNATS connects the worker to NATS. An outage is waited out, at start
+// as later: nats.go keeps reconnecting (every 2 s), Run retries the pool's
+// consumer with backoff, and both are logged; only a URL that cannot work is
+// an error.
+func connectNATS(url, id string, log *slog.Logger) (*nats.Conn, error) {
+	where := config.RedactDSN(url)
+	connected := func(*nats.Conn) { log.Info("connected to NATS", "nats", where) }
+	nc, err := nats.Connect(url, nats.Name("noetl-worker "+id), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("NATS disconnected; reconnecting", "nats", where, "error", err.Error())
+			}
+		}),
+		// After a failed first attempt nats.go calls ConnectHandler, later ReconnectHandler.
+		nats.ConnectHandler(connected), nats.ReconnectHandler(connected))
+	if err != nil {
+		return nil, err
+	}
+	if !nc.IsConnected() {
+		log.Warn("NATS is not reachable yet; retrying", "nats", where)
+	}
+	return nc, nil
 }
 
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {

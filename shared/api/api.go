@@ -14,6 +14,11 @@
 //     (R-L7). Replay's parameter errors are NoETL's 400s (R-A2).
 //   - Request JSON is decoded with shared/jsonx (integral numbers stay int64)
 //     and validated by hand; ids are accepted as numbers or numeric strings.
+//   - What the store cannot keep is refused before anything is written
+//     (decodeBody, checkParams): a NUL character in any key or value of a
+//     body, the query string or a path parameter, or text there that is not
+//     UTF-8, is a 422 naming the field (a body that is not UTF-8 is a 400);
+//     a body nesting more than MaxJSONDepth levels is a 422.
 //   - Ids in responses are decimal strings (R-I2), with one deliberate
 //     exception: command bodies (GET /api/commands/{event_id} and the claim
 //     response) keep NoETL's JSON integers for event_id and execution_id,
@@ -296,6 +301,9 @@ func (a *API) serve(ctx context.Context, r *Request, function string) (resp *Res
 		return a.errorResponse(errorf(http.StatusNotFound, "route %s is served by the %s function, not %s", routeKey, rt.Function, function))
 	}
 	if err := a.authorize(r, rt); err != nil {
+		return a.errorResponse(err)
+	}
+	if err := checkParams(r.Query, params); err != nil {
 		return a.errorResponse(err)
 	}
 	if int64(len(r.Body)) > a.opts.MaxBodyBytes {

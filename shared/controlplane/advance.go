@@ -534,6 +534,10 @@ func (s *Service) readReference(ctx context.Context, uri string) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the result stored at %s is not JSON: %w", uri, err)
 	}
+	if err := jsonx.CheckText("data", v); err != nil {
+		// Never posted, so never checked by the API: refused (422) like a NUL posted inline.
+		return nil, Errorf(ErrInvalid, "the result stored by reference at %s: %v", uri, err)
+	}
 	return v, nil
 }
 

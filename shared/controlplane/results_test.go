@@ -21,11 +21,10 @@ workflow:
     tool: {kind: noop, input: {n: "{{ start.rows | length }}", last: "{{ start.rows[-1] }}"}}
 `
 
-// TestResultsByReference: worker.md §1 — a result posted by reference is read
-// from the result store when the engine needs it; a store that cannot serve it
-// aborts the ingest (nothing decided, the worker re-posts), and references the
-// server could not read back are refused with 422 naming result_uri.
-func TestResultsByReference(t *testing.T) {
+// claimedReadsStart starts tests/reads_start on a stack with a file result
+// store, its start command claimed by w1 (and started when start is true).
+func claimedReadsStart(t *testing.T, start bool) (*stack, resultstore.Store, *controlplane.Started, *controlplane.CommandBody) {
+	t.Helper()
 	rs, err := resultstore.Open(t.Context(), "file://"+t.TempDir(), resultstore.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -37,10 +36,19 @@ func TestResultsByReference(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := s.pending(t, st.ExecutionID)[0]
-	body, err := s.svc.Claim(s.ctx, c.IssuedEventID, "w1", false)
+	body, err := s.svc.Claim(s.ctx, c.IssuedEventID, "w1", start)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, rs, st, body
+}
+
+// TestResultsByReference: worker.md §1 — a result posted by reference is read
+// from the result store when the engine needs it; a store that cannot serve it
+// aborts the ingest (nothing decided, the worker re-posts), and references the
+// server could not read back are refused with 422 naming result_uri.
+func TestResultsByReference(t *testing.T) {
+	s, rs, st, body := claimedReadsStart(t, false)
 	uri, err := rs.Put(s.ctx, "x/start.json", []byte(`{"rows": [1, 2, 3]}`))
 	if err != nil {
 		t.Fatal(err)

@@ -68,6 +68,8 @@ type Options struct {
 	DBCounter *store.Counter
 	// Out receives the human messages (what started, where); default io.Discard.
 	Out io.Writer
+	// Timeouts bound slow clients of the HTTP server (see Timeouts).
+	Timeouts Timeouts
 }
 
 // Server is a running stack.
@@ -227,7 +229,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.srv = &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+	s.srv = o.Timeouts.server(gw)
 	s.served = make(chan error, 1)
 	go func() { s.served <- s.srv.Serve(ln) }()
 

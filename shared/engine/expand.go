@@ -1,11 +1,14 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/tmpl"
 )
 
@@ -119,10 +122,10 @@ func newExpander() *expander {
 }
 
 // walk counts n. compiled is false where a template would not be compiled:
-// mapping keys and python code.
-func (x *expander) walk(n *yaml.Node, compiled bool) *expandError {
+// mapping keys and python code; key is true for a mapping key.
+func (x *expander) walk(n *yaml.Node, compiled, key bool) *expandError {
 	if n.Kind == yaml.AliasNode {
-		return x.alias(n, compiled)
+		return x.alias(n, compiled, key)
 	}
 	start := x.total
 	if n.Anchor != "" {
@@ -136,16 +139,25 @@ func (x *expander) walk(n *yaml.Node, compiled bool) *expandError {
 	if limit := x.total.over(); limit != "" {
 		return &expandError{node: n, limit: limit}
 	}
+	// Every value and key of a playbook goes on to the store (workload,
+	// commands, events), which cannot keep a NUL; YAML writes one as \0 or \x00.
+	if n.Kind == yaml.ScalarNode {
+		var te *jsonx.TextError
+		if errors.As(jsonx.CheckString("", n.Value), &te) {
+			te.Key = key
+			return &expandError{node: n, detail: te.Error()}
+		}
+	}
 	for i, c := range n.Content {
 		compiledChild := true
 		if n.Kind == yaml.MappingNode {
 			compiledChild = i%2 == 1 && keyText(n.Content[i-1]) != "code"
 		}
-		if err := x.walk(c, compiledChild); err != nil {
+		if err := x.walk(c, compiledChild, n.Kind == yaml.MappingNode && i%2 == 0); err != nil {
 			if n.Kind == yaml.SequenceNode {
 				err.segs = append(err.segs, fmt.Sprintf("[%d]", i))
 			} else if n.Kind == yaml.MappingNode {
-				err.segs = append(err.segs, keyText(n.Content[i&^1]))
+				err.segs = append(err.segs, keySegment(n.Content[i&^1]))
 			}
 			return err
 		}
@@ -157,7 +169,7 @@ func (x *expander) walk(n *yaml.Node, compiled bool) *expandError {
 	return nil
 }
 
-func (x *expander) alias(n *yaml.Node, compiled bool) *expandError {
+func (x *expander) alias(n *yaml.Node, compiled, key bool) *expandError {
 	t := n.Alias
 	if t == nil {
 		return nil
@@ -169,7 +181,7 @@ func (x *expander) alias(n *yaml.Node, compiled bool) *expandError {
 	if !counted {
 		// YAML defines an anchor before its aliases, so this is not reached; if it
 		// were, counting the target here is still right.
-		return x.walk(t, compiled)
+		return x.walk(t, compiled, key)
 	}
 	x.total = x.total.plus(size)
 	if limit := x.total.over(); limit != "" {
@@ -187,12 +199,22 @@ func keyText(k *yaml.Node) string {
 	return "?"
 }
 
+// keySegment is keyText as a path segment that never carries what the store
+// cannot keep: such a key is written quoted, ["a\x00"].
+func keySegment(k *yaml.Node) string {
+	t := keyText(k)
+	if jsonx.CheckString("", t) != nil {
+		return "[" + strconv.Quote(t) + "]"
+	}
+	return t
+}
+
 // expand checks the document's expanded size and records it; false (after an
 // error naming the limit and where it was passed) when the playbook is too large
 // to read.
 func (p *parser) expand(root *yaml.Node) bool {
 	p.anchors = newExpander()
-	err := p.anchors.walk(root, true)
+	err := p.anchors.walk(root, true, false)
 	p.pb.Expanded = p.anchors.total
 	if err != nil {
 		p.errf(err.node, err.path(), "%s", err.message())
@@ -213,7 +235,7 @@ func (p *parser) chargeReference(ref, target *yaml.Node, path string) bool {
 		// Aliases inside the entry reuse the sizes expand remembered, so this costs
 		// the entry's source, once.
 		x := &expander{sizes: p.anchors.sizes, open: map[*yaml.Node]bool{}}
-		_ = x.walk(target, true) // the whole document, this entry included, was counted without error
+		_ = x.walk(target, true, false) // the whole document, this entry included, was counted without error
 		size = x.total
 		p.entrySizes[target] = size
 	}

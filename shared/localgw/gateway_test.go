@@ -287,12 +287,13 @@ func TestTooEarlyAndCancelOverHTTP(t *testing.T) {
 func TestGatewayDetails(t *testing.T) {
 	sv := newServer(t, apitest.Options{CORSOrigins: []string{"http://dash.local"}})
 
-	// A body that is not UTF-8 travels base64 and arrives byte for byte.
+	// A body that is not UTF-8 travels base64 and arrives byte for byte, so
+	// the API can refuse it naming the byte (JSON text is UTF-8).
 	js, _ := json.Marshal(map[string]string{"content": apitest.ThreeSteps + "# "})
 	body := append(append(js[:len(js)-2:len(js)-2], 0xff, 0xfe), `\n"}`...)
 	r := sv.do(t, "POST", "/api/catalog/register", tAPI, body, http.Header{"X-Request-Id": {"trace-b64-1"}})
-	if r.status != 200 {
-		t.Fatalf("register: %d %s", r.status, r.body)
+	if want := fmt.Sprintf("not valid UTF-8 at byte %d", len(js)-2); r.status != 400 || !strings.Contains(string(r.body), want) {
+		t.Fatalf("register: %d %s, want 400 naming %q", r.status, r.body, want)
 	}
 	sv.mu.Lock()
 	raw := sv.events["trace-b64-1"]

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/noetl-go/noetl/shared/jsonx"
 )
 
 // Error is a compile or render failure. It carries the template text and the position
@@ -33,7 +35,9 @@ func (e *Error) Error() string {
 	if len(text) > maxQuoted {
 		text = excerpt(e.Template, e.Offset)
 	}
-	fmt.Fprintf(&b, "template %q at %d:%d: %s", text, e.Line, e.Column, e.Msg)
+	// A helper's message may quote the value it refused; the message is
+	// stored (the step's error), so it must not carry a NUL itself.
+	fmt.Fprintf(&b, "template %q at %d:%d: %s", text, e.Line, e.Column, jsonx.EscapeNUL(e.Msg))
 	return b.String()
 }
 

@@ -11,6 +11,8 @@ import (
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/vm"
+
+	"github.com/noetl-go/noetl/shared/jsonx"
 )
 
 // Env is what a template sees when it renders.
@@ -178,6 +180,12 @@ func (t *Template) Render(env Env) (any, error) {
 	t.machines.Put(m)
 	if err != nil {
 		return nil, t.renderError(err)
+	}
+	// Output goes on to the store (commands, events, ctx), which cannot keep
+	// a NUL ('\x00' is an escape of literals): the render fails here, naming
+	// it, instead of the transaction.
+	if err := jsonx.CheckText("output", out); err != nil {
+		return nil, newError(t.src, 0, err.Error(), err)
 	}
 	return out, nil
 }

@@ -100,7 +100,10 @@ type completion struct {
 	// refused is set on a command.failed made because the server refused the
 	// result (4xx): it is the last word, never replaced again.
 	refused bool
-	tries   int
+	// solo sends it in a report of its own: a report carrying it was refused
+	// as a whole, and only alone does the answer say whose fault that was.
+	solo  bool
+	tries int
 }
 
 // reporter sends completions in reports (POST /api/worker/report), a few
@@ -181,10 +184,12 @@ func (r *reporter) loop() {
 			send   bool
 		)
 		if r.inFlight < reportsInFlight && len(r.q)+len(r.claims) > 0 {
-			batch = r.q[:min(len(r.q), maxReportEvents)]
+			batch = r.q[:batchLen(r.q)]
 			r.q = r.q[len(batch):]
-			claims = r.claims[:min(len(r.claims), maxReportEvents-len(batch))]
-			r.claims = r.claims[len(claims):]
+			if len(batch) == 0 || !batch[0].solo {
+				claims = r.claims[:min(len(r.claims), maxReportEvents-len(batch))]
+				r.claims = r.claims[len(claims):]
+			}
 			r.inFlight++
 			send = true
 		}
@@ -220,6 +225,19 @@ func (r *reporter) loop() {
 // maxReportEvents keeps a report's events and claims under the API's batch
 // limit.
 const maxReportEvents = 500
+
+// batchLen is how many queued completions the next report carries: a solo
+// one alone, else those before the first solo one, up to the limit.
+func batchLen(q []completion) int {
+	if len(q) > 0 && q[0].solo {
+		return 1
+	}
+	n := 0
+	for n < len(q) && n < maxReportEvents && !q[n].solo {
+		n++
+	}
+	return n
+}
 
 // send reports a batch of completions and claims; false when it must be
 // tried again later (the server could not be reached), the completions then
@@ -302,8 +320,13 @@ func (r *reporter) failed(batch []completion, err error) bool {
 	w := r.w
 	status := client.StatusOf(err)
 	if status >= 400 && status < 500 && status != http.StatusTooManyRequests {
-		if len(batch) > 1 {
+		switch {
+		case len(batch) == 0: // claims alone, back with NATS already
+			w.log.Warn("the server refused a report of claims; they are delivered again later", "error", err.Error())
+			return false
+		case len(batch) > 1:
 			for _, c := range batch {
+				c.solo = true
 				r.add(c)
 			}
 			return true // sent one by one next

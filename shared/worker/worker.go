@@ -169,7 +169,7 @@ func (w *Worker) consumer(ctx context.Context) (jetstream.Consumer, error) {
 			return nil, ctx.Err()
 		}
 		backoff = nextBackoff(backoff)
-		w.log.WarnContext(ctx, "NATS is not reachable; retrying", "pool", w.cfg.Pool, "error", err.Error(), "retry_in", backoff.String())
+		w.log.WarnContext(ctx, "NATS is not reachable; retrying", "error", err.Error(), "retry_in", backoff.String())
 		sleep(ctx, backoff)
 	}
 }

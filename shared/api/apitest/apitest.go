@@ -116,17 +116,27 @@ type Counts struct {
 // Counts reads the row counts over the cluster and every shard.
 func (s *Stack) Counts(t testing.TB) Counts {
 	t.Helper()
-	var c Counts
-	if err := s.Store.Cluster().QueryRow(s.Ctx, `SELECT count(*) FROM catalog`).Scan(&c.Catalog); err != nil {
+	c, err := CountRows(s.Ctx, s.Store)
+	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range s.Store.NumShards() {
+	return c
+}
+
+// CountRows reads the row counts of every table a request can write, over
+// the cluster and every shard of st.
+func CountRows(ctx context.Context, st *store.Store) (Counts, error) {
+	var c Counts
+	if err := st.Cluster().QueryRow(ctx, `SELECT count(*) FROM catalog`).Scan(&c.Catalog); err != nil {
+		return c, err
+	}
+	for i := range st.NumShards() {
 		var e, ev, cmd, ob, sr int64
-		err := s.Store.Shard(i).Pool().QueryRow(s.Ctx, `SELECT
+		err := st.Shard(i).Pool().QueryRow(ctx, `SELECT
 			(SELECT count(*) FROM execution), (SELECT count(*) FROM event), (SELECT count(*) FROM command),
 			(SELECT count(*) FROM outbox), (SELECT count(*) FROM step_result)`).Scan(&e, &ev, &cmd, &ob, &sr)
 		if err != nil {
-			t.Fatal(err)
+			return c, err
 		}
 		c.Execution += e
 		c.Event += ev
@@ -134,7 +144,7 @@ func (s *Stack) Counts(t testing.TB) Counts {
 		c.Outbox += ob
 		c.StepResult += sr
 	}
-	return c
+	return c, nil
 }
 
 // Pending lists the PENDING commands of an execution.

@@ -1,0 +1,176 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/jsonx"
+)
+
+// refusingServer answers reports as the API does when one event holds a NUL:
+// the whole request is a 422 naming that event (the API's own check). A
+// report of claims alone is refused (401). It records each request's event
+// types and errors.
+type refusingServer struct {
+	mu       sync.Mutex
+	requests [][]string // per request: "type" or "type: payload.error"
+	claims   int
+}
+
+func (s *refusingServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Events []struct {
+			Type    string         `json:"event_type"`
+			Payload map[string]any `json:"payload"`
+		} `json:"events"`
+		Claims []string `json:"claims"`
+	}
+	raw, _ := io.ReadAll(r.Body)
+	_ = json.Unmarshal(raw, &body)
+	s.mu.Lock()
+	var seen []string
+	for _, e := range body.Events {
+		if msg, _ := e.Payload["error"].(string); msg != "" {
+			seen = append(seen, e.Type+": "+msg)
+		} else {
+			seen = append(seen, e.Type)
+		}
+	}
+	s.requests = append(s.requests, seen)
+	s.claims += len(body.Claims)
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if len(body.Events) == 0 {
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, `{"error": "invalid token", "status": 401}`)
+		return
+	}
+	decoded, _ := jsonx.Decode(raw)
+	if err := jsonx.CheckText("", decoded); err != nil {
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		_, _ = w.Write(jsonx.MustMarshal(map[string]any{"error": err.Error(), "status": 422}))
+		return
+	}
+	out := `{"status": "ok", "claims": [], "commands": [], "events": [` +
+		strings.TrimSuffix(strings.Repeat(`{"status": 200, "event_id": "1"},`, len(body.Events)), ",") + `]}`
+	_, _ = io.WriteString(w, out)
+}
+
+func (s *refusingServer) seen() [][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.requests)
+}
+
+func testWorker(t *testing.T, h http.Handler, slots int) *Worker {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	w := &Worker{cfg: Config{Client: client.New(srv.URL, ""), WorkerID: "w1"},
+		log: slog.New(slog.NewTextHandler(io.Discard, nil)), slots: newSlots(slots)}
+	w.stopping.Store(true) // take no commands back: only reporting is tested
+	return w
+}
+
+func stepEnd(id int64, stdout string) completion {
+	cmd := &client.Command{ExecutionID: 1024, EventID: id, CommandID: "1024:s:" + strconv.FormatInt(id, 10), Step: "s", Attempt: 1,
+		LeaseExpiresAt: time.Now().Add(time.Minute)}
+	env := map[string]any{"status": "success", "data": map[string]any{"stdout": stdout}}
+	return completion{cmd: cmd, event: client.Event{ExecutionID: 1024, Step: "s", Type: "command.completed", Status: "success",
+		Payload: map[string]any{"command_id": cmd.CommandID, "result": env}, Meta: map[string]any{"command_id": cmd.CommandID, "attempt": int64(1)},
+		WorkerID: "w1"}}
+}
+
+// TestReportRefusedAsAWholeIsSplit: a report whose request is refused as a
+// whole (a 422 for one event's NUL) is sent again one completion per request,
+// so the good result is taken and the bad one becomes the command.failed that
+// names the cause; every slot is freed. Before, the completions were queued
+// again together and the same report was refused for ever.
+func TestReportRefusedAsAWholeIsSplit(t *testing.T) {
+	srv := &refusingServer{}
+	w := testWorker(t, srv, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hang guard, not a timing
+	defer cancel()
+	w.slots.acquire(ctx, 2)
+	r := newReporter(w, ctx)
+	r.mu.Lock()
+	r.q = append(r.q, stepEnd(1, "fine"), stepEnd(2, "a\x00b"))
+	r.mu.Unlock()
+	r.wake()
+	r.close()
+	if ctx.Err() != nil {
+		t.Fatalf("the reports never settled: %d requests", len(srv.seen()))
+	}
+	got := srv.seen()
+	if len(got) != 4 || !slices.Equal(got[0], []string{"command.completed", "command.completed"}) {
+		t.Fatalf("%d requests, the first %q; want 4: the pair, each alone, then the refusal", len(got), got[:min(len(got), 3)])
+	}
+	var single []string
+	for _, req := range got[1:] {
+		if len(req) != 1 {
+			t.Fatalf("requests %q: a split report carries one event", got)
+		}
+		single = append(single, req[0])
+	}
+	slices.Sort(single)
+	want := "command.failed: the server refused the step's result: 422: events[0].payload.result.data.stdout: contains a NUL character (\\u0000) at byte 1"
+	if single[0] != "command.completed" || single[1] != "command.completed" || !strings.HasPrefix(single[2], want) {
+		t.Fatalf("split requests %q, want the two completions alone and %q", single, want)
+	}
+	if free := w.slots.grab(); free != 2 {
+		t.Fatalf("%d of 2 slots free after the reports", free)
+	}
+}
+
+// noMsg is a notification whose only use here is being delivered again.
+type noMsg struct {
+	jetstream.Msg
+	mu   sync.Mutex
+	naks int
+}
+
+func (m *noMsg) Metadata() (*jetstream.MsgMetadata, error) {
+	return &jetstream.MsgMetadata{NumDelivered: 1}, nil
+}
+func (m *noMsg) NakWithDelay(time.Duration) error {
+	m.mu.Lock()
+	m.naks++
+	m.mu.Unlock()
+	return nil
+}
+
+// TestReportOfClaimsRefused: a report of claims alone refused as a whole
+// (here a 401) puts the notifications back and keeps the worker running; it
+// indexed an empty batch and panicked before.
+func TestReportOfClaimsRefused(t *testing.T) {
+	srv := &refusingServer{}
+	w := testWorker(t, srv, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w.slots.acquire(ctx, 1)
+	r := newReporter(w, ctx)
+	msg := &noMsg{}
+	r.claim(claim{msg: msg, eventID: 7})
+	r.close()
+	msg.mu.Lock()
+	defer msg.mu.Unlock()
+	if srv.claims != 1 || msg.naks != 1 {
+		t.Fatalf("%d claims sent, %d naks; want the claim sent once and put back", srv.claims, msg.naks)
+	}
+	if free := w.slots.grab(); free != 1 {
+		t.Fatalf("%d of 1 slots free", free)
+	}
+}
