@@ -42,8 +42,6 @@ type txn struct {
 	seen map[store.ClientEventKey]int64
 	// results caches stored values loaded for the engine, per execution.
 	results map[int64]map[engine.ResultKey]any
-	// outbox is what commit wrote, to publish after it.
-	outbox []store.OutboxMessage
 }
 
 // execution is one execution locked by a txn, with its snapshot decoded once
@@ -57,8 +55,8 @@ type execution struct {
 	dirty bool
 }
 
-// command is a command row known to a txn: read under its lock, or created
-// here. change gathers what the txn does to an existing row.
+// command is a command row known to a txn: read under its execution's lock,
+// or created here. change gathers what the txn does to an existing row.
 type command struct {
 	row    store.Command
 	isNew  bool
@@ -118,7 +116,8 @@ func (t *txn) adopt(row store.Execution) (*execution, error) {
 	return x, nil
 }
 
-// adoptCommand makes a command row read under its lock part of the txn.
+// adoptCommand makes a command row read under its execution's lock part of
+// the txn.
 func (t *txn) adoptCommand(c store.Command) *command {
 	if k := t.cmds[c.CommandID]; k != nil {
 		return k
@@ -406,8 +405,7 @@ func (t *txn) commit() error {
 			t.s.snaps.put(x.row.ExecutionID, x.row.LastSeq, x.snap, len(x.row.State))
 		}
 	}
-	t.outbox = t.ch.Outbox
-	t.s.publish(t.ctx, t.sh, t.outbox)
+	t.s.publish(t.ctx, t.sh, t.ch.Outbox)
 	return nil
 }
 
