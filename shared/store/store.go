@@ -132,6 +132,16 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pc.MaxConnIdleTime = cfg.MaxConnIdleTime
 		if cfg.ExecMode != 0 {
 			pc.ConnConfig.DefaultQueryExecMode = cfg.ExecMode
+		} else {
+			// Every statement of the store is a keyed lookup or an ordered
+			// index scan. A prepared statement's generic plan is made when it
+			// is first run and kept until ANALYZE: made while a table was
+			// small (every new database), it scans the whole table, and keeps
+			// doing so as the table grows to millions of rows. Without seq
+			// scans every plan uses its index; a table with none is still
+			// scanned. (Unprepared statements, ExecMode set, are planned on
+			// each run with the table's current size.)
+			pc.ConnConfig.RuntimeParams["enable_seqscan"] = "off"
 		}
 		if cfg.Tracer != nil {
 			pc.ConnConfig.Tracer = cfg.Tracer
