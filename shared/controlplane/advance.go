@@ -42,6 +42,10 @@ type txn struct {
 	seen map[store.ClientEventKey]int64
 	// results caches stored values loaded for the engine, per execution.
 	results map[int64]map[engine.ResultKey]any
+	// pinned are the cached snapshots of the executions locked by id, taken
+	// before the lock; the lock leaves out the state of a row still at the
+	// pinned seq (store.LockSet.KnownStates).
+	pinned map[int64]snapEntry
 }
 
 // execution is one execution locked by a txn, with its snapshot decoded once
@@ -81,6 +85,15 @@ func (t *txn) rollback() { t.tx.Rollback(t.ctx) }
 // lock takes the locks of ls in one round trip and adopts what it read:
 // executions (with their playbooks) and commands.
 func (t *txn) lock(ls *store.LockSet) error {
+	if ls.KnownStates == nil {
+		ls.KnownStates = map[int64]int64{}
+		for id, e := range t.s.snaps.pin(ls.Executions) {
+			if t.pinned == nil {
+				t.pinned = map[int64]snapEntry{}
+			}
+			t.pinned[id], ls.KnownStates[id] = e, e.seq
+		}
+	}
 	if err := t.tx.Lock(t.ctx, ls); err != nil {
 		return err
 	}
@@ -178,6 +191,10 @@ func terminal(status string) bool {
 func (t *txn) snapshot(x *execution) (*engine.Snapshot, error) {
 	if x.snap != nil {
 		return x.snap, nil
+	}
+	if p, ok := t.pinned[x.row.ExecutionID]; ok && p.seq == x.row.LastSeq {
+		x.snap = p.snap
+		return p.snap, nil
 	}
 	if snap := t.s.snaps.get(x.row.ExecutionID, x.row.LastSeq); snap != nil {
 		x.snap = snap

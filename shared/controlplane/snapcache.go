@@ -49,6 +49,21 @@ func (c *snapCache) get(id, seq int64) *engine.Snapshot {
 	return e.snap
 }
 
+// pin returns the cached snapshots of ids with their seqs. A txn keeps
+// them for its lifetime, so one evicted between its lock and its fold is
+// still at hand for a row whose state the lock left out.
+func (c *snapCache) pin(ids []int64) map[int64]snapEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[int64]snapEntry{}
+	for _, id := range ids {
+		if el := c.byID[id]; el != nil {
+			out[id] = *el.Value.(*snapEntry)
+		}
+	}
+	return out
+}
+
 // put keeps the snapshot of execution id at seq; size is its encoded length.
 func (c *snapCache) put(id, seq int64, snap *engine.Snapshot, size int) {
 	c.mu.Lock()

@@ -24,6 +24,11 @@ type LockSet struct {
 	// IdempotencyKey looks up the execution an execute request with this key
 	// started (not locked).
 	IdempotencyKey string
+	// KnownStates are executions whose state (snapshot) the caller already
+	// has, at the last_seq given: while a row is still at that seq its state
+	// is not read (State comes back nil), which spares reading, decompressing
+	// and sending it at every step.
+	KnownStates map[int64]int64
 
 	// What Lock read.
 	ExecutionRows map[int64]Execution
@@ -68,10 +73,14 @@ func (t *Tx) Lock(ctx context.Context, ls *LockSet) error {
 	// One statement each for executions and commands: locks taken in id
 	// order never deadlock with another transaction's.
 	if len(ls.Executions) > 0 || len(ls.IssuedEventIDs) > 0 {
-		t.Queue(`SELECT `+executionColumns+` FROM execution
+		knownIDs, knownSeqs := make([]int64, 0, len(ls.KnownStates)), make([]int64, 0, len(ls.KnownStates))
+		for id, seq := range ls.KnownStates {
+			knownIDs, knownSeqs = append(knownIDs, id), append(knownSeqs, seq)
+		}
+		t.Queue(`SELECT `+executionStateUnlessKnown+` FROM execution
 			WHERE execution_id = ANY($1)
 			   OR execution_id = ANY(ARRAY(SELECT execution_id FROM command WHERE issued_event_id = ANY($2)))
-			ORDER BY execution_id FOR UPDATE`, nonNil(ls.Executions), nonNil(ls.IssuedEventIDs)).Query(keepExecution)
+			ORDER BY execution_id FOR UPDATE`, nonNil(ls.Executions), nonNil(ls.IssuedEventIDs), knownIDs, knownSeqs).Query(keepExecution)
 	}
 	// Commands reported on are read without their payload and without a
 	// row lock: every writer of a command's status, holder or attempt holds

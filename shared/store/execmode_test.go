@@ -195,4 +195,34 @@ func pipelined(t *testing.T, sh *store.Shard, e store.Execution, catalogID int64
 	if _, err := store.GetExecution(ctx, db, more[0]); err != nil {
 		t.Fatalf("new execution: %v", err)
 	}
+	knownStates(t, sh, e.ExecutionID, 2, `{"y":2}`)
+}
+
+// knownStates checks that Lock leaves out the state of an execution the
+// caller holds at its current seq and reads it at any other seq.
+func knownStates(t *testing.T, sh *store.Shard, id, seq int64, want string) {
+	ctx := testContext(t)
+	for _, tc := range []struct {
+		known   map[int64]int64
+		omitted bool
+	}{
+		{map[int64]int64{id: seq}, true},
+		{map[int64]int64{id: seq - 1}, false},
+		{map[int64]int64{id + 1000: seq}, false},
+		{nil, false},
+	} {
+		tx, err := sh.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls := &store.LockSet{Executions: []int64{id}, KnownStates: tc.known}
+		if err := tx.Lock(ctx, ls); err != nil {
+			t.Fatal(err)
+		}
+		row := ls.ExecutionRows[id]
+		if row.LastSeq != seq || (row.State == nil) != tc.omitted || (!tc.omitted && string(row.State) != want) {
+			t.Errorf("known %v: state %q at seq %d, want omitted=%v", tc.known, row.State, row.LastSeq, tc.omitted)
+		}
+		tx.Rollback(ctx)
+	}
 }

@@ -49,6 +49,14 @@ func (e Execution) Cursor() ExecutionCursor {
 const executionColumns = `execution_id, catalog_id, path, version, parent_execution_id, status, pool,
 	idempotency_key, workload, state, last_seq, started_at, updated_at, completed_at, error`
 
+// executionStateUnlessKnown is executionColumns with the state left out
+// (NULL) for the executions $3 at the seqs $4 (LockSet.KnownStates).
+const executionStateUnlessKnown = `execution_id, catalog_id, path, version, parent_execution_id, status, pool,
+	idempotency_key, workload,
+	CASE WHEN EXISTS (SELECT 1 FROM unnest($3::bigint[], $4::bigint[]) AS k(id, seq)
+		WHERE k.id = execution.execution_id AND k.seq = execution.last_seq) THEN NULL ELSE state END,
+	last_seq, started_at, updated_at, completed_at, error`
+
 func scanExecution(row pgx.Row) (Execution, error) {
 	var (
 		e                     Execution
