@@ -66,7 +66,7 @@ type Step struct {
 	// Admit holds NoETL's spec.policy.admit rules, a second guard checked after
 	// When: the first rule whose When holds decides.
 	Admit []AdmitRule
-	Input *tmpl.Value    // step-level input (alias args), merged under the tool's own input
+	Input *tmpl.Value // step-level input (alias args), merged under the tool's own input
 	// Tool is set for a single tool; Pipeline for a list of tools. Exactly one is set.
 	Tool     *Tool
 	Pipeline []*PipelineItem
