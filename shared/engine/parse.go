@@ -116,9 +116,15 @@ func (p *parser) document(src []byte) (*yaml.Node, error) {
 		}
 		return nil, errors.New("unparseable")
 	}
+	// One playbook per file, as NoETL's register reads it: a second document (a
+	// Credential, another playbook) would otherwise be dropped without a word. An
+	// empty trailing document (a closing ---) is harmless and allowed.
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
-		p.warnf(&extra, "", "only the first YAML document is read; the rest of the file is ignored")
+		if x := resolve(&extra); !(x.Kind == yaml.DocumentNode && (len(x.Content) == 0 || resolve(x.Content[0]).ShortTag() == "!!null")) {
+			p.errf(&extra, "", "the file holds more than one YAML document: register one playbook per file (credentials and other playbooks go in files of their own)")
+			return nil, errors.New("several documents")
+		}
 	}
 	root := resolve(&doc)
 	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {

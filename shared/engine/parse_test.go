@@ -470,3 +470,15 @@ workflow:
 		}
 	}
 }
+
+// TestParseDocuments: one playbook per file; an empty trailing document is fine.
+func TestParseDocuments(t *testing.T) {
+	body := header + "workflow:\n  - step: start\n    tool: {kind: noop}\n"
+	if pb, ds := engine.Parse([]byte(body + "---\n")); pb == nil {
+		t.Fatalf("a closing --- refused: %v", ds)
+	}
+	pb, ds := engine.Parse([]byte(body + "---\napiVersion: noetl.io/v2\nkind: Credential\n"))
+	if _, ok := find(ds, engine.SeverityError, "", "more than one YAML document"); pb != nil || !ok {
+		t.Fatalf("a second document accepted: %v", ds)
+	}
+}
