@@ -22,7 +22,7 @@ var corpusRefused = map[string]string{
 	"broken_playbooks/should_error_tool_is_required.yaml": `step "end" has no tool`,
 	// A bare `- step: end` has no tool either; NoETL refuses that form, as the
 	// fixture above pins ("tool is required for all workflow steps").
-	"spike/spike_e2e_test.yaml":       `step "end" has no tool`,
+	"spike/spike_e2e_test.yaml":        `step "end" has no tool`,
 	"spike/spike_failing_subflow.yaml": `step "end" has no tool`,
 	// '{{`{{json .}}`}}' is Go-template escaping, not Jinja: NoETL's Jinja
 	// rejects the backtick just as our template front does.
