@@ -39,7 +39,8 @@ func Parse(src []byte) (*Playbook, Diagnostics) {
 	return p.pb, p.diags
 }
 
-// namePattern is R-T7's rule for step names and set keys.
+// namePattern is R-T7's rule for set keys, loop iterators and pipeline labels; step
+// names are free (see step).
 var namePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // reservedNames are bindings the engine provides to templates (R-T7).
