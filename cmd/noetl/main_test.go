@@ -65,7 +65,7 @@ var broken = []struct{ name, body, want string }{
 	{"duplicate_step", "  - step: start\n    tool: {kind: noop}\n  - step: start\n    tool: {kind: noop}\n", `workflow[1].step: duplicate step "start"`},
 	{"bad_template", "  - step: start\n    tool: {kind: noop, message: \"{{ 1 + }}\"}\n", "workflow[0].tool.message: "},
 	{"case_block", "  - step: start\n    tool: {kind: noop}\n    case: [{when: x}]\n", "workflow[0].case: case: blocks are not supported"},
-	{"missing_start", "  - step: begin\n    tool: {kind: noop}\n", "workflow: a step named start is required"},
+	{"unknown_entry_step", "  - step: begin\n    tool: {kind: noop}\nexecutor: {spec: {entry_step: go}}\n", `executor.spec.entry_step: entry_step names unknown step "go"`},
 	{"case_in_router", "  - step: start\n    tool: {kind: noop}\n    next: {case: [{when: x}], arcs: [{step: start}]}\n", "workflow[0].next.case: case: blocks are not supported"},
 	{"case_in_arc", "  - step: start\n    tool: {kind: noop}\n    next: [{step: start, case: x}]\n", "workflow[0].next[0].case: case: blocks are not supported"},
 	// Whole-value templates are reported at the value's own path.

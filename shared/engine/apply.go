@@ -102,7 +102,7 @@ func applyEnter(s *Snapshot, ev Event) {
 	}
 	if n, ok := ev.Context["iterations_expected"]; ok {
 		it, _ := ev.Context["iterator"].(string)
-		v.Loop = &LoopState{Total: intOf(n), Iterator: it}
+		v.Loop = &LoopState{Total: intOf(n), Iterator: it, Limit: intOf(ev.Context["max_in_flight"])}
 	}
 	st.Visit, st.Visits, st.Status, st.Attempts = v, v.N, StepRunning, 0
 	st.EnterSeq, st.EnteredAt = ev.Seq, ev.Time

@@ -3,8 +3,10 @@ package engine
 import (
 	"container/heap"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/noetl-go/noetl/shared/jsonx"
@@ -254,6 +256,28 @@ func (d *decider) enter(step *Step, arcSet map[string]any, checkWhen bool) {
 			return
 		}
 	}
+	if checkWhen {
+		for i, r := range step.Admit {
+			if r.When != nil {
+				v, err := d.render(r.When, b)
+				if err != nil {
+					d.emitEnter(step, visit, arcSet, nil)
+					d.renderFailed(step, fmt.Sprintf("spec.policy.admit.rules[%d].when", i), err)
+					return
+				}
+				if !tmpl.WhenTrue(v) {
+					continue
+				}
+			}
+			if !r.Allow {
+				d.emit(Event{Type: EvStepSkipped, Step: step.Name, Status: "SKIPPED",
+					Context: map[string]any{"reason": fmt.Sprintf("admit rule %d refused", i)}})
+				d.stepEnded(step)
+				return
+			}
+			break
+		}
+	}
 	if msg := unsupported(step); msg != "" {
 		d.emitEnter(step, visit, arcSet, nil)
 		d.failStep(step, msg)
@@ -274,14 +298,26 @@ func (d *decider) enter(step *Step, arcSet map[string]any, checkWhen bool) {
 		d.renderFailed(step, "loop.in", err)
 		return
 	}
-	d.emitEnter(step, visit, arcSet, &LoopState{Total: len(items), Iterator: step.Loop.Iterator})
+	limit := step.Loop.MaxInFlight
+	if step.Loop.MaxInFlightT != nil && step.Loop.Mode == ModeParallel {
+		if limit, err = d.renderLimit(step.Loop.MaxInFlightT, b); err != nil {
+			d.emitEnter(step, visit, arcSet, nil)
+			d.renderFailed(step, "loop max_in_flight", err)
+			return
+		}
+	}
+	ls := &LoopState{Total: len(items), Iterator: step.Loop.Iterator}
+	if step.Loop.MaxInFlightT != nil {
+		ls.Limit = limit // folded from step.enter, so later fills use the same limit
+	}
+	d.emitEnter(step, visit, arcSet, ls)
 	if len(items) == 0 {
 		d.complete(step, d.s.Steps[step.Name], []any{}, nil, "") // empty loops complete at once
 		return
 	}
 	first := 1
 	if step.Loop.Mode == ModeParallel {
-		first = min(len(items), step.Loop.MaxInFlight)
+		first = min(len(items), limit)
 	}
 	for i, item := range items {
 		key := ResultKey{Kind: KindLoopItem, Step: step.Name, Visit: visit, Index: i}
@@ -302,6 +338,9 @@ func (d *decider) emitEnter(step *Step, visit int, arcSet map[string]any, loop *
 	if loop != nil {
 		c["iterations_expected"] = int64(loop.Total)
 		c["iterator"] = loop.Iterator
+		if loop.Limit > 0 {
+			c["max_in_flight"] = int64(loop.Limit)
+		}
 	}
 	d.emit(Event{Type: EvStepEnter, Step: step.Name, Status: "ENTERED", Context: c,
 		Meta: map[string]any{"visit": int64(visit)}})
@@ -314,6 +353,9 @@ func (d *decider) fillLoop(step *Step, st *StepState) {
 	limit := 1
 	if step.Loop.Mode == ModeParallel {
 		limit = step.Loop.MaxInFlight
+		if v.Loop.Limit > 0 {
+			limit = v.Loop.Limit // a templated max_in_flight, rendered at entry
+		}
 	}
 	for st.Visit == v && v.Loop.Issued < v.Loop.Total && v.InFlight < limit && d.s.Status == StatusRunning {
 		i := v.Loop.Issued
@@ -386,6 +428,31 @@ func unsupported(step *Step) string {
 		}
 	}
 	return ""
+}
+
+// renderLimit renders a templated max_in_flight; it must be a whole number ≥ 1.
+func (d *decider) renderLimit(t *tmpl.Template, b *bindings) (int, error) {
+	v, err := d.render(t, b)
+	if err != nil {
+		return 0, err
+	}
+	if s, ok := v.(string); ok {
+		// A mixed template renders text; "4" means 4.
+		if n, convErr := strconv.Atoi(strings.TrimSpace(s)); convErr == nil {
+			v = int64(n)
+		}
+	}
+	switch n := v.(type) {
+	case int64:
+		if n >= 1 && n <= math.MaxInt32 {
+			return int(n), nil
+		}
+	case float64:
+		if n == math.Trunc(n) && n >= 1 && n <= math.MaxInt32 {
+			return int(n), nil
+		}
+	}
+	return 0, fmt.Errorf("must render to a whole number ≥ 1, got %s", describe(v))
 }
 
 // collection turns a rendered loop.in into items (dsl.md §4.2, R-A9).

@@ -54,7 +54,7 @@ func analyse(pb *Playbook) *graph {
 	visited := make([]bool, n)
 	next := 0
 	type frame struct{ node, child int }
-	start := pb.byName["start"].Index
+	start := pb.Start().Index
 	stack := []frame{{start, 0}}
 	visited[start], onStack[start] = true, true
 	g.rank[start] = next

@@ -39,7 +39,8 @@ func Parse(src []byte) (*Playbook, Diagnostics) {
 	return p.pb, p.diags
 }
 
-// namePattern is R-T7's rule for step names and set keys.
+// namePattern is R-T7's rule for set keys, loop iterators and pipeline labels; step
+// names are free (see step).
 var namePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // reservedNames are bindings the engine provides to templates (R-T7).
@@ -47,6 +48,9 @@ var reservedNames = map[string]bool{
 	"workload": true, "ctx": true, "steps": true, "iter": true, "output": true, "error": true,
 	"execution_id": true, "catalog_id": true, "playbook_path": true, "_index": true, "_total": true,
 }
+
+// iterBindings are the names every loop iteration binds besides its iterator.
+var iterBindings = map[string]bool{"iter": true, "_index": true, "_total": true}
 
 // supportedKinds are the tools our workers run (worker.md §3).
 var supportedKinds = map[string]bool{
@@ -64,7 +68,7 @@ var noetlOnlyKinds = map[string]bool{
 // toolKeys lists, per supported kind, the keys its tool accepts besides the common ones.
 var toolKeys = map[string][]string{
 	"python":   {"code", "script", "libs", "env", "input", "args"},
-	"http":     {"url", "method", "headers", "params", "json", "form", "body", "data", "follow_redirects", "response_type", "allow_status", "verify_ssl", "input", "args"},
+	"http":     {"url", "endpoint", "method", "headers", "params", "json", "form", "body", "data", "follow_redirects", "response_type", "allow_status", "verify_ssl", "input", "args"},
 	"postgres": {"query", "command", "params", "connection", "connection_string", "host", "port", "user", "password", "database", "dbname", "input", "args"},
 	"shell":    {"command", "shell", "cwd", "env", "input", "args"},
 	"noop":     {"message", "result", "input", "args"},
@@ -113,9 +117,15 @@ func (p *parser) document(src []byte) (*yaml.Node, error) {
 		}
 		return nil, errors.New("unparseable")
 	}
+	// One playbook per file, as NoETL's register reads it: a second document (a
+	// Credential, another playbook) would otherwise be dropped without a word. An
+	// empty trailing document (a closing ---) is harmless and allowed.
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
-		p.warnf(&extra, "", "only the first YAML document is read; the rest of the file is ignored")
+		if x := resolve(&extra); !(x.Kind == yaml.DocumentNode && (len(x.Content) == 0 || resolve(x.Content[0]).ShortTag() == "!!null")) {
+			p.errf(&extra, "", "the file holds more than one YAML document: register one playbook per file (credentials and other playbooks go in files of their own)")
+			return nil, errors.New("several documents")
+		}
 	}
 	root := resolve(&doc)
 	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
@@ -369,7 +379,16 @@ func (p *parser) compile(n *yaml.Node, path string, v any) *tmpl.Value {
 	for _, e := range errs {
 		p.errf(n, join(path, e.Path), "%s", templateError(e))
 	}
+	cv.Templates(func(at string, t *tmpl.Template) { p.unsupportedCalls(n, join(path, at), t) })
 	return cv
+}
+
+// unsupportedCalls warns about template functions that register but fail when
+// rendered here (token(), R-N1).
+func (p *parser) unsupportedCalls(n *yaml.Node, path string, t *tmpl.Template) {
+	for _, f := range t.Unsupported() {
+		p.warnf(n, path, "%s is not supported by this server; rendering this template fails, and so does its step (R-N1)", f)
+	}
 }
 
 func (p *parser) template(n *yaml.Node, path, what string) *tmpl.Template {
@@ -387,6 +406,7 @@ func (p *parser) template(n *yaml.Node, path, what string) *tmpl.Template {
 		}
 		return nil
 	}
+	p.unsupportedCalls(n, path, t)
 	return t
 }
 
@@ -398,7 +418,7 @@ func templateError(e *tmpl.Error) string {
 
 func (p *parser) playbook(root *yaml.Node) {
 	es := p.fields(root, "", "the playbook")
-	p.known(es, "", "the playbook", "apiVersion", "kind", "metadata", "workload", "keychain", "workbook", "workflow")
+	p.known(es, "", "the playbook", "apiVersion", "kind", "metadata", "workload", "keychain", "workbook", "workflow", "executor")
 	get := func(k string) *yaml.Node {
 		for _, e := range es {
 			if e.key == k {
@@ -435,12 +455,49 @@ func (p *parser) playbook(root *yaml.Node) {
 	if n := get("workbook"); n != nil {
 		p.readWorkbook(n)
 	}
+	var entryN *yaml.Node
+	if n := get("executor"); n != nil {
+		entryN = p.executor(n)
+	}
 	n := get("workflow")
 	if n == nil {
 		p.errf(root, "workflow", "workflow is required: a list of steps including one named start")
 		return
 	}
-	p.workflow(n)
+	p.workflow(n, entryN)
+}
+
+// executor reads NoETL's executor block. Only spec.entry_step changes what runs;
+// the rest describes the runtime NoETL should pick (profile, version, requires) and
+// is accepted as information. It returns the entry_step node, if any.
+func (p *parser) executor(n *yaml.Node) *yaml.Node {
+	var entry *yaml.Node
+	for _, e := range p.fields(n, "executor", "executor") {
+		fp := join("executor", e.key)
+		switch e.key {
+		case "profile", "version", "requires":
+			// Runtime selection hints for NoETL's deployments; nothing to do here.
+		case "spec":
+			for _, se := range p.fields(e.value, fp, "executor.spec") {
+				sp := join(fp, se.key)
+				switch se.key {
+				case "entry_step":
+					entry = se.value
+				case "no_next_is_error":
+					// false is what this engine does: an arc set that fires nothing ends
+					// the branch (dsl.md §3). true would fail the run instead: not offered.
+					if v := p.value(se.value, sp); v != false && v != nil {
+						p.warnf(se.value, sp, "executor.spec.no_next_is_error: true is not supported and is ignored: a step whose arcs all stay false ends its branch")
+					}
+				default:
+					p.warnf(se.keyN, sp, "unknown key %q in executor.spec is ignored", se.key)
+				}
+			}
+		default:
+			p.warnf(e.keyN, fp, "unknown key %q in executor is ignored", e.key)
+		}
+	}
+	return entry
 }
 
 func (p *parser) metadata(n *yaml.Node) {
@@ -567,7 +624,10 @@ func (p *parser) readWorkbook(n *yaml.Node) {
 	}
 }
 
-func (p *parser) workflow(n *yaml.Node) {
+// workflow reads the steps and picks the entry step: executor.spec.entry_step when
+// given, else the step named start, else the first step (NoETL's rule; a warning
+// says so, since our own playbooks always name their entry start).
+func (p *parser) workflow(n *yaml.Node, entryN *yaml.Node) {
 	n = resolve(n)
 	if n.Kind != yaml.SequenceNode {
 		p.errf(n, "workflow", "workflow must be a list of steps, got %s", kindName(n))
@@ -594,8 +654,27 @@ func (p *parser) workflow(n *yaml.Node) {
 			nexts = append(nexts, pending{s, next, nextMode})
 		}
 	}
-	if p.pb.byName["start"] == nil {
-		p.errf(n, "workflow", "a step named start is required: it is where every execution begins")
+	switch {
+	case entryN != nil:
+		if name, ok := p.literal(entryN, "executor.spec.entry_step", "executor.spec.entry_step"); ok {
+			if p.pb.byName[name] == nil {
+				p.errf(entryN, "executor.spec.entry_step", "entry_step names unknown step %q", name)
+			}
+			p.pb.entry = name
+		}
+	case p.pb.byName["start"] != nil:
+		p.pb.entry = "start"
+	case len(p.pb.Steps) > 0:
+		p.pb.entry = p.pb.Steps[0].Name
+		p.warnf(n, "workflow", "no step is named start and executor.spec.entry_step is not set: the first step, %q, is the entry", p.pb.entry)
+	default:
+		p.errf(n, "workflow", "workflow has no steps: a playbook needs at least one")
+	}
+	if s := p.pb.byName[p.pb.entry]; s != nil && s.When != nil {
+		p.warnf(nil, join(s.Path, "when"), "the entry step is dispatched without checking when (dsl.md §4.1); this when is ignored")
+	}
+	if s := p.pb.byName[p.pb.entry]; s != nil && len(s.Admit) > 0 {
+		p.warnf(nil, join(s.Path, "spec.policy.admit"), "the entry step is dispatched without checking admit rules, as with when (dsl.md §4.1); they are ignored")
 	}
 	// Arcs are read once every step is known, so targets can be checked.
 	for _, x := range nexts {
@@ -622,10 +701,15 @@ func (p *parser) step(n *yaml.Node, path string, idx int) (*Step, *yaml.Node, st
 		p.errf(n, join(path, "step"), "every step needs a name in `step:`")
 		return nil, nil, ""
 	}
-	if !namePattern.MatchString(s.Name) {
-		p.errf(n, join(path, "step"), "step name %q must match [A-Za-z_][A-Za-z0-9_]* so templates can refer to it (R-T7)", s.Name)
-	} else if reservedNames[s.Name] {
-		p.errf(n, join(path, "step"), "step name %q is reserved for a template binding (R-T7); rename the step", s.Name)
+	// NoETL accepts any step name (its regression playbooks name steps after the
+	// playbook paths they run, and name a step error), so this server does too: such
+	// a step is not a top-level template name, and templates reach it through steps,
+	// e.g. {{ steps['a/b'].result }}. This supersedes R-T7/R-W7's refusal (issue 12).
+	switch {
+	case !namePattern.MatchString(s.Name):
+		p.warnf(n, join(path, "step"), "step name %q is not a template name: templates reach its result as {{ steps[%s].result }}", s.Name, quoteTemplate(s.Name))
+	case reservedNames[s.Name]:
+		p.warnf(n, join(path, "step"), "step name %q is also a template binding, which wins in templates: reach the step's result as {{ steps.%s.result }}", s.Name, s.Name)
 	}
 	inputKey := ""
 	for _, e := range es {
@@ -635,9 +719,6 @@ func (p *parser) step(n *yaml.Node, path string, idx int) (*Step, *yaml.Node, st
 		case "desc", "description":
 			s.Desc, _ = p.literal(e.value, fp, e.key)
 		case "when":
-			if s.Name == "start" {
-				p.warnf(e.value, fp, "start is dispatched without checking when (dsl.md §4.1); this when is ignored")
-			}
 			s.When = p.template(e.value, fp, "when")
 		case "input", "args":
 			if inputKey != "" {
@@ -692,6 +773,14 @@ func (p *parser) step(n *yaml.Node, path string, idx int) (*Step, *yaml.Node, st
 					if v, ok := p.integer(se.value, sp, "spec.max_visits", 1); ok {
 						s.MaxVisits = v
 					}
+				case "policy":
+					for _, pe := range p.fields(se.value, sp, "step spec.policy") {
+						if pe.key != "admit" {
+							p.warnf(pe.keyN, join(sp, pe.key), "unknown key %q in step spec.policy is ignored", pe.key)
+							continue
+						}
+						s.Admit = p.admit(pe.value, join(sp, "admit"))
+					}
 				default:
 					p.warnf(se.keyN, sp, "unknown key %q in step spec is ignored", se.key)
 				}
@@ -726,6 +815,85 @@ func (p *parser) step(n *yaml.Node, path string, idx int) (*Step, *yaml.Node, st
 		}
 	}
 	return s, next, nextMode
+}
+
+// admit reads NoETL's step admission rules (spec.policy.admit, v10's replacement
+// for step when): {mode: exclusive, rules: [{when, then: {allow}}, {else: {then:
+// {allow}}}]}. They are the step's guard: the first rule whose when holds decides
+// (an else always holds); allow: false skips the step as a false when does; when
+// no rule matches the step is admitted.
+func (p *parser) admit(n *yaml.Node, path string) []AdmitRule {
+	var out []AdmitRule
+	for _, e := range p.fields(n, path, "admit") {
+		fp := join(path, e.key)
+		switch e.key {
+		case "mode":
+			if m, ok := p.literal(e.value, fp, "admit mode"); ok && m != ModeExclusive {
+				p.errf(e.value, fp, "admit mode must be exclusive (the first matching rule decides), got %q", m)
+			}
+		case "rules":
+			rules := resolve(e.value)
+			if rules.Kind != yaml.SequenceNode {
+				p.errf(rules, fp, "admit rules must be a list, got %s", kindName(rules))
+				continue
+			}
+			for i, r := range rules.Content {
+				if rule, ok := p.admitRule(r, index(fp, i)); ok {
+					out = append(out, rule)
+				}
+			}
+		default:
+			p.warnf(e.keyN, fp, "unknown key %q in admit is ignored", e.key)
+		}
+	}
+	return out
+}
+
+func (p *parser) admitRule(n *yaml.Node, path string) (AdmitRule, bool) {
+	var when, then, els *yaml.Node
+	for _, e := range p.fields(n, path, "an admit rule") {
+		switch e.key {
+		case "when":
+			when = e.value
+		case "then":
+			then = e.value
+		case "else":
+			els = e.value
+		default:
+			p.warnf(e.keyN, join(path, e.key), "unknown key %q in an admit rule is ignored", e.key)
+		}
+	}
+	var r AdmitRule
+	thenPath := join(path, "then")
+	switch {
+	case els != nil && when == nil && then == nil && resolve(els).Kind == yaml.MappingNode:
+		then, thenPath = findKey(p.fields(els, join(path, "else"), "else"), "then"), join(path, "else.then")
+	case els != nil && when == nil && then != nil && resolve(els).ShortTag() == "!!null":
+	case els == nil && when != nil && then != nil:
+		r.When = p.template(when, join(path, "when"), "admit when")
+	default:
+		p.errf(n, path, "an admit rule is {when, then: {allow}} or {else: {then: {allow}}}")
+		return r, false
+	}
+	if then == nil {
+		p.errf(n, thenPath, "an admit rule needs then: {allow: true|false}")
+		return r, false
+	}
+	for _, e := range p.fields(then, thenPath, "admit then") {
+		if e.key != "allow" {
+			p.warnf(e.keyN, join(thenPath, e.key), "unknown key %q in admit then is ignored", e.key)
+			continue
+		}
+		b, ok := p.value(e.value, join(thenPath, "allow")).(bool)
+		if !ok {
+			p.errf(e.value, join(thenPath, "allow"), "allow must be true or false")
+			return r, false
+		}
+		r.Allow = b
+		return r, true
+	}
+	p.errf(then, thenPath, "an admit rule needs then: {allow: true|false}")
+	return r, false
 }
 
 // toolTimeout reads a literal tool-level timeout, which doubles as the step timeout
@@ -835,6 +1003,7 @@ func (p *parser) tool(n *yaml.Node, path string, ref map[string]bool) (*Tool, *y
 	if kind == "workbook" {
 		return p.workbookTool(es, n, path, ref)
 	}
+	es, specDrop := p.hoistSpec(es, kind, path)
 	raw := map[string]any{}
 	var retry *yaml.Node
 	t := &Tool{Kind: kind, Supported: supportedKinds[kind]}
@@ -867,8 +1036,25 @@ func (p *parser) tool(n *yaml.Node, path string, ref map[string]bool) (*Tool, *y
 			continue
 		case "spec":
 			t.HasPolicy = p.toolSpec(e.value, fp)
+			if sm, ok := p.value(e.value, fp).(map[string]any); ok {
+				for k := range specDrop {
+					delete(sm, k)
+				}
+				raw["spec"] = sm
+			}
+			continue
 		case "libs":
-			p.libs(e.value, fp)
+			if !p.libs(e.value, fp) {
+				continue // a package list: nothing for the worker to import
+			}
+		case "endpoint":
+			if kind == "http" {
+				if findKey(es, "url") != nil {
+					p.errf(e.keyN, fp, "give the http url once: endpoint is NoETL's alias of url")
+				}
+				raw["url"] = p.value(e.value, fp)
+				continue
+			}
 		case "credential":
 			if _, dup := raw["auth"]; dup {
 				p.errf(e.keyN, fp, "give either auth or credential (an alias, R-W7), not both")
@@ -898,7 +1084,9 @@ func (p *parser) tool(n *yaml.Node, path string, ref map[string]bool) (*Tool, *y
 		raw["input"] = in
 		delete(raw, "args")
 	}
-	if v, ok := raw["input"]; ok && v != nil {
+	if v, ok := raw["input"]; ok && v != nil && t.Supported {
+		// Kinds this server does not run keep their own input shapes (container
+		// args are a list); they fail at dispatch anyway (R-N1).
 		if _, isMap := v.(map[string]any); !isMap {
 			p.errf(n, join(path, "input"), "tool input must be a mapping of names to values, got %s", describe(v))
 		}
@@ -989,6 +1177,7 @@ func (p *parser) workbookTool(es []entry, n *yaml.Node, path string, ref map[str
 		return nil, nil
 	}
 	merged := &Tool{Kind: base.Kind, Code: base.Code, HasPolicy: base.HasPolicy, Supported: base.Supported, Raw: jsonx.Clone(base.Raw).(map[string]any)}
+	es, specDrop := p.hoistSpec(es, base.Kind, path)
 	for _, e := range es {
 		fp := join(path, e.key)
 		switch e.key {
@@ -1008,7 +1197,14 @@ func (p *parser) workbookTool(es []entry, n *yaml.Node, path string, ref map[str
 			retry = e.value
 		case "spec":
 			merged.HasPolicy = p.toolSpec(e.value, fp)
-			merged.Raw["spec"] = p.value(e.value, fp)
+			sm, _ := p.value(e.value, fp).(map[string]any)
+			for k := range specDrop {
+				delete(sm, k)
+			}
+			merged.Raw["spec"] = sm
+		case "code":
+			merged.Code, _ = p.str(e.value, fp, "code")
+			merged.Raw["code"] = merged.Code
 		default:
 			merged.Raw[e.key] = p.value(e.value, fp)
 		}
@@ -1071,6 +1267,10 @@ func (p *parser) policyRule(n *yaml.Node, path string) {
 		}
 	}
 	switch {
+	case els != nil && when == nil && then != nil && resolve(els).ShortTag() == "!!null":
+		// `- else:` with `then:` beside it (NoETL's v10 example writes it so): the
+		// same rule as {else: {then: …}}. Kept in step with pipeline.parseRule.
+		p.policyThen(then, join(path, "then"))
 	case els != nil && (when != nil || then != nil):
 		p.errf(n, path, "a policy rule is either {when, then} or {else: …}, not both")
 	case els != nil:
@@ -1137,8 +1337,16 @@ func (p *parser) itemSet(n *yaml.Node, path string, v any) {
 	p.compile(n, path, m)
 }
 
-// libs validates NoETL's python libs forms (R-N2).
-func (p *parser) libs(n *yaml.Node, path string) {
+// libs validates NoETL's python libs forms (R-N2). A list names packages to
+// install (NoETL playbooks write pip names like psycopg2-binary, which are not
+// importable names); this server never installs packages (R-P3), so the list is
+// dropped with a warning and libs reports false.
+func (p *parser) libs(n *yaml.Node, path string) bool {
+	if v := resolve(n); v.Kind == yaml.SequenceNode {
+		p.literalTree(v, path, "libs")
+		p.warnf(v, path, "libs as a list names packages to install; this server never installs packages (R-P3): install them on the workers, and import them in code")
+		return false
+	}
 	for _, e := range p.fields(n, path, "libs") {
 		v := resolve(e.value)
 		switch v.Kind {
@@ -1153,12 +1361,52 @@ func (p *parser) libs(n *yaml.Node, path string) {
 			p.errf(v, join(path, e.key), "libs entries are a module name or {from, import}, got %s", kindName(v))
 		}
 	}
+	return true
+}
+
+// hoistSpec moves tool knobs written under tool.spec (NoETL's canonical v10 form:
+// "all knobs live under spec", e.g. python spec: {input, code}, http spec: {method,
+// url}) up to the tool, where this server's tools read them. The spec keeps only
+// what is not a knob of the kind (policy, and anything else, passed through). A
+// knob given both places is an error. It returns the tool's entries with the
+// hoisted ones appended, and the keys to drop from the spec.
+func (p *parser) hoistSpec(es []entry, kind, path string) ([]entry, map[string]bool) {
+	specN := findKey(es, "spec")
+	if specN == nil || resolve(specN).Kind != yaml.MappingNode {
+		return es, nil
+	}
+	knob := map[string]bool{"auth": true, "credential": true, "retry": true, "timeout": true, "timeout_seconds": true}
+	for _, k := range toolKeys[kind] {
+		knob[k] = true
+	}
+	if !supportedKinds[kind] {
+		return es, nil // kinds this server does not run: their spec is theirs
+	}
+	var drop map[string]bool
+	out := es
+	for _, se := range p.fields(specN, join(path, "spec"), "tool spec") {
+		if !knob[se.key] {
+			continue
+		}
+		if findKey(es, se.key) != nil {
+			p.errf(se.keyN, join(path, "spec."+se.key), "%s is given both on the tool and under tool.spec; keep one", se.key)
+			continue
+		}
+		if drop == nil {
+			drop = map[string]bool{}
+			out = slices.Clone(es)
+		}
+		drop[se.key] = true
+		out = append(out, se)
+	}
+	return out, drop
 }
 
 func (p *parser) loop(n *yaml.Node, path string) *Loop {
 	l := &Loop{Mode: ModeSequential, MaxInFlight: DefaultMaxInFlight}
 	es := p.fields(n, path, "loop")
 	inSet := false
+	var frame entry
 	for _, e := range es {
 		fp := join(path, e.key)
 		switch e.key {
@@ -1178,37 +1426,46 @@ func (p *parser) loop(n *yaml.Node, path string) *Loop {
 				p.warnf(e.keyN, fp, "element is read as loop.iterator")
 			}
 			if it, ok := p.literal(e.value, fp, "loop.iterator"); ok {
-				if !namePattern.MatchString(it) || reservedNames[it] {
-					p.errf(e.value, fp, "loop.iterator %q must be a name ([A-Za-z_][A-Za-z0-9_]*) that is not reserved (R-T7)", it)
+				// Each iteration binds iter, _index and _total itself, so those would be
+				// ambiguous. Other binding names are accepted, as NoETL accepts them
+				// (iterator: playbook_path): inside the loop the iterator wins.
+				switch {
+				case !namePattern.MatchString(it) || iterBindings[it]:
+					p.errf(e.value, fp, "loop.iterator %q must be a name ([A-Za-z_][A-Za-z0-9_]*) other than iter, _index and _total, which every iteration binds", it)
+				case reservedNames[it]:
+					p.warnf(e.value, fp, "loop.iterator %q hides the template binding of the same name inside this loop's templates", it)
 				}
 				l.Iterator = it
 			}
 		case "mode":
-			l.Mode = p.loopMode(e.value, fp)
+			l.Mode = p.loopMode(e.value, fp, l)
 		case "max_in_flight":
-			if v, ok := p.integer(e.value, fp, "loop.max_in_flight", 1); ok {
-				l.MaxInFlight = v
-			}
+			p.maxInFlight(e.value, fp, l)
 		case "spec":
 			for _, se := range p.fields(e.value, fp, "loop spec") {
 				sp := join(fp, se.key)
 				switch se.key {
 				case "mode":
-					l.Mode = p.loopMode(se.value, sp)
+					l.Mode = p.loopMode(se.value, sp, l)
 				case "max_in_flight":
-					if v, ok := p.integer(se.value, sp, "loop.spec.max_in_flight", 1); ok {
-						l.MaxInFlight = v
-					}
+					p.maxInFlight(se.value, sp, l)
+				case "frame":
+					frame = se
+				case "policy":
+					// NoETL's placement hint ({exec: local|distributed}); every
+					// iteration here is a command any worker of the pool may claim.
 				default:
 					p.warnf(se.keyN, sp, "unknown key %q in loop spec is ignored", se.key)
 				}
 			}
 		case "cursor":
-			l.Unsupported = "cursor loops are not supported (R-N1)"
-			p.warnf(e.keyN, fp, "cursor loops are not supported by this server; the step will fail when dispatched (R-N1)")
+			p.cursorLoop(e.keyN, fp, l)
 		default:
 			p.warnf(e.keyN, fp, "unknown key %q in loop is ignored", e.key)
 		}
+	}
+	if frame.keyN != nil && l.Unsupported == "" {
+		p.warnf(frame.keyN, join(path, "spec.frame"), "loop.spec.frame only applies to cursor loops and is ignored")
 	}
 	if l.Unsupported == "" {
 		if !inSet {
@@ -1221,10 +1478,39 @@ func (p *parser) loop(n *yaml.Node, path string) *Loop {
 	return l
 }
 
-func (p *parser) loopMode(n *yaml.Node, path string) string {
+// cursorLoop marks l as a cursor loop. NoETL's cursor loops claim rows from a SQL
+// cursor in leased frames, with heartbeats: a work-queue protocol of their own that
+// does not map onto this engine's loops over a rendered collection. Like the tool
+// kinds this server does not run, they register with a warning and the step fails
+// when dispatched (R-N1), naming the feature.
+func (p *parser) cursorLoop(n *yaml.Node, path string, l *Loop) {
+	if l.Unsupported != "" {
+		return
+	}
+	l.Unsupported = "cursor loops (loop.cursor, loop.spec.mode: cursor) are not supported by this server (R-N1)"
+	p.warnf(n, path, "cursor loops are not supported by this server; the step will fail when dispatched (R-N1)")
+}
+
+// maxInFlight reads a parallel loop's limit: a whole number, or a template
+// rendered when the loop starts (NoETL playbooks take it from the workload).
+func (p *parser) maxInFlight(n *yaml.Node, path string, l *Loop) {
+	if v := resolve(n); v.Kind == yaml.ScalarNode && tmpl.HasTemplate(v.Value) {
+		l.MaxInFlightT = p.template(n, path, "loop max_in_flight")
+		return
+	}
+	if v, ok := p.integer(n, path, "loop max_in_flight", 1); ok {
+		l.MaxInFlight = v
+	}
+}
+
+func (p *parser) loopMode(n *yaml.Node, path string, l *Loop) string {
 	m, ok := p.literal(n, path, "loop mode")
+	if ok && m == "cursor" {
+		p.cursorLoop(n, path, l)
+		return ModeSequential
+	}
 	if ok && m != ModeSequential && m != ModeParallel {
-		p.errf(n, path, "loop mode must be sequential or parallel, got %q", m)
+		p.errf(n, path, "loop mode must be sequential, parallel or cursor, got %q", m)
 		return ModeSequential
 	}
 	if m == "" {
@@ -1477,6 +1763,11 @@ func (p *parser) arc(n *yaml.Node, path string) *Arc {
 	}
 	a.To = t.To
 	return a
+}
+
+// quoteTemplate writes s as a template string literal.
+func quoteTemplate(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, "'", `\'`).Replace(s) + "'"
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -168,7 +168,8 @@ func TestParseErrors(t *testing.T) {
 	cases := []struct {
 		name, body, path, msg string
 	}{
-		{"missing start", "workflow:\n  - step: first\n    tool: {kind: noop}\n", "workflow", "a step named start is required"},
+		{"unknown entry_step", "executor: {spec: {entry_step: begin}}\nworkflow:\n  - step: first\n    tool: {kind: noop}\n", "executor.spec.entry_step", `entry_step names unknown step "begin"`},
+		{"empty workflow", "workflow: []\n", "workflow", "has no steps"},
 		{"duplicate step", "workflow:\n  - step: start\n    tool: {kind: noop}\n  - step: start\n    tool: {kind: noop}\n", "workflow[1].step", `duplicate step "start"`},
 		{"unknown step", "workflow:\n  - step: start\n    tool: {kind: noop}\n    next: {arcs: [{step: ned}]}\n", "workflow[0].next.arcs[0].step", `unknown step "ned"`},
 		{"unknown string target", "workflow:\n  - step: start\n    tool: {kind: noop}\n    next: ned\n", "workflow[0].next", `unknown step "ned"`},
@@ -184,15 +185,17 @@ func TestParseErrors(t *testing.T) {
 		{"no kind", "workflow:\n  - step: start\n    tool: {code: x}\n", "workflow[0].tool.kind", "tool needs a kind"},
 		{"input and args", "workflow:\n  - step: start\n    input: {a: 1}\n    args: {a: 1}\n    tool: {kind: noop}\n", "workflow[0].args", "args is an alias"},
 		{"retry twice", "workflow:\n  - step: start\n    retry: {max_attempts: 2}\n    tool: {kind: noop, retry: {max_attempts: 3}}\n", "workflow[0].tool.retry", "both on the step and inside tool"},
-		{"reserved step name", "workflow:\n  - step: start\n    tool: {kind: noop}\n  - step: ctx\n    tool: {kind: noop}\n", "workflow[1].step", "reserved"},
-		{"step name with slash", "workflow:\n  - step: start\n    tool: {kind: noop}\n  - step: a/b\n    tool: {kind: noop}\n", "workflow[1].step", "must match"},
+		{"iterator iter", "workflow:\n  - step: start\n    loop: {in: [1], iterator: iter}\n    tool: {kind: noop}\n", "workflow[0].loop.iterator", "other than iter, _index and _total"},
+		{"admit without allow", "workflow:\n  - step: start\n    tool: {kind: noop}\n    next: a\n  - step: a\n    spec: {policy: {admit: {rules: [{when: x, then: {}}]}}}\n    tool: {kind: noop}\n", "workflow[1].spec.policy.admit.rules[0].then", "allow"},
+		{"spec knob twice", "workflow:\n  - step: start\n    tool: {kind: python, code: x, spec: {code: y}}\n", "workflow[0].tool.spec.code", "both on the tool and under tool.spec"},
+		{"templated max_in_flight", "workflow:\n  - step: start\n    loop: {in: [1], iterator: x, spec: {mode: parallel, max_in_flight: \"{{ 1 + }}\"}}\n    tool: {kind: noop}\n", "workflow[0].loop.spec.max_in_flight", "{{ 1 + }}"},
 		{"set conflict", "workflow:\n  - step: start\n    tool: {kind: noop}\n    set: {ctx.a: 1, a: 2}\n", "workflow[0].set.a", "write the same name"},
 		{"set nested conflict", "workflow:\n  - step: start\n    tool: {kind: noop}\n    set: {ctx.a: 1, ctx.a.b: 2}\n", "workflow[0].set.ctx.a.b", "write the same name"},
 		{"set reserved", "workflow:\n  - step: start\n    tool: {kind: noop}\n    set: {ctx.workload: 1}\n", "workflow[0].set.ctx.workload", "reserved"},
 		{"wrong apiVersion", "", "apiVersion", "noetl.io/v2"},
 		{"loop without in", "workflow:\n  - step: start\n    loop: {iterator: x}\n    tool: {kind: noop}\n", "workflow[0].loop.in", "loop needs in"},
 		{"loop without iterator", "workflow:\n  - step: start\n    loop: {in: [1]}\n    tool: {kind: noop}\n", "workflow[0].loop.iterator", "loop needs iterator"},
-		{"bad loop mode", "workflow:\n  - step: start\n    loop: {in: [1], iterator: x, spec: {mode: sideways}}\n    tool: {kind: noop}\n", "workflow[0].loop.spec.mode", "sequential or parallel"},
+		{"bad loop mode", "workflow:\n  - step: start\n    loop: {in: [1], iterator: x, spec: {mode: sideways}}\n    tool: {kind: noop}\n", "workflow[0].loop.spec.mode", "sequential, parallel or cursor"},
 		{"bad next_mode", "workflow:\n  - step: start\n    spec: {next_mode: some}\n    tool: {kind: noop}\n", "workflow[0].spec.next_mode", "exclusive or inclusive"},
 		{"bad on_error", "workflow:\n  - step: start\n    spec: {on_error: ignore}\n    tool: {kind: noop}\n", "workflow[0].spec.on_error", "fail or continue"},
 		{"max_visits zero", "workflow:\n  - step: start\n    spec: {max_visits: 0}\n    tool: {kind: noop}\n", "workflow[0].spec.max_visits", "≥ 1"},
@@ -265,7 +268,16 @@ func TestParseWarnings(t *testing.T) {
 		name, body, path, msg string
 	}{
 		{"unknown step key", "workflow:\n  - step: start\n    tool: {kind: noop}\n    vars: {a: 1}\n", "workflow[0].vars", `unknown key "vars"`},
-		{"unknown top key", "executor: {x: 1}\nworkflow:\n  - step: start\n    tool: {kind: noop}\n", "executor", `unknown key "executor"`},
+		{"unknown top key", "executer: {x: 1}\nworkflow:\n  - step: start\n    tool: {kind: noop}\n", "executer", `unknown key "executer"`},
+		{"unknown executor key", "executor: {x: 1}\nworkflow:\n  - step: start\n    tool: {kind: noop}\n", "executor.x", `unknown key "x" in executor`},
+		{"no start: first step is the entry", "workflow:\n  - step: first\n    tool: {kind: noop}\n", "workflow", `the first step, "first", is the entry`},
+		{"step name with slash", "workflow:\n  - step: start\n    tool: {kind: noop}\n    next: a/b\n  - step: a/b\n    tool: {kind: noop}\n", "workflow[1].step", `steps['a/b'].result`},
+		{"step named like a binding", "workflow:\n  - step: start\n    tool: {kind: noop}\n    next: error\n  - step: error\n    tool: {kind: noop}\n", "workflow[1].step", "steps.error.result"},
+		{"iterator named like a binding", "workflow:\n  - step: start\n    loop: {in: [1], iterator: playbook_path}\n    tool: {kind: noop}\n", "workflow[0].loop.iterator", "hides the template binding"},
+		{"cursor mode (R-N1)", "workflow:\n  - step: start\n    loop: {iterator: r, spec: {mode: cursor, frame: {max_rows: 1}}}\n    tool: {kind: noop}\n", "workflow[0].loop.spec.mode", "cursor loops"},
+		{"token() (R-N1)", "workflow:\n  - step: start\n    tool: {kind: http, url: x, headers: {Authorization: \"Bearer {{ token(g) }}\"}}\n", "workflow[0].tool.headers.Authorization", "token() is not supported"},
+		{"libs list", "workflow:\n  - step: start\n    tool: {kind: python, code: x, libs: [psycopg2-binary]}\n", "workflow[0].tool.libs", "never installs packages"},
+		{"frame without cursor", "workflow:\n  - step: start\n    loop: {in: [1], iterator: r, spec: {frame: {max_rows: 1}}}\n    tool: {kind: noop}\n", "workflow[0].loop.spec.frame", "only applies to cursor loops"},
 		{"unknown tool key", "workflow:\n  - step: start\n    tool: {kind: http, url: x, verbs: 1}\n", "workflow[0].tool.verbs", `unknown key "verbs"`},
 		{"unknown arc key", "workflow:\n  - step: start\n    tool: {kind: noop}\n    next: [{step: start, weight: 1}]\n", "workflow[0].next[0].weight", `unknown key "weight"`},
 		{"noetl-only kind (R-N1)", "workflow:\n  - step: start\n    tool: {kind: duckdb, query: x}\n", "workflow[0].tool.kind", "not supported"},
@@ -397,7 +409,6 @@ func TestParseLiteralFieldsWarn(t *testing.T) {
 		{"pipeline label", doc(md, "workflow:\n  - step: start\n    tool: [{name: \"a{{ x }}\", kind: noop}]\n"), "workflow[0].tool[0].name", true, ""},
 		{"loop.iterator", step("    loop: {in: [1], iterator: \"{{ it }}\"}\n"), "workflow[0].loop.iterator", true, ""},
 		{"loop.spec.mode", step("    loop: {in: [1], iterator: it, spec: {mode: \"{{ m }}\"}}\n"), "workflow[0].loop.spec.mode", true, ""},
-		{"loop.spec.max_in_flight", step("    loop: {in: [1], iterator: it, spec: {mode: parallel, max_in_flight: \"{{ n }}\"}}\n"), "workflow[0].loop.spec.max_in_flight", true, ""},
 		{"retry.max_attempts", step("    retry: {max_attempts: \"{{ n }}\"}\n"), "workflow[0].retry.max_attempts", true, ""},
 		{"retry.delay", step("    retry: {delay: \"{{ n }}\"}\n"), "workflow[0].retry.delay", true, ""},
 		{"retry.backoff", step("    retry: {backoff: \"{{ b }}\"}\n"), "workflow[0].retry.backoff", true, ""},
@@ -457,5 +468,17 @@ workflow:
 		if strings.Contains(d.Message, "R-T6") {
 			t.Errorf("templated field warned as literal: %v", d)
 		}
+	}
+}
+
+// TestParseDocuments: one playbook per file; an empty trailing document is fine.
+func TestParseDocuments(t *testing.T) {
+	body := header + "workflow:\n  - step: start\n    tool: {kind: noop}\n"
+	if pb, ds := engine.Parse([]byte(body + "---\n")); pb == nil {
+		t.Fatalf("a closing --- refused: %v", ds)
+	}
+	pb, ds := engine.Parse([]byte(body + "---\napiVersion: noetl.io/v2\nkind: Credential\n"))
+	if _, ok := find(ds, engine.SeverityError, "", "more than one YAML document"); pb != nil || !ok {
+		t.Fatalf("a second document accepted: %v", ds)
 	}
 }

@@ -23,7 +23,10 @@ type Playbook struct {
 	Expanded Expansion
 
 	byName map[string]*Step
-	graph  *graph
+	// entry is the step every execution begins with (parse.go's workflow says how
+	// it is chosen).
+	entry string
+	graph *graph
 	// workloadTemplates renders string workload values containing {{ once at start (R-W5).
 	workloadTemplates map[string]*tmpl.Template
 }
@@ -49,8 +52,9 @@ type Metadata struct {
 // Step returns the named step, or nil.
 func (p *Playbook) Step(name string) *Step { return p.byName[name] }
 
-// Start is the entry step.
-func (p *Playbook) Start() *Step { return p.byName["start"] }
+// Start is the entry step: executor.spec.entry_step, else the step named start,
+// else the first step.
+func (p *Playbook) Start() *Step { return p.byName[p.entry] }
 
 // Step is one workflow step (dsl.md §2).
 type Step struct {
@@ -59,7 +63,10 @@ type Step struct {
 	Path  string // YAML path, e.g. workflow[3]
 	Desc  string
 	When  *tmpl.Template // nil: always true
-	Input *tmpl.Value    // step-level input (alias args), merged under the tool's own input
+	// Admit holds NoETL's spec.policy.admit rules, a second guard checked after
+	// When: the first rule whose When holds decides.
+	Admit []AdmitRule
+	Input *tmpl.Value // step-level input (alias args), merged under the tool's own input
 	// Tool is set for a single tool; Pipeline for a list of tools. Exactly one is set.
 	Tool     *Tool
 	Pipeline []*PipelineItem
@@ -107,6 +114,12 @@ type Tool struct {
 	roots []string
 }
 
+// AdmitRule is one step admission rule.
+type AdmitRule struct {
+	When  *tmpl.Template // nil: always holds (an else rule)
+	Allow bool
+}
+
 // PipelineItem is one tool of a pipeline.
 type PipelineItem struct {
 	Label string
@@ -119,6 +132,9 @@ type Loop struct {
 	Iterator    string
 	Mode        string // sequential | parallel
 	MaxInFlight int    // parallel only (R-A9)
+	// MaxInFlightT, when set, replaces MaxInFlight: it is rendered once when the loop
+	// starts and must give a whole number ≥ 1.
+	MaxInFlightT *tmpl.Template
 	// Unsupported names a loop form NoETL has but we do not run (cursor loops, R-N1).
 	Unsupported string
 }

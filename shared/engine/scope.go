@@ -51,6 +51,12 @@ func (d *decider) env(roots []string, b *bindings) tmpl.Env {
 // arc set, iteration variables, ids, ctx, step results, workload. Reserved names
 // always mean their binding (R-T7, R-W5).
 func (d *decider) lookup(name string, b *bindings) (any, bool) {
+	// An iterator named like a binding (NoETL's iterator: playbook_path) wins inside
+	// its loop, as dsl.md §5's precedence puts iteration variables above ids; the
+	// parser refuses iter, _index and _total as iterators.
+	if b.iter != nil && name == b.iter.iterator && reservedNames[name] {
+		return b.iter.item, true
+	}
 	switch name {
 	case "workload":
 		return d.run.Workload, true

@@ -106,6 +106,9 @@ type LoopState struct {
 	Issued   int    `json:"issued,omitempty"`
 	Done     int    `json:"done,omitempty"`
 	Failed   int    `json:"failed,omitempty"`
+	// Limit is a templated max_in_flight as rendered when the visit began (0: the
+	// loop's literal limit applies).
+	Limit int `json:"limit,omitempty"`
 }
 
 // CommandState is one command in flight.

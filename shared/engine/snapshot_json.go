@@ -230,6 +230,7 @@ func (v *Visit) write(w *objWriter) {
 			w.int("issued", int64(l.Issued), true)
 			w.int("done", int64(l.Done), true)
 			w.int("failed", int64(l.Failed), true)
+			w.int("limit", int64(l.Limit), true)
 			w.close()
 		})
 	}

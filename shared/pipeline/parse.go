@@ -296,7 +296,8 @@ func parseSpec(v any) ([]rule, error) {
 	return rules, nil
 }
 
-// parseRule reads {when, then}, {else: {then}}, or the R-W6 shorthand {else: {do, set}}.
+// parseRule reads {when, then}, {else: {then}}, {else: null, then} or the R-W6 shorthand
+// {else: {do, set}}.
 // A rule with `then` and no `when` always matches (the rulings are silent; treating it
 // as unconditional is what such a rule can only mean).
 func parseRule(v any) (rule, error) {
@@ -310,6 +311,10 @@ func parseRule(v any) (rule, error) {
 	when, hasWhen := m["when"]
 	thenV, hasThen := m["then"]
 	switch {
+	case hasElse && elseV == nil && hasThen && !hasWhen:
+		// `- else:` with `then:` beside it: the same rule as {else: {then: …}}
+		// (NoETL's v10 example writes it so). Kept in step with the engine's parser.
+		r.always, then = true, thenV
 	case hasElse && (hasWhen || hasThen):
 		return rule{}, fmt.Errorf("else cannot be combined with when/then in one rule")
 	case hasElse:

@@ -211,7 +211,7 @@ var freeHelpers = []string{
 	"$f_length", "$f_max", "$f_min", "$f_round", "$floordiv", "$ge", "$get", "$gt", "$has", "$in",
 	"$is_boolean", "$is_divisibleby", "$is_even", "$is_false", "$is_float", "$is_integer", "$is_iterable",
 	"$is_lower", "$is_mapping", "$is_none", "$is_number", "$is_odd", "$is_sequence", "$is_string", "$is_true",
-	"$is_upper", "$le", "$lookup", "$loop", "$lt", "$mod", "$neg", "$pos", "$pow", "$sub", "$t", "$unpack",
+	"$is_upper", "$le", "$lookup", "$loop", "$lt", "$mod", "$neg", "$pos", "$pow", "$sub", "$t", "$token", "$unpack",
 }
 
 // TestFreeHelpers: the free list is exactly freeHelpers, and each free helper,
@@ -230,8 +230,8 @@ func TestFreeHelpers(t *testing.T) {
 	}
 	pool := []any{nil, int64(0), int64(3), 2.5, true, "abc", "common", []any{int64(1), "x", []any{"y"}}, map[string]any{"a": []any{"z"}, "b": "w"}}
 	for _, name := range freeHelpers {
-		if name == "$loop" {
-			continue
+		if name == "$loop" || name == "$token" {
+			continue // $token only ever fails: it returns nothing at all
 		}
 		h := helpers[name]
 		calls := 0
@@ -396,5 +396,23 @@ func TestSliceMatchesPython(t *testing.T) {
 				t.Errorf("%q[%d] = %v, want %v", str, i-len(runes), got, want)
 			}
 		}
+	}
+}
+
+// TestTokenFails: token() compiles, is reported as unsupported, and fails when
+// rendered with an error naming it (R-N1).
+func TestTokenFails(t *testing.T) {
+	tp, err := Compile("Bearer {{ token(google_auth) }}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tp.Unsupported(); !slices.Equal(got, []string{"token()"}) {
+		t.Fatalf("Unsupported() = %v", got)
+	}
+	if _, err := tp.Render(Env{Vars: map[string]any{"google_auth": "g"}}); err == nil || !strings.Contains(err.Error(), "token() is not supported") {
+		t.Fatalf("render error = %v", err)
+	}
+	if _, err := Compile("{{ token(a, b) }}"); err == nil {
+		t.Fatal("token() with two arguments compiled")
 	}
 }

@@ -37,6 +37,9 @@ type gen struct {
 	nvars   int
 	usesNow bool
 	metered bool // some helper call takes the render's Budget
+	// unsupported names the functions the template calls that compile but cannot
+	// run here (token()), so registration can warn.
+	unsupported []string
 }
 
 // budgetVar holds the render's Budget in generated code; every helper that is not
@@ -318,6 +321,16 @@ func (g *gen) callGlobal(n *callExpr) error {
 		g.call("$now", n.pos)
 		g.w("$env)")
 		return nil
+	case "token":
+		// NoETL's token(<keychain entry>) mints a credential token (OAuth) while
+		// rendering. Here templates render in the pure engine, which holds no
+		// secrets, so the call compiles (the playbook registers, R-N1) and fails
+		// when rendered, naming the feature.
+		if len(n.args) != 1 {
+			return errAt(n.pos, "token() takes exactly one argument, the keychain entry")
+		}
+		g.unsupported = append(g.unsupported, "token()")
+		return g.helper("$token", n.pos, n.args...)
 	case "range":
 		if len(n.args) < 1 || len(n.args) > 3 {
 			return errAt(n.pos, "range() takes 1 to 3 arguments")
@@ -722,6 +735,7 @@ var helpers = func() map[string]helper {
 		"$dict":     metered(func(_ *Budget, a []any) (any, error) { return dict(a) }),
 		"$now":      metered(func(_ *Budget, a []any) (any, error) { return nowText(a[0]) }),
 		"$range":    metered(func(b *Budget, a []any) (any, error) { return rangeList(b, a) }),
+		"$token":    free(func(_ *Budget, _ []any) (any, error) { return nil, errTokenUnsupported }),
 		"$method":   metered(func(b *Budget, a []any) (any, error) { return callMethod(b, a[0], a[1].(string), a[2:]) }),
 		"$lookup":   free(func(_ *Budget, a []any) (any, error) { return lookup(a[0], a[1], a[2:]) }),
 		"$iter": metered(func(b *Budget, a []any) (any, error) {

@@ -441,7 +441,7 @@ func (p *parser) parseUnary(withFilter bool) (node, error) {
 }
 
 // globals are the callable names; calling anything else is a compile error.
-var globals = map[string]bool{"now": true, "range": true, "len": true}
+var globals = map[string]bool{"now": true, "range": true, "len": true, "token": true}
 
 func (p *parser) parsePrimary() (node, error) {
 	t := p.peek()
@@ -461,7 +461,7 @@ func (p *parser) parsePrimary() (node, error) {
 		}
 		if p.isOp("(") {
 			if !globals[t.s] {
-				return nil, errAt(t.pos, fmt.Sprintf("unknown function '%s' (callable: len, now, range)", t.s))
+				return nil, errAt(t.pos, fmt.Sprintf("unknown function '%s' (callable: len, now, range, token)", t.s))
 			}
 			p.next()
 			args, kw, err := p.parseArgs()

@@ -35,6 +35,8 @@ type Template struct {
 	roots   []string
 	usesNow bool
 	metered bool // some helper takes the Budget
+	// unsupported lists functions the template calls that fail when rendered here.
+	unsupported []string
 	// machines recycles expr VMs, and the variable maps of templates that need
 	// their own (now(), the budget), between renders: they are the main per-render
 	// allocations. A machine is only ever used by one goroutine at a time.
@@ -103,6 +105,7 @@ func (t *Template) compile() error {
 	}
 	t.prog, t.spans, t.usesNow, t.metered = prog, g.spans, g.usesNow, g.metered
 	t.roots = sortedRoots(g.roots)
+	t.unsupported = g.unsupported
 	t.machines = &sync.Pool{New: func() any { return &machine{} }}
 	return nil
 }
@@ -143,6 +146,13 @@ func (t *Template) IsNative() bool { return t.native }
 // names excluded), so the store preloads only those (R-S2). The slice is shared; do not
 // modify it.
 func (t *Template) Roots() []string { return t.roots }
+
+// Unsupported lists the functions the template calls that compile but always fail
+// when rendered on this server (token()), so registration can warn about them.
+func (t *Template) Unsupported() []string { return t.unsupported }
+
+// errTokenUnsupported is token()'s render error.
+var errTokenUnsupported = errors.New("token() is not supported by this server: it mints credential tokens from the keychain while rendering, and templates render where no secrets are held (R-N1); fetch the token in a tool step instead")
 
 // Render evaluates the template. It returns the native value for a native template and
 // a string otherwise. The result may share maps and lists with env.Vars; clone before

@@ -145,5 +145,19 @@ func (v *Value) render(env Env) (any, error) {
 // Roots lists, sorted and unique, the top-level names the value's templates read.
 func (v *Value) Roots() []string { return v.roots }
 
+// Templates calls fn with every templated leaf and its path in the value
+// (params.offset, items[2].url), in key order.
+func (v *Value) Templates(fn func(path string, t *Template)) {
+	if v == nil {
+		return
+	}
+	if v.tmpl != nil {
+		fn(v.path, v.tmpl)
+	}
+	for _, e := range v.elems {
+		e.Templates(fn)
+	}
+}
+
 // IsLiteral reports that the value holds no template: Render returns a copy of it.
 func (v *Value) IsLiteral() bool { return v.tmpl == nil && !v.isMap && v.elems == nil }
