@@ -53,10 +53,10 @@ func TestClaimOutboxSharesShards(t *testing.T) {
 	if err != nil || st.Pending != 3 || st.Lag.Seconds() < 59 {
 		t.Fatalf("stats %+v %v", st, err)
 	}
-	if _, err := s.svc.MarkOutboxFailed(s.ctx, ids.Compose(1<<40, 1), "x", 0); !isKind(err, controlplane.ErrNotFound) {
+	if _, err := s.svc.MarkOutboxFailed(s.ctx, ids.Compose(1<<40, 1), "x", 0, 0); !isKind(err, controlplane.ErrNotFound) {
 		t.Fatalf("unknown row: %v", err)
 	}
-	if _, err := s.svc.MarkOutboxFailed(s.ctx, rows[0].OutboxID, "x", 0); !isKind(err, controlplane.ErrConflict) {
+	if _, err := s.svc.MarkOutboxFailed(s.ctx, rows[0].OutboxID, "x", 0, 0); !isKind(err, controlplane.ErrConflict) {
 		t.Fatalf("published row: %v", err)
 	}
 }
