@@ -552,11 +552,16 @@ func TestProjectEvents(t *testing.T) {
 	if m := ev["meta"].(map[string]any); m["password"] != "[REDACTED]" || m["stage_id"] != "s-1" || m["source_event_id"] != "102" {
 		t.Errorf("stored meta: %v", m)
 	}
-	// Orchestration types are refused.
-	r = must(t, a, 422, call{method: "POST", target: "/api/internal/events/project", token: tInternal, body: map[string]any{
+	// Orchestration types are stored as sent, flagged ignored, never folded
+	// (NoETL's projector materializes every type).
+	r = must(t, a, 200, call{method: "POST", target: "/api/internal/events/project", token: tInternal, body: map[string]any{
 		"events": []any{map[string]any{"event_id": int64(7), "execution_id": f.exec, "event_type": "command.completed"}}}})
-	if !strings.HasPrefix(r.str("error"), "events[0].event_type:") {
-		t.Errorf("orchestration type: %q", r.str("error"))
+	if r.json["projected"] != int64(1) {
+		t.Errorf("orchestration type: %s", r.Body)
+	}
+	r = must(t, a, 200, call{method: "GET", target: fmt.Sprintf("/api/executions/%d/events?event_type=command.completed", f.exec), token: tAPI})
+	if evs := r.json["events"].([]any); len(evs) != 1 || evs[0].(map[string]any)["ignored"] != true {
+		t.Errorf("projected command.completed: %s", r.Body)
 	}
 }
 

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/noetl-go/noetl/shared/controlplane"

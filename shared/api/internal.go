@@ -161,7 +161,7 @@ func (a *API) project(ctx context.Context, c *call) (any, error) {
 		}
 		return nil, err
 	}
-	return map[string]any{"projected": int64(res.Projected), "duplicates": int64(res.Duplicates)}, nil
+	return map[string]any{"projected": int64(res.Projected), "duplicates": int64(res.Duplicates), "skipped": int64(res.Skipped)}, nil
 }
 
 func readEnvelope(o obj) (controlplane.ExternalEvent, error) {
@@ -170,10 +170,12 @@ func readEnvelope(o obj) (controlplane.ExternalEvent, error) {
 	if e.SourceEventID, err = o.id("event_id", true); err != nil {
 		return e, err
 	}
-	if e.ExecutionID, err = o.id("execution_id", true); err != nil {
+	// execution_id and event_type are optional, as in NoETL's envelope; an
+	// envelope without them is counted in skipped (Service.Project).
+	if e.ExecutionID, err = o.id("execution_id", false); err != nil {
 		return e, err
 	}
-	if e.Type, err = o.strOf("event_type", true, "name"); err != nil {
+	if e.Type, err = o.strOf("event_type", false, "name"); err != nil {
 		return e, err
 	}
 	if e.Step, err = o.strOf("node_name", false, "step"); err != nil {
@@ -200,11 +202,24 @@ func readEnvelope(o obj) (controlplane.ExternalEvent, error) {
 	if e.CommandID, err = o.scalarString("command_id"); err != nil {
 		return e, err
 	}
-	if _, err := o.str("created_at", false); err != nil {
-		return e, err
-	}
 	extra := map[string]any{}
-	for _, k := range []string{"stage_id", "frame_id", "aggregate_type", "aggregate_id"} {
+	// The producer's time (NoETL: timestamp, else created_at) is kept in meta;
+	// the row's created_at is the server's (R-S4).
+	for _, k := range []string{"timestamp", "created_at"} {
+		v, err := o.str(k, false)
+		if err != nil {
+			return e, err
+		}
+		if v != "" {
+			if _, err := parseClientTime(v); err != nil {
+				return e, invalid(o.name(k), "expected a timestamp such as 2024-05-01T12:00:00Z (a zone-less one is read as UTC), got %q", truncate(v, 40))
+			}
+			if _, ok := extra["client_created_at"]; !ok {
+				extra["client_created_at"] = v
+			}
+		}
+	}
+	for _, k := range []string{"stage_id", "frame_id", "aggregate_type", "aggregate_id", "node_id", "node_type"} {
 		v, err := o.scalarString(k)
 		if err != nil {
 			return e, err

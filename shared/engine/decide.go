@@ -301,7 +301,8 @@ func (d *decider) emitEnter(step *Step, visit int, arcSet map[string]any, loop *
 	}
 	if loop != nil {
 		c["iterations_expected"] = int64(loop.Total)
-		c["iterator"] = loop.Iterator
+		// NoETL names it iterator_var; iterator is R-R8's name (both kept).
+		c["iterator"], c["iterator_var"] = loop.Iterator, loop.Iterator
 	}
 	d.emit(Event{Type: EvStepEnter, Step: step.Name, Status: "ENTERED", Context: c,
 		Meta: map[string]any{"visit": int64(visit)}})
