@@ -449,7 +449,8 @@ func (a *API) corsHeaders(r *Request, h http.Header) {
 		return
 	}
 	h.Set("Access-Control-Allow-Origin", origin)
-	h.Set("Access-Control-Expose-Headers", "X-Request-Id, Retry-After")
+	// The list paging headers too: a browser client pages GET /api/executions by them.
+	h.Set("Access-Control-Expose-Headers", "X-Request-Id, Retry-After, Link, "+HeaderNextCursor+", "+HeaderHasMore+", "+HeaderLimitApplied+", "+HeaderLimitCapped)
 	if origin != "*" {
 		h.Add("Vary", "Origin")
 	}
