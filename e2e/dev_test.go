@@ -24,7 +24,7 @@ func TestDevDemoExit(t *testing.T) {
 	cmd := exec.CommandContext(ctx, bin, "dev", "--demo", "--exit", "--listen", "127.0.0.1:0")
 	cmd.Dir = ".." // examples/ lives at the module root
 	cmd.Env = append(cmd.Environ(), "NOETL_DATABASE_URL=", "NOETL_SHARD_URLS=", "NOETL_NATS_URL=", "NOETL_API_TOKEN=",
-		"NOETL_WORKER_TOKEN=", "NOETL_INTERNAL_TOKEN=", "NOETL_LISTEN=")
+		"NOETL_WORKER_TOKEN=", "NOETL_INTERNAL_TOKEN=", "NOETL_INTERNAL_API_TOKEN=", "NOETL_LISTEN=")
 	out, err := cmd.CombinedOutput()
 	text := string(out)
 	if err != nil {

@@ -184,7 +184,7 @@ func TestHostileInputsUnderAddressSpaceLimit(t *testing.T) {
 	defer logFile.Close()
 	serve := limited(bin, "serve", "--listen", "127.0.0.1:0", "--drain-every", "500ms", "--shards", "1")
 	serve.Env = append(os.Environ(), "NOETL_DATABASE_URL=", "NOETL_SHARD_URLS=", "NOETL_NATS_URL=", "NOETL_API_TOKEN=",
-		"NOETL_WORKER_TOKEN=", "NOETL_INTERNAL_TOKEN=", "NOETL_LISTEN=", "NOETL_SERVER_URL=", "NOETL_LOG_LEVEL=warn")
+		"NOETL_WORKER_TOKEN=", "NOETL_INTERNAL_TOKEN=", "NOETL_INTERNAL_API_TOKEN=", "NOETL_LISTEN=", "NOETL_SERVER_URL=", "NOETL_LOG_LEVEL=warn")
 	stdout, err := serve.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -376,7 +376,7 @@ func TestClientCommands(t *testing.T) {
 
 		// Cancelling again succeeds (no-op); --json prints the API's answer.
 		code, out, errOut = s.cli("cancel", slowID, "--json")
-		if r := decode(t, out); code != exitOK || r["execution_id"] != slowID || r["status"] != "CANCELLED" || len(r) != 2 {
+		if r := decode(t, out); code != exitOK || r["execution_id"] != slowID || r["status"] != "CANCELLED" || r["message"] != "Execution cancellation requested" || len(r) != 3 {
 			t.Fatalf("cancel --json of a cancelled run: exit %d\n%s%s", code, out, errOut)
 		}
 		// A COMPLETED execution cannot be cancelled: 409, exit 1.

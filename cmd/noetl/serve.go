@@ -57,7 +57,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(fs.Output(), "(API Gateway events in, API Gateway responses out), plus /metrics. Without a database")
 		fmt.Fprintln(fs.Output(), "URL it starts a throwaway Postgres (cluster + shards), without a NATS URL an embedded")
 		fmt.Fprintln(fs.Output(), "NATS; Ctrl-C stops and removes them. Tokens come from NOETL_API_TOKEN,")
-		fmt.Fprintln(fs.Output(), "NOETL_WORKER_TOKEN and NOETL_INTERNAL_TOKEN; with none the server runs open.")
+		fmt.Fprintln(fs.Output(), "NOETL_WORKER_TOKEN and NOETL_INTERNAL_API_TOKEN (or NOETL_INTERNAL_TOKEN); with none the server runs open.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -126,7 +126,7 @@ func warnOpen(s *devserver.Server, stderr io.Writer, logger *slog.Logger, who st
 	}
 	fmt.Fprintln(stderr, strings.Repeat("!", 78))
 	fmt.Fprintf(stderr, "!! %s is RUNNING OPEN: no token configured, every route is unauthenticated.\n", who)
-	fmt.Fprintln(stderr, "!! Set NOETL_API_TOKEN, NOETL_WORKER_TOKEN and NOETL_INTERNAL_TOKEN to require tokens.")
+	fmt.Fprintln(stderr, "!! Set NOETL_API_TOKEN, NOETL_WORKER_TOKEN and NOETL_INTERNAL_API_TOKEN to require tokens.")
 	fmt.Fprintln(stderr, strings.Repeat("!", 78))
 	logger.Warn("RUNNING OPEN: no API token configured")
 }

@@ -41,7 +41,7 @@ func (w *syncWriter) String() string {
 // everything gone after Ctrl-C.
 func TestServe(t *testing.T) {
 	for _, k := range []string{"NOETL_DATABASE_URL", "NOETL_SHARD_URLS", "NOETL_NATS_URL", "NOETL_SERVER_URL",
-		"NOETL_API_TOKEN", "NOETL_WORKER_TOKEN", "NOETL_INTERNAL_TOKEN", "NOETL_LISTEN", "AWS_LAMBDA_FUNCTION_NAME"} {
+		"NOETL_API_TOKEN", "NOETL_WORKER_TOKEN", "NOETL_INTERNAL_TOKEN", "NOETL_INTERNAL_API_TOKEN", "NOETL_LISTEN", "AWS_LAMBDA_FUNCTION_NAME"} {
 		t.Setenv(k, "")
 	}
 	ctx, stop := context.WithCancel(context.Background())

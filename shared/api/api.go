@@ -240,6 +240,8 @@ func (a *API) handler(r Route) handlerFunc {
 		return a.listEvents
 	case "GET /api/executions/{id}/status":
 		return a.status
+	case "GET /api/executions/{id}/cancellation-check":
+		return a.cancellationCheck
 	case "POST /api/executions/{id}/cancel":
 		return a.cancel
 	case "POST /api/executions/{id}/finalize":
@@ -349,6 +351,12 @@ func (a *API) authorize(r *Request, rt Route) *Error {
 		return nil
 	}
 	unauthorized := func(msg string) *Error {
+		if rt.Scope == config.ScopeInternal {
+			// NoETL answers 403 to any request without the right internal
+			// token (missing, malformed or wrong); its system playbooks and
+			// autoscalers expect that.
+			return errorf(http.StatusForbidden, "%s; /api/internal/* needs the internal token (NOETL_INTERNAL_API_TOKEN)", msg)
+		}
 		e := errorf(http.StatusUnauthorized, "%s", msg)
 		e.Header = http.Header{"Www-Authenticate": {`Bearer realm="noetl"`}}
 		return e
@@ -365,7 +373,7 @@ func (a *API) authorize(r *Request, rt Route) *Error {
 	if scopes == 0 {
 		return unauthorized("invalid token")
 	}
-	if !scopes.Has(rt.Scope) {
+	if scopes&rt.Scope == 0 { // a route may admit several scopes: any one will do
 		return errorf(http.StatusForbidden, "this token has the %s scope; %s needs the %s scope",
 			scopeName(scopes), rt.Key(), scopeName(rt.Scope))
 	}
@@ -441,7 +449,8 @@ func (a *API) corsHeaders(r *Request, h http.Header) {
 		return
 	}
 	h.Set("Access-Control-Allow-Origin", origin)
-	h.Set("Access-Control-Expose-Headers", "X-Request-Id, Retry-After")
+	// The list paging headers too: a browser client pages GET /api/executions by them.
+	h.Set("Access-Control-Expose-Headers", "X-Request-Id, Retry-After, Link, "+HeaderNextCursor+", "+HeaderHasMore+", "+HeaderLimitApplied+", "+HeaderLimitCapped)
 	if origin != "*" {
 		h.Add("Vary", "Origin")
 	}

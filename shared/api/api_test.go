@@ -185,7 +185,13 @@ func TestExecuteValidationAndViews(t *testing.T) {
 	if evs := r.json["events"].([]any); len(evs) != 1 || evs[0].(map[string]any)["node_type"] != "noop" {
 		t.Fatalf("events by type: %s", r.Body)
 	}
-	must(t, a, 422, call{method: "GET", target: "/api/executions?limit=1001", token: tAPI})
+	// NoETL's cap: a larger limit is served capped, and says so.
+	if r := must(t, a, 200, call{method: "GET", target: "/api/executions?limit=1001", token: tAPI}); r.Header.Get(api.HeaderLimitCapped) != "true" ||
+		r.Header.Get(api.HeaderLimitApplied) != "100" {
+		t.Errorf("limit 1001: headers %v", r.Header)
+	}
+	must(t, a, 422, call{method: "GET", target: "/api/executions?offset=901", token: tAPI})
+	must(t, a, 422, call{method: "GET", target: "/api/executions?offset=-1", token: tAPI})
 	must(t, a, 422, call{method: "GET", target: "/api/executions?limit=0", token: tAPI})
 	must(t, a, 422, call{method: "GET", target: "/api/executions?status=DONE", token: tAPI})
 	must(t, a, 422, call{method: "GET", target: "/api/executions?cursor=!!!", token: tAPI})
@@ -217,7 +223,7 @@ func TestListExecutionsAcrossShards(t *testing.T) {
 			target += "&cursor=" + cursor
 		}
 		r := must(t, a, 200, call{method: "GET", target: target, token: tAPI})
-		for _, e := range r.json["executions"].([]any) {
+		for _, e := range r.list {
 			m := e.(map[string]any)
 			got = append(got, id(t, m["execution_id"]))
 			times = append(times, m["started_at"].(string))
@@ -225,7 +231,7 @@ func TestListExecutionsAcrossShards(t *testing.T) {
 				t.Errorf("summary: %v", m)
 			}
 		}
-		next, _ := r.json["next_cursor"].(string)
+		next := r.Header.Get(api.HeaderNextCursor)
 		if next == "" {
 			break
 		}
@@ -245,8 +251,18 @@ func TestListExecutionsAcrossShards(t *testing.T) {
 		}
 	}
 	r := must(t, a, 200, call{method: "GET", target: "/api/executions?status=COMPLETED", token: tAPI})
-	if len(r.json["executions"].([]any)) != 0 {
+	if r.list == nil || len(r.list) != 0 {
 		t.Fatalf("status filter: %s", r.Body)
+	}
+	// NoETL's paging: offset over the merged order; path a case-insensitive substring.
+	r = must(t, a, 200, call{method: "GET", target: "/api/executions?limit=3&offset=2&path=THREE", token: tAPI})
+	if len(r.list) != 3 || id(t, r.list[0].(map[string]any)["execution_id"]) != got[2] ||
+		id(t, r.list[2].(map[string]any)["execution_id"]) != got[4] {
+		t.Fatalf("offset 2: %s, want %v", r.Body, got[2:5])
+	}
+	r = must(t, a, 200, call{method: "GET", target: "/api/executions?path=nomatch", token: tAPI})
+	if len(r.list) != 0 || r.Header.Get(api.HeaderHasMore) != "false" {
+		t.Fatalf("path nomatch: %s", r.Body)
 	}
 }
 
@@ -475,12 +491,12 @@ func TestInternalOutboxRoutes(t *testing.T) {
 	}
 	r = must(t, a, 200, call{method: "POST", target: "/api/internal/outbox/mark-failed", token: tInternal,
 		body: map[string]any{"outbox_id": outboxIDs[0], "error": "nats: timeout", "attempts": int64(1)}})
-	if r.json["delay_seconds"] != 1.0 && r.json["delay_seconds"] != int64(1) {
+	if r.json["available_at_in"] != int64(1) || r.json["marked"] != true {
 		t.Errorf("first failure backs off 1 s: %s", r.Body)
 	}
 	r = must(t, a, 200, call{method: "POST", target: "/api/internal/outbox/mark-published", token: tInternal,
 		body: map[string]any{"outbox_ids": outboxIDs}})
-	if r.json["updated"] != int64(3) {
+	if r.json["marked"] != int64(3) {
 		t.Fatalf("mark-published: %s", r.Body)
 	}
 	must(t, a, 409, call{method: "POST", target: "/api/internal/outbox/mark-failed", token: tInternal,
@@ -536,11 +552,16 @@ func TestProjectEvents(t *testing.T) {
 	if m := ev["meta"].(map[string]any); m["password"] != "[REDACTED]" || m["stage_id"] != "s-1" || m["source_event_id"] != "102" {
 		t.Errorf("stored meta: %v", m)
 	}
-	// Orchestration types are refused.
-	r = must(t, a, 422, call{method: "POST", target: "/api/internal/events/project", token: tInternal, body: map[string]any{
+	// Orchestration types are stored as sent, flagged ignored, never folded
+	// (NoETL's projector materializes every type).
+	r = must(t, a, 200, call{method: "POST", target: "/api/internal/events/project", token: tInternal, body: map[string]any{
 		"events": []any{map[string]any{"event_id": int64(7), "execution_id": f.exec, "event_type": "command.completed"}}}})
-	if !strings.HasPrefix(r.str("error"), "events[0].event_type:") {
-		t.Errorf("orchestration type: %q", r.str("error"))
+	if r.json["projected"] != int64(1) {
+		t.Errorf("orchestration type: %s", r.Body)
+	}
+	r = must(t, a, 200, call{method: "GET", target: fmt.Sprintf("/api/executions/%d/events?event_type=command.completed", f.exec), token: tAPI})
+	if evs := r.json["events"].([]any); len(evs) != 1 || evs[0].(map[string]any)["ignored"] != true {
+		t.Errorf("projected command.completed: %s", r.Body)
 	}
 }
 

@@ -13,8 +13,8 @@ import (
 // readEvent reads one NoETL EventRequest (or a batch element): event_type
 // (alias name), payload (alias context), meta, worker_id, result_kind,
 // result_uri, event_ids, actionable, informative, event_id (the client's id:
-// re-posting it is idempotent), status, created_at (accepted; the server
-// assigns created_at, R-S4).
+// re-posting it is idempotent), status, created_at (kept in
+// meta.client_created_at; the created_at column is the server's, R-S4).
 func readEvent(o obj) (controlplane.EventInput, error) {
 	var in controlplane.EventInput
 	var err error
@@ -53,10 +53,31 @@ func readEvent(o obj) (controlplane.EventInput, error) {
 			return in, err
 		}
 	}
-	if _, err := o.str("created_at", false); err != nil {
+	if in.CreatedAt, err = o.str("created_at", false); err != nil {
 		return in, err
 	}
+	if in.CreatedAt != "" {
+		if _, err := parseClientTime(in.CreatedAt); err != nil {
+			return in, invalid(o.name("created_at"), "expected a timestamp such as 2024-05-01T12:00:00Z (a zone-less one is read as UTC), got %q", truncate(in.CreatedAt, 40))
+		}
+	}
 	return in, nil
+}
+
+// parseClientTime reads a producer's timestamp: RFC 3339, or the zone-less
+// ISO form NoETL's Python workers and Postgres' timestamp columns write (UTC).
+func parseClientTime(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	var err error
+	for _, layout := range []string{"2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999"} {
+		var t time.Time
+		if t, err = time.Parse(layout, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, err
 }
 
 // readExecutionEvent reads an event that names its execution.

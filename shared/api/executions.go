@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
@@ -26,12 +28,34 @@ func executionID(c *call) (int64, error) {
 var executionStatuses = []string{store.ExecutionRunning, store.ExecutionFailing, store.ExecutionCompleted,
 	store.ExecutionFailed, store.ExecutionCancelled}
 
-// GET /api/executions?path=&status=&catalog_id=&parent_execution_id=&limit=&cursor=
-// Keyset pagination across shards in (started_at DESC, execution_id DESC)
-// order; next_cursor is set when the page is full.
+// List paging (NoETL's contract, issue 12): limit defaults to 50 and is
+// capped at 100 — a larger limit is served capped and says so in
+// X-Noetl-Limit-Capped, as NoETL does; offset skips rows (at most
+// MaxListOffset, past which the cursor must be used).
+const (
+	DefaultExecutionsLimit = 50
+	MaxExecutionsLimit     = 100
+	MaxListOffset          = 900
+)
+
+// Headers of GET /api/executions. The body is NoETL's bare array; paging
+// travels in headers so NoETL's clients read the body unchanged.
+const (
+	HeaderNextCursor   = "X-Next-Cursor"
+	HeaderHasMore      = "X-Noetl-Has-More"
+	HeaderLimitApplied = "X-Noetl-Limit-Applied"
+	HeaderLimitCapped  = "X-Noetl-Limit-Capped"
+)
+
+// GET /api/executions?path=&status=&catalog_id=&parent_execution_id=&limit=&offset=&cursor=
+// answers a bare JSON array (NoETL's shape) in (started_at DESC,
+// execution_id DESC) order. path matches a case-insensitive substring, as
+// NoETL's does. Keyset paging across shards stays ours: a full page carries
+// the next page's cursor in X-Next-Cursor (and a Link rel="next"); offset
+// pages the NoETL way.
 func (a *API) listExecutions(ctx context.Context, c *call) (any, error) {
 	q := c.req.Query
-	f := store.ExecutionFilter{Path: q.Get("path"), Limit: DefaultListLimit}
+	f := store.ExecutionFilter{PathContains: q.Get("path"), Limit: DefaultExecutionsLimit}
 	var err error
 	if s := q.Get("status"); s != "" {
 		f.Status = strings.ToUpper(s)
@@ -45,10 +69,19 @@ func (a *API) listExecutions(ctx context.Context, c *call) (any, error) {
 	if f.ParentExecutionID, err = queryID(q, "parent_execution_id"); err != nil {
 		return nil, err
 	}
-	if n, ok, err := queryInt(q, "limit", 1, MaxListLimit); err != nil {
+	capped := false
+	if n, ok, err := queryInt(q, "limit", 1, 1<<31-1); err != nil {
 		return nil, err
 	} else if ok {
-		f.Limit = int(n)
+		f.Limit = int(min(n, MaxExecutionsLimit))
+		capped = n > MaxExecutionsLimit
+	}
+	if n, ok, err := queryInt(q, "offset", 0, 1<<31-1); err != nil {
+		return nil, err
+	} else if n > MaxListOffset {
+		return nil, invalid("offset", "%d is past the offset limit %d; page further with the cursor the %s header carries", n, MaxListOffset, HeaderNextCursor)
+	} else if ok {
+		f.Offset = int(n)
 	}
 	if s := q.Get("cursor"); s != "" {
 		if f.After, err = decodeExecutionCursor(s); err != nil {
@@ -63,11 +96,26 @@ func (a *API) listExecutions(ctx context.Context, c *call) (any, error) {
 	for i, r := range rows {
 		out[i] = executionSummary(r)
 	}
-	var next any
-	if len(rows) == f.Limit {
-		next = encodeExecutionCursor(rows[len(rows)-1].Cursor())
+	resp := a.jsonResponse(http.StatusOK, out)
+	full := len(rows) == f.Limit
+	resp.Header.Set(HeaderLimitApplied, strconv.Itoa(f.Limit))
+	resp.Header.Set(HeaderHasMore, strconv.FormatBool(full))
+	if capped {
+		resp.Header.Set(HeaderLimitCapped, "true")
 	}
-	return map[string]any{"executions": out, "next_cursor": next}, nil
+	if full {
+		next := encodeExecutionCursor(rows[len(rows)-1].Cursor())
+		resp.Header.Set(HeaderNextCursor, next)
+		nq := url.Values{}
+		for k, v := range q {
+			if k != "cursor" && k != "offset" {
+				nq[k] = v
+			}
+		}
+		nq.Set("cursor", next)
+		resp.Header.Set("Link", "<"+c.req.Path+"?"+nq.Encode()+">; rel=\"next\"")
+	}
+	return resp, nil
 }
 
 func executionSummary(r store.Execution) map[string]any {
@@ -75,6 +123,8 @@ func executionSummary(r store.Execution) map[string]any {
 		"execution_id": formatID(r.ExecutionID), "catalog_id": formatID(r.CatalogID), "path": r.Path,
 		"version": int64(r.Version), "status": r.Status, "started_at": timeOrNull(r.StartedAt),
 		"completed_at": timeOrNull(r.CompletedAt), "parent_execution_id": idOrNull(r.ParentExecutionID),
+		// Every event is numbered 1..last_seq (R-S4): the count without a scan.
+		"event_count": r.LastSeq,
 	}
 }
 
@@ -102,7 +152,38 @@ func (a *API) getExecution(ctx context.Context, c *call) (any, error) {
 	out["context"] = emptyIfNil(maskedObject(m, v.Context))
 	out["result"] = m.Redact(v.Result)
 	out["error"] = strOrNull(maskedString(m, v.Row.Error))
+	// NoETL's detail carries the log's tail (its clients show it); the whole
+	// log, paged, is GET /api/executions/{id}/events.
+	_, evs, err := a.svc.ExecutionEvents(ctx, store.EventFilter{ExecutionID: id,
+		AfterSeq: max(0, v.Row.LastSeq-DetailEventsTail), Limit: DetailEventsTail})
+	if err != nil {
+		return nil, err
+	}
+	tail := make([]any, len(evs))
+	for i, e := range evs {
+		tail[i] = eventJSON(m, e)
+	}
+	out["events"] = tail
+	out["event_count"] = v.Row.LastSeq
 	return out, nil
+}
+
+// DetailEventsTail is how many of the latest events GET /api/executions/{id}
+// carries (NoETL carries up to 2000; ours stays one page of the events route).
+const DetailEventsTail = 100
+
+// GET /api/executions/{id}/cancellation-check: what NoETL's workers ask
+// before running a command. O(1): read from the execution row.
+func (a *API) cancellationCheck(ctx context.Context, c *call) (any, error) {
+	id, err := executionID(c)
+	if err != nil {
+		return nil, err
+	}
+	v, err := a.svc.Status(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"execution_id": formatID(id), "is_cancelled": v.IsCancelled, "status": v.Status}, nil
 }
 
 // GET /api/executions/{id}/events?after_seq=&limit=&event_type=&step=
@@ -191,7 +272,8 @@ func (a *API) cancel(ctx context.Context, c *call) (any, error) {
 	if err := a.svc.Cancel(ctx, id, reason); err != nil {
 		return nil, err
 	}
-	return map[string]any{"execution_id": formatID(id), "status": store.ExecutionCancelled}, nil
+	return map[string]any{"execution_id": formatID(id), "status": store.ExecutionCancelled,
+		"message": "Execution cancellation requested"}, nil
 }
 
 // POST /api/executions/{id}/finalize {status: COMPLETED|FAILED, error?}
@@ -219,7 +301,8 @@ func (a *API) finalize(ctx context.Context, c *call) (any, error) {
 	if err := a.svc.Finalize(ctx, id, status, msg); err != nil {
 		return nil, err
 	}
-	return map[string]any{"execution_id": formatID(id), "status": status}, nil
+	return map[string]any{"execution_id": formatID(id), "status": status,
+		"message": "Execution finalized with status: " + status}, nil
 }
 
 // GET /api/executions/{id}/replay

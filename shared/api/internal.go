@@ -40,13 +40,16 @@ func (a *API) outboxClaim(ctx context.Context, c *call) (any, error) {
 		out[i] = map[string]any{
 			"outbox_id": formatID(r.OutboxID), "event_id": formatID(r.EventID), "execution_id": formatID(r.ExecutionID),
 			"subject": r.Subject, "msg_id": r.MsgID, "payload": payload, "attempts": int64(r.Attempts),
+			// NoETL's publisher decodes payload by codec; ours are plain JSON.
+			"payload_codec": "json",
 		}
 	}
-	return map[string]any{"rows": out}, nil
+	return map[string]any{"rows": out, "claimed": int64(len(out))}, nil
 }
 
-// POST /api/internal/outbox/mark-published {outbox_ids: [...]}; ids that are
-// unknown or already published are not counted in updated.
+// POST /api/internal/outbox/mark-published {outbox_ids: [...]} → {marked}
+// (NoETL's name; updated is kept for this project's earlier callers); ids that
+// are unknown or already published are not counted.
 func (a *API) outboxMarkPublished(ctx context.Context, c *call) (any, error) {
 	o, err := decodeBody(c.req.Body)
 	if err != nil {
@@ -69,12 +72,14 @@ func (a *API) outboxMarkPublished(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"updated": n}, nil
+	return map[string]any{"marked": n, "updated": n}, nil
 }
 
-// POST /api/internal/outbox/mark-failed {outbox_id, error, attempts?, max_delay_seconds?}.
-// attempts is accepted for NoETL compatibility; the row's own count, kept by
-// the database, decides the backoff.
+// POST /api/internal/outbox/mark-failed {outbox_id, error, attempts?,
+// max_delay_seconds?} → {marked: true, available_at_in: seconds} (NoETL's
+// contract): the row backs off min(max_delay_seconds (default 300),
+// 2^min(8, attempts-1)) seconds. attempts defaults to the row's own count,
+// which the claim raised (NoETL defaults it to 1: the same after one claim).
 func (a *API) outboxMarkFailed(ctx context.Context, c *call) (any, error) {
 	o, err := decodeBody(c.req.Body)
 	if err != nil {
@@ -84,11 +89,15 @@ func (a *API) outboxMarkFailed(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	msg, err := o.str("error", false)
+	msg, err := o.str("error", true)
 	if err != nil {
 		return nil, err
 	}
-	if _, _, err := o.integer("attempts", 0, 1<<31-1); err != nil {
+	if msg == "" {
+		return nil, invalid("error", "must not be empty: say why the publish failed")
+	}
+	attempts, _, err := o.integer("attempts", 0, 1<<31-1)
+	if err != nil {
 		return nil, err
 	}
 	maxDelay := controlplane.OutboxMaxDelay
@@ -100,16 +109,17 @@ func (a *API) outboxMarkFailed(ctx context.Context, c *call) (any, error) {
 		}
 		maxDelay = time.Duration(secs * float64(time.Second))
 	}
-	d, err := a.svc.MarkOutboxFailed(ctx, id, msg, maxDelay)
+	d, err := a.svc.MarkOutboxFailed(ctx, id, msg, int(attempts), maxDelay)
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"delay_seconds": d.Seconds()}, nil
+	return map[string]any{"marked": true, "available_at_in": int64(d.Round(time.Second) / time.Second)}, nil
 }
 
-// GET /api/internal/outbox/pending-count
+// GET /api/internal/outbox/pending-count → {pending}: rows a claim would take
+// now (NoETL's count: not those in flight or backing off).
 func (a *API) outboxPendingCount(ctx context.Context, _ *call) (any, error) {
-	n, err := a.svc.OutboxPendingCount(ctx)
+	n, err := a.svc.OutboxClaimableCount(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +161,7 @@ func (a *API) project(ctx context.Context, c *call) (any, error) {
 		}
 		return nil, err
 	}
-	return map[string]any{"projected": int64(res.Projected), "duplicates": int64(res.Duplicates)}, nil
+	return map[string]any{"projected": int64(res.Projected), "duplicates": int64(res.Duplicates), "skipped": int64(res.Skipped)}, nil
 }
 
 func readEnvelope(o obj) (controlplane.ExternalEvent, error) {
@@ -160,10 +170,12 @@ func readEnvelope(o obj) (controlplane.ExternalEvent, error) {
 	if e.SourceEventID, err = o.id("event_id", true); err != nil {
 		return e, err
 	}
-	if e.ExecutionID, err = o.id("execution_id", true); err != nil {
+	// execution_id and event_type are optional, as in NoETL's envelope; an
+	// envelope without them is counted in skipped (Service.Project).
+	if e.ExecutionID, err = o.id("execution_id", false); err != nil {
 		return e, err
 	}
-	if e.Type, err = o.strOf("event_type", true, "name"); err != nil {
+	if e.Type, err = o.strOf("event_type", false, "name"); err != nil {
 		return e, err
 	}
 	if e.Step, err = o.strOf("node_name", false, "step"); err != nil {
@@ -190,11 +202,24 @@ func readEnvelope(o obj) (controlplane.ExternalEvent, error) {
 	if e.CommandID, err = o.scalarString("command_id"); err != nil {
 		return e, err
 	}
-	if _, err := o.str("created_at", false); err != nil {
-		return e, err
-	}
 	extra := map[string]any{}
-	for _, k := range []string{"stage_id", "frame_id", "aggregate_type", "aggregate_id"} {
+	// The producer's time (NoETL: timestamp, else created_at) is kept in meta;
+	// the row's created_at is the server's (R-S4).
+	for _, k := range []string{"timestamp", "created_at"} {
+		v, err := o.str(k, false)
+		if err != nil {
+			return e, err
+		}
+		if v != "" {
+			if _, err := parseClientTime(v); err != nil {
+				return e, invalid(o.name(k), "expected a timestamp such as 2024-05-01T12:00:00Z (a zone-less one is read as UTC), got %q", truncate(v, 40))
+			}
+			if _, ok := extra["client_created_at"]; !ok {
+				extra["client_created_at"] = v
+			}
+		}
+	}
+	for _, k := range []string{"stage_id", "frame_id", "aggregate_type", "aggregate_id", "node_id", "node_type"} {
 		v, err := o.scalarString(k)
 		if err != nil {
 			return e, err

@@ -26,6 +26,7 @@ type call struct {
 type result struct {
 	*api.Response
 	json map[string]any
+	list []any // the body when it is an array (GET /api/executions)
 }
 
 func (r result) str(k string) string { s, _ := r.json[k].(string); return s }
@@ -65,6 +66,7 @@ func serve(t testing.TB, a interface {
 			t.Fatalf("%s %s: the answer is not JSON: %v: %s", c.method, c.target, err, resp.Body)
 		}
 		out.json, _ = v.(map[string]any)
+		out.list, _ = v.([]any)
 	}
 	if resp.Header.Get("X-Request-Id") == "" {
 		t.Errorf("%s %s: no X-Request-Id", c.method, c.target)

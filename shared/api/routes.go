@@ -72,6 +72,7 @@ func Routes() []Route {
 		{"GET", "/api/executions/{id}", FnStatus, api},
 		{"GET", "/api/executions/{id}/events", FnStatus, api},
 		{"GET", "/api/executions/{id}/status", FnStatus, api},
+		{"GET", "/api/executions/{id}/cancellation-check", FnStatus, api | worker},
 		{"POST", "/api/executions/{id}/cancel", FnStatus, api},
 		{"POST", "/api/executions/{id}/finalize", FnStatus, api},
 

@@ -63,6 +63,8 @@ func TestRoutesShape(t *testing.T) {
 		case strings.HasPrefix(r.Path, "/api/events"), strings.HasPrefix(r.Path, "/api/commands/"),
 			strings.HasPrefix(r.Path, "/api/worker/"):
 			want = config.ScopeWorker
+		case r.Path == "/api/executions/{id}/cancellation-check":
+			want = config.ScopeAPI | config.ScopeWorker // NoETL's workers ask it before running a command
 		default:
 			want = config.ScopeAPI
 		}
@@ -70,8 +72,8 @@ func TestRoutesShape(t *testing.T) {
 			t.Errorf("route %s has scope %d, want %d (R-A3)", r.Key(), r.Scope, want)
 		}
 	}
-	if len(seen) != 26 {
-		t.Errorf("%d routes, want the 25 of api.md §2 (without /metrics) and our worker's report", len(seen))
+	if len(seen) != 27 {
+		t.Errorf("%d routes, want the 25 of api.md §2 (without /metrics), our worker's report and NoETL's cancellation-check", len(seen))
 	}
 }
 

@@ -285,6 +285,18 @@ func measure(ctx context.Context, o Options, cl *client.Client, reqs *counting, 
 	return r, nil
 }
 
+// exactPath keeps the rows of path itself: the list's path filter matches a
+// substring (NoETL's), and "10x1" is inside "10x10".
+func exactPath(rows []map[string]any, path string) []map[string]any {
+	out := rows[:0:0]
+	for _, r := range rows {
+		if r["path"] == path {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 func pathOf(run string, sh Shape) string {
 	return fmt.Sprintf("bench/%s/%s", run, strings.ReplaceAll(sh.String(), " ", "_"))
 }
@@ -325,11 +337,11 @@ func waitDone(ctx context.Context, cl *client.Client, reqs *counting, path strin
 			lastAsk = time.Now()
 			running := 0
 			for _, status := range []string{"RUNNING", "FAILING"} {
-				rows, _, err := cl.ListExecutions(ctx, url.Values{"path": {path}, "status": {status}, "limit": {"1000"}})
+				rows, _, err := cl.ListExecutions(ctx, url.Values{"path": {path}, "status": {status}, "limit": {"100"}})
 				if err != nil {
 					return fmt.Errorf("list executions: %w", err)
 				}
-				running += len(rows)
+				running += len(exactPath(rows, path))
 			}
 			if running == 0 {
 				return nil
@@ -348,13 +360,13 @@ func waitDone(ctx context.Context, cl *client.Client, reqs *counting, path strin
 // from the server's own timestamps, event rows from the log.
 func timings(ctx context.Context, cl *client.Client, path string, sh Shape, r *Result) error {
 	var execs []map[string]any
-	q := url.Values{"path": {path}, "limit": {"1000"}}
+	q := url.Values{"path": {path}, "limit": {"100"}}
 	for {
 		page, next, err := cl.ListExecutions(ctx, q)
 		if err != nil {
 			return fmt.Errorf("list executions: %w", err)
 		}
-		execs = append(execs, page...)
+		execs = append(execs, exactPath(page, path)...)
 		if next == "" {
 			break
 		}

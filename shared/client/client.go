@@ -119,6 +119,12 @@ func (c *Client) do(ctx context.Context, method, path string, body any, idempote
 }
 
 func (c *Client) once(ctx context.Context, method, path string, payload []byte, out *map[string]any) error {
+	return c.onceAny(ctx, method, path, payload, out, nil, nil)
+}
+
+// onceAny is once for any answer: an object into out, an array into list,
+// the response headers into hdr (each may be nil).
+func (c *Client) onceAny(ctx context.Context, method, path string, payload []byte, out *map[string]any, list *[]any, hdr *http.Header) error {
 	var rdr io.Reader
 	if payload != nil {
 		rdr = bytes.NewReader(payload)
@@ -143,6 +149,17 @@ func (c *Client) once(ctx context.Context, method, path string, payload []byte, 
 		return fmt.Errorf("%s %s: read the answer: %w", method, path, err)
 	}
 	var obj map[string]any
+	if trimmed := bytes.TrimSpace(raw); list != nil && resp.StatusCode < 300 && len(trimmed) > 0 && trimmed[0] == '[' {
+		v, err := jsonx.Decode(raw)
+		if err != nil {
+			return fmt.Errorf("%s %s: the answer is not JSON: %w", method, path, err)
+		}
+		*list, _ = v.([]any)
+		if hdr != nil {
+			*hdr = resp.Header
+		}
+		return nil
+	}
 	if len(bytes.TrimSpace(raw)) > 0 {
 		if obj, err = jsonx.DecodeObject(raw); err != nil && resp.StatusCode < 300 {
 			return fmt.Errorf("%s %s: the answer is not a JSON object: %w", method, path, err)
@@ -162,6 +179,9 @@ func (c *Client) once(ctx context.Context, method, path string, payload []byte, 
 	}
 	if out != nil {
 		*out = obj
+	}
+	if hdr != nil {
+		*hdr = resp.Header
 	}
 	return nil
 }
@@ -287,25 +307,42 @@ func (c *Client) Events(ctx context.Context, id, afterSeq int64, limit int) ([]m
 }
 
 // ListExecutions returns one page of GET /api/executions with the given query
-// (path, status, limit, cursor, …) and the cursor of the next page ("" at the
-// end).
+// (path, status, limit ≤ 100, offset, cursor, …) and the cursor of the next
+// page ("" at the end). The body is NoETL's bare array; the cursor travels in
+// the X-Next-Cursor header.
 func (c *Client) ListExecutions(ctx context.Context, q url.Values) ([]map[string]any, string, error) {
 	path := "/api/executions"
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	var out map[string]any
-	if err := c.do(ctx, http.MethodGet, path, nil, true, &out); err != nil {
+	var list []any
+	var hdr http.Header
+	var err error
+	for i := range 1 + max(c.Retries, 0) { // a read: retried like do's idempotent requests
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, "", errors.Join(err, ctx.Err())
+			case <-time.After(time.Duration(200<<min(i-1, 6)) * time.Millisecond):
+			}
+		}
+		if err = c.onceAny(ctx, http.MethodGet, path, nil, nil, &list, &hdr); err == nil {
+			break
+		}
+		if s := StatusOf(err); s != 0 && s < 500 {
+			break
+		}
+	}
+	if err != nil {
 		return nil, "", err
 	}
-	list, _ := out["executions"].([]any)
 	rows := make([]map[string]any, 0, len(list))
 	for _, e := range list {
 		if m, ok := e.(map[string]any); ok {
 			rows = append(rows, m)
 		}
 	}
-	return rows, str(out["next_cursor"]), nil
+	return rows, hdr.Get("X-Next-Cursor"), nil
 }
 
 // Cancel cancels an execution.

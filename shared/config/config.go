@@ -29,7 +29,10 @@ const (
 	EnvServerURL          = "NOETL_SERVER_URL"
 	EnvAPIToken           = "NOETL_API_TOKEN"
 	EnvWorkerToken        = "NOETL_WORKER_TOKEN"
-	EnvInternalToken      = "NOETL_INTERNAL_TOKEN"
+	EnvInternalToken      = "NOETL_INTERNAL_API_TOKEN" // NoETL's name for it
+	// EnvInternalTokenOld is this project's earlier name, still read (its
+	// tokens join EnvInternalToken's) so existing deployments keep working.
+	EnvInternalTokenOld   = "NOETL_INTERNAL_TOKEN"
 	EnvAPITokensSecretARN = "NOETL_API_TOKENS_SECRET_ARN"
 	EnvAllowOpen          = "NOETL_ALLOW_OPEN"
 	EnvLeaseSeconds       = "NOETL_LEASE_SECONDS"
@@ -164,7 +167,7 @@ func names() []string {
 		EnvStage, EnvDatabaseURL, EnvShardURLs, EnvDBSecretARN, EnvShardMapParam,
 		EnvDBSSLMode, EnvDBMaxConns, EnvMigrateOnStart, EnvNATSURL,
 		EnvNATSCredsSecretARN, EnvServerURL, EnvAPIToken, EnvWorkerToken,
-		EnvInternalToken, EnvAPITokensSecretARN, EnvAllowOpen, EnvLeaseSeconds,
+		EnvInternalToken, EnvInternalTokenOld, EnvAPITokensSecretARN, EnvAllowOpen, EnvLeaseSeconds,
 		EnvMaxBodyBytes, EnvLogLevel, EnvCORSOrigins, EnvResultStore,
 		EnvLambdaFunctionName, EnvAWSRegion, EnvAWSEndpointURL,
 	}
@@ -334,7 +337,7 @@ func parseEnv(e env) (*Config, pending, error) {
 	}
 
 	// Tokens.
-	c.Tokens = Tokens{API: splitList(e[EnvAPIToken]), Worker: splitList(e[EnvWorkerToken]), Internal: splitList(e[EnvInternalToken])}
+	c.Tokens = Tokens{API: splitList(e[EnvAPIToken]), Worker: splitList(e[EnvWorkerToken]), Internal: append(splitList(e[EnvInternalToken]), splitList(e[EnvInternalTokenOld])...)}
 	if e[EnvAPITokensSecretARN] != "" {
 		if !c.Tokens.Empty() {
 			add(fmt.Errorf("both %s and %s/%s/%s are set: keep the tokens in the secret in AWS or in the env vars locally, not both",

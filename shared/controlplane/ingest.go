@@ -27,6 +27,10 @@ type EventInput struct {
 	ResultKind    string // data (default), ref, refs
 	ResultURI     string
 	EventIDs      []any
+	// CreatedAt is the producer's own timestamp as sent. The created_at
+	// column stays the server's clock under the lock (R-S4: as_of_time is a
+	// seq prefix); the producer's time is kept in meta.client_created_at.
+	CreatedAt string
 }
 
 // Ingested is the outcome of one posted event.
@@ -163,6 +167,18 @@ func (t *txn) ingest(x *execution, e store.Event) (Ingested, error) {
 			return Ingested{EventID: id, Duplicate: true}, nil
 		}
 	}
+	if e.Ignored {
+		// A worker's copy of a server-owned event (NoETL's workers post
+		// step.exit; NoETL stores what it is sent): stored in the log as
+		// sent, flagged ignored, never folded — the orchestrator alone
+		// writes the transitions these types mean.
+		stored, err := t.appendIgnored(x, e)
+		if err != nil {
+			return Ingested{}, err
+		}
+		t.remember(x, e, stored.EventID)
+		return Ingested{EventID: stored.EventID}, nil
+	}
 	reason, err := t.fence(x, &e)
 	if err != nil {
 		return Ingested{}, err
@@ -271,12 +287,13 @@ func prepareEvent(in EventInput) (store.Event, error) {
 	if in.Type == "" {
 		return store.Event{}, errors.New("event_type: required (e.g. command.completed)")
 	}
-	if serverTypes[typ] {
-		return store.Event{}, fmt.Errorf("event_type: %s is written by the server; workers post command.started, call.done, call.error, command.completed, command.failed or informative events", in.Type)
-	}
 	payload := in.Payload
 	meta := in.Meta
-	e := store.Event{EventType: in.Type, NodeName: in.Step, Status: in.Status, WorkerID: in.WorkerID, ClientEventID: in.ClientEventID}
+	// A server-owned type (step.*, playbook.*, command.issued, …) posted by a
+	// client is stored as sent but not folded (txn.ingest); NoETL accepts
+	// them and its workers send step.exit.
+	e := store.Event{EventType: in.Type, NodeName: in.Step, Status: in.Status, WorkerID: in.WorkerID, ClientEventID: in.ClientEventID,
+		Ignored: serverTypes[typ]}
 	e.CommandID, _ = meta["command_id"].(string)
 	if e.CommandID == "" {
 		e.CommandID, _ = payload["command_id"].(string)
@@ -306,6 +323,12 @@ func prepareEvent(in EventInput) (store.Event, error) {
 			e.Meta = map[string]any{}
 		}
 		e.Meta["worker_id"] = in.WorkerID
+	}
+	if in.CreatedAt != "" {
+		if e.Meta == nil {
+			e.Meta = map[string]any{}
+		}
+		e.Meta["client_created_at"] = in.CreatedAt
 	}
 	return e, nil
 }

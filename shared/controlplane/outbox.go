@@ -17,7 +17,8 @@ import (
 const OutboxMaxDelay = outboxMaxDelay
 
 // ClaimOutbox claims up to limit (1..1000) publishable rows over all shards
-// (R-A6's drain claim: FOR UPDATE SKIP LOCKED, rows become IN_FLIGHT). Each
+// for an outside publisher (R-A6's drain claim: FOR UPDATE SKIP LOCKED, rows
+// become IN_FLIGHT; attempts + 1 as NoETL counts them at claim). Each
 // shard first gets an equal share so a busy shard 0 cannot starve the others;
 // what a shard leaves unused goes to the shards that filled their share.
 func (s *Service) ClaimOutbox(ctx context.Context, limit int) ([]store.OutboxMessage, error) {
@@ -33,7 +34,7 @@ func (s *Service) ClaimOutbox(ctx context.Context, limit int) ([]store.OutboxMes
 		if want <= 0 {
 			break
 		}
-		rows, err := store.ClaimOutbox(ctx, s.st.Shard(i).Pool(), want)
+		rows, err := store.ClaimOutboxForPublisher(ctx, s.st.Shard(i).Pool(), want)
 		if err != nil {
 			return out, fmt.Errorf("claim outbox on shard %d: %w", i, err)
 		}
@@ -48,7 +49,7 @@ func (s *Service) ClaimOutbox(ctx context.Context, limit int) ([]store.OutboxMes
 		if !full[i] {
 			continue
 		}
-		rows, err := store.ClaimOutbox(ctx, s.st.Shard(i).Pool(), want)
+		rows, err := store.ClaimOutboxForPublisher(ctx, s.st.Shard(i).Pool(), want)
 		if err != nil {
 			return out, fmt.Errorf("claim outbox on shard %d: %w", i, err)
 		}
@@ -84,11 +85,13 @@ func (s *Service) MarkOutboxPublished(ctx context.Context, outboxIDs []int64) (i
 	return total, nil
 }
 
-// MarkOutboxFailed records a failed publish: the row goes back to PENDING with
-// attempts + 1 and backs off min(maxDelay, 2^min(8, attempts-1)) seconds
-// (maxDelay <= 0: OutboxMaxDelay). It returns the delay. FAILED is never
-// terminal for command notifications (R-A6).
-func (s *Service) MarkOutboxFailed(ctx context.Context, outboxID int64, publishErr string, maxDelay time.Duration) (time.Duration, error) {
+// MarkOutboxFailed records an outside publisher's failed publish (NoETL's
+// contract): the row goes back to PENDING and backs off
+// min(maxDelay, 2^min(8, attempts-1)) seconds, attempts being the caller's
+// count or, when 0, the row's (counted at claim); maxDelay <= 0:
+// OutboxMaxDelay. It returns the delay. FAILED is never terminal for command
+// notifications (R-A6).
+func (s *Service) MarkOutboxFailed(ctx context.Context, outboxID int64, publishErr string, attempts int, maxDelay time.Duration) (time.Duration, error) {
 	sh, err := s.st.ShardFor(outboxID)
 	if err != nil {
 		return 0, Errorf(ErrNotFound, "outbox row %d not found", outboxID)
@@ -96,7 +99,7 @@ func (s *Service) MarkOutboxFailed(ctx context.Context, outboxID int64, publishE
 	if maxDelay <= 0 {
 		maxDelay = outboxMaxDelay
 	}
-	d, err := store.MarkOutboxFailed(ctx, sh.Pool(), outboxID, publishErr, maxDelay)
+	d, err := store.MarkOutboxFailedAfter(ctx, sh.Pool(), outboxID, publishErr, attempts, maxDelay)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return 0, Errorf(ErrNotFound, "outbox row %d not found", outboxID)
@@ -122,6 +125,20 @@ func (s *Service) OutboxPendingCount(ctx context.Context) (int64, error) {
 	var total int64
 	for i := range s.st.NumShards() {
 		n, err := store.PendingOutboxCount(ctx, s.st.Shard(i).Pool())
+		if err != nil {
+			return 0, fmt.Errorf("shard %d: %w", i, err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// OutboxClaimableCount counts, on every shard, the rows a claim would take
+// now (NoETL's pending-count: not those in flight or backing off).
+func (s *Service) OutboxClaimableCount(ctx context.Context) (int64, error) {
+	var total int64
+	for i := range s.st.NumShards() {
+		n, err := store.ClaimableOutboxCount(ctx, s.st.Shard(i).Pool())
 		if err != nil {
 			return 0, fmt.Errorf("shard %d: %w", i, err)
 		}

@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"strconv"
 
@@ -32,6 +33,12 @@ type ExternalEvent struct {
 type Projection struct {
 	Projected  int
 	Duplicates int
+	// Skipped counts envelopes with no log to go to: no execution_id, no
+	// event_type, or an execution this server does not hold. NoETL's
+	// projector accepts those (its event table is one flat log); ours is
+	// per execution, so they are counted and left out rather than failing
+	// the batch.
+	Skipped int
 }
 
 // projectedPrefix namespaces the client ids of projected events, so a
@@ -43,7 +50,8 @@ const projectedPrefix = "projected:"
 // next seq numbers and are folded into the snapshot with engine.Apply (which
 // only advances the sequence for such types), so the snapshot stays the fold
 // of the log. Re-posting a source event id is a no-op counted in Duplicates.
-// Types that drive orchestration (worker and server event types) are refused.
+// Types that drive orchestration (worker and server event types) are stored
+// as sent but flagged ignored and not folded: only ingest orchestrates.
 //
 // Each execution's events commit in their own transaction on its shard, in
 // order of first appearance; if one execution fails (unknown id), the ones
@@ -56,17 +64,14 @@ func (s *Service) Project(ctx context.Context, events []ExternalEvent) (*Project
 	}
 	var order []*group
 	groups := map[int64]*group{}
+	out := &Projection{}
 	for i, e := range events {
-		typ := engine.CanonicalType(e.Type)
 		switch {
-		case e.Type == "":
-			return nil, Errorf(ErrInvalid, "events[%d].event_type: required", i)
-		case workerTypes[typ] || serverTypes[typ]:
-			return nil, Errorf(ErrInvalid, "events[%d].event_type: %s drives orchestration; only informative events can be projected (post worker events to /api/events)", i, e.Type)
 		case e.SourceEventID <= 0:
 			return nil, Errorf(ErrInvalid, "events[%d].event_id: required (the producer's id makes projection idempotent)", i)
-		case e.ExecutionID <= 0:
-			return nil, Errorf(ErrInvalid, "events[%d].execution_id: required", i)
+		case e.Type == "" || e.ExecutionID <= 0:
+			out.Skipped++
+			continue
 		}
 		g := groups[e.ExecutionID]
 		if g == nil {
@@ -76,9 +81,12 @@ func (s *Service) Project(ctx context.Context, events []ExternalEvent) (*Project
 		}
 		g.events = append(g.events, e)
 	}
-	out := &Projection{}
 	for _, g := range order {
 		p, d, err := s.project(ctx, g.id, g.events)
+		if errors.Is(err, ErrNotFound) {
+			out.Skipped += len(g.events)
+			continue
+		}
 		if err != nil {
 			return out, err
 		}
@@ -128,8 +136,13 @@ func (s *Service) project(ctx context.Context, executionID int64, events []Exter
 		if t.ids.err != nil {
 			return 0, 0, t.ids.err
 		}
+		if typ := engine.CanonicalType(e.Type); workerTypes[typ] || serverTypes[typ] {
+			r.Ignored = true // kept in the log, never folded (as appendIgnored)
+		}
 		t.ch.Events = append(t.ch.Events, r)
-		engine.Apply(snap, toEngine(r))
+		if !r.Ignored {
+			engine.Apply(snap, toEngine(r))
+		}
 		x.row.LastSeq, x.dirty = r.Seq, true
 		projected++
 	}

@@ -147,9 +147,12 @@ func (s *Service) ListExecutions(ctx context.Context, f store.ExecutionFilter) (
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
+	want := f.Limit
+	sf := f
+	sf.Limit += f.Offset // any shard may hold every row before the offset
 	var all []store.Execution
 	for i := range s.st.NumShards() {
-		page, err := store.ListExecutions(ctx, s.st.Shard(i).Pool(), f)
+		page, err := store.ListExecutions(ctx, s.st.Shard(i).Pool(), sf)
 		if err != nil {
 			return nil, err
 		}
@@ -161,8 +164,9 @@ func (s *Service) ListExecutions(ctx context.Context, f store.ExecutionFilter) (
 		}
 		return all[i].ExecutionID > all[j].ExecutionID
 	})
-	if len(all) > f.Limit {
-		all = all[:f.Limit]
+	all = all[min(f.Offset, len(all)):]
+	if len(all) > want {
+		all = all[:want]
 	}
 	return all, nil
 }

@@ -102,6 +102,9 @@ func applyEnter(s *Snapshot, ev Event) {
 	}
 	if n, ok := ev.Context["iterations_expected"]; ok {
 		it, _ := ev.Context["iterator"].(string)
+		if it == "" {
+			it, _ = ev.Context["iterator_var"].(string) // NoETL's name
+		}
 		v.Loop = &LoopState{Total: intOf(n), Iterator: it, Limit: intOf(ev.Context["max_in_flight"])}
 	}
 	st.Visit, st.Visits, st.Status, st.Attempts = v, v.N, StepRunning, 0

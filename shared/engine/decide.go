@@ -337,7 +337,8 @@ func (d *decider) emitEnter(step *Step, visit int, arcSet map[string]any, loop *
 	}
 	if loop != nil {
 		c["iterations_expected"] = int64(loop.Total)
-		c["iterator"] = loop.Iterator
+		// NoETL names it iterator_var; iterator is R-R8's name (both kept).
+		c["iterator"], c["iterator_var"] = loop.Iterator, loop.Iterator
 		if loop.Limit > 0 {
 			c["max_in_flight"] = int64(loop.Limit)
 		}

@@ -32,7 +32,8 @@ const (
 // CanonicalType maps NoETL's legacy underscore spellings to the dotted names.
 func CanonicalType(t string) string {
 	switch t {
-	case "playbook_started", "execution_started":
+	case "playbook_started", "execution_started", "playbook.initialized", "playbook_initialized":
+		// NoETL 3.x writes playbook.initialized where 2.x wrote playbook_started.
 		return EvPlaybookStarted
 	case "playbook_completed", "execution_completed":
 		return EvPlaybookCompleted

@@ -222,11 +222,11 @@ func TestEndToEndOverHTTP(t *testing.T) {
 		t.Fatalf("metrics: %d %s", m.status, m.body)
 	}
 	for _, want := range []string{
-		`noetl_ingest_events_total{event_type="command.completed",status="200"} 3`,
-		`noetl_ingest_events_total{event_type="call.done",status="200"} 3`,
+		`noetl_events_ingested_total{event_type="command.completed",status="200"} 3`,
+		`noetl_events_ingested_total{event_type="call.done",status="200"} 3`,
 		`noetl_claims_total{status="200"} 3`,
 		`noetl_http_requests_total{route="POST /api/events",status="200"} 9`,
-		`noetl_ingest_duration_seconds_count{event_type="command.started"} 3`,
+		`noetl_event_ingest_duration_seconds_count{event_type="command.started"} 3`,
 		"noetl_outbox_pending 0",
 		"noetl_outbox_scrape_ok 1",
 		`noetl_orchestration_duration_seconds_count{event_type="playbook.started"} 1`,

@@ -177,6 +177,9 @@ func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(b.Bytes())
 }
 
+// write renders the metrics. The ingest series carry NoETL's names
+// (noetl_events_ingested_total{event_type,status},
+// noetl_event_ingest_duration_seconds) so NoETL's dashboards read them.
 func (m *Metrics) write(b *bytes.Buffer) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -184,19 +187,19 @@ func (m *Metrics) write(b *bytes.Buffer) {
 	for _, k := range sortedKeys(m.requests) {
 		fmt.Fprintf(b, "noetl_http_requests_total{route=%s,status=%s} %d\n", quote(k[0]), quote(k[1]), m.requests[k])
 	}
-	header(b, "noetl_ingest_events_total", "counter", "Events posted to /api/events, /api/events/batch and /api/worker/report by event type and response status.")
+	header(b, "noetl_events_ingested_total", "counter", "Events posted to /api/events, /api/events/batch and /api/worker/report by event type and response status.")
 	for _, k := range sortedKeys(m.events) {
-		fmt.Fprintf(b, "noetl_ingest_events_total{event_type=%s,status=%s} %d\n", quote(k[0]), quote(k[1]), m.events[k])
+		fmt.Fprintf(b, "noetl_events_ingested_total{event_type=%s,status=%s} %d\n", quote(k[0]), quote(k[1]), m.events[k])
 	}
-	header(b, "noetl_ingest_duration_seconds", "summary", "Time in the service (storage and orchestration) per ingest request; single events by type, batches as \"batch\".")
+	header(b, "noetl_event_ingest_duration_seconds", "summary", "Time in the service (storage and orchestration) per ingest request; single events by type, batches as \"batch\".")
 	labels := make([]string, 0, len(m.ingestN))
 	for k := range m.ingestN {
 		labels = append(labels, k)
 	}
 	slices.Sort(labels)
 	for _, l := range labels {
-		fmt.Fprintf(b, "noetl_ingest_duration_seconds_sum{event_type=%s} %s\n", quote(l), formatFloat(m.ingestSum[l]))
-		fmt.Fprintf(b, "noetl_ingest_duration_seconds_count{event_type=%s} %d\n", quote(l), m.ingestN[l])
+		fmt.Fprintf(b, "noetl_event_ingest_duration_seconds_sum{event_type=%s} %s\n", quote(l), formatFloat(m.ingestSum[l]))
+		fmt.Fprintf(b, "noetl_event_ingest_duration_seconds_count{event_type=%s} %d\n", quote(l), m.ingestN[l])
 	}
 	header(b, "noetl_orchestration_duration_seconds", "summary", "Time the engine took to decide what follows one event (stored values it asked for included), by trigger event type.")
 	for _, l := range slices.Sorted(maps.Keys(m.orchN)) {

@@ -224,12 +224,20 @@ type ExecutionCursor struct {
 
 // ExecutionFilter selects a page of ListExecutions; empty fields do not filter.
 type ExecutionFilter struct {
-	Status            string
-	Path              string
+	Status string
+	Path   string // exact
+	// PathContains matches paths containing it, case-insensitively (NoETL's
+	// list filter). Such a filter cannot use an index: the scan walks
+	// started_at order and stops after the page, so it costs little while
+	// matches are common and more when they are rare.
+	PathContains      string
 	CatalogID         int64
 	ParentExecutionID int64
 	After             *ExecutionCursor
 	Limit             int // 1..1000; 0 means 100
+	// Offset skips rows of the merged page (NoETL's paging); the store
+	// ignores it: the caller asks each shard for Limit+Offset rows.
+	Offset int
 }
 
 // ListExecutions returns one shard's page ordered by (started_at DESC, execution_id
@@ -250,6 +258,9 @@ func ListExecutions(ctx context.Context, q Querier, f ExecutionFilter) ([]Execut
 	}
 	if f.Path != "" {
 		where = append(where, "path = "+arg(f.Path))
+	}
+	if f.PathContains != "" {
+		where = append(where, "strpos(lower(path), lower("+arg(f.PathContains)+")) > 0")
 	}
 	if f.CatalogID != 0 {
 		where = append(where, "catalog_id = "+arg(f.CatalogID))

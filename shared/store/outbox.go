@@ -127,7 +127,20 @@ func ClaimOutbox(ctx context.Context, q Querier, limit int) ([]OutboxMessage, er
 	return claimOutbox(ctx, q, limit, OutboxMinAge, OutboxInFlightTimeout)
 }
 
+// ClaimOutboxForPublisher is POST /api/internal/outbox/claim's claim for an
+// outside publisher (NoETL's system/outbox_publisher playbook): ClaimOutbox's
+// rows, with attempts + 1 on each, as NoETL counts a publish attempt at claim.
+// Such a publisher reports a failure with MarkOutboxFailedAfter, which leaves
+// attempts alone.
+func ClaimOutboxForPublisher(ctx context.Context, q Querier, limit int) ([]OutboxMessage, error) {
+	return claimOutboxBump(ctx, q, limit, OutboxMinAge, OutboxInFlightTimeout, true)
+}
+
 func claimOutbox(ctx context.Context, q Querier, limit int, minAge, inFlightTimeout time.Duration) ([]OutboxMessage, error) {
+	return claimOutboxBump(ctx, q, limit, minAge, inFlightTimeout, false)
+}
+
+func claimOutboxBump(ctx context.Context, q Querier, limit int, minAge, inFlightTimeout time.Duration, bump bool) ([]OutboxMessage, error) {
 	if limit < 1 || limit > OutboxMaxBatch {
 		return nil, fmt.Errorf("store: claim outbox: limit %d outside 1..%d", limit, OutboxMaxBatch)
 	}
@@ -139,9 +152,10 @@ func claimOutbox(ctx context.Context, q Querier, limit int, minAge, inFlightTime
 			LIMIT $1
 			FOR UPDATE SKIP LOCKED
 		)
-		UPDATE outbox o SET status = 'IN_FLIGHT', locked_at = now(), updated_at = now()
+		UPDATE outbox o SET status = 'IN_FLIGHT', locked_at = now(), updated_at = now(),
+			attempts = o.attempts + CASE WHEN $4 THEN 1 ELSE 0 END
 		FROM picked WHERE o.outbox_id = picked.outbox_id
-		RETURNING `+prefixed("o.", outboxColumns), limit, minAge, inFlightTimeout)
+		RETURNING `+prefixed("o.", outboxColumns), limit, minAge, inFlightTimeout, bump)
 	if err != nil {
 		return nil, fmt.Errorf("store: claim outbox: %w", err)
 	}
@@ -207,6 +221,49 @@ func MarkOutboxFailed(ctx context.Context, q Querier, outboxID int64, publishErr
 		return 0, fmt.Errorf("store: mark outbox %d failed: %w", outboxID, err)
 	}
 	return time.Duration(delaySeconds * float64(time.Second)).Round(time.Millisecond), nil
+}
+
+// MarkOutboxFailedAfter is NoETL's mark-failed for an outside publisher that
+// claimed with ClaimOutboxForPublisher: the row goes back to PENDING, available
+// after min(maxDelay, 2^min(8, attempts-1)) seconds, where attempts is the
+// caller's count or, when 0, the row's (already counted at claim); attempts
+// itself is not changed again. Errors as MarkOutboxFailed.
+func MarkOutboxFailedAfter(ctx context.Context, q Querier, outboxID int64, publishErr string, attempts int, maxDelay time.Duration) (time.Duration, error) {
+	var delaySeconds float64
+	err := q.QueryRow(ctx, `
+		UPDATE outbox SET status = 'PENDING', locked_at = NULL, updated_at = now(),
+			last_error = left($2, 2000),
+			available_at = now() + make_interval(secs => least($3::float8,
+				power(2, least(8, greatest(0, coalesce(nullif($4::int, 0), attempts) - 1)))))
+		WHERE outbox_id = $1 AND status IN ('PENDING', 'IN_FLIGHT')
+		RETURNING least($3::float8, power(2, least(8, greatest(0, coalesce(nullif($4::int, 0), attempts) - 1))))::float8`,
+		outboxID, publishErr, maxDelay.Seconds(), attempts).Scan(&delaySeconds)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var status string
+		if err := q.QueryRow(ctx, `SELECT status FROM outbox WHERE outbox_id = $1`, outboxID).Scan(&status); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return 0, fmt.Errorf("store: mark outbox %d failed: %w", outboxID, ErrNotFound)
+			}
+			return 0, fmt.Errorf("store: mark outbox %d failed: %w", outboxID, err)
+		}
+		return 0, fmt.Errorf("store: mark outbox %d failed: %w: status %s", outboxID, ErrConflict, status)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: mark outbox %d failed: %w", outboxID, err)
+	}
+	return time.Duration(delaySeconds * float64(time.Second)), nil
+}
+
+// ClaimableOutboxCount counts what a claim would take now: PENDING rows with
+// available_at <= now() (NoETL's pending-count, what its autoscaler reads;
+// rows in flight or backing off are not counted).
+func ClaimableOutboxCount(ctx context.Context, q Querier) (int64, error) {
+	var n int64
+	err := q.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE status = 'PENDING' AND available_at <= now()`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("store: count claimable outbox rows: %w", err)
+	}
+	return n, nil
 }
 
 // PendingOutboxCount counts rows not yet published (PENDING, IN_FLIGHT, FAILED): what

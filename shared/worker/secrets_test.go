@@ -69,7 +69,7 @@ func TestMaskingCredentials(t *testing.T) {
 
 func TestSecretEnv(t *testing.T) {
 	for name, want := range map[string]bool{
-		"NOETL_WORKER_TOKEN": true, "NOETL_API_TOKEN": true, "NOETL_INTERNAL_TOKEN": true, "NOETL_CREDENTIAL_PG": true,
+		"NOETL_WORKER_TOKEN": true, "NOETL_API_TOKEN": true, "NOETL_INTERNAL_TOKEN": true, "NOETL_INTERNAL_API_TOKEN": true, "NOETL_CREDENTIAL_PG": true,
 		"NOETL_CREDENTIALS_FILE": false, "PATH": false, "NOETL_API_TOKENS_SECRET_ARN": false, "NOETL_POOL": false,
 	} {
 		if SecretEnv(name) != want {
