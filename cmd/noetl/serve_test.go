@@ -83,11 +83,11 @@ func TestServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(page.Body)
+	pageBody, _ := io.ReadAll(page.Body)
 	page.Body.Close()
 	if page.StatusCode != 200 || !strings.HasPrefix(page.Header.Get("Content-Type"), "text/html") ||
-		!strings.Contains(string(body), `src="/ui/app.js"`) {
-		t.Errorf("GET / answered %d %q:\n%.300s", page.StatusCode, page.Header.Get("Content-Type"), body)
+		!strings.Contains(string(pageBody), `src="/ui/app.js"`) {
+		t.Errorf("GET / answered %d %q:\n%.300s", page.StatusCode, page.Header.Get("Content-Type"), pageBody)
 	}
 
 	c := client.New(url, "")
