@@ -15,7 +15,7 @@ FUZZTIME  ?= 30000x
 # run: the whole stack in one process with a demo (see README "What you see").
 # Flags for noetl dev go in DEV_FLAGS, e.g. make run DEV_FLAGS=--exit.
 DEV_FLAGS ?=
-run:
+run: dashboard
 	$(GO) build -o bin/noetl ./cmd/noetl
 	./bin/noetl dev $(DEV_FLAGS)
 
@@ -30,7 +30,8 @@ bench:
 	./bin/noetl bench --loop 10000x100 $(BENCH_FLAGS)
 
 # test: everything CI checks.
-test: fmt-check vet unit fuzz
+# dashboard and chromium (mk/dashboard.mk) are what the browser test needs.
+test: fmt-check vet dashboard chromium unit fuzz
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null; git ls-files --others --exclude-standard '*.go' 2>/dev/null)); \
@@ -39,7 +40,7 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 
-unit:
+unit: dashboard
 	$(GO) test -count=1 -timeout 30m ./...
 
 # Each fuzz target runs on its own (go test allows one -fuzz target per run).

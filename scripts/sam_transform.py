@@ -143,7 +143,10 @@ def check_routes_file(routes, c):
         c.check(set(r) == {"method", "path", "function"}, f"routes.json: {r} must have exactly method, path, function")
         c.check(r.get("function") in FUNCTIONS, f"routes.json: {r} names an unknown function")
         c.check(r.get("method") in ("GET", "POST", "PUT", "PATCH", "DELETE"), f"routes.json: {r} has an odd method")
-        c.check(r.get("path", "").startswith("/api/"), f"routes.json: {r} path must start with /api/")
+        # The API under /api/; the dashboard's page at / and its files under /ui/.
+        path = r.get("path", "")
+        c.check(path.startswith("/api/") or path == "/" or path.startswith("/ui/"),
+                f"routes.json: {r} path must start with /api/ (or be the dashboard's / or /ui/...)")
 
 
 def check_functions(cfn, params, env_file, c):

@@ -212,6 +212,7 @@ func (d dev) runDemo(ctx context.Context, cl *client.Client, url string) int {
 
 func (d dev) printURLs(url string) {
 	fmt.Fprintf(d.out, `
+  dashboard    %[1]s/           (executions, step graphs, time travel, catalog)
   API          %[1]s            (every route of every Lambda function)
   health       %[1]s/api/health
   metrics      %[1]s/metrics

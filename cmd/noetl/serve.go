@@ -110,6 +110,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	}
 	warnOpen(s, stderr, logger, "noetl serve")
 	fmt.Fprintf(stdout, "noetl serve: listening on %s\n", s.URL)
+	fmt.Fprintf(stdout, "noetl serve: dashboard at %s/\n", s.URL)
 	select {
 	case err := <-s.Served():
 		return fmt.Errorf("server: %w", err)

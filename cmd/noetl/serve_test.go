@@ -75,6 +75,21 @@ func TestServe(t *testing.T) {
 		t.Fatalf("no database DSN printed:\n%s", stdout.String())
 	}
 
+	// The dashboard is at the root URL, and serve says so (issue 11).
+	if !strings.Contains(stdout.String(), "dashboard at "+url+"/") {
+		t.Errorf("serve did not print the dashboard's URL:\n%s", stdout.String())
+	}
+	page, err := http.Get(url + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pageBody, _ := io.ReadAll(page.Body)
+	page.Body.Close()
+	if page.StatusCode != 200 || !strings.HasPrefix(page.Header.Get("Content-Type"), "text/html") ||
+		!strings.Contains(string(pageBody), `src="/ui/app.js"`) {
+		t.Errorf("GET / answered %d %q:\n%.300s", page.StatusCode, page.Header.Get("Content-Type"), pageBody)
+	}
+
 	c := client.New(url, "")
 	h, err := c.Health(ctx)
 	if err != nil || h["status"] != "ok" || h["nats"] != "ok" {

@@ -208,6 +208,10 @@ func (a *API) handler(r Route) handlerFunc {
 	switch r.Key() {
 	case "GET /api/health":
 		return a.health
+	case "GET /":
+		return a.dashboardIndex
+	case "GET /ui/{asset}":
+		return a.dashboardAsset
 	case "POST /api/catalog/register":
 		return a.register
 	case "GET /api/catalog":

@@ -3,13 +3,17 @@ package api
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/ids"
+	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -203,7 +207,30 @@ func (a *API) getCatalog(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return catalogEntry(e), nil
+	out := catalogEntry(e)
+	// Ours, beside NoETL's fields (its alias POST /api/catalog/resource stays
+	// as NoETL has it): the step graph the dashboard draws and the parser's
+	// problems (a registered playbook has warnings at most), each at its
+	// YAML path.
+	pb, diags := engine.Parse([]byte(e.Content))
+	problems := make([]any, 0, len(diags))
+	for _, d := range diags {
+		problems = append(problems, map[string]any{"severity": string(d.Severity), "path": d.Path,
+			"line": int64(d.Line), "message": d.Message})
+	}
+	out["problems"] = problems
+	if pb != nil {
+		b, err := json.Marshal(pb.Outline())
+		var g any
+		if err == nil {
+			g, err = jsonx.Decode(b)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("catalog %d: the step graph: %w", id, err)
+		}
+		out["graph"] = g
+	}
+	return out, nil
 }
 
 // POST /api/catalog/resource {catalog_id} or {path, version?}: NoETL's spelling

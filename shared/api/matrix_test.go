@@ -45,6 +45,9 @@ func matrixCases() []routeCase {
 	api, worker, internal := apitest.APIToken, apitest.WorkerToken, apitest.InternalToken
 	return []routeCase{
 		{method: "GET", target: "/api/health"},
+		// The dashboard's page and files: open like health (they hold no data).
+		{method: "GET", target: "/"},
+		{method: "GET", target: "/ui/app.js", unknownTarget: "/ui/nope.js"},
 		{method: "POST", target: "/api/catalog/register", token: api, wrongScope: worker,
 			body:        map[string]any{"content": "apiVersion: noetl.io/v2"},
 			wrongTarget: "/api/catalog/register", wrongBody: map[string]any{"content": 5}, field: "content"},

@@ -51,6 +51,9 @@ func Routes() []Route {
 	)
 	rs := []Route{
 		{"GET", "/api/health", FnStatus, 0},
+		// The dashboard's page and files (dashboard.go): open, they hold no data.
+		{"GET", "/", FnStatus, 0},
+		{"GET", "/ui/{asset}", FnStatus, 0},
 
 		{"POST", "/api/catalog/register", FnCatalog, api},
 		{"GET", "/api/catalog", FnCatalog, api},

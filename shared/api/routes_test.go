@@ -58,6 +58,11 @@ func TestRoutesShape(t *testing.T) {
 			if r.Function != api.FnStatus {
 				t.Errorf("health is on %s, want status (R-A1)", r.Function)
 			}
+		case r.Path == "/" || strings.HasPrefix(r.Path, "/ui/"):
+			// The dashboard's files: open, on the status function.
+			if r.Function != api.FnStatus {
+				t.Errorf("dashboard route %s is on %s, want status", r.Key(), r.Function)
+			}
 		case strings.HasPrefix(r.Path, "/api/internal/"):
 			want = config.ScopeInternal
 		case strings.HasPrefix(r.Path, "/api/events"), strings.HasPrefix(r.Path, "/api/commands/"),
@@ -72,8 +77,8 @@ func TestRoutesShape(t *testing.T) {
 			t.Errorf("route %s has scope %d, want %d (R-A3)", r.Key(), r.Scope, want)
 		}
 	}
-	if len(seen) != 27 {
-		t.Errorf("%d routes, want the 25 of api.md §2 (without /metrics), our worker's report and NoETL's cancellation-check", len(seen))
+	if len(seen) != 29 {
+		t.Errorf("%d routes, want the 25 of api.md §2 (without /metrics), our worker's report, NoETL's cancellation-check and the dashboard's 2", len(seen))
 	}
 }
 

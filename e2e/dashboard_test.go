@@ -1,0 +1,464 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/dashboard"
+	"github.com/noetl-go/noetl/shared/devserver"
+)
+
+// The dashboard (issue 11) in a real browser: Debian's chromium, which
+// `make test` installs when missing (mk/dashboard.mk), driven over the
+// DevTools protocol by chromedp, against the running stack.
+
+// tourPlaybook has branches (big or small), a loop and a failing step.
+const tourPlaybook = `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: tour, path: dash/tour}
+workload: {items: [1, 2, 3]}
+workflow:
+  - step: start
+    tool: {kind: noop}
+    next:
+      spec: {mode: exclusive}
+      arcs:
+        - step: big
+          when: "{{ workload.items | length > 2 }}"
+        - step: small
+  - step: big
+    loop: {in: "{{ workload.items }}", iterator: item}
+    tool: {kind: noop, result: {n: "{{ item }}"}}
+    next: boom
+  - step: small
+    tool: {kind: noop, result: {n: 0}}
+    next: boom
+  - step: boom
+    tool: {kind: shell, command: "echo boom >&2; exit 3"}
+`
+
+// slowPlaybook runs long enough to be cancelled from the page.
+const slowPlaybook = `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: slow, path: dash/slow}
+workflow:
+  - step: start
+    tool: {kind: shell, command: "sleep 30"}
+`
+
+// browser is one headless chromium tab that records every console error,
+// uncaught exception and failed load, and every API request with its
+// Authorization header.
+type browser struct {
+	ctx      context.Context
+	dir      string
+	mu       sync.Mutex
+	errors   []string
+	requests []apiRequest
+	shots    int
+}
+
+type apiRequest struct{ url, auth string }
+
+func newBrowser(t *testing.T, width, height int64) *browser {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("chromium is not installed (make test installs Debian's: apt-get install -y chromium): %v", err)
+	}
+	if !dashboard.Vendored() {
+		t.Fatal("the dashboard's layout library is not built into this binary: run make dashboard first (make test does)")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
+		chromedp.WindowSize(int(width), int(height)), chromedp.Flag("disable-gpu", true))
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelC := chromedp.NewContext(actx)
+	ctx, cancelT := context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(func() { cancelT(); cancelC(); cancelA() })
+	b := &browser{ctx: ctx, dir: t.TempDir()}
+	chromedp.ListenTarget(ctx, func(ev any) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		switch e := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.APITypeError || e.Type == runtime.APITypeAssert {
+				var parts []string
+				for _, a := range e.Args {
+					parts = append(parts, string(a.Value)+a.Description)
+				}
+				b.errors = append(b.errors, "console."+string(e.Type)+": "+strings.Join(parts, " "))
+			}
+		case *runtime.EventExceptionThrown:
+			b.errors = append(b.errors, "exception: "+e.ExceptionDetails.Text+" "+exceptionText(e.ExceptionDetails))
+		case *log.EventEntryAdded:
+			if e.Entry.Level == log.LevelError {
+				b.errors = append(b.errors, "log: "+e.Entry.Text+" "+e.Entry.URL)
+			}
+		case *network.EventRequestWillBeSent:
+			if u, err := url.Parse(e.Request.URL); err == nil && strings.HasPrefix(u.Path, "/api/") {
+				auth, _ := e.Request.Headers["Authorization"].(string)
+				b.requests = append(b.requests, apiRequest{url: e.Request.URL, auth: auth})
+			}
+		}
+	})
+	if err := chromedp.Run(ctx, log.Enable(), network.Enable(), runtime.Enable()); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return b
+}
+
+func exceptionText(d *runtime.ExceptionDetails) string {
+	if d.Exception != nil {
+		return d.Exception.Description
+	}
+	return ""
+}
+
+func (b *browser) run(t *testing.T, what string, actions ...chromedp.Action) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 45*time.Second)
+	defer cancel()
+	if err := chromedp.Run(ctx, actions...); err != nil {
+		b.shot(t, "failed-"+what)
+		t.Fatalf("%s: %v (console errors so far: %v)", what, err, b.consoleErrors())
+	}
+}
+
+// shot saves a screenshot under the test's temp dir and returns its path.
+func (b *browser) shot(t *testing.T, name string) string {
+	t.Helper()
+	var png []byte
+	if err := chromedp.Run(b.ctx, chromedp.FullScreenshot(&png, 100)); err != nil {
+		t.Logf("screenshot %s: %v", name, err)
+		return ""
+	}
+	b.shots++
+	p := filepath.Join(b.dir, fmt.Sprintf("%02d-%s.png", b.shots, name))
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot %s", p)
+	return p
+}
+
+func (b *browser) consoleErrors() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.errors...)
+}
+
+// attr reads an attribute of the first element matching sel, waiting for it.
+func (b *browser) attr(t *testing.T, sel, name string) string {
+	t.Helper()
+	var v string
+	var ok bool
+	b.run(t, "read "+name+" of "+sel, chromedp.WaitReady(sel, chromedp.ByQuery), chromedp.AttributeValue(sel, name, &v, &ok, chromedp.ByQuery))
+	return v
+}
+
+// waitJS polls a JavaScript condition until it is true.
+func (b *browser) waitJS(t *testing.T, what, cond string) {
+	t.Helper()
+	b.run(t, what, chromedp.Poll(cond, nil, chromedp.WithPollingTimeout(60*time.Second)))
+}
+
+func TestDashboard(t *testing.T) {
+	s := shared
+	s.startWorkers(t, "shared", 2)
+	ctx := context.Background()
+	for _, src := range []string{tourPlaybook, slowPlaybook} {
+		if _, err := s.cl.Register(ctx, src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tourID, view := s.run(t, client.ExecuteRequest{Path: "dash/tour"})
+	if view["status"] != "FAILED" {
+		t.Fatalf("the tour ended %v, want FAILED (its boom step fails)", view["status"])
+	}
+	tour := strconv.FormatInt(tourID, 10)
+	nEvents := len(s.events(t, tourID))
+
+	b := newBrowser(t, 1280, 800)
+	base := s.srv.URL
+
+	// The list shows the execution, with an ordinary link to its page.
+	b.run(t, "open the list", chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible(`#executions tr[data-execution="`+tour+`"]`, chromedp.ByQuery))
+	if href := b.attr(t, `#executions tr[data-execution="`+tour+`"] a`, "href"); href != "#/executions/"+tour {
+		t.Fatalf("the list links execution %s to %q", tour, href)
+	}
+	var open string
+	b.run(t, "read the auth state", chromedp.Text("#auth-state", &open, chromedp.ByQuery))
+	if !strings.Contains(open, "open") {
+		t.Fatalf("without tokens the page says %q, want that the stack is open", open)
+	}
+	b.shot(t, "list")
+
+	// The graph: every step with its state, the loop's progress on one node.
+	b.run(t, "open the execution", chromedp.Click(`#executions tr[data-execution="`+tour+`"] a`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#graph g.node[data-step="boom"][data-state="failed"]`, chromedp.ByQuery))
+	var hash string
+	b.run(t, "read the URL", chromedp.Evaluate(`location.hash`, &hash))
+	if hash != "#/executions/"+tour {
+		t.Fatalf("the execution page is at %q", hash)
+	}
+	want := map[string]string{"start": "completed", "big": "completed", "small": "skipped", "boom": "failed"}
+	for step, state := range want {
+		if got := b.attr(t, `#graph g.node[data-step="`+step+`"]`, "data-state"); got != state {
+			t.Errorf("step %s is drawn %q, want %q", step, got, state)
+		}
+	}
+	if label := b.attr(t, `#graph g.node[data-step="big"]`, "aria-label"); !strings.Contains(label, "3 of 3 iterations") {
+		t.Errorf("the loop node says %q, want its progress 3 of 3", label)
+	}
+	var nodes int
+	b.run(t, "count nodes", chromedp.Evaluate(`document.querySelectorAll('#graph g.node').length`, &nodes))
+	if nodes != 4 {
+		t.Errorf("the graph has %d nodes, want the playbook's 4 steps", nodes)
+	}
+	b.waitJS(t, "the verify badge", `document.querySelector('#verify').textContent.includes('replay matches')`)
+	b.waitJS(t, "the timeline", fmt.Sprintf(`document.querySelector('#events .row') !== null && document.querySelectorAll('#events .row').length > 0 && %d > 0`, nEvents))
+
+	// Clicking a step shows its result.
+	b.clickStep(t, "big")
+	b.run(t, "the loop step's details", chromedp.WaitVisible(`#step-result`, chromedp.ByQuery))
+	var result string
+	b.run(t, "read the result", chromedp.Text(`#step-result`, &result, chromedp.ByQuery))
+	for _, n := range []string{`"n": 1`, `"n": 2`, `"n": 3`} {
+		if !strings.Contains(result, n) {
+			t.Fatalf("the loop step's result shows %q, want its three iterations' results", result)
+		}
+	}
+	b.clickStep(t, "boom")
+	b.run(t, "the failing step's error", chromedp.WaitVisible(`#step-details .error-text`, chromedp.ByQuery))
+	shotPath := b.shot(t, "execution")
+	if out := os.Getenv("DASHBOARD_SCREENSHOT"); out != "" {
+		png, err := os.ReadFile(shotPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(out, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Time travel to an early position: start was issued, nothing later reached.
+	b.run(t, "travel to event 3", chromedp.Evaluate(`(() => { const s = document.querySelector('#travel');
+		s.value = 3; s.dispatchEvent(new Event('input')); })()`, nil))
+	b.waitJS(t, "the graph as of event 3", `document.querySelector('#graph').dataset.asOf === '3' &&
+		document.querySelector('#travel-label').textContent.startsWith('as of event 3 ')`)
+	for _, step := range []string{"big", "small", "boom"} {
+		if got := b.attr(t, `#graph g.node[data-step="`+step+`"]`, "data-state"); got != "notreached" {
+			t.Errorf("as of event 3, step %s is drawn %q, want not reached", step, got)
+		}
+	}
+	if got := b.attr(t, `#graph g.node[data-step="start"]`, "data-state"); got != "running" {
+		t.Errorf("as of event 3, start is drawn %q, want running (entered, its command issued)", got)
+	}
+	b.shot(t, "time-travel")
+
+	// Cancel works on a running execution.
+	slowID, err := s.cl.Execute(ctx, client.ExecuteRequest{Path: "dash/slow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := strconv.FormatInt(slowID, 10)
+	b.run(t, "open the slow execution", chromedp.Navigate(base+"/#/executions/"+slow),
+		chromedp.WaitVisible(`#graph g.node[data-step="start"][data-state="running"]`, chromedp.ByQuery),
+		chromedp.WaitEnabled(`#cancel`, chromedp.ByQuery),
+		chromedp.Click(`#cancel`, chromedp.ByQuery))
+	b.waitJS(t, "the cancelled badge", `(document.querySelector('h1 .badge') || {}).textContent === 'CANCELLED'`)
+	if v, err := s.cl.Execution(ctx, slowID); err != nil || v["status"] != "CANCELLED" {
+		t.Fatalf("after Cancel the execution is %v (%v), want CANCELLED", v["status"], err)
+	}
+	b.shot(t, "cancelled")
+
+	// The catalog form starts an execution (the small branch this time).
+	cat, err := latestCatalogID(base, "dash/tour")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.run(t, "start from the catalog", chromedp.Navigate(base+"/#/catalog/"+cat),
+		chromedp.WaitVisible(`#start-form`, chromedp.ByQuery),
+		chromedp.SetValue(`#workload`, `{"items": [7]}`, chromedp.ByQuery),
+		chromedp.Click(`#start`, chromedp.ByQuery))
+	b.waitJS(t, "the new execution's page", `/^#\/executions\/\d+$/.test(location.hash) && document.querySelector('#graph g.node') !== null`)
+	b.run(t, "read the URL", chromedp.Evaluate(`location.hash`, &hash))
+	newID, err := strconv.ParseInt(strings.TrimPrefix(hash, "#/executions/"), 10, 64)
+	if err != nil || newID == tourID {
+		t.Fatalf("the form led to %q", hash)
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	nv, err := s.cl.Wait(wctx, newID, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if step(nv, "small")["status"] != "completed" || step(nv, "big")["status"] != "skipped" {
+		t.Fatalf("the form's workload did not reach the execution: small %v, big %v", step(nv, "small")["status"], step(nv, "big")["status"])
+	}
+	b.waitJS(t, "the small branch drawn", `document.querySelector('#graph g.node[data-step="small"]').dataset.state === 'completed'`)
+	b.shot(t, "started-from-catalog")
+
+	// Readable on a phone-width screen: the graph and the list still show.
+	b.run(t, "narrow", chromedp.EmulateViewport(390, 844), chromedp.Navigate(base+"/#/executions"),
+		chromedp.WaitVisible(`#executions tr[data-execution]`, chromedp.ByQuery))
+	b.shot(t, "phone-list")
+
+	if errs := b.consoleErrors(); len(errs) > 0 {
+		t.Fatalf("the browser reported %d errors:\n%s", len(errs), strings.Join(errs, "\n"))
+	}
+}
+
+// latestCatalogID is the catalog id of a path's latest version.
+func latestCatalogID(base, path string) (string, error) {
+	resp, err := http.Get(base + "/api/catalog?path=" + url.QueryEscape(path))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		Entries []struct {
+			CatalogID string `json:"catalog_id"`
+			Version   int    `json:"version"`
+		} `json:"entries"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		return "", err
+	}
+	best, id := 0, ""
+	for _, e := range doc.Entries {
+		if e.Version > best {
+			best, id = e.Version, e.CatalogID
+		}
+	}
+	if id == "" {
+		return "", fmt.Errorf("no catalog entry for %s", path)
+	}
+	return id, nil
+}
+
+// TestDashboardTokens: with tokens configured, the page asks for one, a
+// wrong one is refused, and with the right one every call it makes carries
+// it.
+func TestDashboardTokens(t *testing.T) {
+	const good = "dash-api-token-0123456789"
+	env := map[string]string{"NOETL_API_TOKEN": good, "NOETL_WORKER_TOKEN": "dash-worker-token-0123456789"}
+	srv, err := devserver.Start(context.Background(), devserver.Options{Getenv: func(k string) string {
+		if v, ok := env[k]; ok {
+			return v
+		}
+		if strings.HasPrefix(k, "NOETL_") {
+			return ""
+		}
+		return os.Getenv(k)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cl := client.New(srv.URL, good)
+	if _, err := cl.Register(context.Background(), slowPlaybook); err != nil {
+		t.Fatal(err)
+	}
+	id, err := cl.Execute(context.Background(), client.ExecuteRequest{Path: "dash/slow", Pool: "nobody-listens"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, 1280, 800)
+
+	// No token: the page asks for one and shows nothing.
+	b.run(t, "open without a token", chromedp.Navigate(srv.URL+"/#/executions/"+strconv.FormatInt(id, 10)),
+		chromedp.WaitVisible(`#token-form`, chromedp.ByQuery))
+	var status int
+	b.run(t, "call the API without a token", chromedp.Evaluate(`fetch('/api/executions').then(r => r.status)`, &status,
+		func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }))
+	if status != 401 {
+		t.Fatalf("the API answered %d without a token, want 401", status)
+	}
+	b.shot(t, "token-needed")
+
+	// A wrong token is refused and forgotten.
+	b.run(t, "enter a wrong token", chromedp.SendKeys(`#token-input`, "wrong-token-0123456789", chromedp.ByQuery),
+		chromedp.Click(`#token-form button[type=submit]`, chromedp.ByQuery))
+	b.waitJS(t, "the refusal", `document.querySelector('#token-why').textContent.includes('refused') && !document.querySelector('#token-form').hidden`)
+	var stored string
+	b.run(t, "read the stored token", chromedp.Evaluate(`sessionStorage.getItem('noetl.token') || ''`, &stored))
+	if stored != "" {
+		t.Fatalf("a refused token stays stored: %q", stored)
+	}
+	if n := b.countNodes(t, `#graph g.node`); n != 0 {
+		t.Fatalf("with a wrong token the page still drew %d steps", n)
+	}
+
+	// The right token: the execution shows, and every API call carries it.
+	b.mu.Lock()
+	b.requests = nil
+	b.mu.Unlock()
+	b.run(t, "enter the token", chromedp.SendKeys(`#token-input`, good, chromedp.ByQuery),
+		chromedp.Click(`#token-form button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#graph g.node[data-step="start"]`, chromedp.ByQuery))
+	b.run(t, "read the stored token", chromedp.Evaluate(`sessionStorage.getItem('noetl.token') || ''`, &stored))
+	if stored != good {
+		t.Fatalf("the accepted token is not kept in sessionStorage (got %q)", stored)
+	}
+	b.shot(t, "token-accepted")
+	b.mu.Lock()
+	reqs := append([]apiRequest(nil), b.requests...)
+	b.mu.Unlock()
+	// probeAuth asks once without the token on purpose, to tell an open
+	// stack from a protected one; every other call must carry it.
+	bare := 0
+	for _, r := range reqs {
+		switch r.auth {
+		case "Bearer " + good:
+		case "":
+			bare++
+		default:
+			t.Errorf("%s carried %q", r.url, r.auth)
+		}
+	}
+	if len(reqs) < 4 || bare > 1 {
+		t.Fatalf("%d API calls after the token, %d without it; want every data call to carry it: %v", len(reqs), bare, reqs)
+	}
+	// 401s were expected here (that is the test); nothing else may be.
+	for _, e := range b.consoleErrors() {
+		if !strings.Contains(e, "status of 401") {
+			t.Errorf("browser error: %s", e)
+		}
+	}
+}
+
+// clickStep clicks a step's node with the mouse, at its centre.
+func (b *browser) clickStep(t *testing.T, name string) {
+	t.Helper()
+	var box []float64
+	b.run(t, "find step "+name, chromedp.Evaluate(`(() => { const n = document.querySelector('#graph g.node[data-step="`+name+`"] rect');
+		n.scrollIntoView({block: 'center', inline: 'center'}); const r = n.getBoundingClientRect();
+		return [r.x + r.width / 2, r.y + r.height / 2]; })()`, &box))
+	b.run(t, "click step "+name, chromedp.MouseClickXY(box[0], box[1]))
+}
+
+func (b *browser) countNodes(t *testing.T, sel string) int {
+	t.Helper()
+	var n int
+	b.run(t, "count "+sel, chromedp.Evaluate(`document.querySelectorAll('`+sel+`').length`, &n))
+	return n
+}

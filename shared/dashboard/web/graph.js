@@ -1,0 +1,111 @@
+// The step graph: one node per step of the playbook's outline (a loop is one
+// node showing done/total, however many iterations it runs), one edge per
+// arc, laid out by dagre when the binary has it. Layout happens once per
+// playbook; state changes only restyle the nodes.
+
+const SVG = 'http://www.w3.org/2000/svg';
+const NODE_W = 170;
+const NODE_H = 48;
+
+function el(name, attrs = {}, parent) {
+  const e = document.createElementNS(SVG, name);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (parent) parent.appendChild(e);
+  return e;
+}
+
+// layout returns node centres and edge polylines. Without the layout library
+// (a binary built without `make dashboard`) the steps stand in one column in
+// workflow order, edges drawn straight.
+function layout(steps, dagre, direction) {
+  const pos = new Map();
+  const edges = [];
+  if (dagre) {
+    const g = new dagre.graphlib.Graph({ multigraph: false });
+    g.setGraph({ rankdir: direction, nodesep: 24, ranksep: 56, marginx: 12, marginy: 12 });
+    g.setDefaultEdgeLabel(() => ({}));
+    for (const s of steps) g.setNode(s.name, { width: NODE_W, height: NODE_H });
+    for (const s of steps) for (const a of s.next) if (g.hasNode(a.to)) g.setEdge(s.name, a.to, { when: a.when || '' });
+    dagre.layout(g);
+    for (const n of g.nodes()) pos.set(n, { x: g.node(n).x, y: g.node(n).y });
+    for (const e of g.edges()) edges.push({ from: e.v, to: e.w, points: g.edge(e).points, when: g.edge(e).when });
+    const gr = g.graph();
+    return { pos, edges, width: gr.width, height: gr.height };
+  }
+  steps.forEach((s, i) => pos.set(s.name, { x: 12 + NODE_W / 2, y: 12 + NODE_H / 2 + i * (NODE_H + 30) }));
+  for (const s of steps) for (const a of s.next) {
+    if (!pos.has(a.to)) continue;
+    const p = pos.get(s.name), q = pos.get(a.to);
+    edges.push({ from: s.name, to: a.to, when: a.when || '', points: [{ x: p.x, y: p.y + NODE_H / 2 }, { x: q.x, y: q.y - NODE_H / 2 }] });
+  }
+  return { pos, edges, width: NODE_W + 24, height: steps.length * (NODE_H + 30) + 24 };
+}
+
+export class StepGraph {
+  // container: the element to draw in; onSelect(name) when a step is chosen.
+  constructor(container, outline, { dagre, direction = 'LR', onSelect }) {
+    this.nodes = new Map();
+    this.onSelect = onSelect;
+    const { pos, edges, width, height } = layout(outline.steps, dagre, direction);
+    const svg = el('svg', { width: Math.ceil(width), height: Math.ceil(height), viewBox: `0 0 ${Math.ceil(width)} ${Math.ceil(height)}`,
+      role: 'group', 'aria-label': 'Step graph' });
+    const defs = el('defs', {}, svg);
+    const marker = el('marker', { id: 'arrow', viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' }, defs);
+    el('path', { d: 'M 0 0 L 10 5 L 0 10 z', fill: '#8c959f' }, marker);
+    for (const e of edges) {
+      const g = el('g', { class: 'edge' }, svg);
+      const d = e.points.map((p, i) => `${i ? 'L' : 'M'} ${p.x.toFixed(1)} ${p.y.toFixed(1)}`).join(' ');
+      el('path', { d, 'marker-end': 'url(#arrow)' }, g);
+      if (e.when) {
+        const mid = e.points[Math.floor(e.points.length / 2)];
+        const t = el('text', { x: mid.x + 4, y: mid.y - 4 }, g);
+        t.textContent = e.when.length > 28 ? e.when.slice(0, 27) + '…' : e.when;
+        const title = el('title', {}, g);
+        title.textContent = `when ${e.when}`;
+      }
+    }
+    for (const s of outline.steps) {
+      const p = pos.get(s.name);
+      const g = el('g', { class: 'node notreached', transform: `translate(${p.x - NODE_W / 2},${p.y - NODE_H / 2})`,
+        tabindex: 0, role: 'button', 'data-step': s.name });
+      el('rect', { width: NODE_W, height: NODE_H, rx: 6 }, g);
+      const name = el('text', { x: 8, y: 18 }, g);
+      name.textContent = s.name.length > 22 ? s.name.slice(0, 21) + '…' : s.name;
+      const sub = el('text', { x: 8, y: 36, class: 'sub' }, g);
+      const title = el('title', {}, g);
+      g.addEventListener('click', () => this.onSelect(s.name));
+      g.addEventListener('keydown', (ev) => {
+        if (ev.key === 'Enter' || ev.key === ' ') { ev.preventDefault(); this.onSelect(s.name); }
+      });
+      svg.appendChild(g);
+      this.nodes.set(s.name, { g, sub, title, step: s });
+    }
+    container.replaceChildren(svg);
+    this.svg = svg;
+  }
+
+  // update restyles every node: states maps a step to {state, attempts,
+  // progress: {done, total}}; a step missing from it has not been reached.
+  update(states, selected) {
+    for (const [name, n] of this.nodes) {
+      const st = states[name] || { state: 'notreached' };
+      n.g.setAttribute('class', `node ${st.state}${name === selected ? ' selected' : ''}`);
+      n.g.setAttribute('data-state', st.state);
+      const parts = [n.step.tool + (n.step.loop ? ' loop' : ''), stateLabel(st.state)];
+      if (st.progress) parts.push(`${st.progress.done}/${st.progress.total}`);
+      if (st.attempts > 1) parts.push(`×${st.attempts}`);
+      n.sub.textContent = parts.join(' · ');
+      const label = `step ${name}: ${stateLabel(st.state)}` + (st.progress ? `, ${st.progress.done} of ${st.progress.total} iterations` : '') +
+        (st.attempts > 1 ? `, ${st.attempts} attempts` : '');
+      n.g.setAttribute('aria-label', label);
+      n.g.setAttribute('aria-pressed', name === selected ? 'true' : 'false');
+      n.title.textContent = label;
+    }
+  }
+}
+
+export const STATES = ['notreached', 'running', 'completed', 'failed', 'skipped', 'cancelled'];
+
+export function stateLabel(s) {
+  return s === 'notreached' ? 'not reached' : s;
+}
