@@ -259,6 +259,12 @@ async function executionView(id) {
     try { await api.cancel(id, 'cancelled from the dashboard'); await refresh(); } catch (e) { report(e); cancelBtn.disabled = false; }
   } }, 'Cancel');
   const rerunBtn = h('button', { type: 'button', id: 'rerun', onclick: async () => {
+    // The API serves secret-named workload values masked: sending them back
+    // would start a run with the mask as its password.
+    if (JSON.stringify(exec.workload || {}).includes('[REDACTED]')) {
+      say('This execution\'s workload holds masked secrets ([REDACTED]): start it from its playbook\'s page with the secret values.', true);
+      return;
+    }
     try {
       const nid = await api.execute({ catalog_id: exec.catalog_id, payload: exec.workload || {} });
       location.hash = `#/executions/${nid}`;
