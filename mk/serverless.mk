@@ -46,7 +46,8 @@ build-ClaimFunction:
 	$(need-artifacts-dir)
 	$(call lambda-build,$(ARTIFACTS_DIR),claim)
 
-build-StatusFunction:
+# The status function serves the dashboard: its layout library is embedded.
+build-StatusFunction: dashboard
 	$(need-artifacts-dir)
 	$(call lambda-build,$(ARTIFACTS_DIR),status)
 
@@ -60,7 +61,7 @@ build-OutboxFunction:
 
 # build/<fn>/bootstrap is also what infra/ (CDK Code.fromAsset) deploys.
 BUILD_DIR ?= build
-build:
+build: dashboard
 	@set -e; $(foreach fn,$(LAMBDA_FUNCTIONS),echo "$(BUILD_DIR)/$(fn)/bootstrap (GOARCH=$(LAMBDA_GOARCH))"; $(call lambda-build,$(BUILD_DIR)/$(fn),$(fn));)
 
 package: build
