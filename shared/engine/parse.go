@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/tmpl"
 )
 
@@ -1248,82 +1249,58 @@ func (p *parser) toolSpec(n *yaml.Node, path string) bool {
 	return has
 }
 
-// policyRule validates one rule (R-R6, R-W6): {when, then} or {else: {then}} or the
-// shorthand {else: {do, set}}.
+// policyRule validates one rule through the worker's own grammar (pipeline.CheckRule),
+// so a rule registers exactly when the worker will run it; the findings are placed at
+// this playbook's paths and lines. Templates are the engine's part: when and the
+// action's set are compiled here, and a templated jump target warns (R-T6).
 func (p *parser) policyRule(n *yaml.Node, path string) {
-	es := p.fields(n, path, "a policy rule")
-	var when, then, els *yaml.Node
-	for _, e := range es {
-		switch e.key {
-		case "when":
-			when = e.value
-			p.template(e.value, join(path, "when"), "rule when")
-		case "then":
-			then = e.value
-		case "else":
-			els = e.value
-		default:
-			p.warnf(e.keyN, join(path, e.key), "unknown key %q in a policy rule is ignored", e.key)
+	rule := p.value(n, path)
+	check := pipeline.CheckRule(rule)
+	for _, f := range check.Findings {
+		fn, fp := n, path
+		for _, k := range f.Path {
+			if c := childNode(fn, k); c != nil {
+				fn = c
+			}
+			fp = join(fp, k)
+		}
+		if f.Warning {
+			p.warnf(fn, fp, "%s", f.Message)
+		} else {
+			p.errf(fn, fp, "%s", f.Message)
 		}
 	}
-	switch {
-	case els != nil && when == nil && then != nil && resolve(els).ShortTag() == "!!null":
-		// `- else:` with `then:` beside it (NoETL's v10 example writes it so): the
-		// same rule as {else: {then: …}}. Kept in step with pipeline.parseRule.
-		p.policyThen(then, join(path, "then"))
-	case els != nil && (when != nil || then != nil):
-		p.errf(n, path, "a policy rule is either {when, then} or {else: …}, not both")
-	case els != nil:
-		ees := p.fields(els, join(path, "else"), "else")
-		if t := findKey(ees, "then"); t != nil {
-			p.policyThen(t, join(path, "else.then"))
-		} else {
-			p.policyThen(els, join(path, "else"))
-		}
-	case when == nil || then == nil:
-		p.errf(n, path, "a policy rule needs when and then (or else)")
-	default:
-		p.policyThen(then, join(path, "then"))
+	if when := childNode(n, "when"); when != nil {
+		p.template(when, join(path, "when"), "rule when")
+	}
+	if check.Action == nil {
+		return
+	}
+	act, ap, av := n, path, rule
+	for _, k := range check.Action {
+		m, _ := av.(map[string]any)
+		act, ap, av = childNode(act, k), join(ap, k), m[k]
+	}
+	if m, _ := av.(map[string]any); m["set"] != nil {
+		p.itemSet(childNode(act, "set"), join(ap, "set"), m["set"])
+	}
+	if to := childNode(act, "to"); to != nil {
+		p.literalTree(to, join(ap, "to"), "jump target")
 	}
 }
 
-func (p *parser) policyThen(n *yaml.Node, path string) {
-	es := p.fields(n, path, "a policy action")
-	do := ""
-	for _, e := range es {
-		fp := join(path, e.key)
-		switch e.key {
-		case "do":
-			do, _ = p.literal(e.value, fp, "do")
-			if !slices.Contains([]string{"continue", "retry", "fail", "break", "jump"}, do) {
-				p.errf(e.value, fp, "do must be one of continue, retry, fail, break, jump, got %q", do)
-			}
-		case "set":
-			cv := p.value(e.value, fp)
-			p.itemSet(e.value, fp, cv)
-		case "attempts":
-			p.integer(e.value, fp, "attempts", 1)
-		case "delay":
-			p.number(e.value, fp, "delay")
-		case "backoff":
-			b, _ := p.literal(e.value, fp, "backoff")
-			if !slices.Contains([]string{"none", "fixed", "linear", "exponential"}, b) {
-				p.errf(e.value, fp, "backoff must be none, linear or exponential, got %q", b)
-			}
-		case "to":
-			p.literal(e.value, fp, "jump target")
-		case "then", "else":
-			// nested shorthand already handled by the caller
-		default:
-			p.warnf(e.keyN, fp, "unknown key %q in a policy action is ignored", e.key)
+// childNode is the value under key in mapping n (aliases resolved), or nil.
+func childNode(n *yaml.Node, key string) *yaml.Node {
+	n = resolve(n)
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := resolve(n.Content[i]); k.Kind == yaml.ScalarNode && k.Value == key {
+			return resolve(n.Content[i+1])
 		}
 	}
-	if do == "" && findKey(es, "set") == nil {
-		p.errf(n, path, "a policy action needs do (continue, retry, fail, break, jump)")
-	}
-	if do == "jump" && findKey(es, "to") == nil {
-		p.errf(n, path, "do: jump needs to: <pipeline label>")
-	}
+	return nil
 }
 
 // itemSet validates a pipeline item's or policy's set: keys are literal dotted

@@ -203,7 +203,7 @@ func TestParseErrors(t *testing.T) {
 		{"python without code", "workflow:\n  - step: start\n    tool: {kind: python}\n", "workflow[0].tool", "exactly one of code and script"},
 		{"unknown workbook", "workflow:\n  - step: start\n    tool: {kind: workbook, name: nope}\n", "workflow[0].tool.name", `unknown workbook entry "nope"`},
 		{"bad retry on", "workflow:\n  - step: start\n    retry: {on: [sometimes]}\n    tool: {kind: noop}\n", "workflow[0].retry.on", "error, timeout or expired"},
-		{"policy unknown do", "workflow:\n  - step: start\n    tool: {kind: noop, spec: {policy: {rules: [{else: {then: {do: dance}}}]}}}\n", "workflow[0].tool.spec.policy.rules[0].else.then.do", "must be one of"},
+		{"policy unknown do", "workflow:\n  - step: start\n    tool: {kind: noop, spec: {policy: {rules: [{else: {then: {do: dance}}}]}}}\n", "workflow[0].tool.spec.policy.rules[0].else.then.do", `unknown action "dance" (want continue, retry, fail, break or jump)`},
 		{"duplicate yaml key", "workflow:\n  - step: start\n    tool: {kind: noop}\n    tool: {kind: noop}\n", "workflow[0].tool", "duplicate key"},
 	}
 	for _, c := range cases {
