@@ -16,6 +16,7 @@ import (
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/tmpl"
+	"github.com/noetl-go/noetl/shared/tools/kinds"
 )
 
 // Parse reads, validates and analyses a playbook. It reports every problem it
@@ -53,31 +54,8 @@ var reservedNames = map[string]bool{
 // iterBindings are the names every loop iteration binds besides its iterator.
 var iterBindings = map[string]bool{"iter": true, "_index": true, "_total": true}
 
-// supportedKinds are the tools our workers run (worker.md §3).
-var supportedKinds = map[string]bool{
-	"python": true, "http": true, "postgres": true, "shell": true, "noop": true, "playbook": true,
-}
-
-// noetlOnlyKinds are tool kinds NoETL defines but this project does not run (R-N1).
-var noetlOnlyKinds = map[string]bool{
-	"duckdb": true, "snowflake": true, "ducklake": true, "nats": true, "artifact": true,
-	"container": true, "transfer": true, "subscription": true, "script": true, "gcs": true,
-	"secrets": true, "rhai": true, "wasm": true, "agent": true, "mcp": true, "mysql": true,
-	"sqlite": true, "s3": true, "iterator": true, "sink": true, "save": true, "ai": true,
-}
-
-// toolKeys lists, per supported kind, the keys its tool accepts besides the common ones.
-var toolKeys = map[string][]string{
-	"python":   {"code", "script", "libs", "env", "input", "args"},
-	"http":     {"url", "endpoint", "method", "headers", "params", "json", "form", "body", "data", "follow_redirects", "response_type", "allow_status", "verify_ssl", "input", "args"},
-	"postgres": {"query", "command", "params", "connection", "connection_string", "host", "port", "user", "password", "database", "dbname", "input", "args"},
-	"shell":    {"command", "shell", "cwd", "env", "input", "args"},
-	"noop":     {"message", "result", "input", "args"},
-	"playbook": {"path", "catalog_id", "version", "args", "payload", "input", "wait", "return_step", "execution_pool"},
-}
-
-// commonToolKeys are accepted on every tool.
-var commonToolKeys = []string{"kind", "name", "desc", "auth", "credential", "spec", "retry", "timeout", "timeout_seconds", "set"}
+// Tool kinds and the keys of each are shared/tools/kinds' table, which the tools read
+// their config through: a key registers without a warning exactly when its tool reads it.
 
 type parser struct {
 	pb       *Playbook
@@ -997,7 +975,7 @@ func (p *parser) tool(n *yaml.Node, path string, ref map[string]bool) (*Tool, *y
 	}
 	if kind == "" {
 		if kindN == nil {
-			p.errf(n, join(path, "kind"), "tool needs a kind (python, http, postgres, shell, noop, playbook, workbook)")
+			p.errf(n, join(path, "kind"), "tool needs a kind (%s, workbook)", strings.Join(kinds.SupportedNames(), ", "))
 		}
 		return nil, nil
 	}
@@ -1007,14 +985,15 @@ func (p *parser) tool(n *yaml.Node, path string, ref map[string]bool) (*Tool, *y
 	es, specDrop := p.hoistSpec(es, kind, path)
 	raw := map[string]any{}
 	var retry *yaml.Node
-	t := &Tool{Kind: kind, Supported: supportedKinds[kind]}
+	tk, supported := kinds.Lookup(kind)
+	t := &Tool{Kind: kind, Supported: supported}
 	switch {
 	case t.Supported:
-		p.known(es, path, kind+" tool", append(slices.Clone(commonToolKeys), toolKeys[kind]...)...)
-	case noetlOnlyKinds[kind]:
+		p.known(es, path, kind+" tool", tk.Accepted()...)
+	case kinds.NoETLOnly(kind):
 		p.warnf(kindN, join(path, "kind"), "tool kind %q is not supported by this server; the step will fail when dispatched (R-N1)", kind)
 	default:
-		p.errf(kindN, join(path, "kind"), "unknown tool kind %q; supported: python, http, postgres, shell, noop, playbook, workbook", kind)
+		p.errf(kindN, join(path, "kind"), "unknown tool kind %q; supported: %s, workbook", kind, strings.Join(kinds.SupportedNames(), ", "))
 		return nil, nil
 	}
 	for _, e := range es {
@@ -1352,12 +1331,13 @@ func (p *parser) hoistSpec(es []entry, kind, path string) ([]entry, map[string]b
 	if specN == nil || resolve(specN).Kind != yaml.MappingNode {
 		return es, nil
 	}
-	knob := map[string]bool{"auth": true, "credential": true, "retry": true, "timeout": true, "timeout_seconds": true}
-	for _, k := range toolKeys[kind] {
-		knob[k] = true
-	}
-	if !supportedKinds[kind] {
+	tk, supported := kinds.Lookup(kind)
+	if !supported {
 		return es, nil // kinds this server does not run: their spec is theirs
+	}
+	knob := map[string]bool{}
+	for _, k := range tk.InSpec() {
+		knob[k] = true
 	}
 	var drop map[string]bool
 	out := es
