@@ -878,7 +878,7 @@ func (p *parser) admitRule(n *yaml.Node, path string) (AdmitRule, bool) {
 // toolTimeout reads a literal tool-level timeout, which doubles as the step timeout
 // when the step sets none.
 func toolTimeout(raw map[string]any) (int, bool) {
-	for _, k := range []string{"timeout", "timeout_seconds"} {
+	for _, k := range kinds.CommonNames("timeout") {
 		switch v := raw[k].(type) {
 		case int64:
 			if v > 0 {
