@@ -1260,8 +1260,13 @@ func (p *parser) policyRule(n *yaml.Node, path string) {
 		m, _ := av.(map[string]any)
 		act, ap, av = childNode(act, k), join(ap, k), m[k]
 	}
-	if m, _ := av.(map[string]any); m["set"] != nil {
-		p.itemSet(childNode(act, "set"), join(ap, "set"), m["set"])
+	m, _ := av.(map[string]any)
+	if set, ok := m["set"].(map[string]any); ok { // a set of another shape is a finding above
+		sn := childNode(act, "set")
+		if sn == nil {
+			sn = n // reached through a merge key: the rule's line is the closest
+		}
+		p.itemSet(sn, join(ap, "set"), set)
 	}
 	if to := childNode(act, "to"); to != nil {
 		p.literalTree(to, join(ap, "to"), "jump target")
