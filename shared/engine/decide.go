@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/tmpl"
 )
 
@@ -157,14 +158,7 @@ func (d *decider) commandEnded(oc cmdOutcome) {
 func (d *decider) scheduleRetry(oc cmdOutcome) {
 	step := d.pb.Step(oc.cmd.Step)
 	k := oc.cmd.Attempt // this is retry number k
-	delay := step.Retry.Delay
-	switch step.Retry.Backoff {
-	case "linear":
-		delay *= float64(k)
-	case "exponential":
-		delay *= float64(uint64(1) << min(k-1, 62))
-	}
-	delay = min(delay, step.Retry.MaxDelay)
+	delay := pipeline.RetryDelaySeconds(step.Retry.Delay, step.Retry.Backoff, k, step.Retry.MaxDelay)
 	at := d.trig.Time.Add(seconds(delay))
 	attempt := oc.cmd.Attempt + 1
 	d.emit(Event{Type: EvCommandRetry, Step: oc.cmd.Step, Status: "PENDING", CommandID: oc.id,

@@ -14,7 +14,9 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/tmpl"
+	"github.com/noetl-go/noetl/shared/tools/kinds"
 )
 
 // Parse reads, validates and analyses a playbook. It reports every problem it
@@ -52,31 +54,8 @@ var reservedNames = map[string]bool{
 // iterBindings are the names every loop iteration binds besides its iterator.
 var iterBindings = map[string]bool{"iter": true, "_index": true, "_total": true}
 
-// supportedKinds are the tools our workers run (worker.md §3).
-var supportedKinds = map[string]bool{
-	"python": true, "http": true, "postgres": true, "shell": true, "noop": true, "playbook": true,
-}
-
-// noetlOnlyKinds are tool kinds NoETL defines but this project does not run (R-N1).
-var noetlOnlyKinds = map[string]bool{
-	"duckdb": true, "snowflake": true, "ducklake": true, "nats": true, "artifact": true,
-	"container": true, "transfer": true, "subscription": true, "script": true, "gcs": true,
-	"secrets": true, "rhai": true, "wasm": true, "agent": true, "mcp": true, "mysql": true,
-	"sqlite": true, "s3": true, "iterator": true, "sink": true, "save": true, "ai": true,
-}
-
-// toolKeys lists, per supported kind, the keys its tool accepts besides the common ones.
-var toolKeys = map[string][]string{
-	"python":   {"code", "script", "libs", "env", "input", "args"},
-	"http":     {"url", "endpoint", "method", "headers", "params", "json", "form", "body", "data", "follow_redirects", "response_type", "allow_status", "verify_ssl", "input", "args"},
-	"postgres": {"query", "command", "params", "connection", "connection_string", "host", "port", "user", "password", "database", "dbname", "input", "args"},
-	"shell":    {"command", "shell", "cwd", "env", "input", "args"},
-	"noop":     {"message", "result", "input", "args"},
-	"playbook": {"path", "catalog_id", "version", "args", "payload", "input", "wait", "return_step", "execution_pool"},
-}
-
-// commonToolKeys are accepted on every tool.
-var commonToolKeys = []string{"kind", "name", "desc", "auth", "credential", "spec", "retry", "timeout", "timeout_seconds", "set"}
+// Tool kinds and the keys of each are shared/tools/kinds' table, which the tools read
+// their config through: a key registers without a warning exactly when its tool reads it.
 
 type parser struct {
 	pb       *Playbook
@@ -899,7 +878,7 @@ func (p *parser) admitRule(n *yaml.Node, path string) (AdmitRule, bool) {
 // toolTimeout reads a literal tool-level timeout, which doubles as the step timeout
 // when the step sets none.
 func toolTimeout(raw map[string]any) (int, bool) {
-	for _, k := range []string{"timeout", "timeout_seconds"} {
+	for _, k := range kinds.CommonNames("timeout") {
 		switch v := raw[k].(type) {
 		case int64:
 			if v > 0 {
@@ -996,7 +975,7 @@ func (p *parser) tool(n *yaml.Node, path string, ref map[string]bool) (*Tool, *y
 	}
 	if kind == "" {
 		if kindN == nil {
-			p.errf(n, join(path, "kind"), "tool needs a kind (python, http, postgres, shell, noop, playbook, workbook)")
+			p.errf(n, join(path, "kind"), "tool needs a kind (%s, workbook)", strings.Join(kinds.SupportedNames(), ", "))
 		}
 		return nil, nil
 	}
@@ -1006,14 +985,15 @@ func (p *parser) tool(n *yaml.Node, path string, ref map[string]bool) (*Tool, *y
 	es, specDrop := p.hoistSpec(es, kind, path)
 	raw := map[string]any{}
 	var retry *yaml.Node
-	t := &Tool{Kind: kind, Supported: supportedKinds[kind]}
+	tk, supported := kinds.Lookup(kind)
+	t := &Tool{Kind: kind, Supported: supported}
 	switch {
 	case t.Supported:
-		p.known(es, path, kind+" tool", append(slices.Clone(commonToolKeys), toolKeys[kind]...)...)
-	case noetlOnlyKinds[kind]:
+		p.known(es, path, kind+" tool", tk.Accepted()...)
+	case kinds.NoETLOnly(kind):
 		p.warnf(kindN, join(path, "kind"), "tool kind %q is not supported by this server; the step will fail when dispatched (R-N1)", kind)
 	default:
-		p.errf(kindN, join(path, "kind"), "unknown tool kind %q; supported: python, http, postgres, shell, noop, playbook, workbook", kind)
+		p.errf(kindN, join(path, "kind"), "unknown tool kind %q; supported: %s, workbook", kind, strings.Join(kinds.SupportedNames(), ", "))
 		return nil, nil
 	}
 	for _, e := range es {
@@ -1248,82 +1228,63 @@ func (p *parser) toolSpec(n *yaml.Node, path string) bool {
 	return has
 }
 
-// policyRule validates one rule (R-R6, R-W6): {when, then} or {else: {then}} or the
-// shorthand {else: {do, set}}.
+// policyRule validates one rule through the worker's own grammar (pipeline.CheckRule),
+// so a rule registers exactly when the worker will run it; the findings are placed at
+// this playbook's paths and lines. Templates are the engine's part: when and the
+// action's set are compiled here, and a templated jump target warns (R-T6).
 func (p *parser) policyRule(n *yaml.Node, path string) {
-	es := p.fields(n, path, "a policy rule")
-	var when, then, els *yaml.Node
-	for _, e := range es {
-		switch e.key {
-		case "when":
-			when = e.value
-			p.template(e.value, join(path, "when"), "rule when")
-		case "then":
-			then = e.value
-		case "else":
-			els = e.value
-		default:
-			p.warnf(e.keyN, join(path, e.key), "unknown key %q in a policy rule is ignored", e.key)
+	rule := p.value(n, path)
+	check := pipeline.CheckRule(rule)
+	for _, f := range check.Findings {
+		fn, fp := n, path
+		for _, k := range f.Path {
+			if c := childNode(fn, k); c != nil {
+				fn = c
+			}
+			fp = join(fp, k)
+		}
+		if f.Warning {
+			p.warnf(fn, fp, "%s", f.Message)
+		} else {
+			p.errf(fn, fp, "%s", f.Message)
 		}
 	}
-	switch {
-	case els != nil && when == nil && then != nil && resolve(els).ShortTag() == "!!null":
-		// `- else:` with `then:` beside it (NoETL's v10 example writes it so): the
-		// same rule as {else: {then: …}}. Kept in step with pipeline.parseRule.
-		p.policyThen(then, join(path, "then"))
-	case els != nil && (when != nil || then != nil):
-		p.errf(n, path, "a policy rule is either {when, then} or {else: …}, not both")
-	case els != nil:
-		ees := p.fields(els, join(path, "else"), "else")
-		if t := findKey(ees, "then"); t != nil {
-			p.policyThen(t, join(path, "else.then"))
-		} else {
-			p.policyThen(els, join(path, "else"))
+	if when := childNode(n, "when"); when != nil {
+		p.template(when, join(path, "when"), "rule when")
+	}
+	if check.Action == nil {
+		return
+	}
+	act, ap, av := n, path, rule
+	for _, k := range check.Action {
+		m, _ := av.(map[string]any)
+		act, ap, av = childNode(act, k), join(ap, k), m[k]
+	}
+	m, _ := av.(map[string]any)
+	if set, ok := m["set"].(map[string]any); ok { // a set of another shape is a finding above
+		sn := childNode(act, "set")
+		if sn == nil {
+			sn = n // reached through a merge key: the rule's line is the closest
 		}
-	case when == nil || then == nil:
-		p.errf(n, path, "a policy rule needs when and then (or else)")
-	default:
-		p.policyThen(then, join(path, "then"))
+		p.itemSet(sn, join(ap, "set"), set)
+	}
+	if to := childNode(act, "to"); to != nil {
+		p.literalTree(to, join(ap, "to"), "jump target")
 	}
 }
 
-func (p *parser) policyThen(n *yaml.Node, path string) {
-	es := p.fields(n, path, "a policy action")
-	do := ""
-	for _, e := range es {
-		fp := join(path, e.key)
-		switch e.key {
-		case "do":
-			do, _ = p.literal(e.value, fp, "do")
-			if !slices.Contains([]string{"continue", "retry", "fail", "break", "jump"}, do) {
-				p.errf(e.value, fp, "do must be one of continue, retry, fail, break, jump, got %q", do)
-			}
-		case "set":
-			cv := p.value(e.value, fp)
-			p.itemSet(e.value, fp, cv)
-		case "attempts":
-			p.integer(e.value, fp, "attempts", 1)
-		case "delay":
-			p.number(e.value, fp, "delay")
-		case "backoff":
-			b, _ := p.literal(e.value, fp, "backoff")
-			if !slices.Contains([]string{"none", "fixed", "linear", "exponential"}, b) {
-				p.errf(e.value, fp, "backoff must be none, linear or exponential, got %q", b)
-			}
-		case "to":
-			p.literal(e.value, fp, "jump target")
-		case "then", "else":
-			// nested shorthand already handled by the caller
-		default:
-			p.warnf(e.keyN, fp, "unknown key %q in a policy action is ignored", e.key)
+// childNode is the value under key in mapping n (aliases resolved), or nil.
+func childNode(n *yaml.Node, key string) *yaml.Node {
+	n = resolve(n)
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := resolve(n.Content[i]); k.Kind == yaml.ScalarNode && k.Value == key {
+			return resolve(n.Content[i+1])
 		}
 	}
-	if do == "" && findKey(es, "set") == nil {
-		p.errf(n, path, "a policy action needs do (continue, retry, fail, break, jump)")
-	}
-	if do == "jump" && findKey(es, "to") == nil {
-		p.errf(n, path, "do: jump needs to: <pipeline label>")
-	}
+	return nil
 }
 
 // itemSet validates a pipeline item's or policy's set: keys are literal dotted
@@ -1375,12 +1336,13 @@ func (p *parser) hoistSpec(es []entry, kind, path string) ([]entry, map[string]b
 	if specN == nil || resolve(specN).Kind != yaml.MappingNode {
 		return es, nil
 	}
-	knob := map[string]bool{"auth": true, "credential": true, "retry": true, "timeout": true, "timeout_seconds": true}
-	for _, k := range toolKeys[kind] {
-		knob[k] = true
-	}
-	if !supportedKinds[kind] {
+	tk, supported := kinds.Lookup(kind)
+	if !supported {
 		return es, nil // kinds this server does not run: their spec is theirs
+	}
+	knob := map[string]bool{}
+	for _, k := range tk.InSpec() {
+		knob[k] = true
 	}
 	var drop map[string]bool
 	out := es

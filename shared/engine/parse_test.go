@@ -203,8 +203,13 @@ func TestParseErrors(t *testing.T) {
 		{"python without code", "workflow:\n  - step: start\n    tool: {kind: python}\n", "workflow[0].tool", "exactly one of code and script"},
 		{"unknown workbook", "workflow:\n  - step: start\n    tool: {kind: workbook, name: nope}\n", "workflow[0].tool.name", `unknown workbook entry "nope"`},
 		{"bad retry on", "workflow:\n  - step: start\n    retry: {on: [sometimes]}\n    tool: {kind: noop}\n", "workflow[0].retry.on", "error, timeout or expired"},
-		{"policy unknown do", "workflow:\n  - step: start\n    tool: {kind: noop, spec: {policy: {rules: [{else: {then: {do: dance}}}]}}}\n", "workflow[0].tool.spec.policy.rules[0].else.then.do", "must be one of"},
+		{"policy unknown do", "workflow:\n  - step: start\n    tool: {kind: noop, spec: {policy: {rules: [{else: {then: {do: dance}}}]}}}\n", "workflow[0].tool.spec.policy.rules[0].else.then.do", `unknown action "dance" (want continue, retry, fail, break or jump)`},
 		{"duplicate yaml key", "workflow:\n  - step: start\n    tool: {kind: noop}\n    tool: {kind: noop}\n", "workflow[0].tool", "duplicate key"},
+		// Policy rules are checked by the worker's grammar (pipeline.CheckRule); its findings
+		// land at this playbook's paths.
+		{"policy negative delay", "workflow:\n  - step: start\n    tool: {kind: noop, spec: {policy: {rules: [{else: {do: retry, delay: -1}}]}}}\n", "workflow[0].tool.spec.policy.rules[0].else.delay", "expected seconds ≥ 0, got -1"},
+		{"policy set key ctx alone", "workflow:\n  - step: start\n    tool: {kind: noop, spec: {policy: {rules: [{when: \"{{ true }}\", then: {set: {ctx: 1}}}]}}}\n", "workflow[0].tool.spec.policy.rules[0].then.set", `key "ctx" needs a name after it`},
+		{"policy set bad template", "workflow:\n  - step: start\n    tool: {kind: noop, spec: {policy: {rules: [{else: {do: continue, set: {ctx.x: \"{{ 1 +\"}}}]}}}\n", `workflow[0].tool.spec.policy.rules[0].else.set["ctx.x"]`, "unterminated"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -287,6 +292,8 @@ func TestParseWarnings(t *testing.T) {
 		{"literal desc (R-T6)", "workflow:\n  - step: start\n    desc: \"{{ a }}\"\n    tool: {kind: noop}\n", "workflow[0].desc", "never rendered"},
 		{"start when", "workflow:\n  - step: start\n    when: \"{{ false }}\"\n    tool: {kind: noop}\n", "workflow[0].when", "without checking when"},
 		{"arc cond (R-J9)", "workflow:\n  - step: start\n    tool: {kind: noop}\n    next: [{step: start, cond: x}]\n", "workflow[0].next[0].cond", "ignored"},
+		{"policy then without when", "workflow:\n  - step: start\n    tool: {kind: noop, spec: {policy: {rules: [{then: {do: fail}}]}}}\n", "workflow[0].tool.spec.policy.rules[0]", "always matches"},
+		{"policy unknown action key", "workflow:\n  - step: start\n    tool: {kind: noop, spec: {policy: {rules: [{else: {then: {do: fail, why: x}}}]}}}\n", "workflow[0].tool.spec.policy.rules[0].else.then.why", `unknown key "why" in a policy action`},
 		{"workload reserved key (R-W5)", "workload: {ctx: 1}\nworkflow:\n  - step: start\n    tool: {kind: noop}\n", "workload.ctx", "shadowed"},
 	}
 	for _, c := range cases {

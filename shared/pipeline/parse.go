@@ -11,23 +11,8 @@ import (
 	"github.com/noetl-go/noetl/shared/jsonx"
 )
 
-// Policy actions (R-R6).
-const (
-	DoContinue = "continue"
-	DoRetry    = "retry"
-	DoFail     = "fail"
-	DoBreak    = "break"
-	DoJump     = "jump"
-)
-
-// Defaults for a retry rule that leaves fields out. The rulings are silent; these match
-// the step-level retry defaults of dsl.md §2 where there is one.
-const (
-	DefaultRetryAttempts = 3                 // total tries
-	DefaultRetryDelay    = time.Second       // dsl.md §2 retry.delay default
-	MaxRetryDelay        = 300 * time.Second // R-L6's max_delay default, applied to policy delays too
-	DefaultMaxRuns       = 1000              // tool executions per pipeline run (jump guard)
-)
+// DefaultMaxRuns bounds tool executions per pipeline run (the jump guard).
+const DefaultMaxRuns = 1000
 
 // reservedLabels are bindings of the running context a label would clobber.
 func reservedLabel(label string) bool {
@@ -286,127 +271,14 @@ func parseSpec(v any) ([]rule, error) {
 	rules := make([]rule, 0, len(list))
 	for i, r := range list {
 		display := fmt.Sprintf("rules[%d]", i)
-		parsed, err := parseRule(r)
-		if err != nil {
+		parsed, check := parseRule(r)
+		if err := check.err(); err != nil {
 			return nil, fmt.Errorf("policy.%s: %w", display, err)
 		}
 		parsed.index, parsed.display = i, display
 		rules = append(rules, parsed)
 	}
 	return rules, nil
-}
-
-// parseRule reads {when, then}, {else: {then}}, {else: null, then} or the R-W6 shorthand
-// {else: {do, set}}.
-// A rule with `then` and no `when` always matches (the rulings are silent; treating it
-// as unconditional is what such a rule can only mean).
-func parseRule(v any) (rule, error) {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return rule{}, fmt.Errorf("expected an object {when, then} or {else}, got %s", jsonx.TypeName(v))
-	}
-	var r rule
-	var then any
-	elseV, hasElse := m["else"]
-	when, hasWhen := m["when"]
-	thenV, hasThen := m["then"]
-	switch {
-	case hasElse && elseV == nil && hasThen && !hasWhen:
-		// `- else:` with `then:` beside it: the same rule as {else: {then: …}}
-		// (NoETL's v10 example writes it so). Kept in step with the engine's parser.
-		r.always, then = true, thenV
-	case hasElse && (hasWhen || hasThen):
-		return rule{}, fmt.Errorf("else cannot be combined with when/then in one rule")
-	case hasElse:
-		r.always = true
-		em, ok := elseV.(map[string]any)
-		if !ok {
-			return rule{}, fmt.Errorf("else: expected an object, got %s", jsonx.TypeName(elseV))
-		}
-		if t, ok := em["then"]; ok {
-			if len(em) != 1 {
-				return rule{}, fmt.Errorf("else: give either {then: …} or the shorthand {do, set, …}, not both")
-			}
-			then = t
-		} else {
-			then = em // R-W6 shorthand
-		}
-	case hasThen:
-		r.when, r.always = when, !hasWhen
-		then = thenV
-	default:
-		return rule{}, fmt.Errorf("a rule needs then (with when) or else")
-	}
-	a, err := parseAction(then)
-	if err != nil {
-		return rule{}, fmt.Errorf("then: %w", err)
-	}
-	r.action = a
-	return r, nil
-}
-
-func parseAction(v any) (action, error) {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return action{}, fmt.Errorf("expected an object {do, …}, got %s", jsonx.TypeName(v))
-	}
-	a := action{do: DoContinue, attempts: DefaultRetryAttempts, delay: DefaultRetryDelay, backoff: "none"}
-	switch d := m["do"].(type) {
-	case nil:
-		// A rule that only sets values lets the item go on.
-	case string:
-		switch d {
-		case DoContinue, DoRetry, DoFail, DoBreak, DoJump:
-			a.do = d
-		default:
-			return action{}, fmt.Errorf("do: unknown action %q (want continue, retry, fail, break or jump)", d)
-		}
-	default:
-		return action{}, fmt.Errorf("do: expected a string, got %s", jsonx.TypeName(d))
-	}
-	if s, ok := m["set"]; ok && s != nil {
-		sm, ok := s.(map[string]any)
-		if !ok {
-			return action{}, fmt.Errorf("set: expected an object, got %s", jsonx.TypeName(s))
-		}
-		var err error
-		if a.set, err = parseSet(sm); err != nil {
-			return action{}, fmt.Errorf("set: %w", err)
-		}
-	}
-	if v, ok := m["attempts"]; ok && v != nil {
-		n, ok := wholeNumber(v)
-		if !ok || n < 1 {
-			return action{}, fmt.Errorf("attempts: expected a whole number ≥ 1 (total tries), got %s", show(v))
-		}
-		a.attempts = int(min(n, math.MaxInt32))
-	}
-	if v, ok := m["delay"]; ok && v != nil {
-		f, ok := number(v)
-		if !ok || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
-			return action{}, fmt.Errorf("delay: expected seconds ≥ 0, got %s", show(v))
-		}
-		a.delay = seconds(f)
-	}
-	if v, ok := m["backoff"]; ok && v != nil {
-		s, _ := v.(string)
-		switch s {
-		case "none", "fixed":
-			a.backoff = "none"
-		case "linear", "exponential":
-			a.backoff = s
-		default:
-			return action{}, fmt.Errorf("backoff: expected none, linear or exponential, got %s", show(v))
-		}
-	}
-	if a.do == DoJump {
-		to, ok := m["to"].(string)
-		if !ok || to == "" {
-			return action{}, fmt.Errorf("do: jump needs to: <item label>, got %s", describe(m["to"]))
-		}
-		a.to = to
-	}
-	return a, nil
 }
 
 func wholeNumber(v any) (int64, bool) {
@@ -440,25 +312,4 @@ func show(v any) string {
 		return jsonx.TypeName(v)
 	}
 	return string(b)
-}
-
-// seconds converts, capped at MaxRetryDelay so large values cannot overflow.
-func seconds(f float64) time.Duration {
-	if f >= MaxRetryDelay.Seconds() {
-		return MaxRetryDelay
-	}
-	return time.Duration(f * float64(time.Second))
-}
-
-// retryDelay is the wait before retry k (k ≥ 1, the k-th re-run), as R-L6 computes
-// step retries: none d, linear d·k, exponential d·2^(k−1); capped at MaxRetryDelay.
-func retryDelay(a action, k int) time.Duration {
-	d := a.delay.Seconds()
-	switch a.backoff {
-	case "linear":
-		d *= float64(k)
-	case "exponential":
-		d *= math.Pow(2, float64(min(k-1, 62)))
-	}
-	return seconds(d)
 }

@@ -23,7 +23,9 @@
 //     alias); every delay is capped at 300 s (R-L6's max_delay default).
 //   - At most Options.MaxRuns tool executions (default 1000, retries included) per Run:
 //     beyond that the pipeline fails, so a jump loop always ends.
-//   - A rule with `then` and no `when` always matches; a `then` without `do` continues.
+//   - A rule with `then` and no `when` always matches (the engine registers it with a
+//     warning); a `then` without `do` continues; a `then` with neither `do` nor `set` is
+//     refused. policy.go holds the grammar, which the engine also validates with.
 //   - Template errors fail the pipeline at once, without retry or policy (R-L6).
 //   - `fail` and exhausted retries keep the failing item's data in the result; its own
 //     `set` is not applied. then.set is applied for every action, before the item's set.

@@ -11,11 +11,22 @@ import (
 
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/tmpl"
+	"github.com/noetl-go/noetl/shared/tools/kinds"
 )
 
 // Config readers. Values are jsonx convention values already rendered; a key that is
 // absent or null counts as not given. The first key of a list of aliases that is given
 // wins.
+
+// keyNames is what a tool reads for one of its keys: the name and aliases from the
+// one table of tool keys (shared/tools/kinds), which the engine validates against.
+func keyNames(kind, name string) []string { return kinds.Must(kind).Names(name) }
+
+// valueOf is the value of the first given key (nil when none is).
+func valueOf(cfg map[string]any, keys ...string) any {
+	_, v, _ := first(cfg, keys...)
+	return v
+}
 
 // first returns the first given key's name and value.
 func first(cfg map[string]any, keys ...string) (string, any, bool) {
@@ -117,8 +128,8 @@ func mapField(cfg map[string]any, keys ...string) (map[string]any, error) {
 
 // envField reads an `env` object into NAME=value strings, values in R-T2 text form;
 // null values are left out.
-func envField(cfg map[string]any) ([]string, error) {
-	m, err := mapField(cfg, "env")
+func envField(cfg map[string]any, kind string) ([]string, error) {
+	m, err := mapField(cfg, keyNames(kind, "env")...)
 	if err != nil {
 		return nil, err
 	}

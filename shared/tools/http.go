@@ -16,6 +16,7 @@ import (
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/tmpl"
+	"github.com/noetl-go/noetl/shared/tools/kinds"
 )
 
 // MaxHTTPBody bounds a response body read into memory; a longer body is an error.
@@ -33,7 +34,7 @@ func (r *Registry) runHTTP(ctx context.Context, it pipeline.Item) pipeline.Envel
 	if err != nil {
 		return failure(pipeline.KindTool, "http: "+err.Error())
 	}
-	responseType, err := stringField(it.Config, "response_type")
+	responseType, err := stringField(it.Config, keyNames(kinds.HTTP, "response_type")...)
 	if err != nil {
 		return failure(pipeline.KindTool, "http: "+err.Error())
 	}
@@ -101,7 +102,7 @@ func (r *Registry) runHTTP(ctx context.Context, it pipeline.Item) pipeline.Envel
 }
 
 func (r *Registry) buildRequest(ctx context.Context, cfg map[string]any) (*http.Request, *http.Client, error) {
-	rawURL, err := stringField(cfg, "url", "endpoint")
+	rawURL, err := stringField(cfg, keyNames(kinds.HTTP, "url")...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -115,7 +116,7 @@ func (r *Registry) buildRequest(ctx context.Context, cfg map[string]any) (*http.
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, nil, fmt.Errorf("url %q: expected an http or https URL", rawURL)
 	}
-	method, err := stringField(cfg, "method")
+	method, err := stringField(cfg, keyNames(kinds.HTTP, "method")...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -124,7 +125,7 @@ func (r *Registry) buildRequest(ctx context.Context, cfg map[string]any) (*http.
 		method = http.MethodGet
 	}
 
-	params, err := mapField(cfg, "params")
+	params, err := mapField(cfg, keyNames(kinds.HTTP, "params")...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -141,8 +142,8 @@ func (r *Registry) buildRequest(ctx context.Context, cfg map[string]any) (*http.
 	var body io.Reader
 	contentType := ""
 	given := []string{}
-	for _, k := range []string{"json", "form", "body"} {
-		if cfg[k] != nil {
+	for _, names := range [][]string{keyNames(kinds.HTTP, "json"), keyNames(kinds.HTTP, "form"), keyNames(kinds.HTTP, "body")} {
+		if k, _, ok := first(cfg, names...); ok {
 			given = append(given, k)
 		}
 	}
@@ -178,7 +179,7 @@ func (r *Registry) buildRequest(ctx context.Context, cfg map[string]any) (*http.
 	if err != nil {
 		return nil, nil, fmt.Errorf("request: %w", err)
 	}
-	headers, err := mapField(cfg, "headers")
+	headers, err := mapField(cfg, keyNames(kinds.HTTP, "headers")...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -202,11 +203,11 @@ func (r *Registry) buildRequest(ctx context.Context, cfg map[string]any) (*http.
 		req.Header.Set("Content-Type", contentType)
 	}
 
-	follow, err := boolField(cfg, true, "follow_redirects")
+	follow, err := boolField(cfg, true, keyNames(kinds.HTTP, "follow_redirects")...)
 	if err != nil {
 		return nil, nil, err
 	}
-	verify, err := boolField(cfg, true, "verify_ssl", "verify")
+	verify, err := boolField(cfg, true, keyNames(kinds.HTTP, "verify_ssl")...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -256,7 +257,7 @@ func applyHTTPCredential(req *http.Request, alias string, c Credential) error {
 
 // allowStatus reads allow_status: a list of codes; nil means 2xx.
 func allowStatus(cfg map[string]any) ([]int, error) {
-	v, ok := cfg["allow_status"]
+	_, v, ok := first(cfg, keyNames(kinds.HTTP, "allow_status")...)
 	if !ok || v == nil {
 		return nil, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/tmpl"
+	"github.com/noetl-go/noetl/shared/tools/kinds"
 )
 
 // Children starts and waits child executions for the playbook tool.
@@ -64,29 +65,29 @@ func (r *Registry) runPlaybook(ctx context.Context, it pipeline.Item) pipeline.E
 	}
 	var req ChildRequest
 	var err error
-	if req.Path, err = stringField(cfg, "path", "playbook_path"); err != nil {
+	if req.Path, err = stringField(cfg, keyNames(kinds.Playbook, "path")...); err != nil {
 		return failure(pipeline.KindTool, "playbook: "+err.Error())
 	}
-	if req.CatalogID, err = stringField(cfg, "catalog_id"); err != nil {
+	if req.CatalogID, err = stringField(cfg, keyNames(kinds.Playbook, "catalog_id")...); err != nil {
 		return failure(pipeline.KindTool, "playbook: "+err.Error())
 	}
 	if req.Path == "" && req.CatalogID == "" {
 		return failure(pipeline.KindTool, "playbook: path or catalog_id is required")
 	}
-	if req.Version, err = stringField(cfg, "version"); err != nil {
+	if req.Version, err = stringField(cfg, keyNames(kinds.Playbook, "version")...); err != nil {
 		return failure(pipeline.KindTool, "playbook: "+err.Error())
 	}
-	if req.ReturnStep, err = stringField(cfg, "return_step"); err != nil {
+	if req.ReturnStep, err = stringField(cfg, keyNames(kinds.Playbook, "return_step")...); err != nil {
 		return failure(pipeline.KindTool, "playbook: "+err.Error())
 	}
-	if req.ExecutionPool, err = stringField(cfg, "execution_pool", "pool"); err != nil {
+	if req.ExecutionPool, err = stringField(cfg, keyNames(kinds.Playbook, "execution_pool")...); err != nil {
 		return failure(pipeline.KindTool, "playbook: "+err.Error())
 	}
-	wait, err := boolField(cfg, true, "wait")
+	wait, err := boolField(cfg, true, keyNames(kinds.Playbook, "wait")...)
 	if err != nil {
 		return failure(pipeline.KindTool, "playbook: "+err.Error())
 	}
-	payload, err := mapField(cfg, "payload")
+	payload, err := mapField(cfg, keyNames(kinds.Playbook, "payload")...)
 	if err != nil {
 		return failure(pipeline.KindTool, "playbook: "+err.Error())
 	}

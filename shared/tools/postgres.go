@@ -21,6 +21,7 @@ import (
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/tmpl"
+	"github.com/noetl-go/noetl/shared/tools/kinds"
 )
 
 // runPostgres runs `query` (alias `command`) on its own connection.
@@ -35,7 +36,7 @@ import (
 // Decisions where the spec is silent are in the package doc.
 func (r *Registry) runPostgres(ctx context.Context, it pipeline.Item) pipeline.Envelope {
 	cfg := it.Config
-	query, err := stringField(cfg, "query", "command", "sql")
+	query, err := stringField(cfg, keyNames(kinds.Postgres, "query")...)
 	if err != nil {
 		return failure(pipeline.KindTool, "postgres: "+err.Error())
 	}
@@ -43,7 +44,7 @@ func (r *Registry) runPostgres(ctx context.Context, it pipeline.Item) pipeline.E
 		return failure(pipeline.KindTool, "postgres: query is required")
 	}
 	var params []any
-	if v, ok := cfg["params"]; ok && v != nil {
+	if v := valueOf(cfg, keyNames(kinds.Postgres, "params")...); v != nil {
 		list, isList := v.([]any)
 		if !isList {
 			return failure(pipeline.KindTool, fmt.Sprintf("postgres: params: expected a list (positional $1, $2, …), got %s", jsonx.TypeName(v)))
@@ -119,7 +120,7 @@ func pgErrorMessage(e *pgconn.PgError) string {
 
 // pgConfig builds the connection config (see runPostgres for the precedence).
 func (r *Registry) pgConfig(ctx context.Context, cfg map[string]any) (*pgconn.Config, error) {
-	dsn, err := stringField(cfg, "connection", "connection_string", "dsn")
+	dsn, err := stringField(cfg, keyNames(kinds.Postgres, "connection")...)
 	if err != nil {
 		return nil, err
 	}
@@ -136,13 +137,14 @@ func (r *Registry) pgConfig(ctx context.Context, cfg map[string]any) (*pgconn.Co
 	}
 	fields := map[string]string{}
 	for _, f := range []struct {
-		key     string
-		aliases []string
+		key   string
+		names []string
 	}{
-		{"host", []string{"host"}}, {"port", []string{"port"}}, {"user", []string{"user", "username"}},
-		{"password", []string{"password"}}, {"dbname", []string{"database", "dbname", "db"}},
+		{"host", keyNames(kinds.Postgres, "host")}, {"port", keyNames(kinds.Postgres, "port")},
+		{"user", keyNames(kinds.Postgres, "user")}, {"password", keyNames(kinds.Postgres, "password")},
+		{"dbname", keyNames(kinds.Postgres, "database")},
 	} {
-		v, err := stringField(cfg, f.aliases...)
+		v, err := stringField(cfg, f.names...)
 		if err != nil {
 			return nil, err
 		}

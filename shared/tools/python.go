@@ -13,6 +13,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/tools/kinds"
 )
 
 // The harness is a file of its own so it can be read, linted and run by hand.
@@ -32,13 +33,13 @@ func (r *Registry) runPython(ctx context.Context, it pipeline.Item) pipeline.Env
 	if err != nil {
 		return failure(pipeline.KindTool, "python: "+err.Error())
 	}
-	libs := cfg["libs"]
+	libs := valueOf(cfg, keyNames(kinds.Python, "libs")...)
 	switch libs.(type) {
 	case nil, map[string]any, []any:
 	default:
 		return failure(pipeline.KindTool, fmt.Sprintf("python: libs: expected an object {alias: module}, got %s", jsonx.TypeName(libs)))
 	}
-	env, err := envField(cfg)
+	env, err := envField(cfg, kinds.Python)
 	if err != nil {
 		return failure(pipeline.KindTool, "python: "+err.Error())
 	}
@@ -141,9 +142,9 @@ func (r *Registry) runPython(ctx context.Context, it pipeline.Item) pipeline.Env
 
 // pythonSource reads `code` or `script`.
 func pythonSource(cfg map[string]any) (code, filename string, err error) {
-	c := cfg["code"]
+	c := valueOf(cfg, keyNames(kinds.Python, "code")...)
 	hasCode := c != nil && c != ""
-	script, err := stringField(cfg, "script")
+	script, err := stringField(cfg, keyNames(kinds.Python, "script")...)
 	if err != nil {
 		return "", "", err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/tools/kinds"
 )
 
 // runShell runs `command` with `<shell> -c` (default sh) in its own process group.
@@ -15,7 +16,7 @@ import (
 func (r *Registry) runShell(ctx context.Context, it pipeline.Item) pipeline.Envelope {
 	cfg := it.Config
 	var command string
-	switch c := cfg["command"].(type) {
+	switch c := valueOf(cfg, keyNames(kinds.Shell, "command")...).(type) {
 	case string:
 		command = c
 	case []any:
@@ -35,18 +36,18 @@ func (r *Registry) runShell(ctx context.Context, it pipeline.Item) pipeline.Enve
 	if strings.TrimSpace(command) == "" {
 		return failure(pipeline.KindTool, "shell: command is required")
 	}
-	shell, err := stringField(cfg, "shell")
+	shell, err := stringField(cfg, keyNames(kinds.Shell, "shell")...)
 	if err != nil {
 		return failure(pipeline.KindTool, "shell: "+err.Error())
 	}
 	if shell == "" {
 		shell = "sh"
 	}
-	cwd, err := stringField(cfg, "cwd")
+	cwd, err := stringField(cfg, keyNames(kinds.Shell, "cwd")...)
 	if err != nil {
 		return failure(pipeline.KindTool, "shell: "+err.Error())
 	}
-	env, err := envField(cfg)
+	env, err := envField(cfg, kinds.Shell)
 	if err != nil {
 		return failure(pipeline.KindTool, "shell: "+err.Error())
 	}

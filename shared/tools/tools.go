@@ -13,6 +13,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/tmpl"
+	"github.com/noetl-go/noetl/shared/tools/kinds"
 )
 
 // Options configure a Registry. All fields are optional.
@@ -153,7 +154,7 @@ func (r *Registry) Exec(ctx context.Context, it pipeline.Item) (env pipeline.Env
 	start := time.Now()
 	kind := it.Kind
 	if kind == "" {
-		kind, _ = it.Config["kind"].(string)
+		kind, _ = valueOf(it.Config, kinds.CommonNames("kind")...).(string)
 	}
 	if it.Config == nil {
 		it.Config = map[string]any{}
@@ -175,17 +176,17 @@ func (r *Registry) Exec(ctx context.Context, it pipeline.Item) (env pipeline.Env
 		return ctxEnvelope(ctx, kind+" tool did not start")
 	}
 	switch kind {
-	case "noop":
+	case kinds.Noop:
 		return runNoop(it)
-	case "python":
+	case kinds.Python:
 		return r.runPython(ctx, it)
-	case "http":
+	case kinds.HTTP:
 		return r.runHTTP(ctx, it)
-	case "postgres":
+	case kinds.Postgres:
 		return r.runPostgres(ctx, it)
-	case "shell":
+	case kinds.Shell:
 		return r.runShell(ctx, it)
-	case "playbook":
+	case kinds.Playbook:
 		return r.runPlaybook(ctx, it)
 	case "":
 		return failure(pipeline.KindTool, "tool kind is missing")
@@ -235,7 +236,7 @@ func retryable(kind string) bool {
 // seconds when given and positive; it also returns that duration (0: none). The
 // cause set on expiry names the tool timeout in messages (see ctxEnvelope).
 func withToolTimeout(ctx context.Context, cfg map[string]any) (context.Context, context.CancelFunc, time.Duration, error) {
-	d, err := durationField(cfg, "timeout", "timeout_seconds")
+	d, err := durationField(cfg, kinds.CommonNames("timeout")...)
 	if err != nil || d <= 0 {
 		return ctx, func() {}, 0, err
 	}

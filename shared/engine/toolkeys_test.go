@@ -1,0 +1,42 @@
+package engine_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/tools/kinds"
+)
+
+// TestToolKeysFollowTheTable: the register-time validator accepts, for each supported
+// kind, exactly the keys of the one table the tools read through (shared/tools/kinds):
+// every name and alias registers without an unknown-key warning, also under tool.spec
+// where the table allows it, and a key outside it warns that it is ignored. http's
+// data is such a key: the validator once listed it, but no tool reads it (issue 13).
+func TestToolKeysFollowTheTable(t *testing.T) {
+	for _, kd := range kinds.Supported() {
+		for _, key := range kd.Keys {
+			for _, name := range key.Names() {
+				for _, where := range []string{"tool", "spec"} {
+					body := fmt.Sprintf("{kind: %s, %s: 1}", kd.Name, name)
+					if where == "spec" {
+						body = fmt.Sprintf("{kind: %s, spec: {%s: 1}}", kd.Name, name)
+					}
+					ds := diagnose("workflow:\n  - step: start\n    tool: " + body + "\n")
+					for _, d := range ds {
+						if strings.Contains(d.Message, "unknown key") {
+							t.Errorf("%s %s (%s): %v", kd.Name, name, where, d)
+						}
+					}
+				}
+			}
+		}
+	}
+	for _, c := range []struct{ kind, key string }{{"http", "data"}, {"shell", "url"}, {"noop", "code"}} {
+		ds := diagnose(fmt.Sprintf("workflow:\n  - step: start\n    tool: {kind: %s, %s: 1}\n", c.kind, c.key))
+		if _, ok := find(ds, engine.SeverityWarning, "workflow[0].tool."+c.key, fmt.Sprintf("unknown key %q", c.key)); !ok {
+			t.Errorf("%s tool with %s: want an unknown-key warning, got %v", c.kind, c.key, ds)
+		}
+	}
+}
