@@ -75,6 +75,11 @@ func serve(t testing.TB, a interface {
 		if err := checkAnswer(c.method, path, resp, v); err != nil {
 			t.Errorf("%s %s (%d): %v", c.method, c.target, resp.Status, err)
 		}
+		if resp.Status == http.StatusOK {
+			if err := checkRequest(c.method, path, req.Body); err != nil {
+				t.Errorf("%s %s (%d): %v", c.method, c.target, resp.Status, err)
+			}
+		}
 	}
 	if resp.Header.Get("X-Request-Id") == "" {
 		t.Errorf("%s %s: no X-Request-Id", c.method, c.target)

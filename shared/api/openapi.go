@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -76,8 +77,13 @@ func operation(r Route) map[string]any {
 	var params []any
 	for _, s := range strings.Split(r.Path, "/") {
 		if isParam(s) {
+			// Every path parameter but the dashboard's file name is an id.
+			sh := id()
+			if s == "{asset}" {
+				sh = str().doc("a file name, e.g. app.js")
+			}
 			params = append(params, map[string]any{"name": s[1 : len(s)-1], "in": "path", "required": true,
-				"schema": schema(str())})
+				"schema": schema(sh)})
 		}
 	}
 	for _, p := range r.Query {
@@ -94,7 +100,9 @@ func operation(r Route) map[string]any {
 		op["parameters"] = params
 	}
 	if r.Body != nil {
-		op["requestBody"] = map[string]any{"required": true,
+		// An empty body reads as {}: the body is required when a field is.
+		required := slices.ContainsFunc(r.Body.Props, func(p Prop) bool { return p.Required })
+		op["requestBody"] = map[string]any{"required": required,
 			"content": map[string]any{"application/json": map[string]any{"schema": schema(r.Body)}}}
 	}
 	ok := map[string]any{"description": "OK"}

@@ -183,6 +183,37 @@ func checkAnswer(method, path string, resp *api.Response, body any) error {
 	return nil
 }
 
+// checkRequest checks a request body the API accepted against the route's
+// described request body, so the document describes what the handlers
+// accept.
+func checkRequest(method, path string, body []byte) error {
+	rt, _, _, ok := api.NewRouter(api.Routes()).Find(method, path)
+	if !ok {
+		return nil
+	}
+	doc := openAPIDoc()
+	op := doc["paths"].(map[string]any)[rt.Path].(map[string]any)[strings.ToLower(rt.Method)].(map[string]any)
+	rb, described := op["requestBody"].(map[string]any)
+	if !described {
+		return nil // a route that reads no body ignores one
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		if rb["required"] == true {
+			return fmt.Errorf("accepted an empty body; the document says the body is required")
+		}
+		return nil
+	}
+	v, err := jsonx.Decode(body)
+	if err != nil {
+		return fmt.Errorf("accepted a request body that is not JSON: %w", err)
+	}
+	sch := rb["content"].(map[string]any)["application/json"].(map[string]any)["schema"].(map[string]any)
+	if errs := conform(doc, sch, v, "$"); len(errs) > 0 {
+		return fmt.Errorf("accepted a request the document does not describe: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
 // conform checks v against an OpenAPI 3.0 schema object (the subset the
 // document uses), strictly: an object with described properties may carry
 // no undescribed ones, so a new field in an answer fails until described.

@@ -72,6 +72,18 @@ func idIn() *Shape {
 		Doc: "a 64-bit id: a number or a numeric string"}
 }
 
+// intIn is an integer as requests may carry it: a number or a numeric string.
+func intIn() *Shape {
+	return &Shape{OneOf: []*Shape{integer(), {Type: "string", Pattern: "^\\s*-?[0-9]+\\s*$"}},
+		Doc: "an integer: a number or a numeric string"}
+}
+
+// scalar is a string or an integer, kept as a string (client ids, NoETL's
+// numeric command ids).
+func scalar() *Shape {
+	return &Shape{OneOf: []*Shape{str(), integer()}, Doc: "a string, or an integer read as one"}
+}
+
 func timestamp() *Shape { return &Shape{Type: "string", Format: "date-time", Nullable: true} }
 
 func param(name string, s *Shape, d string) Param { return Param{Name: name, Shape: s, Doc: d} }
@@ -124,7 +136,7 @@ func catalogQuery() []Param {
 
 func catalogListBody() *Shape {
 	return object(
-		opt("path", str()), opt("limit", integer()), opt("latest", boolean()),
+		opt("path", str()), opt("limit", intIn()), opt("latest", boolean()),
 		opt("cursor", str()), opt("resource_type", str()),
 	)
 }
@@ -160,7 +172,8 @@ func catalogDetail() *Shape {
 }
 
 func catalogResourceBody() *Shape {
-	return object(opt("catalog_id", idIn()), opt("path", str()), opt("version", anyJSON().doc(`a version number, or "latest"`)))
+	return object(opt("catalog_id", idIn()), opt("path", str()), opt("version", anyJSON().doc(`a version number, or "latest"`)),
+		opt("resource_type", str()))
 }
 
 func executeBody() *Shape {
@@ -187,9 +200,9 @@ func executeReply() *Shape {
 // eventFields are NoETL's EventRequest fields after execution_id.
 func eventFields() []Prop {
 	return []Prop{
-		opt("step", str().doc("alias node_name")),
-		opt("event_type", str().doc("required; alias name")),
-		opt("payload", object().doc("alias context")),
+		opt("step", str()), opt("node_name", str().doc("alias of step")),
+		opt("event_type", str().doc("required (or its alias name)")), opt("name", str().doc("alias of event_type")),
+		opt("payload", object()), opt("context", object().doc("alias of payload")),
 		opt("meta", object()),
 		opt("worker_id", str()),
 		opt("result_kind", str()),
@@ -197,7 +210,7 @@ func eventFields() []Prop {
 		opt("event_ids", array(idIn())),
 		opt("actionable", boolean()),
 		opt("informative", boolean()),
-		opt("event_id", anyJSON().doc("the client's id: re-posting it is idempotent")),
+		opt("event_id", scalar().doc("the client's id: re-posting it is idempotent")),
 		opt("status", str()),
 		opt("created_at", str().doc("kept in meta.client_created_at")),
 	}
@@ -224,7 +237,7 @@ func batchReply() *Shape {
 func reportBody() *Shape {
 	return object(
 		req("worker_id", str()), opt("pool", str()),
-		opt("take", integer().doc("how many issued commands to take, claimed and started (at most 1000)")),
+		opt("take", intIn().doc("how many issued commands to take, claimed and started (at most 1000)")),
 		opt("events", array(object(append([]Prop{req("execution_id", idIn())}, eventFields()...)...))),
 		opt("claims", array(idIn()).doc("command.issued event ids to claim and start")),
 	)
@@ -260,7 +273,7 @@ func claimBody() *Shape {
 }
 
 func heartbeatBody() *Shape {
-	return object(req("worker_id", str()), opt("attempt", integer()))
+	return object(req("worker_id", str()), opt("attempt", intIn().doc("the claim's attempt (fences a stale holder)")))
 }
 
 func heartbeatReply() *Shape { return object(req("lease_expires_at", timestamp())) }
@@ -347,7 +360,7 @@ func cancellationReply() *Shape {
 func cancelBody() *Shape { return object(opt("reason", str())) }
 
 func finalizeBody() *Shape {
-	return object(req("status", enum("COMPLETED", "FAILED")), opt("error", str()))
+	return object(req("status", str().doc("COMPLETED or FAILED, in any case")), opt("error", str()))
 }
 
 func terminalReply() *Shape {
@@ -366,7 +379,7 @@ func replayQuery() []Param {
 	}
 }
 
-func outboxClaimBody() *Shape { return object(opt("limit", integer().doc("1 to 1000, default 100"))) }
+func outboxClaimBody() *Shape { return object(opt("limit", intIn().doc("1 to 1000, default 100"))) }
 
 func outboxClaimReply() *Shape {
 	return object(
@@ -386,7 +399,7 @@ func markPublishedReply() *Shape {
 }
 
 func markFailedBody() *Shape {
-	return object(req("outbox_id", idIn()), req("error", str()), opt("attempts", integer()),
+	return object(req("outbox_id", idIn()), req("error", str()), opt("attempts", intIn()),
 		opt("max_delay_seconds", number()))
 }
 
@@ -396,11 +409,16 @@ func markFailedReply() *Shape {
 
 func projectBody() *Shape {
 	return object(req("events", array(object(
-		req("event_id", idIn()), opt("execution_id", idIn()),
-		opt("event_type", str().doc("alias name")), opt("node_name", str().doc("alias step")),
-		opt("status", str()), opt("context", object().doc("alias payload")), opt("meta", object()),
-		opt("result", object()), opt("error", str()), opt("worker_id", str()), opt("command_id", str()),
-	)).doc("1 to 500 envelopes")))
+		req("event_id", idIn()), opt("execution_id", idIn().doc("without it the envelope is skipped")),
+		opt("event_type", str()), opt("name", str().doc("alias of event_type")),
+		opt("node_name", str()), opt("step", str().doc("alias of node_name")),
+		opt("status", str()), opt("context", object()), opt("payload", object().doc("alias of context")),
+		opt("meta", object()), opt("result", object()), opt("error", str()), opt("worker_id", str()),
+		opt("command_id", scalar()),
+		opt("timestamp", str().doc("the producer's time, kept in meta.client_created_at")), opt("created_at", str()),
+		opt("stage_id", scalar().doc("kept in meta, as are the five below")), opt("frame_id", scalar()),
+		opt("aggregate_type", scalar()), opt("aggregate_id", scalar()), opt("node_id", scalar()), opt("node_type", scalar()),
+	)).doc("1 to 500 envelopes (the replay data set's row shape)")))
 }
 
 func projectReply() *Shape {
