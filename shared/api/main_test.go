@@ -76,7 +76,7 @@ func serve(t testing.TB, a interface {
 			t.Errorf("%s %s (%d): %v", c.method, c.target, resp.Status, err)
 		}
 		if resp.Status == http.StatusOK {
-			if err := checkRequest(c.method, path, req.Body); err != nil {
+			if err := checkRequest(c.method, path, q, req.Body); err != nil {
 				t.Errorf("%s %s (%d): %v", c.method, c.target, resp.Status, err)
 			}
 		}

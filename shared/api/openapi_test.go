@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -183,16 +184,28 @@ func checkAnswer(method, path string, resp *api.Response, body any) error {
 	return nil
 }
 
-// checkRequest checks a request body the API accepted against the route's
+// checkRequest checks a request the API accepted against the route's
+// description: every query parameter is described, and the body matches the
 // described request body, so the document describes what the handlers
 // accept.
-func checkRequest(method, path string, body []byte) error {
+func checkRequest(method, path string, query url.Values, body []byte) error {
 	rt, _, _, ok := api.NewRouter(api.Routes()).Find(method, path)
 	if !ok {
 		return nil
 	}
 	doc := openAPIDoc()
 	op := doc["paths"].(map[string]any)[rt.Path].(map[string]any)[strings.ToLower(rt.Method)].(map[string]any)
+	inQuery := map[string]bool{}
+	for _, p := range asList(op["parameters"]) {
+		if p := p.(map[string]any); p["in"] == "query" {
+			inQuery[p["name"].(string)] = true
+		}
+	}
+	for k := range query {
+		if !inQuery[k] {
+			return fmt.Errorf("accepted the query parameter %s, which the document does not describe", k)
+		}
+	}
 	rb, described := op["requestBody"].(map[string]any)
 	if !described {
 		return nil // a route that reads no body ignores one
