@@ -255,7 +255,7 @@ func (a *API) serve(ctx context.Context, r *Request, function string) (resp *Res
 		return a.errorResponse(errorf(http.StatusRequestEntityTooLarge,
 			"request body is %d bytes; the limit is %d bytes", len(r.Body), a.opts.MaxBodyBytes))
 	}
-	if rt.handle == nil { // a route declared without a handler: a bug (TestRoutesShape), said plainly
+	if rt.handle == nil { // a route declared without a handler: a bug (TestOpenAPIMatchesServedRoutes), said plainly
 		return a.errorResponse(errorf(http.StatusNotImplemented, "%s is not implemented", routeKey))
 	}
 	body, err := rt.handle(a, ctx, &call{req: r, route: rt, params: params, attrs: attrs})

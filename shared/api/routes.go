@@ -29,8 +29,9 @@ func Functions() []string {
 }
 
 // Route is one route of the HTTP API, declared once in Routes: the router,
-// the dispatch (handle), routes.json, template.yaml's and the CDK stack's
-// routes (through routes.json) and the OpenAPI document all read it.
+// the dispatch (handle), routes.json (which the CDK stack reads and
+// template.yaml is checked against) and the OpenAPI document all derive from
+// it.
 type Route struct {
 	Method string
 	// Path in API Gateway syntax: /api/commands/{event_id}/claim.

@@ -50,7 +50,12 @@ func TestRoutesShape(t *testing.T) {
 	for _, f := range api.Functions() {
 		fns[f] = true
 	}
+	ids := map[string]bool{}
 	for _, r := range api.Routes() {
+		if r.ID == "" || r.Summary == "" || ids[r.ID] {
+			t.Errorf("route %s: operation id %q (unique, required) or summary %q missing", r.Key(), r.ID, r.Summary)
+		}
+		ids[r.ID] = true
 		if seen[r.Key()] {
 			t.Errorf("route %s listed twice", r.Key())
 		}
