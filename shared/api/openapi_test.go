@@ -28,6 +28,9 @@ var openAPIDoc = sync.OnceValue(func() map[string]any {
 	return v.(map[string]any)
 })
 
+// router finds the route of a request the tests make.
+var router = sync.OnceValue(func() *api.Router { return api.NewRouter(api.Routes()) })
+
 // TestOpenAPIJSON keeps openapi.json at the module root (what make test
 // validates with an OpenAPI validator, and what users generate clients from)
 // byte-equal to what GET /api/openapi.json serves.
@@ -157,7 +160,7 @@ func checkAnswer(method, path string, resp *api.Response, body any) error {
 	if body == nil && resp.Status != http.StatusOK {
 		return nil // 204 preflight
 	}
-	rt, _, _, ok := api.NewRouter(api.Routes()).Find(method, path)
+	rt, _, _, ok := router().Find(method, path)
 	doc := openAPIDoc()
 	var sch map[string]any
 	switch {
@@ -189,7 +192,7 @@ func checkAnswer(method, path string, resp *api.Response, body any) error {
 // described request body, so the document describes what the handlers
 // accept.
 func checkRequest(method, path string, query url.Values, body []byte) error {
-	rt, _, _, ok := api.NewRouter(api.Routes()).Find(method, path)
+	rt, _, _, ok := router().Find(method, path)
 	if !ok {
 		return nil
 	}
