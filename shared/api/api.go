@@ -1,8 +1,13 @@
 // Package api is the transport-free HTTP API of the control plane (api.md):
 // routing, authentication, validation, limits and the JSON shapes of every
-// route. A Lambda function (shared/lambdaapi) and the local server
+// route. A Lambda function (shared/lambdafn) and the local server
 // (shared/localgw, through the same Lambda adapter) turn their transport into a
 // Request and write the Response back; nothing here knows either transport.
+//
+// Every route is declared once, in Routes (routes.go): its method, path,
+// Lambda function, token scope, handler and request and response shapes.
+// Dispatch, routes.json (and through it template.yaml and the CDK stack) and
+// the OpenAPI document served at GET /api/openapi.json all derive from it.
 //
 // Conventions (api.md §1):
 //   - Errors are always {"error": "<message>", "status": <code>} with
@@ -202,72 +207,6 @@ type call struct {
 	attrs  *logAttrs
 }
 
-type handlerFunc func(ctx context.Context, c *call) (any, error)
-
-func (a *API) handler(r Route) handlerFunc {
-	switch r.Key() {
-	case "GET /api/health":
-		return a.health
-	case "GET /":
-		return a.dashboardIndex
-	case "GET /ui/{asset}":
-		return a.dashboardAsset
-	case "POST /api/catalog/register":
-		return a.register
-	case "GET /api/catalog":
-		return a.listCatalogQuery
-	case "POST /api/catalog/list":
-		return a.listCatalogBody
-	case "GET /api/catalog/{catalog_id}":
-		return a.getCatalog
-	case "POST /api/catalog/resource":
-		return a.catalogResource
-	case "POST /api/execute":
-		return a.execute
-	case "POST /api/events":
-		return a.ingest
-	case "POST /api/events/batch":
-		return a.ingestBatch
-	case "POST /api/worker/report":
-		return a.report
-	case "GET /api/commands/{event_id}":
-		return a.getCommand
-	case "POST /api/commands/{event_id}/claim":
-		return a.claim
-	case "POST /api/commands/{event_id}/heartbeat":
-		return a.heartbeat
-	case "GET /api/executions":
-		return a.listExecutions
-	case "GET /api/executions/{id}":
-		return a.getExecution
-	case "GET /api/executions/{id}/events":
-		return a.listEvents
-	case "GET /api/executions/{id}/status":
-		return a.status
-	case "GET /api/executions/{id}/cancellation-check":
-		return a.cancellationCheck
-	case "POST /api/executions/{id}/cancel":
-		return a.cancel
-	case "POST /api/executions/{id}/finalize":
-		return a.finalize
-	case "GET /api/executions/{id}/replay":
-		return a.replayByPath
-	case "GET /api/replay/state":
-		return a.replayByQuery
-	case "POST /api/internal/outbox/claim":
-		return a.outboxClaim
-	case "POST /api/internal/outbox/mark-published":
-		return a.outboxMarkPublished
-	case "POST /api/internal/outbox/mark-failed":
-		return a.outboxMarkFailed
-	case "GET /api/internal/outbox/pending-count":
-		return a.outboxPendingCount
-	case "POST /api/internal/events/project":
-		return a.project
-	}
-	return nil
-}
-
 func (a *API) serve(ctx context.Context, r *Request, function string) (resp *Response) {
 	start := time.Now()
 	if r.RequestID == "" {
@@ -316,11 +255,10 @@ func (a *API) serve(ctx context.Context, r *Request, function string) (resp *Res
 		return a.errorResponse(errorf(http.StatusRequestEntityTooLarge,
 			"request body is %d bytes; the limit is %d bytes", len(r.Body), a.opts.MaxBodyBytes))
 	}
-	h := a.handler(rt)
-	if h == nil { // a route in the table without a handler: a bug, said plainly
+	if rt.handle == nil { // a route declared without a handler: a bug (TestOpenAPIMatchesServedRoutes), said plainly
 		return a.errorResponse(errorf(http.StatusNotImplemented, "%s is not implemented", routeKey))
 	}
-	body, err := h(ctx, &call{req: r, route: rt, params: params, attrs: attrs})
+	body, err := rt.handle(a, ctx, &call{req: r, route: rt, params: params, attrs: attrs})
 	if err != nil {
 		e := classify(err)
 		if e.Status >= 500 {

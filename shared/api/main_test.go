@@ -70,6 +70,16 @@ func serve(t testing.TB, a interface {
 		}
 		out.json, _ = v.(map[string]any)
 		out.list, _ = v.([]any)
+		// Every answer any test sees must match the OpenAPI document, so the
+		// document cannot drift from what the handlers answer.
+		if err := checkAnswer(c.method, path, resp, v); err != nil {
+			t.Errorf("%s %s (%d): %v", c.method, c.target, resp.Status, err)
+		}
+		if resp.Status == http.StatusOK {
+			if err := checkRequest(c.method, path, q, req.Body); err != nil {
+				t.Errorf("%s %s (%d): %v", c.method, c.target, resp.Status, err)
+			}
+		}
 	}
 	if resp.Header.Get("X-Request-Id") == "" {
 		t.Errorf("%s %s: no X-Request-Id", c.method, c.target)

@@ -45,6 +45,7 @@ func matrixCases() []routeCase {
 	api, worker, internal := apitest.APIToken, apitest.WorkerToken, apitest.InternalToken
 	return []routeCase{
 		{method: "GET", target: "/api/health"},
+		{method: "GET", target: "/api/openapi.json"},
 		// The dashboard's page and files: open like health (they hold no data).
 		{method: "GET", target: "/"},
 		{method: "GET", target: "/ui/app.js", unknownTarget: "/ui/nope.js"},

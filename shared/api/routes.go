@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -27,7 +28,10 @@ func Functions() []string {
 	return []string{FnCatalog, FnExecute, FnIngest, FnClaim, FnStatus, FnReplay, FnOutbox}
 }
 
-// Route is one route of the HTTP API.
+// Route is one route of the HTTP API, declared once in Routes: the router,
+// the dispatch (handle), routes.json (which the CDK stack reads and
+// template.yaml is checked against) and the OpenAPI document all derive from
+// it.
 type Route struct {
 	Method string
 	// Path in API Gateway syntax: /api/commands/{event_id}/claim.
@@ -35,58 +39,136 @@ type Route struct {
 	Function string
 	// Scope is the token scope the route needs (R-A3); 0 means open (health).
 	Scope config.Scope
+
+	// ID is the OpenAPI operationId (what a generated client names the call).
+	ID string
+	// Summary is one line for the OpenAPI document.
+	Summary string
+	// Query lists the query parameters the handler reads.
+	Query []Param
+	// Body is the JSON request body; nil: the route reads none.
+	Body *Shape
+	// Reply is the 200 answer; nil with HTML set: not JSON.
+	Reply *Shape
+	// HTML marks the dashboard's routes, which answer files, not JSON.
+	HTML bool
+
+	// handle serves the route (a method expression: the table is built
+	// without an API).
+	handle func(a *API, ctx context.Context, c *call) (any, error)
 }
 
 // Key is API Gateway's route key: "POST /api/commands/{event_id}/claim".
 func (r Route) Key() string { return r.Method + " " + r.Path }
 
 // Routes returns every route of the API (api.md §2 without /metrics, which
-// the local server adds), sorted by path, then method: the single source of
-// truth that routes.json is generated from.
+// the local server adds), sorted by path, then method: the one place a route
+// is declared (docs/architecture.md, "Adding a route"). Each entry carries its
+// handler and its request and response shapes.
 func Routes() []Route {
 	const (
 		api      = config.ScopeAPI
 		worker   = config.ScopeWorker
 		internal = config.ScopeInternal
 	)
+	execID := Param{Name: "execution_id", Shape: id(), Required: true, Doc: "the execution"}
 	rs := []Route{
-		{"GET", "/api/health", FnStatus, 0},
+		{Method: "GET", Path: "/api/health", Function: FnStatus, ID: "health",
+			Summary: "Health of the API and its dependencies; 503 when one is down (R-A1: open)",
+			Reply:   healthShape(), handle: (*API).health},
+		{Method: "GET", Path: "/api/openapi.json", Function: FnStatus, ID: "openapi",
+			Summary: "This OpenAPI 3 document (open: it holds no data)",
+			Reply:   object(), handle: (*API).openapi},
 		// The dashboard's page and files (dashboard.go): open, they hold no data.
-		{"GET", "/", FnStatus, 0},
-		{"GET", "/ui/{asset}", FnStatus, 0},
+		{Method: "GET", Path: "/", Function: FnStatus, ID: "dashboard",
+			Summary: "The web dashboard's page", HTML: true, handle: (*API).dashboardIndex},
+		{Method: "GET", Path: "/ui/{asset}", Function: FnStatus, ID: "dashboardAsset",
+			Summary: "One of the web dashboard's files", HTML: true, handle: (*API).dashboardAsset},
 
-		{"POST", "/api/catalog/register", FnCatalog, api},
-		{"GET", "/api/catalog", FnCatalog, api},
-		{"GET", "/api/catalog/{catalog_id}", FnCatalog, api},
-		{"POST", "/api/catalog/list", FnCatalog, api},
-		{"POST", "/api/catalog/resource", FnCatalog, api},
+		{Method: "POST", Path: "/api/catalog/register", Function: FnCatalog, Scope: api, ID: "registerPlaybook",
+			Summary: "Register a playbook (idempotent: the same content as the latest version is that version)",
+			Body:    registerBody(), Reply: registerReply(), handle: (*API).register},
+		{Method: "GET", Path: "/api/catalog", Function: FnCatalog, Scope: api, ID: "listCatalog",
+			Summary: "List catalog entries, newest first, paged by cursor",
+			Query:   catalogQuery(), Reply: catalogList(), handle: (*API).listCatalogQuery},
+		{Method: "GET", Path: "/api/catalog/{catalog_id}", Function: FnCatalog, Scope: api, ID: "getCatalogEntry",
+			Summary: "One catalog entry with its content, step graph and problems",
+			Reply:   catalogDetail(), handle: (*API).getCatalog},
+		{Method: "POST", Path: "/api/catalog/list", Function: FnCatalog, Scope: api, ID: "listCatalogPost",
+			Summary: "NoETL's alias of GET /api/catalog, the filter in the body",
+			Body:    catalogListBody(), Reply: catalogList(), handle: (*API).listCatalogBody},
+		{Method: "POST", Path: "/api/catalog/resource", Function: FnCatalog, Scope: api, ID: "getCatalogResource",
+			Summary: "NoETL's alias of GET /api/catalog/{catalog_id}: by catalog_id, or path and version",
+			Body:    catalogResourceBody(), Reply: catalogEntryShape(), handle: (*API).catalogResource},
 
-		{"POST", "/api/execute", FnExecute, api},
+		{Method: "POST", Path: "/api/execute", Function: FnExecute, Scope: api, ID: "execute",
+			Summary: "Start an execution of a registered playbook",
+			Body:    executeBody(), Reply: executeReply(), handle: (*API).execute},
 
-		{"POST", "/api/events", FnIngest, worker},
-		{"POST", "/api/events/batch", FnIngest, worker},
-		{"POST", "/api/worker/report", FnIngest, worker},
+		{Method: "POST", Path: "/api/events", Function: FnIngest, Scope: worker, ID: "postEvent",
+			Summary: "Append one event (NoETL's EventRequest); orchestration runs for completions and failures",
+			Body:    eventBody(), Reply: eventReply(), handle: (*API).ingest},
+		{Method: "POST", Path: "/api/events/batch", Function: FnIngest, Scope: worker, ID: "postEvents",
+			Summary: "Append events of one execution, all or nothing",
+			Body:    batchBody(), Reply: batchReply(), handle: (*API).ingestBatch},
+		{Method: "POST", Path: "/api/worker/report", Function: FnIngest, Scope: worker, ID: "workerReport",
+			Summary: "Our worker's one request per step: events of any executions, claims, and commands taken",
+			Body:    reportBody(), Reply: reportReply(), handle: (*API).report},
 
-		{"GET", "/api/commands/{event_id}", FnClaim, worker},
-		{"POST", "/api/commands/{event_id}/claim", FnClaim, worker},
-		{"POST", "/api/commands/{event_id}/heartbeat", FnClaim, worker},
+		{Method: "GET", Path: "/api/commands/{event_id}", Function: FnClaim, Scope: worker, ID: "getCommand",
+			Summary: "A command's body without claiming it",
+			Reply:   commandShape(), handle: (*API).getCommand},
+		{Method: "POST", Path: "/api/commands/{event_id}/claim", Function: FnClaim, Scope: worker, ID: "claimCommand",
+			Summary: "Claim a command (events.md §4); 409 when another worker holds it, 429 before a retry is due",
+			Body:    claimBody(), Reply: commandShape(), handle: (*API).claim},
+		{Method: "POST", Path: "/api/commands/{event_id}/heartbeat", Function: FnClaim, Scope: worker, ID: "heartbeatCommand",
+			Summary: "Extend a claimed command's lease",
+			Body:    heartbeatBody(), Reply: heartbeatReply(), handle: (*API).heartbeat},
 
-		{"GET", "/api/executions", FnStatus, api},
-		{"GET", "/api/executions/{id}", FnStatus, api},
-		{"GET", "/api/executions/{id}/events", FnStatus, api},
-		{"GET", "/api/executions/{id}/status", FnStatus, api},
-		{"GET", "/api/executions/{id}/cancellation-check", FnStatus, api | worker},
-		{"POST", "/api/executions/{id}/cancel", FnStatus, api},
-		{"POST", "/api/executions/{id}/finalize", FnStatus, api},
+		{Method: "GET", Path: "/api/executions", Function: FnStatus, Scope: api, ID: "listExecutions",
+			Summary: "List executions, newest first; the next page's cursor is in the X-Next-Cursor and Link headers",
+			Query:   executionsQuery(), Reply: array(executionSummaryShape()), handle: (*API).listExecutions},
+		{Method: "GET", Path: "/api/executions/{id}", Function: FnStatus, Scope: api, ID: "getExecution",
+			Summary: "An execution with its steps, context, result and the tail of its event log",
+			Reply:   executionDetail(), handle: (*API).getExecution},
+		{Method: "GET", Path: "/api/executions/{id}/events", Function: FnStatus, Scope: api, ID: "listExecutionEvents",
+			Summary: "An execution's event log, paged by seq",
+			Query:   eventsQuery(), Reply: eventsReply(), handle: (*API).listEvents},
+		{Method: "GET", Path: "/api/executions/{id}/status", Function: FnStatus, Scope: api, ID: "getExecutionStatus",
+			Summary: "An execution's status and progress (events.md §6)",
+			Reply:   statusReply(), handle: (*API).status},
+		{Method: "GET", Path: "/api/executions/{id}/cancellation-check", Function: FnStatus, Scope: api | worker, ID: "cancellationCheck",
+			Summary: "Whether an execution is cancelled (NoETL's workers ask before running a command)",
+			Reply:   cancellationReply(), handle: (*API).cancellationCheck},
+		{Method: "POST", Path: "/api/executions/{id}/cancel", Function: FnStatus, Scope: api, ID: "cancelExecution",
+			Summary: "Cancel an execution and its children; 409 when it already ended otherwise",
+			Body:    cancelBody(), Reply: terminalReply(), handle: (*API).cancel},
+		{Method: "POST", Path: "/api/executions/{id}/finalize", Function: FnStatus, Scope: api, ID: "finalizeExecution",
+			Summary: "Force an execution to COMPLETED or FAILED (an operator's action)",
+			Body:    finalizeBody(), Reply: terminalReply(), handle: (*API).finalize},
 
-		{"GET", "/api/executions/{id}/replay", FnReplay, api},
-		{"GET", "/api/replay/state", FnReplay, api},
+		{Method: "GET", Path: "/api/executions/{id}/replay", Function: FnReplay, Scope: api, ID: "replayExecution",
+			Summary: "Fold an execution's event log into its projections (replay.md); parameter errors are 400 (R-A2)",
+			Query:   replayQuery(), Reply: object(), handle: (*API).replayByPath},
+		{Method: "GET", Path: "/api/replay/state", Function: FnReplay, Scope: api, ID: "replayState",
+			Summary: "NoETL's path of the replay route, the execution in the query",
+			Query:   append([]Param{execID}, replayQuery()...), Reply: object(), handle: (*API).replayByQuery},
 
-		{"POST", "/api/internal/outbox/claim", FnOutbox, internal},
-		{"POST", "/api/internal/outbox/mark-published", FnOutbox, internal},
-		{"POST", "/api/internal/outbox/mark-failed", FnOutbox, internal},
-		{"GET", "/api/internal/outbox/pending-count", FnOutbox, internal},
-		{"POST", "/api/internal/events/project", FnOutbox, internal},
+		{Method: "POST", Path: "/api/internal/outbox/claim", Function: FnOutbox, Scope: internal, ID: "outboxClaim",
+			Summary: "Claim outbox rows to publish",
+			Body:    outboxClaimBody(), Reply: outboxClaimReply(), handle: (*API).outboxClaim},
+		{Method: "POST", Path: "/api/internal/outbox/mark-published", Function: FnOutbox, Scope: internal, ID: "outboxMarkPublished",
+			Summary: "Mark outbox rows published",
+			Body:    markPublishedBody(), Reply: markPublishedReply(), handle: (*API).outboxMarkPublished},
+		{Method: "POST", Path: "/api/internal/outbox/mark-failed", Function: FnOutbox, Scope: internal, ID: "outboxMarkFailed",
+			Summary: "Record a failed publish; the row is retried after a backoff",
+			Body:    markFailedBody(), Reply: markFailedReply(), handle: (*API).outboxMarkFailed},
+		{Method: "GET", Path: "/api/internal/outbox/pending-count", Function: FnOutbox, Scope: internal, ID: "outboxPendingCount",
+			Summary: "How many outbox rows wait to be published (what an autoscaler reads)",
+			Reply:   object(req("pending", integer())), handle: (*API).outboxPendingCount},
+		{Method: "POST", Path: "/api/internal/events/project", Function: FnOutbox, Scope: internal, ID: "projectEvents",
+			Summary: "Append external informative events without orchestration, idempotent by event_id (R-A4)",
+			Body:    projectBody(), Reply: projectReply(), handle: (*API).project},
 	}
 	slices.SortFunc(rs, func(a, b Route) int {
 		return cmp.Or(cmp.Compare(a.Path, b.Path), cmp.Compare(a.Method, b.Method))

@@ -12,13 +12,20 @@ import (
 	"github.com/noetl-go/noetl/shared/config"
 )
 
-var update = flag.Bool("update", false, "rewrite routes.json at the module root from api.Routes()")
+var update = flag.Bool("update", false, "rewrite routes.json and openapi.json at the module root from api.Routes()")
 
 // TestRoutesJSON keeps routes.json (read by infra/, template checks and
 // scripts/sam_transform.py) equal to api.Routes(), the source of truth.
 func TestRoutesJSON(t *testing.T) {
-	path := filepath.Join("..", "..", "routes.json")
-	want := api.RoutesJSON()
+	generated(t, "routes.json", api.RoutesJSON(),
+		"  go test ./shared/api -run TestRoutesJSON -update\nor\n  go run ./cmd/noetl routes > routes.json")
+}
+
+// generated keeps a file at the module root that is generated from Routes
+// equal to want; -update rewrites it.
+func generated(t *testing.T, name string, want []byte, regenerate string) {
+	t.Helper()
+	path := filepath.Join("..", "..", name)
 	if *update {
 		if err := os.WriteFile(path, want, 0o644); err != nil {
 			t.Fatal(err)
@@ -31,8 +38,7 @@ func TestRoutesJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatalf("routes.json is stale: it differs from api.Routes().\nRegenerate it with:\n"+
-			"  go test ./shared/api -run TestRoutesJSON -update\nor\n  go run ./cmd/noetl routes > routes.json\n\nwant:\n%s", want)
+		t.Fatalf("%s is stale: it differs from api.Routes().\nRegenerate it with:\n%s\n\nwant:\n%s", name, regenerate, want)
 	}
 }
 
@@ -44,7 +50,12 @@ func TestRoutesShape(t *testing.T) {
 	for _, f := range api.Functions() {
 		fns[f] = true
 	}
+	ids := map[string]bool{}
 	for _, r := range api.Routes() {
+		if r.ID == "" || r.Summary == "" || ids[r.ID] {
+			t.Errorf("route %s: operation id %q (unique, required) or summary %q missing", r.Key(), r.ID, r.Summary)
+		}
+		ids[r.ID] = true
 		if seen[r.Key()] {
 			t.Errorf("route %s listed twice", r.Key())
 		}
@@ -57,6 +68,11 @@ func TestRoutesShape(t *testing.T) {
 		case r.Path == "/api/health":
 			if r.Function != api.FnStatus {
 				t.Errorf("health is on %s, want status (R-A1)", r.Function)
+			}
+		case r.Path == "/api/openapi.json":
+			// The API's description: open like health, it holds no data.
+			if r.Function != api.FnStatus {
+				t.Errorf("the OpenAPI document is on %s, want status", r.Function)
 			}
 		case r.Path == "/" || strings.HasPrefix(r.Path, "/ui/"):
 			// The dashboard's files: open, on the status function.
@@ -77,8 +93,8 @@ func TestRoutesShape(t *testing.T) {
 			t.Errorf("route %s has scope %d, want %d (R-A3)", r.Key(), r.Scope, want)
 		}
 	}
-	if len(seen) != 29 {
-		t.Errorf("%d routes, want the 25 of api.md §2 (without /metrics), our worker's report, NoETL's cancellation-check and the dashboard's 2", len(seen))
+	if len(seen) != 30 {
+		t.Errorf("%d routes, want the 25 of api.md §2 (without /metrics), our worker's report, NoETL's cancellation-check, the dashboard's 2 and the OpenAPI document", len(seen))
 	}
 }
 

@@ -1,0 +1,426 @@
+package api
+
+// The JSON shapes of the routes' requests and answers, as Routes declares
+// them and the OpenAPI document (openapi.go) publishes them. The handlers
+// validate by hand (decode.go) for field-path messages; these shapes describe
+// what they accept and answer, and the package's tests check every answer
+// they see against them, so a changed answer fails a test instead of drifting
+// from the document. Each shape is a function returning a fresh value: no
+// package-level state.
+
+// Shape is a JSON shape: the subset of OpenAPI 3.0's schema object the API
+// needs.
+type Shape struct {
+	// Type is object, array, string, integer, number or boolean; "" with no
+	// OneOf: any JSON value.
+	Type     string
+	Doc      string
+	Nullable bool
+	Enum     []string
+	Pattern  string
+	Format   string
+	// Props are an object's known properties; others may appear (Values
+	// describes them when set).
+	Props  []Prop
+	Values *Shape
+	Items  *Shape
+	OneOf  []*Shape
+}
+
+// Prop is one property of an object shape.
+type Prop struct {
+	Name     string
+	Required bool
+	Shape    *Shape
+}
+
+// Param is one query parameter.
+type Param struct {
+	Name     string
+	Required bool
+	Shape    *Shape
+	Doc      string
+}
+
+func req(name string, s *Shape) Prop { return Prop{Name: name, Required: true, Shape: s} }
+func opt(name string, s *Shape) Prop { return Prop{Name: name, Shape: s} }
+
+func object(props ...Prop) *Shape { return &Shape{Type: "object", Props: props} }
+func array(items *Shape) *Shape   { return &Shape{Type: "array", Items: items} }
+func mapOf(values *Shape) *Shape  { return &Shape{Type: "object", Values: values} }
+func str() *Shape                 { return &Shape{Type: "string"} }
+func integer() *Shape             { return &Shape{Type: "integer"} }
+func number() *Shape              { return &Shape{Type: "number"} }
+func boolean() *Shape             { return &Shape{Type: "boolean"} }
+func anyJSON() *Shape             { return &Shape{} }
+func enum(vs ...string) *Shape    { return &Shape{Type: "string", Enum: vs} }
+
+// doc returns s with a description.
+func (s *Shape) doc(d string) *Shape { s.Doc = d; return s }
+
+// orNull returns s, null allowed.
+func (s *Shape) orNull() *Shape { s.Nullable = true; return s }
+
+// id is an id as answers carry it: a decimal string (R-I2).
+func id() *Shape {
+	return &Shape{Type: "string", Pattern: "^[0-9]+$", Doc: "a 64-bit id as a decimal string (R-I2)"}
+}
+
+// idIn is an id as requests may carry it: a number or a numeric string.
+func idIn() *Shape {
+	return &Shape{OneOf: []*Shape{integer(), {Type: "string", Pattern: "^[0-9]+$"}},
+		Doc: "a 64-bit id: a number or a numeric string"}
+}
+
+// intIn is an integer as requests may carry it: a number or a numeric string.
+func intIn() *Shape {
+	return &Shape{OneOf: []*Shape{integer(), {Type: "string", Pattern: "^\\s*-?[0-9]+\\s*$"}},
+		Doc: "an integer: a number or a numeric string"}
+}
+
+// scalar is a string or an integer, kept as a string (client ids, NoETL's
+// numeric command ids).
+func scalar() *Shape {
+	return &Shape{OneOf: []*Shape{str(), integer()}, Doc: "a string, or an integer read as one"}
+}
+
+func timestamp() *Shape { return &Shape{Type: "string", Format: "date-time", Nullable: true} }
+
+func param(name string, s *Shape, d string) Param { return Param{Name: name, Shape: s, Doc: d} }
+
+// errorShape is every error answer (api.md §1), with the extra fields some
+// errors carry (errors.go).
+func errorShape() *Shape {
+	return object(
+		req("error", str()), req("status", integer().doc("the HTTP status")),
+		opt("retry_after_seconds", integer().doc("429: when the claim may be retried (R-L7)")),
+		opt("event_ids", array(id()).doc("409 of a fenced report: the events refused")),
+		opt("problems", array(str()).doc("422 of an invalid playbook: every problem")),
+	)
+}
+
+func healthShape() *Shape {
+	return object(
+		req("status", anyJSON().doc(`"ok", or 503 (the HTTP status) when a dependency is down`)),
+		req("database", enum("ok", "down", "disabled")),
+		req("nats", enum("ok", "down", "disabled")),
+		req("version", str()),
+		opt("error", str().doc("which dependencies are down")),
+	)
+}
+
+func registerBody() *Shape {
+	return object(
+		req("content", str().doc("the playbook's YAML, or that YAML base64-encoded")),
+		opt("resource_type", str().doc(`"Playbook" (the only kind)`)),
+	)
+}
+
+func registerReply() *Shape {
+	return object(
+		req("status", enum("success")), req("catalog_id", id()), req("path", str()),
+		req("version", integer()), req("kind", str()),
+		req("created", boolean().doc("false: the content equals the latest version, which is returned")),
+		req("warnings", array(str())),
+	)
+}
+
+func catalogQuery() []Param {
+	return []Param{
+		param("path", str(), "only entries whose path contains this"),
+		param("limit", integer(), "page size, at most 1000"),
+		param("latest", boolean(), "only each path's latest version"),
+		param("cursor", str(), "the previous page's next_cursor"),
+	}
+}
+
+func catalogListBody() *Shape {
+	return object(
+		opt("path", str()), opt("limit", intIn()), opt("latest", boolean()),
+		opt("cursor", str()), opt("resource_type", str()),
+	)
+}
+
+func catalogEntryShape() *Shape {
+	return object(
+		req("catalog_id", id()), req("path", str()), req("version", integer()),
+		req("kind", str()), req("content", str()), req("created_at", timestamp()),
+	)
+}
+
+func catalogSummaryShape() *Shape {
+	return object(
+		req("catalog_id", id()), req("path", str()), req("version", integer()),
+		req("kind", str()), opt("created_at", timestamp()),
+	)
+}
+
+func catalogList() *Shape {
+	return object(
+		req("entries", array(catalogSummaryShape())),
+		req("next_cursor", str().orNull().doc("null on the last page")),
+	)
+}
+
+func catalogDetail() *Shape {
+	s := catalogEntryShape()
+	s.Props = append(s.Props,
+		req("problems", array(object(req("severity", str()), req("path", str()), req("line", integer()), req("message", str())))),
+		opt("graph", object().doc("the step graph the dashboard draws")),
+	)
+	return s
+}
+
+func catalogResourceBody() *Shape {
+	return object(opt("catalog_id", idIn()), opt("path", str()), opt("version", anyJSON().doc(`a version number, or "latest"`)),
+		opt("resource_type", str()))
+}
+
+func executeBody() *Shape {
+	return object(
+		opt("path", str().doc("exactly one of path and catalog_id")),
+		opt("catalog_id", idIn()),
+		opt("version", anyJSON().doc(`a version number, or "latest" (default)`)),
+		opt("payload", object().doc("the workload's overrides (alias workload)")),
+		opt("workload", object()),
+		opt("parent_execution_id", idIn()),
+		opt("execution_pool", str()),
+		opt("idempotency_key", str().doc("a repeated key answers the first execution")),
+	)
+}
+
+func executeReply() *Shape {
+	return object(
+		req("execution_id", id()), req("status", enum("started")),
+		req("commands_generated", integer()),
+		req("existing", boolean().doc("true: the idempotency key's earlier execution")),
+	)
+}
+
+// eventFields are NoETL's EventRequest fields after execution_id.
+func eventFields() []Prop {
+	return []Prop{
+		opt("step", str()), opt("node_name", str().doc("alias of step")),
+		opt("event_type", str().doc("required (or its alias name)")), opt("name", str().doc("alias of event_type")),
+		opt("payload", object()), opt("context", object().doc("alias of payload")),
+		opt("meta", object()),
+		opt("worker_id", str()),
+		opt("result_kind", str()),
+		opt("result_uri", str()),
+		opt("event_ids", array(idIn())),
+		opt("actionable", boolean()),
+		opt("informative", boolean()),
+		opt("event_id", scalar().doc("the client's id: re-posting it is idempotent")),
+		opt("status", str()),
+		opt("created_at", str().doc("kept in meta.client_created_at")),
+	}
+}
+
+func eventBody() *Shape {
+	return object(append([]Prop{req("execution_id", idIn())}, eventFields()...)...)
+}
+
+func eventReply() *Shape {
+	return object(req("status", enum("ok")), req("event_id", id()),
+		req("commands_generated", integer()), req("duplicate", boolean()))
+}
+
+func batchBody() *Shape {
+	return object(req("execution_id", idIn()), opt("worker_id", str()),
+		req("events", array(object(eventFields()...)).doc("1 to 500 events")))
+}
+
+func batchReply() *Shape {
+	return object(req("status", enum("ok")), req("event_ids", array(id())), req("commands_generated", integer()))
+}
+
+func reportBody() *Shape {
+	return object(
+		req("worker_id", str()), opt("pool", str()),
+		opt("take", intIn().doc("how many issued commands to take, claimed and started (at most 1000)")),
+		opt("events", array(object(append([]Prop{req("execution_id", idIn())}, eventFields()...)...))),
+		opt("claims", array(idIn()).doc("command.issued event ids to claim and start")),
+	)
+}
+
+func reportReply() *Shape {
+	outcome := func(more ...Prop) *Shape {
+		return object(append([]Prop{req("status", integer().doc("this item's HTTP status")),
+			opt("event_id", id()), opt("error", str())}, more...)...)
+	}
+	return object(
+		req("status", enum("ok")),
+		req("events", array(outcome(opt("commands_generated", integer()), opt("duplicate", boolean())))),
+		req("claims", array(outcome(opt("retry_after_seconds", integer())))),
+		req("commands", array(commandShape())),
+	)
+}
+
+// commandShape keeps NoETL's integers for event_id and execution_id (see the
+// package doc).
+func commandShape() *Shape {
+	return object(
+		req("status", str()), req("event_id", integer()), req("execution_id", integer()),
+		req("node_id", str()), req("node_name", str()), req("action", str()),
+		req("context", object()), req("meta", object()),
+		req("command_id", str()), req("attempt", integer()),
+		req("lease_expires_at", timestamp()), req("worker_id", str().orNull()),
+	)
+}
+
+func claimBody() *Shape {
+	return object(req("worker_id", str()), opt("start", boolean().doc("also mark the command started")))
+}
+
+func heartbeatBody() *Shape {
+	return object(req("worker_id", str()), opt("attempt", intIn().doc("the claim's attempt (fences a stale holder)")))
+}
+
+func heartbeatReply() *Shape { return object(req("lease_expires_at", timestamp())) }
+
+func executionStatus() *Shape {
+	return enum("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
+}
+
+func executionsQuery() []Param {
+	return []Param{
+		param("path", str(), "only executions whose path contains this"),
+		param("status", executionStatus(), ""),
+		param("catalog_id", str(), ""),
+		param("parent_execution_id", str(), ""),
+		param("limit", integer(), "page size"),
+		param("offset", integer(), "rows to skip (bounded; page with cursor)"),
+		param("cursor", str(), "the X-Next-Cursor header of the previous page"),
+	}
+}
+
+func executionSummaryShape() *Shape {
+	return object(
+		req("execution_id", id()), req("catalog_id", id()), req("path", str()),
+		req("version", integer()), req("status", str()),
+		req("started_at", timestamp()), req("completed_at", timestamp()),
+		req("parent_execution_id", id().orNull()), req("event_count", integer()),
+	)
+}
+
+func eventShape() *Shape {
+	return object(
+		req("event_id", id()), req("execution_id", id()), req("seq", integer()),
+		req("event_type", str()), req("node_name", str().orNull()), req("node_type", str().orNull()),
+		req("status", str().orNull()), req("context", object().orNull()), req("meta", object().orNull()),
+		req("result", object().orNull()), req("error", str().orNull()), req("worker_id", str().orNull()),
+		req("command_id", str().orNull()), req("parent_event_id", id().orNull()),
+		req("client_event_id", str().orNull()), req("ignored", boolean()), req("created_at", timestamp()),
+	)
+}
+
+func executionDetail() *Shape {
+	s := executionSummaryShape()
+	s.Props = append(s.Props,
+		req("workload", object()),
+		req("steps", mapOf(object(
+			req("status", str()), req("result", anyJSON()), req("attempts", integer()), req("visits", integer()),
+			req("started_at", timestamp()), req("completed_at", timestamp()), req("error", str().orNull()),
+		))),
+		req("context", object().doc("the durable set values")),
+		req("result", anyJSON()),
+		req("error", str().orNull()),
+		req("events", array(eventShape()).doc("the log's tail; the whole log is GET /api/executions/{id}/events")),
+	)
+	return s
+}
+
+func eventsQuery() []Param {
+	return []Param{
+		param("after_seq", integer(), "the previous page's next_after_seq"),
+		param("limit", integer(), "page size, at most 1000"),
+		param("event_type", str(), ""),
+		param("step", str(), ""),
+	}
+}
+
+func eventsReply() *Shape {
+	return object(req("events", array(eventShape())),
+		req("next_after_seq", integer().orNull().doc("null on the last page")))
+}
+
+func statusReply() *Shape {
+	return object(
+		req("execution_id", id()), req("status", str()), req("current_step", str().orNull()),
+		req("progress", object(req("total_steps", integer()), req("completed_steps", integer()),
+			req("running_steps", integer()), req("failed_steps", integer()), req("skipped_steps", integer()))),
+		req("is_cancelled", boolean()),
+	)
+}
+
+func cancellationReply() *Shape {
+	return object(req("execution_id", id()), req("is_cancelled", boolean()), req("status", str()))
+}
+
+func cancelBody() *Shape { return object(opt("reason", str())) }
+
+func finalizeBody() *Shape {
+	return object(req("status", str().doc("COMPLETED or FAILED, in any case")), opt("error", str()))
+}
+
+func terminalReply() *Shape {
+	return object(req("execution_id", id()), req("status", str()), req("message", str()))
+}
+
+func replayQuery() []Param {
+	return []Param{
+		param("as_of_event_id", integer(), "fold up to this event id (at most one as_of_* cutoff)"),
+		param("as_of_position", integer(), "fold up to this position in the log"),
+		param("as_of_time", str(), "fold up to this time"),
+		param("projection", str(), "which projection to answer (replay.md)"),
+		param("limit", integer(), ""),
+		param("verify", boolean(), "compare the fold with the stored projections"),
+		param("diff_from", str(), "a second cutoff to diff against (replay.md)"),
+	}
+}
+
+func outboxClaimBody() *Shape { return object(opt("limit", intIn().doc("1 to 1000, default 100"))) }
+
+func outboxClaimReply() *Shape {
+	return object(
+		req("rows", array(object(
+			req("outbox_id", id()), req("event_id", id()), req("execution_id", id()),
+			req("subject", str()), req("msg_id", str()), req("payload", anyJSON()),
+			req("attempts", integer()), req("payload_codec", enum("json")),
+		))),
+		req("claimed", integer()),
+	)
+}
+
+func markPublishedBody() *Shape { return object(req("outbox_ids", array(idIn()))) }
+
+func markPublishedReply() *Shape {
+	return object(req("marked", integer()), req("updated", integer()))
+}
+
+func markFailedBody() *Shape {
+	return object(req("outbox_id", idIn()), req("error", str()), opt("attempts", intIn()),
+		opt("max_delay_seconds", number()))
+}
+
+func markFailedReply() *Shape {
+	return object(req("marked", boolean()), req("available_at_in", integer().doc("seconds until the retry")))
+}
+
+func projectBody() *Shape {
+	return object(req("events", array(object(
+		req("event_id", idIn()), opt("execution_id", idIn().doc("without it the envelope is skipped")),
+		opt("event_type", str()), opt("name", str().doc("alias of event_type")),
+		opt("node_name", str()), opt("step", str().doc("alias of node_name")),
+		opt("status", str()), opt("context", object()), opt("payload", object().doc("alias of context")),
+		opt("meta", object()), opt("result", object()), opt("error", str()), opt("worker_id", str()),
+		opt("command_id", scalar()),
+		opt("timestamp", str().doc("the producer's time, kept in meta.client_created_at")), opt("created_at", str()),
+		opt("stage_id", scalar().doc("kept in meta, as are the five below")), opt("frame_id", scalar()),
+		opt("aggregate_type", scalar()), opt("aggregate_id", scalar()), opt("node_id", scalar()), opt("node_type", scalar()),
+	)).doc("1 to 500 envelopes (the replay data set's row shape)")))
+}
+
+func projectReply() *Shape {
+	return object(req("projected", integer()), req("duplicates", integer()), req("skipped", integer()))
+}
