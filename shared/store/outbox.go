@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -67,33 +66,6 @@ func scanOutbox(row pgx.CollectableRow) (OutboxMessage, error) {
 	m.LockedAt, m.PublishedAt, m.LastError = derefTime(locked), derefTime(published), derefString(lastErr)
 	m.AvailableAt, m.CreatedAt, m.UpdatedAt = m.AvailableAt.UTC(), m.CreatedAt.UTC(), m.UpdatedAt.UTC()
 	return m, err
-}
-
-// InsertOutbox writes PENDING rows in one statement (in the transaction that writes
-// the commands they announce) and returns their outbox ids in order: the given
-// OutboxID, or one minted by next_id(). A zero AvailableAt means now (a retry's
-// notification may be delayed to its available_at).
-func InsertOutbox(ctx context.Context, q Querier, msgs []OutboxMessage) ([]int64, error) {
-	if len(msgs) == 0 {
-		return nil, nil
-	}
-	sql, args, err := insertOutboxStmt(msgs)
-	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
-	}
-	rows, err := q.Query(ctx, sql+` RETURNING outbox_id`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: insert %d outbox rows: %w", len(msgs), err)
-	}
-	outIDs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("store: insert %d outbox rows: %w", len(msgs), wrapWrite(err))
-	}
-	// Rows are produced in input order (ORDER BY ord), so next_id() hands out
-	// ascending ids in that order, and given ids ascend too (one sequence);
-	// sorting the returned ids restores input order.
-	slices.Sort(outIDs)
-	return outIDs, nil
 }
 
 func insertOutboxStmt(msgs []OutboxMessage) (string, []any, error) {
