@@ -16,7 +16,14 @@ import (
 	"github.com/noetl-go/noetl/shared/store"
 )
 
+// TestOutboxBackoff: a failed publish's delay is min(cap, 2^min(8, n-1)) s
+// after the n-th failure, a cap of 0 meaning none (events.md §2), for the
+// count an outside publisher gives and for the row's own.
 func TestOutboxBackoff(t *testing.T) {
+	s, _ := newStore(t, 1)
+	ctx := testContext(t)
+	sh := s.Shard(0)
+	row := outboxRows(t, sh, 1)[0]
 	for _, c := range []struct {
 		attempts int
 		max      time.Duration
@@ -25,8 +32,8 @@ func TestOutboxBackoff(t *testing.T) {
 		{1, 0, time.Second}, {2, 0, 2 * time.Second}, {3, 0, 4 * time.Second}, {9, 0, 256 * time.Second},
 		{20, 0, 256 * time.Second}, {9, 300 * time.Second, 256 * time.Second}, {5, 10 * time.Second, 10 * time.Second},
 	} {
-		if got := store.OutboxBackoff(c.attempts, c.max); got != c.want {
-			t.Errorf("OutboxBackoff(%d, %v) = %v, want %v", c.attempts, c.max, got, c.want)
+		if got, err := store.MarkOutboxFailedAfter(ctx, sh.Pool(), row, "x", c.attempts, c.max); err != nil || got != c.want {
+			t.Errorf("MarkOutboxFailedAfter(attempts %d, max %v) = %v, %v; want %v", c.attempts, c.max, got, err, c.want)
 		}
 	}
 }
@@ -140,7 +147,7 @@ func TestOutboxStateMachine(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := store.OutboxBackoff(attempt, 0)
+		want := time.Duration(1<<(attempt-1)) * time.Second
 		st, attempts, until := status(t, sh, rows[2])
 		if delay != want || st != store.OutboxPending || attempts != attempt || until != want {
 			t.Errorf("failure %d: delay %v, status %s, attempts %d, available in %v; want %v PENDING %d", attempt, delay, st, attempts, until, want, attempt)
