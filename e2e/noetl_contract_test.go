@@ -524,12 +524,26 @@ func findEvent(t *testing.T, c noetlClient, execID int64, typ, step string) map[
 // system/outbox_publisher playbook does, on two rows of its own.
 func contractOutbox(t *testing.T, c noetlClient, srv *devserver.Server, execID int64) {
 	ctx := context.Background()
-	pool := srv.Store.Shard(0).Pool()
+	sh := srv.Store.Shard(0)
+	pool := sh.Pool()
 	payload := []byte(fmt.Sprintf(`{"execution_id": %d, "event_id": 1, "command_id": "x", "step": "s", "server_url": "u"}`, execID))
-	ids, err := store.InsertOutbox(ctx, pool, []store.OutboxMessage{
-		{ExecutionID: execID, EventID: 1, Subject: "noetl.commands.contract-outbox." + strconv.FormatInt(execID, 10), MsgID: "contract-1", Payload: payload},
-		{ExecutionID: execID, EventID: 2, Subject: "noetl.commands.contract-outbox." + strconv.FormatInt(execID, 10), MsgID: "contract-2", Payload: payload},
-	})
+	// Written the way a transaction of the control plane writes its outbox.
+	ids, err := store.AllocateIDs(ctx, pool, sh.Index(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := sh.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	err = tx.Write(&store.Changes{Outbox: []store.OutboxMessage{
+		{OutboxID: ids[0], ExecutionID: execID, EventID: 1, Subject: "noetl.commands.contract-outbox." + strconv.FormatInt(execID, 10), MsgID: "contract-1", Payload: payload},
+		{OutboxID: ids[1], ExecutionID: execID, EventID: 2, Subject: "noetl.commands.contract-outbox." + strconv.FormatInt(execID, 10), MsgID: "contract-2", Payload: payload},
+	}})
+	if err == nil {
+		err = tx.Commit(ctx)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,6 +82,60 @@ func (s *Service) begin(ctx context.Context, sh *store.Shard) (*txn, error) {
 
 func (t *txn) rollback() { t.tx.Rollback(t.ctx) }
 
+// errDiscard, returned by a withTx body, ends the transaction without
+// writing anything (an idempotent repeat, nothing to sweep); withTx then
+// returns nil.
+var errDiscard = errors.New("controlplane: nothing to commit")
+
+// withTx is the locked transaction every state change runs in: begin on sh,
+// take the locks of ls (nil: fn takes its own, after locking rows the
+// LockSet cannot name), run fn, then commit what fn gathered and publish
+// after the commit (commit). It adds no round trip to what the caller did
+// by hand: lock is one, commit is one. Any error from fn rolls back.
+func (s *Service) withTx(ctx context.Context, sh *store.Shard, ls *store.LockSet, fn func(*txn) error) error {
+	t, err := s.begin(ctx, sh)
+	if err != nil {
+		return err
+	}
+	defer t.rollback()
+	if ls != nil {
+		if err := t.lock(ls); err != nil {
+			return err
+		}
+	}
+	switch err := fn(t); {
+	case errors.Is(err, errDiscard):
+		return nil
+	case err != nil:
+		return err
+	}
+	return t.commit()
+}
+
+// withExecution is withTx on the shard of execution id, with id among the
+// executions ls locks (nil ls: only it); fn gets the locked execution. An id
+// no shard owns, or no row has, is ErrNotFound.
+func (s *Service) withExecution(ctx context.Context, id int64, ls *store.LockSet, fn func(*txn, *execution) error) error {
+	sh, err := s.st.ShardFor(id)
+	if err != nil {
+		return Errorf(ErrNotFound, "execution %d not found", id)
+	}
+	if ls == nil {
+		ls = &store.LockSet{}
+	}
+	if !slices.Contains(ls.Executions, id) {
+		ls.Executions = append(ls.Executions, id)
+		slices.Sort(ls.Executions)
+	}
+	return s.withTx(ctx, sh, ls, func(t *txn) error {
+		x, err := t.execution(id)
+		if err != nil {
+			return err
+		}
+		return fn(t, x)
+	})
+}
+
 // lock takes the locks of ls in one round trip and adopts what it read:
 // executions (with their playbooks) and commands.
 func (t *txn) lock(ls *store.LockSet) error {

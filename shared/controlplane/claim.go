@@ -70,32 +70,27 @@ func (s *Service) Claim(ctx context.Context, eventID int64, workerID string, sta
 	if err != nil {
 		return nil, Errorf(ErrNotFound, "command %d not found", eventID)
 	}
-	t, err := s.begin(ctx, sh)
-	if err != nil {
-		return nil, err
-	}
-	defer t.rollback()
+	var claimed *CommandBody
+	var refusal error
 	ls := &store.LockSet{IssuedEventIDs: []int64{eventID}}
-	if err := t.lock(ls); err != nil {
-		return nil, err
-	}
-	var k *command
-	for id := range ls.CommandRows {
-		k = t.cmds[id]
-	}
-	if k == nil {
-		return nil, Errorf(ErrNotFound, "command %d not found", eventID)
-	}
-	x, err := t.execution(k.row.ExecutionID)
+	err = s.withTx(ctx, sh, ls, func(t *txn) error {
+		var k *command
+		for id := range ls.CommandRows {
+			k = t.cmds[id]
+		}
+		if k == nil {
+			return Errorf(ErrNotFound, "command %d not found", eventID)
+		}
+		x, err := t.execution(k.row.ExecutionID)
+		if err != nil {
+			return err
+		}
+		// A refusal commits too: what it did first (a lapsed lease's
+		// expiry, R-L4) stands.
+		claimed, refusal, err = t.claimOne(x, k, workerID, start)
+		return err
+	})
 	if err != nil {
-		return nil, err
-	}
-	claimed, refusal, err := t.claimOne(x, k, workerID, start)
-	if err != nil {
-		return nil, err
-	}
-	// Commit also what a refusal did first (a lapsed lease's expiry, R-L4).
-	if err := t.commit(); err != nil {
 		return nil, err
 	}
 	if refusal != nil {

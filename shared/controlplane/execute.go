@@ -70,18 +70,25 @@ func (s *Service) Execute(ctx context.Context, req ExecuteRequest) (*Started, er
 // commands: one round trip for the clock (and the idempotency key), one for
 // everything else with COMMIT.
 func (s *Service) start(ctx context.Context, sh *store.Shard, req ExecuteRequest, entry store.CatalogEntry, pb *engine.Playbook) (*Started, error) {
-	t, err := s.begin(ctx, sh)
+	var started *Started
+	ls := &store.LockSet{IdempotencyKey: req.IdempotencyKey}
+	err := s.withTx(ctx, sh, ls, func(t *txn) (err error) {
+		if ls.Existing != nil {
+			started = &Started{ExecutionID: ls.Existing.ExecutionID, Existing: true}
+			return errDiscard
+		}
+		started, err = t.start(req, entry, pb)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer t.rollback()
-	ls := &store.LockSet{IdempotencyKey: req.IdempotencyKey}
-	if err := t.lock(ls); err != nil {
-		return nil, err
-	}
-	if ls.Existing != nil {
-		return &Started{ExecutionID: ls.Existing.ExecutionID, Existing: true}, nil
-	}
+	return started, nil
+}
+
+// start inserts the execution and folds playbook.started, under the lock of
+// its idempotency key.
+func (t *txn) start(req ExecuteRequest, entry store.CatalogEntry, pb *engine.Playbook) (*Started, error) {
 	id := t.ids.next()
 	if t.ids.err != nil {
 		return nil, t.ids.err
@@ -106,9 +113,6 @@ func (s *Service) start(ctx context.Context, sh *store.Shard, req ExecuteRequest
 	}
 	out, _, err := t.advance(x, store.Event{EventType: engine.EvPlaybookStarted, Status: "STARTED", Context: ctxv, CreatedAt: at})
 	if err != nil {
-		return nil, err
-	}
-	if err := t.commit(); err != nil {
 		return nil, err
 	}
 	return &Started{ExecutionID: id, CommandsGenerated: len(out.Commands)}, nil

@@ -93,39 +93,26 @@ func (s *Service) IngestBatch(ctx context.Context, executionID int64, ins []Even
 		}
 		prepared[i] = e
 	}
-	sh, err := s.st.ShardFor(executionID)
-	if err != nil {
-		return nil, Errorf(ErrNotFound, "execution %d not found", executionID)
-	}
-	t, err := s.begin(ctx, sh)
-	if err != nil {
-		return nil, err
-	}
-	defer t.rollback()
-	if err := t.lock(lockSetOf(prepared)); err != nil {
-		return nil, err
-	}
-	x, err := t.execution(executionID)
-	if err != nil {
-		return nil, err
-	}
 	out := make([]Ingested, len(ins))
 	var fenced *FencedError
-	for i, e := range prepared {
-		res, err := t.ingest(x, e)
-		var f *FencedError
-		switch {
-		case errors.As(err, &f):
-			if fenced == nil {
-				fenced = &FencedError{Reason: f.Reason}
+	err := s.withExecution(ctx, executionID, lockSetOf(prepared), func(t *txn, x *execution) error {
+		for i, e := range prepared {
+			res, err := t.ingest(x, e)
+			var f *FencedError
+			switch {
+			case errors.As(err, &f):
+				if fenced == nil {
+					fenced = &FencedError{Reason: f.Reason}
+				}
+				fenced.EventIDs = append(fenced.EventIDs, f.EventIDs...)
+			case err != nil:
+				return err
 			}
-			fenced.EventIDs = append(fenced.EventIDs, f.EventIDs...)
-		case err != nil:
-			return nil, err
+			out[i] = res
 		}
-		out[i] = res
-	}
-	if err := t.commit(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	if fenced != nil {

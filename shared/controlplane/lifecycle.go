@@ -56,32 +56,29 @@ func (s *Service) end(ctx context.Context, id int64, typ, status string, ctxv ma
 // endTx writes the terminal event and cancels the execution's commands in one
 // transaction; changed is false for an idempotent repeat.
 func (s *Service) endTx(ctx context.Context, sh *store.Shard, id int64, typ, status string, ctxv map[string]any, idempotent bool) (bool, error) {
-	t, err := s.begin(ctx, sh)
-	if err != nil {
-		return false, err
-	}
-	defer t.rollback()
-	if err := t.lock(&store.LockSet{Executions: []int64{id}}); err != nil {
-		return false, err
-	}
-	x, err := t.execution(id)
-	if err != nil {
-		return false, err
-	}
-	if terminal(x.row.Status) {
-		if idempotent && x.row.Status == status {
-			return false, nil
+	changed := false
+	err := s.withTx(ctx, sh, &store.LockSet{Executions: []int64{id}}, func(t *txn) error {
+		x, err := t.execution(id)
+		if err != nil {
+			return err
 		}
-		return false, Errorf(ErrConflict, "execution %d is already %s", id, x.row.Status)
-	}
-	if _, _, err := t.advance(x, store.Event{EventType: typ, Status: status, Context: ctxv}); err != nil {
-		return false, err
-	}
-	// The command table is the truth: cancel whatever the snapshot did not know.
-	if _, err := store.CancelActiveCommands(ctx, t.tx, id); err != nil {
-		return false, err
-	}
-	return true, t.commit()
+		if terminal(x.row.Status) {
+			if idempotent && x.row.Status == status {
+				return errDiscard
+			}
+			return Errorf(ErrConflict, "execution %d is already %s", id, x.row.Status)
+		}
+		if _, _, err := t.advance(x, store.Event{EventType: typ, Status: status, Context: ctxv}); err != nil {
+			return err
+		}
+		// The command table is the truth: cancel whatever the snapshot did not know.
+		if _, err := store.CancelActiveCommands(ctx, t.tx, id); err != nil {
+			return err
+		}
+		changed = true
+		return nil
+	})
+	return changed, err
 }
 
 // cancelChildren cancels the running children of an execution; they live on

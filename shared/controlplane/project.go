@@ -97,26 +97,24 @@ func (s *Service) Project(ctx context.Context, events []ExternalEvent) (*Project
 }
 
 func (s *Service) project(ctx context.Context, executionID int64, events []ExternalEvent) (projected, duplicates int, err error) {
-	sh, err := s.st.ShardFor(executionID)
-	if err != nil {
-		return 0, 0, Errorf(ErrNotFound, "execution %d not found", executionID)
-	}
-	t, err := s.begin(ctx, sh)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer t.rollback()
 	ls := &store.LockSet{Executions: []int64{executionID}}
 	for _, e := range events {
 		ls.ClientEvents = append(ls.ClientEvents, store.ClientEventKey{ExecutionID: executionID, ClientID: projectedClient(e)})
 	}
-	if err := t.lock(ls); err != nil {
-		return 0, 0, err
-	}
-	x, err := t.execution(executionID)
+	err = s.withExecution(ctx, executionID, ls, func(t *txn, x *execution) (err error) {
+		projected, duplicates, err = t.project(x, events)
+		return err
+	})
 	if err != nil {
 		return 0, 0, err
 	}
+	return projected, duplicates, nil
+}
+
+// project appends external events to a locked execution and applies them to
+// its snapshot without deciding anything.
+func (t *txn) project(x *execution, events []ExternalEvent) (projected, duplicates int, err error) {
+	executionID := x.row.ExecutionID
 	base, err := t.snapshot(x)
 	if err != nil {
 		return 0, 0, err
@@ -145,9 +143,6 @@ func (s *Service) project(ctx context.Context, executionID int64, events []Exter
 		}
 		x.row.LastSeq, x.dirty = r.Seq, true
 		projected++
-	}
-	if err := t.commit(); err != nil {
-		return 0, 0, err
 	}
 	return projected, duplicates, nil
 }

@@ -199,5 +199,3 @@ func (s *Service) Workload(ctx context.Context, id int64) (map[string]any, error
 	row, _, _, err := s.readExecution(ctx, id)
 	return row.Workload, err
 }
-
-func sortStrings(s []string) { sort.Strings(s) }

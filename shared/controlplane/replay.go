@@ -3,6 +3,8 @@ package controlplane
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -129,7 +131,7 @@ func compare(path string, a, b any, diffs *[]string) {
 		for k := range bm {
 			keys[k] = true
 		}
-		for _, k := range sortedKeys(keys) {
+		for _, k := range slices.Sorted(maps.Keys(keys)) {
 			compare(path+"/"+k, am[k], bm[k], diffs)
 		}
 		return
@@ -148,13 +150,4 @@ func shown(path string, v any) []byte {
 		}
 	}
 	return jsonx.MustMarshal(redact.Value(v))
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sortStrings(out)
-	return out
 }

@@ -182,11 +182,6 @@ func (s *Service) reportShard(ctx context.Context, sh *store.Shard, r Report, pa
 // issued for the reporting worker.
 func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids []int64, part report,
 	events []store.Event, out *ReportOutcome, budget *takeBudget) (_ []*CommandBody, err error) {
-	t, err := s.begin(ctx, sh)
-	if err != nil {
-		return nil, err
-	}
-	defer t.rollback()
 	var mine []store.Event
 	for _, id := range ids {
 		for _, i := range part.execs[id] {
@@ -197,80 +192,80 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 	for _, i := range part.claims {
 		ls.IssuedEventIDs = append(ls.IssuedEventIDs, r.Claims[i])
 	}
-	if err := t.lock(ls); err != nil {
-		return nil, err
-	}
 	outcomes := map[int]ReportedEvent{}
-	for _, id := range ids {
-		x, xerr := t.execution(id)
-		for _, i := range part.execs[id] {
-			if xerr != nil {
-				outcomes[i] = ReportedEvent{Err: xerr}
-				continue
-			}
-			res, err := t.ingest(x, events[i])
-			var fenced *FencedError
-			switch {
-			case errors.As(err, &fenced), errors.Is(err, ErrNotFound), errors.Is(err, ErrInvalid):
-				// Refused: nothing of it but a fenced event's ignored row.
-				outcomes[i] = ReportedEvent{Ingested: res, Err: err}
-			case err != nil:
-				return nil, err
-			default:
-				outcomes[i] = ReportedEvent{Ingested: res}
-			}
-		}
-	}
-	byEvent := map[int64]*command{}
-	for _, c := range ls.CommandRows {
-		byEvent[c.IssuedEventID] = t.cmds[c.CommandID]
-	}
 	claimed := map[int]error{}
 	var bodies []*CommandBody
-	for _, i := range part.claims {
-		k := byEvent[r.Claims[i]]
-		if k == nil {
-			claimed[i] = Errorf(ErrNotFound, "command %d not found", r.Claims[i])
-			continue
-		}
-		x, err := t.execution(k.row.ExecutionID)
-		if err != nil {
-			claimed[i] = err
-			continue
-		}
-		body, refusal, err := t.claimOne(x, k, r.WorkerID, true)
-		if err != nil {
-			return nil, err
-		}
-		claimed[i] = refusal
-		if body != nil {
-			bodies = append(bodies, body)
-		}
-	}
 	taken := 0
 	defer func() {
 		if err != nil {
 			budget.giveBack(taken)
 		}
 	}()
-	for _, id := range t.announce {
-		k := t.cmds[id]
-		x := t.execs[k.row.ExecutionID]
-		// New commands only: a retried one was read without its payload,
-		// and announcing it is what its backoff expects (R-L7).
-		if !k.isNew || k.row.Status != store.CommandPending || x.row.Pool != r.Pool || k.row.AvailableAt.After(t.eventTime(x)) {
-			continue
+	err = s.withTx(ctx, sh, ls, func(t *txn) error {
+		for _, id := range ids {
+			x, xerr := t.execution(id)
+			for _, i := range part.execs[id] {
+				if xerr != nil {
+					outcomes[i] = ReportedEvent{Err: xerr}
+					continue
+				}
+				res, err := t.ingest(x, events[i])
+				var fenced *FencedError
+				switch {
+				case errors.As(err, &fenced), errors.Is(err, ErrNotFound), errors.Is(err, ErrInvalid):
+					// Refused: nothing of it but a fenced event's ignored row.
+					outcomes[i] = ReportedEvent{Ingested: res, Err: err}
+				case err != nil:
+					return err
+				default:
+					outcomes[i] = ReportedEvent{Ingested: res}
+				}
+			}
 		}
-		if !budget.take() {
-			break
+		byEvent := map[int64]*command{}
+		for _, c := range ls.CommandRows {
+			byEvent[c.IssuedEventID] = t.cmds[c.CommandID]
 		}
-		taken++
-		if err := t.claim(x, k, r.WorkerID, true); err != nil {
-			return nil, err
+		for _, i := range part.claims {
+			k := byEvent[r.Claims[i]]
+			if k == nil {
+				claimed[i] = Errorf(ErrNotFound, "command %d not found", r.Claims[i])
+				continue
+			}
+			x, err := t.execution(k.row.ExecutionID)
+			if err != nil {
+				claimed[i] = err
+				continue
+			}
+			body, refusal, err := t.claimOne(x, k, r.WorkerID, true)
+			if err != nil {
+				return err
+			}
+			claimed[i] = refusal
+			if body != nil {
+				bodies = append(bodies, body)
+			}
 		}
-		bodies = append(bodies, bodyOf(k.row))
-	}
-	if err := t.commit(); err != nil {
+		for _, id := range t.announce {
+			k := t.cmds[id]
+			x := t.execs[k.row.ExecutionID]
+			// New commands only: a retried one was read without its payload,
+			// and announcing it is what its backoff expects (R-L7).
+			if !k.isNew || k.row.Status != store.CommandPending || x.row.Pool != r.Pool || k.row.AvailableAt.After(t.eventTime(x)) {
+				continue
+			}
+			if !budget.take() {
+				break
+			}
+			taken++
+			if err := t.claim(x, k, r.WorkerID, true); err != nil {
+				return err
+			}
+			bodies = append(bodies, bodyOf(k.row))
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	for i, o := range outcomes {

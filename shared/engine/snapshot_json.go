@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -106,15 +107,6 @@ func (w *objWriter) value(f func([]byte) ([]byte, error)) {
 	}
 }
 
-func sortedKeysOf[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
 func (s *Snapshot) write(w *objWriter) {
 	w.open()
 	w.str("status", s.Status, true)
@@ -125,7 +117,7 @@ func (s *Snapshot) write(w *objWriter) {
 	if len(s.Steps) > 0 {
 		w.key("steps")
 		w.b = append(w.b, '{')
-		for i, name := range sortedKeysOf(s.Steps) {
+		for i, name := range slices.Sorted(maps.Keys(s.Steps)) {
 			if i > 0 {
 				w.b = append(w.b, ',')
 			}
@@ -139,7 +131,7 @@ func (s *Snapshot) write(w *objWriter) {
 	if len(s.Commands) > 0 {
 		w.key("commands")
 		w.b = append(w.b, '{')
-		for i, id := range sortedKeysOf(s.Commands) {
+		for i, id := range slices.Sorted(maps.Keys(s.Commands)) {
 			if i > 0 {
 				w.b = append(w.b, ',')
 			}

@@ -184,11 +184,11 @@ func (m *Metrics) write(b *bytes.Buffer) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	header(b, "noetl_http_requests_total", "counter", "API requests by route and response status.")
-	for _, k := range sortedKeys(m.requests) {
+	for _, k := range slices.SortedFunc(maps.Keys(m.requests), comparePair) {
 		fmt.Fprintf(b, "noetl_http_requests_total{route=%s,status=%s} %d\n", quote(k[0]), quote(k[1]), m.requests[k])
 	}
 	header(b, "noetl_events_ingested_total", "counter", "Events posted to /api/events, /api/events/batch and /api/worker/report by event type and response status.")
-	for _, k := range sortedKeys(m.events) {
+	for _, k := range slices.SortedFunc(maps.Keys(m.events), comparePair) {
 		fmt.Fprintf(b, "noetl_events_ingested_total{event_type=%s,status=%s} %d\n", quote(k[0]), quote(k[1]), m.events[k])
 	}
 	header(b, "noetl_event_ingest_duration_seconds", "summary", "Time in the service (storage and orchestration) per ingest request; single events by type, batches as \"batch\".")
@@ -221,20 +221,6 @@ func header(b *bytes.Buffer, name, typ, help string) {
 	fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
 }
 
-func sortedKeys(m map[[2]string]int64) [][2]string {
-	keys := make([][2]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b [2]string) int {
-		if c := strings.Compare(a[0], b[0]); c != 0 {
-			return c
-		}
-		return strings.Compare(a[1], b[1])
-	})
-	return keys
-}
-
 // quote escapes a label value (backslash, double quote, newline).
 func quote(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
@@ -242,3 +228,11 @@ func quote(s string) string {
 }
 
 func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// comparePair orders metric label pairs, so the exposition is stable.
+func comparePair(a, b [2]string) int {
+	if c := strings.Compare(a[0], b[0]); c != 0 {
+		return c
+	}
+	return strings.Compare(a[1], b[1])
+}

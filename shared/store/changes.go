@@ -235,21 +235,6 @@ func updateCommandsStmt(changes []CommandChange) (string, []any) {
 		[]any{ids, statuses, attempts, available, hold, release, workers, leases, deadlines}
 }
 
-// UpdateCommands writes changes of existing command rows in one statement and
-// returns how many rows changed. The caller holds the rows' locks (or their
-// executions') and has checked the transitions.
-func UpdateCommands(ctx context.Context, q Querier, changes []CommandChange) (int64, error) {
-	if len(changes) == 0 {
-		return 0, nil
-	}
-	sql, args := updateCommandsStmt(changes)
-	tag, err := q.Exec(ctx, sql, args...)
-	if err != nil {
-		return 0, fmt.Errorf("store: update %d commands (first %s): %w", len(changes), changes[0].CommandID, err)
-	}
-	return tag.RowsAffected(), nil
-}
-
 // Changes is what one transaction writes. Write queues it as a few multi-row
 // statements, in this order, to travel with COMMIT.
 type Changes struct {
@@ -259,7 +244,7 @@ type Changes struct {
 	Commands      []CommandChange // one per command
 	Results       []StepResult    // ExecutionID set
 	Outbox        []OutboxMessage // OutboxID set (from the shard's id sequence)
-	Executions    []Execution     // rows to write back (UpdateExecution's columns)
+	Executions    []Execution     // rows to write back: status, state (nil keeps it), last_seq, completed_at, error
 }
 
 // Empty reports whether there is nothing to write.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -44,48 +42,6 @@ type Command struct {
 	Meta           map[string]any
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
-}
-
-// CommandID formats NoETL's command id: <execution_id>:<step>:<issued event_id>.
-func CommandID(executionID int64, step string, issuedEventID int64) string {
-	return strconv.FormatInt(executionID, 10) + ":" + step + ":" + strconv.FormatInt(issuedEventID, 10)
-}
-
-// IterationCommandID is CommandID of a loop iteration: …:i<index>.
-func IterationCommandID(executionID int64, step string, issuedEventID int64, index int) string {
-	return CommandID(executionID, step, issuedEventID) + ":i" + strconv.Itoa(index)
-}
-
-// CommandRef is a parsed command id.
-type CommandRef struct {
-	ExecutionID   int64
-	Step          string
-	IssuedEventID int64
-	Iteration     int // -1: not a loop iteration
-}
-
-// ParseCommandID splits a command id made by CommandID or IterationCommandID.
-func ParseCommandID(id string) (CommandRef, error) {
-	parts := strings.Split(id, ":")
-	ref := CommandRef{Iteration: -1}
-	if n := len(parts); n >= 4 && strings.HasPrefix(parts[n-1], "i") {
-		it, err := strconv.Atoi(parts[n-1][1:])
-		if err != nil || it < 0 {
-			return ref, fmt.Errorf("store: command id %q: bad iteration %q", id, parts[n-1])
-		}
-		ref.Iteration, parts = it, parts[:n-1]
-	}
-	if len(parts) < 3 {
-		return ref, fmt.Errorf("store: command id %q: want <execution_id>:<step>:<event_id>[:i<index>]", id)
-	}
-	var err1, err2 error
-	ref.ExecutionID, err1 = strconv.ParseInt(parts[0], 10, 64)
-	ref.IssuedEventID, err2 = strconv.ParseInt(parts[len(parts)-1], 10, 64)
-	ref.Step = strings.Join(parts[1:len(parts)-1], ":")
-	if err1 != nil || err2 != nil || ref.ExecutionID <= 0 || ref.IssuedEventID <= 0 || ref.Step == "" {
-		return ref, fmt.Errorf("store: command id %q: want <execution_id>:<step>:<event_id>[:i<index>]", id)
-	}
-	return ref, nil
 }
 
 // commandStateColumns reads a command without its payload (context and
@@ -135,24 +91,6 @@ func commandRow(ctx context.Context, q Querier, what string, notFound error, sql
 		return c, fmt.Errorf("store: %s: %w", what, err)
 	}
 	return c, nil
-}
-
-// InsertCommands inserts commands in one statement. Zero values default: Status
-// PENDING, Attempt 1, MaxAttempts 1, TimeoutSeconds 3600, AvailableAt now. A
-// command given to a worker as it is created (eager dispatch) carries its
-// WorkerID, LeaseExpiresAt and DeadlineAt.
-func InsertCommands(ctx context.Context, q Querier, cmds []Command) error {
-	if len(cmds) == 0 {
-		return nil
-	}
-	sql, args, err := insertCommandsStmt(cmds)
-	if err != nil {
-		return fmt.Errorf("store: %w", err)
-	}
-	if _, err := q.Exec(ctx, sql, args...); err != nil {
-		return fmt.Errorf("store: insert %d commands (first %s): %w", len(cmds), cmds[0].CommandID, wrapWrite(err))
-	}
-	return nil
 }
 
 func insertCommandsStmt(cmds []Command) (string, []any, error) {

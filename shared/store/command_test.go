@@ -11,35 +11,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/store"
 )
-
-func TestCommandIDFormat(t *testing.T) {
-	if got := store.CommandID(1025, "fetch", 2049); got != "1025:fetch:2049" {
-		t.Errorf("CommandID = %s", got)
-	}
-	if got := store.IterationCommandID(1025, "fetch", 2049, 3); got != "1025:fetch:2049:i3" {
-		t.Errorf("IterationCommandID = %s", got)
-	}
-	for _, c := range []struct {
-		id   string
-		want store.CommandRef
-	}{
-		{"1025:fetch:2049", store.CommandRef{ExecutionID: 1025, Step: "fetch", IssuedEventID: 2049, Iteration: -1}},
-		{"1025:fetch:2049:i0", store.CommandRef{ExecutionID: 1025, Step: "fetch", IssuedEventID: 2049, Iteration: 0}},
-		{"1:a:b:2", store.CommandRef{ExecutionID: 1, Step: "a:b", IssuedEventID: 2, Iteration: -1}},
-	} {
-		got, err := store.ParseCommandID(c.id)
-		if err != nil || got != c.want {
-			t.Errorf("ParseCommandID(%s) = %+v, %v; want %+v", c.id, got, err, c.want)
-		}
-	}
-	for _, bad := range []string{"", "1:2", "x:step:2", "1::2", "1:step:x", "1:step:2:ix", "0:s:2", "1:s:2:i-1"} {
-		if _, err := store.ParseCommandID(bad); err == nil {
-			t.Errorf("ParseCommandID(%q) accepted", bad)
-		}
-	}
-}
 
 // issue inserts n PENDING commands of a new execution on sh.
 func issue(t *testing.T, sh *store.Shard, n int, mutate func(i int, c *store.Command)) (store.Execution, []store.Command) {
@@ -49,7 +23,7 @@ func issue(t *testing.T, sh *store.Shard, n int, mutate func(i int, c *store.Com
 	cmds := make([]store.Command, n)
 	for i := range cmds {
 		cmds[i] = store.Command{
-			CommandID: store.CommandID(e.ExecutionID, fmt.Sprintf("step%d", i), eventIDs[i]), ExecutionID: e.ExecutionID,
+			CommandID: engine.CommandID(e.ExecutionID, fmt.Sprintf("step%d", i), eventIDs[i], -1), ExecutionID: e.ExecutionID,
 			IssuedEventID: eventIDs[i], Step: fmt.Sprintf("step%d", i), ToolKind: "python",
 			Context: map[string]any{"code": "print(1)"}, Meta: map[string]any{"visit": int64(1)},
 		}
@@ -57,7 +31,7 @@ func issue(t *testing.T, sh *store.Shard, n int, mutate func(i int, c *store.Com
 			mutate(i, &cmds[i])
 		}
 	}
-	if err := store.InsertCommands(testContext(t), sh.Pool(), cmds); err != nil {
+	if err := write(testContext(t), sh, &store.Changes{NewCommands: cmds}); err != nil {
 		t.Fatal(err)
 	}
 	return e, cmds
@@ -85,16 +59,19 @@ func TestCommandLifecycle(t *testing.T) {
 	if _, err := store.GetCommandByIssuedEvent(ctx, db, 99); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("unknown event: %v", err)
 	}
-	if err := store.InsertCommands(ctx, db, cmds[:1]); !errors.Is(err, store.ErrDuplicate) {
+	if err := write(ctx, sh, &store.Changes{NewCommands: cmds[:1]}); !errors.Is(err, store.ErrDuplicate) {
 		t.Errorf("insert again: %v, want ErrDuplicate", err)
 	}
 
-	claimed := hold(t, db, cmds[1], "w1", time.Minute)
+	claimed := hold(t, sh, cmds[1], "w1", time.Minute)
 	if claimed.Status != store.CommandClaimed || claimed.WorkerID != "w1" || claimed.Attempt != 1 {
 		t.Fatalf("claim: %+v", claimed)
 	}
-	if n, err := store.UpdateCommands(ctx, db, []store.CommandChange{{CommandID: "nope", Status: store.CommandClaimed}}); err != nil || n != 0 {
-		t.Errorf("change of a missing command: %d rows, %v", n, err)
+	if err := write(ctx, sh, &store.Changes{Commands: []store.CommandChange{{CommandID: "nope", Status: store.CommandClaimed}}}); err != nil {
+		t.Errorf("change of a missing command: %v", err)
+	}
+	if _, err := store.GetCommand(ctx, db, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a change of a missing command created it: %v", err)
 	}
 
 	until, err := store.ExtendLease(ctx, db, cmds[1].CommandID, "w1", 1, 2*time.Minute)
@@ -110,7 +87,7 @@ func TestCommandLifecycle(t *testing.T) {
 	if _, err := store.ExtendLease(ctx, db, cmds[0].CommandID, "w1", 0, time.Minute); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("heartbeat of a PENDING command: %v", err)
 	}
-	if c := change(t, db, store.CommandChange{CommandID: cmds[1].CommandID, Status: store.CommandRunning}); c.Status != store.CommandRunning ||
+	if c := change(t, sh, store.CommandChange{CommandID: cmds[1].CommandID, Status: store.CommandRunning}); c.Status != store.CommandRunning ||
 		c.WorkerID != "w1" || c.LeaseExpiresAt.IsZero() || !c.DeadlineAt.Equal(claimed.DeadlineAt) {
 		t.Errorf("running keeps the holder: %+v", c)
 	}
@@ -119,7 +96,7 @@ func TestCommandLifecycle(t *testing.T) {
 	}
 
 	availableAt := time.Now().UTC().Add(10 * time.Second).Truncate(time.Microsecond)
-	retried := retry(t, db, cmds[1], 2, availableAt)
+	retried := retry(t, sh, cmds[1], 2, availableAt)
 	if retried.Status != store.CommandPending || retried.Attempt != 2 || retried.WorkerID != "" ||
 		!retried.LeaseExpiresAt.IsZero() || !retried.DeadlineAt.IsZero() || !retried.AvailableAt.Equal(availableAt) ||
 		retried.IssuedEventID != cmds[1].IssuedEventID || retried.Context["code"] != "print(1)" {
@@ -129,19 +106,19 @@ func TestCommandLifecycle(t *testing.T) {
 		t.Errorf("heartbeat after the retry was scheduled: %v", err)
 	}
 
-	change(t, db, store.CommandChange{CommandID: cmds[2].CommandID, Status: store.CommandCompleted})
+	change(t, sh, store.CommandChange{CommandID: cmds[2].CommandID, Status: store.CommandCompleted})
 	active, err := store.ListActiveCommands(ctx, db, e.ExecutionID)
 	if err != nil || len(active) != 2 {
 		t.Fatalf("active: %d %v", len(active), err)
 	}
 	var cancelled []store.Command
-	inTx(t, db, func(tx pgx.Tx) error {
-		if _, err := store.LockExecution(ctx, tx, e.ExecutionID); err != nil {
-			return err
-		}
-		cancelled, err = store.CancelActiveCommands(ctx, tx, e.ExecutionID)
-		return err
-	})
+	tx := lock(t, sh, &store.LockSet{Executions: []int64{e.ExecutionID}})
+	if cancelled, err = store.CancelActiveCommands(ctx, tx, e.ExecutionID); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
 	var ids []string
 	for _, c := range cancelled {
 		if c.Status != store.CommandCancelled {
@@ -159,19 +136,21 @@ func TestCommandLifecycle(t *testing.T) {
 	if c, _ := store.GetCommand(ctx, db, cmds[2].CommandID); c.Status != store.CommandCompleted {
 		t.Errorf("completed command changed by cancel: %s", c.Status)
 	}
-	if _, err := store.UpdateCommands(ctx, db, []store.CommandChange{{CommandID: cmds[2].CommandID, Status: "DONE"}}); err == nil {
+	if err := write(ctx, sh, &store.Changes{Commands: []store.CommandChange{{CommandID: cmds[2].CommandID, Status: "DONE"}}}); err == nil {
 		t.Error("status outside the CHECK accepted")
 	}
 }
 
 // change writes one command change and reads the row back.
-func change(t *testing.T, q store.Querier, ch store.CommandChange) store.Command {
+func change(t *testing.T, sh *store.Shard, ch store.CommandChange) store.Command {
 	t.Helper()
 	ctx := testContext(t)
-	if n, err := store.UpdateCommands(ctx, q, []store.CommandChange{ch}); err != nil || n != 1 {
-		t.Fatalf("change %s: %d rows, %v", ch.CommandID, n, err)
+	// An UPDATE of a missing row changes nothing and says nothing: check first.
+	if _, err := store.GetCommand(ctx, sh.Pool(), ch.CommandID); err != nil {
+		t.Fatalf("change %s: %v", ch.CommandID, err)
 	}
-	c, err := store.GetCommand(ctx, q, ch.CommandID)
+	mustWrite(t, sh, &store.Changes{Commands: []store.CommandChange{ch}})
+	c, err := store.GetCommand(ctx, sh.Pool(), ch.CommandID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,10 +158,10 @@ func change(t *testing.T, q store.Querier, ch store.CommandChange) store.Command
 }
 
 // hold gives a command to a worker for lease from now, as a claim does.
-func hold(t *testing.T, q store.Querier, c store.Command, worker string, lease time.Duration) store.Command {
+func hold(t *testing.T, sh *store.Shard, c store.Command, worker string, lease time.Duration) store.Command {
 	t.Helper()
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	got := change(t, q, store.CommandChange{CommandID: c.CommandID, Status: store.CommandClaimed, Hold: true, WorkerID: worker,
+	got := change(t, sh, store.CommandChange{CommandID: c.CommandID, Status: store.CommandClaimed, Hold: true, WorkerID: worker,
 		LeaseExpiresAt: now.Add(lease), DeadlineAt: now.Add(time.Hour)})
 	if !got.LeaseExpiresAt.Equal(now.Add(lease)) || !got.DeadlineAt.Equal(now.Add(time.Hour)) {
 		t.Fatalf("hold: lease %v deadline %v", got.LeaseExpiresAt, got.DeadlineAt)
@@ -191,9 +170,9 @@ func hold(t *testing.T, q store.Querier, c store.Command, worker string, lease t
 }
 
 // retry makes a command PENDING again for attempt, as a retry does (R-L6).
-func retry(t *testing.T, q store.Querier, c store.Command, attempt int, at time.Time) store.Command {
+func retry(t *testing.T, sh *store.Shard, c store.Command, attempt int, at time.Time) store.Command {
 	t.Helper()
-	return change(t, q, store.CommandChange{CommandID: c.CommandID, Status: store.CommandPending, Attempt: attempt,
+	return change(t, sh, store.CommandChange{CommandID: c.CommandID, Status: store.CommandPending, Attempt: attempt,
 		AvailableAt: at, Release: true})
 }
 
@@ -287,13 +266,13 @@ func TestSweeperQueries(t *testing.T) {
 	// 3 due retry, 4 retry not yet due, 5 pending first attempt.
 	e, cmds := issue(t, sh, 6, nil)
 	e2, cmds2 := issue(t, sh, 1, nil) // a second execution with an expired lease
-	claim := func(c store.Command, lease time.Duration) { hold(t, db, c, "w", lease) }
+	claim := func(c store.Command, lease time.Duration) { hold(t, sh, c, "w", lease) }
 	claim(cmds[0], -time.Second) // already expired
 	claim(cmds[1], time.Hour)
 	claim(cmds[2], time.Hour)
 	mustExec(t, db, `UPDATE command SET deadline_at = now() - interval '10 minutes' WHERE command_id = $1`, cmds[2].CommandID)
-	retry(t, db, cmds[3], 2, time.Now().Add(-time.Minute))
-	retry(t, db, cmds[4], 2, time.Now().Add(time.Hour))
+	retry(t, sh, cmds[3], 2, time.Now().Add(-time.Minute))
+	retry(t, sh, cmds[4], 2, time.Now().Add(time.Hour))
 	claim(cmds2[0], -time.Minute)
 
 	ids := func(cs []store.Command) []string {
@@ -328,18 +307,11 @@ func TestSweeperQueries(t *testing.T) {
 	}
 
 	// An execution held by another transaction (live ingest) is skipped, not waited for.
-	holder, err := db.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Rollback(ctx)
-	if _, err := store.LockExecution(ctx, holder, e.ExecutionID); err != nil {
-		t.Fatal(err)
-	}
+	holder := lock(t, sh, &store.LockSet{Executions: []int64{e.ExecutionID}})
 	bounded, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	var got []store.Command
-	err = pgx.BeginFunc(bounded, db, func(tx pgx.Tx) (err error) {
+	err := pgx.BeginFunc(bounded, db, func(tx pgx.Tx) (err error) {
 		got, err = store.LockExpiredLeases(bounded, tx, 100)
 		return err
 	})
@@ -349,7 +321,7 @@ func TestSweeperQueries(t *testing.T) {
 	if want := []string{cmds2[0].CommandID}; !slices.Equal(ids(got), want) {
 		t.Errorf("with %d locked: %v, want %v", e.ExecutionID, ids(got), want)
 	}
-	_ = holder.Rollback(ctx)
+	holder.Rollback(ctx)
 
 	// Two concurrent sweeps never return the same command.
 	tx1, err := db.Begin(ctx)

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -59,60 +58,6 @@ func scanEvent(row pgx.Row, ev *Event) error {
 	return err
 }
 
-// NextEventTime is the created_at for the next event of an execution:
-// greatest(clock_timestamp(), the latest event's created_at) (R-S4), so time order
-// never contradicts seq order and an as-of time is always a seq prefix. Call it under
-// the execution lock.
-func NextEventTime(ctx context.Context, q Querier, executionID int64) (time.Time, error) {
-	var t time.Time
-	err := q.QueryRow(ctx, `
-		SELECT greatest(clock_timestamp(),
-			(SELECT created_at FROM event WHERE execution_id = $1 ORDER BY seq DESC LIMIT 1))`,
-		executionID).Scan(&t)
-	if err != nil {
-		return t, fmt.Errorf("store: next event time of execution %d: %w", executionID, err)
-	}
-	return t.UTC(), nil
-}
-
-// AppendEvents inserts events (seq and event_id set by the caller) in one statement.
-// Events with a zero CreatedAt get NextEventTime of their execution; within the slice
-// created_at never decreases per execution. The times used are written back into
-// events. A clashing seq, event_id or client_event_id is ErrDuplicate (the transaction
-// is then aborted: look client ids up first with FindEventByClientID).
-func AppendEvents(ctx context.Context, q Querier, events []Event) error {
-	if len(events) == 0 {
-		return nil
-	}
-	last := map[int64]time.Time{}
-	for i := range events {
-		ev := &events[i]
-		prev, seen := last[ev.ExecutionID]
-		if ev.CreatedAt.IsZero() {
-			if !seen {
-				t, err := NextEventTime(ctx, q, ev.ExecutionID)
-				if err != nil {
-					return err
-				}
-				prev = t
-			}
-			ev.CreatedAt = prev
-		} else if seen && ev.CreatedAt.Before(prev) {
-			ev.CreatedAt = prev
-		}
-		last[ev.ExecutionID] = ev.CreatedAt
-	}
-
-	sql, args, err := appendEventsStmt(events)
-	if err != nil {
-		return fmt.Errorf("store: %w", err)
-	}
-	if _, err = q.Exec(ctx, sql, args...); err != nil {
-		return fmt.Errorf("store: append %d events of execution %d (first seq %d): %w", len(events), events[0].ExecutionID, events[0].Seq, wrapWrite(err))
-	}
-	return nil
-}
-
 // appendEventsStmt is the one INSERT of events (created_at set).
 func appendEventsStmt(events []Event) (string, []any, error) {
 	n := len(events)
@@ -155,34 +100,6 @@ func appendEventsStmt(events []Event) (string, []any, error) {
 			result, error, worker_id, command_id, parent_event_id, client_event_id, ignored, created_at)`,
 		[]any{execIDs, seqs, eventIDs, types, nodeNames, nodeTypes, statuses, contexts, metas, results,
 			errs, workers, commands, parents, clients, ignored, created}, nil
-}
-
-// FindEventByClientID returns the event_id stored for a worker's client event id, or
-// ErrNotFound: a re-posted event answers with the first one's id and has no effects.
-func FindEventByClientID(ctx context.Context, q Querier, executionID int64, clientEventID string) (int64, error) {
-	var id int64
-	err := q.QueryRow(ctx, `SELECT event_id FROM event WHERE execution_id = $1 AND client_event_id = $2`,
-		executionID, clientEventID).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("store: event %q of execution %d: %w", clientEventID, executionID, ErrNotFound)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("store: event %q of execution %d: %w", clientEventID, executionID, err)
-	}
-	return id, nil
-}
-
-// GetEvent reads one event by its public id.
-func GetEvent(ctx context.Context, q Querier, eventID int64) (Event, error) {
-	var ev Event
-	err := scanEvent(q.QueryRow(ctx, `SELECT `+eventColumns+` FROM event WHERE event_id = $1`, eventID), &ev)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return ev, fmt.Errorf("store: event %d: %w", eventID, ErrNotFound)
-	}
-	if err != nil {
-		return ev, fmt.Errorf("store: event %d: %w", eventID, err)
-	}
-	return ev, nil
 }
 
 // EventFilter selects events of one execution in seq order.

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -41,53 +42,41 @@ func TestExecModes(t *testing.T) {
 			if _, err := store.ListCatalog(ctx, s.Cluster(), store.CatalogFilter{After: &store.CatalogCursor{Path: "a", Version: 1}}); err != nil {
 				t.Fatal(err)
 			}
-			idList, err := store.AllocateIDs(ctx, sh.Pool(), sh.Index(), 3)
+			idList, err := store.AllocateIDs(ctx, sh.Pool(), sh.Index(), 4)
 			if err != nil {
 				t.Fatal(err)
 			}
-			e, _, err := store.InsertExecution(ctx, db, store.Execution{ExecutionID: idList[0], CatalogID: cat.CatalogID, Path: "m/p",
-				Version: 1, Pool: "shared", IdempotencyKey: "k", Workload: map[string]any{"a": int64(1)}})
+			mustWrite(t, sh, &store.Changes{NewExecutions: []store.Execution{{ExecutionID: idList[0], CatalogID: cat.CatalogID, Path: "m/p",
+				Version: 1, Pool: "shared", IdempotencyKey: "k", Workload: map[string]any{"a": int64(1)}}}})
+			e, err := store.GetExecution(ctx, db, idList[0])
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, created, err := store.InsertExecution(ctx, db, store.Execution{ExecutionID: idList[1], CatalogID: 1, Path: "m/p",
-				Version: 1, Pool: "shared", IdempotencyKey: "k"}); err != nil || created {
-				t.Fatalf("idempotent insert: %v %v", created, err)
+			if err := write(ctx, sh, &store.Changes{NewExecutions: []store.Execution{{ExecutionID: idList[1], CatalogID: 1, Path: "m/p",
+				Version: 1, Pool: "shared", IdempotencyKey: "k"}}}); !store.IsIdempotencyConflict(err) {
+				t.Fatalf("insert with a taken idempotency key: %v, want the conflict", err)
 			}
 			c := e.Cursor()
 			if _, err := store.ListExecutions(ctx, db, store.ExecutionFilter{Status: "RUNNING", CatalogID: 1, After: &c}); err != nil {
 				t.Fatal(err)
 			}
-			cmdID := store.CommandID(e.ExecutionID, "start", idList[2])
-			err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-				locked, err := store.LockExecution(ctx, tx, e.ExecutionID)
-				if err != nil {
-					return err
-				}
-				if err := store.AppendEvents(ctx, tx, []store.Event{
-					{ExecutionID: e.ExecutionID, Seq: 1, EventID: idList[2], EventType: "command.issued", NodeName: "start",
-						Meta: map[string]any{"command_id": cmdID}, ClientEventID: "c1"},
-				}); err != nil {
-					return err
-				}
-				if err := store.InsertCommands(ctx, tx, []store.Command{{CommandID: cmdID, ExecutionID: e.ExecutionID,
-					IssuedEventID: idList[2], Step: "start", ToolKind: "noop"}}); err != nil {
-					return err
-				}
-				if _, err := store.InsertOutbox(ctx, tx, []store.OutboxMessage{{ExecutionID: e.ExecutionID, EventID: idList[2],
-					Subject: "noetl.commands.shared.1", MsgID: cmdID + ":1", Payload: json.RawMessage(`{"a":1}`)}}); err != nil {
-					return err
-				}
-				if err := store.PutStepResults(ctx, tx, e.ExecutionID, []store.StepResult{{StepResultKey: store.StepResultKey{Step: "start", Visit: 1}, Result: "r"}}); err != nil {
-					return err
-				}
-				locked.LastSeq, locked.State = 1, json.RawMessage(`{"x":1}`)
-				return store.UpdateExecution(ctx, tx, locked)
-			})
-			if err != nil {
+			cmdID := engine.CommandID(e.ExecutionID, "start", idList[2], -1)
+			ls := &store.LockSet{Executions: []int64{e.ExecutionID}}
+			tx := lock(t, sh, ls)
+			locked := ls.ExecutionRows[e.ExecutionID]
+			locked.LastSeq, locked.State = 1, json.RawMessage(`{"x":1}`)
+			if err := tx.Write(&store.Changes{
+				Events: []store.Event{{ExecutionID: e.ExecutionID, Seq: 1, EventID: idList[2], EventType: "command.issued", NodeName: "start",
+					Meta: map[string]any{"command_id": cmdID}, ClientEventID: "c1", CreatedAt: ls.Now}},
+				NewCommands: []store.Command{{CommandID: cmdID, ExecutionID: e.ExecutionID, IssuedEventID: idList[2], Step: "start", ToolKind: "noop"}},
+				Outbox: []store.OutboxMessage{{OutboxID: idList[3], ExecutionID: e.ExecutionID, EventID: idList[2],
+					Subject: "noetl.commands.shared.1", MsgID: cmdID + ":1", Payload: json.RawMessage(`{"a":1}`)}},
+				Results:    []store.StepResult{{StepResultKey: store.StepResultKey{Step: "start", Visit: 1}, ExecutionID: e.ExecutionID, Result: "r"}},
+				Executions: []store.Execution{locked},
+			}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := store.FindEventByClientID(ctx, db, e.ExecutionID, "c1"); err != nil {
+			if err := tx.Commit(ctx); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := store.ListEvents(ctx, db, store.EventFilter{ExecutionID: e.ExecutionID, Before: time.Now().Add(time.Hour), EventType: "command.issued"}); err != nil {
@@ -96,15 +85,15 @@ func TestExecModes(t *testing.T) {
 			if _, err := store.GetStepResults(ctx, db, e.ExecutionID, []store.StepResultKey{{Step: "start", Visit: 1}}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := store.UpdateCommands(ctx, db, []store.CommandChange{{CommandID: cmdID, Status: store.CommandClaimed,
-				Hold: true, WorkerID: "w", LeaseExpiresAt: time.Now().Add(time.Minute), DeadlineAt: time.Now().Add(time.Hour)}}); err != nil {
+			if err := write(ctx, sh, &store.Changes{Commands: []store.CommandChange{{CommandID: cmdID, Status: store.CommandClaimed,
+				Hold: true, WorkerID: "w", LeaseExpiresAt: time.Now().Add(time.Minute), DeadlineAt: time.Now().Add(time.Hour)}}}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := store.ExtendLease(ctx, db, cmdID, "w", 1, time.Minute); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := store.UpdateCommands(ctx, db, []store.CommandChange{{CommandID: cmdID, Status: store.CommandPending,
-				Attempt: 2, AvailableAt: time.Now().Add(-time.Second), Release: true}}); err != nil {
+			if err := write(ctx, sh, &store.Changes{Commands: []store.CommandChange{{CommandID: cmdID, Status: store.CommandPending,
+				Attempt: 2, AvailableAt: time.Now().Add(-time.Second), Release: true}}}); err != nil {
 				t.Fatal(err)
 			}
 			err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
@@ -163,7 +152,7 @@ func pipelined(t *testing.T, sh *store.Shard, e store.Execution, catalogID int64
 		len(ls.Seen) != 1 || ls.Existing == nil || ls.Existing.ExecutionID != e.ExecutionID || ls.Now.IsZero() {
 		t.Fatalf("lock read %+v", ls)
 	}
-	next := store.CommandID(e.ExecutionID, "next", more[1])
+	next := engine.CommandID(e.ExecutionID, "next", more[1], -1)
 	ch := &store.Changes{
 		NewExecutions: []store.Execution{{ExecutionID: more[0], CatalogID: catalogID, Path: "m/p", Version: 1, Pool: "shared", StartedAt: ls.Now}},
 		Events: []store.Event{{ExecutionID: e.ExecutionID, Seq: 2, EventID: more[1], EventType: "command.issued", NodeName: "next",

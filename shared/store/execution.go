@@ -82,31 +82,6 @@ func scanExecution(row pgx.Row) (Execution, error) {
 	return e, nil
 }
 
-// InsertExecution inserts e (ExecutionID from AllocateIDs; Status defaults to RUNNING,
-// StartedAt to the database clock, State to {}). When e.IdempotencyKey is already taken
-// it inserts nothing and returns the existing execution with created false.
-func InsertExecution(ctx context.Context, q Querier, e Execution) (Execution, bool, error) {
-	sql, args, err := insertExecutionStmt(e)
-	if err != nil {
-		return Execution{}, false, fmt.Errorf("store: %w", err)
-	}
-	stored, err := scanExecution(q.QueryRow(ctx, sql+`
-		ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-		RETURNING `+executionColumns, args...))
-	if errors.Is(err, pgx.ErrNoRows) {
-		// The key is taken (DO NOTHING waited for its transaction to commit).
-		existing, err := GetExecutionByIdempotencyKey(ctx, q, e.IdempotencyKey)
-		if err != nil {
-			return Execution{}, false, err
-		}
-		return existing, false, nil
-	}
-	if err != nil {
-		return Execution{}, false, fmt.Errorf("store: insert execution %d: %w", e.ExecutionID, wrapWrite(err))
-	}
-	return stored, true, nil
-}
-
 // insertExecutionStmt inserts an execution; a taken idempotency key is a
 // unique violation (IsIdempotencyConflict) unless the caller adds ON CONFLICT.
 func insertExecutionStmt(e Execution) (string, []any, error) {
@@ -150,12 +125,6 @@ func GetExecution(ctx context.Context, q Querier, id int64) (Execution, error) {
 	return getExecution(ctx, q, id, "")
 }
 
-// LockExecution reads an execution and locks its row (SELECT … FOR UPDATE) until the
-// transaction q ends: the first lock of every writer (R-L5).
-func LockExecution(ctx context.Context, tx pgx.Tx, id int64) (Execution, error) {
-	return getExecution(ctx, tx, id, " FOR UPDATE")
-}
-
 func getExecution(ctx context.Context, q Querier, id int64, lock string) (Execution, error) {
 	e, err := scanExecution(q.QueryRow(ctx, `SELECT `+executionColumns+` FROM execution WHERE execution_id = $1`+lock, id))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -177,22 +146,6 @@ func GetExecutionByIdempotencyKey(ctx context.Context, q Querier, key string) (E
 		return e, fmt.Errorf("store: execution with idempotency key %q: %w", key, err)
 	}
 	return e, nil
-}
-
-// UpdateExecution writes the mutable columns of e: status, state (kept when nil),
-// last_seq, completed_at, error; updated_at becomes the database clock (e.UpdatedAt is
-// ignored, so a row read, changed and written back cannot keep a stale one). The
-// next event's time is at least updated_at (NextEventTime).
-func UpdateExecution(ctx context.Context, q Querier, e Execution) error {
-	sql, args := updateExecutionsStmt([]Execution{e})
-	tag, err := q.Exec(ctx, sql, args...)
-	if err != nil {
-		return fmt.Errorf("store: update execution %d: %w", e.ExecutionID, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("store: update execution %d: %w", e.ExecutionID, ErrNotFound)
-	}
-	return nil
 }
 
 // updateExecutionsStmt writes rows back; the key is matched with = ANY too

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,8 +10,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/noetl-go/noetl/shared/store"
 )
@@ -31,15 +30,17 @@ func TestExecutionLifecycle(t *testing.T) {
 		t.Fatalf("get: %+v %v", got, err)
 	}
 	done := time.Now().UTC().Truncate(time.Microsecond)
-	inTx(t, sh.Pool(), func(tx pgx.Tx) error {
-		locked, err := store.LockExecution(ctx, tx, e.ExecutionID)
-		if err != nil {
-			return err
-		}
-		locked.Status, locked.State, locked.LastSeq = store.ExecutionFailed, json.RawMessage(`{"steps":{}}`), 9
-		locked.CompletedAt, locked.Error = done, "boom"
-		return store.UpdateExecution(ctx, tx, locked)
-	})
+	ls := &store.LockSet{Executions: []int64{e.ExecutionID}}
+	tx := lock(t, sh, ls)
+	locked := ls.ExecutionRows[e.ExecutionID]
+	locked.Status, locked.State, locked.LastSeq = store.ExecutionFailed, json.RawMessage(`{"steps":{}}`), 9
+	locked.CompletedAt, locked.Error = done, "boom"
+	if err := tx.Write(&store.Changes{Executions: []store.Execution{locked}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
 	got, err = store.GetExecution(ctx, sh.Pool(), e.ExecutionID)
 	if err != nil || got.Status != store.ExecutionFailed || got.LastSeq != 9 || !got.CompletedAt.Equal(done) ||
 		got.Error != "boom" || string(got.State) != `{"steps":{}}` || !got.UpdatedAt.After(e.UpdatedAt) {
@@ -47,26 +48,22 @@ func TestExecutionLifecycle(t *testing.T) {
 	}
 	// nil State keeps the stored snapshot.
 	got.State, got.Status = nil, store.ExecutionCancelled
-	if err := store.UpdateExecution(ctx, sh.Pool(), got); err != nil {
-		t.Fatal(err)
-	}
+	mustWrite(t, sh, &store.Changes{Executions: []store.Execution{got}})
 	if again, _ := store.GetExecution(ctx, sh.Pool(), e.ExecutionID); string(again.State) != `{"steps":{}}` || again.Status != store.ExecutionCancelled {
 		t.Errorf("nil state: %+v", again)
 	}
 	if _, err := store.GetExecution(ctx, sh.Pool(), 12345); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("missing execution: %v", err)
 	}
-	if err := store.UpdateExecution(ctx, sh.Pool(), store.Execution{ExecutionID: 12345, Status: "RUNNING"}); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("update missing execution: %v", err)
-	}
 	got.Status = "BOGUS"
-	if err := store.UpdateExecution(ctx, sh.Pool(), got); err == nil {
+	if err := write(ctx, sh, &store.Changes{Executions: []store.Execution{got}}); err == nil {
 		t.Error("status outside the CHECK accepted")
 	}
 }
 
-// TestExecutionIdempotencyKey: concurrent executes with one key create one execution
-// and all get it back.
+// TestExecutionIdempotencyKey: concurrent executes with one key, each the way
+// the control plane does it (look the key up under the lock; insert; on the
+// key's conflict read the winner), create one execution and all get it back.
 func TestExecutionIdempotencyKey(t *testing.T) {
 	s, _ := newStore(t, 2)
 	ctx := testContext(t)
@@ -80,15 +77,7 @@ func TestExecutionIdempotencyKey(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = pgx.BeginFunc(ctx, sh.Pool(), func(tx pgx.Tx) error {
-				id, err := store.AllocateIDs(ctx, tx, sh.Index(), 1)
-				if err != nil {
-					return err
-				}
-				out[i], created[i], err = store.InsertExecution(ctx, tx, store.Execution{
-					ExecutionID: id[0], CatalogID: 1, Path: "p", Version: 1, Pool: "shared", IdempotencyKey: "key-1"})
-				return err
-			})
+			out[i], created[i], errs[i] = executeWithKey(ctx, sh, "key-1")
 		}()
 	}
 	wg.Wait()
@@ -111,6 +100,41 @@ func TestExecutionIdempotencyKey(t *testing.T) {
 	if err != nil || byKey.ExecutionID != out[0].ExecutionID {
 		t.Errorf("by key: %+v %v", byKey, err)
 	}
+}
+
+// executeWithKey starts an execution with an idempotency key as
+// controlplane.Execute does; created is false when another had the key.
+func executeWithKey(ctx context.Context, sh *store.Shard, key string) (_ store.Execution, created bool, _ error) {
+	tx, err := sh.Begin(ctx)
+	if err != nil {
+		return store.Execution{}, false, err
+	}
+	defer tx.Rollback(ctx)
+	ls := &store.LockSet{IdempotencyKey: key}
+	if err := tx.Lock(ctx, ls); err != nil {
+		return store.Execution{}, false, err
+	}
+	if ls.Existing != nil {
+		return *ls.Existing, false, nil
+	}
+	id, err := store.AllocateIDs(ctx, tx, sh.Index(), 1)
+	if err != nil {
+		return store.Execution{}, false, err
+	}
+	err = tx.Write(&store.Changes{NewExecutions: []store.Execution{{ExecutionID: id[0], CatalogID: 1, Path: "p", Version: 1,
+		Pool: "shared", IdempotencyKey: key, StartedAt: ls.Now}}})
+	if err == nil {
+		err = tx.Commit(ctx)
+	}
+	if store.IsIdempotencyConflict(err) {
+		prev, err := store.GetExecutionByIdempotencyKey(ctx, sh.Pool(), key)
+		return prev, false, err
+	}
+	if err != nil {
+		return store.Execution{}, false, err
+	}
+	e, err := store.GetExecution(ctx, sh.Pool(), id[0])
+	return e, true, err
 }
 
 // TestListExecutionsKeyset pages through executions of two shards merged the way the
@@ -230,60 +254,66 @@ func TestEvents(t *testing.T) {
 	batch[2].Meta = map[string]any{"command_id": "c1", "attempt": int64(1)}
 	batch[3].Result = map[string]any{"status": "success", "context": map[string]any{"x": 1.5}}
 	batch[3].WorkerID, batch[3].CommandID, batch[3].ClientEventID, batch[3].ParentEventID = "w1", "c1", "client-1", eventIDs[2]
-	inTx(t, sh.Pool(), func(tx pgx.Tx) error {
-		if _, err := store.LockExecution(ctx, tx, e.ExecutionID); err != nil {
-			return err
+	ls := &store.LockSet{Executions: []int64{e.ExecutionID}}
+	tx := lock(t, sh, ls)
+	for i := range batch {
+		batch[i].CreatedAt = ls.Now // the transaction's events share its clock (R-S4)
+	}
+	if err := tx.Write(&store.Changes{Events: batch}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// eventAt reads the event at seq back.
+	eventAt := func(seq int64) store.Event {
+		t.Helper()
+		evs, err := store.ListEvents(ctx, sh.Pool(), store.EventFilter{ExecutionID: e.ExecutionID, AfterSeq: seq - 1, UntilSeq: seq})
+		if err != nil || len(evs) != 1 {
+			t.Fatalf("event %d: %d events, %v", seq, len(evs), err)
 		}
-		return store.AppendEvents(ctx, tx, batch)
-	})
-	for i := 1; i < len(batch); i++ {
-		if batch[i].CreatedAt.IsZero() || batch[i].CreatedAt.Before(batch[i-1].CreatedAt) {
-			t.Fatalf("created_at not filled in order: %v then %v", batch[i-1].CreatedAt, batch[i].CreatedAt)
-		}
+		return evs[0]
 	}
 
-	// A re-posted worker event is found by its client id.
-	id, err := store.FindEventByClientID(ctx, sh.Pool(), e.ExecutionID, "client-1")
-	if err != nil || id != eventIDs[3] {
-		t.Fatalf("FindEventByClientID = %d, %v; want %d", id, err, eventIDs[3])
+	// A re-posted worker event is found by its client id, under the lock.
+	ls = &store.LockSet{Executions: []int64{e.ExecutionID}, ClientEvents: []store.ClientEventKey{
+		{ExecutionID: e.ExecutionID, ClientID: "client-1"}, {ExecutionID: e.ExecutionID, ClientID: "client-2"}}}
+	lock(t, sh, ls).Rollback(ctx)
+	if id, ok := ls.Seen[ls.ClientEvents[0]]; !ok || id != eventIDs[3] {
+		t.Fatalf("client-1 seen as %d, %v; want %d", id, ok, eventIDs[3])
 	}
-	if _, err := store.FindEventByClientID(ctx, sh.Pool(), e.ExecutionID, "client-2"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("unknown client id: %v", err)
+	if id, ok := ls.Seen[ls.ClientEvents[1]]; ok {
+		t.Errorf("unknown client id seen as event %d", id)
 	}
+	now := time.Now().UTC()
 	dup := mk(5, "call.done", "start")
-	dup.ClientEventID = "client-1"
-	if err := store.AppendEvents(ctx, sh.Pool(), []store.Event{dup}); !errors.Is(err, store.ErrDuplicate) {
+	dup.ClientEventID, dup.CreatedAt = "client-1", now
+	if err := write(ctx, sh, &store.Changes{Events: []store.Event{dup}}); !errors.Is(err, store.ErrDuplicate) {
 		t.Errorf("second event with client id client-1: %v, want ErrDuplicate", err)
 	}
-	if err := store.AppendEvents(ctx, sh.Pool(), []store.Event{mk(4, "call.done", "start")}); !errors.Is(err, store.ErrDuplicate) {
+	again := mk(4, "call.done", "start")
+	again.CreatedAt = now
+	if err := write(ctx, sh, &store.Changes{Events: []store.Event{again}}); !errors.Is(err, store.ErrDuplicate) {
 		t.Errorf("seq 4 again: %v, want ErrDuplicate", err)
 	}
+	if err := write(ctx, sh, &store.Changes{Events: []store.Event{mk(5, "call.done", "start")}}); err == nil {
+		t.Error("an event without created_at was written")
+	}
 
-	// created_at never goes back, even when the last event's time is ahead of the clock.
+	// An ignored (fenced) event keeps its place in the log and its time.
 	future := time.Now().UTC().Add(time.Hour).Truncate(time.Microsecond)
 	fenced := mk(5, "command.completed", "start")
 	fenced.CreatedAt, fenced.Ignored = future, true
-	if err := store.AppendEvents(ctx, sh.Pool(), []store.Event{fenced}); err != nil {
-		t.Fatal(err)
-	}
-	next, err := store.NextEventTime(ctx, sh.Pool(), e.ExecutionID)
-	if err != nil || next.Before(future) {
-		t.Errorf("NextEventTime = %v, %v; want >= %v", next, err, future)
-	}
 	late := mk(6, "step.exit", "start")
-	if err := store.AppendEvents(ctx, sh.Pool(), []store.Event{late}); err != nil {
-		t.Fatal(err)
-	}
+	late.CreatedAt = future
+	mustWrite(t, sh, &store.Changes{Events: []store.Event{fenced, late}})
 
-	got, err := store.GetEvent(ctx, sh.Pool(), eventIDs[3])
-	if err != nil || got.Result["context"].(map[string]any)["x"] != 1.5 || got.WorkerID != "w1" || got.ParentEventID != eventIDs[2] || got.ClientEventID != "client-1" {
-		t.Errorf("GetEvent: %+v %v", got, err)
+	got := eventAt(4)
+	if got.EventID != eventIDs[3] || got.Result["context"].(map[string]any)["x"] != 1.5 || got.WorkerID != "w1" || got.ParentEventID != eventIDs[2] || got.ClientEventID != "client-1" {
+		t.Errorf("event 4: %+v", got)
 	}
-	if ev, _ := store.GetEvent(ctx, sh.Pool(), eventIDs[4]); !ev.Ignored || !ev.CreatedAt.Equal(future) {
+	if ev := eventAt(5); !ev.Ignored || !ev.CreatedAt.Equal(future) {
 		t.Errorf("fenced event: %+v", ev)
-	}
-	if ev, _ := store.GetEvent(ctx, sh.Pool(), eventIDs[5]); ev.CreatedAt.Before(future) {
-		t.Errorf("event after a future-dated one has created_at %v < %v", ev.CreatedAt, future)
 	}
 
 	seqs := func(f store.EventFilter) []int64 {
@@ -315,7 +345,7 @@ func TestEvents(t *testing.T) {
 	}
 
 	var streamed []int64
-	err = store.StreamEvents(ctx, sh.Pool(), store.EventFilter{ExecutionID: e.ExecutionID, AfterSeq: 1}, func(ev *store.Event) error {
+	err := store.StreamEvents(ctx, sh.Pool(), store.EventFilter{ExecutionID: e.ExecutionID, AfterSeq: 1}, func(ev *store.Event) error {
 		streamed = append(streamed, ev.Seq)
 		return nil
 	})
@@ -335,7 +365,7 @@ func TestEvents(t *testing.T) {
 		t.Errorf("stopped stream: %v %v", streamed, err)
 	}
 	// The pool is still usable after an abandoned stream.
-	if _, err := store.GetEvent(ctx, sh.Pool(), eventIDs[0]); err != nil {
-		t.Errorf("after stream: %v", err)
+	if ev := eventAt(1); ev.EventID != eventIDs[0] {
+		t.Errorf("after stream: %+v", ev)
 	}
 }

@@ -63,6 +63,44 @@ func allocate(t *testing.T, sh *store.Shard, n int) []int64 {
 	return got
 }
 
+// write commits ch on sh the way the control plane does (store.Tx.Write,
+// then COMMIT).
+func write(ctx context.Context, sh *store.Shard, ch *store.Changes) error {
+	tx, err := sh.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	if err := tx.Write(ch); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// mustWrite is write that fails the test on error.
+func mustWrite(t *testing.T, sh *store.Shard, ch *store.Changes) {
+	t.Helper()
+	if err := write(testContext(t), sh, ch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lock begins a store.Tx on sh holding the locks of ls (read into ls); the
+// test rolls it back or commits it.
+func lock(t *testing.T, sh *store.Shard, ls *store.LockSet) *store.Tx {
+	t.Helper()
+	ctx := testContext(t)
+	tx, err := sh.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(context.Background()) })
+	if err := tx.Lock(ctx, ls); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
 // newExecution inserts a RUNNING execution on sh and returns it.
 func newExecution(t *testing.T, sh *store.Shard, mutate func(*store.Execution)) store.Execution {
 	t.Helper()
@@ -73,9 +111,10 @@ func newExecution(t *testing.T, sh *store.Shard, mutate func(*store.Execution)) 
 	if mutate != nil {
 		mutate(&e)
 	}
-	stored, created, err := store.InsertExecution(testContext(t), sh.Pool(), e)
-	if err != nil || !created {
-		t.Fatalf("insert execution: created %v, %v", created, err)
+	mustWrite(t, sh, &store.Changes{NewExecutions: []store.Execution{e}})
+	stored, err := store.GetExecution(testContext(t), sh.Pool(), e.ExecutionID)
+	if err != nil {
+		t.Fatalf("insert execution: %v", err)
 	}
 	return stored
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -67,33 +66,6 @@ func scanOutbox(row pgx.CollectableRow) (OutboxMessage, error) {
 	m.LockedAt, m.PublishedAt, m.LastError = derefTime(locked), derefTime(published), derefString(lastErr)
 	m.AvailableAt, m.CreatedAt, m.UpdatedAt = m.AvailableAt.UTC(), m.CreatedAt.UTC(), m.UpdatedAt.UTC()
 	return m, err
-}
-
-// InsertOutbox writes PENDING rows in one statement (in the transaction that writes
-// the commands they announce) and returns their outbox ids in order: the given
-// OutboxID, or one minted by next_id(). A zero AvailableAt means now (a retry's
-// notification may be delayed to its available_at).
-func InsertOutbox(ctx context.Context, q Querier, msgs []OutboxMessage) ([]int64, error) {
-	if len(msgs) == 0 {
-		return nil, nil
-	}
-	sql, args, err := insertOutboxStmt(msgs)
-	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
-	}
-	rows, err := q.Query(ctx, sql+` RETURNING outbox_id`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: insert %d outbox rows: %w", len(msgs), err)
-	}
-	outIDs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("store: insert %d outbox rows: %w", len(msgs), wrapWrite(err))
-	}
-	// Rows are produced in input order (ORDER BY ord), so next_id() hands out
-	// ascending ids in that order, and given ids ascend too (one sequence);
-	// sorting the returned ids restores input order.
-	slices.Sort(outIDs)
-	return outIDs, nil
 }
 
 func insertOutboxStmt(msgs []OutboxMessage) (string, []any, error) {
@@ -182,18 +154,16 @@ func MarkOutboxPublished(ctx context.Context, q Querier, outboxIDs []int64) (int
 	return tag.RowsAffected(), nil
 }
 
-// OutboxBackoff is the delay after the attempts-th failed publish (attempts >= 1):
-// min(maxDelay, 2^min(8, attempts-1)) seconds; maxDelay <= 0 means no cap below 256 s.
-func OutboxBackoff(attempts int, maxDelay time.Duration) time.Duration {
-	d := time.Duration(1<<min(8, max(attempts-1, 0))) * time.Second
-	if maxDelay > 0 && d > maxDelay {
-		d = maxDelay
-	}
-	return d
+// outboxBackoff is the rule for a failed publish's delay, in seconds, as SQL:
+// after the n-th failure, min(cap, 2^min(8, n-1)); a cap <= 0 means none below
+// 256 s. Both marks below use it, so the rule is written once.
+func outboxBackoff(n, capSeconds string) string {
+	return `least(CASE WHEN ` + capSeconds + ` > 0 THEN ` + capSeconds + ` ELSE 256 END, ` +
+		`power(2, least(8, greatest(0, (` + n + `) - 1))))`
 }
 
 // MarkOutboxFailed records a failed publish of a PENDING or IN_FLIGHT row: attempts +
-// 1, back to PENDING, available again after OutboxBackoff(new attempts, maxDelay),
+// 1, back to PENDING, available again after outboxBackoff(new attempts, maxDelay),
 // last_error truncated to 2000 characters. It returns the delay; a row in another
 // state (already PUBLISHED) is ErrConflict, a missing one ErrNotFound.
 func MarkOutboxFailed(ctx context.Context, q Querier, outboxID int64, publishErr string, maxDelay time.Duration) (time.Duration, error) {
@@ -202,8 +172,7 @@ func MarkOutboxFailed(ctx context.Context, q Querier, outboxID int64, publishErr
 	err := q.QueryRow(ctx, `
 		UPDATE outbox SET status = 'PENDING', attempts = attempts + 1, locked_at = NULL, updated_at = now(),
 			last_error = left($2, 2000),
-			available_at = now() + make_interval(secs => CASE WHEN $3::float8 > 0
-				THEN least($3::float8, power(2, least(8, attempts))) ELSE power(2, least(8, attempts)) END)
+			available_at = now() + make_interval(secs => `+outboxBackoff("attempts + 1", "$3::float8")+`)
 		WHERE outbox_id = $1 AND status IN ('PENDING', 'IN_FLIGHT')
 		RETURNING extract(epoch FROM available_at - now())::float8`,
 		outboxID, publishErr, capSeconds).Scan(&delaySeconds)
@@ -225,7 +194,7 @@ func MarkOutboxFailed(ctx context.Context, q Querier, outboxID int64, publishErr
 
 // MarkOutboxFailedAfter is NoETL's mark-failed for an outside publisher that
 // claimed with ClaimOutboxForPublisher: the row goes back to PENDING, available
-// after min(maxDelay, 2^min(8, attempts-1)) seconds, where attempts is the
+// outboxBackoff(attempts, maxDelay), where attempts is the
 // caller's count or, when 0, the row's (already counted at claim); attempts
 // itself is not changed again. Errors as MarkOutboxFailed.
 func MarkOutboxFailedAfter(ctx context.Context, q Querier, outboxID int64, publishErr string, attempts int, maxDelay time.Duration) (time.Duration, error) {
@@ -233,10 +202,9 @@ func MarkOutboxFailedAfter(ctx context.Context, q Querier, outboxID int64, publi
 	err := q.QueryRow(ctx, `
 		UPDATE outbox SET status = 'PENDING', locked_at = NULL, updated_at = now(),
 			last_error = left($2, 2000),
-			available_at = now() + make_interval(secs => least($3::float8,
-				power(2, least(8, greatest(0, coalesce(nullif($4::int, 0), attempts) - 1)))))
+			available_at = now() + make_interval(secs => `+outboxBackoff("coalesce(nullif($4::int, 0), attempts)", "$3::float8")+`)
 		WHERE outbox_id = $1 AND status IN ('PENDING', 'IN_FLIGHT')
-		RETURNING least($3::float8, power(2, least(8, greatest(0, coalesce(nullif($4::int, 0), attempts) - 1))))::float8`,
+		RETURNING (`+outboxBackoff("coalesce(nullif($4::int, 0), attempts)", "$3::float8")+`)::float8`,
 		outboxID, publishErr, maxDelay.Seconds(), attempts).Scan(&delaySeconds)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var status string

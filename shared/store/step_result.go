@@ -44,27 +44,6 @@ type StepResult struct {
 	Result      any
 }
 
-// PutStepResults stores results of one execution in one statement; a key stored
-// before is overwritten (a retried iteration replaces its result).
-func PutStepResults(ctx context.Context, q Querier, executionID int64, results []StepResult) error {
-	if len(results) == 0 {
-		return nil
-	}
-	rs := make([]StepResult, len(results))
-	for i, r := range results {
-		r.ExecutionID = executionID
-		rs[i] = r
-	}
-	sql, args, err := putStepResultsStmt(rs)
-	if err != nil {
-		return fmt.Errorf("store: %w", err)
-	}
-	if _, err := q.Exec(ctx, sql, args...); err != nil {
-		return fmt.Errorf("store: put %d step results of execution %d: %w", len(rs), executionID, err)
-	}
-	return nil
-}
-
 func putStepResultsStmt(results []StepResult) (string, []any, error) {
 	n := len(results)
 	execIDs := make([]int64, n)
@@ -129,22 +108,6 @@ func GetStepResults(ctx context.Context, q Querier, executionID int64, keys []St
 		}
 	}
 	return out, nil
-}
-
-// ListStepResults returns every result stored for one visit of a step in index order
-// (a loop's list, assembled once when the loop ends).
-func ListStepResults(ctx context.Context, q Querier, executionID int64, step string, visit int) ([]StepResult, error) {
-	rows, err := q.Query(ctx, `
-		SELECT kind, step, visit, idx, result FROM step_result
-		WHERE execution_id = $1 AND kind = 'result' AND step = $2 AND visit = $3 ORDER BY idx`, executionID, step, visit)
-	if err != nil {
-		return nil, fmt.Errorf("store: list results of %s#%d of execution %d: %w", step, visit, executionID, err)
-	}
-	results, err := collectStepResults(rows)
-	if err != nil {
-		return nil, fmt.Errorf("store: list results of %s#%d of execution %d: %w", step, visit, executionID, err)
-	}
-	return results, nil
 }
 
 func collectStepResults(rows pgx.Rows) ([]StepResult, error) {

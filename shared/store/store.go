@@ -1,12 +1,13 @@
 // Package store is the Postgres layer: embedded migrations, shard routing, id
-// allocation, and plain query functions over a Querier (usually the pgx.Tx of the
-// caller's transaction) for the catalog, executions, events, commands, the outbox and
-// step results. It holds no orchestration logic.
+// allocation, the pipelined transaction (Tx) every state change is written through
+// (Tx.Lock takes a LockSet, Tx.Write a Changes), and plain query functions over a
+// Querier for the catalog, executions, events, commands, the outbox and step results.
+// It holds no orchestration logic.
 //
-// Locking rules the callers follow (R-L5): lock the execution row first
-// (LockExecution), then command rows (LockCommand); row locks only, never advisory
-// locks (they pin RDS Proxy connections). Functions named Lock* must run inside a
-// transaction; the others work on a pool, a connection or a transaction.
+// Locking rules (R-L5): execution rows first, then command rows (Tx.Lock does both
+// in that order); row locks only, never advisory locks (they pin RDS Proxy
+// connections). Functions named Lock* must run inside a transaction; the others
+// work on a pool, a connection or a transaction.
 //
 // JSON columns use the shared/jsonx convention: objects are map[string]any, integral
 // numbers int64. A nil map is SQL NULL. Times come back in UTC; a zero time.Time is

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -583,7 +584,7 @@ func fValues(x any, _ []any) (any, error) {
 		return nil, err
 	}
 	out := make([]any, 0, len(m))
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		out = append(out, m[k])
 	}
 	return out, nil
@@ -595,7 +596,7 @@ func fItems(x any, _ []any) (any, error) {
 		return nil, err
 	}
 	out := make([]any, 0, len(m))
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		out = append(out, []any{k, m[k]})
 	}
 	return out, nil

@@ -3,6 +3,7 @@ package tmpl
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -564,7 +565,7 @@ func iterate(b *Budget, x any) ([]any, error) {
 				return nil, err
 			}
 		}
-		keys := sortedKeys(v)
+		keys := slices.Sorted(maps.Keys(v))
 		out := make([]any, len(keys))
 		for i, k := range keys {
 			out[i] = k

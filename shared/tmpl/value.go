@@ -1,6 +1,8 @@
 package tmpl
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/noetl-go/noetl/shared/jsonx"
@@ -43,7 +45,7 @@ func compileValue(v any, path string, errs *[]*Error) *Value {
 		}
 		return &Value{tmpl: t, path: path, roots: t.Roots()}
 	case map[string]any:
-		out := &Value{isMap: true, path: path, keys: sortedKeys(x)}
+		out := &Value{isMap: true, path: path, keys: slices.Sorted(maps.Keys(x))}
 		for _, k := range out.keys {
 			out.elems = append(out.elems, compileValue(x[k], joinKey(path, k), errs))
 		}

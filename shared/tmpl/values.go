@@ -3,7 +3,6 @@ package tmpl
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -332,14 +331,4 @@ func cmpFloatInt(f float64, i int64) int {
 		return -1
 	}
 	return 0
-}
-
-// sortedKeys gives a map's keys in order, so map iteration never shows in output.
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
