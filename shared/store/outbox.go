@@ -176,18 +176,8 @@ func MarkOutboxFailed(ctx context.Context, q Querier, outboxID int64, publishErr
 		WHERE outbox_id = $1 AND status IN ('PENDING', 'IN_FLIGHT')
 		RETURNING extract(epoch FROM available_at - now())::float8`,
 		outboxID, publishErr, capSeconds).Scan(&delaySeconds)
-	if errors.Is(err, pgx.ErrNoRows) {
-		var status string
-		if err := q.QueryRow(ctx, `SELECT status FROM outbox WHERE outbox_id = $1`, outboxID).Scan(&status); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return 0, fmt.Errorf("store: mark outbox %d failed: %w", outboxID, ErrNotFound)
-			}
-			return 0, fmt.Errorf("store: mark outbox %d failed: %w", outboxID, err)
-		}
-		return 0, fmt.Errorf("store: mark outbox %d failed: %w: status %s", outboxID, ErrConflict, status)
-	}
 	if err != nil {
-		return 0, fmt.Errorf("store: mark outbox %d failed: %w", outboxID, err)
+		return 0, markFailedError(ctx, q, outboxID, err)
 	}
 	return time.Duration(delaySeconds * float64(time.Second)).Round(time.Millisecond), nil
 }
@@ -206,18 +196,8 @@ func MarkOutboxFailedAfter(ctx context.Context, q Querier, outboxID int64, publi
 		WHERE outbox_id = $1 AND status IN ('PENDING', 'IN_FLIGHT')
 		RETURNING (`+outboxBackoff("coalesce(nullif($4::int, 0), attempts)", "$3::float8")+`)::float8`,
 		outboxID, publishErr, maxDelay.Seconds(), attempts).Scan(&delaySeconds)
-	if errors.Is(err, pgx.ErrNoRows) {
-		var status string
-		if err := q.QueryRow(ctx, `SELECT status FROM outbox WHERE outbox_id = $1`, outboxID).Scan(&status); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return 0, fmt.Errorf("store: mark outbox %d failed: %w", outboxID, ErrNotFound)
-			}
-			return 0, fmt.Errorf("store: mark outbox %d failed: %w", outboxID, err)
-		}
-		return 0, fmt.Errorf("store: mark outbox %d failed: %w: status %s", outboxID, ErrConflict, status)
-	}
 	if err != nil {
-		return 0, fmt.Errorf("store: mark outbox %d failed: %w", outboxID, err)
+		return 0, markFailedError(ctx, q, outboxID, err)
 	}
 	return time.Duration(delaySeconds * float64(time.Second)), nil
 }
@@ -293,4 +273,20 @@ func OutboxLag(ctx context.Context, q Querier) (time.Duration, error) {
 		return 0, nil
 	}
 	return time.Duration(*secs * float64(time.Second)), nil
+}
+
+// markFailedError says why a mark-failed changed no row: the row is gone
+// (ErrNotFound) or already published (ErrConflict).
+func markFailedError(ctx context.Context, q Querier, outboxID int64, err error) error {
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("store: mark outbox %d failed: %w", outboxID, err)
+	}
+	var status string
+	if err := q.QueryRow(ctx, `SELECT status FROM outbox WHERE outbox_id = $1`, outboxID).Scan(&status); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("store: mark outbox %d failed: %w", outboxID, ErrNotFound)
+		}
+		return fmt.Errorf("store: mark outbox %d failed: %w", outboxID, err)
+	}
+	return fmt.Errorf("store: mark outbox %d failed: %w: status %s", outboxID, ErrConflict, status)
 }
