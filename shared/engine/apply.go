@@ -1,6 +1,10 @@
 package engine
 
-import "strings"
+import (
+	"maps"
+	"slices"
+	"strings"
+)
 
 // Apply folds one event into the snapshot. It is total: events it does not know,
 // or that refer to commands no longer in flight, change nothing but the sequence.
@@ -26,7 +30,7 @@ func Apply(s *Snapshot, ev Event) {
 		applyExit(s, ev)
 	case EvCtxUpdated:
 		values, _ := ev.Context["values"].(map[string]any)
-		for _, k := range sortedKeys(values) {
+		for _, k := range slices.Sorted(maps.Keys(values)) {
 			s.Ctx = setPath(s.Ctx, k, values[k])
 		}
 	case EvCommandIssued:

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"maps"
+	"slices"
 
 	"github.com/noetl-go/noetl/shared/jsonx"
 )
@@ -85,7 +86,7 @@ func (d *decider) commandPayload(step *Step, visit int, b *bindings) (map[string
 		}
 	}
 	rc := map[string]any{}
-	for _, r := range sortedKeys(roots) {
+	for _, r := range slices.Sorted(maps.Keys(roots)) {
 		if v, ok := d.lookup(r, b); ok {
 			rc[r] = v
 		}

@@ -3,6 +3,7 @@ package engine
 import (
 	"container/heap"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -459,7 +460,7 @@ func collection(v any, limit int) ([]any, error) {
 	case []any:
 		items = x
 	case map[string]any:
-		for _, k := range sortedKeys(x) {
+		for _, k := range slices.Sorted(maps.Keys(x)) {
 			items = append(items, map[string]any{"key": k, "value": x[k]})
 		}
 	case int64:
@@ -640,7 +641,7 @@ func (d *decider) closeVisits(reason string) {
 	if d.s.Running == 0 {
 		return
 	}
-	for _, name := range sortedKeys(d.s.Steps) {
+	for _, name := range slices.Sorted(maps.Keys(d.s.Steps)) {
 		if st := d.s.Steps[name]; st.Visit != nil {
 			d.emit(Event{Type: EvStepExit, Step: name, Status: StatusCancelled,
 				Context: map[string]any{"visit": int64(st.Visit.N), "error": reason}})
@@ -761,7 +762,7 @@ func (d *decider) drain() {
 func (d *decider) dispatch(step *Step, st *StepState) {
 	var arcSet map[string]any
 	for _, f := range st.Ledger {
-		for _, k := range sortedKeys(f.Set) {
+		for _, k := range slices.Sorted(maps.Keys(f.Set)) {
 			arcSet = setPath(arcSet, k, f.Set[k])
 		}
 	}

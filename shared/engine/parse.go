@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -540,7 +540,7 @@ func (p *parser) workload(n *yaml.Node) {
 		return
 	}
 	p.pb.Workload = m
-	keys := sortedKeys(m)
+	keys := slices.Sorted(maps.Keys(m))
 	for _, k := range keys {
 		if reservedNames[k] || k == "payload" || k == "job" {
 			p.warnf(n, join("workload", k), "workload key %q is shadowed by the binding of the same name in templates (R-W5)", k)
@@ -1730,13 +1730,4 @@ func (p *parser) arc(n *yaml.Node, path string) *Arc {
 // quoteTemplate writes s as a template string literal.
 func quoteTemplate(s string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, "'", `\'`).Replace(s) + "'"
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

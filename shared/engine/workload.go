@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -29,7 +30,7 @@ func (p *Playbook) PrepareWorkload(executionID, catalogID int64, payload map[str
 		"job":           map[string]any{"uuid": JobUUID(executionID), "execution_id": id},
 	}
 	budget := tmpl.NewBudget()
-	for _, k := range sortedKeys(p.workloadTemplates) {
+	for _, k := range slices.Sorted(maps.Keys(p.workloadTemplates)) {
 		if _, overridden := payload[k]; overridden {
 			continue
 		}

@@ -134,7 +134,7 @@ func envField(cfg map[string]any, kind string) ([]string, error) {
 		return nil, err
 	}
 	var out []string
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return nil, fmt.Errorf("env: invalid variable name %q", k)
 		}
@@ -144,8 +144,4 @@ func envField(cfg map[string]any, kind string) ([]string, error) {
 		out = append(out, k+"="+tmpl.Text(m[k]))
 	}
 	return out, nil
-}
-
-func sortedKeys(m map[string]any) []string {
-	return slices.Sorted(maps.Keys(m))
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"net/url"
@@ -131,7 +132,7 @@ func (r *Registry) buildRequest(ctx context.Context, cfg map[string]any) (*http.
 	}
 	if len(params) > 0 {
 		q := u.Query()
-		for _, k := range sortedKeys(params) {
+		for _, k := range slices.Sorted(maps.Keys(params)) {
 			if params[k] != nil {
 				q.Add(k, tmpl.Text(params[k]))
 			}
@@ -164,7 +165,7 @@ func (r *Registry) buildRequest(ctx context.Context, cfg map[string]any) (*http.
 				return nil, nil, fmt.Errorf("form: expected an object, got %s", jsonx.TypeName(v))
 			}
 			f := url.Values{}
-			for _, k := range sortedKeys(m) {
+			for _, k := range slices.Sorted(maps.Keys(m)) {
 				if m[k] != nil {
 					f.Add(k, tmpl.Text(m[k]))
 				}
@@ -194,7 +195,7 @@ func (r *Registry) buildRequest(ctx context.Context, cfg map[string]any) (*http.
 			return nil, nil, err
 		}
 	}
-	for _, k := range sortedKeys(headers) {
+	for _, k := range slices.Sorted(maps.Keys(headers)) {
 		if headers[k] != nil {
 			req.Header.Set(k, tmpl.Text(headers[k]))
 		}
@@ -237,7 +238,7 @@ func applyHTTPCredential(req *http.Request, alias string, c Credential) error {
 		req.SetBasicAuth(c.User, c.Password)
 	case "http", "":
 		if h, ok := c.Extra["headers"].(map[string]any); ok {
-			for _, k := range sortedKeys(h) {
+			for _, k := range slices.Sorted(maps.Keys(h)) {
 				if h[k] != nil {
 					req.Header.Set(k, tmpl.Text(h[k]))
 				}
