@@ -30,7 +30,7 @@ func TestDevDemoExit(t *testing.T) {
 	if err != nil {
 		t.Fatalf("noetl dev --exit: %v\n%s", err, text)
 	}
-	for _, want := range []string{"registered examples/demo.yaml", "COMPLETED", `"verdict": "long"`, "/api/health", "stopping"} {
+	for _, want := range []string{"registered examples/demo.yaml", "COMPLETED", `"verdict": "long"`, "/api/health", "/api/openapi.json", "stopping"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q:\n%s", want, text)
 		}

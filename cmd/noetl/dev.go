@@ -217,6 +217,7 @@ func (d dev) printURLs(url string) {
   health       %[1]s/api/health
   metrics      %[1]s/metrics
   executions   %[1]s/api/executions
+  openapi      %[1]s/api/openapi.json   (every route, its request and answer)
 
   try:  go run ./cmd/noetl exec examples/branches.yaml --wait
         go run ./cmd/noetl watch <execution id>
