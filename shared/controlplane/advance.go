@@ -139,14 +139,14 @@ func (s *Service) withExecution(ctx context.Context, id int64, ls *store.LockSet
 // lock takes the locks of ls in one round trip and adopts what it read:
 // executions (with their playbooks) and commands.
 func (t *txn) lock(ls *store.LockSet) error {
-	if ls.KnownStates == nil {
-		ls.KnownStates = map[int64]int64{}
-		for id, e := range t.s.snaps.pin(ls.Executions) {
-			if t.pinned == nil {
-				t.pinned = map[int64]snapEntry{}
-			}
-			t.pinned[id], ls.KnownStates[id] = e, e.seq
+	// The states left out are exactly those this txn pinned: a LockSet used
+	// again (a retried transaction) must not carry another txn's pins.
+	ls.KnownStates = map[int64]int64{}
+	for id, e := range t.s.snaps.pin(ls.Executions) {
+		if t.pinned == nil {
+			t.pinned = map[int64]snapEntry{}
 		}
+		t.pinned[id], ls.KnownStates[id] = e, e.seq
 	}
 	if err := t.tx.Lock(t.ctx, ls); err != nil {
 		return err
