@@ -280,7 +280,12 @@ func TestDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	slow := strconv.FormatInt(slowID, 10)
+	// The previous view stays on screen until the new one has loaded, and its
+	// graph, travelled back to event 3, also shows start running: wait for
+	// this execution's own page first.
 	b.run(t, "open the slow execution", chromedp.Navigate(base+"/#/executions/"+slow),
+		chromedp.Poll(`(document.querySelector('h1') || {}).textContent?.startsWith('Execution `+slow+` ')`, nil,
+			chromedp.WithPollingTimeout(40*time.Second)),
 		chromedp.WaitVisible(`#graph g.node[data-step="start"][data-state="running"]`, chromedp.ByQuery),
 		chromedp.WaitEnabled(`#cancel`, chromedp.ByQuery),
 		chromedp.Click(`#cancel`, chromedp.ByQuery))
