@@ -107,6 +107,26 @@ func (w *objWriter) value(f func([]byte) ([]byte, error)) {
 	}
 }
 
+// writeMap writes m under key with its keys sorted, as encoding/json does;
+// nothing when m is empty (omitempty).
+func writeMap[V interface{ write(*objWriter) }](w *objWriter, key string, m map[string]V) {
+	if len(m) == 0 {
+		return
+	}
+	w.key(key)
+	w.b = append(w.b, '{')
+	for i, k := range slices.Sorted(maps.Keys(m)) {
+		if i > 0 {
+			w.b = append(w.b, ',')
+		}
+		w.b = jsonx.AppendString(w.b, k)
+		w.b = append(w.b, ':')
+		m[k].write(w)
+	}
+	w.b = append(w.b, '}')
+	w.first = false
+}
+
 func (s *Snapshot) write(w *objWriter) {
 	w.open()
 	w.str("status", s.Status, true)
@@ -114,34 +134,8 @@ func (s *Snapshot) write(w *objWriter) {
 	w.time("started_at", s.StartedAt)
 	w.time("ended_at", s.EndedAt)
 	w.object("ctx", s.Ctx)
-	if len(s.Steps) > 0 {
-		w.key("steps")
-		w.b = append(w.b, '{')
-		for i, name := range slices.Sorted(maps.Keys(s.Steps)) {
-			if i > 0 {
-				w.b = append(w.b, ',')
-			}
-			w.b = jsonx.AppendString(w.b, name)
-			w.b = append(w.b, ':')
-			s.Steps[name].write(w)
-		}
-		w.b = append(w.b, '}')
-		w.first = false
-	}
-	if len(s.Commands) > 0 {
-		w.key("commands")
-		w.b = append(w.b, '{')
-		for i, id := range slices.Sorted(maps.Keys(s.Commands)) {
-			if i > 0 {
-				w.b = append(w.b, ',')
-			}
-			w.b = jsonx.AppendString(w.b, id)
-			w.b = append(w.b, ':')
-			s.Commands[id].write(w)
-		}
-		w.b = append(w.b, '}')
-		w.first = false
-	}
+	writeMap(w, "steps", s.Steps)
+	writeMap(w, "commands", s.Commands)
 	w.strings("failed_steps", s.FailedSteps)
 	w.str("error", s.Error, true)
 	w.int("running", int64(s.Running), true)
