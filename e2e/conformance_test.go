@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/conformance"
+	"github.com/noetl-go/noetl/shared/wire"
 )
 
 // paginatedUsers is the pagination fixture's test server (R-C3): 35 users,
@@ -57,9 +57,9 @@ func TestConformance(t *testing.T) {
 	api := paginatedUsers(t)
 
 	t.Run("hello_world", func(t *testing.T) {
-		id, v := shared.run(t, client.ExecuteRequest{Path: paths["hello_world.yaml"]})
+		id, v := shared.run(t, wire.ExecuteRequest{Path: paths["hello_world.yaml"]})
 		completed(t, v, "start", "test_step", "end")
-		if got := step(v, "test_step")["result"]; !conformance.Subset(map[string]any{"status": "ok", "data": map[string]any{"message": "Hello World"}}, got) {
+		if got := step(v, "test_step").Result.V; !conformance.Subset(map[string]any{"status": "ok", "data": map[string]any{"message": "Hello World"}}, got) {
 			t.Fatalf("test_step result %v", got)
 		}
 		evs := shared.events(t, id)
@@ -68,16 +68,16 @@ func TestConformance(t *testing.T) {
 			t.Fatal("steps out of order")
 		}
 		canonicalStep(t, evs, "test_step")
-		if last := evs[len(evs)-1]["event_type"]; last != "playbook.completed" {
+		if last := evs[len(evs)-1].EventType; last != "playbook.completed" {
 			t.Fatalf("last event %v (R-R8)", last)
 		}
 		shared.verify(t, id)
 	})
 
 	t.Run("test_start_with_action", func(t *testing.T) {
-		id, v := shared.run(t, client.ExecuteRequest{Path: paths["test_start_with_action.yaml"]})
+		id, v := shared.run(t, wire.ExecuteRequest{Path: paths["test_start_with_action.yaml"]})
 		completed(t, v, "start", "process", "end")
-		if got := step(v, "process")["result"]; !conformance.Subset(map[string]any{"data": map[string]any{"from_start": true}}, got) {
+		if got := step(v, "process").Result.V; !conformance.Subset(map[string]any{"data": map[string]any{"from_start": true}}, got) {
 			t.Fatalf("process result %v", got)
 		}
 		shared.verify(t, id)
@@ -88,16 +88,16 @@ func TestConformance(t *testing.T) {
 		ran, skipped, cat string
 	}{{0, "process_high", "process_low", "high"}, {21, "process_low", "process_high", "low"}} {
 		t.Run(fmt.Sprintf("comprehensive_test/threshold=%d", c.threshold), func(t *testing.T) {
-			id, v := shared.run(t, client.ExecuteRequest{Path: paths["comprehensive_test.yaml"], Payload: map[string]any{"threshold": c.threshold}})
+			id, v := shared.run(t, wire.ExecuteRequest{Path: paths["comprehensive_test.yaml"], Payload: map[string]any{"threshold": c.threshold}})
 			completed(t, v, "start", c.ran, "summarize", "end")
-			if st := step(v, c.skipped)["status"]; st != "skipped" {
+			if st := step(v, c.skipped).Status; st != "skipped" {
 				t.Fatalf("%s is %v, want skipped", c.skipped, st)
 			}
 			evs := shared.events(t, id)
 			if count(evs, "step.enter", "summarize") != 1 || index(evs, "step.enter", "summarize", 0) < index(evs, "step.exit", c.ran, 0) {
 				t.Fatal("summarize must be entered once, after the branch")
 			}
-			if got := step(v, "summarize")["result"]; !conformance.Subset(map[string]any{"processing_path": c.cat}, got) {
+			if got := step(v, "summarize").Result.V; !conformance.Subset(map[string]any{"processing_path": c.cat}, got) {
 				t.Fatalf("summarize result %v", got)
 			}
 			shared.verify(t, id)
@@ -105,9 +105,9 @@ func TestConformance(t *testing.T) {
 	}
 
 	t.Run("fanout_reduce_phase6", func(t *testing.T) {
-		id, v := shared.run(t, client.ExecuteRequest{Path: paths["fanout_reduce_phase6.yaml"]})
+		id, v := shared.run(t, wire.ExecuteRequest{Path: paths["fanout_reduce_phase6.yaml"]})
 		completed(t, v, "start", "normalize_customer", "enrich_customer", "reduce_customer")
-		if got := step(v, "normalize_customer")["result"]; !conformance.Subset(map[string]any{"normalized": true}, got) || len(got.(map[string]any)) != 1 {
+		if got := step(v, "normalize_customer").Result.V; !conformance.Subset(map[string]any{"normalized": true}, got) || len(got.(map[string]any)) != 1 {
 			t.Fatalf("normalize_customer %v", got)
 		}
 		evs := shared.events(t, id)
@@ -122,11 +122,11 @@ func TestConformance(t *testing.T) {
 	})
 
 	t.Run("test_simple_loop", func(t *testing.T) {
-		id, v := shared.run(t, client.ExecuteRequest{Path: paths["test_simple_loop.yaml"]})
+		id, v := shared.run(t, wire.ExecuteRequest{Path: paths["test_simple_loop.yaml"]})
 		completed(t, v, "start", "loop_test", "end")
-		got, _ := step(v, "loop_test")["result"].([]any)
+		got, _ := step(v, "loop_test").Result.V.([]any)
 		if len(got) != 3 {
-			t.Fatalf("loop_test result %v", step(v, "loop_test")["result"])
+			t.Fatalf("loop_test result %v", step(v, "loop_test").Result.V)
 		}
 		for i, d := range []int64{20, 40, 60} {
 			if !conformance.Subset(map[string]any{"doubled": d}, got[i]) {
@@ -134,8 +134,7 @@ func TestConformance(t *testing.T) {
 			}
 		}
 		evs := shared.events(t, id)
-		if enter := evs[index(evs, "step.enter", "loop_test", 0)]; !conformance.Subset(map[string]any{"iterations_expected": 3, "iterator": "num"}, enter["payload"]) &&
-			!conformance.Subset(map[string]any{"iterations_expected": 3, "iterator": "num"}, enter["context"]) {
+		if enter := evs[index(evs, "step.enter", "loop_test", 0)]; !conformance.Subset(map[string]any{"iterations_expected": 3, "iterator": "num"}, map[string]any(enter.Context)) {
 			t.Fatalf("loop step.enter %v (R-R8)", enter)
 		}
 		for i := 1; i < 3; i++ {
@@ -150,44 +149,41 @@ func TestConformance(t *testing.T) {
 	})
 
 	t.Run("test_vars_template_access", func(t *testing.T) {
-		id, v := shared.run(t, client.ExecuteRequest{Path: paths["test_vars_template_access.yaml"]})
+		id, v := shared.run(t, wire.ExecuteRequest{Path: paths["test_vars_template_access.yaml"]})
 		completed(t, v, "start", "set_variables", "use_vars_in_template", "verify_results", "end")
 		want := map[string]any{"received_counter": 42, "received_message": "Template access works!",
 			"received_timeout": 30, "full_greeting": "Hello, Template access works!"}
-		if got := step(v, "use_vars_in_template")["result"]; !conformance.Subset(want, got) {
+		if got := step(v, "use_vars_in_template").Result.V; !conformance.Subset(want, got) {
 			t.Fatalf("use_vars_in_template %v", got)
 		}
 		shared.verify(t, id)
 	})
 
 	t.Run("test_pagination_offset", func(t *testing.T) {
-		id, v := shared.run(t, client.ExecuteRequest{Path: paths["test_pagination_offset.yaml"], Payload: map[string]any{"api_url": api.URL}})
+		id, v := shared.run(t, wire.ExecuteRequest{Path: paths["test_pagination_offset.yaml"], Payload: map[string]any{"api_url": api.URL}})
 		completed(t, v, "start", "fetch_page", "check_pagination", "validate_results", "end")
-		if n := step(v, "fetch_page")["visits"]; n != int64(4) {
+		if n := step(v, "fetch_page").Visits; n != 4 {
 			t.Fatalf("fetch_page visited %v times, want 4", n)
 		}
-		if got := step(v, "validate_results")["result"]; !conformance.Subset(map[string]any{"total_users": 35, "first_id": 1, "last_id": 35}, got) {
+		if got := step(v, "validate_results").Result.V; !conformance.Subset(map[string]any{"total_users": 35, "first_id": 1, "last_id": 35}, got) {
 			t.Fatalf("validate_results %v", got)
 		}
 		shared.verify(t, id)
 	})
 
 	t.Run("broken_sql", func(t *testing.T) {
-		id, v := shared.run(t, client.ExecuteRequest{Path: paths["broken_sql.yaml"]})
-		if v["status"] != "FAILED" {
-			t.Fatalf("status %v", v["status"])
+		id, v := shared.run(t, wire.ExecuteRequest{Path: paths["broken_sql.yaml"]})
+		if v.Status != "FAILED" {
+			t.Fatalf("status %v", v.Status)
 		}
-		e, _ := v["error"].(string)
+		e := string(v.Error)
 		if !strings.Contains(e, "42601") || strings.Contains(strings.ToLower(e), "credential") {
 			t.Fatalf("error %q: want the SQL syntax error (SQLSTATE 42601), not a credential error", e)
 		}
 		evs := shared.events(t, id)
 		last := evs[len(evs)-1]
-		payload, _ := last["payload"].(map[string]any)
-		if payload == nil {
-			payload, _ = last["context"].(map[string]any)
-		}
-		if last["event_type"] != "playbook.failed" || fmt.Sprint(payload["failed_steps"]) != "[verify_pg_data]" {
+		payload := last.Context
+		if last.EventType != "playbook.failed" || fmt.Sprint(payload["failed_steps"]) != "[verify_pg_data]" {
 			t.Fatalf("last event %v", last)
 		}
 		if count(evs, "step.enter", "end") != 0 {
@@ -197,13 +193,13 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-func completed(t *testing.T, v map[string]any, steps ...string) {
+func completed(t *testing.T, v *wire.Execution, steps ...string) {
 	t.Helper()
-	if v["status"] != "COMPLETED" {
-		t.Fatalf("status %v, error %v", v["status"], v["error"])
+	if v.Status != "COMPLETED" {
+		t.Fatalf("status %v, error %v", v.Status, v.Error)
 	}
 	for _, s := range steps {
-		if st := step(v, s)["status"]; st != "completed" {
+		if st := step(v, s).Status; st != "completed" {
 			t.Errorf("step %s is %v", s, st)
 		}
 	}
@@ -215,13 +211,13 @@ func completed(t *testing.T, v map[string]any, steps ...string) {
 // command.completed carries the result (R-R3), so command.started and
 // call.done, which would say the same again, are not written. NoETL's
 // workers still post all four (TestNoETLWorkerProtocol).
-func canonicalStep(t *testing.T, evs []map[string]any, name string) {
+func canonicalStep(t *testing.T, evs []wire.Event, name string) {
 	t.Helper()
 	want := []string{"step.enter", "command.issued", "command.claimed", "command.completed", "step.exit"}
 	var got []string
 	for _, e := range evs {
-		if e["node_name"] == name {
-			got = append(got, e["event_type"].(string))
+		if string(e.NodeName) == name {
+			got = append(got, e.EventType)
 		}
 	}
 	if strings.Join(got, " ") != strings.Join(want, " ") {

@@ -23,6 +23,7 @@ import (
 	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/dashboard"
 	"github.com/noetl-go/noetl/shared/devserver"
+	"github.com/noetl-go/noetl/shared/wire"
 )
 
 // The dashboard (issue 11) in a real browser: Debian's chromium, which
@@ -188,9 +189,9 @@ func TestDashboard(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tourID, view := s.run(t, client.ExecuteRequest{Path: "dash/tour"})
-	if view["status"] != "FAILED" {
-		t.Fatalf("the tour ended %v, want FAILED (its boom step fails)", view["status"])
+	tourID, view := s.run(t, wire.ExecuteRequest{Path: "dash/tour"})
+	if view.Status != "FAILED" {
+		t.Fatalf("the tour ended %v, want FAILED (its boom step fails)", view.Status)
 	}
 	tour := strconv.FormatInt(tourID, 10)
 	nEvents := len(s.events(t, tourID))
@@ -275,7 +276,7 @@ func TestDashboard(t *testing.T) {
 	b.shot(t, "time-travel")
 
 	// Cancel works on a running execution.
-	slowID, err := s.cl.Execute(ctx, client.ExecuteRequest{Path: "dash/slow"})
+	slowID, err := s.cl.Execute(ctx, wire.ExecuteRequest{Path: "dash/slow"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,8 +291,8 @@ func TestDashboard(t *testing.T) {
 		chromedp.WaitEnabled(`#cancel`, chromedp.ByQuery),
 		chromedp.Click(`#cancel`, chromedp.ByQuery))
 	b.waitJS(t, "the cancelled badge", `(document.querySelector('h1 .badge') || {}).textContent === 'CANCELLED'`)
-	if v, err := s.cl.Execution(ctx, slowID); err != nil || v["status"] != "CANCELLED" {
-		t.Fatalf("after Cancel the execution is %v (%v), want CANCELLED", v["status"], err)
+	if v, err := s.cl.Execution(ctx, slowID); err != nil || v.Status != "CANCELLED" {
+		t.Fatalf("after Cancel the execution is %v (%v), want CANCELLED", v, err)
 	}
 	b.shot(t, "cancelled")
 
@@ -316,8 +317,8 @@ func TestDashboard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if step(nv, "small")["status"] != "completed" || step(nv, "big")["status"] != "skipped" {
-		t.Fatalf("the form's workload did not reach the execution: small %v, big %v", step(nv, "small")["status"], step(nv, "big")["status"])
+	if step(nv, "small").Status != "completed" || step(nv, "big").Status != "skipped" {
+		t.Fatalf("the form's workload did not reach the execution: small %v, big %v", step(nv, "small").Status, step(nv, "big").Status)
 	}
 	b.waitJS(t, "the small branch drawn", `document.querySelector('#graph g.node[data-step="small"]').dataset.state === 'completed'`)
 	b.shot(t, "started-from-catalog")
@@ -383,7 +384,7 @@ func TestDashboardTokens(t *testing.T) {
 	if _, err := cl.Register(context.Background(), slowPlaybook); err != nil {
 		t.Fatal(err)
 	}
-	id, err := cl.Execute(context.Background(), client.ExecuteRequest{Path: "dash/slow", Pool: "nobody-listens"})
+	id, err := cl.Execute(context.Background(), wire.ExecuteRequest{Path: "dash/slow", Pool: "nobody-listens"})
 	if err != nil {
 		t.Fatal(err)
 	}

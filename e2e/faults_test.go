@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/store"
+	"github.com/noetl-go/noetl/shared/wire"
 )
 
 // registerYAML registers a playbook written in the test.
@@ -103,7 +103,7 @@ workflow:
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	id, err := shared.cl.Execute(ctx, client.ExecuteRequest{Path: path, Pool: "faults-kill", Payload: map[string]any{"marker": marker}})
+	id, err := shared.cl.Execute(ctx, wire.ExecuteRequest{Path: path, Pool: "faults-kill", Payload: map[string]any{"marker": marker}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,8 +133,8 @@ workflow:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if view["status"] != "COMPLETED" || step(view, "start")["attempts"] != int64(2) {
-		t.Fatalf("status %v, start %v", view["status"], step(view, "start"))
+	if view.Status != "COMPLETED" || step(view, "start").Attempts != 2 {
+		t.Fatalf("status %v, start %v", view.Status, step(view, "start"))
 	}
 	evs := shared.events(t, id)
 	if count(evs, "command.expired", "start") != 1 || count(evs, "command.retry", "start") != 1 || count(evs, "command.issued", "start") != 1 {
@@ -143,9 +143,9 @@ workflow:
 	}
 	claims := 0
 	for _, e := range evs {
-		if e["event_type"] == "command.claimed" {
+		if e.EventType == "command.claimed" {
 			claims++
-			meta, _ := e["meta"].(map[string]any)
+			meta := e.Meta
 			if meta["attempt"] != int64(claims) {
 				t.Fatalf("claim %d has attempt %v", claims, meta["attempt"])
 			}
@@ -165,7 +165,7 @@ func TestToolTimeout(t *testing.T) {
 	shared.startWorkers(t, "faults-timeout", 1)
 	for _, c := range []struct {
 		name, retry string
-		attempts    int64
+		attempts    int
 	}{{"no retry", "", 1}, {"retried", "    retry: {max_attempts: 2, delay: 0, on: [timeout]}\n", 2}} {
 		t.Run(c.name, func(t *testing.T) {
 			path := registerYAML(t, fmt.Sprintf(`apiVersion: noetl.io/v2
@@ -181,17 +181,17 @@ workflow:
         time.sleep(60)
         result = {"never": True}
 `, c.attempts, c.retry))
-			id, view := shared.run(t, client.ExecuteRequest{Path: path, Pool: "faults-timeout"})
-			e, _ := view["error"].(string)
-			if view["status"] != "FAILED" || !(strings.Contains(e, "deadline") || strings.Contains(e, "timed out") || strings.Contains(e, "timeout")) {
-				t.Fatalf("status %v error %q", view["status"], e)
+			id, view := shared.run(t, wire.ExecuteRequest{Path: path, Pool: "faults-timeout"})
+			e := string(view.Error)
+			if view.Status != "FAILED" || !(strings.Contains(e, "deadline") || strings.Contains(e, "timed out") || strings.Contains(e, "timeout")) {
+				t.Fatalf("status %v error %q", view.Status, e)
 			}
-			if a := step(view, "start")["attempts"]; a != c.attempts {
+			if a := step(view, "start").Attempts; a != c.attempts {
 				t.Fatalf("attempts %v, want %d", a, c.attempts)
 			}
 			for _, ev := range shared.events(t, id) {
-				if ev["event_type"] == "command.failed" {
-					if meta, _ := ev["meta"].(map[string]any); meta["class"] != "timeout" {
+				if ev.EventType == "command.failed" {
+					if meta := ev.Meta; meta["class"] != "timeout" {
 						t.Fatalf("command.failed class %v, want timeout", meta["class"])
 					}
 				}
@@ -219,12 +219,12 @@ workflow:
   - step: never
     tool: {kind: noop}
 `)
-	id, view := shared.run(t, client.ExecuteRequest{Path: path, Pool: "faults-exception"})
-	if view["status"] != "FAILED" || view["error"] != "ValueError: the input was not a number" {
-		t.Fatalf("status %v error %q", view["status"], view["error"])
+	id, view := shared.run(t, wire.ExecuteRequest{Path: path, Pool: "faults-exception"})
+	if view.Status != "FAILED" || view.Error != "ValueError: the input was not a number" {
+		t.Fatalf("status %v error %q", view.Status, view.Error)
 	}
-	if step(view, "never")["status"] != "pending" {
-		t.Fatalf("never is %v", step(view, "never")["status"])
+	if step(view, "never").Status != "pending" {
+		t.Fatalf("never is %v", step(view, "never").Status)
 	}
 	shared.verify(t, id)
 }
@@ -242,7 +242,7 @@ workflow:
 `)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	id, err := shared.cl.Execute(ctx, client.ExecuteRequest{Path: path, Pool: "faults-decode"})
+	id, err := shared.cl.Execute(ctx, wire.ExecuteRequest{Path: path, Pool: "faults-decode"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,15 +259,15 @@ workflow:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e, _ := view["error"].(string); view["status"] != "FAILED" || !strings.Contains(e, "cannot decode the command") || !strings.Contains(e, "tool_config") {
-		t.Fatalf("status %v error %q", view["status"], e)
+	if e := string(view.Error); view.Status != "FAILED" || !strings.Contains(e, "cannot decode the command") || !strings.Contains(e, "tool_config") {
+		t.Fatalf("status %v error %q", view.Status, e)
 	}
 	cmds, err := store.ListActiveCommands(ctx, sh.Pool(), id)
 	if err != nil || len(cmds) != 0 {
 		t.Fatalf("active commands left: %v %v", cmds, err)
 	}
 	// The same worker still runs the next command.
-	if _, v := shared.run(t, client.ExecuteRequest{Path: path, Pool: "faults-decode"}); v["status"] != "COMPLETED" {
-		t.Fatalf("the worker stopped: %v %v", v["status"], v["error"])
+	if _, v := shared.run(t, wire.ExecuteRequest{Path: path, Pool: "faults-decode"}); v.Status != "COMPLETED" {
+		t.Fatalf("the worker stopped: %v %v", v.Status, v.Error)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/wire"
 )
 
 // addressSpaceLimit is issue 10's 3 GB, in the KiB `ulimit -v` takes.
@@ -311,9 +312,10 @@ func TestHostileInputsUnderAddressSpaceLimit(t *testing.T) {
 			var n int64
 			fmt.Sscan(id, &n)
 			view, err := cl.Wait(ctx, n, 200*time.Millisecond)
-			e, _ := view["error"].(string)
-			if err != nil || view["status"] != "FAILED" || !strings.Contains(e, c.want) {
-				t.Errorf("%s: execution %s: status %v, error %.300q, %v; want FAILED naming %q", c.name, id, view["status"], e, err, c.want)
+			if err != nil {
+				t.Errorf("%s: execution %s: %v", c.name, id, err)
+			} else if e := string(view.Error); view.Status != "FAILED" || !strings.Contains(e, c.want) {
+				t.Errorf("%s: execution %s: status %v, error %.300q; want FAILED naming %q", c.name, id, view.Status, e, c.want)
 			}
 		}
 	}
@@ -326,7 +328,7 @@ func TestHostileInputsUnderAddressSpaceLimit(t *testing.T) {
 	default:
 	}
 	h, err := cl.Health(ctx)
-	if err != nil || h["status"] != "ok" || h["database"] != "ok" {
+	if err != nil || h.Status.V != "ok" || h.Database != "ok" {
 		t.Fatalf("health after the hostile batch: %v %v\n%s", h, err, serverLog())
 	}
 	// And it still does its work.
@@ -334,12 +336,12 @@ func TestHostileInputsUnderAddressSpaceLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := cl.Execute(ctx, client.ExecuteRequest{Path: reg.Path, Pool: "hostile"})
+	id, err := cl.Execute(ctx, wire.ExecuteRequest{Path: reg.Path, Pool: "hostile"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if view, err := cl.Wait(ctx, id, 200*time.Millisecond); err != nil || view["status"] != "COMPLETED" {
-		t.Fatalf("benign execution after the batch: %v %v", view["status"], err)
+	if view, err := cl.Wait(ctx, id, 200*time.Millisecond); err != nil || view.Status != "COMPLETED" {
+		t.Fatalf("benign execution after the batch: %v %v", view, err)
 	}
 	if status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", serve.Process.Pid)); err == nil {
 		for _, line := range strings.Split(string(status), "\n") {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/wire"
 )
 
 // nulPlaybook fans out to a shell step printing a NUL, a python step
@@ -41,7 +41,7 @@ func TestToolOutputWithNUL(t *testing.T) {
 	shared.startWorkers(t, "e2e-nul", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang guard
 	defer cancel()
-	id, err := shared.cl.Execute(ctx, client.ExecuteRequest{Path: path, Pool: "e2e-nul"})
+	id, err := shared.cl.Execute(ctx, wire.ExecuteRequest{Path: path, Pool: "e2e-nul"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,21 +49,21 @@ func TestToolOutputWithNUL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if view["status"] != "FAILED" {
-		t.Fatalf("status %v, want FAILED: %v", view["status"], view)
+	if view.Status != "FAILED" {
+		t.Fatalf("status %v, want FAILED: %v", view.Status, view)
 	}
 	for name, field := range map[string]string{
 		"shell_nul":  `payload.result.data.stdout: contains a NUL character (\u0000) at byte 1, which cannot be stored`,
 		"python_nul": `payload.result.data.rows[1]: contains a NUL character (\u0000) at byte 1, which cannot be stored`,
 	} {
 		s := step(view, name)
-		errText, _ := s["error"].(string)
-		if s["status"] != "failed" || s["attempts"] != int64(1) || !strings.Contains(errText, "the server refused the step's result") ||
+		errText := string(s.Error)
+		if s.Status != "failed" || s.Attempts != 1 || !strings.Contains(errText, "the server refused the step's result") ||
 			!strings.Contains(errText, field) {
 			t.Errorf("%s: %v, want failed on attempt 1 with an error naming %q", name, s, field)
 		}
 	}
-	if s := step(view, "clean"); s["status"] != "completed" {
+	if s := step(view, "clean"); s.Status != "completed" {
 		t.Errorf("clean: %v, want completed", s)
 	}
 	evs := shared.events(t, id)

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/wire"
 )
 
 // lateProxy is a TCP address that refuses connections until Open, then
@@ -191,7 +191,7 @@ workflow:
 	waitLog("worker started")
 
 	// API down: the claim cannot be reported; the worker retries.
-	id, err := shared.cl.Execute(ctx, client.ExecuteRequest{Path: path, Pool: "e2e-outage"})
+	id, err := shared.cl.Execute(ctx, wire.ExecuteRequest{Path: path, Pool: "e2e-outage"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,8 +201,8 @@ workflow:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := step(view, "start"); view["status"] != "COMPLETED" || s["attempts"] != int64(1) {
-		t.Fatalf("status %v, start %v", view["status"], s)
+	if s := step(view, "start"); view.Status != "COMPLETED" || s.Attempts != 1 {
+		t.Fatalf("status %v, start %v", view.Status, s)
 	}
 	select {
 	case <-exited:

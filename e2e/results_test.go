@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/wire"
 	"github.com/noetl-go/noetl/shared/worker"
 )
 
@@ -41,12 +41,12 @@ workflow:
         second_k: "{{ each[1].k }}"
         blob: "{{ each[0].blob | length }}"
 `)
-	id, view := shared.run(t, client.ExecuteRequest{Path: path, Pool: "big-results"})
-	if view["status"] != "COMPLETED" {
-		t.Fatalf("status %v error %v", view["status"], view["error"])
+	id, view := shared.run(t, wire.ExecuteRequest{Path: path, Pool: "big-results"})
+	if view.Status != "COMPLETED" {
+		t.Fatalf("status %v error %v", view.Status, view.Error)
 	}
 	want := map[string]any{"rows": int64(10000), "last": int64(9999), "second_k": int64(1), "blob": int64(300000)}
-	got, _ := step(view, "summary")["result"].(map[string]any)
+	got, _ := step(view, "summary").Result.V.(map[string]any)
 	for k, v := range want {
 		if got[k] != v {
 			t.Fatalf("summary saw %s = %v (%T), want %v; whole result %v", k, got[k], got[k], v, got)
@@ -54,17 +54,17 @@ workflow:
 	}
 	refs := 0
 	for _, ev := range shared.events(t, id) {
-		if ev["event_type"] != "command.completed" || ev["node_name"] == "summary" {
+		if ev.EventType != "command.completed" || ev.NodeName == "summary" {
 			continue
 		}
-		r, _ := ev["result"].(map[string]any)
+		r := ev.Result
 		ref, _ := r["reference"].(map[string]any)
 		uri, _ := ref["logical_uri"].(string)
 		if !strings.HasPrefix(uri, shared.srv.Results.URL()+"/") {
-			t.Fatalf("command.completed of %v carries no reference into the stack's result store: %v", ev["node_name"], r)
+			t.Fatalf("command.completed of %v carries no reference into the stack's result store: %v", ev.NodeName, r)
 		}
 		if c, _ := r["context"].(map[string]any); c["data"] != nil || r["status"] != "success" {
-			t.Fatalf("command.completed of %v must keep the tool's status and no data: %v", ev["node_name"], r)
+			t.Fatalf("command.completed of %v must keep the tool's status and no data: %v", ev.NodeName, r)
 		}
 		refs++
 	}
@@ -88,10 +88,10 @@ workflow:
       code: |
         result = {"blob": "z" * 5000}
 `)
-	_, view := shared.run(t, client.ExecuteRequest{Path: path, Pool: "big-no-store"})
-	e, _ := view["error"].(string)
-	if view["status"] != "FAILED" || !strings.Contains(e, "inline limit of 1024") || !strings.Contains(e, "--result-store") {
-		t.Fatalf("status %v error %q, want FAILED naming the inline limit and --result-store", view["status"], e)
+	_, view := shared.run(t, wire.ExecuteRequest{Path: path, Pool: "big-no-store"})
+	e := string(view.Error)
+	if view.Status != "FAILED" || !strings.Contains(e, "inline limit of 1024") || !strings.Contains(e, "--result-store") {
+		t.Fatalf("status %v error %q, want FAILED naming the inline limit and --result-store", view.Status, e)
 	}
 	small := registerYAML(t, `apiVersion: noetl.io/v2
 kind: Playbook
@@ -100,7 +100,7 @@ workflow:
   - step: start
     tool: {kind: python, code: "result = {'ok': True}"}
 `)
-	if _, view := shared.run(t, client.ExecuteRequest{Path: small, Pool: "big-no-store"}); view["status"] != "COMPLETED" {
-		t.Fatalf("the worker stopped serving after the refused result: %v", view["status"])
+	if _, view := shared.run(t, wire.ExecuteRequest{Path: small, Pool: "big-no-store"}); view.Status != "COMPLETED" {
+		t.Fatalf("the worker stopped serving after the refused result: %v", view.Status)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/devserver"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/wire"
 )
 
 // The secrets of TestSecretsStayOut: each must never come back out.
@@ -156,7 +157,7 @@ func TestSecretsStayOut(t *testing.T) {
 
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			id, err := cl.Execute(ctx, client.ExecuteRequest{Path: "e2e/secrets", Pool: pool,
+			id, err := cl.Execute(ctx, wire.ExecuteRequest{Path: "e2e/secrets", Pool: pool,
 				Payload: map[string]any{"creds_file": creds, "echo_url": echo.URL}})
 			if err != nil {
 				t.Fatal(err)
@@ -165,20 +166,20 @@ func TestSecretsStayOut(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v\nworker log:\n%s", err, workerLog.String())
 			}
-			if view["status"] != "COMPLETED" {
-				t.Fatalf("status %v error %v\nworker log:\n%s", view["status"], view["error"], workerLog.String())
+			if view.Status != "COMPLETED" {
+				t.Fatalf("status %v error %v\nworker log:\n%s", view.Status, view.Error, workerLog.String())
 			}
 
 			// The steps ran and were stopped or masked, not skipped.
 			stdout := func(name string) string {
-				r, _ := step(view, name)["result"].(map[string]any)
+				r, _ := step(view, name).Result.V.(map[string]any)
 				s, _ := r["stdout"].(string)
 				return s
 			}
 			if out := stdout("start"); !strings.Contains(out, "Permission denied") {
 				t.Errorf("shell read of /proc/$PPID/environ: %q", out)
 			}
-			if r, _ := step(view, "environ_python")["result"].(map[string]any); r["environ"] != "PermissionError" {
+			if r, _ := step(view, "environ_python").Result.V.(map[string]any); r["environ"] != "PermissionError" {
 				t.Errorf("python read of the worker's environ: %v", r)
 			}
 			file := stdout("credentials_file")
@@ -189,13 +190,13 @@ func TestSecretsStayOut(t *testing.T) {
 			} else if !strings.Contains(file, "Permission denied") {
 				t.Errorf("a root-only credentials file read by the tool user: %q", file)
 			}
-			if r, _ := step(view, "postgres")["result"].(map[string]any); fmt.Sprint(r["rows"]) != "[map[one:1]]" {
+			if r, _ := step(view, "postgres").Result.V.(map[string]any); fmt.Sprint(r["rows"]) != "[map[one:1]]" {
 				t.Errorf("postgres through the file's alias: %v", r)
 			}
-			if r, _ := step(view, "echo")["result"].(map[string]any); r["body"] != "you sent: Bearer [REDACTED]" {
+			if r, _ := step(view, "echo").Result.V.(map[string]any); r["body"] != "you sent: Bearer [REDACTED]" {
 				t.Errorf("echoed credential: %v", r)
 			}
-			if r, _ := step(view, "templated")["result"].(map[string]any); r["seen"] != "[REDACTED]/[REDACTED]" {
+			if r, _ := step(view, "templated").Result.V.(map[string]any); r["seen"] != "[REDACTED]/[REDACTED]" {
 				t.Errorf("templated secrets: %v", r)
 			}
 

@@ -13,6 +13,7 @@ import (
 	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/devserver"
 	"github.com/noetl-go/noetl/shared/tools"
+	"github.com/noetl-go/noetl/shared/wire"
 	"github.com/noetl-go/noetl/shared/worker"
 )
 
@@ -115,7 +116,7 @@ func (s *stack) register(t testing.TB, file string) string {
 }
 
 // run executes a catalog path and waits for its end.
-func (s *stack) run(t testing.TB, req client.ExecuteRequest) (int64, map[string]any) {
+func (s *stack) run(t testing.TB, req wire.ExecuteRequest) (int64, *wire.Execution) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -131,9 +132,9 @@ func (s *stack) run(t testing.TB, req client.ExecuteRequest) (int64, map[string]
 }
 
 // events reads an execution's whole log.
-func (s *stack) events(t testing.TB, id int64) []map[string]any {
+func (s *stack) events(t testing.TB, id int64) []wire.Event {
 	t.Helper()
-	var all []map[string]any
+	var all []wire.Event
 	var after int64
 	for {
 		page, next, err := s.cl.Events(context.Background(), id, after, 1000)
@@ -162,16 +163,12 @@ func (s *stack) verify(t testing.TB, id int64) {
 	}
 }
 
-func step(view map[string]any, name string) map[string]any {
-	steps, _ := view["steps"].(map[string]any)
-	s, _ := steps[name].(map[string]any)
-	return s
-}
+func step(view *wire.Execution, name string) wire.Step { return view.Steps[name] }
 
 // index is the position of the nth event of a type for a step, or -1.
-func index(evs []map[string]any, typ, stepName string, nth int) int {
+func index(evs []wire.Event, typ, stepName string, nth int) int {
 	for i, e := range evs {
-		if e["event_type"] == typ && e["node_name"] == stepName {
+		if e.EventType == typ && string(e.NodeName) == stepName {
 			if nth == 0 {
 				return i
 			}
@@ -181,10 +178,10 @@ func index(evs []map[string]any, typ, stepName string, nth int) int {
 	return -1
 }
 
-func count(evs []map[string]any, typ, stepName string) int {
+func count(evs []wire.Event, typ, stepName string) int {
 	n := 0
 	for _, e := range evs {
-		if e["event_type"] == typ && (stepName == "" || e["node_name"] == stepName) {
+		if e.EventType == typ && (stepName == "" || string(e.NodeName) == stepName) {
 			n++
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/noetl-go/noetl/shared/devserver"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/store"
+	"github.com/noetl-go/noetl/shared/wire"
 	"github.com/noetl-go/noetl/shared/worker"
 )
 
@@ -125,7 +126,7 @@ func TestStepPathCosts(t *testing.T) {
 	go func() { _ = w.Run(wctx); close(stopped) }()
 	defer func() { stop(); <-stopped }()
 
-	id, err := cl.Execute(ctx, client.ExecuteRequest{Path: reg.Path})
+	id, err := cl.Execute(ctx, wire.ExecuteRequest{Path: reg.Path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,11 +147,11 @@ func TestStepPathCosts(t *testing.T) {
 		t.Errorf("%d commits for %d steps: want at most two per step", work.Commits, k)
 	}
 	v, err := cl.Execution(ctx, id)
-	if err != nil || v["status"] != "COMPLETED" {
-		t.Fatalf("execution %d: %v %v", id, v["status"], err)
+	if err != nil || v.Status != "COMPLETED" {
+		t.Fatalf("execution %d: %v %v", id, v, err)
 	}
 	for i := 2; i <= k; i++ {
-		if st := step(v, fmt.Sprintf("s%d", i)); st["status"] != "completed" {
+		if st := step(v, fmt.Sprintf("s%d", i)); st.Status != "completed" {
 			t.Fatalf("s%d: %v", i, st)
 		}
 	}
@@ -270,20 +271,20 @@ func TestNoETLWorkerProtocol(t *testing.T) {
 	}
 	shared.startWorkers(t, "proto-ours", 1)
 	noetlWorker(t, "proto-noetl")
-	ours, oursView := shared.run(t, client.ExecuteRequest{Path: reg.Path, Pool: "proto-ours"})
-	theirs, theirsView := shared.run(t, client.ExecuteRequest{Path: reg.Path, Pool: "proto-noetl"})
-	for _, v := range []map[string]any{oursView, theirsView} {
-		if v["status"] != "COMPLETED" {
-			t.Fatalf("execution %v: %v %v", v["execution_id"], v["status"], v["error"])
+	ours, oursView := shared.run(t, wire.ExecuteRequest{Path: reg.Path, Pool: "proto-ours"})
+	theirs, theirsView := shared.run(t, wire.ExecuteRequest{Path: reg.Path, Pool: "proto-noetl"})
+	for _, v := range []*wire.Execution{oursView, theirsView} {
+		if v.Status != "COMPLETED" {
+			t.Fatalf("execution %v: %v %v", v.ExecutionID, v.Status, v.Error)
 		}
 	}
-	if !reflect.DeepEqual(oursView["context"], theirsView["context"]) || oursView["context"].(map[string]any)["done"] != "big" {
-		t.Errorf("context: ours %v, NoETL's %v", oursView["context"], theirsView["context"])
+	if !reflect.DeepEqual(oursView.Context, theirsView.Context) || oursView.Context["done"] != "big" {
+		t.Errorf("context: ours %v, NoETL's %v", oursView.Context, theirsView.Context)
 	}
 	for _, name := range []string{"start", "fan", "big", "small", "join"} {
 		a, b := step(oursView, name), step(theirsView, name)
-		if a["status"] != b["status"] || !reflect.DeepEqual(a["result"], b["result"]) {
-			t.Errorf("step %s: ours %v %v, NoETL's %v %v", name, a["status"], a["result"], b["status"], b["result"])
+		if a.Status != b.Status || !reflect.DeepEqual(a.Result.V, b.Result.V) {
+			t.Errorf("step %s: ours %v %v, NoETL's %v %v", name, a.Status, a.Result.V, b.Status, b.Result.V)
 		}
 	}
 	oursEvents, theirsEvents := shared.events(t, ours), shared.events(t, theirs)

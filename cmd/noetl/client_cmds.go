@@ -15,6 +15,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/wire"
 )
 
 // conn holds the flags every client command shares.
@@ -113,7 +114,7 @@ func runRegister(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			continue
 		}
 		if c.asJSON {
-			printJSON(stdout, map[string]any{"file": f, "catalog_id": strconv.FormatInt(r.CatalogID, 10), "path": r.Path, "version": int64(r.Version), "warnings": r.Warnings})
+			printJSON(stdout, map[string]any{"file": f, "catalog_id": r.CatalogID, "path": r.Path, "version": r.Version, "warnings": r.Warnings})
 			continue
 		}
 		fmt.Fprintf(stdout, "%s: registered %s version %d (catalog id %d)\n", f, r.Path, r.Version, r.CatalogID)
@@ -124,7 +125,7 @@ func runRegister(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	return code
 }
 
-func registerFile(ctx context.Context, cl *client.Client, file string) (*client.Registered, error) {
+func registerFile(ctx context.Context, cl *client.Client, file string) (*wire.Registered, error) {
 	src, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
@@ -193,7 +194,7 @@ func runExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		path = r.Path
 	}
-	id, err := cl.Execute(ctx, client.ExecuteRequest{Path: path, Version: *version, Payload: payload, Pool: *pool})
+	id, err := cl.Execute(ctx, wire.ExecuteRequest{Path: path, Version: *version, Payload: payload, Pool: *pool})
 	if err != nil {
 		return fail(stderr, "exec", err)
 	}
@@ -211,17 +212,16 @@ func runExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "exec", fmt.Errorf("execution %d: %w", id, err))
 	}
-	status, _ := view["status"].(string)
 	if c.asJSON {
 		printJSON(stdout, view)
 	} else {
-		fmt.Fprintf(stdout, "execution %d of %s: %s\n", id, path, status)
-		if e, _ := view["error"].(string); e != "" {
-			fmt.Fprintf(stdout, "error: %s\n", e)
+		fmt.Fprintf(stdout, "execution %d of %s: %s\n", id, path, view.Status)
+		if view.Error != "" {
+			fmt.Fprintf(stdout, "error: %s\n", view.Error)
 		}
-		fmt.Fprintf(stdout, "result: %s\n", client.MarshalIndent(view["result"]))
+		fmt.Fprintf(stdout, "result: %s\n", client.MarshalIndent(view.Result))
 	}
-	if status != "COMPLETED" {
+	if view.Status != "COMPLETED" {
 		return exitFail
 	}
 	return exitOK
@@ -246,13 +246,13 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		printJSON(stdout, st)
 		return exitOK
 	}
-	p, _ := st["progress"].(map[string]any)
-	fmt.Fprintf(stdout, "execution %d: %v\n", id, st["status"])
-	if cur, _ := st["current_step"].(string); cur != "" {
-		fmt.Fprintf(stdout, "current step: %s\n", cur)
+	p := st.Progress
+	fmt.Fprintf(stdout, "execution %d: %s\n", id, st.Status)
+	if st.CurrentStep != "" {
+		fmt.Fprintf(stdout, "current step: %s\n", st.CurrentStep)
 	}
-	fmt.Fprintf(stdout, "steps: %v total, %v completed, %v running, %v failed, %v skipped\n",
-		p["total_steps"], p["completed_steps"], p["running_steps"], p["failed_steps"], p["skipped_steps"])
+	fmt.Fprintf(stdout, "steps: %d total, %d completed, %d running, %d failed, %d skipped\n",
+		p.TotalSteps, p.CompletedSteps, p.RunningSteps, p.FailedSteps, p.SkippedSteps)
 	return exitOK
 }
 
@@ -295,9 +295,8 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprint(stdout, frame)
 			last = frame
 		}
-		status, _ := view["status"].(string)
-		if client.Terminal(status) {
-			if status != "COMPLETED" {
+		if client.Terminal(view.Status) {
+			if view.Status != "COMPLETED" {
 				return exitFail
 			}
 			return exitOK
@@ -311,30 +310,30 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 }
 
 // renderWatch draws the step table and progress bar of an execution view.
-func renderWatch(id int64, view map[string]any) string {
-	steps, _ := view["steps"].(map[string]any)
+func renderWatch(id int64, view *wire.Execution) string {
+	steps := view.Steps
 	names := make([]string, 0, len(steps))
 	done := 0
 	for n, s := range steps {
 		names = append(names, n)
-		switch str(s.(map[string]any)["status"]) {
+		switch s.Status {
 		case "completed", "skipped", "failed", "cancelled":
 			done++
 		}
 	}
 	sort.Slice(names, func(i, j int) bool {
-		a, b := startedAt(steps[names[i]]), startedAt(steps[names[j]])
-		if a != b {
-			return a < b && a != "" || b == ""
+		a, b := steps[names[i]].StartedAt.Time, steps[names[j]].StartedAt.Time
+		if !a.Equal(b) {
+			return a.Before(b) && !a.IsZero() || b.IsZero()
 		}
 		return names[i] < names[j]
 	})
 	var b strings.Builder
-	fmt.Fprintf(&b, "execution %d  %-10s %s\n", id, str(view["status"]), str(view["path"]))
+	fmt.Fprintf(&b, "execution %d  %-10s %s\n", id, view.Status, view.Path)
 	fmt.Fprintf(&b, "  %-28s %-10s %6s %8s\n", "STEP", "STATUS", "VISITS", "ATTEMPTS")
 	for _, n := range names {
-		s := steps[n].(map[string]any)
-		fmt.Fprintf(&b, "  %-28s %-10s %6v %8v\n", n, str(s["status"]), s["visits"], s["attempts"])
+		s := steps[n]
+		fmt.Fprintf(&b, "  %-28s %-10s %6d %8d\n", n, s.Status, s.Visits, s.Attempts)
 	}
 	total := len(steps)
 	width := 30
@@ -343,17 +342,10 @@ func renderWatch(id int64, view map[string]any) string {
 		filled = done * width / total
 	}
 	fmt.Fprintf(&b, "  [%s%s] %d/%d steps finished\n", strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, total)
-	if e := str(view["error"]); e != "" {
-		fmt.Fprintf(&b, "  error: %s\n", e)
+	if view.Error != "" {
+		fmt.Fprintf(&b, "  error: %s\n", view.Error)
 	}
 	return b.String()
-}
-
-func startedAt(s any) string { return str(s.(map[string]any)["started_at"]) }
-
-func str(v any) string {
-	s, _ := v.(string)
-	return s
 }
 
 func isTerminal(w io.Writer) bool {
@@ -388,7 +380,7 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) int
 				printJSON(stdout, e)
 				continue
 			}
-			fmt.Fprintf(stdout, "%5v  %-20s %-22s %-10s %s\n", e["seq"], str(e["node_name"]), str(e["event_type"]), str(e["status"]), str(e["created_at"]))
+			fmt.Fprintf(stdout, "%5d  %-20s %-22s %-10s %s\n", e.Seq, e.NodeName, e.EventType, e.Status, e.CreatedAt.Text())
 		}
 		if next == 0 || len(evs) == 0 {
 			return exitOK

@@ -20,6 +20,7 @@ import (
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/redact"
 	"github.com/noetl-go/noetl/shared/tools"
+	"github.com/noetl-go/noetl/shared/wire"
 	"github.com/noetl-go/noetl/shared/worker"
 )
 
@@ -185,7 +186,7 @@ func (d dev) registerExamples(ctx context.Context, cl *client.Client, dir string
 }
 
 func (d dev) runDemo(ctx context.Context, cl *client.Client, url string) int {
-	id, err := cl.Execute(ctx, client.ExecuteRequest{Path: demoPath, Payload: map[string]any{"server_url": url}})
+	id, err := cl.Execute(ctx, wire.ExecuteRequest{Path: demoPath, Payload: map[string]any{"server_url": url}})
 	if err != nil {
 		fmt.Fprintf(d.errw, "noetl dev: start the demo: %v\n", err)
 		return exitFail
@@ -198,13 +199,12 @@ func (d dev) runDemo(ctx context.Context, cl *client.Client, url string) int {
 		fmt.Fprintf(d.errw, "noetl dev: the demo did not finish: %v\n", err)
 		return exitFail
 	}
-	status, _ := view["status"].(string)
-	fmt.Fprintf(d.out, "noetl dev: demo execution %d %s\n", id, status)
-	if e, _ := view["error"].(string); e != "" {
-		fmt.Fprintf(d.out, "noetl dev: error: %s\n", e)
+	fmt.Fprintf(d.out, "noetl dev: demo execution %d %s\n", id, view.Status)
+	if view.Error != "" {
+		fmt.Fprintf(d.out, "noetl dev: error: %s\n", view.Error)
 	}
-	fmt.Fprintf(d.out, "noetl dev: demo result:\n%s\n", indent(client.MarshalIndent(view["result"]), "  "))
-	if status != "COMPLETED" {
+	fmt.Fprintf(d.out, "noetl dev: demo result:\n%s\n", indent(client.MarshalIndent(view.Result), "  "))
+	if view.Status != "COMPLETED" {
 		return exitFail
 	}
 	return exitOK

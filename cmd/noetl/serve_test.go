@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/wire"
 )
 
 // syncWriter is a buffer the server goroutine writes while the test reads.
@@ -92,7 +93,7 @@ func TestServe(t *testing.T) {
 
 	c := client.New(url, "")
 	h, err := c.Health(ctx)
-	if err != nil || h["status"] != "ok" || h["nats"] != "ok" {
+	if err != nil || h.Status.V != "ok" || h.NATS != "ok" {
 		t.Fatalf("health: %v %v", h, err)
 	}
 	reg, err := c.Register(ctx, `apiVersion: noetl.io/v2
@@ -105,12 +106,12 @@ workflow:
 	if err != nil || reg.Version != 1 {
 		t.Fatalf("register: %+v %v", reg, err)
 	}
-	id, err := c.Execute(ctx, client.ExecuteRequest{Path: "tests/one"})
+	id, err := c.Execute(ctx, wire.ExecuteRequest{Path: "tests/one"})
 	if err != nil || id == 0 {
 		t.Fatalf("execute: %d %v", id, err)
 	}
 	st, err := c.Status(ctx, id)
-	if err != nil || st["status"] != "RUNNING" {
+	if err != nil || st.Status != "RUNNING" {
 		t.Fatalf("status: %v %v", st, err)
 	}
 	time.Sleep(300 * time.Millisecond) // a few scheduled outbox runs

@@ -7,48 +7,14 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/engine"
-	"github.com/noetl-go/noetl/shared/ids"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/store"
+	"github.com/noetl-go/noetl/shared/wire"
 )
-
-// Response values: ids as decimal strings (R-I2), times RFC 3339 in UTC, and
-// null for what is not set.
-
-func formatID(id int64) string { return ids.Format(id) }
-
-func idOrNull(id int64) any {
-	if id == 0 {
-		return nil
-	}
-	return ids.Format(id)
-}
-
-func timeOrNull(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t.UTC().Format(time.RFC3339Nano)
-}
-
-func strOrNull(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-func objOrNull(m map[string]any) any {
-	if m == nil {
-		return nil
-	}
-	return m
-}
 
 // POST /api/catalog/register {content: yaml or base64 yaml, resource_type?}
 func (a *API) register(ctx context.Context, c *call) (any, error) {
@@ -72,13 +38,13 @@ func (a *API) register(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	warnings := make([]any, len(reg.Warnings))
+	warnings := make([]string, len(reg.Warnings))
 	for i, w := range reg.Warnings {
 		warnings[i] = w.String()
 	}
-	return map[string]any{
-		"status": "success", "catalog_id": formatID(reg.Entry.CatalogID), "path": reg.Entry.Path,
-		"version": int64(reg.Entry.Version), "kind": reg.Entry.Kind, "created": reg.Created, "warnings": warnings,
+	return wire.Registered{
+		Status: "success", CatalogID: wire.ID(reg.Entry.CatalogID), Path: reg.Entry.Path,
+		Version: reg.Entry.Version, Kind: reg.Entry.Kind, Created: reg.Created, Warnings: warnings,
 	}, nil
 }
 
@@ -184,17 +150,15 @@ func (a *API) listCatalog(ctx context.Context, f store.CatalogFilter) (any, erro
 	if err != nil {
 		return nil, err
 	}
-	out := make([]any, len(entries))
+	out := wire.CatalogPage{Entries: make([]wire.CatalogSummary, len(entries))}
 	for i, e := range entries {
-		out[i] = map[string]any{"catalog_id": formatID(e.CatalogID), "path": e.Path, "version": int64(e.Version),
-			"kind": e.Kind, "created_at": timeOrNull(e.CreatedAt)}
+		out.Entries[i] = catalogSummary(e)
 	}
-	var next any
 	if len(entries) == f.Limit {
 		last := entries[len(entries)-1]
-		next = encodeCatalogCursor(store.CatalogCursor{Path: last.Path, Version: last.Version})
+		out.NextCursor = wire.OptString(encodeCatalogCursor(store.CatalogCursor{Path: last.Path, Version: last.Version}))
 	}
-	return map[string]any{"entries": out, "next_cursor": next}, nil
+	return out, nil
 }
 
 // GET /api/catalog/{catalog_id}
@@ -207,28 +171,26 @@ func (a *API) getCatalog(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := catalogEntry(e)
+	out := wire.CatalogDetail{CatalogEntry: catalogEntry(e)}
 	// Ours, beside NoETL's fields (its alias POST /api/catalog/resource stays
 	// as NoETL has it): the step graph the dashboard draws and the parser's
 	// problems (a registered playbook has warnings at most), each at its
 	// YAML path.
 	pb, diags := engine.Parse([]byte(e.Content))
-	problems := make([]any, 0, len(diags))
-	for _, d := range diags {
-		problems = append(problems, map[string]any{"severity": string(d.Severity), "path": d.Path,
-			"line": int64(d.Line), "message": d.Message})
+	out.Problems = make([]wire.Problem, len(diags))
+	for i, d := range diags {
+		out.Problems[i] = wire.Problem{Severity: string(d.Severity), Path: d.Path, Line: d.Line, Message: d.Message}
 	}
-	out["problems"] = problems
 	if pb != nil {
 		b, err := json.Marshal(pb.Outline())
-		var g any
+		var g map[string]any
 		if err == nil {
-			g, err = jsonx.Decode(b)
+			g, err = jsonx.DecodeObject(b)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("catalog %d: the step graph: %w", id, err)
 		}
-		out["graph"] = g
+		out.Graph = g
 	}
 	return out, nil
 }
@@ -289,9 +251,13 @@ func versionField(o obj) (int, error) {
 	return int(n), err
 }
 
-func catalogEntry(e store.CatalogEntry) map[string]any {
-	return map[string]any{"catalog_id": formatID(e.CatalogID), "path": e.Path, "version": int64(e.Version),
-		"kind": e.Kind, "content": e.Content, "created_at": timeOrNull(e.CreatedAt)}
+func catalogSummary(e store.CatalogEntry) wire.CatalogSummary {
+	return wire.CatalogSummary{CatalogID: wire.ID(e.CatalogID), Path: e.Path, Version: e.Version,
+		Kind: e.Kind, CreatedAt: wire.At(e.CreatedAt)}
+}
+
+func catalogEntry(e store.CatalogEntry) wire.CatalogEntry {
+	return wire.CatalogEntry{CatalogSummary: catalogSummary(e), Content: e.Content}
 }
 
 // POST /api/execute {path?, catalog_id?, version?, payload|workload, parent_execution_id?,
@@ -336,6 +302,6 @@ func (a *API) execute(ctx context.Context, c *call) (any, error) {
 		return nil, err
 	}
 	c.attrs.setExecution(st.ExecutionID)
-	return map[string]any{"execution_id": formatID(st.ExecutionID), "status": "started",
-		"commands_generated": int64(st.CommandsGenerated), "existing": st.Existing}, nil
+	return wire.Started{ExecutionID: wire.ID(st.ExecutionID), Status: "started",
+		CommandsGenerated: st.CommandsGenerated, Existing: st.Existing}, nil
 }

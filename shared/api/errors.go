@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/noetl-go/noetl/shared/wire"
 	"math"
 	"net/http"
 	"strconv"
@@ -23,6 +24,12 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// retryAfterSeconds is a 429's retry_after_seconds (R-L7), 0 for others.
+func (e *Error) retryAfterSeconds() int {
+	n, _ := e.Extra["retry_after_seconds"].(int64)
+	return int(n)
+}
 
 func errorf(status int, format string, args ...any) *Error {
 	return &Error{Status: status, Message: fmt.Sprintf(format, args...)}
@@ -58,11 +65,11 @@ func classify(err error) *Error {
 		return e
 	case errors.As(err, &fenced):
 		e := errorf(http.StatusConflict, "%s", fenced.Reason)
-		ids := make([]any, len(fenced.EventIDs))
+		refused := make([]wire.ID, len(fenced.EventIDs))
 		for i, id := range fenced.EventIDs {
-			ids[i] = formatID(id)
+			refused[i] = wire.ID(id)
 		}
-		e.Extra = map[string]any{"event_ids": ids}
+		e.Extra = map[string]any{"event_ids": refused}
 		return e
 	case errors.As(err, &invalidP):
 		e := errorf(http.StatusUnprocessableEntity, "%s", invalidP.Error())

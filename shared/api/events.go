@@ -8,6 +8,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/wire"
 )
 
 // readEvent reads one NoETL EventRequest (or a batch element): event_type
@@ -111,8 +112,8 @@ func (a *API) ingest(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"status": "ok", "event_id": formatID(res.EventID),
-		"commands_generated": int64(res.CommandsGenerated), "duplicate": res.Duplicate}, nil
+	return wire.Ingested{Status: "ok", EventID: wire.ID(res.EventID),
+		CommandsGenerated: res.CommandsGenerated, Duplicate: res.Duplicate}, nil
 }
 
 // POST /api/events/batch {execution_id, worker_id?, events: [...]}: all or
@@ -165,13 +166,12 @@ func (a *API) ingestBatch(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	eventIDs := make([]any, len(res))
-	generated := int64(0)
+	out := wire.IngestedBatch{Status: "ok", EventIDs: make([]wire.ID, len(res))}
 	for i, r := range res {
-		eventIDs[i] = formatID(r.EventID)
-		generated += int64(r.CommandsGenerated)
+		out.EventIDs[i] = wire.ID(r.EventID)
+		out.CommandsGenerated += r.CommandsGenerated
 	}
-	return map[string]any{"status": "ok", "event_ids": eventIDs, "commands_generated": generated}, nil
+	return out, nil
 }
 
 func (a *API) recordIngest(types []string, err error, d time.Duration) {
@@ -185,23 +185,14 @@ func (a *API) recordIngest(types []string, err error, d time.Duration) {
 	a.opts.Recorder.Ingest(types, status, d)
 }
 
-// Command bodies keep NoETL's integers for event_id and execution_id (see the
-// package doc).
-func commandBody(b *controlplane.CommandBody, status string) map[string]any {
-	return map[string]any{
-		"status": status, "event_id": b.EventID, "execution_id": b.ExecutionID,
-		"node_id": b.Step, "node_name": b.Step, "action": b.Action,
-		"context": emptyIfNil(b.Context), "meta": emptyIfNil(b.Meta),
-		"command_id": b.CommandID, "attempt": int64(b.Attempt),
-		"lease_expires_at": timeOrNull(b.LeaseExpiresAt), "worker_id": strOrNull(b.WorkerID),
+// commandBody is a command as the worker protocol carries it; status is "ok"
+// in a claim's answer, the command's own when only read.
+func commandBody(b *controlplane.CommandBody, status string) wire.Command {
+	return wire.Command{
+		Status: status, EventID: wire.NumID(b.EventID), ExecutionID: wire.NumID(b.ExecutionID),
+		NodeID: b.Step, NodeName: b.Step, Action: b.Action, Context: b.Context, Meta: b.Meta,
+		CommandID: b.CommandID, Attempt: b.Attempt, LeaseExpiresAt: wire.At(b.LeaseExpiresAt), WorkerID: wire.OptString(b.WorkerID),
 	}
-}
-
-func emptyIfNil(m map[string]any) map[string]any {
-	if m == nil {
-		return map[string]any{}
-	}
-	return m
 }
 
 // GET /api/commands/{event_id}: the command without claiming it, masked;
@@ -286,7 +277,7 @@ func (a *API) heartbeat(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"lease_expires_at": timeOrNull(until)}, nil
+	return wire.Lease{LeaseExpiresAt: wire.At(until)}, nil
 }
 
 // MaxTake bounds how many commands one report can take.
@@ -358,47 +349,36 @@ func (a *API) report(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	events := make([]any, len(out.Events))
+	res := wire.Reported{Status: "ok", Events: make([]wire.EventOutcome, len(out.Events)),
+		Claims: make([]wire.ClaimOutcome, len(out.Claims)), Commands: make([]wire.Command, len(out.Commands))}
 	for i, e := range out.Events {
-		m := map[string]any{"status": int64(http.StatusOK)}
-		if e.EventID != 0 {
-			m["event_id"] = formatID(e.EventID)
-		}
+		o := wire.EventOutcome{Status: http.StatusOK, EventID: wire.ID(e.EventID)}
 		if e.Err != nil {
 			ae := classify(e.Err)
-			m["status"], m["error"] = int64(ae.Status), ae.Message
+			o.Status, o.Error = ae.Status, ae.Message
 			if ae.Status >= 500 {
 				a.log.ErrorContext(ctx, "report event failed", "execution_id", r.Events[i].ExecutionID, "error", e.Err.Error())
 			}
 		} else {
-			m["commands_generated"], m["duplicate"] = int64(e.CommandsGenerated), e.Duplicate
+			o.CommandsGenerated, o.Duplicate = e.CommandsGenerated, e.Duplicate
 		}
-		events[i] = m
+		res.Events[i] = o
 	}
-	claimed := make([]any, len(out.Claims))
 	for i, c := range out.Claims {
-		m := map[string]any{"event_id": formatID(c.EventID), "status": int64(http.StatusOK)}
-		if rec := a.opts.Recorder; rec != nil {
-			if c.Err != nil {
-				rec.Claim(classify(c.Err).Status)
-			} else {
-				rec.Claim(http.StatusOK)
-			}
-		}
+		o := wire.ClaimOutcome{EventID: wire.ID(c.EventID), Status: http.StatusOK}
 		if c.Err != nil {
 			ae := classify(c.Err)
-			m["status"], m["error"] = int64(ae.Status), ae.Message
-			if ra, ok := ae.Extra["retry_after_seconds"]; ok {
-				m["retry_after_seconds"] = ra
-			}
+			o.Status, o.Error, o.RetryAfterSeconds = ae.Status, ae.Message, ae.retryAfterSeconds()
 		}
-		claimed[i] = m
+		if rec := a.opts.Recorder; rec != nil {
+			rec.Claim(o.Status)
+		}
+		res.Claims[i] = o
 	}
-	cmds := make([]any, len(out.Commands))
 	for i, b := range out.Commands {
-		cmds[i] = commandBody(b, "ok")
+		res.Commands[i] = commandBody(b, "ok")
 	}
-	return map[string]any{"status": "ok", "events": events, "claims": claimed, "commands": cmds}, nil
+	return res, nil
 }
 
 // eventList reads a request's events array: 1..MaxBatchEvents entries (over the

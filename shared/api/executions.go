@@ -13,6 +13,7 @@ import (
 	"github.com/noetl-go/noetl/shared/redact"
 	"github.com/noetl-go/noetl/shared/replay"
 	"github.com/noetl-go/noetl/shared/store"
+	"github.com/noetl-go/noetl/shared/wire"
 )
 
 // executionID reads the {id} path parameter; messages call it execution_id.
@@ -92,7 +93,7 @@ func (a *API) listExecutions(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]any, len(rows))
+	out := make([]wire.ExecutionSummary, len(rows))
 	for i, r := range rows {
 		out[i] = executionSummary(r)
 	}
@@ -118,13 +119,11 @@ func (a *API) listExecutions(ctx context.Context, c *call) (any, error) {
 	return resp, nil
 }
 
-func executionSummary(r store.Execution) map[string]any {
-	return map[string]any{
-		"execution_id": formatID(r.ExecutionID), "catalog_id": formatID(r.CatalogID), "path": r.Path,
-		"version": int64(r.Version), "status": r.Status, "started_at": timeOrNull(r.StartedAt),
-		"completed_at": timeOrNull(r.CompletedAt), "parent_execution_id": idOrNull(r.ParentExecutionID),
-		// Every event is numbered 1..last_seq (R-S4): the count without a scan.
-		"event_count": r.LastSeq,
+func executionSummary(r store.Execution) wire.ExecutionSummary {
+	return wire.ExecutionSummary{
+		ExecutionID: wire.ID(r.ExecutionID), CatalogID: wire.ID(r.CatalogID), Path: r.Path,
+		Version: r.Version, Status: r.Status, StartedAt: wire.At(r.StartedAt), CompletedAt: wire.At(r.CompletedAt),
+		ParentExecutionID: wire.OptID(r.ParentExecutionID), EventCount: r.LastSeq,
 	}
 }
 
@@ -139,19 +138,17 @@ func (a *API) getExecution(ctx context.Context, c *call) (any, error) {
 		return nil, err
 	}
 	m := maskerFor(v.Row.Workload)
-	out := executionSummary(v.Row)
-	steps := make(map[string]any, len(v.Steps))
+	out := wire.Execution{ExecutionSummary: executionSummary(v.Row), Steps: make(map[string]wire.Step, len(v.Steps))}
 	for name, s := range v.Steps {
-		steps[name] = map[string]any{
-			"status": s.Status, "result": m.Redact(s.Result), "attempts": int64(s.Attempts), "visits": int64(s.Visits),
-			"started_at": timeOrNull(s.StartedAt), "completed_at": timeOrNull(s.CompletedAt), "error": strOrNull(maskedString(m, s.Error)),
+		out.Steps[name] = wire.Step{
+			Status: s.Status, Result: wire.Value{V: m.Redact(s.Result)}, Attempts: s.Attempts, Visits: s.Visits,
+			StartedAt: wire.At(s.StartedAt), CompletedAt: wire.At(s.CompletedAt), Error: wire.OptString(maskedString(m, s.Error)),
 		}
 	}
-	out["workload"] = emptyIfNil(maskedObject(m, v.Row.Workload))
-	out["steps"] = steps
-	out["context"] = emptyIfNil(maskedObject(m, v.Context))
-	out["result"] = m.Redact(v.Result)
-	out["error"] = strOrNull(maskedString(m, v.Row.Error))
+	out.Workload = maskedObject(m, v.Row.Workload)
+	out.Context = maskedObject(m, v.Context)
+	out.Result = wire.Value{V: m.Redact(v.Result)}
+	out.Error = wire.OptString(maskedString(m, v.Row.Error))
 	// NoETL's detail carries the log's tail (its clients show it); the whole
 	// log, paged, is GET /api/executions/{id}/events.
 	_, evs, err := a.svc.ExecutionEvents(ctx, store.EventFilter{ExecutionID: id,
@@ -159,12 +156,10 @@ func (a *API) getExecution(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	tail := make([]any, len(evs))
+	out.Events = make([]wire.Event, len(evs))
 	for i, e := range evs {
-		tail[i] = eventJSON(m, e)
+		out.Events[i] = eventJSON(m, e)
 	}
-	out["events"] = tail
-	out["event_count"] = v.Row.LastSeq
 	return out, nil
 }
 
@@ -183,7 +178,7 @@ func (a *API) cancellationCheck(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"execution_id": formatID(id), "is_cancelled": v.IsCancelled, "status": v.Status}, nil
+	return wire.CancellationCheck{ExecutionID: wire.ID(id), IsCancelled: v.IsCancelled, Status: v.Status}, nil
 }
 
 // GET /api/executions/{id}/events?after_seq=&limit=&event_type=&step=
@@ -207,26 +202,25 @@ func (a *API) listEvents(ctx context.Context, c *call) (any, error) {
 		return nil, err
 	}
 	m := maskerFor(row.Workload)
-	out := make([]any, len(evs))
+	out := wire.EventPage{Events: make([]wire.Event, len(evs))}
 	for i, e := range evs {
-		out[i] = eventJSON(m, e)
+		out.Events[i] = eventJSON(m, e)
 	}
-	var next any
 	if len(evs) == f.Limit {
-		next = evs[len(evs)-1].Seq
+		out.NextAfterSeq = &evs[len(evs)-1].Seq
 	}
-	return map[string]any{"events": out, "next_after_seq": next}, nil
+	return out, nil
 }
 
 // eventJSON is an event as users read it, its values masked with m.
-func eventJSON(m *redact.Masker, e store.Event) map[string]any {
-	return map[string]any{
-		"event_id": formatID(e.EventID), "execution_id": formatID(e.ExecutionID), "seq": e.Seq,
-		"event_type": e.EventType, "node_name": strOrNull(e.NodeName), "node_type": strOrNull(e.NodeType),
-		"status": strOrNull(e.Status), "context": objOrNull(maskedObject(m, e.Context)), "meta": objOrNull(maskedObject(m, e.Meta)),
-		"result": objOrNull(maskedObject(m, e.Result)), "error": strOrNull(maskedString(m, e.Error)), "worker_id": strOrNull(e.WorkerID),
-		"command_id": strOrNull(e.CommandID), "parent_event_id": idOrNull(e.ParentEventID),
-		"client_event_id": strOrNull(e.ClientEventID), "ignored": e.Ignored, "created_at": timeOrNull(e.CreatedAt),
+func eventJSON(m *redact.Masker, e store.Event) wire.Event {
+	return wire.Event{
+		EventID: wire.ID(e.EventID), ExecutionID: wire.ID(e.ExecutionID), Seq: e.Seq,
+		EventType: e.EventType, NodeName: wire.OptString(e.NodeName), NodeType: wire.OptString(e.NodeType),
+		Status: wire.OptString(e.Status), Context: maskedObject(m, e.Context), Meta: maskedObject(m, e.Meta),
+		Result: maskedObject(m, e.Result), Error: wire.OptString(maskedString(m, e.Error)), WorkerID: wire.OptString(e.WorkerID),
+		CommandID: wire.OptString(e.CommandID), ParentEventID: wire.OptID(e.ParentEventID),
+		ClientEventID: wire.OptString(e.ClientEventID), Ignored: e.Ignored, CreatedAt: wire.At(e.CreatedAt),
 	}
 }
 
@@ -243,15 +237,14 @@ func (a *API) status(ctx context.Context, c *call) (any, error) {
 	return statusJSON(v), nil
 }
 
-func statusJSON(v *controlplane.StatusView) map[string]any {
-	return map[string]any{
-		"execution_id": formatID(v.ExecutionID), "status": v.Status, "current_step": strOrNull(v.CurrentStep),
-		"progress": map[string]any{
-			"total_steps": int64(v.TotalSteps), "completed_steps": int64(v.CompletedSteps),
-			"running_steps": int64(v.RunningSteps), "failed_steps": int64(v.FailedSteps),
-			"skipped_steps": int64(v.SkippedSteps),
+func statusJSON(v *controlplane.StatusView) wire.Status {
+	return wire.Status{
+		ExecutionID: wire.ID(v.ExecutionID), Status: v.Status, CurrentStep: wire.OptString(v.CurrentStep),
+		Progress: wire.Progress{
+			TotalSteps: v.TotalSteps, CompletedSteps: v.CompletedSteps, RunningSteps: v.RunningSteps,
+			FailedSteps: v.FailedSteps, SkippedSteps: v.SkippedSteps,
 		},
-		"is_cancelled": v.IsCancelled,
+		IsCancelled: v.IsCancelled,
 	}
 }
 
@@ -272,8 +265,8 @@ func (a *API) cancel(ctx context.Context, c *call) (any, error) {
 	if err := a.svc.Cancel(ctx, id, reason); err != nil {
 		return nil, err
 	}
-	return map[string]any{"execution_id": formatID(id), "status": store.ExecutionCancelled,
-		"message": "Execution cancellation requested"}, nil
+	return wire.Ended{ExecutionID: wire.ID(id), Status: store.ExecutionCancelled,
+		Message: "Execution cancellation requested"}, nil
 }
 
 // POST /api/executions/{id}/finalize {status: COMPLETED|FAILED, error?}
@@ -301,8 +294,8 @@ func (a *API) finalize(ctx context.Context, c *call) (any, error) {
 	if err := a.svc.Finalize(ctx, id, status, msg); err != nil {
 		return nil, err
 	}
-	return map[string]any{"execution_id": formatID(id), "status": status,
-		"message": "Execution finalized with status: " + status}, nil
+	return wire.Ended{ExecutionID: wire.ID(id), Status: status,
+		Message: "Execution finalized with status: " + status}, nil
 }
 
 // GET /api/executions/{id}/replay

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/noetl-go/noetl/shared/wire"
 )
 
 // healthTimeout bounds each dependency check, so a hung database answers 503
@@ -19,32 +21,30 @@ const healthTimeout = 3 * time.Second
 // the error shape plus the same fields, the failing one saying "down". The
 // cause goes to the log only: the route is open, and connection errors name
 // hosts and users.
-func (a *API) HealthStatus(ctx context.Context) (int, map[string]any) {
-	doc := map[string]any{"version": a.opts.Version}
+func (a *API) HealthStatus(ctx context.Context) (int, wire.Health) {
+	doc := wire.Health{Version: a.opts.Version}
 	var failed []string
-	check := func(name string, c Checker) {
+	check := func(name string, c Checker) string {
 		if c == nil {
-			doc[name] = "disabled"
-			return
+			return "disabled"
 		}
 		cctx, cancel := context.WithTimeout(ctx, healthTimeout)
 		defer cancel()
 		if err := c(cctx); err != nil {
 			a.log.WarnContext(ctx, "health check failed", "dependency", name, "error", err.Error())
-			doc[name] = "down"
 			failed = append(failed, name)
-			return
+			return "down"
 		}
-		doc[name] = "ok"
+		return "ok"
 	}
-	check("database", a.opts.Database)
-	check("nats", a.opts.NATS)
+	doc.Database = check("database", a.opts.Database)
+	doc.NATS = check("nats", a.opts.NATS)
 	if len(failed) > 0 {
-		doc["error"] = strings.Join(failed, " and ") + " down"
-		doc["status"] = int64(http.StatusServiceUnavailable)
+		doc.Error = strings.Join(failed, " and ") + " down"
+		doc.Status = wire.Value{V: int64(http.StatusServiceUnavailable)}
 		return http.StatusServiceUnavailable, doc
 	}
-	doc["status"] = "ok"
+	doc.Status = wire.Value{V: "ok"}
 	return http.StatusOK, doc
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/noetl-go/noetl/shared/ids"
 	"maps"
 	"net/http"
 	"time"
@@ -38,7 +39,7 @@ func (a *API) outboxClaim(ctx context.Context, c *call) (any, error) {
 			return nil, fmt.Errorf("outbox row %d: decode payload: %w", r.OutboxID, err)
 		}
 		out[i] = map[string]any{
-			"outbox_id": formatID(r.OutboxID), "event_id": formatID(r.EventID), "execution_id": formatID(r.ExecutionID),
+			"outbox_id": ids.Format(r.OutboxID), "event_id": ids.Format(r.EventID), "execution_id": ids.Format(r.ExecutionID),
 			"subject": r.Subject, "msg_id": r.MsgID, "payload": payload, "attempts": int64(r.Attempts),
 			// NoETL's publisher decodes payload by codec; ours are plain JSON.
 			"payload_codec": "json",

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"github.com/noetl-go/noetl/shared/ids"
 	"log/slog"
 	"sync"
 )
@@ -34,7 +35,7 @@ func (l *logAttrs) attrs() []slog.Attr {
 	defer l.mu.Unlock()
 	out := []slog.Attr{slog.String("request_id", l.requestID)}
 	if l.executionID != 0 {
-		out = append(out, slog.String("execution_id", formatID(l.executionID)))
+		out = append(out, slog.String("execution_id", ids.Format(l.executionID)))
 	}
 	if l.commandID != "" {
 		out = append(out, slog.String("command_id", l.commandID))

@@ -1,12 +1,22 @@
 package api
 
+import (
+	"reflect"
+	"strings"
+
+	"github.com/noetl-go/noetl/shared/wire"
+)
+
 // The JSON shapes of the routes' requests and answers, as Routes declares
-// them and the OpenAPI document (openapi.go) publishes them. The handlers
-// validate by hand (decode.go) for field-path messages; these shapes describe
-// what they accept and answer, and the package's tests check every answer
-// they see against them, so a changed answer fails a test instead of drifting
-// from the document. Each shape is a function returning a fresh value: no
-// package-level state.
+// them and the OpenAPI document (openapi.go) publishes them. Answers are
+// shared/wire's types, which the handlers write and shared/client reads; their
+// shapes are derived from those types (shapeOf), so the document, the server
+// and the client cannot disagree. Request bodies are validated by hand
+// (decode.go, for field-path messages and NoETL's aliases); their shapes are
+// written here, beside the decoders, and the package's tests check every
+// request the API accepts and every request type our client sends against
+// them. Each shape is a function returning a fresh value: no package-level
+// state.
 
 // Shape is a JSON shape: the subset of OpenAPI 3.0's schema object the API
 // needs.
@@ -99,29 +109,10 @@ func errorShape() *Shape {
 	)
 }
 
-func healthShape() *Shape {
-	return object(
-		req("status", anyJSON().doc(`"ok", or 503 (the HTTP status) when a dependency is down`)),
-		req("database", enum("ok", "down", "disabled")),
-		req("nats", enum("ok", "down", "disabled")),
-		req("version", str()),
-		opt("error", str().doc("which dependencies are down")),
-	)
-}
-
 func registerBody() *Shape {
 	return object(
 		req("content", str().doc("the playbook's YAML, or that YAML base64-encoded")),
 		opt("resource_type", str().doc(`"Playbook" (the only kind)`)),
-	)
-}
-
-func registerReply() *Shape {
-	return object(
-		req("status", enum("success")), req("catalog_id", id()), req("path", str()),
-		req("version", integer()), req("kind", str()),
-		req("created", boolean().doc("false: the content equals the latest version, which is returned")),
-		req("warnings", array(str())),
 	)
 }
 
@@ -141,36 +132,6 @@ func catalogListBody() *Shape {
 	)
 }
 
-func catalogEntryShape() *Shape {
-	return object(
-		req("catalog_id", id()), req("path", str()), req("version", integer()),
-		req("kind", str()), req("content", str()), req("created_at", timestamp()),
-	)
-}
-
-func catalogSummaryShape() *Shape {
-	return object(
-		req("catalog_id", id()), req("path", str()), req("version", integer()),
-		req("kind", str()), opt("created_at", timestamp()),
-	)
-}
-
-func catalogList() *Shape {
-	return object(
-		req("entries", array(catalogSummaryShape())),
-		req("next_cursor", str().orNull().doc("null on the last page")),
-	)
-}
-
-func catalogDetail() *Shape {
-	s := catalogEntryShape()
-	s.Props = append(s.Props,
-		req("problems", array(object(req("severity", str()), req("path", str()), req("line", integer()), req("message", str())))),
-		opt("graph", object().doc("the step graph the dashboard draws")),
-	)
-	return s
-}
-
 func catalogResourceBody() *Shape {
 	return object(opt("catalog_id", idIn()), opt("path", str()), opt("version", anyJSON().doc(`a version number, or "latest"`)),
 		opt("resource_type", str()))
@@ -186,14 +147,6 @@ func executeBody() *Shape {
 		opt("parent_execution_id", idIn()),
 		opt("execution_pool", str()),
 		opt("idempotency_key", str().doc("a repeated key answers the first execution")),
-	)
-}
-
-func executeReply() *Shape {
-	return object(
-		req("execution_id", id()), req("status", enum("started")),
-		req("commands_generated", integer()),
-		req("existing", boolean().doc("true: the idempotency key's earlier execution")),
 	)
 }
 
@@ -220,18 +173,9 @@ func eventBody() *Shape {
 	return object(append([]Prop{req("execution_id", idIn())}, eventFields()...)...)
 }
 
-func eventReply() *Shape {
-	return object(req("status", enum("ok")), req("event_id", id()),
-		req("commands_generated", integer()), req("duplicate", boolean()))
-}
-
 func batchBody() *Shape {
 	return object(req("execution_id", idIn()), opt("worker_id", str()),
 		req("events", array(object(eventFields()...)).doc("1 to 500 events")))
-}
-
-func batchReply() *Shape {
-	return object(req("status", enum("ok")), req("event_ids", array(id())), req("commands_generated", integer()))
 }
 
 func reportBody() *Shape {
@@ -243,31 +187,6 @@ func reportBody() *Shape {
 	)
 }
 
-func reportReply() *Shape {
-	outcome := func(more ...Prop) *Shape {
-		return object(append([]Prop{req("status", integer().doc("this item's HTTP status")),
-			opt("event_id", id()), opt("error", str())}, more...)...)
-	}
-	return object(
-		req("status", enum("ok")),
-		req("events", array(outcome(opt("commands_generated", integer()), opt("duplicate", boolean())))),
-		req("claims", array(outcome(opt("retry_after_seconds", integer())))),
-		req("commands", array(commandShape())),
-	)
-}
-
-// commandShape keeps NoETL's integers for event_id and execution_id (see the
-// package doc).
-func commandShape() *Shape {
-	return object(
-		req("status", str()), req("event_id", integer()), req("execution_id", integer()),
-		req("node_id", str()), req("node_name", str()), req("action", str()),
-		req("context", object()), req("meta", object()),
-		req("command_id", str()), req("attempt", integer()),
-		req("lease_expires_at", timestamp()), req("worker_id", str().orNull()),
-	)
-}
-
 func claimBody() *Shape {
 	return object(req("worker_id", str()), opt("start", boolean().doc("also mark the command started")))
 }
@@ -275,8 +194,6 @@ func claimBody() *Shape {
 func heartbeatBody() *Shape {
 	return object(req("worker_id", str()), opt("attempt", intIn().doc("the claim's attempt (fences a stale holder)")))
 }
-
-func heartbeatReply() *Shape { return object(req("lease_expires_at", timestamp())) }
 
 func executionStatus() *Shape {
 	return enum("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
@@ -294,42 +211,6 @@ func executionsQuery() []Param {
 	}
 }
 
-func executionSummaryShape() *Shape {
-	return object(
-		req("execution_id", id()), req("catalog_id", id()), req("path", str()),
-		req("version", integer()), req("status", str()),
-		req("started_at", timestamp()), req("completed_at", timestamp()),
-		req("parent_execution_id", id().orNull()), req("event_count", integer()),
-	)
-}
-
-func eventShape() *Shape {
-	return object(
-		req("event_id", id()), req("execution_id", id()), req("seq", integer()),
-		req("event_type", str()), req("node_name", str().orNull()), req("node_type", str().orNull()),
-		req("status", str().orNull()), req("context", object().orNull()), req("meta", object().orNull()),
-		req("result", object().orNull()), req("error", str().orNull()), req("worker_id", str().orNull()),
-		req("command_id", str().orNull()), req("parent_event_id", id().orNull()),
-		req("client_event_id", str().orNull()), req("ignored", boolean()), req("created_at", timestamp()),
-	)
-}
-
-func executionDetail() *Shape {
-	s := executionSummaryShape()
-	s.Props = append(s.Props,
-		req("workload", object()),
-		req("steps", mapOf(object(
-			req("status", str()), req("result", anyJSON()), req("attempts", integer()), req("visits", integer()),
-			req("started_at", timestamp()), req("completed_at", timestamp()), req("error", str().orNull()),
-		))),
-		req("context", object().doc("the durable set values")),
-		req("result", anyJSON()),
-		req("error", str().orNull()),
-		req("events", array(eventShape()).doc("the log's tail; the whole log is GET /api/executions/{id}/events")),
-	)
-	return s
-}
-
 func eventsQuery() []Param {
 	return []Param{
 		param("after_seq", integer(), "the previous page's next_after_seq"),
@@ -339,32 +220,10 @@ func eventsQuery() []Param {
 	}
 }
 
-func eventsReply() *Shape {
-	return object(req("events", array(eventShape())),
-		req("next_after_seq", integer().orNull().doc("null on the last page")))
-}
-
-func statusReply() *Shape {
-	return object(
-		req("execution_id", id()), req("status", str()), req("current_step", str().orNull()),
-		req("progress", object(req("total_steps", integer()), req("completed_steps", integer()),
-			req("running_steps", integer()), req("failed_steps", integer()), req("skipped_steps", integer()))),
-		req("is_cancelled", boolean()),
-	)
-}
-
-func cancellationReply() *Shape {
-	return object(req("execution_id", id()), req("is_cancelled", boolean()), req("status", str()))
-}
-
 func cancelBody() *Shape { return object(opt("reason", str())) }
 
 func finalizeBody() *Shape {
 	return object(req("status", str().doc("COMPLETED or FAILED, in any case")), opt("error", str()))
-}
-
-func terminalReply() *Shape {
-	return object(req("execution_id", id()), req("status", str()), req("message", str()))
 }
 
 func replayQuery() []Param {
@@ -423,4 +282,75 @@ func projectBody() *Shape {
 
 func projectReply() *Shape {
 	return object(req("projected", integer()), req("duplicates", integer()), req("skipped", integer()))
+}
+
+// shapeOf is the shape of a shared/wire type: its `json` tags name the
+// properties (omitempty: optional, else required), `doc` describes them and
+// `enum` lists a string's values.
+func shapeOf[T any]() *Shape { return shapeOfType(reflect.TypeFor[T]()) }
+
+func shapeOfType(t reflect.Type) *Shape {
+	switch t {
+	case reflect.TypeFor[wire.ID]():
+		return id()
+	case reflect.TypeFor[wire.OptID]():
+		return id().orNull()
+	case reflect.TypeFor[wire.NumID]():
+		return integer().doc("a 64-bit id as a JSON integer (NoETL's workers read numbers)")
+	case reflect.TypeFor[wire.OptString]():
+		return str().orNull()
+	case reflect.TypeFor[wire.Time]():
+		return timestamp()
+	case reflect.TypeFor[wire.Object]():
+		return object()
+	case reflect.TypeFor[wire.OptObject]():
+		return object().orNull()
+	case reflect.TypeFor[wire.Value]():
+		return anyJSON()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return str()
+	case reflect.Bool:
+		return boolean()
+	case reflect.Int, reflect.Int64:
+		return integer()
+	case reflect.Float64:
+		return number()
+	case reflect.Pointer:
+		return shapeOfType(t.Elem()).orNull()
+	case reflect.Slice:
+		return array(shapeOfType(t.Elem()))
+	case reflect.Map:
+		return mapOf(shapeOfType(t.Elem()))
+	case reflect.Struct:
+		return object(propsOf(t)...)
+	}
+	panic("api: no JSON shape for " + t.String()) // a wire type using a kind this does not know: a bug
+}
+
+// propsOf lists a struct's JSON properties, embedded structs' inline (as
+// encoding/json writes them).
+func propsOf(t reflect.Type) []Prop {
+	var props []Prop
+	for f := range t.Fields() {
+		tag := f.Tag.Get("json")
+		if f.Anonymous && tag == "" {
+			props = append(props, propsOf(f.Type)...)
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if !f.IsExported() || name == "-" {
+			continue
+		}
+		p := Prop{Name: name, Required: !strings.Contains(opts, "omitempty"), Shape: shapeOfType(f.Type)}
+		if d := f.Tag.Get("doc"); d != "" {
+			p.Shape.Doc = d
+		}
+		if e := f.Tag.Get("enum"); e != "" {
+			p.Shape.Enum = strings.Split(e, ",")
+		}
+		props = append(props, p)
+	}
+	return props
 }

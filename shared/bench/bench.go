@@ -27,6 +27,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/wire"
 	"github.com/noetl-go/noetl/shared/worker"
 )
 
@@ -287,10 +288,10 @@ func measure(ctx context.Context, o Options, cl *client.Client, reqs *counting, 
 
 // exactPath keeps the rows of path itself: the list's path filter matches a
 // substring (NoETL's), and "10x1" is inside "10x10".
-func exactPath(rows []map[string]any, path string) []map[string]any {
+func exactPath(rows []wire.ExecutionSummary, path string) []wire.ExecutionSummary {
 	out := rows[:0:0]
 	for _, r := range rows {
-		if r["path"] == path {
+		if r.Path == path {
 			out = append(out, r)
 		}
 	}
@@ -314,7 +315,7 @@ func runShape(ctx context.Context, o Options, cl *client.Client, reqs *counting,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := cl.Execute(ctx, client.ExecuteRequest{Path: path}); err != nil {
+			if _, err := cl.Execute(ctx, wire.ExecuteRequest{Path: path}); err != nil {
 				errs <- err
 			}
 		}()
@@ -359,7 +360,7 @@ func waitDone(ctx context.Context, cl *client.Client, reqs *counting, path strin
 // timings reads the executions and their events back: throughput and latency
 // from the server's own timestamps, event rows from the log.
 func timings(ctx context.Context, cl *client.Client, path string, sh Shape, r *Result) error {
-	var execs []map[string]any
+	var execs []wire.ExecutionSummary
 	q := url.Values{"path": {path}, "limit": {"100"}}
 	for {
 		page, next, err := cl.ListExecutions(ctx, q)
@@ -375,8 +376,8 @@ func timings(ctx context.Context, cl *client.Client, path string, sh Shape, r *R
 	var first, last time.Time
 	var durations []float64
 	for _, e := range execs {
-		start, end := timeOf(e["started_at"]), timeOf(e["completed_at"])
-		if e["status"] == "COMPLETED" {
+		start, end := e.StartedAt.Time, e.CompletedAt.Time
+		if e.Status == "COMPLETED" {
 			r.Completed++
 		}
 		if first.IsZero() || start.Before(first) {
@@ -403,7 +404,7 @@ func timings(ctx context.Context, cl *client.Client, path string, sh Shape, r *R
 		failed error
 	)
 	for _, e := range execs {
-		id := client.ID(e["execution_id"])
+		id := int64(e.ExecutionID)
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -450,8 +451,8 @@ func eventsOf(ctx context.Context, cl *client.Client, id int64) (int, []time.Tim
 		}
 		n += len(evs)
 		for _, e := range evs {
-			if e["event_type"] == "command.issued" {
-				issued = append(issued, timeOf(e["created_at"]))
+			if e.EventType == "command.issued" {
+				issued = append(issued, e.CreatedAt.Time)
 			}
 		}
 		if next == 0 || len(evs) == 0 {
@@ -459,12 +460,6 @@ func eventsOf(ctx context.Context, cl *client.Client, id int64) (int, []time.Tim
 		}
 		after = next
 	}
-}
-
-func timeOf(v any) time.Time {
-	s, _ := v.(string)
-	t, _ := time.Parse(time.RFC3339Nano, s)
-	return t
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,7 +1,7 @@
 // Package client is a Go client for the control plane's HTTP API (api.md), used
-// by the worker, the CLI and the playbook tool. It speaks the wire format only:
-// ids arrive as strings (R-I2) or, in command bodies, as NoETL's integers, and
-// are accepted either way.
+// by the worker, the CLI and the playbook tool. Requests and answers are
+// shared/wire's types, the ones the server writes, so a changed field fails a
+// compile here rather than a type assertion at run time.
 package client
 
 import (
@@ -20,6 +20,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/ids"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/wire"
 )
 
 // Client calls one control plane.
@@ -81,13 +82,14 @@ func StatusOf(err error) int {
 }
 
 // do sends one request; idempotent requests are retried with backoff on 5xx and
-// network errors. out, when not nil, receives the decoded JSON object.
-func (c *Client) do(ctx context.Context, method, path string, body any, idempotent bool, out *map[string]any) error {
+// network errors. out, when not nil, receives the decoded JSON answer; the
+// answer's headers are returned.
+func (c *Client) do(ctx context.Context, method, path string, body any, idempotent bool, out any) (http.Header, error) {
 	var payload []byte
 	if body != nil {
 		var err error
 		if payload, err = jsonx.Marshal(body); err != nil {
-			return fmt.Errorf("encode %s %s: %w", method, path, err)
+			return nil, fmt.Errorf("encode %s %s: %w", method, path, err)
 		}
 	}
 	attempts := 1
@@ -100,38 +102,33 @@ func (c *Client) do(ctx context.Context, method, path string, body any, idempote
 			wait := time.Duration(float64(200*time.Millisecond) * float64(uint(1)<<min(i-1, 6)) * (0.5 + rand.Float64()))
 			select {
 			case <-ctx.Done():
-				return errors.Join(last, ctx.Err())
+				return nil, errors.Join(last, ctx.Err())
 			case <-time.After(min(wait, 10*time.Second)):
 			}
 		}
-		last = c.once(ctx, method, path, payload, out)
+		var hdr http.Header
+		hdr, last = c.once(ctx, method, path, payload, out)
 		if last == nil {
-			return nil
+			return hdr, nil
 		}
 		if s := StatusOf(last); s != 0 && s < 500 {
-			return last // the server answered: retrying will not change it
+			return nil, last // the server answered: retrying will not change it
 		}
 		if ctx.Err() != nil {
-			return last
+			return nil, last
 		}
 	}
-	return last
+	return nil, last
 }
 
-func (c *Client) once(ctx context.Context, method, path string, payload []byte, out *map[string]any) error {
-	return c.onceAny(ctx, method, path, payload, out, nil, nil)
-}
-
-// onceAny is once for any answer: an object into out, an array into list,
-// the response headers into hdr (each may be nil).
-func (c *Client) onceAny(ctx context.Context, method, path string, payload []byte, out *map[string]any, list *[]any, hdr *http.Header) error {
+func (c *Client) once(ctx context.Context, method, path string, payload []byte, out any) (http.Header, error) {
 	var rdr io.Reader
 	if payload != nil {
 		rdr = bytes.NewReader(payload)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rdr)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if payload != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -141,52 +138,38 @@ func (c *Client) onceAny(ctx context.Context, method, path string, payload []byt
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return fmt.Errorf("%s %s: read the answer: %w", method, path, err)
-	}
-	var obj map[string]any
-	if trimmed := bytes.TrimSpace(raw); list != nil && resp.StatusCode < 300 && len(trimmed) > 0 && trimmed[0] == '[' {
-		v, err := jsonx.Decode(raw)
-		if err != nil {
-			return fmt.Errorf("%s %s: the answer is not JSON: %w", method, path, err)
-		}
-		*list, _ = v.([]any)
-		if hdr != nil {
-			*hdr = resp.Header
-		}
-		return nil
-	}
-	if len(bytes.TrimSpace(raw)) > 0 {
-		if obj, err = jsonx.DecodeObject(raw); err != nil && resp.StatusCode < 300 {
-			return fmt.Errorf("%s %s: the answer is not a JSON object: %w", method, path, err)
-		}
+		return nil, fmt.Errorf("%s %s: read the answer: %w", method, path, err)
 	}
 	if resp.StatusCode >= 300 {
 		e := &Error{Status: resp.StatusCode, Message: strings.TrimSpace(string(raw))}
-		if m, ok := obj["error"].(string); ok {
-			e.Message = m
+		var body struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(raw, &body) == nil && body.Error != "" {
+			e.Message = body.Error
 		}
 		if ra := resp.Header.Get("Retry-After"); ra != "" {
 			if secs, err := strconv.ParseFloat(ra, 64); err == nil {
 				e.RetryAfter = time.Duration(secs * float64(time.Second))
 			}
 		}
-		return e
+		return nil, e
 	}
 	if out != nil {
-		*out = obj
+		if err := json.Unmarshal(raw, out); err != nil {
+			return nil, fmt.Errorf("%s %s: the answer does not read as %T: %w", method, path, out, err)
+		}
 	}
-	if hdr != nil {
-		*hdr = resp.Header
-	}
-	return nil
+	return resp.Header, nil
 }
 
-// ID reads an id given as a number or a numeric string.
+// ID reads an id given as a number or a numeric string (a NATS
+// notification's event_id, say); 0 when it is neither.
 func ID(v any) int64 {
 	id, err := ids.Parse(v)
 	if err != nil {
@@ -195,91 +178,50 @@ func ID(v any) int64 {
 	return id
 }
 
-func str(v any) string {
-	s, _ := v.(string)
-	return s
-}
-
 // ---- catalog and executions ----
 
-// Registered is the answer to a registration.
-type Registered struct {
-	CatalogID int64
-	Path      string
-	Version   int
-	Warnings  []any
-}
-
 // Register registers a playbook's YAML.
-func (c *Client) Register(ctx context.Context, content string) (*Registered, error) {
-	var out map[string]any
-	if err := c.do(ctx, http.MethodPost, "/api/catalog/register", map[string]any{"content": content}, true, &out); err != nil {
+func (c *Client) Register(ctx context.Context, content string) (*wire.Registered, error) {
+	var out wire.Registered
+	if _, err := c.do(ctx, http.MethodPost, "/api/catalog/register", wire.RegisterRequest{Content: content}, true, &out); err != nil {
 		return nil, err
 	}
-	v, _ := out["version"].(int64)
-	w, _ := out["warnings"].([]any)
-	return &Registered{CatalogID: ID(out["catalog_id"]), Path: str(out["path"]), Version: int(v), Warnings: w}, nil
+	return &out, nil
 }
 
-// ExecuteRequest starts an execution; set Path or CatalogID.
-type ExecuteRequest struct {
-	Path              string
-	CatalogID         int64
-	Version           int
-	Payload           map[string]any
-	ParentExecutionID int64
-	Pool              string
-	IdempotencyKey    string
-}
-
-// Execute starts an execution and returns its id.
-func (c *Client) Execute(ctx context.Context, r ExecuteRequest) (int64, error) {
-	body := map[string]any{"payload": r.Payload}
-	if body["payload"] == nil {
-		body["payload"] = map[string]any{}
-	}
-	if r.Path != "" {
-		body["path"] = r.Path
-	}
-	if r.CatalogID != 0 {
-		body["catalog_id"] = strconv.FormatInt(r.CatalogID, 10)
-	}
-	if r.Version != 0 {
-		body["version"] = int64(r.Version)
-	}
-	if r.ParentExecutionID != 0 {
-		body["parent_execution_id"] = strconv.FormatInt(r.ParentExecutionID, 10)
-	}
-	if r.Pool != "" {
-		body["execution_pool"] = r.Pool
-	}
-	if r.IdempotencyKey != "" {
-		body["idempotency_key"] = r.IdempotencyKey
-	}
-	var out map[string]any
+// Execute starts an execution (set Path or CatalogID) and returns its id.
+func (c *Client) Execute(ctx context.Context, r wire.ExecuteRequest) (int64, error) {
+	var out wire.Started
 	// Without an idempotency key a retried execute could start two runs.
-	if err := c.do(ctx, http.MethodPost, "/api/execute", body, r.IdempotencyKey != "", &out); err != nil {
+	if _, err := c.do(ctx, http.MethodPost, "/api/execute", r, r.IdempotencyKey != "", &out); err != nil {
 		return 0, err
 	}
-	return ID(out["execution_id"]), nil
+	return int64(out.ExecutionID), nil
 }
 
-// Execution returns GET /api/executions/{id} as decoded JSON.
-func (c *Client) Execution(ctx context.Context, id int64) (map[string]any, error) {
-	var out map[string]any
-	err := c.do(ctx, http.MethodGet, "/api/executions/"+strconv.FormatInt(id, 10), nil, true, &out)
-	return out, err
+func executionPath(id int64) string { return "/api/executions/" + strconv.FormatInt(id, 10) }
+
+// Execution returns GET /api/executions/{id}.
+func (c *Client) Execution(ctx context.Context, id int64) (*wire.Execution, error) {
+	var out wire.Execution
+	if _, err := c.do(ctx, http.MethodGet, executionPath(id), nil, true, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // Status returns GET /api/executions/{id}/status.
-func (c *Client) Status(ctx context.Context, id int64) (map[string]any, error) {
-	var out map[string]any
-	err := c.do(ctx, http.MethodGet, "/api/executions/"+strconv.FormatInt(id, 10)+"/status", nil, true, &out)
-	return out, err
+func (c *Client) Status(ctx context.Context, id int64) (*wire.Status, error) {
+	var out wire.Status
+	if _, err := c.do(ctx, http.MethodGet, executionPath(id)+"/status", nil, true, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
-// Events returns one page of an execution's events after afterSeq.
-func (c *Client) Events(ctx context.Context, id, afterSeq int64, limit int) ([]map[string]any, int64, error) {
+// Events returns one page of an execution's events after afterSeq and the
+// next page's after_seq (0 on the last page).
+func (c *Client) Events(ctx context.Context, id, afterSeq int64, limit int) ([]wire.Event, int64, error) {
 	q := url.Values{}
 	if afterSeq > 0 {
 		q.Set("after_seq", strconv.FormatInt(afterSeq, 10))
@@ -287,79 +229,57 @@ func (c *Client) Events(ctx context.Context, id, afterSeq int64, limit int) ([]m
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
-	var out map[string]any
-	path := "/api/executions/" + strconv.FormatInt(id, 10) + "/events"
+	path := executionPath(id) + "/events"
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	if err := c.do(ctx, http.MethodGet, path, nil, true, &out); err != nil {
+	var out wire.EventPage
+	if _, err := c.do(ctx, http.MethodGet, path, nil, true, &out); err != nil {
 		return nil, 0, err
 	}
-	list, _ := out["events"].([]any)
-	evs := make([]map[string]any, 0, len(list))
-	for _, e := range list {
-		if m, ok := e.(map[string]any); ok {
-			evs = append(evs, m)
-		}
+	var next int64
+	if out.NextAfterSeq != nil {
+		next = *out.NextAfterSeq
 	}
-	next := ID(out["next_after_seq"])
-	return evs, next, nil
+	return out.Events, next, nil
 }
 
 // ListExecutions returns one page of GET /api/executions with the given query
 // (path, status, limit ≤ 100, offset, cursor, …) and the cursor of the next
 // page ("" at the end). The body is NoETL's bare array; the cursor travels in
 // the X-Next-Cursor header.
-func (c *Client) ListExecutions(ctx context.Context, q url.Values) ([]map[string]any, string, error) {
+func (c *Client) ListExecutions(ctx context.Context, q url.Values) ([]wire.ExecutionSummary, string, error) {
 	path := "/api/executions"
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	var list []any
-	var hdr http.Header
-	var err error
-	for i := range 1 + max(c.Retries, 0) { // a read: retried like do's idempotent requests
-		if i > 0 {
-			select {
-			case <-ctx.Done():
-				return nil, "", errors.Join(err, ctx.Err())
-			case <-time.After(time.Duration(200<<min(i-1, 6)) * time.Millisecond):
-			}
-		}
-		if err = c.onceAny(ctx, http.MethodGet, path, nil, nil, &list, &hdr); err == nil {
-			break
-		}
-		if s := StatusOf(err); s != 0 && s < 500 {
-			break
-		}
-	}
+	var rows []wire.ExecutionSummary
+	hdr, err := c.do(ctx, http.MethodGet, path, nil, true, &rows)
 	if err != nil {
 		return nil, "", err
-	}
-	rows := make([]map[string]any, 0, len(list))
-	for _, e := range list {
-		if m, ok := e.(map[string]any); ok {
-			rows = append(rows, m)
-		}
 	}
 	return rows, hdr.Get("X-Next-Cursor"), nil
 }
 
 // Cancel cancels an execution.
-func (c *Client) Cancel(ctx context.Context, id int64, reason string) (map[string]any, error) {
-	var out map[string]any
-	err := c.do(ctx, http.MethodPost, "/api/executions/"+strconv.FormatInt(id, 10)+"/cancel", map[string]any{"reason": reason}, true, &out)
-	return out, err
+func (c *Client) Cancel(ctx context.Context, id int64, reason string) (*wire.Ended, error) {
+	var out wire.Ended
+	if _, err := c.do(ctx, http.MethodPost, executionPath(id)+"/cancel", wire.CancelRequest{Reason: reason}, true, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
-// Replay returns the replay document with the given query parameters.
-func (c *Client) Replay(ctx context.Context, id int64, q url.Values) (map[string]any, error) {
-	path := "/api/executions/" + strconv.FormatInt(id, 10) + "/replay"
+// Replay returns the replay document (replay.md, written by shared/replay)
+// with the given query parameters. It is free-form by design: its
+// projections are chosen by the query.
+func (c *Client) Replay(ctx context.Context, id int64, q url.Values) (wire.Object, error) {
+	path := executionPath(id) + "/replay"
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	var out map[string]any
-	err := c.do(ctx, http.MethodGet, path, nil, true, &out)
+	var out wire.Object
+	_, err := c.do(ctx, http.MethodGet, path, nil, true, &out)
 	return out, err
 }
 
@@ -373,13 +293,13 @@ func Terminal(status string) bool {
 }
 
 // Wait polls an execution's status until it ends or ctx is done.
-func (c *Client) Wait(ctx context.Context, id int64, every time.Duration) (map[string]any, error) {
+func (c *Client) Wait(ctx context.Context, id int64, every time.Duration) (*wire.Execution, error) {
 	for {
 		st, err := c.Status(ctx, id)
 		if err != nil {
 			return nil, err
 		}
-		if Terminal(str(st["status"])) {
+		if Terminal(st.Status) {
 			return c.Execution(ctx, id)
 		}
 		select {
@@ -392,191 +312,72 @@ func (c *Client) Wait(ctx context.Context, id int64, every time.Duration) (map[s
 
 // ---- worker protocol ----
 
-// Command is a claimed command (NoETL's claim response).
-type Command struct {
-	EventID        int64
-	ExecutionID    int64
-	CommandID      string
-	Step           string
-	Action         string
-	Context        map[string]any
-	Meta           map[string]any
-	Attempt        int
-	LeaseExpiresAt time.Time
-}
+func commandPath(eventID int64) string { return "/api/commands/" + strconv.FormatInt(eventID, 10) }
 
 // Claim claims the command a notification announced. start records the
 // start with the claim (the caller runs the command at once), so no
 // command.started is posted.
-func (c *Client) Claim(ctx context.Context, eventID int64, workerID string, start bool) (*Command, error) {
-	var out map[string]any
-	path := "/api/commands/" + strconv.FormatInt(eventID, 10) + "/claim"
-	body := map[string]any{"worker_id": workerID}
-	if start {
-		body["start"] = true
-	}
-	if err := c.do(ctx, http.MethodPost, path, body, true, &out); err != nil {
+func (c *Client) Claim(ctx context.Context, eventID int64, workerID string, start bool) (*wire.Command, error) {
+	var out wire.Command
+	if _, err := c.do(ctx, http.MethodPost, commandPath(eventID)+"/claim", wire.ClaimRequest{WorkerID: workerID, Start: start}, true, &out); err != nil {
 		return nil, err
 	}
-	return commandOf(out), nil
+	fillCommand(&out)
+	return &out, nil
 }
 
-// commandOf reads a command body (NoETL's claim response shape).
-func commandOf(out map[string]any) *Command {
-	cmd := &Command{EventID: ID(out["event_id"]), ExecutionID: ID(out["execution_id"]), Step: str(out["node_name"]),
-		Action: str(out["action"]), CommandID: str(out["command_id"])}
-	cmd.Context, _ = out["context"].(map[string]any)
-	cmd.Meta, _ = out["meta"].(map[string]any)
+// fillCommand takes command_id and attempt from meta when the body leaves
+// them out (NoETL's server carries them there).
+func fillCommand(cmd *wire.Command) {
 	if cmd.CommandID == "" {
-		cmd.CommandID = str(cmd.Meta["command_id"])
+		cmd.CommandID, _ = cmd.Meta["command_id"].(string)
 	}
-	if a, ok := out["attempt"].(int64); ok {
-		cmd.Attempt = int(a)
-	} else if a, ok := cmd.Meta["attempt"].(int64); ok {
+	if a, ok := cmd.Meta["attempt"].(int64); ok && cmd.Attempt == 0 {
 		cmd.Attempt = int(a)
 	}
-	if t, err := time.Parse(time.RFC3339Nano, str(out["lease_expires_at"])); err == nil {
-		cmd.LeaseExpiresAt = t
-	}
-	return cmd
 }
 
 // Heartbeat extends the lease of a held command.
 func (c *Client) Heartbeat(ctx context.Context, eventID int64, workerID string, attempt int) (time.Time, error) {
-	var out map[string]any
-	path := "/api/commands/" + strconv.FormatInt(eventID, 10) + "/heartbeat"
-	if err := c.do(ctx, http.MethodPost, path, map[string]any{"worker_id": workerID, "attempt": int64(attempt)}, true, &out); err != nil {
+	var out wire.Lease
+	if _, err := c.do(ctx, http.MethodPost, commandPath(eventID)+"/heartbeat", wire.HeartbeatRequest{WorkerID: workerID, Attempt: attempt}, true, &out); err != nil {
 		return time.Time{}, err
 	}
-	t, _ := time.Parse(time.RFC3339Nano, str(out["lease_expires_at"]))
-	return t, nil
-}
-
-// Event is one event a worker posts.
-type Event struct {
-	ExecutionID int64
-	Step        string
-	Type        string
-	Status      string
-	Payload     map[string]any
-	Meta        map[string]any
-	WorkerID    string
-	// ClientID makes re-posts idempotent (the event_id of the request).
-	ClientID int64
-	// ResultURI posts the result by reference (result_kind "ref"): the data
-	// lives at this URI in the result store, not in the payload.
-	ResultURI string
+	return out.LeaseExpiresAt.Time, nil
 }
 
 // PostEvent posts one event; it is retried on 5xx since its client id makes it
 // idempotent.
-func (c *Client) PostEvent(ctx context.Context, e Event) error {
-	return c.do(ctx, http.MethodPost, "/api/events", e.body(), true, nil)
-}
-
-// body is the event in NoETL's EventRequest shape.
-func (e Event) body() map[string]any {
-	body := map[string]any{"execution_id": strconv.FormatInt(e.ExecutionID, 10), "step": e.Step, "event_type": e.Type,
-		"status": e.Status, "payload": e.Payload, "meta": e.Meta, "worker_id": e.WorkerID}
-	if e.ClientID != 0 {
-		body["event_id"] = strconv.FormatInt(e.ClientID, 10)
-	}
-	if e.ResultURI != "" {
-		body["result_kind"], body["result_uri"] = "ref", e.ResultURI
-	}
-	if body["payload"] == nil {
-		body["payload"] = map[string]any{}
-	}
-	return body
-}
-
-// Report is our worker's one request per step (POST /api/worker/report):
-// the events of any number of executions, the commands it claims (their
-// command.issued event ids), and how many more commands it can start now.
-type Report struct {
-	WorkerID string
-	Pool     string
-	Take     int
-	Events   []Event
-	Claims   []int64
-}
-
-// Reported is the answer to a Report: one outcome per event and per claim, in
-// order, and the commands handed to the worker, already claimed and started
-// for it (the claims it got, and those the events issued).
-type Reported struct {
-	Events   []ReportedEvent
-	Claims   []ReportedClaim
-	Commands []*Command
-}
-
-// ReportedClaim is one claim's outcome: Status 200 (its command is in
-// Commands), 404, 409, or 429 with RetryAfter (R-L7).
-type ReportedClaim struct {
-	EventID    int64
-	Status     int
-	Error      string
-	RetryAfter time.Duration
-}
-
-// ReportedEvent is one event's outcome: Status 200, or the error's status
-// (404, 409, 422, 5xx) and message.
-type ReportedEvent struct {
-	Status  int
-	Error   string
-	EventID int64
+func (c *Client) PostEvent(ctx context.Context, e wire.EventRequest) error {
+	_, err := c.do(ctx, http.MethodPost, "/api/events", e, true, nil)
+	return err
 }
 
 // Report posts a report. It is retried on 5xx and network errors: its events
 // carry client ids, so a re-post is idempotent (commands handed out by a lost
 // answer come back to the pool when their lease expires).
-func (c *Client) Report(ctx context.Context, r Report) (*Reported, error) {
-	events := make([]any, len(r.Events))
-	for i, e := range r.Events {
-		events[i] = e.body()
-	}
-	claims := make([]any, len(r.Claims))
-	for i, id := range r.Claims {
-		claims[i] = strconv.FormatInt(id, 10)
-	}
-	body := map[string]any{"worker_id": r.WorkerID, "pool": r.Pool, "take": int64(r.Take), "events": events, "claims": claims}
-	var out map[string]any
-	if err := c.do(ctx, http.MethodPost, "/api/worker/report", body, true, &out); err != nil {
+func (c *Client) Report(ctx context.Context, r wire.Report) (*wire.Reported, error) {
+	var out wire.Reported
+	if _, err := c.do(ctx, http.MethodPost, "/api/worker/report", r, true, &out); err != nil {
 		return nil, err
 	}
-	res := &Reported{}
-	list, _ := out["events"].([]any)
-	for _, raw := range list {
-		m, _ := raw.(map[string]any)
-		st, _ := m["status"].(int64)
-		res.Events = append(res.Events, ReportedEvent{Status: int(st), Error: str(m["error"]), EventID: ID(m["event_id"])})
-	}
-	cl, _ := out["claims"].([]any)
-	for _, raw := range cl {
-		m, _ := raw.(map[string]any)
-		st, _ := m["status"].(int64)
-		ra, _ := m["retry_after_seconds"].(int64)
-		res.Claims = append(res.Claims, ReportedClaim{EventID: ID(m["event_id"]), Status: int(st), Error: str(m["error"]),
-			RetryAfter: time.Duration(ra) * time.Second})
-	}
-	if len(res.Events) != len(r.Events) || len(res.Claims) != len(r.Claims) {
+	if len(out.Events) != len(r.Events) || len(out.Claims) != len(r.Claims) {
 		return nil, fmt.Errorf("POST /api/worker/report: %d outcomes for %d events and %d for %d claims",
-			len(res.Events), len(r.Events), len(res.Claims), len(r.Claims))
+			len(out.Events), len(r.Events), len(out.Claims), len(r.Claims))
 	}
-	cmds, _ := out["commands"].([]any)
-	for _, raw := range cmds {
-		if m, ok := raw.(map[string]any); ok {
-			res.Commands = append(res.Commands, commandOf(m))
-		}
+	for i := range out.Commands {
+		fillCommand(&out.Commands[i])
 	}
-	return res, nil
+	return &out, nil
 }
 
 // Health returns GET /api/health.
-func (c *Client) Health(ctx context.Context) (map[string]any, error) {
-	var out map[string]any
-	err := c.do(ctx, http.MethodGet, "/api/health", nil, false, &out)
-	return out, err
+func (c *Client) Health(ctx context.Context) (*wire.Health, error) {
+	var out wire.Health
+	if _, err := c.do(ctx, http.MethodGet, "/api/health", nil, false, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // MarshalIndent pretty-prints a decoded answer for humans.

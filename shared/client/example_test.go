@@ -12,6 +12,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/devserver"
+	"github.com/noetl-go/noetl/shared/wire"
 	"github.com/noetl-go/noetl/shared/worker"
 )
 
@@ -80,7 +81,7 @@ workflow:
 	}
 	fmt.Println("registered", reg.Path)
 
-	id, err := c.Execute(ctx, client.ExecuteRequest{Path: reg.Path, Pool: "examples",
+	id, err := c.Execute(ctx, wire.ExecuteRequest{Path: reg.Path, Pool: "examples",
 		Payload: map[string]any{"name": "gophers"}})
 	if err != nil {
 		fmt.Println(err)
@@ -93,12 +94,10 @@ workflow:
 		fmt.Println(err)
 		return
 	}
-	fmt.Println("status:", ex["status"])
-	fmt.Println("result:", ex["result"])
-	steps, _ := ex["steps"].(map[string]any)
+	fmt.Println("status:", ex.Status)
+	fmt.Println("result:", ex.Result.V)
 	for _, name := range []string{"start", "greet"} {
-		st, _ := steps[name].(map[string]any)
-		fmt.Printf("%s: %v\n", name, st["status"])
+		fmt.Printf("%s: %v\n", name, ex.Steps[name].Status)
 	}
 
 	// The log: every event the execution wrote, in order.
@@ -107,7 +106,7 @@ workflow:
 		fmt.Println(err)
 		return
 	}
-	fmt.Println("first event:", events[0]["event_type"], "last event:", events[len(events)-1]["event_type"])
+	fmt.Println("first event:", events[0].EventType, "last event:", events[len(events)-1].EventType)
 	// Output:
 	// registered examples/hello
 	// status: COMPLETED
@@ -121,7 +120,7 @@ workflow:
 // message, which says what to do.
 func ExampleStatusOf() {
 	c := client.New(server, "")
-	_, err := c.Execute(context.Background(), client.ExecuteRequest{Path: "examples/never-registered"})
+	_, err := c.Execute(context.Background(), wire.ExecuteRequest{Path: "examples/never-registered"})
 	fmt.Println(client.StatusOf(err))
 	fmt.Println(err)
 	// Output:

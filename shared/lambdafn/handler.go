@@ -206,7 +206,7 @@ func (h *Handler) health(ctx context.Context) (json.RawMessage, error) {
 		return nil, err
 	}
 	_, doc := fn.API().HealthStatus(ctx)
-	doc["function"] = h.function
+	doc.Function = h.function
 	return json.Marshal(doc)
 }
 

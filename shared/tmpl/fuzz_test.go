@@ -1,6 +1,7 @@
 package tmpl
 
 import (
+	"errors"
 	"math"
 	"reflect"
 	"strings"
@@ -87,6 +88,13 @@ func FuzzCompile(f *testing.F) {
 			t.Fatalf("%q: native compiles but mixed does not: %v", src, err)
 		}
 		mout, err := mixed.Render(fuzzEnv())
+		var be *BudgetError
+		if errors.As(err, &be) && be.Limit == "MaxRenderBytes" {
+			// Writing the value as text builds its bytes a second time: a
+			// value just under the text budget natively (say '0'*1e7) may go
+			// over it in text, and a budget error is the bounded answer.
+			return
+		}
 		if err != nil {
 			t.Fatalf("%q: native renders but mixed fails: %v", src, err)
 		}

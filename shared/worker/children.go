@@ -8,6 +8,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/tools"
+	"github.com/noetl-go/noetl/shared/wire"
 )
 
 // Children starts and waits for child executions over the API, for the playbook
@@ -20,22 +21,26 @@ type Children struct {
 
 // Start starts a child execution.
 func (c *Children) Start(ctx context.Context, req tools.ChildRequest) (string, error) {
-	r := client.ExecuteRequest{Path: req.Path, Payload: req.Payload, Pool: req.ExecutionPool}
-	var err error
+	r := wire.ExecuteRequest{Path: req.Path, Payload: req.Payload, Pool: req.ExecutionPool}
 	if req.CatalogID != "" {
-		if r.CatalogID, err = strconv.ParseInt(req.CatalogID, 10, 64); err != nil {
+		id, err := strconv.ParseInt(req.CatalogID, 10, 64)
+		if err != nil {
 			return "", fmt.Errorf("catalog_id %q: %w", req.CatalogID, err)
 		}
+		r.CatalogID = wire.ID(id)
 	}
 	if req.Version != "" {
+		var err error
 		if r.Version, err = strconv.Atoi(req.Version); err != nil {
 			return "", fmt.Errorf("version %q: %w", req.Version, err)
 		}
 	}
 	if req.ParentExecutionID != "" {
-		if r.ParentExecutionID, err = strconv.ParseInt(req.ParentExecutionID, 10, 64); err != nil {
+		id, err := strconv.ParseInt(req.ParentExecutionID, 10, 64)
+		if err != nil {
 			return "", fmt.Errorf("parent execution id %q: %w", req.ParentExecutionID, err)
 		}
+		r.ParentExecutionID = wire.ID(id)
 	}
 	id, err := c.Client.Execute(ctx, r)
 	if err != nil {
@@ -58,18 +63,17 @@ func (c *Children) Wait(ctx context.Context, executionID string) (string, any, e
 	if err != nil {
 		return "", nil, err
 	}
-	status, _ := view["status"].(string)
-	ctxv, _ := view["context"].(map[string]any)
+	ctxv := map[string]any(view.Context)
 	if ctxv == nil {
 		ctxv = map[string]any{}
 	}
-	steps := map[string]any{}
-	if ss, ok := view["steps"].(map[string]any); ok {
-		for name, s := range ss {
-			if m, ok := s.(map[string]any); ok {
-				steps[name] = m["result"]
-			}
-		}
+	steps := make(map[string]any, len(view.Steps))
+	for name, s := range view.Steps {
+		steps[name] = s.Result.V
 	}
-	return status, &tools.ChildView{Ctx: ctxv, Steps: steps, Error: view["error"]}, nil
+	var childErr any // null when the child set none, as the API answers
+	if view.Error != "" {
+		childErr = string(view.Error)
+	}
+	return view.Status, &tools.ChildView{Ctx: ctxv, Steps: steps, Error: childErr}, nil
 }

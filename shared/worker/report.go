@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/wire"
 )
 
 // slots counts the commands a worker runs at once. A claimed command holds
@@ -95,8 +96,8 @@ func (s *slots) wait(ctx context.Context, ok func(free int) bool) int {
 
 // completion is a command's end waiting to be reported.
 type completion struct {
-	cmd   *client.Command
-	event client.Event
+	cmd   *wire.Command
+	event wire.EventRequest
 	// refused is set on a command.failed made because the server refused the
 	// result (4xx): it is the last word, never replaced again.
 	refused bool
@@ -251,12 +252,12 @@ func (r *reporter) send(batch []completion, claims []claim) bool {
 		held += grabbed
 		take = len(batch) + grabbed
 	}
-	req := client.Report{WorkerID: w.cfg.WorkerID, Pool: w.cfg.Pool, Take: take}
+	req := wire.Report{WorkerID: w.cfg.WorkerID, Pool: w.cfg.Pool, Take: take}
 	for _, c := range batch {
 		req.Events = append(req.Events, c.event)
 	}
 	for _, c := range claims {
-		req.Claims = append(req.Claims, c.eventID)
+		req.Claims = append(req.Claims, wire.ID(c.eventID))
 	}
 	res, err := w.cfg.Client.Report(r.ctx, req)
 	if err != nil {
@@ -280,8 +281,8 @@ func (r *reporter) send(batch []completion, claims []claim) bool {
 		}
 	}
 	w.slots.release(held - handed - kept)
-	for _, cmd := range res.Commands[:handed] {
-		go w.execute(r.ctx, r, cmd)
+	for i := range res.Commands[:handed] {
+		go w.execute(r.ctx, r, &res.Commands[i])
 	}
 	return !retry // a server error is tried again after a pause
 }
@@ -290,12 +291,12 @@ func (r *reporter) send(batch []completion, claims []claim) bool {
 // queued again — as is, or as a command.failed that says why the server
 // refused the result. It says whether the completion was queued again (and
 // keeps its slot).
-func (r *reporter) settle(c completion, o client.ReportedEvent) bool {
+func (r *reporter) settle(c completion, o wire.EventOutcome) bool {
 	w := r.w
 	log := w.log.With("execution_id", c.cmd.ExecutionID, "command_id", c.cmd.CommandID, "attempt", c.cmd.Attempt)
 	switch {
 	case o.Status == http.StatusOK:
-		log.Debug("command reported", "event", c.event.Type)
+		log.Debug("command reported", "event", c.event.EventType)
 	case o.Status == http.StatusConflict || o.Status == http.StatusNotFound:
 		log.Warn("the report was refused: the lease is gone; dropping the result", "status", o.Status, "error", o.Error)
 	case o.Status >= 500 && c.tries < 5 && r.ctx.Err() == nil:
@@ -331,7 +332,7 @@ func (r *reporter) failed(batch []completion, err error) bool {
 			}
 			return true // sent one by one next
 		}
-		if !r.settle(batch[0], client.ReportedEvent{Status: status, Error: err.Error()}) {
+		if !r.settle(batch[0], wire.EventOutcome{Status: status, Error: err.Error()}) {
 			w.slots.release(1)
 		}
 		return true
@@ -353,9 +354,9 @@ func (r *reporter) failed(batch []completion, err error) bool {
 // without the result the server would not take.
 func refusal(c completion, workerID, why string) completion {
 	msg := fmt.Sprintf("the server refused the step's result: %s", why)
-	ev := client.Event{ExecutionID: c.cmd.ExecutionID, Step: c.cmd.Step, Type: "command.failed", Status: "FAILED",
+	ev := wire.EventRequest{ExecutionID: wire.ID(c.cmd.ExecutionID), Step: c.cmd.NodeName, EventType: "command.failed", Status: "FAILED",
 		Payload:  map[string]any{"command_id": c.cmd.CommandID, "error": msg},
 		Meta:     map[string]any{"command_id": c.cmd.CommandID, "attempt": int64(c.cmd.Attempt), "class": "error"},
-		WorkerID: workerID, ClientID: clientID(c.cmd.CommandID, c.cmd.Attempt, "command.failed.refused")}
+		WorkerID: workerID, EventID: wire.ID(clientID(c.cmd.CommandID, c.cmd.Attempt, "command.failed.refused"))}
 	return completion{cmd: c.cmd, event: ev, refused: true}
 }

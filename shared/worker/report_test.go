@@ -18,6 +18,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/wire"
 )
 
 // refusingServer answers reports as the API does when one event holds a NUL:
@@ -86,10 +87,10 @@ func testWorker(t *testing.T, h http.Handler, slots int) *Worker {
 }
 
 func stepEnd(id int64, stdout string) completion {
-	cmd := &client.Command{ExecutionID: 1024, EventID: id, CommandID: "1024:s:" + strconv.FormatInt(id, 10), Step: "s", Attempt: 1,
-		LeaseExpiresAt: time.Now().Add(time.Minute)}
+	cmd := &wire.Command{ExecutionID: 1024, EventID: wire.NumID(id), CommandID: "1024:s:" + strconv.FormatInt(id, 10), NodeName: "s", Attempt: 1,
+		LeaseExpiresAt: wire.At(time.Now().Add(time.Minute))}
 	env := map[string]any{"status": "success", "data": map[string]any{"stdout": stdout}}
-	return completion{cmd: cmd, event: client.Event{ExecutionID: 1024, Step: "s", Type: "command.completed", Status: "success",
+	return completion{cmd: cmd, event: wire.EventRequest{ExecutionID: 1024, Step: "s", EventType: "command.completed", Status: "success",
 		Payload: map[string]any{"command_id": cmd.CommandID, "result": env}, Meta: map[string]any{"command_id": cmd.CommandID, "attempt": int64(1)},
 		WorkerID: "w1"}}
 }

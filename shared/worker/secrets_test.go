@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/redact"
 	"github.com/noetl-go/noetl/shared/tools"
+	"github.com/noetl-go/noetl/shared/wire"
 )
 
 // TestMask: what a tool run returned is posted with the worker's secrets and
@@ -19,7 +19,7 @@ func TestMask(t *testing.T) {
 	secrets := &redact.Secrets{}
 	secrets.Add("worker-token-1", "cred-password")
 	w := &Worker{cfg: Config{Secrets: secrets}}
-	cmd := &client.Command{Context: map[string]any{"tool_config": map[string]any{
+	cmd := &wire.Command{Context: map[string]any{"tool_config": map[string]any{
 		"password": "templated-pw", "user": "postgres", "args": map[string]any{"api_key": "key-from-args"}}}}
 	code := 1
 	env := pipeline.Envelope{Status: pipeline.StatusError,
@@ -43,7 +43,7 @@ func TestMask(t *testing.T) {
 
 	// Nothing to mask: the envelope comes back as it was.
 	plain := pipeline.Envelope{Status: pipeline.StatusSuccess, Data: map[string]any{"k": "v"}}
-	if got := (&Worker{}).mask(&client.Command{}, plain); !reflect.DeepEqual(got, plain) {
+	if got := (&Worker{}).mask(&wire.Command{}, plain); !reflect.DeepEqual(got, plain) {
 		t.Fatalf("changed: %#v", got)
 	}
 }

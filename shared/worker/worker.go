@@ -29,6 +29,7 @@ import (
 	"github.com/noetl-go/noetl/shared/redact"
 	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/tools"
+	"github.com/noetl-go/noetl/shared/wire"
 )
 
 // Config configures a Worker.
@@ -197,14 +198,14 @@ func (w *Worker) handle(rep *reporter, msg jetstream.Msg) {
 // settleClaim acks or naks a notification by its claim's outcome. The ack
 // follows the claim (the lease, not the ack, guarantees delivery, events.md
 // §5).
-func (w *Worker) settleClaim(msg jetstream.Msg, o client.ReportedClaim) {
+func (w *Worker) settleClaim(msg jetstream.Msg, o wire.ClaimOutcome) {
 	switch {
 	case o.Status == http.StatusOK:
 		_ = msg.Ack()
 	case o.Status == http.StatusConflict || o.Status == http.StatusNotFound:
 		_ = msg.Ack() // someone else has it, or it is over
 	case o.Status == http.StatusTooManyRequests:
-		_ = msg.NakWithDelay(max(o.RetryAfter, 100*time.Millisecond)) // R-L7
+		_ = msg.NakWithDelay(max(time.Duration(o.RetryAfterSeconds)*time.Second, 100*time.Millisecond)) // R-L7
 	default:
 		w.log.Warn("claim failed; redelivering later", "event_id", o.EventID, "status", o.Status, "error", o.Error)
 		redeliver(msg)
@@ -224,8 +225,8 @@ func redeliver(msg jetstream.Msg) {
 // the reporter, which reports it with others in one request. A 409 on a
 // heartbeat means the lease was lost: the worker stops and drops the result
 // (worker.md §1.6).
-func (w *Worker) execute(ctx context.Context, rep *reporter, cmd *client.Command) {
-	log := w.log.With("execution_id", cmd.ExecutionID, "command_id", cmd.CommandID, "step", cmd.Step, "attempt", cmd.Attempt)
+func (w *Worker) execute(ctx context.Context, rep *reporter, cmd *wire.Command) {
+	log := w.log.With("execution_id", cmd.ExecutionID, "command_id", cmd.CommandID, "step", cmd.NodeName, "attempt", cmd.Attempt)
 	timeout := time.Duration(intOf(cmd.Context["timeout_seconds"])) * time.Second
 	if timeout <= 0 {
 		timeout = time.Hour
@@ -258,7 +259,7 @@ func (w *Worker) execute(ctx context.Context, rep *reporter, cmd *client.Command
 // completionOf is the one event that ends a command on the fast path:
 // command.completed or command.failed carrying the tool's result, so no
 // call.done precedes it (R-R3).
-func completionOf(cmd *client.Command, env pipeline.Envelope, resultURI, workerID string) completion {
+func completionOf(cmd *wire.Command, env pipeline.Envelope, resultURI, workerID string) completion {
 	result := env.Map()
 	if resultURI != "" {
 		delete(result, "data")
@@ -278,13 +279,17 @@ func completionOf(cmd *client.Command, env pipeline.Envelope, resultURI, workerI
 			meta["class"] = "timeout"
 		}
 	}
-	return completion{cmd: cmd, event: client.Event{ExecutionID: cmd.ExecutionID, Step: cmd.Step, Type: typ, Status: status,
-		Payload: payload, Meta: meta, WorkerID: workerID, ClientID: clientID(cmd.CommandID, cmd.Attempt, typ), ResultURI: resultURI}}
+	ev := wire.EventRequest{ExecutionID: wire.ID(cmd.ExecutionID), Step: cmd.NodeName, EventType: typ, Status: status,
+		Payload: payload, Meta: meta, WorkerID: workerID, EventID: wire.ID(clientID(cmd.CommandID, cmd.Attempt, typ))}
+	if resultURI != "" {
+		ev.ResultKind, ev.ResultURI = "ref", resultURI
+	}
+	return completion{cmd: cmd, event: ev}
 }
 
 // run executes the command's tool, turning every failure (a config it cannot
 // decode, a panic) into an error envelope so the worker keeps running.
-func (w *Worker) run(ctx context.Context, cmd *client.Command) (env pipeline.Envelope) {
+func (w *Worker) run(ctx context.Context, cmd *wire.Command) (env pipeline.Envelope) {
 	defer func() {
 		if r := recover(); r != nil {
 			env = errorEnvelope(fmt.Sprintf("the worker panicked running the tool: %v", r))
@@ -292,7 +297,7 @@ func (w *Worker) run(ctx context.Context, cmd *client.Command) (env pipeline.Env
 	}()
 	// Tools that need the run's identity (python's context global, the playbook
 	// tool's parent) read it from the context.
-	ctx = tools.WithCall(ctx, tools.Call{ExecutionID: fmt.Sprint(cmd.ExecutionID), Step: cmd.Step})
+	ctx = tools.WithCall(ctx, tools.Call{ExecutionID: fmt.Sprint(cmd.ExecutionID), Step: cmd.NodeName})
 	exec := w.cfg.Exec
 	if cmd.Action == "task_sequence" {
 		return pipeline.Run(ctx, cmd.Context, pipeline.Options{Exec: exec})
@@ -306,7 +311,7 @@ func (w *Worker) run(ctx context.Context, cmd *client.Command) (env pipeline.Env
 
 // itemOf decodes a single tool's command (NoETL's shape: context.tool_config
 // rendered, with args; kind from the action).
-func itemOf(cmd *client.Command) (pipeline.Item, error) {
+func itemOf(cmd *wire.Command) (pipeline.Item, error) {
 	raw, ok := cmd.Context["tool_config"]
 	if !ok {
 		return pipeline.Item{}, errors.New("cannot decode the command: context.tool_config is missing")
@@ -329,7 +334,7 @@ func itemOf(cmd *client.Command) (pipeline.Item, error) {
 	if input == nil {
 		input = map[string]any{}
 	}
-	return pipeline.Item{Label: cmd.Step, Kind: cmd.Action, Config: config, Input: input, Attempt: 1}, nil
+	return pipeline.Item{Label: cmd.NodeName, Kind: cmd.Action, Config: config, Input: input, Attempt: 1}, nil
 }
 
 func errorEnvelope(msg string) pipeline.Envelope {
@@ -338,8 +343,8 @@ func errorEnvelope(msg string) pipeline.Envelope {
 
 // heartbeat extends the lease every third of it while the tool runs (worker.md
 // §1.3); a 409 means the lease is gone: cancel the tool.
-func (w *Worker) heartbeat(ctx context.Context, cmd *client.Command, cancel context.CancelFunc, lost chan struct{}, log *slog.Logger) (stop func()) {
-	lease := time.Until(cmd.LeaseExpiresAt)
+func (w *Worker) heartbeat(ctx context.Context, cmd *wire.Command, cancel context.CancelFunc, lost chan struct{}, log *slog.Logger) (stop func()) {
+	lease := time.Until(cmd.LeaseExpiresAt.Time)
 	if lease <= 0 {
 		lease = 60 * time.Second
 	}
@@ -359,7 +364,7 @@ func (w *Worker) heartbeat(ctx context.Context, cmd *client.Command, cancel cont
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				_, err := w.cfg.Client.Heartbeat(ctx, cmd.EventID, w.cfg.WorkerID, cmd.Attempt)
+				_, err := w.cfg.Client.Heartbeat(ctx, int64(cmd.EventID), w.cfg.WorkerID, cmd.Attempt)
 				if client.StatusOf(err) == 409 {
 					once.Do(func() { close(lost) })
 					cancel()
@@ -377,7 +382,7 @@ func (w *Worker) heartbeat(ctx context.Context, cmd *client.Command, cancel cont
 // offload stores a successful result's data by reference when its JSON is
 // over the inline limit, returning the URI to post (worker.md §1). A result
 // that cannot be stored fails the command, saying why and what to change.
-func (w *Worker) offload(ctx context.Context, cmd *client.Command, env pipeline.Envelope) (pipeline.Envelope, string) {
+func (w *Worker) offload(ctx context.Context, cmd *wire.Command, env pipeline.Envelope) (pipeline.Envelope, string) {
 	if env.Status != pipeline.StatusSuccess {
 		return env, ""
 	}

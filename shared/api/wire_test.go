@@ -1,0 +1,92 @@
+package api_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/wire"
+)
+
+// TestClientRequestsMatchDocument: every request body our client sends
+// (shared/wire's request types, every field set) is one the OpenAPI document
+// describes for its route, so the hand-written body shapes (decode.go's
+// rules) and the client's types cannot drift apart. The answers need no such
+// test: their shapes are derived from the wire types, and every answer the
+// package's tests see is checked against the document (serve).
+func TestClientRequestsMatchDocument(t *testing.T) {
+	event := wire.EventRequest{ExecutionID: 12, Step: "s", EventType: "command.completed", Status: "success",
+		Payload: wire.Object{"result": map[string]any{"n": int64(1)}}, Meta: wire.OptObject{"attempt": int64(1)},
+		WorkerID: "w", EventID: 7, ResultKind: "ref", ResultURI: "s3://b/k"}
+	for _, c := range []struct {
+		method, path string
+		body         any
+	}{
+		{"POST", "/api/catalog/register", wire.RegisterRequest{Content: "apiVersion: noetl.io/v2"}},
+		{"POST", "/api/execute", wire.ExecuteRequest{Path: "a/b", Version: 2, Payload: wire.Object{"k": "v"},
+			ParentExecutionID: 3, Pool: "p", IdempotencyKey: "once"}},
+		{"POST", "/api/execute", wire.ExecuteRequest{CatalogID: 4}},
+		{"POST", "/api/executions/{id}/cancel", wire.CancelRequest{Reason: "why"}},
+		{"POST", "/api/commands/{event_id}/claim", wire.ClaimRequest{WorkerID: "w", Start: true}},
+		{"POST", "/api/commands/{event_id}/heartbeat", wire.HeartbeatRequest{WorkerID: "w", Attempt: 2}},
+		{"POST", "/api/events", event},
+		{"POST", "/api/worker/report", wire.Report{WorkerID: "w", Pool: "p", Take: 3, Events: []wire.EventRequest{event}, Claims: []wire.ID{9}}},
+		{"POST", "/api/worker/report", wire.Report{WorkerID: "w", Claims: []wire.ID{9}}},
+	} {
+		raw, err := jsonx.Marshal(c.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := jsonx.Decode(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		op := openAPIDoc()["paths"].(map[string]any)[c.path].(map[string]any)[strings.ToLower(c.method)].(map[string]any)
+		sch := op["requestBody"].(map[string]any)["content"].(map[string]any)["application/json"].(map[string]any)["schema"].(map[string]any)
+		if errs := conform(openAPIDoc(), sch, v, "$"); len(errs) > 0 {
+			t.Errorf("%s %s: our client sends %s, which the document does not describe: %s", c.method, c.path, raw, strings.Join(errs, "; "))
+		}
+	}
+}
+
+// TestWireValues pins the API's value conventions as the wire types write
+// and read them: ids as decimal strings (R-I2) read from numbers or strings,
+// command ids as integers, null for what is unset, times in UTC, and JSON
+// values in jsonx's convention (integral numbers int64).
+func TestWireValues(t *testing.T) {
+	at := time.Date(2026, 11, 24, 10, 0, 0, 5, time.FixedZone("x", 3600))
+	got := string(jsonx.MustMarshal(wire.Event{EventID: 1 << 60, ExecutionID: 5, Seq: 2, EventType: "e",
+		Meta: wire.OptObject{"n": int64(3)}, ParentEventID: 0, CreatedAt: wire.At(at)}))
+	for _, want := range []string{`"event_id":"1152921504606846976"`, `"execution_id":"5"`, `"parent_event_id":null`,
+		`"node_name":null`, `"context":null`, `"meta":{"n":3}`, `"created_at":"2026-11-24T09:00:00.000000005Z"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("event %s lacks %s", got, want)
+		}
+	}
+	if got := string(jsonx.MustMarshal(wire.Command{EventID: 1 << 60})); !strings.Contains(got, `"event_id":1152921504606846976`) ||
+		!strings.Contains(got, `"context":{}`) || !strings.Contains(got, `"lease_expires_at":null`) {
+		t.Errorf("command %s: want the integer id, {} for no context and null for no lease", got)
+	}
+
+	var c wire.Command
+	if err := json.Unmarshal([]byte(`{"event_id":"12","execution_id":34,"context":{"n":3,"f":1.5},"lease_expires_at":null,"worker_id":null}`), &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.EventID != 12 || c.ExecutionID != 34 || c.Context["n"] != int64(3) || c.Context["f"] != 1.5 || !c.LeaseExpiresAt.IsZero() || c.WorkerID != "" {
+		t.Errorf("read %+v", c)
+	}
+	var e wire.Execution
+	if err := json.Unmarshal([]byte(`{"execution_id":"9","result":{"big":9007199254740993},"steps":{"s":{"result":[1]}},"error":null}`), &e); err != nil {
+		t.Fatal(err)
+	}
+	if e.ExecutionID != 9 || e.Result.V.(map[string]any)["big"] != int64(9007199254740993) || e.Steps["s"].Result.V.([]any)[0] != int64(1) {
+		t.Errorf("read %+v", e)
+	}
+	for _, bad := range []string{`{"execution_id":"x"}`, `{"execution_id":-1}`, `{"started_at":"yesterday"}`} {
+		if err := json.Unmarshal([]byte(bad), &e); err == nil {
+			t.Errorf("%s read without an error", bad)
+		}
+	}
+}

@@ -1,0 +1,308 @@
+package wire
+
+// Field tags: `json` names the field (omitempty: optional in the OpenAPI
+// document, otherwise required), `doc` describes it there, `enum` lists its
+// values (comma-separated).
+
+// ---- catalog and executions ----
+
+// Registered answers POST /api/catalog/register.
+type Registered struct {
+	Status    string   `json:"status" enum:"success"`
+	CatalogID ID       `json:"catalog_id"`
+	Path      string   `json:"path"`
+	Version   int      `json:"version"`
+	Kind      string   `json:"kind"`
+	Created   bool     `json:"created" doc:"false: the content equals the latest version, which is returned"`
+	Warnings  []string `json:"warnings"`
+}
+
+// RegisterRequest is the body of POST /api/catalog/register our client sends.
+type RegisterRequest struct {
+	Content string `json:"content"`
+}
+
+// ExecuteRequest is the body of POST /api/execute our client sends: Path or
+// CatalogID.
+type ExecuteRequest struct {
+	Path              string `json:"path,omitempty"`
+	CatalogID         ID     `json:"catalog_id,omitempty"`
+	Version           int    `json:"version,omitempty"`
+	Payload           Object `json:"payload"`
+	ParentExecutionID ID     `json:"parent_execution_id,omitempty"`
+	Pool              string `json:"execution_pool,omitempty"`
+	IdempotencyKey    string `json:"idempotency_key,omitempty"`
+}
+
+// Started answers POST /api/execute.
+type Started struct {
+	ExecutionID       ID     `json:"execution_id"`
+	Status            string `json:"status" enum:"started"`
+	CommandsGenerated int    `json:"commands_generated"`
+	Existing          bool   `json:"existing" doc:"true: the idempotency key's earlier execution"`
+}
+
+// ExecutionSummary is one row of GET /api/executions (NoETL's bare array).
+type ExecutionSummary struct {
+	ExecutionID       ID     `json:"execution_id"`
+	CatalogID         ID     `json:"catalog_id"`
+	Path              string `json:"path"`
+	Version           int    `json:"version"`
+	Status            string `json:"status"`
+	StartedAt         Time   `json:"started_at"`
+	CompletedAt       Time   `json:"completed_at"`
+	ParentExecutionID OptID  `json:"parent_execution_id"`
+	// Every event is numbered 1..last_seq (R-S4): the count without a scan.
+	EventCount int64 `json:"event_count"`
+}
+
+// Execution answers GET /api/executions/{id}.
+type Execution struct {
+	ExecutionSummary
+	Workload Object          `json:"workload"`
+	Steps    map[string]Step `json:"steps"`
+	Context  Object          `json:"context" doc:"the durable set values"`
+	Result   Value           `json:"result"`
+	Error    OptString       `json:"error"`
+	Events   []Event         `json:"events" doc:"the log's tail; the whole log is GET /api/executions/{id}/events"`
+}
+
+// Step is one step of an Execution.
+type Step struct {
+	Status      string    `json:"status"`
+	Result      Value     `json:"result"`
+	Attempts    int       `json:"attempts"`
+	Visits      int       `json:"visits"`
+	StartedAt   Time      `json:"started_at"`
+	CompletedAt Time      `json:"completed_at"`
+	Error       OptString `json:"error"`
+}
+
+// Event is one event of an execution's log, as users read it.
+type Event struct {
+	EventID       ID        `json:"event_id"`
+	ExecutionID   ID        `json:"execution_id"`
+	Seq           int64     `json:"seq"`
+	EventType     string    `json:"event_type"`
+	NodeName      OptString `json:"node_name"`
+	NodeType      OptString `json:"node_type"`
+	Status        OptString `json:"status"`
+	Context       OptObject `json:"context"`
+	Meta          OptObject `json:"meta"`
+	Result        OptObject `json:"result"`
+	Error         OptString `json:"error"`
+	WorkerID      OptString `json:"worker_id"`
+	CommandID     OptString `json:"command_id"`
+	ParentEventID OptID     `json:"parent_event_id"`
+	ClientEventID OptString `json:"client_event_id"`
+	Ignored       bool      `json:"ignored"`
+	CreatedAt     Time      `json:"created_at"`
+}
+
+// EventPage answers GET /api/executions/{id}/events.
+type EventPage struct {
+	Events       []Event `json:"events"`
+	NextAfterSeq *int64  `json:"next_after_seq" doc:"null on the last page"`
+}
+
+// Status answers GET /api/executions/{id}/status (events.md §6).
+type Status struct {
+	ExecutionID ID        `json:"execution_id"`
+	Status      string    `json:"status"`
+	CurrentStep OptString `json:"current_step"`
+	Progress    Progress  `json:"progress"`
+	IsCancelled bool      `json:"is_cancelled"`
+}
+
+// Progress counts an execution's steps by state.
+type Progress struct {
+	TotalSteps     int `json:"total_steps"`
+	CompletedSteps int `json:"completed_steps"`
+	RunningSteps   int `json:"running_steps"`
+	FailedSteps    int `json:"failed_steps"`
+	SkippedSteps   int `json:"skipped_steps"`
+}
+
+// CancellationCheck answers GET /api/executions/{id}/cancellation-check.
+type CancellationCheck struct {
+	ExecutionID ID     `json:"execution_id"`
+	IsCancelled bool   `json:"is_cancelled"`
+	Status      string `json:"status"`
+}
+
+// CancelRequest is the body of POST /api/executions/{id}/cancel.
+type CancelRequest struct {
+	Reason string `json:"reason"`
+}
+
+// Ended answers POST /api/executions/{id}/cancel and …/finalize.
+type Ended struct {
+	ExecutionID ID     `json:"execution_id"`
+	Status      string `json:"status"`
+	Message     string `json:"message"`
+}
+
+// Health answers GET /api/health.
+type Health struct {
+	Status   Value  `json:"status" doc:"\"ok\", or 503 (the HTTP status) when a dependency is down"`
+	Database string `json:"database" enum:"ok,down,disabled"`
+	NATS     string `json:"nats" enum:"ok,down,disabled"`
+	Version  string `json:"version"`
+	Error    string `json:"error,omitempty" doc:"which dependencies are down"`
+	// Function names the Lambda function answering a direct-invoke probe
+	// (not sent over HTTP).
+	Function string `json:"function,omitempty" doc:"the Lambda function, in a direct-invoke probe's answer"`
+}
+
+// ---- the worker protocol ----
+
+// Command is a command body: the claim's answer (NoETL's shape), GET
+// /api/commands/{event_id}, and the commands a report hands back. Its
+// event_id and execution_id are JSON integers (NumID).
+type Command struct {
+	Status         string    `json:"status" doc:"ok in a claim's answer; the command's own status (PENDING, CLAIMED, …) when only read"`
+	EventID        NumID     `json:"event_id"`
+	ExecutionID    NumID     `json:"execution_id"`
+	NodeID         string    `json:"node_id"`
+	NodeName       string    `json:"node_name"`
+	Action         string    `json:"action"`
+	Context        Object    `json:"context"`
+	Meta           Object    `json:"meta"`
+	CommandID      string    `json:"command_id"`
+	Attempt        int       `json:"attempt"`
+	LeaseExpiresAt Time      `json:"lease_expires_at"`
+	WorkerID       OptString `json:"worker_id"`
+}
+
+// ClaimRequest is the body of POST /api/commands/{event_id}/claim. Start
+// records the start with the claim (the caller runs the command at once), so
+// no command.started is posted.
+type ClaimRequest struct {
+	WorkerID string `json:"worker_id"`
+	Start    bool   `json:"start,omitempty"`
+}
+
+// HeartbeatRequest is the body of POST /api/commands/{event_id}/heartbeat.
+type HeartbeatRequest struct {
+	WorkerID string `json:"worker_id"`
+	Attempt  int    `json:"attempt"`
+}
+
+// Lease answers a heartbeat.
+type Lease struct {
+	LeaseExpiresAt Time `json:"lease_expires_at"`
+}
+
+// EventRequest is one event a worker posts (NoETL's EventRequest), alone to
+// POST /api/events or in a Report.
+type EventRequest struct {
+	ExecutionID ID        `json:"execution_id"`
+	Step        string    `json:"step"`
+	EventType   string    `json:"event_type"`
+	Status      string    `json:"status"`
+	Payload     Object    `json:"payload"`
+	Meta        OptObject `json:"meta"`
+	WorkerID    string    `json:"worker_id"`
+	// EventID is the client's id: re-posting it is idempotent.
+	EventID ID `json:"event_id,omitempty"`
+	// ResultKind "ref" with ResultURI posts the result by reference: the data
+	// lives at that URI in the result store, not in the payload.
+	ResultKind string `json:"result_kind,omitempty"`
+	ResultURI  string `json:"result_uri,omitempty"`
+}
+
+// Ingested answers POST /api/events.
+type Ingested struct {
+	Status            string `json:"status" enum:"ok"`
+	EventID           ID     `json:"event_id"`
+	CommandsGenerated int    `json:"commands_generated"`
+	Duplicate         bool   `json:"duplicate"`
+}
+
+// IngestedBatch answers POST /api/events/batch.
+type IngestedBatch struct {
+	Status            string `json:"status" enum:"ok"`
+	EventIDs          []ID   `json:"event_ids"`
+	CommandsGenerated int    `json:"commands_generated"`
+}
+
+// Report is our worker's one request per step (POST /api/worker/report): the
+// events of any number of executions, the commands it claims (their
+// command.issued event ids), and how many more commands it can start now.
+type Report struct {
+	WorkerID string         `json:"worker_id"`
+	Pool     string         `json:"pool"`
+	Take     int            `json:"take"`
+	Events   []EventRequest `json:"events,omitempty"`
+	Claims   []ID           `json:"claims,omitempty"`
+}
+
+// Reported answers a Report: one outcome per event and per claim, in order,
+// and the commands handed to the worker, already claimed and started for it
+// (the claims it got, and those the events issued).
+type Reported struct {
+	Status   string         `json:"status" enum:"ok"`
+	Events   []EventOutcome `json:"events"`
+	Claims   []ClaimOutcome `json:"claims"`
+	Commands []Command      `json:"commands"`
+}
+
+// EventOutcome is one event's outcome in a Reported: Status 200, or the
+// error's status (404, 409, 422, 5xx) and message.
+type EventOutcome struct {
+	Status            int    `json:"status" doc:"this item's HTTP status"`
+	EventID           ID     `json:"event_id,omitempty"`
+	Error             string `json:"error,omitempty"`
+	CommandsGenerated int    `json:"commands_generated,omitempty"`
+	Duplicate         bool   `json:"duplicate,omitempty"`
+}
+
+// ClaimOutcome is one claim's outcome in a Reported: Status 200 (its command
+// is in Commands), 404, 409, or 429 with RetryAfterSeconds (R-L7).
+type ClaimOutcome struct {
+	Status            int    `json:"status" doc:"this item's HTTP status"`
+	EventID           ID     `json:"event_id,omitempty"`
+	Error             string `json:"error,omitempty"`
+	RetryAfterSeconds int    `json:"retry_after_seconds,omitempty"`
+}
+
+// ---- the catalog's lists and entries ----
+
+// CatalogSummary is one entry of a catalog list.
+type CatalogSummary struct {
+	CatalogID ID     `json:"catalog_id"`
+	Path      string `json:"path"`
+	Version   int    `json:"version"`
+	Kind      string `json:"kind"`
+	CreatedAt Time   `json:"created_at"`
+}
+
+// CatalogPage answers GET /api/catalog and POST /api/catalog/list.
+type CatalogPage struct {
+	Entries    []CatalogSummary `json:"entries"`
+	NextCursor OptString        `json:"next_cursor" doc:"null on the last page"`
+}
+
+// CatalogEntry is one version of a playbook with its content (NoETL's POST
+// /api/catalog/resource answer).
+type CatalogEntry struct {
+	CatalogSummary
+	Content string `json:"content"`
+}
+
+// CatalogDetail answers GET /api/catalog/{catalog_id}: the entry, the
+// parser's problems (a registered playbook has warnings at most) and the step
+// graph the dashboard draws.
+type CatalogDetail struct {
+	CatalogEntry
+	Problems []Problem `json:"problems"`
+	Graph    Object    `json:"graph,omitempty" doc:"the step graph the dashboard draws"`
+}
+
+// Problem is one diagnostic of a playbook, at its YAML path and line.
+type Problem struct {
+	Severity string `json:"severity"`
+	Path     string `json:"path"`
+	Line     int    `json:"line"`
+	Message  string `json:"message"`
+}
