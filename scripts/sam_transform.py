@@ -7,7 +7,11 @@ translator wants S3 locations; `sam package` would upload them).
 
 Checks on the generated CloudFormation, each naming the file to fix:
   - the HTTP API has exactly the routes of routes.json, each integrated with
-    the function routes.json names (nothing missing, nothing extra);
+    the function routes.json names (nothing missing, nothing extra): both
+    routes.json and the template's HttpApi events are generated from
+    shared/api/routes.go (make generate), so this checks the generator's
+    output as CloudFormation sees it, and that no hand-written event adds a
+    route;
   - exactly the seven functions, provided.al2023, Handler bootstrap, arm64 by
     default, active tracing, JSON logs;
   - each function's environment variables are exactly config-env.json's
@@ -128,11 +132,11 @@ def check_routes(cfn, routes, c):
             got[(method.upper(), path)] = function_of_uri(integ.get("uri"))
     want = {(r["method"], r["path"]): FUNCTIONS.get(r["function"]) for r in routes}
     for key in sorted(want.keys() - got.keys()):
-        c.check(False, f"template.yaml: route {key[0]} {key[1]} (routes.json) is missing: add an HttpApi event to {want[key]}")
+        c.check(False, f"template.yaml: route {key[0]} {key[1]} (routes.json) is missing from {want[key]}: run make generate")
     for key in sorted(got.keys() - want.keys()):
-        c.check(False, f"template.yaml: route {key[0]} {key[1]} is not in routes.json: remove it or add it to routes.json")
+        c.check(False, f"template.yaml: route {key[0]} {key[1]} is not in routes.json: declare routes only in Routes() (shared/api/routes.go), then run make generate")
     for key in sorted(want.keys() & got.keys()):
-        c.check(got[key] == want[key], f"template.yaml: route {key[0]} {key[1]} goes to {got[key]}, routes.json says {want[key]}")
+        c.check(got[key] == want[key], f"template.yaml: route {key[0]} {key[1]} goes to {got[key]}, routes.json says {want[key]}: run make generate")
 
 
 def check_routes_file(routes, c):

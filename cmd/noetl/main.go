@@ -42,7 +42,7 @@ func commands() map[string]command {
 		"events":   {"list an execution's events", runEvents},
 		"cancel":   {"cancel an execution and its children", runCancel},
 		"replay":   {"fold an execution's event log (or a log file with --events) into its projections", runReplay},
-		"routes":   {"print routes.json: every API route and its Lambda function", runRoutes},
+		"routes":   {"print routes.json (every API route and its Lambda function); --write: regenerate the files derived from the routes", runRoutes},
 	}
 }
 

@@ -6,8 +6,8 @@
 //
 // Every route is declared once, in Routes (routes.go): its method, path,
 // Lambda function, token scope, handler and request and response shapes.
-// Dispatch, routes.json (and through it template.yaml and the CDK stack) and
-// the OpenAPI document served at GET /api/openapi.json all derive from it.
+// Dispatch, the OpenAPI document served at GET /api/openapi.json, routes.json
+// (read by the CDK stack) and template.yaml's route events derive from it.
 //
 // Conventions (api.md §1):
 //   - Errors are always {"error": "<message>", "status": <code>} with

@@ -40,7 +40,7 @@ func TestOpenAPIJSON(t *testing.T) {
 	if !bytes.Equal(r.Body, api.OpenAPI()) {
 		t.Fatal("GET /api/openapi.json differs from api.OpenAPI()")
 	}
-	generated(t, "openapi.json", r.Body, "  go test ./shared/api -run 'TestRoutesJSON|TestOpenAPIJSON' -update")
+	generated(t, "openapi.json", r.Body, regenerate)
 }
 
 // routeRecorder keeps the route key of every request the API matched.

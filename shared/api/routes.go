@@ -30,9 +30,9 @@ func Functions() []string {
 }
 
 // Route is one route of the HTTP API, declared once in Routes: the router,
-// the dispatch (handle), routes.json (which the CDK stack reads and
-// template.yaml is checked against) and the OpenAPI document all derive from
-// it.
+// the dispatch (handle), the OpenAPI document, routes.json (which the CDK
+// stack reads) and template.yaml's HttpApi events (SAMTemplate) all derive
+// from it; `make generate` rewrites the checked-in files.
 type Route struct {
 	Method string
 	// Path in API Gateway syntax: /api/commands/{event_id}/claim.

@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,13 +13,32 @@ import (
 	"github.com/noetl-go/noetl/shared/config"
 )
 
-var update = flag.Bool("update", false, "rewrite routes.json and openapi.json at the module root from api.Routes()")
+var update = flag.Bool("update", false, "rewrite routes.json, openapi.json and template.yaml's route events at the module root from api.Routes() (make generate does the same)")
 
 // TestRoutesJSON keeps routes.json (read by infra/, template checks and
 // scripts/sam_transform.py) equal to api.Routes(), the source of truth.
 func TestRoutesJSON(t *testing.T) {
-	generated(t, "routes.json", api.RoutesJSON(),
-		"  go test ./shared/api -run TestRoutesJSON -update\nor\n  go run ./cmd/noetl routes > routes.json")
+	generated(t, "routes.json", api.RoutesJSON(), regenerate)
+}
+
+// regenerate is the command that rewrites every file derived from Routes.
+const regenerate = "  make generate\n(go run ./cmd/noetl routes --write .)"
+
+// TestSAMTemplate keeps template.yaml's HttpApi events (the marked regions
+// under each function's Events:) equal to what the generator writes from
+// api.Routes(): a route is declared only in routes.go. That the template
+// transforms and routes every path to its function is checked on the
+// translated CloudFormation by scripts/sam_transform.py (make test-serverless).
+func TestSAMTemplate(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := api.SAMTemplate(src)
+	if err != nil {
+		t.Fatalf("template.yaml: %v", err)
+	}
+	generated(t, "template.yaml", want, regenerate)
 }
 
 // generated keeps a file at the module root that is generated from Routes
@@ -38,8 +58,26 @@ func generated(t *testing.T, name string, want []byte, regenerate string) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatalf("%s is stale: it differs from api.Routes().\nRegenerate it with:\n%s\n\nwant:\n%s", name, regenerate, want)
+		t.Fatalf("%s is stale: it differs from api.Routes() (%s).\nRegenerate it with:\n%s", name, firstDiff(got, want), regenerate)
 	}
+}
+
+// firstDiff names the first line where got and want differ.
+func firstDiff(got, want []byte) string {
+	g, w := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
+	for i := range max(len(g), len(w)) {
+		var gl, wl string
+		if i < len(g) {
+			gl = g[i]
+		}
+		if i < len(w) {
+			wl = w[i]
+		}
+		if gl != wl || i >= len(g) || i >= len(w) {
+			return fmt.Sprintf("line %d is %q, want %q", i+1, gl, wl)
+		}
+	}
+	return "same lines"
 }
 
 // TestRoutesShape: exactly one function per route (R-A1), scopes per R-A3,
