@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/client"
-	"github.com/noetl-go/noetl/shared/store"
+	"github.com/noetl-go/noetl/shared/store/storetest"
 )
 
 // registerYAML registers a playbook written in the test.
@@ -262,7 +262,7 @@ workflow:
 	if e, _ := view["error"].(string); view["status"] != "FAILED" || !strings.Contains(e, "cannot decode the command") || !strings.Contains(e, "tool_config") {
 		t.Fatalf("status %v error %q", view["status"], e)
 	}
-	cmds, err := store.ListActiveCommands(ctx, sh.Pool(), id)
+	cmds, err := storetest.ActiveCommands(ctx, sh.Pool(), id)
 	if err != nil || len(cmds) != 0 {
 		t.Fatalf("active commands left: %v %v", cmds, err)
 	}
