@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/noetl-go/noetl/shared/store"
+	"github.com/noetl-go/noetl/shared/store/storetest"
 	"github.com/noetl-go/noetl/shared/wire"
 )
 
@@ -262,7 +262,7 @@ workflow:
 	if e := string(view.Error); view.Status != "FAILED" || !strings.Contains(e, "cannot decode the command") || !strings.Contains(e, "tool_config") {
 		t.Fatalf("status %v error %q", view.Status, e)
 	}
-	cmds, err := store.ListActiveCommands(ctx, sh.Pool(), id)
+	cmds, err := storetest.ActiveCommands(ctx, sh.Pool(), id)
 	if err != nil || len(cmds) != 0 {
 		t.Fatalf("active commands left: %v %v", cmds, err)
 	}

@@ -304,7 +304,10 @@ func (o obj) boolean(k string) (bool, error) {
 	return b, nil
 }
 
-// number reads a number field (integral or not).
+// number reads a number field (integral or not): a JSON number only, never a
+// string. The tools' numberField (shared/tools/config.go) also takes a numeric
+// string, because a tool config value is a rendered template and `{{ x }}` renders
+// to text; a request body holds no templates. Two inputs, two rules: not a copy.
 func (o obj) number(k string) (float64, bool, error) {
 	v, ok := o.get(k)
 	if !ok {

@@ -517,22 +517,12 @@ func rowStatus(s string) string {
 	return s
 }
 
-// body is the NATS notification (events.md §5; NoETL's integers, R-I2).
-type body struct {
-	ExecutionID   int64  `json:"execution_id"`
-	EventID       int64  `json:"event_id"`
-	CommandID     string `json:"command_id"`
-	Step          string `json:"step"`
-	ServerURL     string `json:"server_url"`
-	ExecutionPool string `json:"execution_pool"`
-}
-
 func (s *Service) notification(row store.Execution, commandID string, issuedEventID int64, step string, attempt int) store.OutboxMessage {
 	pool := row.Pool
 	if pool == "" {
 		pool = notify.PoolFor("", row.Path)
 	}
-	payload, _ := json.Marshal(body{ExecutionID: row.ExecutionID, EventID: issuedEventID, CommandID: commandID,
+	payload, _ := json.Marshal(notify.Body{ExecutionID: row.ExecutionID, EventID: issuedEventID, CommandID: commandID,
 		Step: step, ServerURL: s.server, ExecutionPool: pool})
 	return store.OutboxMessage{
 		ExecutionID: row.ExecutionID, EventID: issuedEventID, Subject: notify.Subject(pool, row.ExecutionID),

@@ -8,6 +8,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/store"
+	"github.com/noetl-go/noetl/shared/store/storetest"
 )
 
 // longCycle revisits one step until ctx.i reaches the limit; about 8 events per
@@ -59,7 +60,7 @@ func (c *cycleRun) lastSeq(t testing.TB) int64 {
 // visit runs one command to its completion and returns the completion's ingest
 // time (the orchestrating event).
 func (c *cycleRun) visit(t testing.TB) time.Duration {
-	cmds, err := store.ListActiveCommands(c.s.ctx, c.sh.Pool(), c.id)
+	cmds, err := storetest.ActiveCommands(c.s.ctx, c.sh.Pool(), c.id)
 	if err != nil || len(cmds) != 1 {
 		t.Fatalf("active commands %v %v", cmds, err)
 	}

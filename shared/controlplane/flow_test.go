@@ -13,6 +13,7 @@ import (
 	"github.com/noetl-go/noetl/shared/controlplane/cptest"
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/store"
+	"github.com/noetl-go/noetl/shared/store/storetest"
 )
 
 const threeSteps = cptest.ThreeSteps
@@ -188,7 +189,7 @@ func TestCancel(t *testing.T) {
 		t.Fatalf("status %s", v.Row.Status)
 	}
 	sh, _ := s.st.ShardFor(st.ExecutionID)
-	row, _ := store.GetCommand(s.ctx, sh.Pool(), c.CommandID)
+	row, _ := storetest.Command(s.ctx, sh.Pool(), c.CommandID)
 	if row.Status != store.CommandCancelled {
 		t.Fatalf("command %s", row.Status)
 	}
@@ -389,7 +390,7 @@ workflow:
 		}
 	}
 	sh, _ := s.st.ShardFor(st.ExecutionID)
-	row, _ := store.GetCommand(s.ctx, sh.Pool(), c.CommandID)
+	row, _ := storetest.Command(s.ctx, sh.Pool(), c.CommandID)
 	if row.Status != store.CommandPending || row.Attempt != 2 {
 		t.Fatalf("after a failed attempt: %s attempt %d", row.Status, row.Attempt)
 	}
@@ -398,7 +399,7 @@ workflow:
 		t.Fatalf("claim of the retry: %v", err)
 	}
 	s.report(t, body2, "w2", "ok")
-	row, _ = store.GetCommand(s.ctx, sh.Pool(), c.CommandID)
+	row, _ = storetest.Command(s.ctx, sh.Pool(), c.CommandID)
 	v := s.execution(t, st.ExecutionID)
 	if row.Status != store.CommandCompleted || v.Row.Status != store.ExecutionCompleted {
 		t.Fatalf("command %s execution %s", row.Status, v.Row.Status)

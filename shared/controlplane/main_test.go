@@ -17,6 +17,7 @@ import (
 	"github.com/noetl-go/noetl/shared/devstack"
 	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
 	"github.com/noetl-go/noetl/shared/store"
+	"github.com/noetl-go/noetl/shared/store/storetest"
 )
 
 func TestMain(m *testing.M) { devstacktest.Main(m) }
@@ -59,7 +60,7 @@ func (s *stack) register(t *testing.T, yaml string) store.CatalogEntry {
 func (s *stack) pending(t *testing.T, execID int64) []store.Command {
 	t.Helper()
 	sh, _ := s.st.ShardFor(execID)
-	cmds, err := store.ListActiveCommands(s.ctx, sh.Pool(), execID)
+	cmds, err := storetest.ActiveCommands(s.ctx, sh.Pool(), execID)
 	if err != nil {
 		t.Fatal(err)
 	}

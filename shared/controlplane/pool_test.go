@@ -9,6 +9,7 @@ import (
 	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/controlplane/cptest"
 	"github.com/noetl-go/noetl/shared/store"
+	"github.com/noetl-go/noetl/shared/store/storetest"
 )
 
 // TestMoreRequestsThanConnections: with many more executes and ingests in
@@ -47,7 +48,7 @@ func TestMoreRequestsThanConnections(t *testing.T) {
 				return
 			}
 			sh, _ := st.ShardFor(started.ExecutionID)
-			cmds, err := store.ListActiveCommands(ctx, sh.Pool(), started.ExecutionID)
+			cmds, err := storetest.ActiveCommands(ctx, sh.Pool(), started.ExecutionID)
 			if err != nil || len(cmds) != 1 {
 				errs <- err
 				return

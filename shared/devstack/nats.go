@@ -110,9 +110,6 @@ func (n *NATS) start() error {
 // URL is the client URL (nats://127.0.0.1:<port>); it stays the same across Down/Up.
 func (n *NATS) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.port) }
 
-// StoreDir is the JetStream store directory.
-func (n *NATS) StoreDir() string { return n.storeDir }
-
 // Down stops the server but keeps its port and store, so Up brings the same streams
 // back: for tests of what happens while NATS is unavailable. Clients see a disconnect.
 func (n *NATS) Down() {

@@ -79,7 +79,7 @@ func TestNATSDownUp(t *testing.T) {
 		t.Errorf("publish after Up: %v", err)
 	}
 
-	dir := n.StoreDir()
+	dir := n.storeDir
 	n.Shutdown()
 	n.Shutdown() // idempotent
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
@@ -96,7 +96,7 @@ func TestNATSShutdownOnContextCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := n.StoreDir()
+	dir := n.storeDir
 	cancel()
 	deadline := time.Now().Add(10 * time.Second)
 	for n.Running() && time.Now().Before(deadline) {

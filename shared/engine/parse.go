@@ -998,6 +998,13 @@ func (p *parser) tool(n *yaml.Node, path string, ref map[string]bool) (*Tool, *y
 	}
 	for _, e := range es {
 		fp := join(path, e.key)
+		if key, ok := kinds.Renaming(kind, e.key); ok {
+			if key.Twice != "" && findKey(es, key.Name) != nil {
+				p.errf(e.keyN, fp, "%s", key.Twice)
+			}
+			raw[key.Name] = p.value(e.value, fp)
+			continue
+		}
 		switch e.key {
 		case "kind":
 			continue
@@ -1027,23 +1034,6 @@ func (p *parser) tool(n *yaml.Node, path string, ref map[string]bool) (*Tool, *y
 			if !p.libs(e.value, fp) {
 				continue // a package list: nothing for the worker to import
 			}
-		case "endpoint":
-			if kind == "http" {
-				if findKey(es, "url") != nil {
-					p.errf(e.keyN, fp, "give the http url once: endpoint is NoETL's alias of url")
-				}
-				raw["url"] = p.value(e.value, fp)
-				continue
-			}
-		case "credential":
-			if _, dup := raw["auth"]; dup {
-				p.errf(e.keyN, fp, "give either auth or credential (an alias, R-W7), not both")
-			}
-			raw["auth"] = p.value(e.value, fp)
-			continue
-		case "connection_string":
-			raw["connection"] = p.value(e.value, fp) // R-N2 alias
-			continue
 		case "set":
 			raw["set"] = p.value(e.value, fp)
 			continue
@@ -1056,13 +1046,6 @@ func (p *parser) tool(n *yaml.Node, path string, ref map[string]bool) (*Tool, *y
 		if hasCode == hasScript && t.Supported {
 			p.errf(n, path, "a python tool needs exactly one of code and script")
 		}
-	}
-	if in, ok := raw["args"]; ok {
-		if _, dup := raw["input"]; dup {
-			p.errf(n, join(path, "args"), "give tool input once: both input and args are set (args is an alias of input)")
-		}
-		raw["input"] = in
-		delete(raw, "args")
 	}
 	if v, ok := raw["input"]; ok && v != nil && t.Supported {
 		// Kinds this server does not run keep their own input shapes (container

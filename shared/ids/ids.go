@@ -52,9 +52,6 @@ func Compose(seq int64, shard int) int64 {
 // ShardOf is the shard index an id was allocated on.
 func ShardOf(id int64) int { return int(id & shardMask) }
 
-// SeqOf is the shard-sequence value an id was composed from.
-func SeqOf(id int64) int64 { return id >> ShardBits }
-
 // Format is the JSON-response form of an id: a decimal string (R-I2), because
 // browsers lose precision on numbers above 2^53.
 func Format(id int64) string { return strconv.FormatInt(id, 10) }

@@ -8,7 +8,6 @@ package notify
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -38,16 +37,10 @@ const (
 // StreamOptions tunes the stream; the zero value is the default.
 type StreamOptions struct {
 	// Duplicates is the de-duplication window (default DefaultDuplicates). Keep it at
-	// least 2× the outbox drain interval (DuplicatesFor) and at most MaxAge.
+	// least 2× the outbox drain interval and at most MaxAge.
 	Duplicates time.Duration
 	// Replicas (default 1; a clustered deployment may set 3).
 	Replicas int
-}
-
-// DuplicatesFor is the de-duplication window for a drain interval: twice the
-// interval, never below DefaultDuplicates.
-func DuplicatesFor(drainInterval time.Duration) time.Duration {
-	return max(2*drainInterval, DefaultDuplicates)
 }
 
 // StreamConfig is the NOETL_COMMANDS configuration: limits retention, file storage,
@@ -139,6 +132,9 @@ type Body struct {
 	CommandID   string `json:"command_id"`
 	Step        string `json:"step"`
 	ServerURL   string `json:"server_url"`
+	// ExecutionPool is the pool the subject names; NoETL's body has no such key,
+	// and its workers ignore it.
+	ExecutionPool string `json:"execution_pool"`
 }
 
 // JetStreamPublisher is the part of jetstream.JetStream that Publisher uses.
@@ -179,18 +175,6 @@ func (p *Publisher) Publish(ctx context.Context, subject, msgID string, data []b
 		return nil, fmt.Errorf("notify: publish %s (msg id %s): %w", subject, msgID, err)
 	}
 	return ack, nil
-}
-
-// PublishCommand publishes b for attempt of its command to the pool's subject.
-func (p *Publisher) PublishCommand(ctx context.Context, pool string, b Body, attempt int) (*jetstream.PubAck, error) {
-	if err := ValidatePool(pool); err != nil {
-		return nil, fmt.Errorf("notify: publish command %s: %w", b.CommandID, err)
-	}
-	data, err := json.Marshal(b)
-	if err != nil {
-		return nil, fmt.Errorf("notify: publish command %s: %w", b.CommandID, err)
-	}
-	return p.Publish(ctx, Subject(pool, b.ExecutionID), MsgID(b.CommandID, attempt), data)
 }
 
 // ConsumerName is the durable consumer of a pool: noetl-<pool>.

@@ -63,24 +63,18 @@ func TestSubjectsAndPools(t *testing.T) {
 	if got := notify.MsgID("1025:start:2049", 2); got != "1025:start:2049:2" {
 		t.Errorf("MsgID = %s", got)
 	}
-	if got := notify.DuplicatesFor(time.Minute); got != 2*time.Minute {
-		t.Errorf("DuplicatesFor(1m) = %s", got)
-	}
-	if got := notify.DuplicatesFor(5 * time.Minute); got != 10*time.Minute {
-		t.Errorf("DuplicatesFor(5m) = %s", got)
-	}
 	if c := notify.ConsumerConfig("gpu"); c.Durable != "noetl-gpu" || c.FilterSubject != "noetl.commands.gpu.>" {
 		t.Errorf("ConsumerConfig = %+v", c)
 	}
 }
 
 func TestBodyJSON(t *testing.T) {
-	b := notify.Body{ExecutionID: 9007199254740993, EventID: 9007199254741001, CommandID: "c", Step: "s", ServerURL: "http://127.0.0.1:8082"}
+	b := notify.Body{ExecutionID: 9007199254740993, EventID: 9007199254741001, CommandID: "c", Step: "s", ServerURL: "http://127.0.0.1:8082", ExecutionPool: "shared"}
 	data, err := json.Marshal(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"execution_id":9007199254740993,"event_id":9007199254741001,"command_id":"c","step":"s","server_url":"http://127.0.0.1:8082"}`
+	want := `{"execution_id":9007199254740993,"event_id":9007199254741001,"command_id":"c","step":"s","server_url":"http://127.0.0.1:8082","execution_pool":"shared"}`
 	if string(data) != want {
 		t.Errorf("body %s\nwant %s", data, want)
 	}
@@ -142,21 +136,29 @@ func TestPublishDeduplicatesAndConsumerReceives(t *testing.T) {
 	}
 
 	p := notify.NewPublisher(js, notify.StreamOptions{})
+	// publish sends b the way the outbox row the control plane writes is sent.
+	publish := func(pool string, b notify.Body, attempt int) (*jetstream.PubAck, error) {
+		data, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Publish(ctx, notify.Subject(pool, b.ExecutionID), notify.MsgID(b.CommandID, attempt), data)
+	}
 	body := notify.Body{ExecutionID: 1025, EventID: 2049, CommandID: "1025:start:2049", Step: "start", ServerURL: "http://x"}
-	first, err := p.PublishCommand(ctx, "shared", body, 1)
+	first, err := publish("shared", body, 1)
 	if err != nil || first.Duplicate {
 		t.Fatalf("first publish: %+v %v", first, err)
 	}
-	again, err := p.PublishCommand(ctx, "shared", body, 1) // the outbox drain re-publishing
+	again, err := publish("shared", body, 1) // the outbox drain re-publishing
 	if err != nil || !again.Duplicate || again.Sequence != first.Sequence {
 		t.Fatalf("re-publish: %+v %v; want a duplicate of seq %d", again, err, first.Sequence)
 	}
-	retry, err := p.PublishCommand(ctx, "shared", body, 2) // a retry is a new message
+	retry, err := publish("shared", body, 2) // a retry is a new message
 	if err != nil || retry.Duplicate {
 		t.Fatalf("retry publish: %+v %v", retry, err)
 	}
 	other := notify.Body{ExecutionID: 2050, EventID: 3073, CommandID: "2050:a:3073", Step: "a"}
-	if _, err := p.PublishCommand(ctx, "gpu", other, 1); err != nil {
+	if _, err := publish("gpu", other, 1); err != nil {
 		t.Fatal(err)
 	}
 

@@ -3,8 +3,6 @@ package pipeline
 import (
 	"encoding/json"
 	"math"
-
-	"github.com/noetl-go/noetl/shared/jsonx"
 )
 
 // Envelope statuses (worker.md §2). Only the status fails a command (R-R2).
@@ -26,7 +24,8 @@ const (
 )
 
 // Envelope is a tool result (worker.md §2): what Exec returns for one attempt of one
-// item, and what Run returns for the whole pipeline.
+// item, and what Run returns for the whole pipeline. Its wire form is Map (the worker
+// reports env.Map()); the struct has no JSON encoding of its own, so there is one.
 type Envelope struct {
 	Status     string     // success | error | timeout
 	Data       any        // what templates see as {{ label }} (R-R2: never unwrapped)
@@ -58,14 +57,6 @@ func (e *ErrorInfo) Map() map[string]any {
 	return map[string]any{"message": e.Message, "kind": e.Kind, "status": status, "retryable": e.Retryable}
 }
 
-// MarshalJSON writes {message, kind, status, retryable}, status null when unknown.
-func (e *ErrorInfo) MarshalJSON() ([]byte, error) {
-	if e == nil {
-		return []byte("null"), nil
-	}
-	return jsonx.Marshal(e.Map())
-}
-
 // Map is the envelope as a convention value: {status, data, error?, stdout?, stderr?,
 // exit_code?, duration_ms?}; optional keys appear only when set.
 func (e Envelope) Map() map[string]any {
@@ -86,15 +77,6 @@ func (e Envelope) Map() map[string]any {
 		m["duration_ms"] = e.DurationMs
 	}
 	return m
-}
-
-// MarshalJSON writes Map's shape.
-func (e Envelope) MarshalJSON() ([]byte, error) {
-	b, err := jsonx.Marshal(e.Map())
-	if err != nil {
-		return nil, err
-	}
-	return json.RawMessage(b), nil
 }
 
 // retryable is R-R6: timeouts, connection errors and HTTP 429/5xx.

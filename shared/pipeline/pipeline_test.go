@@ -689,7 +689,7 @@ func TestEnvelopeJSON(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b, err := jsonx.Marshal(tt.env)
+			b, err := jsonx.Marshal(tt.env.Map()) // what the worker reports
 			if err != nil {
 				t.Fatal(err)
 			}

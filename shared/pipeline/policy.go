@@ -51,9 +51,6 @@ type RuleCheck struct {
 	Action []string
 }
 
-// Refused reports whether a finding is an error.
-func (c RuleCheck) Refused() bool { return c.err() != nil }
-
 // err is the first error, its path joined the way the pipeline's messages read
 // ("then: attempts: expected …").
 func (c RuleCheck) err() error {

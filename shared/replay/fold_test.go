@@ -384,8 +384,8 @@ func TestStepProjector(t *testing.T) {
 			t.Fatalf("projector error not returned: %v", err)
 		}
 	}
-	if f.Count() != 2 {
-		t.Fatalf("count %d after a projector error, want 2", f.Count())
+	if f.count != 2 {
+		t.Fatalf("count %d after a projector error, want 2", f.count)
 	}
 }
 

@@ -241,9 +241,3 @@ func (f *Folder) Add(r Row) error {
 	}
 	return nil
 }
-
-// Count is the number of events folded so far.
-func (f *Folder) Count() int64 { return f.count }
-
-// LastSeq is the seq of the last folded event (0 before the first).
-func (f *Folder) LastSeq() int64 { return f.lastSeq }

@@ -45,8 +45,8 @@ func retainedHeap(t *testing.T, p Projection, n int64) int64 {
 	runtime.GC()
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	if f.Count() != n {
-		t.Fatalf("folded %d of %d", f.Count(), n)
+	if f.count != n {
+		t.Fatalf("folded %d of %d", f.count, n)
 	}
 	runtime.KeepAlive(f)
 	return int64(after.HeapAlloc) - int64(before.HeapAlloc)

@@ -146,12 +146,6 @@ func orDefault(s, def string) string {
 	return s
 }
 
-// GetCommand reads a command by id without locking it.
-func GetCommand(ctx context.Context, q Querier, commandID string) (Command, error) {
-	return commandRow(ctx, q, "command "+commandID, ErrNotFound,
-		`SELECT `+commandColumns+` FROM command WHERE command_id = $1`, commandID)
-}
-
 // GetCommandByIssuedEvent finds the command a command.issued event created: the
 // lookup of GET /api/commands/{event_id} and of claim (which then locks the execution,
 // then the command, R-L5).
@@ -193,18 +187,6 @@ func ExtendLease(ctx context.Context, q Querier, commandID, workerID string, att
 		return until, fmt.Errorf("store: heartbeat command %s: %w", commandID, err)
 	}
 	return until.UTC(), nil
-}
-
-// ListActiveCommands returns an execution's PENDING, CLAIMED and RUNNING commands.
-func ListActiveCommands(ctx context.Context, q Querier, executionID int64) ([]Command, error) {
-	cmds, err := collectCommands(q.Query(ctx, `
-		SELECT `+commandColumns+` FROM command
-		WHERE execution_id = $1 AND status IN ('PENDING', 'CLAIMED', 'RUNNING')
-		ORDER BY created_at, command_id`, executionID))
-	if err != nil {
-		return nil, fmt.Errorf("store: active commands of execution %d: %w", executionID, err)
-	}
-	return cmds, nil
 }
 
 // CancelActiveCommands marks every PENDING, CLAIMED or RUNNING command of an execution

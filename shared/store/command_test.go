@@ -13,6 +13,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/store"
+	"github.com/noetl-go/noetl/shared/store/storetest"
 )
 
 // issue inserts n PENDING commands of a new execution on sh.
@@ -53,7 +54,7 @@ func TestCommandLifecycle(t *testing.T) {
 		got.MaxAttempts != 3 || got.TimeoutSeconds != 30 || got.Context["code"] != "print(1)" || got.AvailableAt.IsZero() {
 		t.Fatalf("by issued event: %+v %v", got, err)
 	}
-	if c, _ := store.GetCommand(ctx, db, cmds[0].CommandID); c.TimeoutSeconds != store.DefaultTimeoutSeconds || c.MaxAttempts != 1 {
+	if c, _ := storetest.Command(ctx, db, cmds[0].CommandID); c.TimeoutSeconds != store.DefaultTimeoutSeconds || c.MaxAttempts != 1 {
 		t.Errorf("defaults: %+v", c)
 	}
 	if _, err := store.GetCommandByIssuedEvent(ctx, db, 99); !errors.Is(err, store.ErrNotFound) {
@@ -70,7 +71,7 @@ func TestCommandLifecycle(t *testing.T) {
 	if err := write(ctx, sh, &store.Changes{Commands: []store.CommandChange{{CommandID: "nope", Status: store.CommandClaimed}}}); err != nil {
 		t.Errorf("change of a missing command: %v", err)
 	}
-	if _, err := store.GetCommand(ctx, db, "nope"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := storetest.Command(ctx, db, "nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a change of a missing command created it: %v", err)
 	}
 
@@ -107,7 +108,7 @@ func TestCommandLifecycle(t *testing.T) {
 	}
 
 	change(t, sh, store.CommandChange{CommandID: cmds[2].CommandID, Status: store.CommandCompleted})
-	active, err := store.ListActiveCommands(ctx, db, e.ExecutionID)
+	active, err := storetest.ActiveCommands(ctx, db, e.ExecutionID)
 	if err != nil || len(active) != 2 {
 		t.Fatalf("active: %d %v", len(active), err)
 	}
@@ -130,10 +131,10 @@ func TestCommandLifecycle(t *testing.T) {
 	if want := []string{cmds[0].CommandID, cmds[1].CommandID}; !slices.Equal(ids, want) {
 		t.Errorf("cancelled %v, want %v", ids, want)
 	}
-	if active, _ := store.ListActiveCommands(ctx, db, e.ExecutionID); len(active) != 0 {
+	if active, _ := storetest.ActiveCommands(ctx, db, e.ExecutionID); len(active) != 0 {
 		t.Errorf("%d active after cancel", len(active))
 	}
-	if c, _ := store.GetCommand(ctx, db, cmds[2].CommandID); c.Status != store.CommandCompleted {
+	if c, _ := storetest.Command(ctx, db, cmds[2].CommandID); c.Status != store.CommandCompleted {
 		t.Errorf("completed command changed by cancel: %s", c.Status)
 	}
 	if err := write(ctx, sh, &store.Changes{Commands: []store.CommandChange{{CommandID: cmds[2].CommandID, Status: "DONE"}}}); err == nil {
@@ -146,11 +147,11 @@ func change(t *testing.T, sh *store.Shard, ch store.CommandChange) store.Command
 	t.Helper()
 	ctx := testContext(t)
 	// An UPDATE of a missing row changes nothing and says nothing: check first.
-	if _, err := store.GetCommand(ctx, sh.Pool(), ch.CommandID); err != nil {
+	if _, err := storetest.Command(ctx, sh.Pool(), ch.CommandID); err != nil {
 		t.Fatalf("change %s: %v", ch.CommandID, err)
 	}
 	mustWrite(t, sh, &store.Changes{Commands: []store.CommandChange{ch}})
-	c, err := store.GetCommand(ctx, sh.Pool(), ch.CommandID)
+	c, err := storetest.Command(ctx, sh.Pool(), ch.CommandID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +224,7 @@ func TestClaimRowLock(t *testing.T) {
 	if len(wins) != 1 || others != workers-1 {
 		t.Fatalf("with row locks: winners %v, %d others; want exactly one winner", wins, others)
 	}
-	if c, _ := store.GetCommand(ctx, sh.Pool(), cmds[0].CommandID); c.WorkerID != wins[0] || c.Status != store.CommandClaimed {
+	if c, _ := storetest.Command(ctx, sh.Pool(), cmds[0].CommandID); c.WorkerID != wins[0] || c.Status != store.CommandClaimed {
 		t.Errorf("stored claim %s/%s, winner %s", c.Status, c.WorkerID, wins[0])
 	}
 }

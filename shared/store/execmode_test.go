@@ -10,6 +10,7 @@ import (
 	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/store"
+	"github.com/noetl-go/noetl/shared/store/storetest"
 )
 
 // TestExecModes runs one pass over every kind of statement with the pgx modes that
@@ -172,10 +173,10 @@ func pipelined(t *testing.T, sh *store.Shard, e store.Execution, catalogID int64
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := store.GetCommand(ctx, db, next); err != nil || c.Status != store.CommandRunning || c.WorkerID != "w" || c.DeadlineAt.IsZero() {
+	if c, err := storetest.Command(ctx, db, next); err != nil || c.Status != store.CommandRunning || c.WorkerID != "w" || c.DeadlineAt.IsZero() {
 		t.Fatalf("new command %+v %v", c, err)
 	}
-	if c, _ := store.GetCommand(ctx, db, cmdID); c.Status != store.CommandCompleted || c.Attempt != 2 {
+	if c, _ := storetest.Command(ctx, db, cmdID); c.Status != store.CommandCompleted || c.Attempt != 2 {
 		t.Fatalf("changed command %+v", c)
 	}
 	if x, err := store.GetExecution(ctx, db, e.ExecutionID); err != nil || x.LastSeq != 2 || string(x.State) != `{"y":2}` {

@@ -78,10 +78,3 @@ func (e *cacheEntry) result() (*Template, error) {
 	}
 	return e.t, nil
 }
-
-// Len is the number of cached templates.
-func (c *Cache) Len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.order.Len()
-}

@@ -76,7 +76,10 @@ func boolField(cfg map[string]any, def bool, keys ...string) (bool, error) {
 	}
 }
 
-// numberField reads a number, also from a numeric string.
+// numberField reads a number, also from a numeric string: a config value is a
+// rendered template, and `{{ x }}` renders to text. The API's obj.number
+// (shared/api/decode.go) refuses strings on purpose: a request body holds no
+// templates. Two inputs, two rules: not a copy.
 func numberField(cfg map[string]any, keys ...string) (float64, bool, error) {
 	k, v, ok := first(cfg, keys...)
 	if !ok {

@@ -66,7 +66,8 @@ func TestToolsReadEveryTableKey(t *testing.T) {
 	}
 	consts := map[string]string{kinds.Python: "Python", kinds.HTTP: "HTTP", kinds.Postgres: "Postgres",
 		kinds.Shell: "Shell", kinds.Noop: "Noop", kinds.Playbook: "Playbook"}
-	for _, kd := range kinds.Supported() {
+	for _, name := range kinds.SupportedNames() {
+		kd := kinds.Must(name)
 		var missing []string
 		for _, key := range kd.Keys {
 			if key.Name != "input" && !read[consts[kd.Name]][key.Name] {

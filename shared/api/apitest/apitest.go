@@ -21,6 +21,7 @@ import (
 	"github.com/noetl-go/noetl/shared/controlplane/cptest"
 	"github.com/noetl-go/noetl/shared/devstack"
 	"github.com/noetl-go/noetl/shared/store"
+	"github.com/noetl-go/noetl/shared/store/storetest"
 )
 
 // Tokens the stack configures unless Options.Open.
@@ -154,7 +155,7 @@ func (s *Stack) Pending(t testing.TB, executionID int64) []store.Command {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmds, err := store.ListActiveCommands(s.Ctx, sh.Pool(), executionID)
+	cmds, err := storetest.ActiveCommands(s.Ctx, sh.Pool(), executionID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,8 @@
 // config through it, so a key the tool reads is a key the engine accepts.
 //
 // Adding a tool key: add it (with its aliases) to the kind's list in kindTable, and
-// read it in the tool with Kind.Names. Nothing else changes.
+// read it in the tool with Kind.Names. Nothing else changes. An alias the engine
+// should store under the key's own name goes in Key.Renamed too (see Renaming).
 //
 // The package is pure and at the bottom of the import graph: the engine may not import
 // the tools (they do I/O), and the tools may not import the engine.
@@ -31,6 +32,14 @@ const (
 type Key struct {
 	Name    string
 	Aliases []string
+	// Renamed are the aliases (a subset of Aliases) the engine renames to Name when it
+	// registers a playbook, so the stored tool carries one spelling of NoETL's
+	// (R-N2, R-W7). The other aliases reach the tool as written, which reads them
+	// through Names; renaming them too would change what stored commands hold.
+	Renamed []string
+	// Twice is the register-time error for a tool that gives Name and one of Renamed
+	// both. Empty: both are taken and the one written later wins (what NoETL does).
+	Twice string
 	// InSpec: the key may also be written under tool.spec (NoETL's v10 form), where
 	// the engine moves it up to the tool. Every kind's own key may; of the common
 	// keys only the knobs (auth, retry, timeout) may.
@@ -47,7 +56,10 @@ type Kind struct {
 }
 
 // input is read by the pipeline for every kind (the item's input, alias args).
-func input() Key { return Key{Name: "input", Aliases: []string{"args"}, InSpec: true} }
+func input() Key {
+	return Key{Name: "input", Aliases: []string{"args"}, InSpec: true}.
+		renames("give tool input once: both input and args are set (args is an alias of input)", "args")
+}
 
 // own builds a kind's key list: each key may be written under spec.
 func own(keys ...Key) []Key {
@@ -59,13 +71,19 @@ func own(keys ...Key) []Key {
 
 func k(name string, aliases ...string) Key { return Key{Name: name, Aliases: aliases} }
 
+// renames marks aliases of k the engine renames to k.Name, refusing both with twice.
+func (k Key) renames(twice string, aliases ...string) Key {
+	k.Renamed, k.Twice = aliases, twice
+	return k
+}
+
 // kindTable is the table. It is built on each call so no caller can change it.
 func kindTable() []Kind {
 	return []Kind{
 		{Python, own(k("code"), k("script"), k("libs"), k("env"))},
-		{HTTP, own(k("url", "endpoint"), k("method"), k("headers"), k("params"), k("json"), k("form"), k("body"),
+		{HTTP, own(k("url", "endpoint").renames("give the http url once: endpoint is NoETL's alias of url", "endpoint"), k("method"), k("headers"), k("params"), k("json"), k("form"), k("body"),
 			k("follow_redirects"), k("response_type"), k("allow_status"), k("verify_ssl", "verify"))},
-		{Postgres, own(k("query", "command", "sql"), k("params"), k("connection", "connection_string", "dsn"),
+		{Postgres, own(k("query", "command", "sql"), k("params"), k("connection", "connection_string", "dsn").renames("", "connection_string"),
 			k("host"), k("port"), k("user", "username"), k("password"), k("database", "dbname", "db"))},
 		{Shell, own(k("command"), k("shell"), k("cwd"), k("env"))},
 		{Noop, own(k("message"), k("result"))},
@@ -79,7 +97,8 @@ func kindTable() []Kind {
 func Common() []Key {
 	return []Key{
 		k("kind"), k("name"), k("desc"), k("spec"), k("set"),
-		{Name: "auth", Aliases: []string{"credential"}, InSpec: true},
+		Key{Name: "auth", Aliases: []string{"credential"}, InSpec: true}.
+			renames("give either auth or credential (an alias, R-W7), not both", "credential"),
 		{Name: "retry", InSpec: true},
 		{Name: "timeout", Aliases: []string{"timeout_seconds"}, InSpec: true},
 	}
@@ -95,16 +114,29 @@ func CommonNames(name string) []string {
 	panic(fmt.Sprintf("kinds: %q is not a common tool key", name))
 }
 
-// Supported lists the kinds this project runs, in table order.
-func Supported() []Kind { return kindTable() }
-
-// SupportedNames are the names of Supported, for messages.
+// SupportedNames are the names of the kinds this project runs, in table order.
 func SupportedNames() []string {
 	var out []string
 	for _, kd := range kindTable() {
 		out = append(out, kd.Name)
 	}
 	return out
+}
+
+// Renaming is the key a kind's tool stores name under when name is one of its
+// Renamed aliases. A kind this project does not run (R-N1) renames the common
+// keys' and input's aliases only: its own keys are not in the table.
+func Renaming(kind, name string) (Key, bool) {
+	keys := append(Common(), input())
+	if kd, ok := Lookup(kind); ok {
+		keys = append(Common(), kd.Keys...)
+	}
+	for _, key := range keys {
+		if slices.Contains(key.Renamed, name) {
+			return key, true
+		}
+	}
+	return Key{}, false
 }
 
 // Lookup returns a supported kind.

@@ -8,7 +8,7 @@ import (
 // Within a kind (common keys included) a name or alias means one key only: the
 // engine's unknown-key check and the tools' alias order both depend on it.
 func TestTableNamesAreUnique(t *testing.T) {
-	for _, kd := range Supported() {
+	for _, kd := range kindTable() {
 		seen := map[string]string{}
 		for _, key := range append(Common(), kd.Keys...) {
 			for _, n := range key.Names() {
@@ -65,5 +65,35 @@ func TestLookupAndNames(t *testing.T) {
 			}()
 			f()
 		}()
+	}
+}
+
+// A renamed alias is one of its key's aliases, and names one key per kind, so the
+// engine's renaming and the tools' reading agree on what it stands for.
+func TestRenamedAreAliases(t *testing.T) {
+	for _, kd := range kindTable() {
+		for _, key := range append(Common(), kd.Keys...) {
+			for _, a := range key.Renamed {
+				if !slices.Contains(key.Aliases, a) {
+					t.Errorf("%s: %s renames %q, which is not one of its aliases", kd.Name, key.Name, a)
+				}
+				if got, ok := Renaming(kd.Name, a); !ok || got.Name != key.Name {
+					t.Errorf("Renaming(%s, %s) = %s, %v; want %s", kd.Name, a, got.Name, ok, key.Name)
+				}
+			}
+		}
+	}
+	for _, c := range []struct{ kind, name, want string }{
+		{HTTP, "endpoint", "url"}, {Postgres, "connection_string", "connection"}, {Postgres, "credential", "auth"},
+		{Python, "args", "input"}, {"duckdb", "credential", "auth"}, {"duckdb", "args", "input"},
+	} {
+		if got, ok := Renaming(c.kind, c.name); !ok || got.Name != c.want {
+			t.Errorf("Renaming(%s, %s) = %q, %v; want %s", c.kind, c.name, got.Name, ok, c.want)
+		}
+	}
+	for _, c := range []struct{ kind, name string }{{Postgres, "dsn"}, {Python, "endpoint"}, {HTTP, "url"}, {"duckdb", "connection_string"}} {
+		if got, ok := Renaming(c.kind, c.name); ok {
+			t.Errorf("Renaming(%s, %s) = %s; want no renaming", c.kind, c.name, got.Name)
+		}
 	}
 }
