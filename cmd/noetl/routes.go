@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,20 +17,12 @@ import (
 // in DIR (the repository root): routes.json, openapi.json and the HttpApi
 // events of template.yaml. `make generate` runs `noetl routes --write .`.
 func runRoutes(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("routes", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("routes", stderr)
 	dir := fs.String("write", "", "regenerate routes.json, openapi.json and template.yaml's route events in this `dir` (the repository root)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: noetl routes > routes.json\n       noetl routes --write DIR")
-		fmt.Fprintln(fs.Output(), "\nPrints every API route with its Lambda function, in routes.json's format;")
-		fmt.Fprintln(fs.Output(), "with --write, rewrites the files derived from the routes in DIR (make generate).")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args, "routes > routes.json\n       noetl routes --write DIR",
+		"Prints every API route with its Lambda function, in routes.json's format;\n"+
+			"with --write, rewrites the files derived from the routes in DIR (make generate)."); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()

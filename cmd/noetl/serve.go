@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -35,8 +33,7 @@ type serveFlags struct {
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var f serveFlags
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("serve", stderr)
 	fs.StringVar(&f.listen, "listen", envOr("NOETL_LISTEN", "127.0.0.1:8082"), "address to listen on ($NOETL_LISTEN)")
 	fs.StringVar(&f.databaseURL, "database-url", os.Getenv(config.EnvDatabaseURL),
 		"cluster database URL ($"+config.EnvDatabaseURL+"); empty: start a throwaway Postgres")
@@ -51,20 +48,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&f.pprof, "pprof", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6060; empty: off")
 	fs.DurationVar(&f.drainEvery, "drain-every", time.Minute,
 		"invoke the outbox function's scheduled run this often, standing in for EventBridge (0: never)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: noetl serve [flags]")
-		fmt.Fprintln(fs.Output(), "\nServes every function's routes on one port through the same Lambda handlers AWS runs")
-		fmt.Fprintln(fs.Output(), "(API Gateway events in, API Gateway responses out), plus /metrics. Without a database")
-		fmt.Fprintln(fs.Output(), "URL it starts a throwaway Postgres (cluster + shards), without a NATS URL an embedded")
-		fmt.Fprintln(fs.Output(), "NATS; Ctrl-C stops and removes them. Tokens come from NOETL_API_TOKEN,")
-		fmt.Fprintln(fs.Output(), "NOETL_WORKER_TOKEN and NOETL_INTERNAL_API_TOKEN (or NOETL_INTERNAL_TOKEN); with none the server runs open.")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args, "serve [flags]",
+		"Serves every function's routes on one port through the same Lambda handlers AWS runs\n"+
+			"(API Gateway events in, API Gateway responses out), plus /metrics. Without a database\n"+
+			"URL it starts a throwaway Postgres (cluster + shards), without a NATS URL an embedded\n"+
+			"NATS; Ctrl-C stops and removes them. Tokens come from NOETL_API_TOKEN,\n"+
+			"NOETL_WORKER_TOKEN and NOETL_INTERNAL_API_TOKEN (or NOETL_INTERNAL_TOKEN); with none the server runs open."); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "noetl serve: unexpected arguments %q\n", fs.Args())

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -23,20 +21,12 @@ type fileReport struct {
 }
 
 func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("validate", stderr)
 	asJSON := fs.Bool("json", false, "print a JSON array of {file, valid, errors, warnings}")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: noetl validate [--json] FILE...")
-		fmt.Fprintln(fs.Output(), "\nParses and validates NoETL noetl.io/v2 playbooks and prints every error and")
-		fmt.Fprintln(fs.Output(), "warning with its YAML path. Exits 1 when any file has errors, 0 otherwise.")
-		fs.PrintDefaults()
-	}
-	if err := parseInterspersed(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args, "validate [--json] FILE...",
+		"Parses and validates NoETL noetl.io/v2 playbooks and prints every error and\n"+
+			"warning with its YAML path. Exits 1 when any file has errors, 0 otherwise."); !ok {
+		return code
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintln(stderr, "noetl validate: name at least one playbook file")

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/noetl-go/noetl/shared/jsonx"
+
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/redact"
 	"github.com/noetl-go/noetl/shared/store"
@@ -220,9 +222,9 @@ func (t *txn) fence(x *execution, e *store.Event) (string, error) {
 	if c.Status != store.CommandClaimed && c.Status != store.CommandRunning {
 		return fmt.Sprintf("command %s is %s, not held by a worker; the event was stored and ignored", c.CommandID, c.Status), nil
 	}
-	attempt := intOf(e.Meta["attempt"])
+	attempt := jsonx.Int(e.Meta["attempt"])
 	if attempt == 0 {
-		attempt = intOf(e.Meta["attempts"]) // NoETL workers' spelling
+		attempt = jsonx.Int(e.Meta["attempts"]) // NoETL workers' spelling
 	}
 	switch {
 	case attempt > 0 && attempt != c.Attempt:
@@ -397,16 +399,4 @@ func storeTier(uri string) string {
 		return "gcs"
 	}
 	return "artifact"
-}
-
-func intOf(v any) int {
-	switch x := v.(type) {
-	case int64:
-		return int(x)
-	case float64:
-		return int(x)
-	case int:
-		return x
-	}
-	return 0
 }

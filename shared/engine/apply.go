@@ -4,6 +4,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/noetl-go/noetl/shared/jsonx"
 )
 
 // Apply folds one event into the snapshot. It is total: events it does not know,
@@ -43,7 +45,7 @@ func Apply(s *Snapshot, ev Event) {
 			if started, _ := ev.Meta["started"].(bool); started {
 				c.Status = CmdRunning
 			}
-			if a := intOf(ev.Meta["attempt"]); a > 0 {
+			if a := jsonx.Int(ev.Meta["attempt"]); a > 0 {
 				c.Attempt = a
 			}
 		}
@@ -68,7 +70,7 @@ func Apply(s *Snapshot, ev Event) {
 	case EvCommandRetry:
 		if c := s.Commands[commandID(ev)]; c != nil {
 			c.Status, c.Worker, c.Envelope = CmdPending, "", nil
-			if a := intOf(ev.Meta["attempt"]); a > 0 {
+			if a := jsonx.Int(ev.Meta["attempt"]); a > 0 {
 				c.Attempt = a
 			}
 		}
@@ -97,7 +99,7 @@ func applyEnter(s *Snapshot, ev Event) {
 	if st.Visit == nil {
 		s.Running++
 	}
-	v := &Visit{N: intOf(ev.Context["visit"])}
+	v := &Visit{N: jsonx.Int(ev.Context["visit"])}
 	if v.N == 0 {
 		v.N = st.Visits + 1
 	}
@@ -109,7 +111,7 @@ func applyEnter(s *Snapshot, ev Event) {
 		if it == "" {
 			it, _ = ev.Context["iterator_var"].(string) // NoETL's name
 		}
-		v.Loop = &LoopState{Total: intOf(n), Iterator: it, Limit: intOf(ev.Context["max_in_flight"])}
+		v.Loop = &LoopState{Total: jsonx.Int(n), Iterator: it, Limit: jsonx.Int(ev.Context["max_in_flight"])}
 	}
 	st.Visit, st.Visits, st.Status, st.Attempts = v, v.N, StepRunning, 0
 	st.EnterSeq, st.EnteredAt = ev.Seq, ev.Time
@@ -176,17 +178,17 @@ func applyIssued(s *Snapshot, ev Event) {
 	}
 	c := &CommandState{
 		Step:        ev.Step,
-		Visit:       intOf(ev.Meta["visit"]),
+		Visit:       jsonx.Int(ev.Meta["visit"]),
 		Index:       -1,
 		EventID:     ev.ID,
 		Status:      CmdPending,
-		Attempt:     max(1, intOf(ev.Meta["attempt"])),
-		MaxAttempts: max(1, intOf(ev.Meta["max_attempts"])),
+		Attempt:     max(1, jsonx.Int(ev.Meta["attempt"])),
+		MaxAttempts: max(1, jsonx.Int(ev.Meta["max_attempts"])),
 		RetryOn:     stringsOf(ev.Meta["retry_on"]),
 		OnStatus:    int64sOf(ev.Meta["retry_on_status"]),
 	}
 	if _, ok := ev.Meta["iteration_index"]; ok {
-		c.Index = intOf(ev.Meta["iteration_index"])
+		c.Index = jsonx.Int(ev.Meta["iteration_index"])
 	}
 	s.Commands[id] = c
 	if v := currentVisit(s, c); v != nil {
@@ -264,18 +266,6 @@ func commandID(ev Event) string {
 	return ""
 }
 
-func intOf(v any) int {
-	switch x := v.(type) {
-	case int64:
-		return int(x)
-	case int:
-		return x
-	case float64:
-		return int(x)
-	}
-	return 0
-}
-
 func stringsOf(v any) []string {
 	l, _ := v.([]any)
 	var out []string
@@ -305,12 +295,12 @@ func resultKeyOf(v any) *ResultKey {
 	}
 	k := &ResultKey{Kind: KindStepResult, Index: -1}
 	k.Step, _ = m["step"].(string)
-	k.Visit = intOf(m["visit"])
+	k.Visit = jsonx.Int(m["visit"])
 	if kind, ok := m["kind"].(string); ok {
 		k.Kind = ResultKind(kind)
 	}
 	if _, ok := m["index"]; ok {
-		k.Index = intOf(m["index"])
+		k.Index = jsonx.Int(m["index"])
 	}
 	return k
 }

@@ -174,6 +174,21 @@ func Clone(v any) any {
 	}
 }
 
+// Int is the integer a number value holds (a float64 truncated), 0 for
+// anything else: for counters read from events and commands (attempt, visit,
+// timeout_seconds), where a missing or malformed value means none.
+func Int(v any) int {
+	switch x := v.(type) {
+	case int64:
+		return int(x)
+	case int:
+		return x
+	case float64:
+		return int(x)
+	}
+	return 0
+}
+
 // TypeName names a value's JSON type for error messages ("expected array, got string").
 func TypeName(v any) string {
 	switch v.(type) {

@@ -77,3 +77,14 @@ func TestCloneIsDeep(t *testing.T) {
 		t.Fatal("Clone shares nested maps")
 	}
 }
+
+func TestInt(t *testing.T) {
+	for _, c := range []struct {
+		v    any
+		want int
+	}{{int64(3), 3}, {3, 3}, {2.9, 2}, {"3", 0}, {nil, 0}, {true, 0}, {map[string]any{}, 0}} {
+		if got := Int(c.v); got != c.want {
+			t.Errorf("Int(%#v) = %d, want %d", c.v, got, c.want)
+		}
+	}
+}

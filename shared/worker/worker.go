@@ -227,7 +227,7 @@ func redeliver(msg jetstream.Msg) {
 // (worker.md §1.6).
 func (w *Worker) execute(ctx context.Context, rep *reporter, cmd *wire.Command) {
 	log := w.log.With("execution_id", cmd.ExecutionID, "command_id", cmd.CommandID, "step", cmd.NodeName, "attempt", cmd.Attempt)
-	timeout := time.Duration(intOf(cmd.Context["timeout_seconds"])) * time.Second
+	timeout := time.Duration(jsonx.Int(cmd.Context["timeout_seconds"])) * time.Second
 	if timeout <= 0 {
 		timeout = time.Hour
 	}
@@ -411,16 +411,6 @@ func clientID(commandID string, attempt int, typ string) int64 {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s|%d|%s", commandID, attempt, typ)
 	return int64(h.Sum64()&(1<<53-1)) | 1
-}
-
-func intOf(v any) int64 {
-	switch x := v.(type) {
-	case int64:
-		return x
-	case float64:
-		return int64(x)
-	}
-	return 0
 }
 
 func sleep(ctx context.Context, d time.Duration) {
