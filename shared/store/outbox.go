@@ -260,12 +260,15 @@ func prefixed(alias, columns string) string {
 	return string(out)
 }
 
+// outboxLagSQL is answered from the outbox_unpublished index (migration 0003).
+const outboxLagSQL = `
+	SELECT extract(epoch FROM now() - min(created_at))::float8 FROM outbox WHERE status <> 'PUBLISHED'`
+
 // OutboxLag is how long the oldest row not yet published has waited: the lag the
 // outbox alarm watches. Zero when everything is published.
 func OutboxLag(ctx context.Context, q Querier) (time.Duration, error) {
 	var secs *float64
-	err := q.QueryRow(ctx, `
-		SELECT extract(epoch FROM now() - min(created_at))::float8 FROM outbox WHERE status <> 'PUBLISHED'`).Scan(&secs)
+	err := q.QueryRow(ctx, outboxLagSQL).Scan(&secs)
 	if err != nil {
 		return 0, fmt.Errorf("store: outbox lag: %w", err)
 	}

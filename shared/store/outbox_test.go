@@ -293,3 +293,52 @@ func TestStepResults(t *testing.T) {
 		t.Fatalf("kinds mixed up: %v %v", got, err)
 	}
 }
+
+// TestOutboxLag: the lag is the age of the oldest row not yet published, 0
+// with none, and Postgres answers it from the outbox_unpublished index rather
+// than by reading every row (the drain asks on every run).
+func TestOutboxLag(t *testing.T) {
+	s, _ := newStore(t, 1)
+	ctx := testContext(t)
+	sh := s.Shard(0)
+	db := sh.Pool()
+	if lag, err := store.OutboxLag(ctx, db); err != nil || lag != 0 {
+		t.Fatalf("empty outbox: lag %v %v, want 0", lag, err)
+	}
+	rows := outboxRows(t, sh, 3)
+	mustExec(t, db, `UPDATE outbox SET created_at = now() - make_interval(secs => 100 * (3 - (SELECT count(*) FROM outbox o WHERE o.outbox_id < outbox.outbox_id)))`)
+	if lag, err := store.OutboxLag(ctx, db); err != nil || lag < 300*time.Second || lag > 330*time.Second {
+		t.Fatalf("lag %v %v, want about 300 s (the oldest row's age)", lag, err)
+	}
+	if _, err := store.MarkOutboxPublished(ctx, db, rows[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if lag, err := store.OutboxLag(ctx, db); err != nil || lag < 200*time.Second || lag > 230*time.Second {
+		t.Fatalf("lag after publishing the oldest %v %v, want about 200 s", lag, err)
+	}
+
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	mustExec(t, tx, `SET LOCAL enable_seqscan = off`)
+	lines, err := tx.Query(ctx, "EXPLAIN (FORMAT TEXT) "+store.OutboxLagSQL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan string
+	for lines.Next() {
+		var line string
+		if err := lines.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan += line + "\n"
+	}
+	if err := lines.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(plan, "outbox_unpublished") {
+		t.Fatalf("the lag query does not use the outbox_unpublished index:\n%s", plan)
+	}
+}
