@@ -90,3 +90,25 @@ func TestWireValues(t *testing.T) {
 		}
 	}
 }
+
+// TestWireIDs: ids read from numbers and numeric strings alike, null is
+// unset, and anything else is refused with ids.Parse's message.
+func TestWireIDs(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want wire.ID
+		err  string
+	}{
+		{`12`, 12, ""}, {`"12"`, 12, ""}, {`12.0`, 12, ""}, {`null`, 0, ""}, {`9223372036854775807`, 1<<63 - 1, ""},
+		{`-3`, 0, "positive"}, {`"x"`, 0, "numeric string"}, {`1.5`, 0, "integer id"}, {`true`, 0, "boolean"}, {`{}`, 0, "object"},
+	} {
+		var id wire.ID
+		err := json.Unmarshal([]byte(c.in), &id)
+		if c.err == "" && (err != nil || id != c.want) {
+			t.Errorf("%s: %d %v, want %d", c.in, id, err, c.want)
+		}
+		if c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("%s: %v, want an error saying %q", c.in, err, c.err)
+		}
+	}
+}

@@ -76,11 +76,23 @@ func (id *NumID) UnmarshalJSON(b []byte) error {
 }
 
 // parseID reads an id given as a JSON number or numeric string; null is 0.
+// Commands carry two ids each and the worker reads many commands: the token
+// goes to ids.Parse as it is, without decoding it into a value first.
 func parseID(b []byte) (int64, error) {
-	if bytes.Equal(bytes.TrimSpace(b), null) {
+	b = bytes.TrimSpace(b)
+	switch {
+	case bytes.Equal(b, null):
 		return 0, nil
+	case len(b) > 0 && b[0] == '"':
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return 0, err
+		}
+		return ids.Parse(s)
+	case len(b) > 0 && (b[0] == '-' || b[0] >= '0' && b[0] <= '9'):
+		return ids.Parse(json.Number(b))
 	}
-	v, err := jsonx.Decode(b)
+	v, err := jsonx.Decode(b) // true, {…}, […]: ids.Parse names the type
 	if err != nil {
 		return 0, err
 	}
