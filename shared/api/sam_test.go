@@ -73,7 +73,7 @@ func TestSAMTemplateRewritesOnlyRegions(t *testing.T) {
 	// Every route is in its own function's region, with its method and path.
 	for _, r := range api.Routes() {
 		block := "        " + api.EventLogicalID(r) + ":\n          Type: HttpApi\n          Properties:\n            ApiId: !Ref HttpApi\n" +
-			"            Method: " + r.Method + "\n            Path: " + r.Path + "\n"
+			"            Method: " + r.Method + "\n            Path: " + r.GatewayPath() + "\n"
 		i := strings.Index(got, block)
 		if i < 0 {
 			t.Errorf("route %s: no event %q", r.Key(), block)
