@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -76,15 +77,15 @@ func (c *CORS) IsPreflight(method string, req http.Header) bool {
 	return c.Enabled() && method == http.MethodOptions && req.Get("Access-Control-Request-Method") != ""
 }
 
-// Preflight answers a preflight (204). methods are the path's methods; for a
-// path without routes it is nil and the method asked for is allowed, so that
-// the request itself is made and answered with its 404 (which a browser can
-// read) instead of failing as a CORS error.
+// Preflight answers a preflight (204) naming the path's methods and, when
+// it is not one of them, the method asked for: the request itself is then
+// made and answered with its 404 or 405, which a browser lets its page read,
+// instead of failing as a CORS error ("Network Error" in NoETL's GUI).
 func (c *CORS) Preflight(req http.Header, methods []string) *Response {
 	resp := &Response{Status: http.StatusNoContent, Header: http.Header{}}
 	if c.allowed(req.Get("Origin")) != "" {
-		if len(methods) == 0 {
-			methods = []string{strings.ToUpper(req.Get("Access-Control-Request-Method"))}
+		if m := strings.ToUpper(strings.TrimSpace(req.Get("Access-Control-Request-Method"))); m != "" && !slices.Contains(methods, m) {
+			methods = append(slices.Clone(methods), m)
 		}
 		resp.Header.Set("Access-Control-Allow-Methods", strings.Join(methods, ", "))
 		resp.Header.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Request-Id")
