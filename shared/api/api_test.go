@@ -621,6 +621,15 @@ func TestCORS(t *testing.T) {
 	if pre.Header.Get("Access-Control-Allow-Methods") != "GET" || pre.Header.Get("Access-Control-Allow-Origin") != "https://app.example" {
 		t.Fatalf("preflight of an unknown path: %v", pre.Header)
 	}
+	// A method the path lacks is let through to its 405 too.
+	pre = must(t, s.API, 204, call{method: "OPTIONS", target: "/api/catalog/5",
+		header: http.Header{"Origin": {"https://app.example"}, "Access-Control-Request-Method": {"DELETE"}}})
+	if pre.Header.Get("Access-Control-Allow-Methods") != "GET, DELETE" {
+		t.Fatalf("preflight of a method the path lacks: %v", pre.Header)
+	}
+	if r := must(t, s.API, 405, call{method: "DELETE", target: "/api/catalog/5", token: tAPI, header: hdr}); r.Header.Get("Access-Control-Allow-Origin") == "" {
+		t.Fatalf("405 without CORS headers: %v", r.Header)
+	}
 	r = must(t, s.API, 200, call{method: "GET", target: "/api/catalog", token: tAPI, header: http.Header{"Origin": {"https://evil.example"}}})
 	if r.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Fatal("a foreign origin was allowed")

@@ -39,8 +39,11 @@ func (c *CORS) Enabled() bool { return c != nil && len(c.origins) > 0 }
 
 // ExposedHeaders are the answer headers a browser client may read: the
 // request id, Retry-After of a 429, and the paging headers of GET
-// /api/executions.
-var exposedHeaders = []string{"X-Request-Id", "Retry-After", "Link", HeaderNextCursor, HeaderHasMore, HeaderLimitApplied, HeaderLimitCapped}
+// /api/executions. template.yaml and the CDK stack expose the same
+// (TestSAMTemplateCORS).
+func ExposedHeaders() []string {
+	return []string{"X-Request-Id", "Retry-After", "Link", HeaderNextCursor, HeaderHasMore, HeaderLimitApplied, HeaderLimitCapped}
+}
 
 // allowed is the Access-Control-Allow-Origin value for origin, "" when the
 // origin may not read the answer.
@@ -64,7 +67,7 @@ func (c *CORS) Headers(req, h http.Header) {
 		return
 	}
 	h.Set("Access-Control-Allow-Origin", origin)
-	h.Set("Access-Control-Expose-Headers", strings.Join(exposedHeaders, ", "))
+	h.Set("Access-Control-Expose-Headers", strings.Join(ExposedHeaders(), ", "))
 	if origin != "*" {
 		h.Add("Vary", "Origin")
 	}
