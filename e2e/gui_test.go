@@ -211,7 +211,9 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 func TestNoETLGUI(t *testing.T) {
 	dist := filepath.Join(conformance.Dir(t), "noetl-gui", "dist")
 	gui := startGUI(t, dist)
+	registered := []string{time.Now().UTC().Format("1/2/2006")} // the cards' "Updated:" date (the browser's clock is UTC)
 	dev := startDev(t, map[string]string{"hello": guiHello, "many": guiMany, "slow": guiSlow}, gui.url)
+	registered = append(registered, time.Now().UTC().Format("1/2/2006"))
 	gui.mu.Lock()
 	gui.api = dev.url
 	gui.mu.Unlock()
@@ -249,10 +251,13 @@ func TestNoETLGUI(t *testing.T) {
 	for path, want := range map[string][]string{
 		"gui/hello": {"Tasks: 3", "Greets someone, slowly"}, "gui/many": {"Tasks: 1", "Forty iterations"}, "gui/slow": {"Tasks: 1", "Sleeps"}} {
 		card := g.text(`[...document.querySelectorAll('.catalog-playbook-card')].find(c => c.textContent.includes('Path: ` + path + `'))`)
-		for _, w := range append(want, "Updated: "+time.Now().UTC().Format("1/2/2006")) {
+		for _, w := range want {
 			if !strings.Contains(card, w) {
 				t.Errorf("the card of %s says %q, want %q in it", path, card, w)
 			}
+		}
+		if !strings.Contains(card, "Updated: "+registered[0]) && !strings.Contains(card, "Updated: "+registered[1]) {
+			t.Errorf("the card of %s says %q, want the day it was registered (%v)", path, card, registered)
 		}
 	}
 	b.shot(t, "catalog")
