@@ -243,10 +243,10 @@ func (t *txn) toolOf(x *execution, commandID string) noetlwire.Tool {
 	tool := noetlwire.Tool{Kind: k.row.ToolKind}
 	if st := x.pb.Step(k.row.Step); st != nil && tool.Kind == engine.KindTaskSequence {
 		if st.Tool != nil {
-			tool.Single, tool.Labels = true, []string{st.Tool.Label(st.Name)}
+			tool.Single, tool.Labels, tool.Kinds = true, []string{st.Tool.Label(st.Name)}, []string{st.Tool.Kind}
 		}
 		for _, it := range st.Pipeline {
-			tool.Labels = append(tool.Labels, it.Label)
+			tool.Labels, tool.Kinds = append(tool.Labels, it.Label), append(tool.Kinds, it.Tool.Kind)
 		}
 	}
 	return tool

@@ -105,16 +105,16 @@ func TestFit(t *testing.T) {
 
 	// task_sequence: R-R4's merge in run order, ctx as _context_updates.
 	seq := `{"status": "ok", "_prev": {"b": 2}, "results": {"first": {"a": 1, "x": "first"}, "second": {"b": 2, "x": "second"}},
-		"ctx": {"counter": 42}, "metrics": {"tasks": [{"name": "first"}, {"name": "second"}]}}`
+		"ctx": {"counter": "42", "ratio": "0.5", "ok": "True", "word": "42abc", "cfg": {"t": 30}}, "metrics": {"tasks": [{"name": "first"}, {"name": "second"}]}}`
 	got := data(Fit(wrap(seq), Tool{Kind: "task_sequence", Labels: []string{"first", "second"}}))
-	want := decode(t, `{"a": 1, "b": 2, "x": "second", "first": {"a": 1, "x": "first"}, "second": {"b": 2, "x": "second"}, "_context_updates": {"counter": 42}}`)
+	want := decode(t, `{"a": 1, "b": 2, "x": "second", "first": {"a": 1, "x": "first"}, "second": {"b": 2, "x": "second"}, "_context_updates": {"counter": 42, "ratio": 0.5, "ok": true, "word": "42abc", "cfg": {"t": 30}}}`)
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("pipeline data %v", got)
 	}
-	// A single tool with spec.policy keeps its own data.
-	got = data(Fit(wrap(`{"status": "ok", "results": {"fetch": {"n": 1}}, "metrics": {"tasks": [{"name": "fetch"}]}}`),
-		Tool{Kind: "task_sequence", Labels: []string{"fetch"}, Single: true}))
-	if !reflect.DeepEqual(got, decode(t, `{"n": 1}`)) {
+	// A single tool with spec.policy keeps its own data, fitted to its kind.
+	got = data(Fit(wrap(`{"status": "ok", "results": {"fetch": {"data": {"n": 1}}}, "metrics": {"tasks": [{"name": "fetch"}]}}`),
+		Tool{Kind: "task_sequence", Labels: []string{"fetch"}, Kinds: []string{"http"}, Single: true}))
+	if !reflect.DeepEqual(got, decode(t, `{"data": {"n": 1}, "body": {"n": 1}}`)) {
 		t.Fatalf("single data %v", got)
 	}
 	// A failed sequence is an error envelope.

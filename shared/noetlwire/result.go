@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/noetl-go/noetl/shared/pipeline"
@@ -181,11 +182,12 @@ func storeTier(uri string) string {
 }
 
 // Tool is what Fit needs of a command's tool: its kind (the command's action),
-// and for a pipeline its item labels in order and whether it is a single tool
-// with spec.policy (whose data is that tool's own, R-R4).
+// and for a pipeline its items' labels and kinds in order and whether it is a
+// single tool with spec.policy (whose data is that tool's own, R-R4).
 type Tool struct {
 	Kind   string
 	Labels []string
+	Kinds  []string // the kind of each of Labels
 	Single bool
 }
 
@@ -195,9 +197,14 @@ type Tool struct {
 //
 //   - task_sequence: NoETL's worker answers {status: ok|break|failed, results:
 //     {label: data}, ctx: {…}, _prev, metrics: {tasks: [{name}, …]}, error?}; the
-//     data is pipeline.Merge of results in the order the items last ran
-//     (metrics.tasks, else the pipeline's), with ctx as _context_updates (R-R4,
-//     R-R5); a failed sequence is an error envelope with its error's message;
+//     data is pipeline.Merge of results (each fitted to its item's kind) in the
+//     order the items last ran (metrics.tasks, else the pipeline's), with ctx as
+//     _context_updates (R-R4, R-R5); a failed sequence is an error envelope with
+//     its error. The ctx values NoETL's worker rendered from `set` templates
+//     arrive as text unless they were objects or lists; NoETL's server reads such
+//     text back as the scalar it spells (true/false, integers, decimals,
+//     None/null) when it renders it, and so it is read here:
+//     `ctx.counter: "{{ output.data.counter }}"` is 42, as our pipeline writes it;
 //   - http: NoETL's Python http tool names the parsed body `data`
 //     ({status_code, headers, url, elapsed, data}); ours and NoETL's Rust tool also
 //     name it `body`: body is added when missing.
@@ -212,39 +219,90 @@ func Fit(result map[string]any, tool Tool) map[string]any {
 	if !ok {
 		return result
 	}
-	switch tool.Kind {
-	case kindTaskSequence:
-		results, isMap := out["results"].(map[string]any)
-		if !isMap {
-			return result
+	env = maps.Clone(env)
+	if tool.Kind != kindTaskSequence {
+		env["data"] = fitOutput(tool.Kind, out)
+		return map[string]any{"status": result["status"], "context": env}
+	}
+	results, isMap := out["results"].(map[string]any)
+	if !isMap {
+		return result
+	}
+	fitted := make(map[string]any, len(results))
+	for l, d := range results {
+		kind := ""
+		if i := slices.Index(tool.Labels, l); i >= 0 && i < len(tool.Kinds) {
+			kind = tool.Kinds[i]
 		}
-		updates, _ := out["ctx"].(map[string]any)
-		single := ""
-		if tool.Single && len(tool.Labels) == 1 {
-			single = tool.Labels[0]
-		}
-		env = maps.Clone(env)
-		env["data"] = pipeline.Merge(runOrder(out, results, tool.Labels), results, updates, single)
-		if lower(out["status"]) == "failed" {
-			env["status"] = pipeline.StatusError
-			if e := out["error"]; e != nil {
-				env["error"] = e
-			}
-		}
-		return map[string]any{"status": env["status"], "context": env}
-	case kindHTTP:
-		if _, has := out["body"]; has {
-			return result
-		}
-		if body, has := out["data"]; has {
-			out = maps.Clone(out)
-			out["body"] = body
-			env = maps.Clone(env)
-			env["data"] = out
-			return map[string]any{"status": result["status"], "context": env}
+		fitted[l] = fitOutput(kind, d)
+	}
+	single := ""
+	if tool.Single && len(tool.Labels) == 1 {
+		single = tool.Labels[0]
+	}
+	env["data"] = pipeline.Merge(runOrder(out, results, tool.Labels), fitted, scalars(out["ctx"]), single)
+	if lower(out["status"]) == "failed" {
+		env["status"] = pipeline.StatusError
+		if e := out["error"]; e != nil {
+			env["error"] = e
 		}
 	}
-	return result
+	return map[string]any{"status": env["status"], "context": env}
+}
+
+// fitOutput is one tool's output as our tool of that kind reports it.
+func fitOutput(kind string, out any) any {
+	m, ok := out.(map[string]any)
+	if !ok || kind != kindHTTP {
+		return out
+	}
+	if _, has := m["body"]; has {
+		return out
+	}
+	if body, has := m["data"]; has {
+		m = maps.Clone(m)
+		m["body"] = body
+		return m
+	}
+	return out
+}
+
+// scalars is a NoETL worker's ctx writes with text that spells a scalar read
+// as that scalar (see Fit); nil when v is not an object.
+func scalars(v any) map[string]any {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	out := make(map[string]any, len(m))
+	for k, x := range m {
+		if s, isText := x.(string); isText {
+			x = scalarOf(s)
+		}
+		out[k] = x
+	}
+	return out
+}
+
+// scalarOf reads text as the scalar it spells, or keeps it.
+func scalarOf(s string) any {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "true":
+		return true
+	case "false":
+		return false
+	case "none", "null":
+		return nil
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil && s != "" && s[0] >= '0' && s[0] <= '9' {
+		return n
+	}
+	if strings.ContainsAny(s, ".eE") {
+		if f, err := strconv.ParseFloat(s, 64); err == nil && !strings.ContainsAny(s, "nN") {
+			return f
+		}
+	}
+	return s
 }
 
 // runOrder lists the labels of results in the order their items last ran:
