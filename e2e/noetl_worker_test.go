@@ -166,6 +166,20 @@ func folded(evs []wire.Event, typ string) int {
 // lease while heartbeating completes once; no event request is refused.
 func TestNoETLWorkerDouble(t *testing.T) {
 	d := startDev(t)
+	// First, with no worker running: the requests NoETL's worker sent (recorded),
+	// replayed with ids rewritten, are all answered 2xx, as NoETL's server
+	// answers them (pool routes aside).
+	t.Run("recorded requests replayed", func(t *testing.T) {
+		answers := replayRecorded(t, d)
+		counts := map[string]int{}
+		for _, a := range answers {
+			counts[a]++
+		}
+		t.Logf("%d requests replayed: %v", len(answers), counts)
+		if len(answers) < 100 {
+			t.Fatalf("only %d requests replayed", len(answers))
+		}
+	})
 	w := startDouble(t, d, nil)
 	dir := filepath.Join(conformance.Dir(t), "playbooks")
 	paths := map[string]string{}

@@ -110,6 +110,9 @@ func (w *pyWorker) run(ctx context.Context) error {
 	}()
 	for _, seg := range w.segments {
 		s, err := js.Stream(ctx, noetlStream)
+		if ctx.Err() != nil {
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("stream %s: %w", noetlStream, err)
 		}
@@ -135,6 +138,9 @@ func (w *pyWorker) run(ctx context.Context) error {
 			cc.Durable, cc.FilterSubject = noetlConsumer+"_"+seg, noetlSubject+"."+seg+".>"
 		}
 		cons, err := js.CreateOrUpdateConsumer(ctx, noetlStream, cc)
+		if ctx.Err() != nil {
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("consumer %s: %w", cc.Durable, err)
 		}

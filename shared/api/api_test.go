@@ -352,14 +352,43 @@ func TestWorkerRoutes(t *testing.T) {
 	if after := f.s.Counts(t); after.Event != before.Event+1 {
 		t.Errorf("the fenced event was not stored: %+v → %+v", before, after)
 	}
-	// The batch of the real worker completes the step and issues the next one.
-	r = must(t, a, 200, call{method: "POST", target: "/api/events/batch", token: tWorker, body: map[string]any{
+	// NoETL's command.heartbeat event extends the holder's lease and writes no
+	// event (R-L1); another worker's extends nothing.
+	beat := func(worker string) result {
+		return must(t, a, 200, call{method: "POST", target: "/api/events", token: tWorker, body: map[string]any{
+			"execution_id": strconv.FormatInt(f.exec, 10), "step": "start", "name": "command.heartbeat", "worker_id": worker,
+			"payload": map[string]any{"command_id": commandID, "worker_id": worker}, "actionable": false, "informative": true}})
+	}
+	events := f.s.Counts(t).Event
+	if r = beat("w1"); r.str("lease_expires_at") == "" || r.json["event_id"] != nil {
+		t.Errorf("holder's heartbeat: %s", r.Body)
+	}
+	if r = beat("w2"); !strings.Contains(r.str("ignored"), "not held by w2") || r.json["lease_expires_at"] != nil {
+		t.Errorf("another worker's heartbeat: %s", r.Body)
+	}
+	if n := f.s.Counts(t).Event; n != events {
+		t.Errorf("heartbeats wrote %d events", n-events)
+	}
+	// The batch of the real worker completes the step and issues the next one;
+	// posted again under its Idempotency-Key (NoETL's worker retries a batch
+	// under one key), it gets the first answer and stores nothing.
+	batch := call{method: "POST", target: "/api/events/batch", token: tWorker, header: http.Header{"Idempotency-Key": {"w1:batch:1"}}, body: map[string]any{
 		"execution_id": strconv.FormatInt(f.exec, 10), "worker_id": "w1",
 		"events": []any{map[string]any{"step": "start", "event_type": "call.done", "meta": meta,
 			"payload": map[string]any{"result": map[string]any{"status": "success", "data": map[string]any{"n": int64(1)}}}},
-			map[string]any{"step": "start", "event_type": "command.completed", "status": "success", "meta": meta}}}})
+			map[string]any{"step": "start", "event_type": "command.completed", "status": "success", "meta": meta}}}}
+	r = must(t, a, 200, batch)
 	if r.str("status") != "ok" || len(r.json["event_ids"].([]any)) != 2 || r.json["commands_generated"] != int64(1) {
 		t.Fatalf("batch: %s", r.Body)
+	}
+	counts := f.s.Counts(t)
+	if again := must(t, a, 200, batch); string(again.Body) != string(r.Body) || f.s.Counts(t) != counts {
+		t.Fatalf("the batch again: %s (first %s); rows %+v → %+v", again.Body, r.Body, counts, f.s.Counts(t))
+	}
+	other := batch
+	other.body = map[string]any{"execution_id": strconv.FormatInt(f.exec, 10), "events": []any{map[string]any{"event_type": "step.note"}}}
+	if r = must(t, a, 422, other); !strings.Contains(r.str("error"), "Idempotency-Key") || f.s.Counts(t) != counts {
+		t.Fatalf("another request under the key: %s", r.Body)
 	}
 }
 
