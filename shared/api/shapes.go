@@ -240,7 +240,7 @@ func replayQuery() []Param {
 	}
 }
 
-func outboxClaimBody() *Shape { return object(opt("limit", intIn().doc("1 to 1000, default 100"))) }
+func outboxClaimBody() *Shape { return object(opt("limit", intIn().doc("default 100; a value outside 1..1000 is clamped into it (as NoETL's server does)"))) }
 
 func outboxClaimReply() *Shape {
 	return object(
