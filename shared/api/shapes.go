@@ -240,7 +240,9 @@ func replayQuery() []Param {
 	}
 }
 
-func outboxClaimBody() *Shape { return object(opt("limit", intIn().doc("default 100; a value outside 1..1000 is clamped into it (as NoETL's server does)"))) }
+func outboxClaimBody() *Shape {
+	return object(opt("limit", intIn().doc("default 100; a value outside 1..1000 is clamped into it (as NoETL's server does)")))
+}
 
 func outboxClaimReply() *Shape {
 	return object(
