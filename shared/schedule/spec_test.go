@@ -45,7 +45,7 @@ func TestNextAcrossDST(t *testing.T) {
 	const ny = "America/New_York"
 	cases := []struct {
 		name, cron, tz, from string
-		want               []string
+		want                 []string
 	}{
 		{"daily in the repeated hour (fall back) runs once", "30 1 * * *", ny, "2024-11-02 00:00 -0400",
 			[]string{"2024-11-02 01:30 -0400", "2024-11-03 01:30 -0400", "2024-11-04 01:30 -0500"}},
