@@ -102,9 +102,9 @@ type Server struct {
 	srv       *http.Server
 	outbox    *lambdafn.Handler
 	schedules *lambdafn.Handler
-	closers  []func()
-	stopTick context.CancelFunc
-	served   chan error
+	closers   []func()
+	stopTick  context.CancelFunc
+	served    chan error
 }
 
 // Start brings the stack up; Close takes it down and removes what it started.
