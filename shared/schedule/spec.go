@@ -168,5 +168,3 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-// Location is the spec's time zone.
-func (s *Spec) Location() *time.Location { return s.loc }
