@@ -167,4 +167,3 @@ func floorDiv(a, b int64) int64 {
 	}
 	return q
 }
-
