@@ -1,29 +1,24 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
-	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/conformance"
 	"github.com/noetl-go/noetl/shared/wire"
 )
@@ -122,85 +117,6 @@ func startGUI(t *testing.T, dist string) *guiServer {
 	return g
 }
 
-// devStack is `noetl dev` running as a user starts it.
-type devStack struct {
-	url string
-	out *strings.Builder
-}
-
-// startDev runs `noetl dev` on a free port with the playbooks of examples,
-// allowing the GUI's origin, and stops it (Ctrl-C) when the test ends.
-func startDev(t *testing.T, examples map[string]string, origin string) *devStack {
-	t.Helper()
-	dir := t.TempDir()
-	for name, src := range examples {
-		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := buildNoetl(t)
-	cmd := exec.Command(bin, "dev", "--listen", "127.0.0.1:0", "--demo=false", "--examples", dir, "--drain-every", "500ms")
-	cmd.Env = append(cmd.Environ(), "NOETL_DATABASE_URL=", "NOETL_SHARD_URLS=", "NOETL_NATS_URL=", "NOETL_API_TOKEN=",
-		"NOETL_WORKER_TOKEN=", "NOETL_INTERNAL_TOKEN=", "NOETL_INTERNAL_API_TOKEN=", "NOETL_LISTEN=",
-		"NOETL_CORS_ORIGINS="+origin)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &devStack{out: &strings.Builder{}}
-	cmd.Stderr = &lockedWriter{w: d.out}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGINT)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		var api string
-		for sc.Scan() {
-			line := sc.Text()
-			if m := regexp.MustCompile(`API on (http://\S+) `).FindStringSubmatch(line); m != nil {
-				api = m[1]
-			}
-			if strings.Contains(line, "running; press Ctrl-C") {
-				ready <- api
-			}
-			fmt.Fprintln(&lockedWriter{w: d.out}, line)
-		}
-		done <- cmd.Wait()
-	}()
-	select {
-	case d.url = <-ready:
-	case err := <-done:
-		t.Fatalf("noetl dev stopped: %v\n%s", err, d.out)
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("noetl dev did not come up:\n%s", d.out)
-	}
-	if d.url == "" {
-		t.Fatalf("noetl dev did not say where its API is:\n%s", d.out)
-	}
-	return d
-}
-
-var outMu sync.Mutex
-
-type lockedWriter struct{ w io.Writer }
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	outMu.Lock()
-	defer outMu.Unlock()
-	return l.w.Write(p)
-}
-
 // TestNoETLGUI drives NoETL's GUI against noetl dev, page by page, and fails
 // when any page shows what a user would call broken: the catalog's cards,
 // the Run dialog's form and its run, an execution's page (times, result,
@@ -212,12 +128,13 @@ func TestNoETLGUI(t *testing.T) {
 	dist := filepath.Join(conformance.Dir(t), "noetl-gui", "dist")
 	gui := startGUI(t, dist)
 	registered := []string{time.Now().UTC().Format("1/2/2006")} // the cards' "Updated:" date (the browser's clock is UTC)
-	dev := startDev(t, map[string]string{"hello": guiHello, "many": guiMany, "slow": guiSlow}, gui.url)
+	dev := startDev(t, devOptions{workers: 2, examples: map[string]string{"hello": guiHello, "many": guiMany, "slow": guiSlow},
+		env: []string{"NOETL_CORS_ORIGINS=" + gui.url}})
 	registered = append(registered, time.Now().UTC().Format("1/2/2006"))
 	gui.mu.Lock()
 	gui.api = dev.url
 	gui.mu.Unlock()
-	cl := client.New(dev.url, "")
+	cl := dev.cl
 	ctx := context.Background()
 	wait := func(id int64, want string) *wire.Execution {
 		t.Helper()

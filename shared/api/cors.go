@@ -100,13 +100,15 @@ func (c *CORS) Preflight(req http.Header, methods []string) *Response {
 
 // ErrorBody is an error answer's body (api.md §1): {error, status} and, with
 // the same text, NoETL's `detail`, which NoETL's clients (its GUI, its CLI)
-// show. extra adds fields (retry_after_seconds, problems, …).
+// show. extra adds fields (retry_after_seconds, problems, …); a `detail` in
+// extra is kept (a refused claim's {code, message}, which NoETL's workers
+// read).
 func ErrorBody(status int, msg string, extra map[string]any) []byte {
-	body := map[string]any{}
+	body := map[string]any{"detail": msg}
 	for k, v := range extra {
 		body[k] = v
 	}
-	body["error"], body["detail"], body["status"] = msg, msg, int64(status)
+	body["error"], body["status"] = msg, int64(status)
 	b, err := jsonx.Marshal(body)
 	if err != nil {
 		// Built from JSON values; failing here is a bug.

@@ -135,6 +135,7 @@ func executionSummary(r store.Execution, now time.Time, progress int) wire.Execu
 		ParentExecutionID: wire.OptID(r.ParentExecutionID), EventCount: r.LastSeq,
 		StartTime: wire.At(r.StartedAt), EndTime: wire.At(r.CompletedAt),
 		DurationSeconds: secs, DurationHuman: durationHuman(secs), Progress: progress,
+		ScheduleID: wire.OptID(r.ScheduleID), ScheduledAt: wire.At(r.ScheduledAt),
 	}
 }
 

@@ -131,8 +131,8 @@ func TestRoutesShape(t *testing.T) {
 			t.Errorf("route %s has scope %d, want %d (R-A3)", r.Key(), r.Scope, want)
 		}
 	}
-	if len(seen) != 35 {
-		t.Errorf("%d routes, want the 25 of api.md §2 (without /metrics), our worker's report, NoETL's cancellation-check, the dashboard's 2, the OpenAPI document and the 5 NoETL's GUI calls (ui_schema, playbook content, validate, stop, rerun)", len(seen))
+	if len(seen) != 30+8+5 {
+		t.Errorf("%d routes, want the 25 of api.md §2 (without /metrics), our worker's report, NoETL's cancellation-check, the dashboard's 2, the OpenAPI document, the 8 schedule routes and the 5 NoETL's GUI calls (ui_schema, playbook content, validate, stop, rerun)", len(seen))
 	}
 	gateway := map[string]string{}
 	for _, r := range api.Routes() {

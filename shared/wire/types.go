@@ -60,6 +60,9 @@ type ExecutionSummary struct {
 	DurationSeconds float64 `json:"duration_seconds" doc:"from start to end, or to now while running, to the millisecond"`
 	DurationHuman   string  `json:"duration_human" doc:"duration_seconds as NoETL writes it: 1h 2m 3s"`
 	Progress        int     `json:"progress" doc:"percent: 100 once ended; while running, the share of steps done where the answer knows them (the detail), else 0"`
+	// A run a schedule started names the schedule and the due time it ran for.
+	ScheduleID  OptID `json:"schedule_id" doc:"the schedule that started the execution; null: none"`
+	ScheduledAt Time  `json:"scheduled_at" doc:"the due time the schedule started it for; null: not a scheduled run"`
 }
 
 // Execution answers GET /api/executions/{id}.
@@ -234,16 +237,22 @@ type EventRequest struct {
 // Ingested answers POST /api/events.
 type Ingested struct {
 	Status            string `json:"status" enum:"ok"`
-	EventID           ID     `json:"event_id"`
+	EventID           ID     `json:"event_id,omitempty" doc:"the stored event; absent for a command.heartbeat, which writes none (R-L1)"`
 	CommandsGenerated int    `json:"commands_generated"`
 	Duplicate         bool   `json:"duplicate"`
+	// Ignored says why the event was stored flagged ignored and not folded
+	// (R-L8, R-R10), or why a heartbeat extended no lease.
+	Ignored        string `json:"ignored,omitempty" doc:"why the event was stored flagged ignored and not folded (a fenced report: another holder, a lost lease, an ended execution), or why a heartbeat extended no lease"`
+	LeaseExpiresAt *Time  `json:"lease_expires_at,omitempty" doc:"a command.heartbeat's new lease end"`
 }
 
 // IngestedBatch answers POST /api/events/batch.
 type IngestedBatch struct {
 	Status            string `json:"status" enum:"ok"`
-	EventIDs          []ID   `json:"event_ids"`
+	EventIDs          []ID   `json:"event_ids" doc:"in the order posted; \"0\" for a command.heartbeat, which writes no event"`
 	CommandsGenerated int    `json:"commands_generated"`
+	Ignored           string `json:"ignored,omitempty" doc:"why events were stored flagged ignored and not folded (the first reason)"`
+	IgnoredEventIDs   []ID   `json:"ignored_event_ids,omitempty" doc:"the events stored ignored"`
 }
 
 // Report is our worker's one request per step (POST /api/worker/report): the
@@ -376,4 +385,108 @@ type UIField struct {
 	CredentialGlob OptString  `json:"credential_glob" doc:"# ui:credential=<glob>"`
 	Options        *[]Value   `json:"options" doc:"kind enum: # ui:enum=[a, b]"`
 	Children       *[]UIField `json:"children" doc:"kind object: its keys, as fields"`
+}
+
+// ---- schedules ----
+
+// Schedule answers the schedule routes (NoETL's noetl.schedule field names
+// where it has them).
+type Schedule struct {
+	ScheduleID      ID        `json:"schedule_id"`
+	PlaybookPath    string    `json:"playbook_path"`
+	PlaybookVersion *int      `json:"playbook_version" doc:"null: the latest version when each run starts"`
+	Cron            OptString `json:"cron" doc:"5 fields, or 6 with seconds first; null: an interval schedule"`
+	IntervalSeconds *int64    `json:"interval_seconds" doc:"null: a cron schedule"`
+	Timezone        string    `json:"timezone" doc:"IANA name the cron is read in"`
+	Enabled         bool      `json:"enabled" doc:"false: paused"`
+	InputPayload    Object    `json:"input_payload" doc:"each run's workload overrides"`
+	Overlap         string    `json:"overlap" enum:"skip,buffer_one,allow"`
+	CatchupSeconds  int64     `json:"catchup_seconds" doc:"due times older than this when the schedule can fire are skipped and recorded"`
+	JitterSeconds   int64     `json:"jitter_seconds"`
+	Meta            Object    `json:"meta"`
+	NextRunAt       Time      `json:"next_run_at" doc:"the next due time; null while paused"`
+	LastRunAt       Time      `json:"last_run_at" doc:"when the last run started"`
+	LastScheduledAt Time      `json:"last_scheduled_at" doc:"the due time of the last run"`
+	LastExecutionID OptID     `json:"last_execution_id"`
+	LastStatus      OptString `json:"last_status" doc:"the last run's status"`
+	BufferedAt      Time      `json:"buffered_at" doc:"buffer_one: the due time waiting for the running run"`
+	Backfill        *Backfill `json:"backfill" doc:"what is left of a backfill; null: none"`
+	CreatedAt       Time      `json:"created_at"`
+	UpdatedAt       Time      `json:"updated_at"`
+}
+
+// Backfill is what is left of a schedule's backfill.
+type Backfill struct {
+	Next Time `json:"next" doc:"the next due time to run"`
+	To   Time `json:"to" doc:"the last due time of the range"`
+}
+
+// SchedulePage answers GET /api/schedules.
+type SchedulePage struct {
+	Schedules  []Schedule `json:"schedules"`
+	NextCursor OptString  `json:"next_cursor" doc:"null on the last page"`
+}
+
+// ScheduleRun is one row of a schedule's log: a run, or due times skipped.
+type ScheduleRun struct {
+	ScheduledAt Time      `json:"scheduled_at" doc:"the due time (the first of a skipped range)"`
+	Through     Time      `json:"through" doc:"the last due time of a skipped range (scheduled_at for one)"`
+	Count       int       `json:"count" doc:"how many due times the row covers"`
+	Origin      string    `json:"origin" enum:"schedule,buffered,backfill,trigger"`
+	Outcome     string    `json:"outcome" enum:"started,skipped,failed"`
+	ExecutionID OptID     `json:"execution_id"`
+	Status      OptString `json:"status" doc:"the execution's status"`
+	Reason      OptString `json:"reason" doc:"why the due times were skipped or the run could not start"`
+	RecordedAt  Time      `json:"recorded_at"`
+}
+
+// ScheduleRunPage answers GET /api/schedules/{id}/runs.
+type ScheduleRunPage struct {
+	Runs       []ScheduleRun `json:"runs" doc:"newest due time first"`
+	NextCursor OptString     `json:"next_cursor" doc:"null on the last page"`
+}
+
+// ScheduleRequest is the body of POST /api/schedules and PATCH
+// /api/schedules/{id} our client sends (PATCH: only the fields given change).
+type ScheduleRequest struct {
+	PlaybookPath    string         `json:"playbook_path,omitempty"`
+	PlaybookVersion int            `json:"playbook_version,omitempty"`
+	Cron            string         `json:"cron,omitempty"`
+	IntervalSeconds int64          `json:"interval_seconds,omitempty"`
+	Timezone        string         `json:"timezone,omitempty"`
+	Enabled         *bool          `json:"enabled,omitempty"`
+	InputPayload    map[string]any `json:"input_payload,omitempty"`
+	Overlap         string         `json:"overlap,omitempty"`
+	CatchupSeconds  int64          `json:"catchup_seconds,omitempty"`
+	JitterSeconds   *int64         `json:"jitter_seconds,omitempty"`
+	Meta            map[string]any `json:"meta,omitempty"`
+}
+
+// Triggered answers POST /api/schedules/{id}/trigger.
+type Triggered struct {
+	ScheduleID  ID        `json:"schedule_id"`
+	ScheduledAt Time      `json:"scheduled_at" doc:"the run's due time: now"`
+	Outcome     string    `json:"outcome" enum:"started,buffered,skipped,failed" doc:"the overlap policy decides"`
+	ExecutionID OptID     `json:"execution_id"`
+	Reason      OptString `json:"reason"`
+}
+
+// BackfillRequest is the body of POST /api/schedules/{id}/backfill.
+type BackfillRequest struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// Backfilled answers POST /api/schedules/{id}/backfill.
+type Backfilled struct {
+	ScheduleID ID   `json:"schedule_id"`
+	DueTimes   int  `json:"due_times" doc:"how many due times the range holds; each runs once, in order"`
+	From       Time `json:"from" doc:"the first due time"`
+	To         Time `json:"to" doc:"the last due time"`
+}
+
+// ScheduleDeleted answers DELETE /api/schedules/{id}.
+type ScheduleDeleted struct {
+	ScheduleID ID   `json:"schedule_id"`
+	Deleted    bool `json:"deleted"`
 }
