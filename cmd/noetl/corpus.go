@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/conformance"
 	"github.com/noetl-go/noetl/shared/corpus"
 )
@@ -26,6 +27,7 @@ func runCorpus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	timeout := fs.Duration("timeout", 3*time.Minute, "default bound on one playbook's run")
 	workers := fs.Int("workers", 2, "in-process workers")
 	concurrency := fs.Int("concurrency", 8, "commands each worker runs at once")
+	dump := fs.String("dump", "", "write each run's final execution view to this folder (one JSON file per playbook)")
 	verbose := fs.Bool("v", false, "print the stack's JSON logs")
 	toolUser := toolUserFlag(fs)
 	if code, ok := parseFlags(fs, args, "corpus [flags]", "Runs NoETL's offline playbook corpus (offline.json) end to end: a throwaway stack, a database for\n"+
@@ -36,6 +38,11 @@ func runCorpus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	if !noArgs(fs, stderr) {
 		return exitUsage
+	}
+	if *dump != "" {
+		if err := os.MkdirAll(*dump, 0o755); err != nil {
+			return fail(stderr, "corpus", err)
+		}
 	}
 	if *dir == "" {
 		wd, _ := os.Getwd()
@@ -80,6 +87,12 @@ func runCorpus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			outs[i] = s.Run(ctx, e)
+			if *dump != "" && outs[i].View != nil {
+				name := filepath.Join(*dump, strings.NewReplacer("/", "__", ".yaml", ".json").Replace(e.File))
+				if err := os.WriteFile(name, []byte(client.MarshalIndent(outs[i].View)), 0o644); err != nil {
+					fmt.Fprintf(stderr, "noetl corpus: --dump: %v\n", err)
+				}
+			}
 			mu.Lock()
 			o := outs[i]
 			fmt.Fprintf(stdout, "  ran %-90s %-9s %5.1fs\n", o.File, o.Status, o.Duration.Seconds())

@@ -214,6 +214,8 @@ type Outcome struct {
 	// Known is the documented reason a playbook of ours does not pass (see
 	// docs/noetl-playbooks.md); empty for one expected to pass.
 	Known string
+	// View is the execution's final view (nil when none was read).
+	View *wire.Execution
 }
 
 // Run runs one playbook and judges it by its check.
@@ -254,6 +256,7 @@ func (s *Stack) Run(ctx context.Context, e Entry) (out Outcome) {
 		}
 		return out
 	}
+	out.View = view
 	out.Status, out.Error = view.Status, string(view.Error)
 	out.Checked = c.judge(view)
 	out.Pass = out.Checked == ""

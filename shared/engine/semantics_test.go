@@ -1261,7 +1261,7 @@ workflow:
     tool: {kind: noop, input: {i: "{{ i }}"}}
     next: reader
   - step: reader
-    tool: {kind: noop, input: {n: "{{ start | length }}", last: "{{ start[-1] }}"}}
+    tool: {kind: noop, input: {n: "{{ start.results | length }}", last: "{{ start.results[-1] }}"}}
 `)
 	s.Engine = engine.New(engine.Config{InlineResultBytes: 512})
 	s.Tools = map[string]enginetest.Tool{
@@ -1303,7 +1303,7 @@ workflow:
     tool: {kind: noop, input: {i: "{{ i }}"}}
     next: reader
   - step: reader
-    tool: {kind: noop, input: {rows: "{{ start.rows | length }}", second: "{{ each[1].v }}"}}
+    tool: {kind: noop, input: {rows: "{{ start.rows | length }}", second: "{{ each.results[1].v }}"}}
 `)
 	s.Tools = map[string]enginetest.Tool{
 		"start": func(*enginetest.Cmd) enginetest.Reply {
