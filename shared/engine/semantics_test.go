@@ -1194,7 +1194,9 @@ workflow:
 	}
 }
 
-// TestCommandPayload: R-S3 — a single tool ships rendered except code; step input
+// TestCommandPayload: R-S3 — a single tool ships rendered (python code too, as
+// NoETL renders it, with the render context its code names for python's
+// `context`); step input
 // merges under the tool's (tool wins); a pipeline ships raw items with the values
 // its templates read.
 func TestCommandPayload(t *testing.T) {
@@ -1206,7 +1208,7 @@ workflow:
     tool:
       kind: python
       input: {shared: tool, n: "{{ 1 + 1 }}"}
-      code: "x = '{{ not rendered }}'"
+      code: "x = '{{ name }}'"
     next: pipe
   - step: pipe
     input: {a: "{{ name }}"}
@@ -1218,8 +1220,11 @@ workflow:
 	run(t, s, nil)
 	issued := s.Log[s.Index("command.issued", "start", 0)]
 	tc := issued.Context["tool_config"].(map[string]any)
-	if tc["code"] != "x = '{{ not rendered }}'" {
-		t.Errorf("code was rendered: %v", tc["code"])
+	if tc["code"] != "x = 'ada'" {
+		t.Errorf("code was not rendered: %v", tc["code"])
+	}
+	if rc := issued.Context["render_context"]; !reflect.DeepEqual(rc, map[string]any{"name": "ada"}) {
+		t.Errorf("python's render context: %v, want what its code names (name)", rc)
 	}
 	if want := map[string]any{"who": "ada", "shared": "tool", "n": int64(2)}; !reflect.DeepEqual(tc["args"], want) || !reflect.DeepEqual(issued.Context["args"], want) {
 		t.Errorf("args %v", tc["args"])

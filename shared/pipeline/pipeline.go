@@ -49,14 +49,15 @@ import (
 
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/tmpl"
+	"github.com/noetl-go/noetl/shared/tools/kinds"
 )
 
 // Item is one attempt of one item, handed to Exec.
 type Item struct {
 	Label string
 	Kind  string
-	// Config is the tool config rendered against the running context, except `code`
-	// (never rendered, dsl.md §5), without `input`/`args` (see Input) and without the
+	// Config is the tool config rendered against the running context (python's
+	// `code` too, as NoETL renders it), without `input`/`args` (see Input) and without the
 	// pipeline's own `set` and `spec`. `kind` stays in it.
 	Config map[string]any
 	// Input is the step-level args with the item's rendered input (alias args) merged
@@ -64,6 +65,10 @@ type Item struct {
 	Input map[string]any
 	// Attempt is the 1-based try of this item run (policy retries, R-L9).
 	Attempt int
+	// Context is what the item's templates could read (the step's render context,
+	// or the pipeline's running context): python's `context` global, as NoETL
+	// gives it. Tools must not change it. Nil: none.
+	Context map[string]any
 }
 
 // Exec runs one tool attempt. It returns the tool's envelope; an Exec-level failure is
@@ -433,13 +438,21 @@ func (r *runner) renderItem(it *itemSpec) (Item, error) {
 	cfg := make(map[string]any, len(it.config))
 	for _, k := range slices.Sorted(maps.Keys(it.config)) {
 		v := it.config[k]
-		if k != "code" && k != "kind" {
+		render := k != "kind"
+		if code, isText := v.(string); k == "code" && isText {
+			render = tmpl.Renders(code) // braces that are no template are Python's own
+		}
+		if render {
 			var err error
 			if v, err = r.render(v, vars, k, budget); err != nil {
 				return Item{}, err
 			}
 		}
 		cfg[k] = v
+	}
+	var rc map[string]any
+	if it.kind == kinds.Python {
+		rc = vars // python's context (NoETL's): the running context, read only
 	}
 	input := maps.Clone(r.plan.args)
 	if it.input != nil {
@@ -460,7 +473,8 @@ func (r *runner) renderItem(it *itemSpec) (Item, error) {
 		Label:  it.label,
 		Kind:   it.kind,
 		Config: jsonx.Clone(cfg).(map[string]any),
-		Input:  jsonx.Clone(input).(map[string]any),
+		Input:   jsonx.Clone(input).(map[string]any),
+		Context: rc,
 	}, nil
 }
 
