@@ -470,9 +470,9 @@ func (r *runner) renderItem(it *itemSpec) (Item, error) {
 	}
 	// Exec owns what it gets: nothing shared with the running context.
 	return Item{
-		Label:  it.label,
-		Kind:   it.kind,
-		Config: jsonx.Clone(cfg).(map[string]any),
+		Label:   it.label,
+		Kind:    it.kind,
+		Config:  jsonx.Clone(cfg).(map[string]any),
 		Input:   jsonx.Clone(input).(map[string]any),
 		Context: rc,
 	}, nil

@@ -3,7 +3,7 @@ package tools
 import (
 	"context"
 	"embed"
-		"fmt"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
