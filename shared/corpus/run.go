@@ -52,8 +52,10 @@ type Stack struct {
 	timeout   time.Duration
 	stop      context.CancelFunc
 	wg        sync.WaitGroup
-	registerd map[string]bool // catalog paths registered
-	byFile    map[string]string
+	byFile    map[string]string // playbook file → catalog path
+	dsn       string            // CorpusDatabase
+	mu        sync.Mutex
+	ran       map[string]*Outcome // playbooks run as prerequisites or on their own
 }
 
 // CorpusDatabase is the database the credential aliases name, created in the
@@ -64,6 +66,10 @@ const CorpusDatabase = "noetl_corpus"
 // CorpusDatabase. (The corpus's playbooks name their database through these, directly
 // or through a workload value such as pg_auth.)
 var Aliases = []string{"pg_local", "pg_k8s", "test_postgres", "noetl_connection", "pg_trade", "pg_auth", "postgres", "noetl"}
+
+// InlineLimit is the corpus workers' inline result limit: NoETL's (64 KiB), so
+// results are stored by reference where NoETL's are, and carry its _ref.
+const InlineLimit = 64 << 10
 
 // Start brings the stack up. Close takes it down and removes what it started.
 func Start(ctx context.Context, o Options) (_ *Stack, err error) {
@@ -100,7 +106,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("start the stack: %w", err)
 	}
-	s := &Stack{srv: srv, dir: o.Dir, timeout: o.Timeout, registerd: map[string]bool{}, byFile: map[string]string{}}
+	s := &Stack{srv: srv, dir: o.Dir, timeout: o.Timeout, byFile: map[string]string{}, ran: map[string]*Outcome{}}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -110,6 +116,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	s.dsn = dsn
 	s.fixture = httptest.NewServer(NewFixture())
 	creds := tools.CredentialMap{}
 	for _, a := range Aliases {
@@ -121,7 +128,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	for i := range o.Workers {
 		w, err := worker.Standard{Server: srv.URL, Token: token, APIToken: apiToken, JS: srv.JS, Pool: "shared",
 			ID: fmt.Sprintf("corpus-worker-%d", i+1), Concurrency: o.Concurrency, Python: o.Python,
-			Credentials: creds, Results: srv.Results, Logger: o.Logger, ToolUser: o.ToolUser}.Build(ctx)
+			Credentials: creds, Results: srv.Results, InlineLimit: InlineLimit, Logger: o.Logger, ToolUser: o.ToolUser}.Build(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -218,20 +225,56 @@ type Outcome struct {
 	View *wire.Execution
 }
 
-// Run runs one playbook and judges it by its check.
+// Run runs one playbook and judges it by its check. The playbooks its check names
+// in After run first (once per stack) and its Seed is applied.
 func (s *Stack) Run(ctx context.Context, e Entry) (out Outcome) {
+	s.mu.Lock()
+	done := s.ran[e.File]
+	s.mu.Unlock()
+	if done != nil {
+		return *done // already run, as another's prerequisite
+	}
 	start := time.Now()
 	out = Outcome{Entry: e}
 	c := checkFor(e.File)
 	out.Known = c.Known
-	defer func() { out.Duration = time.Since(start) }()
+	defer func() {
+		out.Duration = time.Since(start)
+		s.mu.Lock()
+		s.ran[e.File] = &out
+		s.mu.Unlock()
+	}()
+	for _, dep := range c.After {
+		s.mu.Lock()
+		done := s.ran[dep]
+		s.mu.Unlock()
+		if done == nil {
+			d := s.Run(ctx, Entry{File: dep, Class: ClassLocal})
+			done = &d
+		}
+		if !done.Pass {
+			out.Status, out.Error = "NOT RUN", fmt.Sprintf("%s, which this playbook needs first, did not pass", dep)
+			return out
+		}
+	}
+	if c.Seed != "" {
+		if err := s.exec(ctx, c.Seed); err != nil {
+			out.Status, out.Error = "ERROR", fmt.Sprintf("seed: %v", err)
+			return out
+		}
+	}
 	path, ok := s.byFile[e.File]
 	if !ok {
 		out.Status, out.Error = "NOT REGISTERED", "the playbook did not register (see noetl validate)"
 		return out
 	}
+	host := strings.TrimPrefix(s.fixture.URL, "http://")
+	expand := strings.NewReplacer("$FIXTURE_HOST", host, "$FIXTURE_URL", s.fixture.URL, "$PLAYBOOKS", filepath.Join(s.dir, "playbooks"))
 	payload := map[string]any{"api_url": s.fixture.URL}
 	for k, v := range c.Payload {
+		if str, isText := v.(string); isText {
+			v = expand.Replace(str)
+		}
 		payload[k] = v
 	}
 	id, err := s.cl.Execute(ctx, wire.ExecuteRequest{Path: path, Payload: payload})
@@ -261,6 +304,17 @@ func (s *Stack) Run(ctx context.Context, e Entry) (out Outcome) {
 	out.Checked = c.judge(view)
 	out.Pass = out.Checked == ""
 	return out
+}
+
+// exec runs SQL in CorpusDatabase.
+func (s *Stack) exec(ctx context.Context, sql string) error {
+	conn, err := pgx.Connect(ctx, s.dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, sql)
+	return err
 }
 
 // Report writes one line per outcome and the summary.

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"maps"
 	"math/bits"
 	"strconv"
 	"time"
@@ -132,7 +133,15 @@ func (d *decider) stepResult(name string) (any, bool) {
 		return nil, false
 	}
 	if st.ResultRef != nil {
-		return d.load(*st.ResultRef), true
+		v := d.load(*st.ResultRef)
+		if m, ok := v.(map[string]any); ok && st.ResultRef.Kind == KindReference {
+			// The worker stored it (worker.md §1): NoETL marks such a result with
+			// _ref, its lazy-load pointer, which playbooks test for.
+			m = maps.Clone(m)
+			m["_ref"] = map[string]any{"kind": "result_ref", "uri": st.ResultRef.URI}
+			return m, true
+		}
+		return v, true
 	}
 	return st.Result, true
 }

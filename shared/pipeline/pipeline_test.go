@@ -483,13 +483,18 @@ func TestErrorKinds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			// then.set captures the rule's output (minus data, checked elsewhere).
+			// then.set captures the rule's output (minus data, checked elsewhere, and
+			// response, the same data under NoETL's name).
 			payload := `{"tool_config": [{"x": {"kind": "` + tt.kind + `", "spec": {"policy": {"rules": [
 				{"else": {"do": "continue", "set": {"ctx.o": "{{ output }}"}}}]}}}}]}`
 			e := run(t, payload, map[string][]Envelope{"x": {tt.outcome}})
 			wantStatus(t, e.out, StatusSuccess)
 			o := e.out.Data.(map[string]any)["_context_updates"].(map[string]any)["o"].(map[string]any)
+			if !reflect.DeepEqual(o["response"], o["data"]) {
+				t.Errorf("response %v is not data %v", o["response"], o["data"])
+			}
 			delete(o, "data")
+			delete(o, "response")
 			sameJSON(t, "output", o, tt.output)
 		})
 	}
