@@ -45,17 +45,17 @@ type Options struct {
 // Stack is a running stack for the corpus: the control plane with its workers, a
 // database the playbooks' credential aliases name, and the HTTP fixture.
 type Stack struct {
-	srv       *devserver.Server
-	fixture   *httptest.Server
-	cl        *client.Client
-	dir       string
-	timeout   time.Duration
-	stop      context.CancelFunc
-	wg        sync.WaitGroup
-	byFile    map[string]string // playbook file → catalog path
-	dsn       string            // CorpusDatabase
-	mu        sync.Mutex
-	ran       map[string]*Outcome // playbooks run as prerequisites or on their own
+	srv     *devserver.Server
+	fixture *httptest.Server
+	cl      *client.Client
+	dir     string
+	timeout time.Duration
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	byFile  map[string]string // playbook file → catalog path
+	dsn     string            // CorpusDatabase
+	mu      sync.Mutex
+	ran     map[string]*Outcome // playbooks run as prerequisites or on their own
 }
 
 // CorpusDatabase is the database the credential aliases name, created in the
