@@ -127,13 +127,27 @@ func executionSummary(r store.Execution) wire.ExecutionSummary {
 	}
 }
 
-// GET /api/executions/{id}
+// GET /api/executions/{id}?view=full|summary. The summary leaves out the steps
+// and the event tail: what a client waiting for the outcome needs, at a size that
+// does not grow with the steps' results.
 func (a *API) getExecution(ctx context.Context, c *call) (any, error) {
 	id, err := executionID(c)
 	if err != nil {
 		return nil, err
 	}
-	v, err := a.svc.Execution(ctx, id)
+	summary := false
+	switch view := c.req.Query.Get("view"); view {
+	case "", "full":
+	case "summary":
+		summary = true
+	default:
+		return nil, invalid("view", "expected full or summary, got %q", truncate(view, 40))
+	}
+	get := a.svc.Execution
+	if summary {
+		get = a.svc.ExecutionSummary
+	}
+	v, err := get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -149,6 +163,10 @@ func (a *API) getExecution(ctx context.Context, c *call) (any, error) {
 	out.Context = maskedObject(m, v.Context)
 	out.Result = wire.Value{V: m.Redact(v.Result)}
 	out.Error = wire.OptString(maskedString(m, v.Row.Error))
+	if summary {
+		out.Events = []wire.Event{}
+		return out, nil
+	}
 	// NoETL's detail carries the log's tail (its clients show it); the whole
 	// log, paged, is GET /api/executions/{id}/events.
 	_, evs, err := a.svc.ExecutionEvents(ctx, store.EventFilter{ExecutionID: id,
