@@ -27,6 +27,7 @@ func runCorpus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	timeout := fs.Duration("timeout", 3*time.Minute, "default bound on one playbook's run")
 	workers := fs.Int("workers", 2, "in-process workers")
 	concurrency := fs.Int("concurrency", 8, "commands each worker runs at once")
+	full := fs.Bool("full", false, "run the stress playbooks at NoETL's sizes (default: smaller totals, see shared/corpus checks)")
 	dump := fs.String("dump", "", "write each run's final execution view to this folder (one JSON file per playbook)")
 	verbose := fs.Bool("v", false, "print the stack's JSON logs")
 	toolUser := toolUserFlag(fs)
@@ -67,7 +68,7 @@ func runCorpus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fmt.Fprintf(stdout, "noetl corpus: %d playbooks of %s\n", len(entries), *dir)
 	start := time.Now()
 	s, err := corpus.Start(ctx, corpus.Options{Dir: *dir, Python: *python, Workers: *workers, Concurrency: *concurrency,
-		Timeout: *timeout, Logger: logger, ToolUser: *toolUser})
+		Timeout: *timeout, Logger: logger, ToolUser: *toolUser, Full: *full})
 	if err != nil {
 		return fail(stderr, "corpus", err)
 	}

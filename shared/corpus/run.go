@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -35,6 +36,8 @@ type Options struct {
 	Timeout time.Duration
 	// Logger receives the stack's logs (default: discarded).
 	Logger *slog.Logger
+	// Full runs the stress playbooks at NoETL's sizes (see Check.Smaller).
+	Full bool
 	// ToolUser runs python and shell steps as that account (see worker.Standard).
 	ToolUser string
 	// Getenv configures the stack (tokens, lease, …); default os.Getenv, with the
@@ -52,6 +55,7 @@ type Stack struct {
 	timeout time.Duration
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
+	full    bool
 	byFile  map[string]string // playbook file → catalog path
 	dsn     string            // CorpusDatabase
 	mu      sync.Mutex
@@ -106,7 +110,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("start the stack: %w", err)
 	}
-	s := &Stack{srv: srv, dir: o.Dir, timeout: o.Timeout, byFile: map[string]string{}, ran: map[string]*Outcome{}}
+	s := &Stack{srv: srv, dir: o.Dir, timeout: o.Timeout, full: o.Full, byFile: map[string]string{}, ran: map[string]*Outcome{}}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -271,6 +275,9 @@ func (s *Stack) Run(ctx context.Context, e Entry) (out Outcome) {
 	host := strings.TrimPrefix(s.fixture.URL, "http://")
 	expand := strings.NewReplacer("$FIXTURE_HOST", host, "$FIXTURE_URL", s.fixture.URL, "$PLAYBOOKS", filepath.Join(s.dir, "playbooks"))
 	payload := map[string]any{"api_url": s.fixture.URL}
+	if !s.full {
+		maps.Copy(payload, c.Smaller)
+	}
 	for k, v := range c.Payload {
 		if str, isText := v.(string); isText {
 			v = expand.Replace(str)

@@ -25,7 +25,6 @@
 #   * SystemExit(0) / SystemExit(None) is success.
 
 import ast
-import asyncio
 import builtins
 import datetime
 import importlib
@@ -180,6 +179,8 @@ def main_kwargs(fn, inp, context):
 def call_main(fn, inp, context):
     ret = fn(**main_kwargs(fn, inp, context))
     if inspect.iscoroutine(ret):
+        import asyncio  # only then: importing it costs every step's start
+
         ret = asyncio.run(ret)
     return ret
 
