@@ -86,7 +86,8 @@ func checkFor(file string) Check { return checks[file] }
 // steps must produce. A playbook missing here only has to complete.
 var checks = map[string]Check{
 	"actions_test.yaml": {Expect: []string{"process_loop | length == 3", "helper.helper_called",
-		"verify.success"}},
+		"verify.success"}, Known: "its aggregate step reads ctx.loop_results, which no step sets (the loop writes iter.loop_result, " +
+		"local to each iteration), so it counts 0 of 3 and verify says \"Some tests failed\"; NoETL gives the same"},
 	"api_integration/auth0/provision_auth_schema.yaml": {Expect: []string{"verify_schema.command_0.rows[0].table_count == 8",
 		"verify_schema.rows[0].role_count >= 4", "verify_schema.rows[0].permission_count >= 7"}},
 	"api_integration/auth0/setup_admin_permissions.yaml": {After: []string{"api_integration/auth0/provision_auth_schema.yaml"},
@@ -118,10 +119,12 @@ var checks = map[string]Check{
 	"save_storage_test/save_simple_test.yaml":     {Expect: []string{"end.data.message == 'All save storage tests completed successfully'"}},
 	"test_args_passing.yaml":                      {Expect: []string{"use_vars.status == 'success'", "use_vars.result == 300"}},
 	"test_end_with_action.yaml":                   {Expect: []string{"end.data.cleaned_up"}},
-	"test_large_result_extraction.yaml":           {Expect: []string{"check_extraction.extraction_success", "check_extraction.test_passed"}},
-	"test_large_tabular_result.yaml":              {Expect: []string{"done.test_passed", "done.tabular_externalized"}},
-	"test_oversize_command_context.yaml":          {Expect: []string{"consume.verified_size_kb == 900"}},
-	"test_resolve_by_urn.yaml":                    {Expect: []string{"done.test_passed"}},
+	"test_large_result_extraction.yaml": {Expect: []string{"check_extraction.extraction_success", "check_extraction.test_passed"},
+		Known: "test_passed needs start._ref, the marker NoETL puts on a result it externalized (over 64 KB); here large results " +
+			"are stored by reference too (over 256 KiB) and templates read them whole, without a marker"},
+	"test_large_tabular_result.yaml":     {Expect: []string{"done.test_passed", "done.tabular_externalized"}},
+	"test_oversize_command_context.yaml": {Expect: []string{"consume.verified_size_kb == 900"}},
+	"test_resolve_by_urn.yaml":           {Expect: []string{"done.test_passed"}},
 	"test_loop_instance_isolation/playbook.yaml": {Expect: []string{"verify_results.users_count == 2", "verify_results.products_count == 2",
 		"verify_results.verification == 'Both loops completed independently'"}},
 	"test_start_with_action.yaml":              {Expect: []string{"process.data.from_start"}},

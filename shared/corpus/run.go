@@ -71,10 +71,6 @@ const CorpusDatabase = "noetl_corpus"
 // or through a workload value such as pg_auth.)
 var Aliases = []string{"pg_local", "pg_k8s", "test_postgres", "noetl_connection", "pg_trade", "pg_auth", "postgres", "noetl"}
 
-// InlineLimit is the corpus workers' inline result limit: NoETL's (64 KiB), so
-// results are stored by reference where NoETL's are, and carry its _ref.
-const InlineLimit = 64 << 10
-
 // Start brings the stack up. Close takes it down and removes what it started.
 func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if o.Workers <= 0 {
@@ -132,7 +128,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	for i := range o.Workers {
 		w, err := worker.Standard{Server: srv.URL, Token: token, APIToken: apiToken, JS: srv.JS, Pool: "shared",
 			ID: fmt.Sprintf("corpus-worker-%d", i+1), Concurrency: o.Concurrency, Python: o.Python,
-			Credentials: creds, Results: srv.Results, InlineLimit: InlineLimit, Logger: o.Logger, ToolUser: o.ToolUser}.Build(ctx)
+			Credentials: creds, Results: srv.Results, Logger: o.Logger, ToolUser: o.ToolUser}.Build(ctx)
 		if err != nil {
 			return nil, err
 		}

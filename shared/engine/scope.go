@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"maps"
 	"math/bits"
 	"strconv"
 	"time"
@@ -133,15 +132,7 @@ func (d *decider) stepResult(name string) (any, bool) {
 		return nil, false
 	}
 	if st.ResultRef != nil {
-		v := d.load(*st.ResultRef)
-		if m, ok := v.(map[string]any); ok && st.ResultRef.Kind == KindReference {
-			// The worker stored it (worker.md §1): NoETL marks such a result with
-			// _ref, its lazy-load pointer, which playbooks test for.
-			m = maps.Clone(m)
-			m["_ref"] = map[string]any{"kind": "result_ref", "uri": st.ResultRef.URI}
-			return m, true
-		}
-		return v, true
+		return d.load(*st.ResultRef), true
 	}
 	return st.Result, true
 }

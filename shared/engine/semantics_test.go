@@ -487,6 +487,58 @@ workflow:
 	}
 }
 
+// TestNoETLStepViews: docs/noetl-playbooks.md — under its own name a loop step is
+// NoETL's loop aggregate (results, data, count, stats; a kept failed iteration
+// counts as failed) while output and steps.<name>.result stay the list; an object
+// is its own data.
+func TestNoETLStepViews(t *testing.T) {
+	s := sim(t, `
+workflow:
+  - step: start
+    tool: {kind: noop}
+    next: looped
+  - step: looped
+    spec: {on_error: continue}
+    loop: {in: [1, 2, 3], iterator: x}
+    tool: {kind: noop, input: {x: "{{ x }}"}}
+    set: {ctx.out_len: "{{ output | length }}"}
+    next: reader
+  - step: reader
+    tool:
+      kind: noop
+      input:
+        stats: "{{ looped.stats }}"
+        data_len: "{{ looped.data | length }}"
+        results_first: "{{ looped.results[0] }}"
+        count: "{{ looped.count }}"
+        steps_len: "{{ steps.looped.result | length }}"
+        out_len: "{{ ctx.out_len }}"
+        own_data: "{{ start.data.rows[1] }}"
+`)
+	s.Tools = map[string]enginetest.Tool{
+		"start": func(*enginetest.Cmd) enginetest.Reply {
+			return enginetest.Reply{Data: map[string]any{"rows": []any{"a", "b"}}}
+		},
+		"looped": func(c *enginetest.Cmd) enginetest.Reply {
+			if enginetest.Args(c)["x"] == int64(2) {
+				return enginetest.Reply{Status: "error", Error: "two is bad"}
+			}
+			return enginetest.Reply{Data: enginetest.Args(c)["x"]}
+		},
+		"reader": echoArgs,
+	}
+	run(t, s, nil)
+	want := map[string]any{"stats": map[string]any{"total": int64(3), "success": int64(2), "failed": int64(1)},
+		"data_len": int64(3), "results_first": int64(1), "count": int64(3), "steps_len": int64(3), "out_len": int64(3),
+		"own_data": "b"}
+	if got := s.Result("reader"); !reflect.DeepEqual(got, want) {
+		t.Fatalf("reader saw %v\nwant %v", got, want)
+	}
+	if got := s.Result("looped"); !reflect.DeepEqual(got, []any{int64(1), map[string]any{"error": "two is bad"}, int64(3)}) {
+		t.Fatalf("the stored loop result is the list: %v", got)
+	}
+}
+
 // TestLoopIterationFailure: a loop fails if an iteration fails after its retries;
 // a sequential loop stops issuing (R-W3).
 func TestLoopIterationFailure(t *testing.T) {
