@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"maps"
 	"math/bits"
 	"strconv"
 	"time"
@@ -145,8 +146,14 @@ func (d *decider) stepResult(name string) (any, bool) {
 // `output`, `steps.<name>.result` and the API keep the list (dsl.md §4.5).
 func (d *decider) stepView(name string, result any) any {
 	step := d.pb.byName[name]
+	if step == nil {
+		return result
+	}
+	if m, ok := result.(map[string]any); ok && step.Loop == nil && len(step.Pipeline) > 0 {
+		return pipelineView(step, m)
+	}
 	list, isList := result.([]any)
-	if step == nil || step.Loop == nil || !isList {
+	if step.Loop == nil || !isList {
 		return result
 	}
 	failed := 0
@@ -160,6 +167,24 @@ func (d *decider) stepView(name string, result any) any {
 	n := int64(len(list))
 	return map[string]any{"results": list, "data": list, "count": n,
 		"stats": map[string]any{"total": n, "success": n - int64(failed), "failed": int64(failed)}}
+}
+
+// pipelineView is a pipeline step's result with NoETL's task_sequence `results`
+// (label → that item's data, {{ step.results.label }}) beside the merge and the
+// label keys; a result that has a results member keeps it.
+func pipelineView(step *Step, m map[string]any) any {
+	if _, has := m["results"]; has {
+		return m
+	}
+	results := make(map[string]any, len(step.Pipeline))
+	for _, it := range step.Pipeline {
+		if v, ok := m[it.Label]; ok {
+			results[it.Label] = v
+		}
+	}
+	out := maps.Clone(m)
+	out["results"] = results
+	return out
 }
 
 // stepsView is `steps`: every step's {status, result, error, attempts, visits}.

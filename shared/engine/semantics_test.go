@@ -489,8 +489,8 @@ workflow:
 
 // TestNoETLStepViews: docs/noetl-playbooks.md — under its own name a loop step is
 // NoETL's loop aggregate (results, data, count, stats; a kept failed iteration
-// counts as failed) while output and steps.<name>.result stay the list; an object
-// is its own data.
+// counts as failed) while output and steps.<name>.result stay the list; a pipeline
+// step has NoETL's results (label → data); an object is its own data.
 func TestNoETLStepViews(t *testing.T) {
 	s := sim(t, `
 workflow:
@@ -502,7 +502,7 @@ workflow:
     loop: {in: [1, 2, 3], iterator: x}
     tool: {kind: noop, input: {x: "{{ x }}"}}
     set: {ctx.out_len: "{{ output | length }}"}
-    next: reader
+    next: piped
   - step: reader
     tool:
       kind: noop
@@ -514,6 +514,12 @@ workflow:
         steps_len: "{{ steps.looped.result | length }}"
         out_len: "{{ ctx.out_len }}"
         own_data: "{{ start.data.rows[1] }}"
+        piped: "{{ piped.results.second.n }}"
+  - step: piped
+    tool:
+      - first: {kind: noop}
+      - second: {kind: noop}
+    next: reader
 `)
 	s.Tools = map[string]enginetest.Tool{
 		"start": func(*enginetest.Cmd) enginetest.Reply {
@@ -526,9 +532,10 @@ workflow:
 			return enginetest.Reply{Data: enginetest.Args(c)["x"]}
 		},
 		"reader": echoArgs,
+		"piped":  ok(map[string]any{"first": map[string]any{"n": 1}, "second": map[string]any{"n": 2}, "n": 2}),
 	}
 	run(t, s, nil)
-	want := map[string]any{"stats": map[string]any{"total": int64(3), "success": int64(2), "failed": int64(1)},
+	want := map[string]any{"piped": int64(2), "stats": map[string]any{"total": int64(3), "success": int64(2), "failed": int64(1)},
 		"data_len": int64(3), "results_first": int64(1), "count": int64(3), "steps_len": int64(3), "out_len": int64(3),
 		"own_data": "b"}
 	if got := s.Result("reader"); !reflect.DeepEqual(got, want) {

@@ -214,12 +214,12 @@ func (r *runner) runItem(ctx context.Context, it *itemSpec) (Envelope, int, *fai
 		env, httpStatus := classify(env, it.kind)
 
 		output := ruleOutput(env, httpStatus)
-		act, matched, err := r.decide(it, output)
+		act, matched, err := r.decide(it, output, env.Data)
 		if err != nil {
 			return env, 0, r.failWith(it, env, StatusError, KindTool, err.Error())
 		}
 		if matched != nil && len(act.set) > 0 {
-			if err := r.applySet(act.set, output); err != nil {
+			if err := r.applySet(act.set, output, it.label, env.Data); err != nil {
 				return env, 0, r.failWith(it, env, StatusError, KindTool,
 					fmt.Sprintf("item %q: spec.policy.%s: then.set: %v", it.label, matched.display, err))
 			}
@@ -251,7 +251,7 @@ func (r *runner) runItem(ctx context.Context, it *itemSpec) (Envelope, int, *fai
 		// continue, break, jump: the outcome is accepted, even an error (worker.md §3).
 		r.record(it.label, env.Data)
 		if len(it.set) > 0 {
-			if err := r.applySet(it.set, env.Data); err != nil {
+			if err := r.applySet(it.set, env.Data, it.label, env.Data); err != nil {
 				return env, 0, r.fail(StatusError, KindTool, fmt.Sprintf("item %q: set: %v", it.label, err))
 			}
 		}
@@ -266,10 +266,10 @@ func (r *runner) runItem(ctx context.Context, it *itemSpec) (Envelope, int, *fai
 }
 
 // decide evaluates the rules, first match wins (R-R6). No match: an error or timeout
-// fails, a success continues.
-func (r *runner) decide(it *itemSpec, output map[string]any) (action, *rule, error) {
+// fails, a success continues. The item's label is its attempt's data in them.
+func (r *runner) decide(it *itemSpec, output map[string]any, data any) (action, *rule, error) {
 	if len(it.rules) > 0 {
-		vars := r.withOutput(output)
+		vars := r.withOutput(output, it.label, data)
 		budget := tmpl.NewBudget()
 		for i := range it.rules {
 			ru := &it.rules[i]
@@ -423,10 +423,15 @@ func (r *runner) result(last Envelope, failed bool) Envelope {
 	return out
 }
 
-// withOutput is the running context plus `output`, without touching the context.
-func (r *runner) withOutput(output any) map[string]any {
+// withOutput is the running context plus `output` and the item's label bound to
+// its data (NoETL's playbooks read {{ step.x }} in a single tool's own policy
+// set), without touching the context.
+func (r *runner) withOutput(output any, label string, data any) map[string]any {
 	v := maps.Clone(r.running)
 	v["output"] = output
+	if label != "" {
+		v[label] = data
+	}
 	return v
 }
 
@@ -522,10 +527,11 @@ func (r *runner) render(v any, vars map[string]any, path string, budget *tmpl.Bu
 	}
 }
 
-// applySet evaluates every value against the context as it is now, then writes them
-// all (simultaneous, R-W3), in key order. `ctx.` keys are also durable (R-W1, R-R5).
-func (r *runner) applySet(entries []setEntry, output any) error {
-	vars := r.withOutput(output)
+// applySet evaluates every value against the context as it is now (the item's
+// label bound to data), then writes them all (simultaneous, R-W3), in key order.
+// `ctx.` keys are also durable (R-W1, R-R5).
+func (r *runner) applySet(entries []setEntry, output any, label string, data any) error {
+	vars := r.withOutput(output, label, data)
 	budget := tmpl.NewBudget()
 	vals := make([]any, len(entries))
 	for i, e := range entries {
