@@ -167,7 +167,7 @@ var checks = map[string]Check{
 		Expect: []string{"summarize.batch_count == 50"}},
 	"load_test/state_report_synthetic_load/state_report_synthetic_load_worker.yaml": {
 		After:  []string{"load_test/state_report_synthetic_load/state_report_synthetic_load.yaml"},
-		Expect: []string{"summarize.batch_count == 50"}},
+		Expect: []string{"summarize.upserted_count == 50", "summarize.loop.failed == 0"}},
 	"pft_flow_test/test_mds_batch_worker.yaml": {After: []string{"pft_flow_test/test_pft_flow.yaml"},
 		Payload: map[string]any{"facility_mapping_id": 1}, Expect: []string{"steps['end'].status == 'completed'"}},
 	"batch_execution/parallel_distributed_claim_regression/parallel_distributed_claim_regression.yaml": {Timeout: 10 * time.Minute,

@@ -376,16 +376,13 @@ func (f *Fixture) mdsAssessment(w http.ResponseWriter, r *http.Request) {
 }
 
 // pftBatch answers one batch of patients (patientIds, comma-separated) for a
-// data type: {data: {rows, rowCount}}, one row per patient (assessments,
+// data type: {rows, rowCount}, one row per patient (assessments,
 // conditions, medications and vital_signs as page 1 of 1), each with the
-// facility its id falls in (patientsPerFacility ids per facility, from 1).
+// facility its id falls in: facility N holds ids (N-1)*1000+1 … N*1000, as the PFT
+// playbooks seed them (patientsPerFacility of each block are used).
 func (f *Fixture) pftBatch(w http.ResponseWriter, r *http.Request) {
 	typ := r.PathValue("type")
-	per, ok := intParam(w, r, "patientsPerFacility", 1000)
-	if !ok {
-		return
-	}
-	per = max(per, 1)
+	const per = 1000
 	rows := []any{}
 	for _, s := range strings.Split(r.URL.Query().Get("patientIds"), ",") {
 		if strings.TrimSpace(s) == "" {
@@ -412,7 +409,7 @@ func (f *Fixture) pftBatch(w http.ResponseWriter, r *http.Request) {
 		}
 		rows = append(rows, row)
 	}
-	writeJSON(w, 200, map[string]any{"data": map[string]any{"rows": rows, "rowCount": len(rows)}})
+	writeJSON(w, 200, map[string]any{"rows": rows, "rowCount": len(rows)})
 }
 
 // gcsUpload stores an object's name (uploadType=media; the body is read and
