@@ -109,6 +109,13 @@ type LoopState struct {
 	// Limit is a templated max_in_flight as rendered when the visit began (0: the
 	// loop's literal limit applies).
 	Limit int `json:"limit,omitempty"`
+	// A cursor loop's Total grows with each claim (loop.claimed). Claiming: a
+	// claim command is in flight (it counts in the visit's InFlight, not
+	// against the limit). Drained: the last claim returned no row, so no
+	// claim is issued until the iterations in flight have ended.
+	Cursor   bool `json:"cursor,omitempty"`
+	Claiming bool `json:"claiming,omitempty"`
+	Drained  bool `json:"drained,omitempty"`
 }
 
 // CommandState is one command in flight.
@@ -125,6 +132,8 @@ type CommandState struct {
 	MaxAttempts int      `json:"max_attempts"`
 	RetryOn     []string `json:"retry_on,omitempty"`
 	OnStatus    []int64  `json:"on_status,omitempty"`
+	// Claim marks a cursor loop's claim command (Index is -1).
+	Claim bool `json:"claim,omitempty"`
 	// Envelope is the tool result recorded by call.done/call.error (R-R3).
 	Envelope map[string]any `json:"envelope,omitempty"`
 }
