@@ -43,6 +43,9 @@ type Options struct {
 	// Getenv configures the stack (tokens, lease, …); default os.Getenv, with the
 	// database and NATS always throwaway.
 	Getenv func(string) string
+	// DuckDB is the workers' embedded DuckDB (noetl corpus plugs it in; the
+	// tests of this package run without it, and its playbooks then fail).
+	DuckDB tools.SQLEngine
 }
 
 // Stack is a running stack for the corpus: the control plane with its workers, a
@@ -58,6 +61,7 @@ type Stack struct {
 	full    bool
 	byFile  map[string]string // playbook file → catalog path
 	dsn     string            // CorpusDatabase
+	tmp     string            // the workers' data dir (duckdb files), removed by Close
 	mu      sync.Mutex
 	ran     map[string]*Outcome // playbooks run as prerequisites or on their own
 }
@@ -117,6 +121,9 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.dsn = dsn
+	if s.tmp, err = os.MkdirTemp("", "noetl-corpus-"); err != nil {
+		return nil, err
+	}
 	s.fixture = httptest.NewServer(NewFixture())
 	creds := tools.CredentialMap{}
 	for _, a := range Aliases {
@@ -128,7 +135,8 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	for i := range o.Workers {
 		w, err := worker.Standard{Server: srv.URL, Token: token, APIToken: apiToken, JS: srv.JS, Pool: "shared",
 			ID: fmt.Sprintf("corpus-worker-%d", i+1), Concurrency: o.Concurrency, Python: o.Python,
-			Credentials: creds, Results: srv.Results, Logger: o.Logger, ToolUser: o.ToolUser}.Build(ctx)
+			Credentials: creds, Results: srv.Results, Logger: o.Logger, ToolUser: o.ToolUser, DuckDB: o.DuckDB,
+			DataDir: s.tmp}.Build(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -171,6 +179,9 @@ func (s *Stack) Close() {
 	}
 	if s.fixture != nil {
 		s.fixture.Close()
+	}
+	if s.tmp != "" {
+		_ = os.RemoveAll(s.tmp)
 	}
 	_ = s.srv.Close()
 }

@@ -289,7 +289,7 @@ func TestParseWarnings(t *testing.T) {
 		{"frame without cursor", "workflow:\n  - step: start\n    loop: {in: [1], iterator: r, spec: {frame: {max_rows: 1}}}\n    tool: {kind: noop}\n", "workflow[0].loop.spec.frame", "only applies to cursor loops"},
 		{"unknown tool key", "workflow:\n  - step: start\n    tool: {kind: http, url: x, verbs: 1}\n", "workflow[0].tool.verbs", `unknown key "verbs"`},
 		{"unknown arc key", "workflow:\n  - step: start\n    tool: {kind: noop}\n    next: [{step: start, weight: 1}]\n", "workflow[0].next[0].weight", `unknown key "weight"`},
-		{"noetl-only kind (R-N1)", "workflow:\n  - step: start\n    tool: {kind: duckdb, query: x}\n", "workflow[0].tool.kind", "not supported"},
+		{"noetl-only kind (R-N1)", "workflow:\n  - step: start\n    tool: {kind: snowflake, query: x}\n", "workflow[0].tool.kind", "not supported"},
 		{"cursor kind (R-N1)", "workflow:\n  - step: start\n    loop: {cursor: {kind: redis, auth: r, claim: x}, iterator: r, spec: {mode: cursor}}\n    tool: {kind: noop}\n", "workflow[0].loop.cursor.kind", "cursor kind redis is not supported"},
 		{"cursor without mode", "workflow:\n  - step: start\n    loop: {cursor: {kind: postgres, auth: a, claim: x, y: 1}, iterator: r}\n    tool: {kind: noop}\n", "workflow[0].loop.cursor.y", `unknown key "y" in loop.cursor`},
 		{"frame knob", "workflow:\n  - step: start\n    loop: {cursor: {kind: postgres, auth: a, claim: x}, iterator: r, spec: {mode: cursor, frame: {max_rowz: 1}}}\n    tool: {kind: noop}\n", "workflow[0].loop.spec.frame.max_rowz", `unknown key "max_rowz"`},

@@ -1081,10 +1081,10 @@ workflow:
     tool: {kind: noop}
     next: duck
   - step: duck
-    tool: {kind: duckdb, query: select 1}
+    tool: {kind: snowflake, query: select 1}
 `)
 	run(t, s, nil)
-	if s.Status() != engine.StatusFailed || !strings.Contains(s.Snapshot().Error, "tool kind duckdb is not supported") || s.Count("command.issued", "duck") != 0 {
+	if s.Status() != engine.StatusFailed || !strings.Contains(s.Snapshot().Error, "tool kind snowflake is not supported") || s.Count("command.issued", "duck") != 0 {
 		t.Fatalf("status %s error %q", s.Status(), s.Snapshot().Error)
 	}
 }

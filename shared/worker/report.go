@@ -105,6 +105,16 @@ type completion struct {
 	// as a whole, and only alone does the answer say whose fault that was.
 	solo  bool
 	tries int
+	// settle, when set, learns whether the server took the event (a cursor
+	// claim commits its rows only then); called once, when that is known.
+	settle func(accepted bool)
+}
+
+// done tells the completion's settle whether its event was taken.
+func (c completion) done(accepted bool) {
+	if c.settle != nil {
+		c.settle(accepted)
+	}
 }
 
 // reporter sends completions in reports (POST /api/worker/report), a few
@@ -297,8 +307,10 @@ func (r *reporter) settle(c completion, o wire.EventOutcome) bool {
 	switch {
 	case o.Status == http.StatusOK:
 		log.Debug("command reported", "event", c.event.EventType)
+		c.done(!c.refused)
 	case o.Status == http.StatusConflict || o.Status == http.StatusNotFound:
 		log.Warn("the report was refused: the lease is gone; dropping the result", "status", o.Status, "error", o.Error)
+		c.done(false)
 	case o.Status >= 500 && c.tries < 5 && r.ctx.Err() == nil:
 		c.tries++
 		log.Warn("the report failed on the server; reporting again", "status", o.Status, "error", o.Error)
@@ -306,10 +318,12 @@ func (r *reporter) settle(c completion, o wire.EventOutcome) bool {
 		return true
 	case o.Status >= 400 && o.Status < 500 && !c.refused:
 		log.Warn("the server refused the result; reporting the command failed", "status", o.Status, "error", o.Error)
+		c.done(false)
 		r.add(refusal(c, w.cfg.WorkerID, o.Error))
 		return true
 	default:
 		log.Error("the command's end could not be reported; its lease will expire", "status", o.Status, "error", o.Error)
+		c.done(false)
 	}
 	return false
 }
@@ -342,6 +356,7 @@ func (r *reporter) failed(batch []completion, err error) bool {
 		if time.Now().After(c.cmd.LeaseExpiresAt.Add(time.Minute)) {
 			w.log.Error("dropping a result whose lease ran out while the server was unreachable",
 				"execution_id", c.cmd.ExecutionID, "command_id", c.cmd.CommandID)
+			c.done(false)
 			w.slots.release(1)
 			continue
 		}
