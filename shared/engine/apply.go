@@ -88,6 +88,9 @@ func Apply(s *Snapshot, ev Event) {
 		if st := s.Steps[ev.Step]; st != nil && st.Visit != nil && st.Visit.Loop != nil && st.Visit.N == jsonx.Int(ev.Context["visit"]) {
 			st.Visit.Loop.Total = jsonx.Int(ev.Context["total"])
 			st.Visit.Loop.Drained, _ = ev.Context["drained"].(bool)
+			if tx, ok := ev.Context["txid"].(string); ok {
+				st.Visit.Loop.ClaimTxid = tx
+			}
 		}
 	case EvPlaybookCompleted:
 		s.Status, s.EndedAt = StatusCompleted, ev.Time

@@ -10,6 +10,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
+	"github.com/noetl-go/noetl/shared/pipeline"
 )
 
 // queue is a work table as a cursor loop's claim sees it: rows pending,
@@ -305,5 +306,47 @@ func TestCursorLoopClaimFailures(t *testing.T) {
 				t.Fatalf("status %s, error %q; want failed naming %q", s.Status(), st.Error, c.want)
 			}
 		})
+	}
+}
+
+// TestCursorIterationsWaitForClaim: our worker holds a claim's transaction open
+// until the server has its rows and reports the transaction's id; each
+// iteration of those rows names it (payload cursor.after_txid, with the
+// cursor's auth) so its worker waits for the claim to commit before running.
+// A claim without one (NoETL's workers commit first) adds nothing.
+func TestCursorIterationsWaitForClaim(t *testing.T) {
+	for _, withTxid := range []bool{true, false} {
+		s := sim(t, fmt.Sprintf(cursorStep, ", max_in_flight: 3"))
+		q := newQueue(8)
+		claims := 0
+		txOf := map[int64]string{}
+		s.Tools = map[string]enginetest.Tool{"start": func(c *enginetest.Cmd) enginetest.Reply {
+			if c.Meta["cursor_claim"] != true {
+				cur, _ := c.Payload["cursor"].(map[string]any)
+				id := enginetest.Args(c)["row"].(map[string]any)["id"].(int64)
+				if want := txOf[id]; (want == "") != (cur == nil) || (cur != nil && (cur["after_txid"] != want || cur["auth"] != "pg_work")) {
+					t.Fatalf("row %d's iteration has cursor %v, want after_txid %q", id, cur, want)
+				}
+				return q.process(c)
+			}
+			r := q.claim(c)
+			if withTxid {
+				claims++
+				tx := fmt.Sprint("tx", claims)
+				r.Data.(map[string]any)[pipeline.ClaimTxidKey] = tx
+				for _, row := range r.Data.(map[string]any)["rows"].([]any) {
+					txOf[row.(map[string]any)["id"].(int64)] = tx
+				}
+			}
+			return r
+		}}
+		run(t, s, nil)
+		if s.Status() != engine.StatusCompleted {
+			t.Fatalf("status %s: %v", s.Status(), s.Snapshot().Error)
+		}
+		q.check(t)
+		if withTxid && len(txOf) != 8 {
+			t.Fatalf("%d rows claimed with a transaction, want 8", len(txOf))
+		}
 	}
 }

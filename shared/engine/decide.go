@@ -271,8 +271,11 @@ func (d *decider) claimEnded(step *Step, st *StepState, oc cmdOutcome) {
 	for i, it := range items {
 		d.local[key(base+i)] = it
 	}
-	d.emit(Event{Type: EvLoopClaimed, Step: step.Name, Status: "CLAIMED", CommandID: oc.id, Context: map[string]any{
-		"visit": int64(v.N), "claimed": int64(len(rows)), "total": int64(base + len(items)), "drained": len(rows) == 0}})
+	claimed := map[string]any{"visit": int64(v.N), "claimed": int64(len(rows)), "total": int64(base + len(items)), "drained": len(rows) == 0}
+	if tx := claimTxid(d.resultData(oc)); tx != "" && len(rows) > 0 {
+		claimed["txid"] = tx
+	}
+	d.emit(Event{Type: EvLoopClaimed, Step: step.Name, Status: "CLAIMED", CommandID: oc.id, Context: claimed})
 	if len(rows) == 0 && v.InFlight == 0 {
 		d.completeLoop(step, st)
 		return
@@ -282,6 +285,15 @@ func (d *decider) claimEnded(step *Step, st *StepState, oc cmdOutcome) {
 	for i := max(base, v.Loop.Issued); i < base+len(items); i++ {
 		d.write(key(i), d.local[key(i)])
 	}
+}
+
+// claimTxid is the transaction id our worker reports with a claim it holds open
+// until the server has its rows (shared/tools' Claim); "" from NoETL's workers,
+// which commit the claim before reporting it.
+func claimTxid(data any) string {
+	m, _ := data.(map[string]any)
+	s, _ := m[pipeline.ClaimTxidKey].(string)
+	return s
 }
 
 // claimedRows reads the rows a claim returned: the statement's rows (the last
@@ -535,6 +547,17 @@ func (d *decider) issue(step *Step, st *StepState, it *iteration) {
 		index = it.index
 		extra = map[string]any{"iteration_index": int64(it.index), "iteration_total": int64(it.total),
 			"iterator_step": step.Name, "item_var": it.iterator, "iterator": it.iterator}
+		if tx := st.Visit.Loop.ClaimTxid; step.Loop.Cursor != nil && tx != "" {
+			// The claim's worker commits its rows once the server has them, so an
+			// iteration could otherwise run before the rows it works on are
+			// claimed; the worker waits for the claim's transaction to end first.
+			auth, err := d.render(step.Loop.Cursor.Auth, b)
+			if err != nil {
+				d.renderFailed(step, "loop.cursor.auth", err)
+				return
+			}
+			payload["cursor"] = map[string]any{"after_txid": tx, "auth": tmpl.Text(auth)}
+		}
 	}
 	d.emitCommand(step, st, step.ToolKind(), index, payload, extra)
 }

@@ -116,6 +116,10 @@ type LoopState struct {
 	Cursor   bool `json:"cursor,omitempty"`
 	Claiming bool `json:"claiming,omitempty"`
 	Drained  bool `json:"drained,omitempty"`
+	// ClaimTxid is the database transaction of the latest claim (its worker
+	// commits it once the server has the rows): the iterations of its rows
+	// wait for it to end before they run (see decider.issue).
+	ClaimTxid string `json:"claim_txid,omitempty"`
 }
 
 // CommandState is one command in flight.

@@ -225,6 +225,7 @@ func (v *Visit) write(w *objWriter) {
 			w.bool("cursor", l.Cursor)
 			w.bool("claiming", l.Claiming)
 			w.bool("drained", l.Drained)
+			w.str("claim_txid", l.ClaimTxid, true)
 			w.close()
 		})
 	}

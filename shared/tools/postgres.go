@@ -55,6 +55,16 @@ func (r *Registry) Claim(ctx context.Context, it pipeline.Item) (pipeline.Envelo
 	if conn == nil {
 		return env, func(bool) {}
 	}
+	if data, ok := env.Data.(map[string]any); ok && env.Status == pipeline.StatusSuccess {
+		// The iterations of these rows wait for this transaction to end
+		// (AwaitClaim): the server may issue them before the COMMIT lands.
+		res, err := conn.Exec(ctx, "SELECT txid_current()::text").ReadAll()
+		if err != nil || len(res) != 1 || len(res[0].Rows) != 1 {
+			closePG(ctx, conn)
+			return failure(pipeline.KindConnection, fmt.Sprintf("postgres: the claim's transaction id: %v", err)), func(bool) {}
+		}
+		data[pipeline.ClaimTxidKey] = string(res[0].Rows[0][0])
+	}
 	var once sync.Once
 	settle := func(accepted bool) {
 		once.Do(func() {
@@ -74,6 +84,67 @@ func (r *Registry) Claim(ctx context.Context, it pipeline.Item) (pipeline.Envelo
 
 // holdMax bounds how long a claim's transaction waits for its report.
 const holdMax = 10 * time.Minute
+
+// AwaitClaim waits until the cursor claim an iteration names (its payload's
+// cursor: {after_txid, auth}, shared/engine) has ended, committed or rolled
+// back, so the iteration sees its rows as the claim left them. Our workers
+// commit a claim only once the server has its rows, and the server may issue
+// their iterations first. Transactions seen ended are remembered, so a worker
+// checks each claim once.
+func (r *Registry) AwaitClaim(ctx context.Context, cursor map[string]any) error {
+	tx, _ := cursor["after_txid"].(string)
+	if tx == "" {
+		return nil
+	}
+	if r.claimsEnded.seen(tx) {
+		return nil
+	}
+	pc, err := r.pgConfig(ctx, map[string]any{"auth": cursor["auth"]})
+	if err != nil {
+		return fmt.Errorf("the cursor's database: %w", err)
+	}
+	conn, err := pgconn.ConnectConfig(ctx, pc)
+	if err != nil {
+		return fmt.Errorf("the cursor's database: %w", err)
+	}
+	defer closePG(ctx, conn)
+	for {
+		res := conn.ExecParams(ctx, "SELECT coalesce(txid_status($1::bigint), 'ended')", [][]byte{[]byte(tx)}, nil, nil, nil).Read()
+		if res.Err != nil {
+			return fmt.Errorf("the claim's transaction %s: %w", tx, res.Err)
+		}
+		if len(res.Rows) == 1 && string(res.Rows[0][0]) != "in progress" {
+			r.claimsEnded.add(tx)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the claim's transaction %s: %w", tx, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// txidSet remembers the claim transactions seen ended, up to a bound.
+type txidSet struct {
+	mu  sync.Mutex
+	set map[string]bool
+}
+
+func (s *txidSet) seen(tx string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.set[tx]
+}
+
+func (s *txidSet) add(tx string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.set == nil || len(s.set) >= 4096 {
+		s.set = map[string]bool{} // old claims' iterations have run
+	}
+	s.set[tx] = true
+}
 
 func closePG(ctx context.Context, conn *pgconn.PgConn) {
 	closeCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

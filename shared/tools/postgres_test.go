@@ -353,7 +353,23 @@ func TestPostgresClaimHeldUntilSettled(t *testing.T) {
 	if ids(env) != "1,2" || ids(env2) != "3,4" || pending() != 6 {
 		t.Fatalf("claims %s and %s, %d pending (uncommitted claims are invisible)", ids(env), ids(env2), pending())
 	}
+	// An iteration of the held rows waits for the claim's transaction to end.
+	tx, _ := dataMap(t, env)[pipeline.ClaimTxidKey].(string)
+	if tx == "" {
+		t.Fatalf("the claim's data has no %s: %v", pipeline.ClaimTxidKey, dataMap(t, env))
+	}
+	waiter := New(Options{Credentials: CredentialMap{"queue": {Kind: "postgres", DSN: dsn}}})
+	awaited := make(chan error, 1)
+	go func() { awaited <- waiter.AwaitClaim(ctx, map[string]any{"after_txid": tx, "auth": "queue"}) }()
+	select {
+	case err := <-awaited:
+		t.Fatalf("AwaitClaim returned while the claim was held: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
 	settle(true)
+	if err := <-awaited; err != nil {
+		t.Fatal(err)
+	}
 	settle2(false)
 	if pending() != 4 {
 		t.Fatalf("%d pending after one claim committed and one rolled back, want 4", pending())

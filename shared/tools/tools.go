@@ -71,6 +71,8 @@ type Registry struct {
 	results   resultstore.Store
 	duckdb    SQLEngine
 	dataDir   string
+	// claimsEnded are cursor claims' transactions seen ended (AwaitClaim).
+	claimsEnded txidSet
 	// Two shared transports so connections are pooled across calls; verify_ssl: false
 	// picks the second.
 	transport         *http.Transport

@@ -99,5 +99,5 @@ func (s Standard) Build(ctx context.Context) (*Worker, error) {
 		opts = append(opts, client.WithTransport(s.Transport))
 	}
 	return New(Config{Client: client.New(s.Server, s.Token, opts...), JS: s.JS, Pool: s.Pool, WorkerID: s.ID,
-		Concurrency: s.Concurrency, Exec: reg.Exec, Claim: reg.Claim, Results: s.Results, InlineLimit: s.InlineLimit, Logger: logger, Secrets: secrets})
+		Concurrency: s.Concurrency, Exec: reg.Exec, Claim: reg.Claim, AwaitClaim: reg.AwaitClaim, Results: s.Results, InlineLimit: s.InlineLimit, Logger: logger, Secrets: secrets})
 }

@@ -48,6 +48,10 @@ type Config struct {
 	// (settle true) or is not (false). Nil: claims run through Exec, committed
 	// at once (as NoETL's workers run them).
 	Claim func(context.Context, pipeline.Item) (pipeline.Envelope, func(accepted bool))
+	// AwaitClaim waits for the cursor claim an iteration names (its payload's
+	// cursor block) to end before the iteration runs (shared/tools' Registry.
+	// AwaitClaim). Nil: iterations run at once.
+	AwaitClaim func(ctx context.Context, cursor map[string]any) error
 	// Grace is how long shutdown waits for running commands before abandoning
 	// them to lease expiry; default 30 s.
 	Grace time.Duration
@@ -271,6 +275,13 @@ func (w *Worker) execute(ctx context.Context, rep *reporter, cmd *wire.Command) 
 func (w *Worker) runCommand(ctx context.Context, cmd *wire.Command) (env pipeline.Envelope, settle func(bool)) {
 	cursor, _ := cmd.Context["cursor"].(map[string]any)
 	if w.cfg.Claim == nil || cursor["claim"] != true {
+		if cursor != nil && w.cfg.AwaitClaim != nil {
+			if err := w.cfg.AwaitClaim(ctx, cursor); err != nil {
+				env := errorEnvelope("the iteration's cursor claim: " + err.Error())
+				env.Error.Kind = pipeline.KindConnection
+				return env, func(bool) {}
+			}
+		}
 		return w.run(ctx, cmd), func(bool) {}
 	}
 	settle = func(bool) {}
