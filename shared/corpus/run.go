@@ -75,6 +75,10 @@ const CorpusDatabase = "noetl_corpus"
 // or through a workload value such as pg_auth.)
 var Aliases = []string{"pg_local", "pg_k8s", "test_postgres", "noetl_connection", "pg_trade", "pg_auth", "postgres", "noetl"}
 
+// NATSAlias is the credential alias of the corpus's nats steps: it names the
+// stack's NATS.
+const NATSAlias = "nats_credential"
+
 // Start brings the stack up. Close takes it down and removes what it started.
 func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if o.Workers <= 0 {
@@ -129,6 +133,8 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	for _, a := range Aliases {
 		creds[a] = tools.Credential{Kind: "postgres", DSN: dsn}
 	}
+	// test_nats_kv's alias names the stack's own NATS.
+	creds[NATSAlias] = tools.Credential{Kind: "nats", DSN: srv.NATSURL}
 	token, apiToken := getenv("NOETL_WORKER_TOKEN"), getenv("NOETL_API_TOKEN")
 	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stop = stop
