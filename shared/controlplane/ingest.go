@@ -98,6 +98,7 @@ func (s *Service) IngestBatch(ctx context.Context, executionID int64, ins []Even
 	out := make([]Ingested, len(ins))
 	var fenced *FencedError
 	err := s.withExecution(ctx, executionID, lockSetOf(prepared), func(t *txn, x *execution) error {
+		fenced = nil // from scratch: withTx may run this again
 		for i, e := range prepared {
 			res, err := t.ingest(x, e)
 			var f *FencedError

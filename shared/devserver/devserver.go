@@ -290,16 +290,37 @@ func (s *Server) Drain(ctx context.Context) error {
 	return err
 }
 
+// drainLoop runs the schedule. A run that fails is said once, with the
+// error, and the first that succeeds again says how many failed: a database
+// outage is two lines, not one per tick.
 func (s *Server) drainLoop(ctx context.Context, every time.Duration, logger *slog.Logger) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	failed, since := 0, time.Time{}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := s.Drain(ctx); err != nil && ctx.Err() == nil {
-				logger.Error("scheduled outbox run failed", "error", err.Error())
+			err := s.Drain(ctx)
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil && failed == 0:
+				level := slog.LevelError
+				if store.Transient(err) {
+					level = slog.LevelWarn
+				}
+				logger.Log(ctx, level, "scheduled outbox run failed; retrying at every tick, quietly until one succeeds",
+					"every", every.String(), "error", err.Error())
+				since = time.Now()
+				fallthrough
+			case err != nil:
+				failed++
+			case failed > 0:
+				logger.Info("scheduled outbox runs succeed again", "failed_runs", failed,
+					"failing_for", time.Since(since).Round(time.Millisecond).String())
+				failed = 0
 			}
 		}
 	}

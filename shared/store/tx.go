@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -64,7 +65,16 @@ func (t *Tx) Flush(ctx context.Context) error {
 	return nil
 }
 
-// Commit sends the queued statements and COMMIT in one round trip.
+// CommitTimeout bounds the round trip that carries COMMIT. It runs on its
+// own: the caller leaving (an HTTP client gone) does not cancel it.
+const CommitTimeout = 30 * time.Second
+
+// Commit sends the queued statements and COMMIT in one round trip. Once sent,
+// the COMMIT's fate does not depend on ctx: a caller that leaves cannot turn
+// a committed transaction into one the server believes failed. An error
+// wrapping ErrCommitInDoubt means the connection failed while COMMIT was in
+// flight, so the answer does not say whether it committed; any other error
+// means it did not.
 func (t *Tx) Commit(ctx context.Context) error {
 	if t.ended {
 		return errors.New("store: the transaction already ended")
@@ -74,13 +84,46 @@ func (t *Tx) Commit(ctx context.Context) error {
 		return nil
 	}
 	t.batch.Queue("commit")
-	err := t.Flush(ctx)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CommitTimeout)
+	defer cancel()
+	err := t.Flush(cctx)
 	if err != nil {
-		t.Rollback(ctx)
+		t.Rollback(cctx)
+		if inDoubt(err) {
+			return &commitInDoubt{shard: t.shard, err: err}
+		}
 		return fmt.Errorf("store: commit on shard %d: %w", t.shard, err)
 	}
 	t.release()
 	return nil
+}
+
+// commitInDoubt is ErrCommitInDoubt with its cause (errors.Unwrap gives it).
+type commitInDoubt struct {
+	shard int
+	err   error
+}
+
+func (e *commitInDoubt) Error() string {
+	return fmt.Sprintf("store: commit on shard %d: %s: %s", e.shard, ErrCommitInDoubt.Error(), e.err.Error())
+}
+func (e *commitInDoubt) Unwrap() error        { return e.err }
+func (e *commitInDoubt) Is(target error) bool { return target == ErrCommitInDoubt }
+
+// inDoubt: the commit batch failed without the server saying the
+// transaction ended without committing. An ERROR ends it (COMMIT then rolls
+// back); nothing sent is nothing done; anything else (a lost connection, a
+// FATAL, a timeout) may have come after the commit record was written.
+func inDoubt(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		sev := pgErr.SeverityUnlocalized
+		if sev == "" {
+			sev = pgErr.Severity
+		}
+		return sev != "ERROR"
+	}
+	return !pgconn.SafeToRetry(err)
 }
 
 // Rollback ends the transaction without its changes; it is a no-op after
