@@ -94,11 +94,20 @@ func classify(err error) *Error {
 		// The database is away (a restart, a failover) or aborted the
 		// transaction after the server's own retries: the same request
 		// can succeed later, and says when to try.
-		e := errorf(http.StatusServiceUnavailable, "the database is unavailable for now (a restart or failover); retry after %d s", RetryAfterUnavailable)
-		e.Header = http.Header{"Retry-After": {strconv.Itoa(RetryAfterUnavailable)}}
-		return e
+		return errUnavailable()
 	case errors.Is(err, context.DeadlineExceeded):
 		return errorf(http.StatusGatewayTimeout, "the request ran out of time")
 	}
 	return errorf(http.StatusInternalServerError, "internal error")
 }
+
+// errUnavailable answers a request while the database is away.
+func errUnavailable() *Error {
+	e := errorf(http.StatusServiceUnavailable, "the database is unavailable for now (a restart or failover); retry after %d s", RetryAfterUnavailable)
+	e.Header = http.Header{"Retry-After": {strconv.Itoa(RetryAfterUnavailable)}}
+	return e
+}
+
+// UnavailableResponse is the answer of a function that cannot reach its
+// database yet (a cold start during an outage): 503 with Retry-After.
+func UnavailableResponse() *Response { return (*API)(nil).errorResponse(errUnavailable()) }

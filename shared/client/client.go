@@ -37,8 +37,10 @@ type Client struct {
 	// waiting at least that long each time; default 2 minutes, longer than a
 	// failover.
 	Patience time.Duration
-	// sleep waits between attempts (tests record the waits instead).
+	// sleep waits between attempts and now reads the clock (tests record
+	// the waits and move a clock of their own instead).
 	sleep func(ctx context.Context, d time.Duration) error
+	now   func() time.Time
 }
 
 // Option configures a Client.
@@ -126,7 +128,11 @@ func (c *Client) do(ctx context.Context, method, path string, body any, idempote
 			return nil, fmt.Errorf("encode %s %s: %w", method, path, err)
 		}
 	}
-	began := time.Now()
+	clock := c.now
+	if clock == nil {
+		clock = time.Now
+	}
+	began := clock()
 	for i := 0; ; i++ {
 		hdr, err := c.once(ctx, method, path, payload, out)
 		if err == nil {
@@ -137,7 +143,7 @@ func (c *Client) do(ctx context.Context, method, path string, body any, idempote
 		}
 		wait := Backoff(i)
 		if ra := RetryAfterOf(err); ra > 0 {
-			if time.Since(began)+ra > c.Patience {
+			if clock().Sub(began)+ra > c.Patience {
 				return nil, err
 			}
 			wait = max(wait, min(ra, time.Minute))
@@ -151,12 +157,15 @@ func (c *Client) do(ctx context.Context, method, path string, body any, idempote
 }
 
 // Backoff is the wait before retry i+1 (i from 0): 200 ms doubling to a cap
-// of 10 s, each with jitter (0.5x to 1.5x) so that many callers who failed
-// together do not come back together.
+// of 10 s, each drawn between half of that and all of it (jitter), so that
+// many callers who failed together do not come back together.
 func Backoff(i int) time.Duration {
-	base := 200 * time.Millisecond * time.Duration(uint(1)<<min(i, 6))
-	return time.Duration(float64(min(base, 10*time.Second)) * (0.5 + rand.Float64()))
+	d := min(200*time.Millisecond*time.Duration(uint(1)<<min(i, 6)), MaxBackoff)
+	return d/2 + rand.N(d/2+1)
 }
+
+// MaxBackoff is the longest wait Backoff gives.
+const MaxBackoff = 10 * time.Second
 
 func (c *Client) pause(ctx context.Context, d time.Duration) error {
 	if c.sleep != nil {

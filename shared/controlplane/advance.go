@@ -555,8 +555,18 @@ func (t *txn) resolve(doubt error) error {
 	last := t.ch.Events[len(t.ch.Events)-1]
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), resolveFor)
 	defer cancel()
+	ended := false
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
-		id, err := store.EventIDAt(ctx, t.sh.Pool(), last.ExecutionID, last.Seq)
+		var id int64
+		var err error
+		if !ended {
+			// A session still in its commit hides what it wrote: end it first.
+			_, err = store.EndSession(ctx, t.sh.Pool(), t.tx.PID(), t.now, 5*time.Second)
+			ended = err == nil
+		}
+		if ended {
+			id, err = store.EventIDAt(ctx, t.sh.Pool(), last.ExecutionID, last.Seq)
+		}
 		switch {
 		case err == nil && id == last.EventID:
 			log.Warn("the connection failed during COMMIT; the commit stands (its last event is in the log)",

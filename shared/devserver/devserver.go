@@ -44,6 +44,10 @@ type Options struct {
 	DatabaseURL string
 	ShardURLs   string
 	Shards      int
+	// PostgresSettings are server settings of the throwaway Postgres (name →
+	// value, as postgres -c), e.g. synchronous_commit=on for a test that
+	// holds a COMMIT.
+	PostgresSettings map[string]string
 	// Migrate applies migrations to given databases (throwaway ones always are).
 	Migrate bool
 	// NATSURL names an existing NATS; empty: an embedded JetStream, stream created.
@@ -132,7 +136,8 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 
 	if o.DatabaseURL == "" {
 		fmt.Fprintf(o.Out, "starting a throwaway Postgres with %d shard databases\n", o.Shards)
-		pg, err := devstack.StartPostgres(context.WithoutCancel(ctx), devstack.PostgresOptions{Shards: o.Shards, Logger: o.Logger})
+		pg, err := devstack.StartPostgres(context.WithoutCancel(ctx), devstack.PostgresOptions{Shards: o.Shards, Logger: o.Logger,
+			ExtraSettings: o.PostgresSettings})
 		if err != nil {
 			return nil, fmt.Errorf("start Postgres: %w", err)
 		}
@@ -177,7 +182,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	}
 
 	scfg := store.Config{ClusterDSN: cfg.ClusterDSN, ShardDSNs: cfg.ShardDSNs, MaxConns: max(int(cfg.DBMaxConns), 10),
-		Tracer: s.DBCounter}
+		Tracer: s.DBCounter, Logger: o.Logger}
 	if o.Migrate && o.DatabaseURL != "" {
 		if err := store.Migrate(ctx, scfg); err != nil {
 			return nil, fmt.Errorf("migrate: %w", err)

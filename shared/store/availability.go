@@ -28,6 +28,7 @@ type availability struct {
 	shard bool // the database has shard_info (MarkReachable)
 
 	down     atomic.Bool
+	closed   atomic.Bool
 	mu       sync.Mutex
 	since    time.Time
 	failures int
@@ -40,8 +41,11 @@ func newAvailability(log *slog.Logger, inner pgx.QueryTracer) *availability {
 	return &availability{log: log, inner: inner}
 }
 
-// observe notes one outcome.
-func (a *availability) observe(err error) {
+// observe notes the outcome of a statement (dial false) or of a dial. A
+// statement that loses its connection is not an outage by itself (one
+// session ended; the pool replaces it): a dial that fails is, as is a
+// server that answers it cannot serve now.
+func (a *availability) observe(err error, dial bool) {
 	switch {
 	case err == nil:
 		if a.down.Load() {
@@ -50,7 +54,7 @@ func (a *availability) observe(err error) {
 	case Failover(err):
 		a.failed(err)
 		a.pool.Reset()
-	case ConnectionLost(err) || errorClass(err) == classUnavailable:
+	case errorClass(err) == classUnavailable, dial && ConnectionLost(err):
 		a.failed(err)
 	}
 }
@@ -67,6 +71,22 @@ func (a *availability) failed(err error) {
 	if first {
 		a.log.Warn("the database is unreachable; what needs it answers 503 with Retry-After until it is back",
 			"database", a.name, "error", err.Error())
+		go a.probe()
+	}
+}
+
+// probe pings the database while it is down, so its return is seen (and
+// said, and recorded) when it happens, not at the next request that needs
+// it.
+func (a *availability) probe() {
+	for wait := 500 * time.Millisecond; a.down.Load() && !a.closed.Load(); wait = min(2*wait, 5*time.Second) {
+		time.Sleep(wait)
+		if a.closed.Load() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		a.observe(a.pool.Ping(ctx), true)
+		cancel()
 	}
 }
 
@@ -80,7 +100,7 @@ func (a *availability) recovered() {
 	since, failures := a.since, a.failures
 	a.mu.Unlock()
 	a.log.Info("the database is reachable again", "database", a.name,
-		"down_for", time.Since(since).Round(time.Millisecond).String(), "failed_statements", failures)
+		"down_for", time.Since(since).Round(time.Millisecond).String(), "failed_attempts", failures)
 	if a.shard {
 		// Not on the statement that saw the recovery: it holds its
 		// connection, and may hold locks.
@@ -109,7 +129,7 @@ func (a *availability) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data
 }
 
 func (a *availability) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
-	a.observe(data.Err)
+	a.observe(data.Err, false)
 	if a.inner != nil {
 		a.inner.TraceQueryEnd(ctx, conn, data)
 	}
@@ -129,7 +149,7 @@ func (a *availability) TraceBatchQuery(ctx context.Context, conn *pgx.Conn, data
 }
 
 func (a *availability) TraceBatchEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchEndData) {
-	a.observe(data.Err)
+	a.observe(data.Err, false)
 	if t, ok := a.inner.(pgx.BatchTracer); ok {
 		t.TraceBatchEnd(ctx, conn, data)
 	}
@@ -143,7 +163,7 @@ func (a *availability) TraceConnectStart(ctx context.Context, data pgx.TraceConn
 }
 
 func (a *availability) TraceConnectEnd(ctx context.Context, data pgx.TraceConnectEndData) {
-	a.observe(data.Err)
+	a.observe(data.Err, true)
 	if t, ok := a.inner.(pgx.ConnectTracer); ok {
 		t.TraceConnectEnd(ctx, data)
 	}

@@ -150,6 +150,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			// scanned. (Unprepared statements, ExecMode set, are planned on
 			// each run with the table's current size.)
 			pc.ConnConfig.RuntimeParams["enable_seqscan"] = "off"
+			// That price (disable_cost) lifts any plan that must still scan
+			// a table over jit_above_cost: Postgres would JIT-compile such
+			// a statement each time it runs, tens of milliseconds for a
+			// one-row table. No statement here gains from JIT.
+			pc.ConnConfig.RuntimeParams["jit"] = "off"
 		}
 		av := newAvailability(cfg.Logger, cfg.Tracer)
 		av.name = role
@@ -230,6 +235,9 @@ func checkMigrated(ctx context.Context, q Querier, set string) error {
 
 // Close closes every pool.
 func (s *Store) Close() {
+	for _, a := range s.avail {
+		a.closed.Store(true)
+	}
 	for _, p := range s.pools {
 		p.Close()
 	}

@@ -22,6 +22,7 @@ import (
 type Tx struct {
 	conn  *pgxpool.Conn
 	shard int
+	pid   uint32 // the server process (backend) of the connection
 	began bool
 	ended bool
 	batch *pgx.Batch
@@ -34,8 +35,11 @@ func (s *Shard) Begin(ctx context.Context) (*Tx, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: begin on shard %d: %w", s.index, err)
 	}
-	return &Tx{conn: conn, shard: s.index, batch: &pgx.Batch{}}, nil
+	return &Tx{conn: conn, shard: s.index, pid: conn.Conn().PgConn().PID(), batch: &pgx.Batch{}}, nil
 }
+
+// PID is the server process serving the transaction (see EndSession).
+func (t *Tx) PID() uint32 { return t.pid }
 
 // Queue adds a statement to the next batch; the callbacks set on the returned
 // query run when the batch is sent.
@@ -109,6 +113,25 @@ func (e *commitInDoubt) Error() string {
 }
 func (e *commitInDoubt) Unwrap() error        { return e.err }
 func (e *commitInDoubt) Is(target error) bool { return target == ErrCommitInDoubt }
+
+// EndSession ends the server process pid if it is still in a COMMIT and
+// started before startedBefore (not a later session that reuses the number
+// after a restart), and waits up to wait for it to exit. After a COMMIT
+// whose answer was lost the session may still be in it (waiting for a
+// synchronous standby, say): its transaction is not visible to others until
+// the commit ends, so what it did can only be read after. Ending the session
+// completes a commit under way. It says whether there was such a session.
+// Behind a pooling proxy (RDS Proxy) the pid the client knows is not the
+// server's, nothing matches, and the caller reads at once.
+func EndSession(ctx context.Context, q Querier, pid uint32, startedBefore time.Time, wait time.Duration) (bool, error) {
+	var ended bool
+	err := q.QueryRow(ctx, `SELECT coalesce(bool_or(pg_terminate_backend(pid, $3)), false) FROM pg_stat_activity
+		WHERE pid = $1 AND backend_start < $2 AND lower(btrim(query)) = 'commit'`, int64(pid), startedBefore, wait.Milliseconds()).Scan(&ended)
+	if err != nil {
+		return false, fmt.Errorf("store: end session %d: %w", pid, err)
+	}
+	return ended, nil
+}
 
 // inDoubt: the commit batch failed without the server saying the
 // transaction ended without committing. An ERROR ends it (COMMIT then rolls

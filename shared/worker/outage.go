@@ -20,7 +20,8 @@ import (
 type outage struct {
 	log  *slog.Logger
 	what string // "the server", "NATS"
-	// attrs adds what the log lines should say besides (the results held).
+	// attrs adds what the line at an outage's start should say besides (the
+	// results held).
 	attrs func() []any
 
 	mu      sync.Mutex
@@ -142,8 +143,7 @@ func (o *outage) succeeded(t ticket) {
 	o.notify()
 	since, tries := o.since, o.tries
 	o.mu.Unlock()
-	o.log.Info(o.what+" is available again",
-		append([]any{"down_for", time.Since(since).Round(time.Millisecond).String(), "failed_attempts", tries}, o.more()...)...)
+	o.log.Info(o.what+" is available again", "down_for", time.Since(since).Round(time.Millisecond).String(), "failed_attempts", tries)
 }
 
 // landed ends a probe, waking whoever waits for one. Hold o.mu.

@@ -333,8 +333,8 @@ func (r *reporter) send(tk ticket, batch []completion, claims []claim) {
 		}
 	}
 	if failing != nil {
-		w.server.failed(tk, &client.Error{Status: failing.Status, Message: failing.Error}, 0)
 		r.requeue(again)
+		w.server.failed(tk, &client.Error{Status: failing.Status, Message: failing.Error}, 0)
 	} else {
 		w.server.succeeded(tk)
 	}
@@ -414,8 +414,8 @@ func (r *reporter) failed(tk ticket, batch []completion, err error) {
 			}
 		}
 	default:
-		w.server.failed(tk, err, client.RetryAfterOf(err))
 		r.requeue(batch)
+		w.server.failed(tk, err, client.RetryAfterOf(err))
 	}
 }
 

@@ -1,0 +1,134 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// outageServer answers reports 503 while it is "down": the first four once
+// all four are in flight (reports sent before anyone knew), then `probes`
+// more; after that it takes every event. It notes how many requests were in
+// flight at once after the first four.
+type outageServer struct {
+	probes  int
+	arrived chan struct{}
+
+	mu        sync.Mutex
+	requests  int
+	inFlight  int
+	maxLater  int // most requests in flight at once after the first four
+	taken     []int
+	allFourIn chan struct{}
+}
+
+func (s *outageServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Events []json.RawMessage `json:"events"`
+	}
+	raw, _ := io.ReadAll(r.Body)
+	_ = json.Unmarshal(raw, &body)
+	s.mu.Lock()
+	s.requests++
+	n := s.requests
+	s.inFlight++
+	if n > 4 {
+		s.maxLater = max(s.maxLater, s.inFlight)
+	}
+	if n == 4 {
+		close(s.allFourIn)
+	}
+	s.mu.Unlock()
+	defer func() { s.mu.Lock(); s.inFlight--; s.mu.Unlock() }()
+	s.arrived <- struct{}{}
+	w.Header().Set("Content-Type", "application/json")
+	if n <= 4 {
+		<-s.allFourIn
+	}
+	if n <= 4+s.probes {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, `{"error": "the database is unavailable for now", "status": 503}`)
+		return
+	}
+	s.mu.Lock()
+	s.taken = append(s.taken, len(body.Events))
+	s.mu.Unlock()
+	_, _ = io.WriteString(w, `{"status": "ok", "claims": [], "commands": [], "events": [`+
+		strings.TrimSuffix(strings.Repeat(`{"status": 200, "event_id": "1"},`, len(body.Events)), ",")+`]}`)
+}
+
+// TestOneOutageOneBackoff (issue 23): four reports in flight when the
+// server becomes unavailable move the worker's backoff once, not four
+// times, and from then on one request at a time probes the server; the
+// finished results are kept, all of them, until the server takes them, and
+// the worker says so in two lines. Before, each report in flight retried on
+// its own, five times in about a second, and then dropped its result.
+func TestOneOutageOneBackoff(t *testing.T) {
+	const probes = 3
+	srv := &outageServer{probes: probes, arrived: make(chan struct{}, 16), allFourIn: make(chan struct{})}
+	w := testWorker(t, srv, 4)
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	w.log = slog.New(slog.NewJSONHandler(lockedWriter{&logs, &logMu}, nil))
+	w.watchDependencies()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hang guard, not a timing
+	defer cancel()
+	w.slots.acquire(ctx, 4)
+	r := newReporter(w, ctx)
+	for i := range 4 {
+		r.add(stepEnd(int64(i+1), "done"))
+		select {
+		case <-srv.arrived: // in flight: the next completion goes in a report of its own
+		case <-ctx.Done():
+			t.Fatal("a report never arrived")
+		}
+	}
+	go func() {
+		for range srv.arrived {
+		}
+	}()
+	r.close()
+	close(srv.arrived)
+	if ctx.Err() != nil {
+		t.Fatal("the reports never settled")
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.requests != 4+probes+1 {
+		t.Errorf("%d requests; want the four in flight, %d probes, and the one that was taken", srv.requests, probes)
+	}
+	if srv.maxLater != 1 {
+		t.Errorf("%d requests in flight at once during the outage; want one probe at a time", srv.maxLater)
+	}
+	if len(srv.taken) != 1 || srv.taken[0] != 4 {
+		t.Errorf("the server took reports of %v events; want all four results in one", srv.taken)
+	}
+	if free := w.slots.grab(); free != 4 {
+		t.Errorf("%d of 4 slots free after the reports", free)
+	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	out := logs.String()
+	if strings.Count(out, "the server is unavailable") != 1 || strings.Count(out, "the server is available again") != 1 ||
+		strings.Count(out, "\n") != 2 {
+		t.Errorf("the worker's log of the outage:\n%s\nwant two lines: its start and its end", out)
+	}
+}
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
