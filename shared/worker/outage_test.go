@@ -207,7 +207,9 @@ func TestShutdownSaysWhatItDrops(t *testing.T) {
 	var logs bytes.Buffer
 	var logMu sync.Mutex
 	w, err := New(Config{Client: client.New(hs.URL, ""), JS: js, Pool: "shutdown", WorkerID: "w1", Concurrency: 1, Grace: 500 * time.Millisecond,
-		Exec:   func(context.Context, pipeline.Item) pipeline.Envelope { return pipeline.Envelope{Status: pipeline.StatusSuccess} },
+		Exec: func(context.Context, pipeline.Item) pipeline.Envelope {
+			return pipeline.Envelope{Status: pipeline.StatusSuccess}
+		},
 		Logger: slog.New(slog.NewJSONHandler(lockedWriter{&logs, &logMu}, nil))})
 	if err != nil {
 		t.Fatal(err)
