@@ -51,10 +51,10 @@ func (s *Service) Drain(ctx context.Context, maxBatch int) (*DrainReport, error)
 	if len(errs) > 0 {
 		return r, errors.Join(errs...) // the caller says it failed, once per outage
 	}
-	// A run that found nothing to do says so only at debug: it runs every
-	// minute (EventBridge), or every second locally.
+	// A run that did nothing says so only at debug: it runs every minute
+	// (EventBridge), or every few seconds locally, outages included.
 	level := slog.LevelDebug
-	if r.Published+r.PublishFailed+r.Expired+r.TimedOut+r.RetriesAnnounced+r.ChildrenCancelled > 0 || r.OutboxDeleted+r.OutboxPending > 0 {
+	if r.Published+r.PublishFailed+r.Expired+r.TimedOut+r.RetriesAnnounced+r.ChildrenCancelled > 0 || r.OutboxDeleted > 0 {
 		level = slog.LevelInfo
 	}
 	s.log.Log(ctx, level, "drain", "published", r.Published, "publish_failed", r.PublishFailed, "expired", r.Expired,
