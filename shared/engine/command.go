@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/tmpl"
 )
 
 // commandPayload builds the context of a command.issued event: what the worker
@@ -14,7 +15,8 @@ import (
 //
 // A single tool ships fully rendered except `code` (R-S3; code is never rendered).
 // A pipeline, or a single tool with spec.policy, ships its items raw with the values
-// their templates read, and the worker renders item by item against its running
+// their templates read, as NoETL's task_sequence {tasks: [{name, kind, …}],
+// remaining_actions}, and the worker renders item by item against its running
 // context (R-S3, worker.md §3).
 func (d *decider) commandPayload(step *Step, visit int, b *bindings) (map[string]any, error) {
 	args := map[string]any{}
@@ -56,33 +58,35 @@ func (d *decider) commandPayload(step *Step, visit int, b *bindings) (map[string
 			}
 		}
 		tc["args"] = merged
-		if step.Tool.Code != "" || step.Tool.Kind == "python" {
-			if code, ok := step.Tool.Raw["code"]; ok {
-				tc["code"] = code
-			}
+		if code, ok := step.Tool.Raw["code"]; ok && !tmpl.Renders(step.Tool.Code) {
+			tc["code"] = code
 		}
 		p["tool_config"] = tc
 		p["args"] = merged
+		if rc := d.codeContext(step.Tool.codeNames, b); len(rc) > 0 {
+			p["render_context"] = rc
+		}
 		return p, nil
 	}
 	items := step.Pipeline
 	single := false
 	if step.Tool != nil {
-		label := step.Name
-		if n, ok := step.Tool.Raw["name"].(string); ok && n != "" {
-			label = n
-		}
-		items, single = []*PipelineItem{{Label: label, Tool: step.Tool}}, true
+		items, single = []*PipelineItem{{Label: step.Tool.Label(step.Name), Tool: step.Tool}}, true
 	}
-	seq := make([]any, len(items))
+	tasks := make([]any, len(items))
 	roots := map[string]bool{}
 	for i, it := range items {
 		raw := jsonx.Clone(it.Tool.Raw).(map[string]any)
 		raw["kind"] = it.Tool.Kind
-		delete(raw, "name")
-		seq[i] = map[string]any{it.Label: raw}
+		raw["name"] = it.Label
+		tasks[i] = raw
 		for _, r := range it.Tool.roots {
 			roots[r] = true
+		}
+		for _, r := range it.Tool.codeNames {
+			if codeContextName(r) {
+				roots[r] = true
+			}
 		}
 	}
 	rc := map[string]any{}
@@ -100,7 +104,8 @@ func (d *decider) commandPayload(step *Step, visit int, b *bindings) (map[string
 		maps.Copy(rc, b.iter.vars())
 		rc["iter"] = b.iter.vars()
 	}
-	p["tool_config"] = seq
+	// NoETL's task_sequence shape, which its workers require and ours reads.
+	p["tool_config"] = map[string]any{"tasks": tasks, "remaining_actions": []any{}}
 	p["args"] = args
 	p["render_context"] = rc
 	if single {
@@ -108,3 +113,22 @@ func (d *decider) commandPayload(step *Step, visit int, b *bindings) (map[string
 	}
 	return p, nil
 }
+
+// codeContext is the render context a python tool's `context` global gets: the
+// bindings its code names (see codeWords), as its templates would read them.
+func (d *decider) codeContext(names []string, b *bindings) map[string]any {
+	rc := map[string]any{}
+	for _, n := range names {
+		if !codeContextName(n) {
+			continue
+		}
+		if v, ok := d.lookup(n, b); ok {
+			rc[n] = v
+		}
+	}
+	return rc
+}
+
+// codeContextName: `steps` (every step's status and result) is left out of
+// python's context even when the code says the word; templates read it.
+func codeContextName(n string) bool { return n != "steps" }

@@ -113,6 +113,14 @@ type Env struct {
 	// by reference, so only its main passes it: the S3 client it links would
 	// take every other bootstrap near the 25 MB limit.
 	OpenResults func(ctx context.Context, cfg *config.Config) (resultstore.Store, error)
+	// OpenSchedules makes what keeps the scheduler entries of the
+	// schedules in step (awssched.New when NOETL_SCHEDULER_GROUP is set).
+	// Only the schedules function's main passes it, so only that bootstrap
+	// links the EventBridge Scheduler client.
+	OpenSchedules func(ctx context.Context, cfg *config.Config) (controlplane.ScheduleSync, error)
+	// Dashboard is the web dashboard's files (dashboard.Files). Only the
+	// status function's main passes it, so only that bootstrap links them.
+	Dashboard api.Dashboard
 }
 
 // FromEnv builds a function's handler from getenv (os.Getenv in Lambda):
@@ -195,7 +203,16 @@ func FromEnv(ctx context.Context, function string, getenv func(string) string, e
 		natsCheck = NATSChecker(nc)
 	}
 
-	deps := Deps{Store: st, Publisher: pub, NATS: natsCheck, Config: cfg, Logger: logger, Results: results}
+	deps := Deps{Store: st, Publisher: pub, NATS: natsCheck, Config: cfg, Logger: logger, Results: results, Dashboard: env.Dashboard}
+	switch {
+	case cfg.Scheduler.Enabled() && env.OpenSchedules == nil:
+		logger.Warn(config.EnvSchedulerGroup+" is ignored: only the schedules function keeps scheduler entries", "function", function)
+	case env.OpenSchedules != nil:
+		if deps.Schedules, err = env.OpenSchedules(ctx, cfg); err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+	}
 	build := deps.Build
 	h, err := New(function, build, Options{ServerURL: cfg.ServerURL, Stage: cfg.Stage, Metrics: env.Metrics, Logger: logger})
 	if err != nil {
@@ -217,17 +234,22 @@ type Deps struct {
 	Results resultstore.Store
 	// Observer hears orchestration durations (the local server's metrics).
 	Observer controlplane.Observer
+	// Schedules keeps the scheduler entries of the schedules in step; nil:
+	// none.
+	Schedules controlplane.ScheduleSync
+	// Dashboard serves the web dashboard; nil: not this function's.
+	Dashboard api.Dashboard
 }
 
 // Build makes a service and its API for serverURL (no I/O).
 func (d Deps) Build(serverURL string) (*api.API, error) {
 	svc, err := controlplane.New(controlplane.Config{Store: d.Store, Publisher: d.Publisher, ServerURL: serverURL,
-		Lease: d.Config.Lease, Results: d.Results, Observer: d.Observer, Logger: d.Logger})
+		Lease: d.Config.Lease, Results: d.Results, Observer: d.Observer, Schedules: d.Schedules, Logger: d.Logger})
 	if err != nil {
 		return nil, err
 	}
 	return api.New(svc, api.Options{Tokens: d.Config.Tokens, MaxBodyBytes: d.Config.MaxBodyBytes,
-		CORSOrigins: d.Config.CORSOrigins, Version: Version(), NATS: d.NATS, Recorder: d.Recorder, Logger: d.Logger}), nil
+		CORSOrigins: d.Config.CORSOrigins, Version: Version(), NATS: d.NATS, Recorder: d.Recorder, Logger: d.Logger, Dashboard: d.Dashboard}), nil
 }
 
 // ConnectNATS connects with the configured authentication. A server that is
