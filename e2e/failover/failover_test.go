@@ -145,13 +145,14 @@ func probeEachFunction(t *testing.T, st *stack, r *run) {
 	t.Helper()
 	id := strconv.FormatInt(r.ids[0], 10)
 	probes := map[string]struct{ method, path, body string }{
-		api.FnStatus:  {"GET", "/api/executions/" + id, ""},
-		api.FnCatalog: {"GET", "/api/catalog", ""},
-		api.FnClaim:   {"GET", "/api/commands/" + id, ""},
-		api.FnIngest:  {"POST", "/api/worker/report", `{"worker_id": "probe", "claims": ["` + id + `"]}`},
-		api.FnExecute: {"POST", "/api/execute", `{"path": "` + r.path + `"}`},
-		api.FnReplay:  {"GET", "/api/executions/" + id + "/replay", ""},
-		api.FnOutbox:  {"GET", "/api/internal/outbox/pending-count", ""},
+		api.FnStatus:    {"GET", "/api/executions/" + id, ""},
+		api.FnCatalog:   {"GET", "/api/catalog", ""},
+		api.FnClaim:     {"GET", "/api/commands/" + id, ""},
+		api.FnIngest:    {"POST", "/api/worker/report", `{"worker_id": "probe", "claims": ["` + id + `"]}`},
+		api.FnExecute:   {"POST", "/api/execute", `{"path": "` + r.path + `"}`},
+		api.FnReplay:    {"GET", "/api/executions/" + id + "/replay", ""},
+		api.FnOutbox:    {"GET", "/api/internal/outbox/pending-count", ""},
+		api.FnSchedules: {"GET", "/api/schedules", ""},
 	}
 	router := api.NewRouter(api.Routes())
 	for _, fn := range api.Functions() {

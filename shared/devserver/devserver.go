@@ -314,39 +314,50 @@ func (s *Server) Drain(ctx context.Context) error {
 	return err
 }
 
-// drainLoop runs the schedule. A run that fails is said once, with the
-// error, and the first that succeeds again says how many failed: a database
-// outage is two lines, not one per tick.
+// drainLoop runs the schedule (see loopLog for what it logs).
 func (s *Server) drainLoop(ctx context.Context, every time.Duration, logger *slog.Logger) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	failed, since := 0, time.Time{}
+	l := loopLog{log: logger, what: "scheduled outbox run"}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			err := s.Drain(ctx)
-			switch {
-			case ctx.Err() != nil:
+			if ctx.Err() != nil {
 				return
-			case err != nil && failed == 0:
-				level := slog.LevelError
-				if store.Transient(err) {
-					level = slog.LevelWarn
-				}
-				logger.Log(ctx, level, "scheduled outbox run failed; retrying at every tick, quietly until one succeeds",
-					"every", every.String(), "error", err.Error())
-				since = time.Now()
-				fallthrough
-			case err != nil:
-				failed++
-			case failed > 0:
-				logger.Info("scheduled outbox runs succeed again", "failed_runs", failed,
-					"failing_for", time.Since(since).Round(time.Millisecond).String())
-				failed = 0
 			}
+			l.outcome(ctx, err)
 		}
+	}
+}
+
+// loopLog is what a loop standing in for a schedule logs: a run that fails
+// is said once, with the error, and the first that succeeds again says how
+// many failed. A database outage is two lines, not one per tick.
+type loopLog struct {
+	log    *slog.Logger
+	what   string
+	failed int
+	since  time.Time
+}
+
+func (l *loopLog) outcome(ctx context.Context, err error) {
+	switch {
+	case err != nil && l.failed == 0:
+		level := slog.LevelError
+		if store.Transient(err) {
+			level = slog.LevelWarn
+		}
+		l.log.Log(ctx, level, l.what+" failed; retrying at every tick, quietly until one succeeds", "error", err.Error())
+		l.since = time.Now()
+		l.failed++
+	case err != nil:
+		l.failed++
+	case l.failed > 0:
+		l.log.Info(l.what+" succeeds again", "failed_runs", l.failed, "failing_for", time.Since(l.since).Round(time.Millisecond).String())
+		l.failed = 0
 	}
 }
 
@@ -367,12 +378,15 @@ func (s *Server) FireSchedules(ctx context.Context) (*controlplane.FireReport, e
 // scheduleLoop fires the schedules at their fire times: it sleeps until the
 // next one the firing reports, never longer than every.
 func (s *Server) scheduleLoop(ctx context.Context, every time.Duration, logger *slog.Logger) {
+	l := loopLog{log: logger, what: "firing the schedules"}
 	for {
 		wait := every
 		r, err := s.FireSchedules(ctx)
+		if ctx.Err() == nil {
+			l.outcome(ctx, err)
+		}
 		switch {
-		case err != nil && ctx.Err() == nil:
-			logger.Error("firing the schedules failed", "error", err.Error())
+		case err != nil:
 		case r != nil && !r.NextFireAt.IsZero():
 			// A fire time already past (more due than one firing takes, or a
 			// schedule that failed) is retried soon, not in a tight loop.
