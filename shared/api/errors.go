@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/noetlwire"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -50,10 +51,13 @@ func classify(err error) *Error {
 		tooEarly *controlplane.TooEarlyError
 		fenced   *controlplane.FencedError
 		invalidP *controlplane.InvalidPlaybookError
+		regField *noetlwire.RegistrationError
 	)
 	switch {
 	case errors.As(err, &apiErr):
 		return apiErr
+	case errors.As(err, &regField):
+		return invalid(regField.Field, "%s", regField.Message)
 	case errors.As(err, &tooEarly):
 		secs := int64(math.Ceil(tooEarly.After.Seconds()))
 		if secs < 1 {

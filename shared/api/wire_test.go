@@ -34,6 +34,10 @@ func TestClientRequestsMatchDocument(t *testing.T) {
 		{"POST", "/api/events", event},
 		{"POST", "/api/worker/report", wire.Report{WorkerID: "w", Pool: "p", Take: 3, Events: []wire.EventRequest{event}, Claims: []wire.ID{9}}},
 		{"POST", "/api/worker/report", wire.Report{WorkerID: "w", Claims: []wire.ID{9}}},
+		{"POST", "/api/worker/pool/register", wire.PoolRegistration{Name: "w", ComponentType: "worker_pool", Runtime: "go",
+			Status: "ready", Capacity: 4, PID: 7, Hostname: "h", Labels: wire.Object{"pool_name": "shared"}, Meta: wire.Object{"started_at": "t"}}},
+		{"POST", "/api/worker/pool/heartbeat", wire.PoolBeat{Name: "w"}},
+		{"POST", "/api/worker/pool/deregister", wire.PoolBeat{Name: "w"}},
 	} {
 		raw, err := jsonx.Marshal(c.body)
 		if err != nil {

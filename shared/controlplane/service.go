@@ -65,7 +65,10 @@ type Config struct {
 	// step that takes it past the bound fails the execution, naming it;
 	// default DefaultMaxStateBytes.
 	MaxStateBytes int
-	Logger        *slog.Logger
+	// WorkerTTL is how long a registered worker stays alive without a
+	// register or pool heartbeat (workers.go); default DefaultWorkerTTL.
+	WorkerTTL time.Duration
+	Logger    *slog.Logger
 }
 
 // DefaultMaxStateBytes is Config.MaxStateBytes's default: far above what
@@ -111,6 +114,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.MaxStateBytes <= 0 {
 		cfg.MaxStateBytes = DefaultMaxStateBytes
+	}
+	if cfg.WorkerTTL <= 0 {
+		cfg.WorkerTTL = DefaultWorkerTTL
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
