@@ -89,7 +89,7 @@ func renderWorkers(w io.Writer, items []wire.WorkerPool, now time.Time) {
 			ago(now, it.Heartbeat.Time), orDash(host))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "%d of %d workers alive; %d commands in flight on %d declared slots\n", alive, len(items), busy, slots)
+	fmt.Fprintf(w, "%d of %d workers alive; %d in flight on %d declared slots\n", alive, len(items), busy, slots)
 }
 
 func orDash(s string) string {

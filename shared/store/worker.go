@@ -176,14 +176,17 @@ type WorkerTotals struct {
 	Capacity                int
 }
 
-// CountWorkers reads the registry's totals with expiry ttl.
+// CountWorkers reads the registry's totals with expiry ttl. It reads every
+// row through the last_seen index (the range covers them all): without seq
+// scans (store.Open) a plain scan is planned at a cost that makes Postgres
+// JIT-compile the query, 80 ms on every call.
 func CountWorkers(ctx context.Context, q Querier, ttl time.Duration) (WorkerTotals, error) {
 	var t WorkerTotals
 	err := q.QueryRow(ctx, `
 		SELECT count(*) FILTER (WHERE state NOT IN ('offline', 'expired')),
 			count(*) FILTER (WHERE state = 'expired'), count(*) FILTER (WHERE state = 'offline'),
 			coalesce(sum(capacity) FILTER (WHERE state NOT IN ('offline', 'expired')), 0)
-		FROM (SELECT capacity, `+workerState+` AS state FROM worker) s`, ttl).Scan(&t.Alive, &t.Expired, &t.Offline, &t.Capacity)
+		FROM (SELECT capacity, `+workerState+` AS state FROM worker WHERE last_seen >= '-infinity') s`, ttl).Scan(&t.Alive, &t.Expired, &t.Offline, &t.Capacity)
 	if err != nil {
 		return t, fmt.Errorf("store: count workers: %w", err)
 	}
