@@ -133,3 +133,10 @@ export async function getCatalog(id) {
 export async function register(content) {
   return (await call('POST', '/api/catalog/register', { body: { content } })).data;
 }
+
+// listWorkers reads the worker registry (NoETL's {items, count}): who is
+// alive and how busy. state: alive, ready, expired, offline, or '' for all.
+export async function listWorkers({ state } = {}) {
+  const { data } = await call('GET', '/api/worker/pools', { query: { status: state } });
+  return Array.isArray(data) ? data : (data.items || []);
+}
