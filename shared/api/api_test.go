@@ -293,7 +293,11 @@ func TestWorkerRoutes(t *testing.T) {
 		t.Fatalf("claim: %s", r.Body)
 	}
 	commandID := r.str("command_id")
-	claim("w1", 200) // the same worker again: idempotent
+	// The same worker again: NoETL's worker got the notification twice (legacy
+	// and shared consumers); active_claim makes it ack and skip.
+	if r := claim("w1", 409); fmt.Sprint(r.json["detail"]) != "map[code:active_claim message:"+r.str("error")+"]" {
+		t.Errorf("second claim of the holder: %s", r.Body)
+	}
 	if r = claim("w2", 409); !strings.Contains(r.str("error"), "w1") {
 		t.Errorf("409 message %q", r.str("error"))
 	}
@@ -337,24 +341,54 @@ func TestWorkerRoutes(t *testing.T) {
 	if !strings.Contains(r.str("error"), "500") {
 		t.Errorf("batch limit message %q", r.str("error"))
 	}
-	// A fenced event (another worker's report) is stored and answered 409 (R-L8).
-	r = must(t, a, 409, call{method: "POST", target: "/api/events", token: tWorker, body: map[string]any{
+	// A fenced event (another worker's report) is stored ignored (R-L8) and
+	// answered 200 with the reason, as NoETL's server takes it.
+	r = must(t, a, 200, call{method: "POST", target: "/api/events", token: tWorker, body: map[string]any{
 		"execution_id": f.exec, "step": "start", "event_type": "command.completed", "status": "success", "worker_id": "w2",
 		"meta": map[string]any{"command_id": commandID}}})
-	if ids, _ := r.json["event_ids"].([]any); len(ids) != 1 {
+	if !strings.Contains(r.str("ignored"), "held by w1, not w2") || r.str("event_id") == "" {
 		t.Errorf("fenced answer: %s", r.Body)
 	}
 	if after := f.s.Counts(t); after.Event != before.Event+1 {
 		t.Errorf("the fenced event was not stored: %+v → %+v", before, after)
 	}
-	// The batch of the real worker completes the step and issues the next one.
-	r = must(t, a, 200, call{method: "POST", target: "/api/events/batch", token: tWorker, body: map[string]any{
+	// NoETL's command.heartbeat event extends the holder's lease and writes no
+	// event (R-L1); another worker's extends nothing.
+	beat := func(worker string) result {
+		return must(t, a, 200, call{method: "POST", target: "/api/events", token: tWorker, body: map[string]any{
+			"execution_id": strconv.FormatInt(f.exec, 10), "step": "start", "name": "command.heartbeat", "worker_id": worker,
+			"payload": map[string]any{"command_id": commandID, "worker_id": worker}, "actionable": false, "informative": true}})
+	}
+	events := f.s.Counts(t).Event
+	if r = beat("w1"); r.str("lease_expires_at") == "" || r.json["event_id"] != nil {
+		t.Errorf("holder's heartbeat: %s", r.Body)
+	}
+	if r = beat("w2"); !strings.Contains(r.str("ignored"), "not held by w2") || r.json["lease_expires_at"] != nil {
+		t.Errorf("another worker's heartbeat: %s", r.Body)
+	}
+	if n := f.s.Counts(t).Event; n != events {
+		t.Errorf("heartbeats wrote %d events", n-events)
+	}
+	// The batch of the real worker completes the step and issues the next one;
+	// posted again under its Idempotency-Key (NoETL's worker retries a batch
+	// under one key), it gets the first answer and stores nothing.
+	batch := call{method: "POST", target: "/api/events/batch", token: tWorker, header: http.Header{"Idempotency-Key": {"w1:batch:1"}}, body: map[string]any{
 		"execution_id": strconv.FormatInt(f.exec, 10), "worker_id": "w1",
 		"events": []any{map[string]any{"step": "start", "event_type": "call.done", "meta": meta,
 			"payload": map[string]any{"result": map[string]any{"status": "success", "data": map[string]any{"n": int64(1)}}}},
-			map[string]any{"step": "start", "event_type": "command.completed", "status": "success", "meta": meta}}}})
+			map[string]any{"step": "start", "event_type": "command.completed", "status": "success", "meta": meta}}}}
+	r = must(t, a, 200, batch)
 	if r.str("status") != "ok" || len(r.json["event_ids"].([]any)) != 2 || r.json["commands_generated"] != int64(1) {
 		t.Fatalf("batch: %s", r.Body)
+	}
+	counts := f.s.Counts(t)
+	if again := must(t, a, 200, batch); string(again.Body) != string(r.Body) || f.s.Counts(t) != counts {
+		t.Fatalf("the batch again: %s (first %s); rows %+v → %+v", again.Body, r.Body, counts, f.s.Counts(t))
+	}
+	other := batch
+	other.body = map[string]any{"execution_id": strconv.FormatInt(f.exec, 10), "events": []any{map[string]any{"event_type": "step.note"}}}
+	if r = must(t, a, 422, other); !strings.Contains(r.str("error"), "Idempotency-Key") || f.s.Counts(t) != counts {
+		t.Fatalf("another request under the key: %s", r.Body)
 	}
 }
 
@@ -505,7 +539,11 @@ func TestInternalOutboxRoutes(t *testing.T) {
 	if r.json["pending"] != int64(0) {
 		t.Fatalf("pending after: %s", r.Body)
 	}
-	must(t, a, 422, call{method: "POST", target: "/api/internal/outbox/claim", token: tInternal, body: map[string]any{"limit": int64(1001)}})
+	// NoETL's server clamps the limit into 1..1000.
+	for _, limit := range []int64{1001, 0, -5} {
+		must(t, a, 200, call{method: "POST", target: "/api/internal/outbox/claim", token: tInternal, body: map[string]any{"limit": limit}})
+	}
+	must(t, a, 422, call{method: "POST", target: "/api/internal/outbox/claim", token: tInternal, body: map[string]any{"limit": "many"}})
 	must(t, a, 422, call{method: "POST", target: "/api/internal/outbox/mark-failed", token: tInternal,
 		body: map[string]any{"outbox_id": outboxIDs[1], "max_delay_seconds": int64(-1)}})
 }

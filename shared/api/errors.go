@@ -50,14 +50,15 @@ func classify(err error) *Error {
 		apiErr   *Error
 		tooEarly *controlplane.TooEarlyError
 		fenced   *controlplane.FencedError
+		refused  *controlplane.RefusedClaim
 		invalidP *controlplane.InvalidPlaybookError
-		regField *noetlwire.RegistrationError
 	)
+	var field *noetlwire.FieldError
 	switch {
 	case errors.As(err, &apiErr):
 		return apiErr
-	case errors.As(err, &regField):
-		return invalid(regField.Field, "%s", regField.Message)
+	case errors.As(err, &field):
+		return invalid(field.Field, "%s", field.Message)
 	case errors.As(err, &tooEarly):
 		secs := int64(math.Ceil(tooEarly.After.Seconds()))
 		if secs < 1 {
@@ -66,6 +67,11 @@ func classify(err error) *Error {
 		e := errorf(http.StatusTooManyRequests, "%s", tooEarly.Error())
 		e.Header = http.Header{"Retry-After": {strconv.FormatInt(secs, 10)}}
 		e.Extra = map[string]any{"retry_after_seconds": secs}
+		return e
+	case errors.As(err, &refused):
+		// NoETL's workers read detail.code to ack a refused claim and skip it.
+		e := errorf(http.StatusConflict, "%s", refused.Reason)
+		e.Extra = map[string]any{"detail": map[string]any{"code": refused.Code, "message": refused.Reason}}
 		return e
 	case errors.As(err, &fenced):
 		e := errorf(http.StatusConflict, "%s", fenced.Reason)

@@ -2,97 +2,58 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/noetlwire"
 	"github.com/noetl-go/noetl/shared/wire"
 )
 
-// readEvent reads one NoETL EventRequest (or a batch element): event_type
-// (alias name), payload (alias context), meta, worker_id, result_kind,
-// result_uri, event_ids, actionable, informative, event_id (the client's id:
-// re-posting it is idempotent), status, created_at (kept in
-// meta.client_created_at; the created_at column is the server's, R-S4).
-func readEvent(o obj) (controlplane.EventInput, error) {
-	var in controlplane.EventInput
-	var err error
-	if in.Type, err = o.strOf("event_type", true, "name"); err != nil {
-		return in, err
-	}
-	if in.Step, err = o.strOf("step", false, "node_name"); err != nil {
-		return in, err
-	}
-	if in.Payload, err = o.object("payload", "context"); err != nil {
-		return in, err
-	}
-	if in.Meta, err = o.object("meta"); err != nil {
-		return in, err
-	}
-	if in.WorkerID, err = o.str("worker_id", false); err != nil {
-		return in, err
-	}
-	if in.ResultKind, err = o.str("result_kind", false); err != nil {
-		return in, err
-	}
-	if in.ResultURI, err = o.str("result_uri", false); err != nil {
-		return in, err
-	}
-	if in.EventIDs, _, err = o.array("event_ids", false); err != nil {
-		return in, err
-	}
-	if in.ClientEventID, err = o.scalarString("event_id"); err != nil {
-		return in, err
-	}
-	if in.Status, err = o.str("status", false); err != nil {
-		return in, err
-	}
-	for _, k := range []string{"actionable", "informative"} {
-		if _, err := o.boolean(k); err != nil {
-			return in, err
-		}
-	}
-	if in.CreatedAt, err = o.str("created_at", false); err != nil {
-		return in, err
-	}
-	if in.CreatedAt != "" {
-		if _, err := parseClientTime(in.CreatedAt); err != nil {
-			return in, invalid(o.name("created_at"), "expected a timestamp such as 2024-05-01T12:00:00Z (a zone-less one is read as UTC), got %q", truncate(in.CreatedAt, 40))
-		}
-	}
-	return in, nil
-}
-
-// parseClientTime reads a producer's timestamp: RFC 3339, or the zone-less
-// ISO form NoETL's Python workers and Postgres' timestamp columns write (UTC).
-func parseClientTime(s string) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
-	}
-	var err error
-	for _, layout := range []string{"2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999"} {
-		var t time.Time
-		if t, err = time.Parse(layout, s); err == nil {
-			return t.UTC(), nil
-		}
-	}
-	return time.Time{}, err
-}
-
-// readExecutionEvent reads an event that names its execution.
+// readExecutionEvent reads an event that names its execution (noetlwire.Read
+// owns the rest of the EventRequest).
 func readExecutionEvent(o obj) (controlplane.EventInput, error) {
 	execID, err := o.id("execution_id", true)
 	if err != nil {
 		return controlplane.EventInput{}, err
 	}
-	in, err := readEvent(o)
+	in, err := noetlwire.Read(o.prefix, o.m)
 	in.ExecutionID = execID
 	return in, err
 }
 
-// POST /api/events
+// MaxIdempotencyKey bounds an Idempotency-Key header.
+const MaxIdempotencyKey = 255
+
+// requestOf is the Idempotency-Key of an event request, nil without one. The
+// key is remembered per execution with a hash of the body, so a repeat of the
+// request gets the first answer and another request under the key a 422.
+func requestOf(c *call) (*controlplane.Request, error) {
+	key := strings.TrimSpace(c.req.Header.Get("Idempotency-Key"))
+	if key == "" {
+		return nil, nil
+	}
+	if len(key) > MaxIdempotencyKey {
+		return nil, invalid("Idempotency-Key", "%d characters; the limit is %d", len(key), MaxIdempotencyKey)
+	}
+	if err := textParam("Idempotency-Key", key, false); err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(c.req.Body)
+	return &controlplane.Request{Key: key, Hash: hex.EncodeToString(sum[:])}, nil
+}
+
+// POST /api/events. NoETL's workers post their command.heartbeat here: it
+// extends the holder's lease and writes no event (R-L1). An event the fence
+// refuses (R-L8, R-R10) is stored flagged ignored and answered 200 with the
+// reason in `ignored`, as NoETL's server takes it: NoETL's workers retry a
+// refused event and then report the command failed, which helps nobody.
 func (a *API) ingest(ctx context.Context, c *call) (any, error) {
 	o, err := decodeBody(c.req.Body)
 	if err != nil {
@@ -103,21 +64,61 @@ func (a *API) ingest(ctx context.Context, c *call) (any, error) {
 		return nil, err
 	}
 	c.attrs.setExecution(in.ExecutionID)
-	if id, _ := in.Meta["command_id"].(string); id != "" {
+	if id := in.CommandID(); id != "" {
 		c.attrs.setCommand(id)
 	}
-	start := time.Now()
-	res, err := a.svc.Ingest(ctx, in)
-	a.recordIngest([]string{in.Type}, err, time.Since(start))
+	if in.IsHeartbeat() {
+		return a.heartbeatEvent(ctx, in)
+	}
+	req, err := requestOf(c)
 	if err != nil {
 		return nil, err
 	}
-	return wire.Ingested{Status: "ok", EventID: wire.ID(res.EventID),
-		CommandsGenerated: res.CommandsGenerated, Duplicate: res.Duplicate}, nil
+	start := time.Now()
+	res, err := a.svc.IngestBatch(ctx, in.ExecutionID, []controlplane.EventInput{in}, req)
+	a.recordIngest([]string{in.Type}, err, time.Since(start))
+	var fenced *controlplane.FencedError
+	if err != nil && !errors.As(err, &fenced) {
+		return nil, err
+	}
+	out := wire.Ingested{Status: "ok", EventID: wire.ID(res[0].EventID),
+		CommandsGenerated: res[0].CommandsGenerated, Duplicate: res[0].Duplicate}
+	if fenced != nil {
+		out.Ignored = fenced.Reason
+	}
+	return out, nil
+}
+
+// heartbeatEvent is a command.heartbeat posted as an event: the lease of the
+// command it names (payload or meta command_id) is extended if the worker
+// (worker_id, top level or in the payload) holds it.
+func (a *API) heartbeatEvent(ctx context.Context, in controlplane.EventInput) (any, error) {
+	id := in.CommandID()
+	if id == "" {
+		return nil, invalid("payload.command_id", "required: the command the heartbeat keeps (NoETL's {command_id, worker_id})")
+	}
+	worker := in.WorkerID
+	if worker == "" {
+		worker, _ = in.Payload["worker_id"].(string)
+	}
+	if worker == "" {
+		return nil, invalid("worker_id", "required: the worker holding the command")
+	}
+	until, err := a.svc.HeartbeatCommand(ctx, in.ExecutionID, id, worker, in.Attempt())
+	if errors.Is(err, controlplane.ErrConflict) {
+		return wire.Ingested{Status: "ok", Ignored: err.Error()}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	at := wire.At(until)
+	return wire.Ingested{Status: "ok", LeaseExpiresAt: &at}, nil
 }
 
 // POST /api/events/batch {execution_id, worker_id?, events: [...]}: all or
-// nothing, orchestrating every triggering event in order.
+// nothing, orchestrating every triggering event in order. Heartbeats in a
+// batch extend leases and take no event id ("0"); fenced events are answered
+// as on /api/events.
 func (a *API) ingestBatch(ctx context.Context, c *call) (any, error) {
 	o, err := decodeBody(c.req.Body)
 	if err != nil {
@@ -135,8 +136,13 @@ func (a *API) ingestBatch(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	ins := make([]controlplane.EventInput, len(list))
-	types := make([]string, len(list))
+	req, err := requestOf(c)
+	if err != nil {
+		return nil, err
+	}
+	var ins, beats []controlplane.EventInput
+	var slots []int // position in the answer of each of ins
+	var types []string
 	for i, raw := range list {
 		name := fmt.Sprintf("events[%d]", i)
 		m, ok := raw.(map[string]any)
@@ -149,7 +155,7 @@ func (a *API) ingestBatch(ctx context.Context, c *call) (any, error) {
 		} else if id != 0 && id != execID {
 			return nil, invalid(eo.name("execution_id"), "%d differs from the batch's execution_id %d; a batch belongs to one execution", id, execID)
 		}
-		in, err := readEvent(eo)
+		in, err := noetlwire.Read(name, m)
 		if err != nil {
 			return nil, err
 		}
@@ -157,19 +163,38 @@ func (a *API) ingestBatch(ctx context.Context, c *call) (any, error) {
 		if in.WorkerID == "" {
 			in.WorkerID = worker
 		}
-		ins[i], types[i] = in, in.Type
+		if in.IsHeartbeat() {
+			beats = append(beats, in)
+			continue
+		}
+		ins, slots, types = append(ins, in), append(slots, i), append(types, in.Type)
 	}
 	c.attrs.setExecution(execID)
+	out := wire.IngestedBatch{Status: "ok", EventIDs: make([]wire.ID, len(list))}
+	for _, b := range beats {
+		if _, err := a.heartbeatEvent(ctx, b); err != nil {
+			return nil, err
+		}
+	}
+	if len(ins) == 0 {
+		return out, nil
+	}
 	start := time.Now()
-	res, err := a.svc.IngestBatch(ctx, execID, ins)
+	res, err := a.svc.IngestBatch(ctx, execID, ins, req)
 	a.recordIngest(types, err, time.Since(start))
-	if err != nil {
+	var fenced *controlplane.FencedError
+	if err != nil && !errors.As(err, &fenced) {
 		return nil, err
 	}
-	out := wire.IngestedBatch{Status: "ok", EventIDs: make([]wire.ID, len(res))}
 	for i, r := range res {
-		out.EventIDs[i] = wire.ID(r.EventID)
+		out.EventIDs[slots[i]] = wire.ID(r.EventID)
 		out.CommandsGenerated += r.CommandsGenerated
+	}
+	if fenced != nil {
+		out.Ignored = fenced.Reason
+		for _, id := range fenced.EventIDs {
+			out.IgnoredEventIDs = append(out.IgnoredEventIDs, wire.ID(id))
+		}
 	}
 	return out, nil
 }

@@ -6,28 +6,32 @@ import (
 	"fmt"
 	"github.com/noetl-go/noetl/shared/ids"
 	"maps"
+	"math"
 	"net/http"
 	"time"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/noetlwire"
 )
 
 // The internal routes (R-A6, R-A4) need the internal scope.
 
-// POST /api/internal/outbox/claim {limit?} (default 100, at most 1000)
+// POST /api/internal/outbox/claim {limit?} (default 100): a limit outside
+// 1..1000 is clamped into it, as NoETL's server does (its claim_batch).
 func (a *API) outboxClaim(ctx context.Context, c *call) (any, error) {
 	o, err := decodeBody(c.req.Body)
 	if err != nil {
 		return nil, err
 	}
-	limit, ok, err := o.integer("limit", 1, MaxListLimit)
+	limit, ok, err := o.integer("limit", math.MinInt64, math.MaxInt64)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		limit = DefaultListLimit
 	}
+	limit = min(max(limit, 1), MaxListLimit)
 	rows, err := a.svc.ClaimOutbox(ctx, int(limit))
 	if err != nil {
 		return nil, err
@@ -212,7 +216,7 @@ func readEnvelope(o obj) (controlplane.ExternalEvent, error) {
 			return e, err
 		}
 		if v != "" {
-			if _, err := parseClientTime(v); err != nil {
+			if _, err := noetlwire.ParseTime(v); err != nil {
 				return e, invalid(o.name(k), "expected a timestamp such as 2024-05-01T12:00:00Z (a zone-less one is read as UTC), got %q", truncate(v, 40))
 			}
 			if _, ok := extra["client_created_at"]; !ok {

@@ -106,6 +106,8 @@ func errorShape() *Shape {
 		opt("retry_after_seconds", integer().doc("429: when the claim may be retried (R-L7)")),
 		opt("event_ids", array(id()).doc("409 of a fenced report: the events refused")),
 		opt("problems", array(str()).doc("422 of an invalid playbook: every problem")),
+		opt("detail", object(req("code", str().doc("active_claim | already_terminal | execution_cancelled (NoETL's codes)")),
+			req("message", str())).doc("409 of a refused claim, in NoETL's shape: its workers read detail.code")),
 	)
 }
 
@@ -155,7 +157,7 @@ func eventFields() []Prop {
 	return []Prop{
 		opt("step", str()), opt("node_name", str().doc("alias of step")),
 		opt("event_type", str().doc("required (or its alias name)")), opt("name", str().doc("alias of event_type")),
-		opt("payload", object()), opt("context", object().doc("alias of payload")),
+		opt("payload", object().doc("NoETL's workers put the tool's output in payload.response and {status: COMPLETED|FAILED, context} in payload.result (docs/noetl-compat.md)")), opt("context", object().doc("alias of payload")),
 		opt("meta", object()),
 		opt("worker_id", str()),
 		opt("result_kind", str()),
@@ -276,7 +278,9 @@ func replayQuery() []Param {
 	}
 }
 
-func outboxClaimBody() *Shape { return object(opt("limit", intIn().doc("1 to 1000, default 100"))) }
+func outboxClaimBody() *Shape {
+	return object(opt("limit", intIn().doc("default 100; a value outside 1..1000 is clamped into it (as NoETL's server does)")))
+}
 
 func outboxClaimReply() *Shape {
 	return object(

@@ -102,12 +102,17 @@ func (s *Service) Claim(ctx context.Context, eventID int64, workerID string, sta
 }
 
 // claimOne decides a claim under both locks: the body to answer, or why not.
+// start is our worker's claim, which starts the command at once: its holder
+// may claim it again (a report re-posted after a lost answer). Any other claim
+// of a held command is refused active_claim, its holder's too: NoETL's worker
+// subscribes twice by default (legacy and shared consumers both receive a
+// notification) and must run the command once.
 func (t *txn) claimOne(x *execution, k *command, workerID string, start bool) (*CommandBody, error, error) {
 	if x.row.Status == store.ExecutionCancelled {
-		return nil, Errorf(ErrConflict, "Execution has been cancelled"), nil
+		return nil, refuse(ClaimExecutionCancelled, "Execution has been cancelled"), nil
 	}
 	if terminal(x.row.Status) {
-		return nil, Errorf(ErrConflict, "Execution is already %s", x.row.Status), nil
+		return nil, refuse(ClaimTerminal, "Execution is already %s", x.row.Status), nil
 	}
 	held := k.row.Status == store.CommandClaimed || k.row.Status == store.CommandRunning
 	if held && !k.row.LeaseExpiresAt.After(t.now) {
@@ -118,15 +123,18 @@ func (t *txn) claimOne(x *execution, k *command, workerID string, start bool) (*
 	}
 	switch k.row.Status {
 	case store.CommandClaimed, store.CommandRunning:
-		if k.row.WorkerID == workerID {
-			return bodyOf(k.row), nil, nil // idempotent: the same worker asks again
+		if k.row.WorkerID == workerID && start {
+			return bodyOf(k.row), nil, nil // idempotent: our worker asks again
 		}
-		return nil, Errorf(ErrConflict, "Command already claimed by %s", k.row.WorkerID), nil
+		if k.row.WorkerID == workerID {
+			return nil, refuse(ClaimActive, "Command is being claimed: %s already holds it (a second notification of one command)", workerID), nil
+		}
+		return nil, refuse(ClaimActive, "Command already claimed by %s", k.row.WorkerID), nil
 	case store.CommandPending:
 	case store.CommandExpired:
-		return nil, Errorf(ErrConflict, "command %s lease expired and no attempt is left", k.row.CommandID), nil
+		return nil, refuse(ClaimTerminal, "command %s lease expired and no attempt is left", k.row.CommandID), nil
 	default:
-		return nil, Errorf(ErrConflict, "command %s is %s", k.row.CommandID, k.row.Status), nil
+		return nil, refuse(ClaimTerminal, "command %s is %s", k.row.CommandID, k.row.Status), nil
 	}
 	// The retry is due from the expiry event's time, which may be after now.
 	if at := t.eventTime(x); k.row.AvailableAt.After(at) {
@@ -148,25 +156,36 @@ func (t *txn) expire(x *execution, k *command) error {
 	return err
 }
 
-// Heartbeat extends the lease of a command the worker holds (R-L1: no event).
+// Heartbeat extends the lease of a command the worker holds (R-L1: no event),
+// named by its command.issued event.
 func (s *Service) Heartbeat(ctx context.Context, eventID int64, workerID string, attempt int) (time.Time, error) {
 	sh, c, err := s.commandByEvent(ctx, eventID)
 	if err != nil {
 		return time.Time{}, err
 	}
-	exec, err := store.GetExecution(ctx, sh.Pool(), c.ExecutionID)
+	return s.extendLease(ctx, sh, c.ExecutionID, c.CommandID, workerID, attempt)
+}
+
+// extendLease is the one lease extension, fenced by holder and attempt (0: any).
+func (s *Service) extendLease(ctx context.Context, sh *store.Shard, executionID int64, commandID, workerID string, attempt int) (time.Time, error) {
+	exec, err := store.GetExecution(ctx, sh.Pool(), executionID)
+	if errors.Is(err, store.ErrNotFound) {
+		return time.Time{}, Errorf(ErrNotFound, "execution %d not found", executionID)
+	}
 	if err != nil {
 		return time.Time{}, err
 	}
 	if terminal(exec.Status) {
 		return time.Time{}, Errorf(ErrConflict, "execution %d is already %s", exec.ExecutionID, exec.Status)
 	}
-	until, err := store.ExtendLease(ctx, sh.Pool(), c.CommandID, workerID, attempt, s.lease)
-	if errors.Is(err, store.ErrConflict) {
-		return time.Time{}, Errorf(ErrConflict, "command %s is not held by %s (attempt %d); stop and drop the result", c.CommandID, workerID, attempt)
-	}
-	if err != nil {
-		return time.Time{}, fmt.Errorf("heartbeat %s: %w", c.CommandID, err)
+	until, err := store.ExtendLease(ctx, sh.Pool(), commandID, workerID, attempt, s.lease)
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return time.Time{}, Errorf(ErrConflict, "command %s is not held by %s (attempt %d); stop and drop the result", commandID, workerID, attempt)
+	case errors.Is(err, store.ErrNotFound):
+		return time.Time{}, Errorf(ErrNotFound, "command %s not found", commandID)
+	case err != nil:
+		return time.Time{}, fmt.Errorf("heartbeat %s: %w", commandID, err)
 	}
 	return until, nil
 }

@@ -36,6 +36,29 @@ func (e *TooEarlyError) Error() string {
 	return fmt.Sprintf("the command is not claimable yet: its retry is due in %s", e.After.Round(time.Millisecond))
 }
 
+// RefusedClaim is a claim refused with 409; Code is NoETL's reason code, which
+// NoETL's workers read (detail.code) to ack the notification and skip it:
+// active_claim (a worker holds the command), already_terminal (the command or
+// its execution is over), execution_cancelled.
+type RefusedClaim struct {
+	Code   string
+	Reason string
+}
+
+func (e *RefusedClaim) Error() string { return e.Reason }
+func (e *RefusedClaim) Unwrap() error { return ErrConflict }
+
+// Claim refusal codes (NoETL's).
+const (
+	ClaimActive             = "active_claim"
+	ClaimTerminal           = "already_terminal"
+	ClaimExecutionCancelled = "execution_cancelled"
+)
+
+func refuse(code, format string, args ...any) *RefusedClaim {
+	return &RefusedClaim{Code: code, Reason: fmt.Sprintf(format, args...)}
+}
+
 // InvalidPlaybookError lists every problem of a playbook rejected at registration.
 type InvalidPlaybookError struct {
 	Problems []string

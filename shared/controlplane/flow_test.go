@@ -261,9 +261,16 @@ func TestClaimOnExpiredLease(t *testing.T) {
 	if _, err := s.svc.Claim(s.ctx, c.IssuedEventID, "b", false); !isKind(err, controlplane.ErrConflict) {
 		t.Fatalf("claim of a live lease by another worker: %v", err)
 	}
-	again, err := s.svc.Claim(s.ctx, c.IssuedEventID, "a", false)
+	// A NoETL worker's second claim (its legacy and shared consumers both got
+	// the notification) is refused active_claim, so the command runs once; our
+	// worker's (start) gets the same command again.
+	var refused *controlplane.RefusedClaim
+	if _, err := s.svc.Claim(s.ctx, c.IssuedEventID, "a", false); !errors.As(err, &refused) || refused.Code != controlplane.ClaimActive {
+		t.Fatalf("the holder's second NoETL claim: %v, want active_claim", err)
+	}
+	again, err := s.svc.Claim(s.ctx, c.IssuedEventID, "a", true)
 	if err != nil || again.Attempt != 1 {
-		t.Fatalf("the holder re-claiming gets the same command: %v", err)
+		t.Fatalf("the holder re-claiming with start gets the same command: %v", err)
 	}
 	time.Sleep(lease + 500*time.Millisecond)
 	b, err := s.svc.Claim(s.ctx, c.IssuedEventID, "b", false)

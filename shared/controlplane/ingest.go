@@ -2,38 +2,22 @@ package controlplane
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
-
-	"github.com/noetl-go/noetl/shared/jsonx"
+	"time"
 
 	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/noetlwire"
 	"github.com/noetl-go/noetl/shared/redact"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
-// EventInput is one event a worker or client posts (NoETL's EventRequest).
-type EventInput struct {
-	ExecutionID int64
-	Step        string
-	Type        string
-	Payload     map[string]any
-	Meta        map[string]any
-	WorkerID    string
-	// ClientEventID is the producer's own id: re-posting it is idempotent.
-	ClientEventID string
-	Status        string
-	ResultKind    string // data (default), ref, refs
-	ResultURI     string
-	EventIDs      []any
-	// CreatedAt is the producer's own timestamp as sent. The created_at
-	// column stays the server's clock under the lock (R-S4: as_of_time is a
-	// seq prefix); the producer's time is kept in meta.client_created_at.
-	CreatedAt string
-}
+// EventInput is one event a worker or client posts (NoETL's EventRequest), as
+// noetlwire reads it.
+type EventInput = noetlwire.Event
 
 // Ingested is the outcome of one posted event.
 type Ingested struct {
@@ -47,8 +31,8 @@ type Ingested struct {
 // current lease, or an event for an ended execution (R-L8, R-R10): the event is
 // stored, flagged ignored, and the request gets 409.
 type FencedError struct {
-	EventIDs []int64
-	Reason   string
+	EventIDs []int64 `json:"event_ids"`
+	Reason   string  `json:"reason"`
 }
 
 func (e *FencedError) Error() string { return e.Reason }
@@ -71,18 +55,27 @@ var serverTypes = map[string]bool{
 // Ingest stores one event and runs the orchestrator for it, in one transaction
 // under the execution's row lock.
 func (s *Service) Ingest(ctx context.Context, in EventInput) (*Ingested, error) {
-	res, err := s.IngestBatch(ctx, in.ExecutionID, []EventInput{in})
-	if err != nil {
+	res, err := s.IngestBatch(ctx, in.ExecutionID, []EventInput{in}, nil)
+	if res == nil {
 		return nil, err
 	}
-	return &res[0], nil
+	return &res[0], err
+}
+
+// Request is an event request's Idempotency-Key: the first answer of Key is
+// given again to every repeat of the request, which stores nothing; Hash
+// identifies the request's body, and a repeat with another body is refused.
+type Request struct {
+	Key  string
+	Hash string
 }
 
 // IngestBatch stores events of one execution in order, all or nothing, running
 // the orchestrator for each (NoETL ignores command.failed in batches: we do not).
-// Fenced events are stored flagged and the batch answers *FencedError after
-// committing everything.
-func (s *Service) IngestBatch(ctx context.Context, executionID int64, ins []EventInput) ([]Ingested, error) {
+// Fenced events are stored flagged and the batch answers *FencedError, with
+// the outcomes, after committing everything. With req, a repeat of a request
+// gets its first answer.
+func (s *Service) IngestBatch(ctx context.Context, executionID int64, ins []EventInput, req *Request) ([]Ingested, error) {
 	prepared := make([]store.Event, len(ins))
 	for i, in := range ins {
 		in.ExecutionID = executionID
@@ -97,7 +90,22 @@ func (s *Service) IngestBatch(ctx context.Context, executionID int64, ins []Even
 	}
 	out := make([]Ingested, len(ins))
 	var fenced *FencedError
-	err := s.withExecution(ctx, executionID, lockSetOf(prepared), func(t *txn, x *execution) error {
+	ls := lockSetOf(prepared)
+	if req != nil {
+		ls.Request = &store.RequestKey{ExecutionID: executionID, Key: req.Key}
+	}
+	err := s.withExecution(ctx, executionID, ls, func(t *txn, x *execution) error {
+		if a := ls.Answered; a != nil {
+			if a.Hash != req.Hash {
+				return Errorf(ErrInvalid, "Idempotency-Key %q was used for another request to execution %d; send a new key with a new request", req.Key, executionID)
+			}
+			var err error
+			out, fenced, err = decodeAnswer(a.Answer, len(ins))
+			if err != nil {
+				return err
+			}
+			return errDiscard
+		}
 		for i, e := range prepared {
 			res, err := t.ingest(x, e)
 			var f *FencedError
@@ -112,6 +120,9 @@ func (s *Service) IngestBatch(ctx context.Context, executionID int64, ins []Even
 			}
 			out[i] = res
 		}
+		if req != nil {
+			t.ch.Requests = append(t.ch.Requests, store.EventRequest{RequestKey: *ls.Request, Hash: req.Hash, Answer: encodeAnswer(out, fenced)})
+		}
 		return nil
 	})
 	if err != nil {
@@ -121,6 +132,36 @@ func (s *Service) IngestBatch(ctx context.Context, executionID int64, ins []Even
 		return out, fenced
 	}
 	return out, nil
+}
+
+// answer is an event request's outcome as event_request keeps it.
+type answer struct {
+	Events []Ingested   `json:"events"`
+	Fenced *FencedError `json:"fenced,omitempty"`
+}
+
+func encodeAnswer(out []Ingested, fenced *FencedError) []byte {
+	b, _ := json.Marshal(answer{Events: out, Fenced: fenced})
+	return b
+}
+
+func decodeAnswer(b []byte, n int) ([]Ingested, *FencedError, error) {
+	var a answer
+	if err := json.Unmarshal(b, &a); err != nil || len(a.Events) != n {
+		return nil, nil, fmt.Errorf("controlplane: a stored event request answer does not read back (%d events for %d): %v", len(a.Events), n, err)
+	}
+	return a.Events, a.Fenced, nil
+}
+
+// HeartbeatCommand extends the lease of a command the worker holds, named by
+// its execution and id: NoETL's workers' command.heartbeat event (R-L1: it
+// writes no event). It is Heartbeat by another name of the command.
+func (s *Service) HeartbeatCommand(ctx context.Context, executionID int64, commandID, workerID string, attempt int) (time.Time, error) {
+	sh, err := s.st.ShardFor(executionID)
+	if err != nil {
+		return time.Time{}, Errorf(ErrNotFound, "execution %d not found", executionID)
+	}
+	return s.extendLease(ctx, sh, executionID, commandID, workerID, attempt)
 }
 
 // lockSetOf is what ingesting events locks and looks up: their executions,
@@ -180,12 +221,35 @@ func (t *txn) ingest(x *execution, e store.Event) (Ingested, error) {
 		t.remember(x, e, stored.EventID)
 		return Ingested{EventID: stored.EventID}, &FencedError{Reason: reason, EventIDs: []int64{stored.EventID}}
 	}
+	if e.RawOutput {
+		e.Result = noetlwire.Fit(e.Result, t.toolOf(x, e.CommandID))
+	}
 	out, stored, err := t.advance(x, e)
 	if err != nil {
 		return Ingested{}, err
 	}
 	t.remember(x, e, stored.EventID)
 	return Ingested{EventID: stored.EventID, CommandsGenerated: len(out.Commands)}, nil
+}
+
+// toolOf is what noetlwire.Fit needs of a command's tool: its kind, and for a
+// pipeline the labels of the step's items and whether it is a single tool with
+// spec.policy.
+func (t *txn) toolOf(x *execution, commandID string) noetlwire.Tool {
+	k := t.cmds[commandID]
+	if k == nil {
+		return noetlwire.Tool{}
+	}
+	tool := noetlwire.Tool{Kind: k.row.ToolKind}
+	if st := x.pb.Step(k.row.Step); st != nil && tool.Kind == engine.KindTaskSequence {
+		if st.Tool != nil {
+			tool.Single, tool.Labels, tool.Kinds = true, []string{st.Tool.Label(st.Name)}, []string{st.Tool.Kind}
+		}
+		for _, it := range st.Pipeline {
+			tool.Labels, tool.Kinds = append(tool.Labels, it.Label), append(tool.Kinds, it.Tool.Kind)
+		}
+	}
+	return tool
 }
 
 // remember records a stored client id, so a repeat later in the same request
@@ -212,7 +276,14 @@ func (t *txn) fence(x *execution, e *store.Event) (string, error) {
 		return "", nil // informative: folded (Apply ignores types it does not know)
 	}
 	if e.CommandID == "" {
-		return "", Errorf(ErrInvalid, "meta.command_id: %s needs the command's id", e.EventType)
+		if typ == engine.EvCallDone || typ == engine.EvCallError {
+			// NoETL's worker sends call.error without a command after its batch
+			// was refused (meta null, no payload.command_id), as NoETL's server
+			// takes it: it only records (R-R3), and the command.failed that
+			// follows names the command and decides.
+			return fmt.Sprintf("%s names no command (meta.command_id or payload.command_id); the event was stored and ignored", e.EventType), nil
+		}
+		return "", Errorf(ErrInvalid, "meta.command_id: %s needs the command's id (meta.command_id or payload.command_id)", e.EventType)
 	}
 	k := t.cmds[e.CommandID]
 	if k == nil || k.isNew || k.row.ExecutionID != x.row.ExecutionID {
@@ -222,10 +293,7 @@ func (t *txn) fence(x *execution, e *store.Event) (string, error) {
 	if c.Status != store.CommandClaimed && c.Status != store.CommandRunning {
 		return fmt.Sprintf("command %s is %s, not held by a worker; the event was stored and ignored", c.CommandID, c.Status), nil
 	}
-	attempt := jsonx.Int(e.Meta["attempt"])
-	if attempt == 0 {
-		attempt = jsonx.Int(e.Meta["attempts"]) // NoETL workers' spelling
-	}
+	attempt := noetlwire.Attempt(e.Meta)
 	switch {
 	case attempt > 0 && attempt != c.Attempt:
 		return fmt.Sprintf("attempt %d of command %s is not the current attempt %d; the event was stored and ignored", attempt, c.CommandID, c.Attempt), nil
@@ -270,7 +338,7 @@ func (s *Service) checkReference(in EventInput) error {
 }
 
 // prepareEvent turns a posted event into the row to store: type checked, result
-// normalised (R-R1), secrets redacted (events.md §7).
+// read onto our shape (noetlwire.Result), secrets redacted (events.md §7).
 func prepareEvent(in EventInput) (store.Event, error) {
 	typ := engine.CanonicalType(in.Type)
 	if in.Type == "" {
@@ -282,22 +350,21 @@ func prepareEvent(in EventInput) (store.Event, error) {
 	// client is stored as sent but not folded (txn.ingest); NoETL accepts
 	// them and its workers send step.exit.
 	e := store.Event{EventType: in.Type, NodeName: in.Step, Status: in.Status, WorkerID: in.WorkerID, ClientEventID: in.ClientEventID,
-		Ignored: serverTypes[typ]}
-	e.CommandID, _ = meta["command_id"].(string)
-	if e.CommandID == "" {
-		e.CommandID, _ = payload["command_id"].(string)
-	}
-	result, err := normaliseResult(typ, in)
+		Ignored: serverTypes[typ], CommandID: in.CommandID()}
+	result, raw, err := noetlwire.Result(&in, typ)
 	if err != nil {
 		return e, err
 	}
 	if result != nil {
 		e.Result = redact.Value(result).(map[string]any)
+		e.RawOutput = raw
 	}
 	if payload != nil {
 		ctxv := make(map[string]any, len(payload))
 		for k, v := range payload {
-			if k != "result" {
+			// The result is stored on its own; a NoETL worker's whole output
+			// (payload.response) became the result's data: not kept twice.
+			if k != "result" && !(raw && k == "response") {
 				ctxv[k] = v
 			}
 		}
@@ -320,83 +387,4 @@ func prepareEvent(in EventInput) (store.Event, error) {
 		e.Meta["client_created_at"] = in.CreatedAt
 	}
 	return e, nil
-}
-
-// normaliseResult applies R-R1 and events.md §2's result shape rule: the stored
-// result is {status, context: envelope} or {status, reference: …}.
-func normaliseResult(typ string, in EventInput) (map[string]any, error) {
-	status := in.Status
-	switch strings.ToLower(in.ResultKind) {
-	case "", "data":
-	case "ref":
-		if in.ResultURI == "" {
-			return nil, errors.New("result_uri: required with result_kind ref")
-		}
-		out := map[string]any{"status": status, "reference": map[string]any{"store_tier": storeTier(in.ResultURI), "logical_uri": in.ResultURI}}
-		// The tool envelope without its data (status, error, duration…) rides
-		// along, so the step's status is the tool's, not the event's.
-		if r, ok := in.Payload["result"].(map[string]any); ok {
-			if env, st := toolEnvelope(r); st != "" {
-				env = maps.Clone(env)
-				delete(env, "data")
-				out["status"], out["context"] = st, env
-			}
-		}
-		return out, nil
-	case "refs":
-		if len(in.EventIDs) == 0 {
-			return nil, errors.New("event_ids: required with result_kind refs")
-		}
-		return map[string]any{"status": status, "reference": map[string]any{"event_ids": in.EventIDs, "total_parts": int64(len(in.EventIDs))}}, nil
-	default:
-		return nil, fmt.Errorf("result_kind: expected data, ref or refs, got %q", in.ResultKind)
-	}
-	raw, has := in.Payload["result"]
-	if !has || raw == nil {
-		return nil, nil
-	}
-	r, ok := raw.(map[string]any)
-	if !ok {
-		if typ == engine.EvCallDone || typ == engine.EvCommandCompleted {
-			return nil, fmt.Errorf("payload.result: expected a tool result object {status, data, …}, got %T", raw)
-		}
-		return nil, nil // events.md §2: non-objects are dropped
-	}
-	env, st := toolEnvelope(r)
-	if st != "" {
-		return map[string]any{"status": st, "context": env}, nil
-	}
-	if typ == engine.EvCallDone || typ == engine.EvCommandCompleted {
-		st, _ := env["status"].(string)
-		return nil, fmt.Errorf("payload.result: expected {status: success|error|timeout, data, error?} or NoETL's {status, context: {status, data}}, got status %q", st)
-	}
-	return map[string]any{"status": status, "context": r}, nil
-}
-
-// toolEnvelope finds the tool envelope in a posted result: flat
-// {status, data, …} or NoETL's {status, context: {status, data}}. st is the
-// envelope's lower-cased status, "" when it is not a tool status.
-func toolEnvelope(r map[string]any) (env map[string]any, st string) {
-	env = r
-	if inner, ok := r["context"].(map[string]any); ok {
-		if _, hasData := r["data"]; !hasData {
-			env = inner
-		}
-	}
-	st, _ = env["status"].(string)
-	switch st = strings.ToLower(st); st {
-	case "success", "error", "timeout":
-		return env, st
-	}
-	return env, ""
-}
-
-func storeTier(uri string) string {
-	switch {
-	case strings.HasPrefix(uri, "s3://"):
-		return "s3"
-	case strings.HasPrefix(uri, "gs://"), strings.HasPrefix(uri, "gcs://"):
-		return "gcs"
-	}
-	return "artifact"
 }

@@ -7,12 +7,16 @@ import (
 )
 
 // cleanOutbox is the cleanup job: it deletes published outbox rows older than
-// store.OutboxRetention, a bounded batch per run.
+// store.OutboxRetention and event requests' Idempotency-Keys older than
+// store.RequestRetention, a bounded batch of each per run.
 func (s *Service) cleanOutbox(ctx context.Context, sh *store.Shard, r *DrainReport) error {
 	n, err := store.DeletePublishedOutbox(ctx, sh.Pool(), store.OutboxRetention, 10000)
 	if err != nil {
 		return err
 	}
 	r.OutboxDeleted += n
+	if _, err := store.DeleteOldRequests(ctx, sh.Pool(), store.RequestRetention, 10000); err != nil {
+		return err
+	}
 	return nil
 }

@@ -14,7 +14,8 @@ import (
 //
 // A single tool ships fully rendered except `code` (R-S3; code is never rendered).
 // A pipeline, or a single tool with spec.policy, ships its items raw with the values
-// their templates read, and the worker renders item by item against its running
+// their templates read, as NoETL's task_sequence {tasks: [{name, kind, …}],
+// remaining_actions}, and the worker renders item by item against its running
 // context (R-S3, worker.md §3).
 func (d *decider) commandPayload(step *Step, visit int, b *bindings) (map[string]any, error) {
 	args := map[string]any{}
@@ -68,19 +69,15 @@ func (d *decider) commandPayload(step *Step, visit int, b *bindings) (map[string
 	items := step.Pipeline
 	single := false
 	if step.Tool != nil {
-		label := step.Name
-		if n, ok := step.Tool.Raw["name"].(string); ok && n != "" {
-			label = n
-		}
-		items, single = []*PipelineItem{{Label: label, Tool: step.Tool}}, true
+		items, single = []*PipelineItem{{Label: step.Tool.Label(step.Name), Tool: step.Tool}}, true
 	}
-	seq := make([]any, len(items))
+	tasks := make([]any, len(items))
 	roots := map[string]bool{}
 	for i, it := range items {
 		raw := jsonx.Clone(it.Tool.Raw).(map[string]any)
 		raw["kind"] = it.Tool.Kind
-		delete(raw, "name")
-		seq[i] = map[string]any{it.Label: raw}
+		raw["name"] = it.Label
+		tasks[i] = raw
 		for _, r := range it.Tool.roots {
 			roots[r] = true
 		}
@@ -100,7 +97,8 @@ func (d *decider) commandPayload(step *Step, visit int, b *bindings) (map[string
 		maps.Copy(rc, b.iter.vars())
 		rc["iter"] = b.iter.vars()
 	}
-	p["tool_config"] = seq
+	// NoETL's task_sequence shape, which its workers require and ours reads.
+	p["tool_config"] = map[string]any{"tasks": tasks, "remaining_actions": []any{}}
 	p["args"] = args
 	p["render_context"] = rc
 	if single {

@@ -83,9 +83,9 @@ workflow:
 	if tc["code"] != "result = n" || enginetest.Args(py)["n"] != int64(21) {
 		t.Fatalf("python tool_config %v, args %v", tc, enginetest.Args(py))
 	}
-	item := http.Payload["tool_config"].([]any)[0].(map[string]any)["fetch"].(map[string]any)
+	item := http.Payload["tool_config"].(map[string]any)["tasks"].([]any)[0].(map[string]any)
 	spec, _ := item["spec"].(map[string]any)
-	if item["url"] != "{{ base }}/get" || item["method"] != "GET" || spec["url"] != nil || spec["policy"] == nil {
+	if item["name"] != "fetch" || item["url"] != "{{ base }}/get" || item["method"] != "GET" || spec["url"] != nil || spec["policy"] == nil {
 		t.Fatalf("http item %v", item)
 	}
 }

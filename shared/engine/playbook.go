@@ -114,6 +114,15 @@ type Tool struct {
 	roots []string
 }
 
+// Label is the pipeline label of a single tool shipped as a one-item pipeline
+// (spec.policy): its name, else the step's.
+func (t *Tool) Label(step string) string {
+	if n, ok := t.Raw["name"].(string); ok && n != "" {
+		return n
+	}
+	return step
+}
+
 // AdmitRule is one step admission rule.
 type AdmitRule struct {
 	When  *tmpl.Template // nil: always holds (an else rule)

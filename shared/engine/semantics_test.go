@@ -1234,9 +1234,10 @@ workflow:
 	if p.NodeType != "task_sequence" {
 		t.Errorf("pipeline kind %s", p.NodeType)
 	}
-	items := p.Context["tool_config"].([]any)
-	first := items[0].(map[string]any)["first"].(map[string]any)
-	if first["message"] != "{{ ctx.k }} {{ start.n }}" || first["kind"] != "noop" {
+	// NoETL's task_sequence shape: {tasks: [{name, kind, …}], remaining_actions}.
+	pc := p.Context["tool_config"].(map[string]any)
+	first := pc["tasks"].([]any)[0].(map[string]any)
+	if first["message"] != "{{ ctx.k }} {{ start.n }}" || first["kind"] != "noop" || first["name"] != "first" || pc["remaining_actions"] == nil {
 		t.Errorf("pipeline items must ship raw: %v", first)
 	}
 	rc := p.Context["render_context"].(map[string]any)

@@ -3,7 +3,6 @@ package noetlwire
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"maps"
 	"strconv"
 	"strings"
@@ -69,19 +68,6 @@ const KindWorkerPool = "worker_pool"
 // as worker-bb96face or a UUID).
 const MaxWorkerName = 256
 
-// RegistrationError is a registration field the reader refused: its path and
-// why.
-type RegistrationError struct {
-	Field   string
-	Message string
-}
-
-func (e *RegistrationError) Error() string { return e.Field + ": " + e.Message }
-
-func registrationError(field, format string, args ...any) *RegistrationError {
-	return &RegistrationError{Field: field, Message: fmt.Sprintf(format, args...)}
-}
-
 // ReadRegistration reads a registration object; prefix is its path in the
 // request ("" for a register body, "registration" inside a heartbeat).
 // Unknown fields are ignored.
@@ -114,7 +100,7 @@ func ReadRegistration(prefix string, m map[string]any) (Registration, error) {
 	if v, ok := m["capacity"]; ok && v != nil {
 		n, ok := regInteger(v)
 		if !ok || n < 0 || n > 1<<31-1 {
-			return r, registrationError(at("capacity"), "expected a whole number of commands from 0 to %d, got %s", 1<<31-1, regDescribe(v))
+			return r, fieldError(at("capacity"), "expected a whole number of commands from 0 to %d, got %s", 1<<31-1, regDescribe(v))
 		}
 		c := int(n)
 		r.Capacity = &c
@@ -122,7 +108,7 @@ func ReadRegistration(prefix string, m map[string]any) (Registration, error) {
 	if v, ok := m["pid"]; ok && v != nil {
 		n, ok := regInteger(v)
 		if !ok || n < 0 {
-			return r, registrationError(at("pid"), "expected a process id (a whole number), got %s", regDescribe(v))
+			return r, fieldError(at("pid"), "expected a process id (a whole number), got %s", regDescribe(v))
 		}
 		r.PID = n
 	}
@@ -149,10 +135,10 @@ func ReadRegistration(prefix string, m map[string]any) (Registration, error) {
 			}
 		}
 		if r.Runtime == "" {
-			return r, registrationError(at("runtime"), `an object must name the runtime in kind or type, e.g. {"kind": "rust"}`)
+			return r, fieldError(at("runtime"), `an object must name the runtime in kind or type, e.g. {"kind": "rust"}`)
 		}
 	default:
-		return r, registrationError(at("runtime"), `expected a string such as "python" or an object such as {"kind": "rust"}, got %s`, jsonx.TypeName(rt))
+		return r, fieldError(at("runtime"), `expected a string such as "python" or an object such as {"kind": "rust"}, got %s`, jsonx.TypeName(rt))
 	}
 	if r.Runtime == "" {
 		r.Runtime = "unknown"
@@ -193,19 +179,19 @@ func WorkerName(field string, v any) (string, error) {
 	var s string
 	switch x := v.(type) {
 	case nil:
-		return "", registrationError(field, "required: the worker's id, e.g. worker-1")
+		return "", fieldError(field, "required: the worker's id, e.g. worker-1")
 	case string:
 		s = strings.TrimSpace(x)
 	case int64:
 		s = strconv.FormatInt(x, 10)
 	default:
-		return "", registrationError(field, "expected string, got %s", jsonx.TypeName(v))
+		return "", fieldError(field, "expected string, got %s", jsonx.TypeName(v))
 	}
 	switch {
 	case s == "":
-		return "", registrationError(field, "must not be empty: the worker's id, e.g. worker-1")
+		return "", fieldError(field, "must not be empty: the worker's id, e.g. worker-1")
 	case len(s) > MaxWorkerName:
-		return "", registrationError(field, "is %d bytes; at most %d", len(s), MaxWorkerName)
+		return "", fieldError(field, "is %d bytes; at most %d", len(s), MaxWorkerName)
 	}
 	return s, nil
 }
@@ -219,7 +205,7 @@ func regKind(at func(string) string, m map[string]any) error {
 			continue
 		}
 		if s, isStr := v.(string); !isStr || strings.TrimSpace(s) != KindWorkerPool {
-			return registrationError(at(k), "%s is not served here: only %q components register (workers)", regDescribe(v), KindWorkerPool)
+			return fieldError(at(k), "%s is not served here: only %q components register (workers)", regDescribe(v), KindWorkerPool)
 		}
 	}
 	return nil
@@ -234,7 +220,7 @@ func regString(field string, v any) (string, error) {
 	case int64:
 		return strconv.FormatInt(x, 10), nil
 	}
-	return "", registrationError(field, "expected string, got %s", jsonx.TypeName(v))
+	return "", fieldError(field, "expected string, got %s", jsonx.TypeName(v))
 }
 
 func regObject(field string, v any) (map[string]any, error) {
@@ -244,7 +230,7 @@ func regObject(field string, v any) (map[string]any, error) {
 	case map[string]any:
 		return x, nil
 	}
-	return nil, registrationError(field, "expected object, got %s", jsonx.TypeName(v))
+	return nil, fieldError(field, "expected object, got %s", jsonx.TypeName(v))
 }
 
 // regInteger reads a whole number given as a JSON number or a numeric string.

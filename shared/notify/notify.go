@@ -44,7 +44,10 @@ type StreamOptions struct {
 }
 
 // StreamConfig is the NOETL_COMMANDS configuration: limits retention, file storage,
-// max age 24 h.
+// max age 24 h. Its subjects are NoETL's own pair, the bare noetl.commands and
+// noetl.commands.> (we publish only under the second): NoETL's Python worker adds
+// whichever of the two a stream lacks when it subscribes, so with both present it
+// changes nothing in the server's stream.
 func StreamConfig(opts StreamOptions) (jetstream.StreamConfig, error) {
 	dup := opts.Duplicates
 	if dup == 0 {
@@ -55,7 +58,7 @@ func StreamConfig(opts StreamOptions) (jetstream.StreamConfig, error) {
 	}
 	return jetstream.StreamConfig{
 		Name:       StreamName,
-		Subjects:   []string{SubjectPrefix + ".>"},
+		Subjects:   Subjects(),
 		Retention:  jetstream.LimitsPolicy,
 		Storage:    jetstream.FileStorage,
 		MaxAge:     MaxAge,
@@ -63,6 +66,9 @@ func StreamConfig(opts StreamOptions) (jetstream.StreamConfig, error) {
 		Replicas:   max(opts.Replicas, 1),
 	}, nil
 }
+
+// Subjects are the stream's subjects.
+func Subjects() []string { return []string{SubjectPrefix, SubjectPrefix + ".>"} }
 
 // StreamManager is the part of jetstream.JetStream that EnsureStream uses.
 type StreamManager interface {

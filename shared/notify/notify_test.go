@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -97,7 +98,7 @@ func TestEnsureStreamIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := info.Config
-	if len(c.Subjects) != 1 || c.Subjects[0] != "noetl.commands.>" || c.Retention != jetstream.LimitsPolicy ||
+	if !slices.Equal(c.Subjects, []string{"noetl.commands", "noetl.commands.>"}) || c.Retention != jetstream.LimitsPolicy ||
 		c.MaxAge != 24*time.Hour || c.Duplicates != 2*time.Minute {
 		t.Errorf("stream config %+v", c)
 	}

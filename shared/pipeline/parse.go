@@ -95,23 +95,29 @@ func parsePayload(payload map[string]any) (*plan, error) {
 	if !ok {
 		return nil, fmt.Errorf("tool_config is missing")
 	}
+	// NoETL's task_sequence shape {tasks: [...], remaining_actions} (the engine's),
+	// or a bare list of items (earlier servers').
+	name := "tool_config"
+	if m, isObj := raw.(map[string]any); isObj {
+		raw, name = m["tasks"], "tool_config.tasks"
+	}
 	list, ok := raw.([]any)
 	if !ok {
-		return nil, fmt.Errorf("tool_config: expected a list of items, got %s", jsonx.TypeName(raw))
+		return nil, fmt.Errorf("%s: expected a list of items (or {tasks: [...]}), got %s", name, jsonx.TypeName(raw))
 	}
 	if len(list) == 0 {
-		return nil, fmt.Errorf("tool_config: the pipeline has no items")
+		return nil, fmt.Errorf("%s: the pipeline has no items", name)
 	}
 	if p.single && len(list) != 1 {
-		return nil, fmt.Errorf("tool_config: single is set but there are %d items", len(list))
+		return nil, fmt.Errorf("%s: single is set but there are %d items", name, len(list))
 	}
 	for i, v := range list {
 		it, err := parseItem(v)
 		if err != nil {
-			return nil, fmt.Errorf("tool_config[%d]: %w", i, err)
+			return nil, fmt.Errorf("%s[%d]: %w", name, i, err)
 		}
 		if prev, dup := p.byLabel[it.label]; dup {
-			return nil, fmt.Errorf("tool_config[%d]: label %q is also used by tool_config[%d]", i, it.label, prev)
+			return nil, fmt.Errorf("%s[%d]: label %q is also used by %s[%d]", name, i, it.label, name, prev)
 		}
 		p.byLabel[it.label] = i
 		p.items = append(p.items, it)

@@ -374,39 +374,11 @@ func (r *runner) record(label string, data any) {
 // result builds the pipeline envelope (R-R4, R-R5). last is the final envelope of the
 // last item that ran (success), or the failure envelope.
 func (r *runner) result(last Envelope, failed bool) Envelope {
-	var data any
+	var single string
 	if r.plan.single {
-		label := r.plan.items[0].label
-		data = r.data[label]
-		if len(r.updates) > 0 {
-			switch d := data.(type) {
-			case map[string]any:
-				d = maps.Clone(d)
-				d["_context_updates"] = r.updates
-				data = d
-			case nil:
-				data = map[string]any{"_context_updates": r.updates}
-			default:
-				// Durable updates must not be lost and cannot ride inside a list or a
-				// scalar: fall back to the labelled form.
-				data = map[string]any{label: d, "_context_updates": r.updates}
-			}
-		}
-	} else {
-		m := map[string]any{}
-		for _, l := range r.order {
-			if dm, ok := r.data[l].(map[string]any); ok {
-				maps.Copy(m, dm)
-			}
-		}
-		for _, l := range r.order {
-			m[l] = r.data[l]
-		}
-		if len(r.updates) > 0 {
-			m["_context_updates"] = r.updates
-		}
-		data = m
+		single = r.plan.items[0].label
 	}
+	data := Merge(r.order, r.data, r.updates, single)
 	// The result leaves the runner: no maps shared with the payload, Exec or templates.
 	out := Envelope{Status: StatusSuccess, Data: jsonx.Clone(data)}
 	if failed {
@@ -416,6 +388,46 @@ func (r *runner) result(last Envelope, failed bool) Envelope {
 		out.Stdout, out.Stderr, out.ExitCode = last.Stdout, last.Stderr, last.ExitCode
 	}
 	return out
+}
+
+// Merge is a pipeline's data from its items' (R-R4, R-R5): the map data of the
+// labels in order shallow-merged, then each label → its data (labels win);
+// updates, the durable ctx writes, ride as _context_updates. With single (the
+// label of a single tool with spec.policy) the data is that item's own. Workers
+// that report per-item data (NoETL's task_sequence) are merged here too, so a
+// pipeline has one result whoever ran it.
+func Merge(order []string, data map[string]any, updates map[string]any, single string) any {
+	if single != "" {
+		d := data[single]
+		if len(updates) == 0 {
+			return d
+		}
+		switch m := d.(type) {
+		case map[string]any:
+			m = maps.Clone(m)
+			m["_context_updates"] = updates
+			return m
+		case nil:
+			return map[string]any{"_context_updates": updates}
+		default:
+			// Durable updates must not be lost and cannot ride inside a list or a
+			// scalar: fall back to the labelled form.
+			return map[string]any{single: d, "_context_updates": updates}
+		}
+	}
+	m := map[string]any{}
+	for _, l := range order {
+		if dm, ok := data[l].(map[string]any); ok {
+			maps.Copy(m, dm)
+		}
+	}
+	for _, l := range order {
+		m[l] = data[l]
+	}
+	if len(updates) > 0 {
+		m["_context_updates"] = updates
+	}
+	return m
 }
 
 // withOutput is the running context plus `output`, without touching the context.

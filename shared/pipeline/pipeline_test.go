@@ -582,7 +582,8 @@ func TestMalformedPayloads(t *testing.T) {
 		want    string
 	}{
 		{"tool_config missing", `{}`, "tool_config is missing"},
-		{"tool_config not a list", `{"tool_config": {"a": {"kind": "t"}}}`, "tool_config: expected a list of items, got object"},
+		{"tool_config not a list", `{"tool_config": "a"}`, "tool_config: expected a list of items (or {tasks: [...]}), got string"},
+		{"tool_config without tasks", `{"tool_config": {"a": {"kind": "t"}}}`, "tool_config.tasks: expected a list of items (or {tasks: [...]}), got null"},
 		{"tool_config empty", `{"tool_config": []}`, "no items"},
 		{"item not an object", `{"tool_config": ["a"]}`, "tool_config[0]: expected an object"},
 		{"item with two keys", `{"tool_config": [{"a": {"kind": "t"}, "b": {"kind": "t"}}]}`, "exactly one key (the label), got keys a, b"},

@@ -24,6 +24,8 @@ type LockSet struct {
 	// IdempotencyKey looks up the execution an execute request with this key
 	// started (not locked).
 	IdempotencyKey string
+	// Request looks up the first answer of an event request's Idempotency-Key.
+	Request *RequestKey
 	// KnownStates are executions whose state (snapshot) the caller already
 	// has, at the last_seq given: while a row is still at that seq its state
 	// is not read (State comes back nil), which spares reading, decompressing
@@ -35,6 +37,7 @@ type LockSet struct {
 	CommandRows   map[string]Command
 	Seen          map[ClientEventKey]int64 // client key → the stored event's id
 	Existing      *Execution               // the execution of IdempotencyKey
+	Answered      *EventRequest            // the first answer of Request
 	// Now is the database clock once the locks are held: the time of the
 	// transaction's events (R-S4) and the base of its leases.
 	Now time.Time
@@ -49,7 +52,7 @@ type ClientEventKey struct {
 // Lock queues the locks and reads of ls and sends them with whatever is
 // queued (BEGIN first) in one round trip.
 func (t *Tx) Lock(ctx context.Context, ls *LockSet) error {
-	ls.ExecutionRows, ls.CommandRows, ls.Seen, ls.Existing = map[int64]Execution{}, map[string]Command{}, map[ClientEventKey]int64{}, nil
+	ls.ExecutionRows, ls.CommandRows, ls.Seen, ls.Existing, ls.Answered = map[int64]Execution{}, map[string]Command{}, map[ClientEventKey]int64{}, nil, nil
 	keepExecution := func(rows pgx.Rows) error {
 		for rows.Next() {
 			e, err := scanExecution(rows)
@@ -132,6 +135,19 @@ func (t *Tx) Lock(ctx context.Context, ls *LockSet) error {
 				}
 				return rows.Err()
 			})
+	}
+	if r := ls.Request; r != nil {
+		t.Queue(`SELECT request_hash, answer FROM event_request WHERE execution_id = $1 AND idempotency_key = $2`,
+			r.ExecutionID, r.Key).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				a := EventRequest{RequestKey: *r}
+				if err := rows.Scan(&a.Hash, &a.Answer); err != nil {
+					return err
+				}
+				ls.Answered = &a
+			}
+			return rows.Err()
+		})
 	}
 	// Read after the locks are held: the clock of this transaction's events.
 	t.Queue(`SELECT clock_timestamp()`).QueryRow(func(row pgx.Row) error {
@@ -245,12 +261,13 @@ type Changes struct {
 	Results       []StepResult    // ExecutionID set
 	Outbox        []OutboxMessage // OutboxID set (from the shard's id sequence)
 	Executions    []Execution     // rows to write back: status, state (nil keeps it), last_seq, completed_at, error
+	Requests      []EventRequest  // first answers of Idempotency-Keys
 }
 
 // Empty reports whether there is nothing to write.
 func (ch *Changes) Empty() bool {
 	return len(ch.NewExecutions)+len(ch.Events)+len(ch.NewCommands)+len(ch.Commands)+len(ch.Results)+
-		len(ch.Outbox)+len(ch.Executions) == 0
+		len(ch.Outbox)+len(ch.Executions)+len(ch.Requests) == 0
 }
 
 // Write queues the changes on t; they are sent by the next Flush or Commit.
@@ -305,6 +322,10 @@ func (t *Tx) Write(ch *Changes) error {
 		if err := queue("insert outbox rows", sql, args, err); err != nil {
 			return err
 		}
+	}
+	if len(ch.Requests) > 0 {
+		sql, args := insertRequestsStmt(ch.Requests)
+		t.Queue(sql, args...)
 	}
 	if len(ch.Executions) > 0 {
 		sql, args := updateExecutionsStmt(ch.Executions)

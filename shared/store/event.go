@@ -28,6 +28,9 @@ type Event struct {
 	ClientEventID string // the worker's own id, for idempotent re-posts; "": none
 	Ignored       bool   // fenced (R-L8): stored, not folded
 	CreatedAt     time.Time
+	// RawOutput is not stored: ingest's note that Result's data is a NoETL
+	// worker's tool output still to fit to the command's tool (noetlwire.Fit).
+	RawOutput bool
 }
 
 const eventColumns = `execution_id, seq, event_id, event_type, node_name, node_type, status, context, meta,

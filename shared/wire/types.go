@@ -214,16 +214,22 @@ type EventRequest struct {
 // Ingested answers POST /api/events.
 type Ingested struct {
 	Status            string `json:"status" enum:"ok"`
-	EventID           ID     `json:"event_id"`
+	EventID           ID     `json:"event_id,omitempty" doc:"the stored event; absent for a command.heartbeat, which writes none (R-L1)"`
 	CommandsGenerated int    `json:"commands_generated"`
 	Duplicate         bool   `json:"duplicate"`
+	// Ignored says why the event was stored flagged ignored and not folded
+	// (R-L8, R-R10), or why a heartbeat extended no lease.
+	Ignored        string `json:"ignored,omitempty" doc:"why the event was stored flagged ignored and not folded (a fenced report: another holder, a lost lease, an ended execution), or why a heartbeat extended no lease"`
+	LeaseExpiresAt *Time  `json:"lease_expires_at,omitempty" doc:"a command.heartbeat's new lease end"`
 }
 
 // IngestedBatch answers POST /api/events/batch.
 type IngestedBatch struct {
 	Status            string `json:"status" enum:"ok"`
-	EventIDs          []ID   `json:"event_ids"`
+	EventIDs          []ID   `json:"event_ids" doc:"in the order posted; \"0\" for a command.heartbeat, which writes no event"`
 	CommandsGenerated int    `json:"commands_generated"`
+	Ignored           string `json:"ignored,omitempty" doc:"why events were stored flagged ignored and not folded (the first reason)"`
+	IgnoredEventIDs   []ID   `json:"ignored_event_ids,omitempty" doc:"the events stored ignored"`
 }
 
 // Report is our worker's one request per step (POST /api/worker/report): the

@@ -1,0 +1,377 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/conformance"
+	"github.com/noetl-go/noetl/shared/notify"
+	"github.com/noetl-go/noetl/shared/wire"
+)
+
+// devStack is `noetl dev --workers 0` run as a user runs it: only NoETL's
+// worker (the double) runs steps.
+type devStack struct {
+	url, nats string
+	cl        *client.Client
+	cmd       *exec.Cmd
+}
+
+// lease of the dev stacks started here (NOETL_LEASE_SECONDS).
+const devLease = 2 * time.Second
+
+func startDev(t *testing.T) *devStack {
+	t.Helper()
+	bin := buildNoetl(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, "dev", "--workers", "0", "--demo=false", "--listen", "127.0.0.1:0", "--examples", t.TempDir())
+	cmd.Env = append(cmd.Environ(), "NOETL_DATABASE_URL=", "NOETL_SHARD_URLS=", "NOETL_NATS_URL=", "NOETL_API_TOKEN=",
+		"NOETL_WORKER_TOKEN=", "NOETL_INTERNAL_TOKEN=", "NOETL_INTERNAL_API_TOKEN=", "NOETL_LISTEN=",
+		fmt.Sprintf("NOETL_LEASE_SECONDS=%d", int(devLease/time.Second)))
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 30 * time.Second
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	d := &devStack{cmd: cmd}
+	ready := make(chan struct{})
+	var log strings.Builder
+	var mu sync.Mutex
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			line := sc.Text()
+			mu.Lock()
+			log.WriteString(line + "\n")
+			mu.Unlock()
+			if m := regexp.MustCompile(`NATS at (\S+)`).FindStringSubmatch(line); m != nil {
+				d.nats = m[1]
+			}
+			if m := regexp.MustCompile(`API on (\S+) with 0 workers`).FindStringSubmatch(line); m != nil {
+				d.url = m[1]
+			}
+			if strings.Contains(line, "running; press") {
+				close(ready)
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	select {
+	case <-ready:
+	case <-time.After(2 * time.Minute):
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("noetl dev --workers 0 did not come up:\n%s", log.String())
+	}
+	d.cl = client.New(d.url, "")
+	return d
+}
+
+// startDouble runs a double of NoETL's Python worker against d until the test ends.
+func startDouble(t *testing.T, d *devStack, adjust func(*pyWorker)) *pyWorker {
+	t.Helper()
+	nc, err := nats.Connect(d.nats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newPyWorker(d.url, nc)
+	w.heartbeat = devLease / 4
+	if adjust != nil {
+		adjust(w)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the NoETL worker double: %v", err)
+		}
+		nc.Close()
+	})
+	return w
+}
+
+func (d *devStack) run(t *testing.T, req wire.ExecuteRequest) (int64, *wire.Execution) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	id, err := d.cl.Execute(ctx, req)
+	if err != nil {
+		t.Fatalf("execute %s: %v", req.Path, err)
+	}
+	v, err := d.cl.Wait(ctx, id, 100*time.Millisecond)
+	if err != nil {
+		t.Fatalf("execution %d of %s: %v", id, req.Path, err)
+	}
+	return id, v
+}
+
+func (d *devStack) events(t *testing.T, id int64) []wire.Event {
+	t.Helper()
+	evs, _, err := d.cl.Events(context.Background(), id, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+func (d *devStack) register(t *testing.T, src string) string {
+	t.Helper()
+	r, err := d.cl.Register(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Path
+}
+
+// folded counts an execution's events of a type that were folded (not stored ignored).
+func folded(evs []wire.Event, typ string) int {
+	n := 0
+	for _, e := range evs {
+		if e.EventType == typ && !e.Ignored {
+			n++
+		}
+	}
+	return n
+}
+
+// TestNoETLWorkerDouble (issue 18): through `noetl dev --workers 0`, a double of
+// NoETL's Python worker with its default subscriptions (legacy, shared,
+// python) runs every conformance playbook to the outcome NoETL's worker
+// reaches (../shared/conformance/README.md; broken_sql fails at its first step,
+// whose top-level return NoETL's python refuses), each command claimed once
+// though two of its consumers receive each notification; a step running 3× the
+// lease while heartbeating completes once; no event request is refused.
+func TestNoETLWorkerDouble(t *testing.T) {
+	d := startDev(t)
+	// First, with no worker running: the requests NoETL's worker sent (recorded),
+	// replayed with ids rewritten, are all answered 2xx, as NoETL's server
+	// answers them (pool routes aside).
+	t.Run("recorded requests replayed", func(t *testing.T) {
+		answers := replayRecorded(t, d)
+		counts := map[string]int{}
+		for _, a := range answers {
+			counts[a]++
+		}
+		t.Logf("%d requests replayed: %v", len(answers), counts)
+		if len(answers) < 100 {
+			t.Fatalf("only %d requests replayed", len(answers))
+		}
+	})
+	w := startDouble(t, d, nil)
+	dir := filepath.Join(conformance.Dir(t), "playbooks")
+	paths := map[string]string{}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if len(files) != 8 {
+		t.Fatalf("want 8 conformance playbooks, found %d", len(files))
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths[filepath.Base(f)] = d.register(t, string(src))
+	}
+	api := paginatedUsers(t)
+	var ids []int64
+	run := func(t *testing.T, file string, payload map[string]any) (int64, *wire.Execution) {
+		id, v := d.run(t, wire.ExecuteRequest{Path: paths[file], Payload: payload})
+		ids = append(ids, id)
+		return id, v
+	}
+
+	t.Run("hello_world", func(t *testing.T) {
+		id, v := run(t, "hello_world.yaml", nil)
+		completed(t, v, "start", "test_step", "end")
+		if got := step(v, "test_step").Result.V; !conformance.Subset(map[string]any{"status": "ok", "data": map[string]any{"message": "Hello World"}}, got) {
+			t.Fatalf("test_step result %v", got)
+		}
+		// NoETL's worker posts all four of a step's events.
+		evs := d.events(t, id)
+		for _, typ := range []string{"command.claimed", "command.started", "call.done", "command.completed"} {
+			if n := folded(evs, typ); n != 3 {
+				t.Errorf("%d %s, want 3", n, typ)
+			}
+		}
+	})
+	t.Run("test_start_with_action", func(t *testing.T) {
+		_, v := run(t, "test_start_with_action.yaml", nil)
+		completed(t, v, "start", "process", "end")
+		if got := step(v, "process").Result.V; !conformance.Subset(map[string]any{"data": map[string]any{"from_start": true}}, got) {
+			t.Fatalf("process result %v", got)
+		}
+	})
+	for _, c := range []struct {
+		threshold         int
+		ran, skipped, cat string
+	}{{0, "process_high", "process_low", "high"}, {21, "process_low", "process_high", "low"}} {
+		t.Run(fmt.Sprintf("comprehensive_test/threshold=%d", c.threshold), func(t *testing.T) {
+			_, v := run(t, "comprehensive_test.yaml", map[string]any{"threshold": c.threshold})
+			completed(t, v, "start", c.ran, "summarize", "end")
+			if st := step(v, c.skipped).Status; st != "skipped" {
+				t.Fatalf("%s is %v, want skipped", c.skipped, st)
+			}
+			if got := step(v, "summarize").Result.V; !conformance.Subset(map[string]any{"processing_path": c.cat}, got) {
+				t.Fatalf("summarize result %v", got)
+			}
+		})
+	}
+	t.Run("fanout_reduce_phase6", func(t *testing.T) {
+		id, v := run(t, "fanout_reduce_phase6.yaml", nil)
+		completed(t, v, "start", "normalize_customer", "enrich_customer", "reduce_customer")
+		if got := step(v, "normalize_customer").Result.V; !conformance.Subset(map[string]any{"normalized": true}, got) {
+			t.Fatalf("normalize_customer %v", got)
+		}
+		if n := folded(d.events(t, id), "step.enter"); n != 4 {
+			t.Fatalf("%d step.enter, want 4 (reduce_customer once)", n)
+		}
+	})
+	t.Run("test_simple_loop", func(t *testing.T) {
+		_, v := run(t, "test_simple_loop.yaml", nil)
+		completed(t, v, "start", "loop_test", "end")
+		got, _ := step(v, "loop_test").Result.V.([]any)
+		if len(got) != 3 {
+			t.Fatalf("loop_test result %v", step(v, "loop_test").Result.V)
+		}
+		for i, n := range []int64{20, 40, 60} {
+			if !conformance.Subset(map[string]any{"doubled": n}, got[i]) {
+				t.Fatalf("iteration %d = %v", i, got[i])
+			}
+		}
+	})
+	t.Run("test_vars_template_access", func(t *testing.T) {
+		_, v := run(t, "test_vars_template_access.yaml", nil)
+		completed(t, v, "start", "set_variables", "use_vars_in_template", "verify_results", "end")
+		want := map[string]any{"received_counter": 42, "received_message": "Template access works!",
+			"received_timeout": 30, "full_greeting": "Hello, Template access works!"}
+		if got := step(v, "use_vars_in_template").Result.V; !conformance.Subset(want, got) {
+			t.Fatalf("use_vars_in_template %v", got)
+		}
+	})
+	t.Run("test_pagination_offset", func(t *testing.T) {
+		_, v := run(t, "test_pagination_offset.yaml", map[string]any{"api_url": api.URL})
+		completed(t, v, "start", "fetch_page", "check_pagination", "validate_results", "end")
+		if n := step(v, "fetch_page").Visits; n != 4 {
+			t.Fatalf("fetch_page visited %v times, want 4", n)
+		}
+		if got := step(v, "validate_results").Result.V; !conformance.Subset(map[string]any{"total_users": 35, "first_id": 1, "last_id": 35}, got) {
+			t.Fatalf("validate_results %v", got)
+		}
+	})
+	t.Run("broken_sql", func(t *testing.T) {
+		_, v := run(t, "broken_sql.yaml", nil)
+		if v.Status != "FAILED" || !strings.Contains(string(v.Error), "'return' outside function") {
+			t.Fatalf("status %v, error %q: want FAILED at start with NoETL's python's refusal of a top-level return", v.Status, v.Error)
+		}
+		if st := step(v, "start").Status; st != "failed" {
+			t.Fatalf("start is %v", st)
+		}
+		if st := step(v, "verify_pg_data").Status; st == "completed" || st == "failed" {
+			t.Fatalf("verify_pg_data is %v: the run must stop at start", st)
+		}
+	})
+
+	t.Run("long step heartbeating", func(t *testing.T) {
+		long := fmt.Sprintf(`apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: long, path: tests/noetl_worker/long}
+workflow:
+  - step: start
+    tool:
+      kind: python
+      code: |
+        import time
+        time.sleep(%g)
+        result = {"slept": True}
+`, (3*devLease + devLease/2).Seconds())
+		id, v := d.run(t, wire.ExecuteRequest{Path: d.register(t, long)})
+		ids = append(ids, id)
+		completed(t, v, "start")
+		evs := d.events(t, id)
+		if folded(evs, "command.issued") != 1 || folded(evs, "command.claimed") != 1 || folded(evs, "command.expired") != 0 ||
+			folded(evs, "call.done") != 1 || folded(evs, "command.completed") != 1 {
+			t.Fatalf("a step running 3× the lease while heartbeating must run once: %v", types(evs))
+		}
+		if got := step(v, "start").Result.V; !conformance.Subset(map[string]any{"slept": true}, got) {
+			t.Fatalf("start result %v", got)
+		}
+	})
+
+	t.Run("each command claimed once", func(t *testing.T) {
+		answers := w.claimAnswers()
+		issued := 0
+		for _, id := range ids {
+			for _, e := range d.events(t, id) {
+				if e.EventType != "command.issued" {
+					continue
+				}
+				issued++
+				got := answers[string(e.CommandID)]
+				if ok := slices.Index(got, 200); ok < 0 || slices.Index(got[ok+1:], 200) >= 0 {
+					t.Errorf("command %s: claim answers %v, want one 200", e.CommandID, got)
+				}
+			}
+		}
+		dup := 0
+		for _, a := range answers {
+			dup += len(a) - 1
+		}
+		t.Logf("%d commands, each claimed once; %d second notifications (legacy and shared consumers) answered 409 active_claim or acked", issued, dup)
+		if refused := w.refused(); len(refused) > 0 {
+			t.Fatalf("event requests refused: %+v", refused)
+		}
+	})
+
+	t.Run("the stream is the server's", func(t *testing.T) {
+		nc, err := nats.Connect(d.nats)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		js, _ := jetstream.New(nc)
+		s, err := js.Stream(context.Background(), notify.StreamName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(info.Config.Subjects, notify.Subjects()) || info.Config.Duplicates != notify.DefaultDuplicates {
+			t.Fatalf("stream config %v after NoETL's worker subscribed", info.Config)
+		}
+	})
+}
+
+func types(evs []wire.Event) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.EventType
+		if e.Ignored {
+			out[i] += "(ignored)"
+		}
+	}
+	return out
+}
