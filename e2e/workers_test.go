@@ -190,8 +190,9 @@ workflow:
 	kept, keptCmd := claim("rust-keeper")
 	lost, _ := claim("rust-silent")
 
-	// Three leases and a bit; the drain runs every 500 ms meanwhile.
-	for end := time.Now().Add(3*lease + time.Second); time.Now().Before(end); time.Sleep(time.Second) {
+	// Three leases and a bit, a beat every sixth of a lease (NoETL's workers
+	// beat every 15 s against a 60 s lease); the drain runs every 500 ms.
+	for end := time.Now().Add(3*lease + time.Second); time.Now().Before(end); time.Sleep(lease / 6) {
 		if code, out := callJSON(t, "POST", s.srv.URL+"/api/worker/pool/heartbeat", map[string]any{"name": "rust-keeper"}); code != 200 {
 			t.Fatalf("pool heartbeat: %d %v", code, out)
 		}

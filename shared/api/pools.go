@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"math"
+	"strings"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/noetlwire"
@@ -105,8 +106,9 @@ func (a *API) listWorkerPools(ctx context.Context, c *call) (any, error) {
 	if !ok {
 		limit = MaxListLimit
 	}
-	ws, err := a.svc.Workers(ctx, controlplane.WorkerQuery{Pool: q.Get("pool"), Runtime: q.Get("runtime"),
-		State: q.Get("status"), Limit: int(limit)})
+	// Runtimes and states are stored lower case (NoETL's server lowers them too).
+	ws, err := a.svc.Workers(ctx, controlplane.WorkerQuery{Pool: q.Get("pool"), Runtime: strings.ToLower(q.Get("runtime")),
+		State: strings.ToLower(q.Get("status")), Limit: int(limit)})
 	if err != nil {
 		return nil, err
 	}

@@ -43,7 +43,8 @@
 //	NOETL_API_TOKENS_SECRET_ARN   secret JSON {"api","worker","internal"}, each a string or a list     -
 //	                              of strings. AWS mode.
 //	NOETL_ALLOW_OPEN              let a Lambda start with no token at all (no authentication)         false
-//	NOETL_TOKENLESS_WORKER_NETWORKS  networks (CIDRs or addresses, comma-separated) whose requests     (none)
+//	NOETL_TOKENLESS_WORKER_NETWORKS
+//	                              networks (CIDRs or addresses, comma-separated) whose requests       (none)
 //	                              WITHOUT an Authorization header get the worker scope: the worker
 //	                              routes only, for NoETL's Python worker, which sends no token. Never
 //	                              0.0.0.0/0. Local mode: refused in Lambda (docs/noetl-compat.md).
