@@ -110,6 +110,16 @@ func startDouble(t *testing.T, d *devStack, adjust func(*pyWorker)) *pyWorker {
 		}
 		nc.Close()
 	})
+	// Its consumers deliver only what is published after they exist: run
+	// nothing before they do.
+	select {
+	case <-w.ready:
+	case err := <-done:
+		done <- err
+		t.Fatalf("the NoETL worker double stopped before it consumed: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the NoETL worker double did not start consuming within a minute")
+	}
 	return w
 }
 

@@ -77,6 +77,8 @@ type pyWorker struct {
 	claims    map[string][]int // command_id → claim answers' statuses
 	posts     []posted
 	poolCalls []posted
+	// ready is closed once it consumes and has registered.
+	ready chan struct{}
 }
 
 // posted is one event request the double made and the status it got.
@@ -91,7 +93,7 @@ func newPyWorker(server string, nc *nats.Conn) *pyWorker {
 	_, _ = rand.Read(b)
 	return &pyWorker{server: strings.TrimRight(server, "/"), nc: nc, id: "worker-" + hex.EncodeToString(b),
 		segments: []string{"legacy", "shared", "python"}, heartbeat: 15 * time.Second, python: "python3",
-		poolEvery: 15 * time.Second, probeEvery: 8 * time.Second, started: time.Now().UTC().Format("2006-01-02T15:04:05.000000+00:00"),
+		poolEvery: 15 * time.Second, probeEvery: 8 * time.Second, started: time.Now().UTC().Format("2006-01-02T15:04:05.000000+00:00"), ready: make(chan struct{}),
 		hc: &http.Client{Timeout: 30 * time.Second}, recent: map[string]time.Time{}, claims: map[string][]int{}}
 }
 
@@ -107,23 +109,6 @@ func (w *pyWorker) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w.poolCall(ctx, "POST", "/api/worker/pool/register", w.registration())
-	var pool sync.WaitGroup
-	pool.Add(2)
-	go func() {
-		defer pool.Done()
-		w.every(ctx, w.poolEvery, func() { w.poolCall(ctx, "POST", "/api/worker/pool/register", w.registration()) })
-	}()
-	go func() {
-		defer pool.Done()
-		w.every(ctx, w.probeEvery, func() { w.poolCall(ctx, "GET", "/api/pool/status", nil) })
-	}()
-	defer func() {
-		pool.Wait()
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		w.poolCall(dctx, "POST", "/api/worker/pool/deregister", map[string]any{"name": w.id, "component_type": "worker_pool"})
-	}()
 	var ccs []jetstream.ConsumeContext
 	defer func() {
 		for _, cc := range ccs {
@@ -172,6 +157,26 @@ func (w *pyWorker) run(ctx context.Context) error {
 		}
 		ccs = append(ccs, c)
 	}
+	// Like the real worker: subscribers first, then the registration and its
+	// beats, then the pool status probe.
+	w.poolCall(ctx, "POST", "/api/worker/pool/register", w.registration())
+	var pool sync.WaitGroup
+	pool.Add(2)
+	go func() {
+		defer pool.Done()
+		w.every(ctx, w.poolEvery, func() { w.poolCall(ctx, "POST", "/api/worker/pool/register", w.registration()) })
+	}()
+	go func() {
+		defer pool.Done()
+		w.every(ctx, w.probeEvery, func() { w.poolCall(ctx, "GET", "/api/pool/status", nil) })
+	}()
+	defer func() {
+		pool.Wait()
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		w.poolCall(dctx, "POST", "/api/worker/pool/deregister", map[string]any{"name": w.id, "component_type": "worker_pool"})
+	}()
+	close(w.ready)
 	<-ctx.Done()
 	return nil
 }
