@@ -92,17 +92,10 @@ func renderWorkers(w io.Writer, items []wire.WorkerPool, now time.Time) {
 	fmt.Fprintf(w, "%d of %d workers alive; %d in flight on %d declared slots\n", alive, len(items), busy, slots)
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "—"
-	}
-	return s
-}
-
 // ago says how long before now t was, to the second.
 func ago(now, t time.Time) string {
 	if t.IsZero() {
-		return "—"
+		return "-"
 	}
 	d := max(now.Sub(t), 0).Round(time.Second)
 	return d.String() + " ago"

@@ -31,7 +31,7 @@ func TestRenderWorkers(t *testing.T) {
 		"WORKER     POOL              RUNTIME  STATE    BUSY  LAST SEEN  HOST",
 		"py-1       shared            python   ready    1/1   14s ago    unknown:6098",
 		"rust-1     worker-rust-pool  rust     ready    0/?   3s ago     pod-7",
-		"a-expired  shared            go       expired  0/4   2m0s ago   —",
+		"a-expired  shared            go       expired  0/4   2m0s ago   -",
 		"2 of 3 workers alive; 1 in flight on 1 declared slots",
 	}
 	if strings.Join(lines, "\n") != strings.Join(want, "\n") {

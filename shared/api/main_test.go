@@ -114,6 +114,7 @@ type fixture struct {
 	exec    int64 // a RUNNING execution of ThreeSteps
 	command int64 // its pending command's issued event id
 	catalog int64
+	sched   int64 // an hourly schedule of ThreeSteps
 }
 
 func newFixture(t *testing.T, opts apitest.Options) *fixture {
@@ -129,6 +130,9 @@ func newFixture(t *testing.T, opts apitest.Options) *fixture {
 		t.Fatalf("%d pending commands, want 1", len(p))
 	}
 	f.command = p[0].IssuedEventID
+	sc := must(t, s.API, 200, call{method: "POST", target: "/api/schedules", token: apitest.APIToken,
+		body: map[string]any{"playbook_path": "tests/three", "interval_seconds": int64(3600)}})
+	f.sched = id(t, sc.json["schedule_id"])
 	return f
 }
 

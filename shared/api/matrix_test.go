@@ -32,6 +32,7 @@ type routeCase struct {
 const (
 	matrixBodyLimit = 32 << 10
 	unknownCatalog  = "987654321"
+	unknownSchedule = "987654321"
 )
 
 // unknownExec and unknownEvent live on configured shards (0 and 1), so the
@@ -62,6 +63,15 @@ func matrixCases() []routeCase {
 		{method: "POST", target: "/api/catalog/resource", token: api, wrongScope: worker, body: map[string]any{"catalog_id": "{catalog}"},
 			wrongTarget: "/api/catalog/resource", wrongBody: map[string]any{"catalog_id": []any{int64(1)}}, field: "catalog_id",
 			unknownTarget: "/api/catalog/resource", unknownBody: map[string]any{"catalog_id": unknownCatalog}},
+		{method: "GET", target: "/api/catalog/tests/three/ui_schema?version=latest", token: api, wrongScope: worker,
+			wrongTarget: "/api/catalog/tests/three/ui_schema?version=newest", field: "version",
+			unknownTarget: "/api/catalog/tests/nope/ui_schema"},
+		{method: "GET", target: "/api/catalog/playbook/content?playbook_id={catalog}", token: api, wrongScope: worker,
+			wrongTarget: "/api/catalog/playbook/content", field: "playbook_id",
+			unknownTarget: "/api/catalog/playbook/content?playbook_id=" + unknownCatalog},
+		{method: "POST", target: "/api/catalog/playbooks/validate", token: api, wrongScope: internal,
+			body:        map[string]any{"content": "apiVersion: noetl.io/v2"},
+			wrongTarget: "/api/catalog/playbooks/validate", wrongBody: map[string]any{"content": []any{}}, field: "content"},
 		{method: "POST", target: "/api/execute", token: api, wrongScope: worker, body: map[string]any{"path": "tests/three"},
 			wrongTarget: "/api/execute", wrongBody: map[string]any{"path": "tests/three", "payload": "n=1"}, field: "payload",
 			unknownTarget: "/api/execute", unknownBody: map[string]any{"catalog_id": unknownCatalog}},
@@ -113,8 +123,8 @@ func matrixCases() []routeCase {
 		{method: "GET", target: "/api/pool/status", token: worker, wrongScope: internal},
 		{method: "GET", target: "/api/executions", token: api, wrongScope: worker,
 			wrongTarget: "/api/executions?parent_execution_id=abc", field: "parent_execution_id"},
-		{method: "GET", target: "/api/executions/{exec}", token: api, wrongScope: worker,
-			wrongTarget: "/api/executions/abc", field: "execution_id", unknownTarget: "/api/executions/" + unknownExec},
+		{method: "GET", target: "/api/executions/{exec}?page=1&page_size=10", token: api, wrongScope: worker,
+			wrongTarget: "/api/executions/{exec}?page_size=501", field: "page_size", unknownTarget: "/api/executions/" + unknownExec},
 		{method: "GET", target: "/api/executions/{exec}/events", token: api, wrongScope: worker,
 			wrongTarget: "/api/executions/{exec}/events?after_seq=last", field: "after_seq",
 			unknownTarget: "/api/executions/" + unknownExec + "/events"},
@@ -127,6 +137,12 @@ func matrixCases() []routeCase {
 		{method: "POST", target: "/api/executions/{exec}/cancel", token: api, wrongScope: worker, body: map[string]any{},
 			wrongTarget: "/api/executions/{exec}/cancel", wrongBody: map[string]any{"reason": int64(5)}, field: "reason",
 			unknownTarget: "/api/executions/" + unknownExec + "/cancel", unknownBody: map[string]any{}},
+		{method: "POST", target: "/api/executions/{exec}/stop", token: api, wrongScope: worker, body: map[string]any{},
+			wrongTarget: "/api/executions/{exec}/stop", wrongBody: map[string]any{"reason": false}, field: "reason",
+			unknownTarget: "/api/executions/" + unknownExec + "/stop", unknownBody: map[string]any{}},
+		{method: "POST", target: "/api/executions/{exec}/rerun", token: api, wrongScope: worker, body: map[string]any{"workload": map[string]any{}},
+			wrongTarget: "/api/executions/{exec}/rerun", wrongBody: map[string]any{"workload": "n=1"}, field: "workload",
+			unknownTarget: "/api/executions/" + unknownExec + "/rerun", unknownBody: map[string]any{}},
 		{method: "POST", target: "/api/executions/{exec}/finalize", token: api, wrongScope: worker, body: map[string]any{"status": "FAILED"},
 			wrongTarget: "/api/executions/{exec}/finalize", wrongBody: map[string]any{"status": "RUNNING"}, field: "status",
 			unknownTarget: "/api/executions/" + unknownExec + "/finalize", unknownBody: map[string]any{"status": "FAILED"}},
@@ -154,13 +170,34 @@ func matrixCases() []routeCase {
 			unknownTarget: "/api/internal/events/project", unknownBody: map[string]any{"events": []any{
 				map[string]any{"event_id": int64(1), "execution_id": unknownExec, "event_type": "stage.opened"}}},
 			unknownStatus: 200}, // counted in skipped, as NoETL's projector accepts it
+		// Schedules; DELETE last: the 200 check (openapi_test.go) runs the cases in order.
+		{method: "POST", target: "/api/schedules", token: api, wrongScope: worker,
+			body:        map[string]any{"playbook_path": "tests/three", "cron": "*/5 * * * *"},
+			wrongTarget: "/api/schedules", wrongBody: map[string]any{"playbook_path": "tests/three", "interval_seconds": "often"}, field: "interval_seconds"},
+		{method: "GET", target: "/api/schedules", token: api, wrongScope: worker,
+			wrongTarget: "/api/schedules?limit=many", field: "limit"},
+		{method: "GET", target: "/api/schedules/{sched}", token: api, wrongScope: worker,
+			wrongTarget: "/api/schedules/x", field: "schedule_id", unknownTarget: "/api/schedules/" + unknownSchedule},
+		{method: "PATCH", target: "/api/schedules/{sched}", token: api, wrongScope: internal, body: map[string]any{"enabled": false},
+			wrongTarget: "/api/schedules/{sched}", wrongBody: map[string]any{"enabled": "no"}, field: "enabled",
+			unknownTarget: "/api/schedules/" + unknownSchedule, unknownBody: map[string]any{"enabled": true}},
+		{method: "POST", target: "/api/schedules/{sched}/trigger", token: api, wrongScope: worker, body: map[string]any{},
+			unknownTarget: "/api/schedules/" + unknownSchedule + "/trigger", unknownBody: map[string]any{}},
+		{method: "POST", target: "/api/schedules/{sched}/backfill", token: api, wrongScope: worker,
+			body:        map[string]any{"from": "2024-01-01T00:00:00Z", "to": "2024-01-01T02:00:00Z"},
+			wrongTarget: "/api/schedules/{sched}/backfill", wrongBody: map[string]any{"from": "yesterday", "to": "2024-01-01T02:00:00Z"}, field: "from",
+			unknownTarget: "/api/schedules/" + unknownSchedule + "/backfill", unknownBody: map[string]any{"from": "2024-01-01T00:00:00Z", "to": "2024-01-01T02:00:00Z"}},
+		{method: "GET", target: "/api/schedules/{sched}/runs", token: api, wrongScope: worker,
+			wrongTarget: "/api/schedules/{sched}/runs?cursor=zz", field: "cursor", unknownTarget: "/api/schedules/" + unknownSchedule + "/runs"},
+		{method: "DELETE", target: "/api/schedules/{sched}", token: api, wrongScope: worker,
+			wrongTarget: "/api/schedules/1.5", field: "schedule_id", unknownTarget: "/api/schedules/" + unknownSchedule},
 	}
 }
 
 // fill replaces the fixture's ids in a target or a body.
 func (f *fixture) fill(v any) any {
 	r := strings.NewReplacer("{exec}", strconv.FormatInt(f.exec, 10), "{cmd}", strconv.FormatInt(f.command, 10),
-		"{catalog}", strconv.FormatInt(f.catalog, 10))
+		"{catalog}", strconv.FormatInt(f.catalog, 10), "{sched}", strconv.FormatInt(f.sched, 10))
 	switch x := v.(type) {
 	case string:
 		return r.Replace(x)

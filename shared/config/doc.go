@@ -56,6 +56,10 @@
 //	                              file:///absolute/dir on one machine, s3://bucket/prefix in AWS      results get 422)
 //	                              (set on the ingest function only); the server reads only URIs
 //	                              inside it
+//	NOETL_SCHEDULER_GROUP         EventBridge Scheduler group of the schedules' entries (set on the   (none: no
+//	                              schedules function only, with the two below; docs/schedules.md)     entries)
+//	NOETL_SCHEDULER_TARGET_ARN    the function the entries invoke (the schedules function)            (none)
+//	NOETL_SCHEDULER_ROLE_ARN      the role EventBridge Scheduler invokes it with                      (none)
 //	AWS_LAMBDA_FUNCTION_NAME      set by the Lambda runtime: selects the Lambda defaults above        -
 //	AWS_REGION                    region for Secrets Manager / SSM / S3                               SDK default chain
 //	AWS_ENDPOINT_URL              endpoint override (moto, LocalStack)                                SDK default

@@ -20,7 +20,7 @@ type envFile struct {
 	Runtime   []string            `json:"runtime"`
 }
 
-var functionNames = []string{"catalog", "claim", "execute", "ingest", "outbox", "replay", "status"}
+var functionNames = []string{"catalog", "claim", "execute", "ingest", "outbox", "replay", "schedules", "status"}
 
 func readEnvFile(t *testing.T) envFile {
 	t.Helper()
@@ -131,6 +131,10 @@ func TestConfigEnvFile(t *testing.T) {
 		// may read the results bucket.
 		if has, want := slices.Contains(f.Functions[fn], EnvResultStore), fn == "ingest"; has != want {
 			t.Errorf("functions.%s: %s listed = %v, want %v", fn, EnvResultStore, has, want)
+		}
+		// Only the schedules function writes scheduler entries.
+		if has, want := slices.Contains(f.Functions[fn], EnvSchedulerGroup), fn == "schedules"; has != want {
+			t.Errorf("functions.%s: %s listed = %v, want %v", fn, EnvSchedulerGroup, has, want)
 		}
 		for _, must := range []string{EnvDBSecretARN, EnvShardMapParam, EnvAPITokensSecretARN, EnvAllowOpen, EnvStage} {
 			if !slices.Contains(f.Functions[fn], must) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"time"
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/notify"
@@ -20,6 +22,10 @@ type ExecuteRequest struct {
 	ParentExecutionID int64
 	Pool              string
 	IdempotencyKey    string
+	// ScheduleID and ScheduledAt name the schedule and due time starting
+	// the execution (schedule.go, which sets the idempotency key to match).
+	ScheduleID  int64
+	ScheduledAt time.Time
 	// Shard pins the new execution's shard (tests, R-I3); -1 or unset: automatic.
 	Shard *int
 }
@@ -102,7 +108,7 @@ func (t *txn) start(req ExecuteRequest, entry store.CatalogEntry, pb *engine.Pla
 		ExecutionID: id, CatalogID: entry.CatalogID, Path: entry.Path, Version: entry.Version,
 		ParentExecutionID: req.ParentExecutionID, Status: store.ExecutionRunning,
 		Pool: notify.PoolFor(req.Pool, entry.Path), IdempotencyKey: req.IdempotencyKey,
-		Workload: workload, StartedAt: at, UpdatedAt: at,
+		Workload: workload, StartedAt: at, UpdatedAt: at, ScheduleID: req.ScheduleID, ScheduledAt: req.ScheduledAt,
 	}
 	x := &execution{row: row, pb: pb, run: runOf(row), snap: engine.NewSnapshot(), isNew: true}
 	t.execs[id], t.order = x, append(t.order, x)
@@ -111,11 +117,39 @@ func (t *txn) start(req ExecuteRequest, entry store.CatalogEntry, pb *engine.Pla
 	if req.ParentExecutionID != 0 {
 		ctxv["parent_execution_id"] = fmt.Sprint(req.ParentExecutionID)
 	}
+	if req.ScheduleID != 0 {
+		ctxv["schedule_id"] = fmt.Sprint(req.ScheduleID)
+		ctxv["scheduled_at"] = req.ScheduledAt.UTC().Format(time.RFC3339Nano)
+	}
 	out, _, err := t.advance(x, store.Event{EventType: engine.EvPlaybookStarted, Status: "STARTED", Context: ctxv, CreatedAt: at})
 	if err != nil {
 		return nil, err
 	}
 	return &Started{ExecutionID: id, CommandsGenerated: len(out.Commands)}, nil
+}
+
+// Rerun starts the playbook version an execution ran again, in the same
+// pool, with that execution's workload, the keys of workload replacing its
+// keys. Workload values the playbook renders at start (templates, R-W5) are
+// rendered afresh unless workload gives them: the old run's rendering
+// (its execution_id, its time) would be stale.
+func (s *Service) Rerun(ctx context.Context, id int64, workload map[string]any) (*Started, error) {
+	row, _, _, err := s.readExecution(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	pb, err := s.playbook(ctx, nil, nil, row.CatalogID)
+	if err != nil {
+		return nil, err
+	}
+	payload := map[string]any{}
+	for k, v := range row.Workload {
+		if !pb.RendersAtStart(k) {
+			payload[k] = v
+		}
+	}
+	maps.Copy(payload, workload)
+	return s.Execute(ctx, ExecuteRequest{CatalogID: row.CatalogID, Payload: payload, Pool: row.Pool})
 }
 
 func (s *Service) resolve(ctx context.Context, req ExecuteRequest) (store.CatalogEntry, error) {

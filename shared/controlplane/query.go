@@ -63,6 +63,16 @@ func (s *Service) readExecution(ctx context.Context, id int64) (store.Execution,
 
 // Execution returns the full view of an execution.
 func (s *Service) Execution(ctx context.Context, id int64) (*ExecutionView, error) {
+	return s.execution(ctx, id, true)
+}
+
+// ExecutionSummary is Execution without the steps (no step result is read):
+// status, context, result and error, whatever the size of the steps' results.
+func (s *Service) ExecutionSummary(ctx context.Context, id int64) (*ExecutionView, error) {
+	return s.execution(ctx, id, false)
+}
+
+func (s *Service) execution(ctx context.Context, id int64, steps bool) (*ExecutionView, error) {
 	row, snap, sh, err := s.readExecution(ctx, id)
 	if err != nil {
 		return nil, err
@@ -72,6 +82,12 @@ func (s *Service) Execution(ctx context.Context, id int64) (*ExecutionView, erro
 		return nil, err
 	}
 	v := &ExecutionView{Row: row, Steps: map[string]StepView{}, Context: snap.Ctx, Status: statusOf(row, snap, pb)}
+	if terminal(row.Status) {
+		v.Result = snap.Ctx
+	}
+	if !steps {
+		return v, nil
+	}
 	var refs []engine.ResultKey
 	for _, step := range pb.Steps {
 		st := snap.Steps[step.Name]
@@ -96,9 +112,6 @@ func (s *Service) Execution(ctx context.Context, id int64) (*ExecutionView, erro
 			sv.Result = val
 			v.Steps[k.Step] = sv
 		}
-	}
-	if terminal(row.Status) {
-		v.Result = snap.Ctx
 	}
 	return v, nil
 }
@@ -192,6 +205,31 @@ func (s *Service) ExecutionEvents(ctx context.Context, f store.EventFilter) (sto
 	}
 	evs, err := store.ListEvents(ctx, sh.Pool(), f)
 	return row, evs, err
+}
+
+// EventSeq is the seq of an execution's event, by its event_id (ErrNotFound
+// when the execution has no such event).
+func (s *Service) EventSeq(ctx context.Context, executionID, eventID int64) (int64, error) {
+	sh, err := s.st.ShardFor(executionID)
+	if err != nil {
+		return 0, Errorf(ErrNotFound, "execution %d not found", executionID)
+	}
+	seq, err := store.EventSeq(ctx, sh.Pool(), executionID, eventID)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, Errorf(ErrNotFound, "event %d is not an event of execution %d", eventID, executionID)
+	}
+	return seq, err
+}
+
+// StartMarks lists the start events (step.enter, command.claimed,
+// command.started) of an execution with seq in (afterSeq, untilSeq]: what
+// the durations of later end events are measured from.
+func (s *Service) StartMarks(ctx context.Context, executionID, afterSeq, untilSeq int64) ([]store.StartMark, error) {
+	sh, err := s.st.ShardFor(executionID)
+	if err != nil {
+		return nil, Errorf(ErrNotFound, "execution %d not found", executionID)
+	}
+	return store.StartMarks(ctx, sh.Pool(), executionID, afterSeq, untilSeq)
 }
 
 // Workload returns an execution's merged workload.

@@ -68,6 +68,12 @@ type Config struct {
 	// WorkerTTL is how long a registered worker stays alive without a
 	// register or pool heartbeat (workers.go); default DefaultWorkerTTL.
 	WorkerTTL time.Duration
+	// Clock is the time schedules fire by; default time.Now. Tests drive
+	// it through daylight-saving changes.
+	Clock func() time.Time
+	// Schedules keeps an outside scheduler in step with the schedules
+	// table (EventBridge Scheduler in AWS); nil: none (a local loop fires).
+	Schedules ScheduleSync
 	Logger    *slog.Logger
 }
 
@@ -120,6 +126,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
 	}
 	return &Service{
 		cfg: cfg, st: cfg.Store, eng: engine.New(cfg.Engine), log: cfg.Logger,

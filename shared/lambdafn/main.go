@@ -54,6 +54,11 @@ type Env struct {
 	// by reference, so only its main passes it: the S3 client it links would
 	// take every other bootstrap near the 25 MB limit.
 	OpenResults func(ctx context.Context, cfg *config.Config) (resultstore.Store, error)
+	// OpenSchedules makes what keeps the scheduler entries of the
+	// schedules in step (awssched.New when NOETL_SCHEDULER_GROUP is set).
+	// Only the schedules function's main passes it, so only that bootstrap
+	// links the EventBridge Scheduler client.
+	OpenSchedules func(ctx context.Context, cfg *config.Config) (controlplane.ScheduleSync, error)
 }
 
 // FromEnv builds a function's handler from getenv (os.Getenv in Lambda):
@@ -137,6 +142,15 @@ func FromEnv(ctx context.Context, function string, getenv func(string) string, e
 	}
 
 	deps := Deps{Store: st, Publisher: pub, NATS: natsCheck, Config: cfg, Logger: logger, Results: results}
+	switch {
+	case cfg.Scheduler.Enabled() && env.OpenSchedules == nil:
+		logger.Warn(config.EnvSchedulerGroup+" is ignored: only the schedules function keeps scheduler entries", "function", function)
+	case env.OpenSchedules != nil:
+		if deps.Schedules, err = env.OpenSchedules(ctx, cfg); err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+	}
 	build := deps.Build
 	h, err := New(function, build, Options{ServerURL: cfg.ServerURL, Stage: cfg.Stage, Metrics: env.Metrics, Logger: logger})
 	if err != nil {
@@ -161,12 +175,16 @@ type Deps struct {
 	// WorkerTTL is the worker registry's expiry; 0: its default (tests
 	// shorten it).
 	WorkerTTL time.Duration
+	// Schedules keeps the scheduler entries of the schedules in step; nil:
+	// none.
+	Schedules controlplane.ScheduleSync
 }
 
 // Build makes a service and its API for serverURL (no I/O).
 func (d Deps) Build(serverURL string) (*api.API, error) {
 	svc, err := controlplane.New(controlplane.Config{Store: d.Store, Publisher: d.Publisher, ServerURL: serverURL,
-		Lease: d.Config.Lease, Results: d.Results, Observer: d.Observer, WorkerTTL: d.WorkerTTL, Logger: d.Logger})
+		Lease: d.Config.Lease, Results: d.Results, Observer: d.Observer, Schedules: d.Schedules, WorkerTTL: d.WorkerTTL,
+		Logger: d.Logger})
 	if err != nil {
 		return nil, err
 	}

@@ -54,6 +54,15 @@ type ExecutionSummary struct {
 	ParentExecutionID OptID  `json:"parent_execution_id"`
 	// Every event is numbered 1..last_seq (R-S4): the count without a scan.
 	EventCount int64 `json:"event_count"`
+	// NoETL's names for the times and what its GUI shows of them.
+	StartTime       Time    `json:"start_time" doc:"started_at, NoETL's name"`
+	EndTime         Time    `json:"end_time" doc:"completed_at, NoETL's name; null while running"`
+	DurationSeconds float64 `json:"duration_seconds" doc:"from start to end, or to now while running, to the millisecond"`
+	DurationHuman   string  `json:"duration_human" doc:"duration_seconds as NoETL writes it: 1h 2m 3s"`
+	Progress        int     `json:"progress" doc:"percent: 100 once ended; while running, the share of steps done where the answer knows them (the detail), else 0"`
+	// A run a schedule started names the schedule and the due time it ran for.
+	ScheduleID  OptID `json:"schedule_id" doc:"the schedule that started the execution; null: none"`
+	ScheduledAt Time  `json:"scheduled_at" doc:"the due time the schedule started it for; null: not a scheduled run"`
 }
 
 // Execution answers GET /api/executions/{id}.
@@ -64,7 +73,19 @@ type Execution struct {
 	Context  Object          `json:"context" doc:"the durable set values"`
 	Result   Value           `json:"result"`
 	Error    OptString       `json:"error"`
-	Events   []Event         `json:"events" doc:"the log's tail; the whole log is GET /api/executions/{id}/events"`
+	Events   []Event         `json:"events" doc:"one page of the log, newest first (page, page_size, since_event_id); the whole log, oldest first, is GET /api/executions/{id}/events"`
+	// Pagination describes Events' page (NoETL's).
+	Pagination EventsPagination `json:"pagination"`
+}
+
+// EventsPagination is the page of events an Execution carries.
+type EventsPagination struct {
+	Page        int   `json:"page"`
+	PageSize    int   `json:"page_size"`
+	TotalEvents int64 `json:"total_events" doc:"events of the execution (after since_event_id, when given)"`
+	TotalPages  int64 `json:"total_pages"`
+	HasNext     bool  `json:"has_next" doc:"older events are on the next page"`
+	HasPrev     bool  `json:"has_prev"`
 }
 
 // Step is one step of an Execution.
@@ -97,6 +118,8 @@ type Event struct {
 	ClientEventID OptString `json:"client_event_id"`
 	Ignored       bool      `json:"ignored"`
 	CreatedAt     Time      `json:"created_at"`
+	Timestamp     Time      `json:"timestamp" doc:"created_at, NoETL's name"`
+	Duration      *int64    `json:"duration" doc:"milliseconds, as NoETL stores and its GUI reads them: a step.exit's since its step.enter, a command's end (command.completed, command.failed, call.done, call.error) since it was claimed or started, a playbook's end since the execution started; null for other events and when the start is more than a page back"`
 }
 
 // EventPage answers GET /api/executions/{id}/events.
@@ -281,6 +304,15 @@ type CatalogSummary struct {
 	Version   int    `json:"version"`
 	Kind      string `json:"kind"`
 	CreatedAt Time   `json:"created_at"`
+	// NoETL's: the playbook parsed (its GUI counts payload.workflow's steps
+	// and shows payload.metadata.description) and the registration's meta.
+	Payload OptObject   `json:"payload" doc:"the playbook's YAML as JSON (NoETL's payload); null if it no longer parses"`
+	Meta    CatalogMeta `json:"meta"`
+}
+
+// CatalogMeta is NoETL's meta of a catalog entry.
+type CatalogMeta struct {
+	RegisteredAt Time `json:"registered_at" doc:"created_at"`
 }
 
 // CatalogPage answers GET /api/catalog and POST /api/catalog/list.
@@ -408,4 +440,150 @@ type Workers struct {
 	Offline  int `json:"offline"`
 	Capacity int `json:"capacity" doc:"what the live workers declared"`
 	InFlight int `json:"in_flight" doc:"commands held under a live lease"`
+}
+
+// PlaybookContent answers GET /api/catalog/playbook/content.
+type PlaybookContent struct {
+	CatalogID ID     `json:"catalog_id"`
+	Path      string `json:"path"`
+	Version   int    `json:"version"`
+	Content   string `json:"content"`
+}
+
+// Validation answers POST /api/catalog/playbooks/validate: what register
+// would say of the content, without registering it.
+type Validation struct {
+	Valid    bool      `json:"valid" doc:"no errors: register would accept it"`
+	Errors   []string  `json:"errors" doc:"each error as path (line n): message"`
+	Warnings []string  `json:"warnings"`
+	Problems []Problem `json:"problems" doc:"errors and warnings, structured"`
+}
+
+// UISchema answers GET /api/catalog/{path}/ui_schema: the form of a
+// playbook's workload, inferred from the values it declares (NoETL's shape).
+type UISchema struct {
+	Path                string    `json:"path"`
+	Version             int       `json:"version"`
+	Kind                string    `json:"kind" enum:"playbook"`
+	Title               OptString `json:"title" doc:"metadata.name"`
+	DescriptionMarkdown OptString `json:"description_markdown" doc:"metadata.description"`
+	ExposedInUI         bool      `json:"exposed_in_ui" doc:"metadata.exposed_in_ui"`
+	Fields              []UIField `json:"fields" doc:"one per top-level workload key, in the order written"`
+	GeneratedAt         Time      `json:"generated_at"`
+}
+
+// UIField is one field of a UISchema.
+type UIField struct {
+	Name           string     `json:"name"`
+	Kind           string     `json:"kind" enum:"string,integer,number,boolean,object,array,null,enum"`
+	Default        Value      `json:"default" doc:"the value the playbook declares"`
+	Description    OptString  `json:"description" doc:"from a # ui:description=… comment"`
+	Secret         bool       `json:"secret" doc:"# ui:secret, or a key the server masks (password, token, …)"`
+	CredentialGlob OptString  `json:"credential_glob" doc:"# ui:credential=<glob>"`
+	Options        *[]Value   `json:"options" doc:"kind enum: # ui:enum=[a, b]"`
+	Children       *[]UIField `json:"children" doc:"kind object: its keys, as fields"`
+}
+
+// ---- schedules ----
+
+// Schedule answers the schedule routes (NoETL's noetl.schedule field names
+// where it has them).
+type Schedule struct {
+	ScheduleID      ID        `json:"schedule_id"`
+	PlaybookPath    string    `json:"playbook_path"`
+	PlaybookVersion *int      `json:"playbook_version" doc:"null: the latest version when each run starts"`
+	Cron            OptString `json:"cron" doc:"5 fields, or 6 with seconds first; null: an interval schedule"`
+	IntervalSeconds *int64    `json:"interval_seconds" doc:"null: a cron schedule"`
+	Timezone        string    `json:"timezone" doc:"IANA name the cron is read in"`
+	Enabled         bool      `json:"enabled" doc:"false: paused"`
+	InputPayload    Object    `json:"input_payload" doc:"each run's workload overrides"`
+	Overlap         string    `json:"overlap" enum:"skip,buffer_one,allow"`
+	CatchupSeconds  int64     `json:"catchup_seconds" doc:"due times older than this when the schedule can fire are skipped and recorded"`
+	JitterSeconds   int64     `json:"jitter_seconds"`
+	Meta            Object    `json:"meta"`
+	NextRunAt       Time      `json:"next_run_at" doc:"the next due time; null while paused"`
+	LastRunAt       Time      `json:"last_run_at" doc:"when the last run started"`
+	LastScheduledAt Time      `json:"last_scheduled_at" doc:"the due time of the last run"`
+	LastExecutionID OptID     `json:"last_execution_id"`
+	LastStatus      OptString `json:"last_status" doc:"the last run's status"`
+	BufferedAt      Time      `json:"buffered_at" doc:"buffer_one: the due time waiting for the running run"`
+	Backfill        *Backfill `json:"backfill" doc:"what is left of a backfill; null: none"`
+	CreatedAt       Time      `json:"created_at"`
+	UpdatedAt       Time      `json:"updated_at"`
+}
+
+// Backfill is what is left of a schedule's backfill.
+type Backfill struct {
+	Next Time `json:"next" doc:"the next due time to run"`
+	To   Time `json:"to" doc:"the last due time of the range"`
+}
+
+// SchedulePage answers GET /api/schedules.
+type SchedulePage struct {
+	Schedules  []Schedule `json:"schedules"`
+	NextCursor OptString  `json:"next_cursor" doc:"null on the last page"`
+}
+
+// ScheduleRun is one row of a schedule's log: a run, or due times skipped.
+type ScheduleRun struct {
+	ScheduledAt Time      `json:"scheduled_at" doc:"the due time (the first of a skipped range)"`
+	Through     Time      `json:"through" doc:"the last due time of a skipped range (scheduled_at for one)"`
+	Count       int       `json:"count" doc:"how many due times the row covers"`
+	Origin      string    `json:"origin" enum:"schedule,buffered,backfill,trigger"`
+	Outcome     string    `json:"outcome" enum:"started,skipped,failed"`
+	ExecutionID OptID     `json:"execution_id"`
+	Status      OptString `json:"status" doc:"the execution's status"`
+	Reason      OptString `json:"reason" doc:"why the due times were skipped or the run could not start"`
+	RecordedAt  Time      `json:"recorded_at"`
+}
+
+// ScheduleRunPage answers GET /api/schedules/{id}/runs.
+type ScheduleRunPage struct {
+	Runs       []ScheduleRun `json:"runs" doc:"newest due time first"`
+	NextCursor OptString     `json:"next_cursor" doc:"null on the last page"`
+}
+
+// ScheduleRequest is the body of POST /api/schedules and PATCH
+// /api/schedules/{id} our client sends (PATCH: only the fields given change).
+type ScheduleRequest struct {
+	PlaybookPath    string         `json:"playbook_path,omitempty"`
+	PlaybookVersion int            `json:"playbook_version,omitempty"`
+	Cron            string         `json:"cron,omitempty"`
+	IntervalSeconds int64          `json:"interval_seconds,omitempty"`
+	Timezone        string         `json:"timezone,omitempty"`
+	Enabled         *bool          `json:"enabled,omitempty"`
+	InputPayload    map[string]any `json:"input_payload,omitempty"`
+	Overlap         string         `json:"overlap,omitempty"`
+	CatchupSeconds  int64          `json:"catchup_seconds,omitempty"`
+	JitterSeconds   *int64         `json:"jitter_seconds,omitempty"`
+	Meta            map[string]any `json:"meta,omitempty"`
+}
+
+// Triggered answers POST /api/schedules/{id}/trigger.
+type Triggered struct {
+	ScheduleID  ID        `json:"schedule_id"`
+	ScheduledAt Time      `json:"scheduled_at" doc:"the run's due time: now"`
+	Outcome     string    `json:"outcome" enum:"started,buffered,skipped,failed" doc:"the overlap policy decides"`
+	ExecutionID OptID     `json:"execution_id"`
+	Reason      OptString `json:"reason"`
+}
+
+// BackfillRequest is the body of POST /api/schedules/{id}/backfill.
+type BackfillRequest struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// Backfilled answers POST /api/schedules/{id}/backfill.
+type Backfilled struct {
+	ScheduleID ID   `json:"schedule_id"`
+	DueTimes   int  `json:"due_times" doc:"how many due times the range holds; each runs once, in order"`
+	From       Time `json:"from" doc:"the first due time"`
+	To         Time `json:"to" doc:"the last due time"`
+}
+
+// ScheduleDeleted answers DELETE /api/schedules/{id}.
+type ScheduleDeleted struct {
+	ScheduleID ID   `json:"schedule_id"`
+	Deleted    bool `json:"deleted"`
 }
