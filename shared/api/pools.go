@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"maps"
 	"math"
 	"strings"
 
@@ -40,28 +39,9 @@ func (a *API) poolHeartbeat(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	name, err := noetlwire.ReadWorkerName(o.m)
+	name, reg, err := noetlwire.ReadHeartbeat(o.m)
 	if err != nil {
 		return nil, err
-	}
-	var reg *noetlwire.Registration
-	m, err := o.object("registration")
-	if err != nil {
-		return nil, err
-	}
-	if m != nil {
-		if _, named := m["name"]; !named {
-			m = maps.Clone(m)
-			m["name"] = name
-		}
-		r, err := noetlwire.ReadRegistration("registration", m)
-		if err != nil {
-			return nil, err
-		}
-		if r.Name != name {
-			return nil, invalid("registration.name", "is %q but the heartbeat is for %q; give one name", r.Name, name)
-		}
-		reg = &r
 	}
 	w, recreated, err := a.svc.WorkerHeartbeat(ctx, name, reg)
 	if err != nil {

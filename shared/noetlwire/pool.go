@@ -172,6 +172,37 @@ func ReadWorkerName(m map[string]any) (string, error) {
 	return name, regKind(func(k string) string { return k }, m)
 }
 
+// ReadHeartbeat reads a pool heartbeat: its name (ReadWorkerName) and the
+// registration it may carry (NoETL's auto-recreation), whose name defaults to
+// the heartbeat's and may not differ from it.
+func ReadHeartbeat(m map[string]any) (string, *Registration, error) {
+	name, err := ReadWorkerName(m)
+	if err != nil {
+		return "", nil, err
+	}
+	var body map[string]any
+	switch v := m["registration"].(type) {
+	case nil:
+		return name, nil, nil
+	case map[string]any:
+		body = v
+	default:
+		return "", nil, fieldError("registration", "expected object, got %s", jsonx.TypeName(v))
+	}
+	if _, named := body["name"]; !named {
+		body = maps.Clone(body)
+		body["name"] = name
+	}
+	r, err := ReadRegistration("registration", body)
+	if err != nil {
+		return "", nil, err
+	}
+	if r.Name != name {
+		return "", nil, fieldError("registration.name", "is %q but the heartbeat is for %q; give one name", r.Name, name)
+	}
+	return name, &r, nil
+}
+
 // WorkerName reads the name a worker registers, heartbeats and deregisters
 // under: a string (or a number, as NoETL's server coerces it), trimmed, not
 // empty, at most MaxWorkerName bytes.
