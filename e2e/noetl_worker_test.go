@@ -214,6 +214,11 @@ func TestNoETLWorkerDouble(t *testing.T) {
 		if got := step(v, "use_vars_in_template").Result.V; !conformance.Subset(want, got) {
 			t.Fatalf("use_vars_in_template %v", got)
 		}
+		// The playbook's own check reads the previous step through python's
+		// `context`, which NoETL's worker fills from the command's render_context.
+		if got := step(v, "verify_results").Result.V; !conformance.Subset(map[string]any{"status": "success"}, got) {
+			t.Fatalf("verify_results (the playbook's own check) %v", got)
+		}
 	})
 	t.Run("test_pagination_offset", func(t *testing.T) {
 		_, v := run(t, "test_pagination_offset.yaml", map[string]any{"api_url": api.URL})
