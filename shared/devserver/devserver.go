@@ -82,6 +82,9 @@ type Options struct {
 	Out io.Writer
 	// Timeouts bound slow clients of the HTTP server (see Timeouts).
 	Timeouts Timeouts
+	// WorkerTTL is the worker registry's expiry; 0: its default (tests
+	// shorten it).
+	WorkerTTL time.Duration
 }
 
 // Server is a running stack.
@@ -220,7 +223,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		return nil, err
 	}
 	deps := lambdafn.Deps{Store: s.Store, Publisher: lambdafn.PublisherOf(notify.NewPublisher(s.JS, notify.StreamOptions{})),
-		NATS: lambdafn.NATSChecker(s.NATS), Config: cfg, Results: s.Results, Logger: o.Logger,
+		NATS: lambdafn.NATSChecker(s.NATS), Config: cfg, Results: s.Results, Logger: o.Logger, WorkerTTL: o.WorkerTTL,
 		Dashboard: dashboard.Files{}}
 	metrics := localgw.NewMetrics(serverStats{s}, cfg.Tokens)
 	deps.Recorder, deps.Observer = metrics, metrics

@@ -17,6 +17,10 @@
 // NoETL's Rust worker (noetl/worker, ExecutorEvent: event_type, context, status,
 // created_at, meta.attempts) reads through the same Read and Result; what it sends
 // beyond that belongs here too.
+//
+// Both workers' pool registrations (register, heartbeat, deregister) are read by
+// ReadRegistration and ReadWorkerName (pool.go): the Python worker's runtime
+// string and meta, the Rust worker's runtime object and labels.pool_name.
 package noetlwire
 
 import (

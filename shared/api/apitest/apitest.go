@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/netip"
 	"os"
 	"testing"
 	"time"
@@ -47,6 +48,10 @@ type Options struct {
 	Recorder     api.Recorder
 	Observer     controlplane.Observer
 	Logger       *slog.Logger
+	// TokenlessWorkers: config.TokenlessWorkers.
+	TokenlessWorkers []netip.Prefix
+	// WorkerTTL: controlplane.Config.WorkerTTL (0: its default).
+	WorkerTTL time.Duration
 }
 
 // Stack is a control plane over real databases and NATS.
@@ -95,12 +100,12 @@ func New(t testing.TB, opts Options) *Stack {
 // lambdafn.New takes.
 func (s *Stack) Build(serverURL string) (*api.API, error) {
 	svc, err := controlplane.New(controlplane.Config{Store: s.Store, Publisher: s.Publisher, ServerURL: serverURL,
-		Lease: s.opts.Lease, Observer: s.opts.Observer, Logger: s.opts.Logger})
+		Lease: s.opts.Lease, Observer: s.opts.Observer, WorkerTTL: s.opts.WorkerTTL, Logger: s.opts.Logger})
 	if err != nil {
 		return nil, err
 	}
 	nc := s.NATS
-	return api.New(svc, api.Options{Tokens: s.Tokens, MaxBodyBytes: s.opts.MaxBodyBytes, CORSOrigins: s.opts.CORSOrigins,
+	return api.New(svc, api.Options{Tokens: s.Tokens, TokenlessWorkers: s.opts.TokenlessWorkers, MaxBodyBytes: s.opts.MaxBodyBytes, CORSOrigins: s.opts.CORSOrigins,
 		Version: "test", Recorder: s.opts.Recorder, Logger: s.opts.Logger, Dashboard: dashboard.Files{},
 		NATS: func(context.Context) error {
 			if !nc.Running() {
@@ -112,7 +117,7 @@ func (s *Stack) Build(serverURL string) (*api.API, error) {
 
 // Counts are the row counts of every table a request can write.
 type Counts struct {
-	Catalog, Execution, Event, Command, Outbox, StepResult int64
+	Catalog, Worker, Execution, Event, Command, Outbox, StepResult int64
 }
 
 // Counts reads the row counts over the cluster and every shard.
@@ -129,7 +134,7 @@ func (s *Stack) Counts(t testing.TB) Counts {
 // the cluster and every shard of st.
 func CountRows(ctx context.Context, st *store.Store) (Counts, error) {
 	var c Counts
-	if err := st.Cluster().QueryRow(ctx, `SELECT count(*) FROM catalog`).Scan(&c.Catalog); err != nil {
+	if err := st.Cluster().QueryRow(ctx, `SELECT (SELECT count(*) FROM catalog), (SELECT count(*) FROM worker)`).Scan(&c.Catalog, &c.Worker); err != nil {
 		return c, err
 	}
 	for i := range st.NumShards() {
