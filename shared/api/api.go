@@ -265,7 +265,7 @@ func (a *API) serve(ctx context.Context, r *Request, function string) (resp *Res
 	body, err := rt.handle(a, ctx, &call{req: r, route: rt, params: params, attrs: attrs})
 	if err != nil {
 		e := classify(err)
-		if e.Status >= 500 {
+		if e.Status >= 500 && e.Status != http.StatusServiceUnavailable { // an outage is logged by the store, once
 			a.log.ErrorContext(ctx, "request failed", "route", routeKey, "error", err.Error())
 		}
 		return a.errorResponse(e)
@@ -369,7 +369,10 @@ func (a *API) finish(ctx context.Context, r *Request, resp *Response, routeKey s
 		rec.Request(routeKey, resp.Status, d)
 	}
 	level := slog.LevelInfo
-	if resp.Status >= 500 {
+	switch {
+	case resp.Status == http.StatusServiceUnavailable:
+		level = slog.LevelWarn // a dependency away: the client retries
+	case resp.Status >= 500:
 		level = slog.LevelError
 	}
 	args := []any{"method", r.Method, "path", r.Path, "route", routeKey,

@@ -47,6 +47,10 @@ type Options struct {
 	DatabaseURL string
 	ShardURLs   string
 	Shards      int
+	// PostgresSettings are server settings of the throwaway Postgres (name →
+	// value, as postgres -c), e.g. synchronous_commit=on for a test that
+	// holds a COMMIT.
+	PostgresSettings map[string]string
 	// Migrate applies migrations to given databases (throwaway ones always are).
 	Migrate bool
 	// NATSURL names an existing NATS; empty: an embedded JetStream, stream created.
@@ -144,7 +148,8 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 
 	if o.DatabaseURL == "" {
 		fmt.Fprintf(o.Out, "starting a throwaway Postgres with %d shard databases\n", o.Shards)
-		pg, err := devstack.StartPostgres(context.WithoutCancel(ctx), devstack.PostgresOptions{Shards: o.Shards, Logger: o.Logger})
+		pg, err := devstack.StartPostgres(context.WithoutCancel(ctx), devstack.PostgresOptions{Shards: o.Shards, Logger: o.Logger,
+			ExtraSettings: o.PostgresSettings})
 		if err != nil {
 			return nil, fmt.Errorf("start Postgres: %w", err)
 		}
@@ -189,7 +194,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	}
 
 	scfg := store.Config{ClusterDSN: cfg.ClusterDSN, ShardDSNs: cfg.ShardDSNs, MaxConns: max(int(cfg.DBMaxConns), 10),
-		Tracer: s.DBCounter}
+		Tracer: s.DBCounter, Logger: o.Logger}
 	if o.Migrate && o.DatabaseURL != "" {
 		if err := store.Migrate(ctx, scfg); err != nil {
 			return nil, fmt.Errorf("migrate: %w", err)
@@ -312,18 +317,50 @@ func (s *Server) Drain(ctx context.Context) error {
 	return err
 }
 
+// drainLoop runs the schedule (see loopLog for what it logs).
 func (s *Server) drainLoop(ctx context.Context, every time.Duration, logger *slog.Logger) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	l := loopLog{log: logger, what: "scheduled outbox run"}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := s.Drain(ctx); err != nil && ctx.Err() == nil {
-				logger.Error("scheduled outbox run failed", "error", err.Error())
+			err := s.Drain(ctx)
+			if ctx.Err() != nil {
+				return
 			}
+			l.outcome(ctx, err)
 		}
+	}
+}
+
+// loopLog is what a loop standing in for a schedule logs: a run that fails
+// is said once, with the error, and the first that succeeds again says how
+// many failed. A database outage is two lines, not one per tick.
+type loopLog struct {
+	log    *slog.Logger
+	what   string
+	failed int
+	since  time.Time
+}
+
+func (l *loopLog) outcome(ctx context.Context, err error) {
+	switch {
+	case err != nil && l.failed == 0:
+		level := slog.LevelError
+		if store.Transient(err) {
+			level = slog.LevelWarn
+		}
+		l.log.Log(ctx, level, l.what+" failed; retrying at every tick, quietly until one succeeds", "error", err.Error())
+		l.since = time.Now()
+		l.failed++
+	case err != nil:
+		l.failed++
+	case l.failed > 0:
+		l.log.Info(l.what+" succeeds again", "failed_runs", l.failed, "failing_for", time.Since(l.since).Round(time.Millisecond).String())
+		l.failed = 0
 	}
 }
 
@@ -344,12 +381,15 @@ func (s *Server) FireSchedules(ctx context.Context) (*controlplane.FireReport, e
 // scheduleLoop fires the schedules at their fire times: it sleeps until the
 // next one the firing reports, never longer than every.
 func (s *Server) scheduleLoop(ctx context.Context, every time.Duration, logger *slog.Logger) {
+	l := loopLog{log: logger, what: "firing the schedules"}
 	for {
 		wait := every
 		r, err := s.FireSchedules(ctx)
+		if ctx.Err() == nil {
+			l.outcome(ctx, err)
+		}
 		switch {
-		case err != nil && ctx.Err() == nil:
-			logger.Error("firing the schedules failed", "error", err.Error())
+		case err != nil:
 		case r != nil && !r.NextFireAt.IsZero():
 			// A fire time already past (more due than one firing takes, or a
 			// schedule that failed) is retried soon, not in a tight loop.

@@ -2,6 +2,7 @@ package lambdafn
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -33,14 +35,71 @@ func Main(function string, env Env) {
 	start := time.Now()
 	// Until the configuration names a level, report at the default one.
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	h, closeFn, err := FromEnv(context.Background(), function, os.Getenv, env)
-	if err != nil {
+	startFn := func(ctx context.Context) (*Handler, func(), error) { return FromEnv(ctx, function, os.Getenv, env) }
+	h, closeFn, err := startFn(context.Background())
+	switch {
+	case store.Transient(err):
+		// Lambda starts instances during an outage too: this one answers
+		// 503 with Retry-After until its start succeeds.
+		logger.Warn("cold start: the database is unreachable; answering 503 with Retry-After and starting again at each invocation",
+			"function", function, "error", err.Error())
+		w := NewWaiting(startFn)
+		defer w.Close()
+		lambda.Start(w.Handle)
+		return
+	case err != nil:
 		logger.Error("cold start failed", "function", function, "error", err.Error())
 		os.Exit(1)
 	}
 	defer closeFn()
 	logger.Info("cold start", "function", function, "init_ms", time.Since(start).Milliseconds())
 	lambda.Start(h.Handle)
+}
+
+// Waiting is a function whose cold start could not reach the database: each
+// invocation starts it again (no backoff: an instance serves one invocation
+// at a time, and the failed dial is the answer's cost), and until a start
+// succeeds an API Gateway event is answered 503 with Retry-After and other
+// invocations fail, saying why. Then it serves as the started handler.
+type Waiting struct {
+	start func(context.Context) (*Handler, func(), error)
+	mu    sync.Mutex
+	h     *Handler
+	close func()
+}
+
+// NewWaiting returns a function waiting for start to succeed.
+func NewWaiting(start func(context.Context) (*Handler, func(), error)) *Waiting {
+	return &Waiting{start: start}
+}
+
+// Handle is the Lambda handler.
+func (w *Waiting) Handle(ctx context.Context, event json.RawMessage) (any, error) {
+	w.mu.Lock()
+	if w.h == nil {
+		h, closeFn, err := w.start(ctx)
+		if err != nil {
+			w.mu.Unlock()
+			var ev invocation
+			if json.Unmarshal(event, &ev) == nil && ev.RequestContext.HTTP.Method != "" {
+				return FromResponse(api.UnavailableResponse()), nil
+			}
+			return nil, fmt.Errorf("the function has not started: %w", err)
+		}
+		w.h, w.close = h, closeFn
+	}
+	h := w.h
+	w.mu.Unlock()
+	return h.Handle(ctx, event)
+}
+
+// Close closes what the started handler opened.
+func (w *Waiting) Close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.close != nil {
+		w.close()
+	}
 }
 
 // Env is what FromEnv takes besides the environment.
@@ -103,7 +162,7 @@ func FromEnv(ctx context.Context, function string, getenv func(string) string, e
 		}
 	}
 
-	scfg := store.Config{ClusterDSN: cfg.ClusterDSN, ShardDSNs: cfg.ShardDSNs, MaxConns: int(cfg.DBMaxConns)}
+	scfg := store.Config{ClusterDSN: cfg.ClusterDSN, ShardDSNs: cfg.ShardDSNs, MaxConns: int(cfg.DBMaxConns), Logger: logger}
 	if cfg.InLambda {
 		// RDS Proxy pins connections that hold named prepared statements.
 		scfg.ExecMode = pgx.QueryExecModeExec

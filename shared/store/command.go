@@ -251,17 +251,30 @@ func CancelActiveCommands(ctx context.Context, q Querier, executionID int64) ([]
 // it locks and returns those executions' matching commands. limit bounds the
 // candidate commands (1..1000); executions skipped are picked up by the next run.
 
-// LockExpiredLeases returns CLAIMED/RUNNING commands whose lease has run out.
-func LockExpiredLeases(ctx context.Context, tx Querier, limit int) ([]Command, error) {
+// LockExpiredLeases returns CLAIMED/RUNNING commands whose lease has run out,
+// once the database has been reachable for quiet (the lease; see
+// reachableFor).
+func LockExpiredLeases(ctx context.Context, tx Querier, quiet time.Duration, limit int) ([]Command, error) {
 	return lockForSweep(ctx, tx, "expired leases", limit,
-		`status IN ('CLAIMED', 'RUNNING') AND lease_expires_at <= now()`, "lease_expires_at")
+		`status IN ('CLAIMED', 'RUNNING') AND lease_expires_at <= now() AND `+reachableFor("$2"), "lease_expires_at", quiet)
 }
 
 // LockPastDeadline returns CLAIMED/RUNNING commands past deadline + grace (R-L2),
-// heartbeats or not.
-func LockPastDeadline(ctx context.Context, tx Querier, grace time.Duration, limit int) ([]Command, error) {
+// heartbeats or not, once the database has been reachable for quiet: a
+// worker that finished in time but could not report during an outage
+// reports first.
+func LockPastDeadline(ctx context.Context, tx Querier, grace, quiet time.Duration, limit int) ([]Command, error) {
 	return lockForSweep(ctx, tx, "past-deadline commands", limit,
-		`status IN ('CLAIMED', 'RUNNING') AND deadline_at <= now() - $2::interval`, "deadline_at", grace)
+		`status IN ('CLAIMED', 'RUNNING') AND deadline_at <= now() - $2::interval AND `+reachableFor("$3"), "deadline_at", grace, quiet)
+}
+
+// reachableFor is the condition that the database has been reachable for the
+// interval in param: since the server started (a restart, a crash) and since
+// a server process last saw it come back (MarkReachable). The sweeps that
+// judge a worker by its silence wait that long after an outage, during which
+// no worker could be heard.
+func reachableFor(param string) string {
+	return `now() >= (SELECT greatest(pg_postmaster_start_time(), reachable_since) FROM shard_info WHERE singleton) + ` + param + `::interval`
 }
 
 // LockDueRetries returns PENDING retries (attempt > 1) whose available_at has come.

@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -40,28 +42,51 @@ func (w *Worker) keepRegistered(ctx context.Context, every time.Duration) (stop 
 	go func() {
 		defer wg.Done()
 		registered := false
-		backoff := time.Duration(0)
-		for ctx.Err() == nil {
+		refused := "" // the last refusal logged, so a lasting one is said once
+		wait := time.Duration(0)
+		for {
+			if wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				}
+			}
+			// The registry shares the worker's one backoff for the server: while
+			// it is away, another request probes it and this beat is skipped.
+			tk, _, ok := w.server.admit()
+			wait = every
+			if !ok {
+				continue
+			}
 			var err error
 			if registered {
 				_, err = w.cfg.Client.WorkerHeartbeat(ctx, w.cfg.WorkerID)
-				if client.StatusOf(err) == 404 {
-					registered = false
-					w.log.WarnContext(ctx, "the server lost this worker's registration; registering again")
-					continue
-				}
 			} else if _, err = w.cfg.Client.RegisterWorker(ctx, reg); err == nil {
 				registered = true
 			}
-			wait := every
-			if err != nil && ctx.Err() == nil {
-				backoff = min(max(2*backoff, time.Second), every)
-				wait = backoff
-				w.log.WarnContext(ctx, "worker registry call failed; retrying", "error", err.Error(), "retry_in", wait.String())
-			} else {
-				backoff = 0
+			switch {
+			case ctx.Err() != nil:
+				return
+			case client.Unavailable(err) || client.StatusOf(err) >= 500:
+				w.server.failed(tk, fmt.Errorf("worker registry: %w", err), client.RetryAfterOf(err))
+			case registered && client.StatusOf(err) == http.StatusNotFound:
+				w.server.succeeded(tk)
+				registered = false
+				w.log.WarnContext(ctx, "the server lost this worker's registration; registering again")
+				wait = 0
+			case err != nil:
+				w.server.succeeded(tk)
+				if err.Error() != refused {
+					refused = err.Error()
+					w.log.WarnContext(ctx, "the server refused the worker registry call; retrying every beat", "error", refused, "retry_in", every.String())
+				}
+			default:
+				w.server.succeeded(tk)
+				refused = ""
 			}
-			sleep(ctx, wait)
 		}
 	}()
 	return func() {
