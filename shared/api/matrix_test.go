@@ -84,6 +84,34 @@ func matrixCases() []routeCase {
 			// Each event answers for itself: an unknown execution is that event's 404.
 			unknownTarget: "/api/worker/report", unknownBody: map[string]any{"worker_id": "w1", "events": []any{
 				map[string]any{"execution_id": unknownExec, "event_type": "step.note"}}}, unknownStatus: 200},
+		// The keychain; DELETE last, the fixture's credential is gone after it.
+		{method: "GET", target: "/api/credentials", token: api, wrongScope: worker},
+		{method: "POST", target: "/api/credentials", token: api, wrongScope: worker,
+			body:        map[string]any{"name": "matrix_other", "type": "basic", "data": map[string]any{"username": "u", "password": "matrix-pw-123"}},
+			wrongTarget: "/api/credentials", wrongBody: map[string]any{"name": "x", "data": "password"}, field: "data"},
+		{method: "POST", target: "/api/credentials/rotate", token: api, wrongScope: worker, body: map[string]any{},
+			wrongTarget: "/api/credentials/rotate", wrongBody: map[string]any{"limit": "all"}, field: "limit"},
+		{method: "GET", target: "/api/credentials/{cred}", token: worker, wrongScope: internal,
+			wrongTarget: "/api/credentials/{cred}?include_data=maybe", field: "include_data",
+			unknownTarget: "/api/credentials/nope"},
+		{method: "GET", target: "/api/credentials/{cred}/reads", token: api, wrongScope: worker,
+			wrongTarget: "/api/credentials/{cred}/reads?limit=ten", field: "limit"},
+		{method: "DELETE", target: "/api/credentials/{cred}", token: api, wrongScope: worker,
+			unknownTarget: "/api/credentials/nope"},
+		// Execution variables and staged results.
+		{method: "POST", target: "/api/vars/{exec}", token: worker, wrongScope: internal, body: map[string]any{"greeting": "hi"},
+			wrongTarget: "/api/vars/{exec}", wrongBody: map[string]any{"variables": map[string]any{"x": 1}, "var_type": "odd"}, field: "var_type",
+			unknownTarget: "/api/vars/" + unknownExec, unknownBody: map[string]any{"greeting": "hi"}},
+		{method: "GET", target: "/api/vars/{exec}", token: api, wrongScope: internal,
+			wrongTarget: "/api/vars/abc", field: "execution_id", unknownTarget: "/api/vars/" + unknownExec},
+		{method: "GET", target: "/api/vars/{exec}/greeting", token: worker, wrongScope: internal,
+			wrongTarget: "/api/vars/{exec}/1x", field: "var_name", unknownTarget: "/api/vars/" + unknownExec + "/greeting"},
+		{method: "PUT", target: "/api/result/{exec}", token: worker, wrongScope: api, body: map[string]any{"name": "big", "data": map[string]any{"rows": []any{int64(1)}}},
+			wrongTarget: "/api/result/{exec}", wrongBody: map[string]any{"name": int64(5), "data": int64(1)}, field: "name",
+			unknownTarget: "/api/result/" + unknownExec, unknownBody: map[string]any{"name": "big", "data": int64(1)}},
+		{method: "GET", target: "/api/result/resolve?ref={ref}", token: worker, wrongScope: internal,
+			wrongTarget: "/api/result/resolve?ref=nope", field: "ref",
+			unknownTarget: "/api/result/resolve?ref=noetl://execution/" + unknownExec + "/result/big/abcdef0123456789"},
 		{method: "GET", target: "/api/commands/{cmd}", token: worker, wrongScope: api,
 			wrongTarget: "/api/commands/12.5", field: "event_id", unknownTarget: "/api/commands/" + unknownEvent},
 		{method: "POST", target: "/api/commands/{cmd}/claim", token: worker, wrongScope: api, body: map[string]any{"worker_id": "w1"},
@@ -141,7 +169,7 @@ func matrixCases() []routeCase {
 // fill replaces the fixture's ids in a target or a body.
 func (f *fixture) fill(v any) any {
 	r := strings.NewReplacer("{exec}", strconv.FormatInt(f.exec, 10), "{cmd}", strconv.FormatInt(f.command, 10),
-		"{catalog}", strconv.FormatInt(f.catalog, 10))
+		"{catalog}", strconv.FormatInt(f.catalog, 10), "{cred}", matrixCredential, "{ref}", f.ref)
 	switch x := v.(type) {
 	case string:
 		return r.Replace(x)
@@ -181,7 +209,7 @@ func TestErrorMatrix(t *testing.T) {
 		}
 		covered[rt.Key()] = true
 		t.Run(strings.ReplaceAll(rt.Key(), "/", "_"), func(t *testing.T) {
-			check := func(name string, want int, req call, field string) {
+			check := func(name string, want int, req call, field string, limit ...int) {
 				t.Helper()
 				before := f.s.Counts(t)
 				r := serve(t, a, req)
@@ -194,7 +222,7 @@ func TestErrorMatrix(t *testing.T) {
 					t.Errorf("%s: message %q does not start with the field %q", name, msg, field)
 				case want == 400 && !strings.Contains(msg, "malformed JSON"):
 					t.Errorf("%s: message %q", name, msg)
-				case want == 413 && !strings.Contains(msg, strconv.Itoa(matrixBodyLimit)):
+				case want == 413 && !strings.Contains(msg, strconv.Itoa(append(limit, matrixBodyLimit)[0])):
 					t.Errorf("%s: message %q does not give the limit", name, msg)
 				case want == 401 && r.Header.Get("Www-Authenticate") == "":
 					t.Errorf("%s: no WWW-Authenticate", name)
@@ -216,7 +244,7 @@ func TestErrorMatrix(t *testing.T) {
 			}
 
 			// Malformed JSON: routes that read a body.
-			if c.method == "POST" {
+			if c.method == "POST" || c.method == "PUT" {
 				check("malformed JSON", 400, call{method: c.method, target: target, token: c.token, body: `{"worker_id": "w1",`}, "")
 			}
 			// Wrong type.
@@ -232,9 +260,11 @@ func TestErrorMatrix(t *testing.T) {
 				}
 				check("unknown id", want, call{method: c.method, target: c.unknownTarget, token: c.token, body: c.unknownBody}, "")
 			}
-			// Oversize body: the limit holds on every route, GETs included.
-			pad := `{"pad": "` + strings.Repeat("x", matrixBodyLimit) + `"}`
-			check("oversize body", 413, call{method: c.method, target: target, token: c.token, body: pad}, "")
+			// Oversize body: the limit holds on every route, GETs included
+			// (a route may raise it: a staged result's).
+			limit := max(matrixBodyLimit, int(rt.MaxBody))
+			pad := `{"pad": "` + strings.Repeat("x", limit) + `"}`
+			check("oversize body", 413, call{method: c.method, target: target, token: c.token, body: pad}, "", limit)
 			// Tokens.
 			check("no token", okStatus(), call{method: c.method, target: target, body: body}, "")
 			check("bad token", okStatus(), call{method: c.method, target: target, token: "not-a-token", body: body}, "")

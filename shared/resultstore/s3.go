@@ -3,13 +3,16 @@ package resultstore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 )
 
 // s3Store keeps results as objects under one bucket prefix.
@@ -90,6 +93,10 @@ func (s *s3Store) Get(ctx context.Context, uri string) ([]byte, error) {
 		return nil, fmt.Errorf("resultstore: %s is not inside the result store %s", uri, s.URL())
 	}
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)})
+	var missing *s3types.NoSuchKey
+	if errors.As(err, &missing) {
+		return nil, fmt.Errorf("resultstore: getting %s: %w", uri, fs.ErrNotExist)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("resultstore: getting %s: %w", uri, err)
 	}

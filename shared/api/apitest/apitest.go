@@ -10,6 +10,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -20,6 +21,8 @@ import (
 	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/controlplane/cptest"
 	"github.com/noetl-go/noetl/shared/devstack"
+	"github.com/noetl-go/noetl/shared/keychain"
+	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/store"
 	"github.com/noetl-go/noetl/shared/store/storetest"
 )
@@ -58,8 +61,12 @@ type Stack struct {
 	Publisher controlplane.Publisher
 	Tokens    config.Tokens
 	// API is built with ServerURL "http://test".
-	API  *api.API
-	opts Options
+	API *api.API
+	// KeyRing is the keychain's key file (in the test's temp dir); Results a
+	// result store directory there.
+	KeyRing *keychain.FileRing
+	Results resultstore.Store
+	opts    Options
 }
 
 // New starts a stack for t; everything stops when t ends.
@@ -84,6 +91,13 @@ func New(t testing.TB, opts Options) *Stack {
 		s.Tokens = Tokens()
 	}
 	var err error
+	dir := t.TempDir()
+	if s.KeyRing, err = keychain.OpenFile(filepath.Join(dir, "keychain.json"), true); err != nil {
+		t.Fatal(err)
+	}
+	if s.Results, err = resultstore.Open(s.Ctx, "file://"+filepath.Join(dir, "results"), resultstore.Options{}); err != nil {
+		t.Fatal(err)
+	}
 	if s.API, err = s.Build("http://test"); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +108,7 @@ func New(t testing.TB, opts Options) *Stack {
 // lambdafn.New takes.
 func (s *Stack) Build(serverURL string) (*api.API, error) {
 	svc, err := controlplane.New(controlplane.Config{Store: s.Store, Publisher: s.Publisher, ServerURL: serverURL,
-		Lease: s.opts.Lease, Observer: s.opts.Observer, Logger: s.opts.Logger})
+		Lease: s.opts.Lease, Observer: s.opts.Observer, Logger: s.opts.Logger, KeyRing: s.KeyRing, Results: s.Results})
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +125,7 @@ func (s *Stack) Build(serverURL string) (*api.API, error) {
 
 // Counts are the row counts of every table a request can write.
 type Counts struct {
-	Catalog, Execution, Event, Command, Outbox, StepResult int64
+	Catalog, Credential, Execution, Event, Command, Outbox, StepResult int64
 }
 
 // Counts reads the row counts over the cluster and every shard.
@@ -128,7 +142,8 @@ func (s *Stack) Counts(t testing.TB) Counts {
 // the cluster and every shard of st.
 func CountRows(ctx context.Context, st *store.Store) (Counts, error) {
 	var c Counts
-	if err := st.Cluster().QueryRow(ctx, `SELECT count(*) FROM catalog`).Scan(&c.Catalog); err != nil {
+	// Not the credential read log: a refused or unknown read is logged too.
+	if err := st.Cluster().QueryRow(ctx, `SELECT (SELECT count(*) FROM catalog), (SELECT count(*) FROM credential)`).Scan(&c.Catalog, &c.Credential); err != nil {
 		return c, err
 	}
 	for i := range st.NumShards() {
