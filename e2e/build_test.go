@@ -12,7 +12,7 @@ import (
 // functions maps each SAM logical id to its function.
 var functions = map[string]string{
 	"CatalogFunction": "catalog", "ExecuteFunction": "execute", "IngestFunction": "ingest", "ClaimFunction": "claim",
-	"StatusFunction": "status", "ReplayFunction": "replay", "OutboxFunction": "outbox",
+	"StatusFunction": "status", "ReplayFunction": "replay", "OutboxFunction": "outbox", "KeychainFunction": "keychain",
 }
 
 // maxBootstrap is the size budget of one function binary (issue #5).
@@ -44,7 +44,7 @@ func checkBootstrap(t *testing.T, path string) int64 {
 // build`, since the SAM CLI cannot run here.
 func TestMakeBuildTargets(t *testing.T) {
 	if testing.Short() {
-		t.Skip("cross-compiles seven binaries")
+		t.Skip("cross-compiles eight binaries")
 	}
 	tmp := t.TempDir()
 	for id, fn := range functions {

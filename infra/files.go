@@ -30,7 +30,7 @@ type Function struct {
 	Description    string
 }
 
-// Functions returns the seven functions in a stable order.
+// Functions returns the eight functions in a stable order.
 func Functions() []Function {
 	return []Function{
 		{"catalog", "CatalogFunction", 29, "NoETL catalog: register, list and get playbooks"},
@@ -40,6 +40,7 @@ func Functions() []Function {
 		{"status", "StatusFunction", 29, "NoETL status: health, executions, events, cancel, finalize"},
 		{"replay", "ReplayFunction", 29, "NoETL replay: fold an execution's event log into projections"},
 		{"outbox", "OutboxFunction", 55, "NoETL outbox: drain notifications, expire leases, issue due retries (scheduled); internal routes"},
+		{"keychain", "KeychainFunction", 29, "NoETL keychain: credentials sealed with KMS, their reads logged"},
 	}
 }
 

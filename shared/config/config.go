@@ -40,6 +40,8 @@ const (
 	EnvLogLevel           = "NOETL_LOG_LEVEL"
 	EnvCORSOrigins        = "NOETL_CORS_ORIGINS"
 	EnvResultStore        = "NOETL_RESULT_STORE"
+	EnvKeychainKMSKeyID   = "NOETL_KEYCHAIN_KMS_KEY_ID"
+	EnvKeychainKeyFile    = "NOETL_KEYCHAIN_KEY_FILE"
 
 	EnvLambdaFunctionName = "AWS_LAMBDA_FUNCTION_NAME"
 	EnvAWSRegion          = "AWS_REGION"
@@ -96,6 +98,13 @@ type Config struct {
 	// none (such results are refused). Open it with resultstore.Open and,
 	// for s3://, AWSConfig.
 	ResultStore string
+
+	// KeychainKMSKeyID is the KMS key (id, ARN or alias) that seals the
+	// keychain's credentials (shared/keychain/kmsring); KeychainKeyFile a key
+	// file doing the same on one machine. At most one is set; neither: the
+	// keychain cannot store or open credentials.
+	KeychainKMSKeyID string
+	KeychainKeyFile  string
 
 	// The AWS SDK settings Load read (AWSConfig uses them).
 	awsRegion, awsEndpoint string
@@ -155,6 +164,8 @@ func (c *Config) LogValue() slog.Value {
 		slog.String("log_level", c.LogLevel.String()),
 		slog.Any("cors_origins", c.CORSOrigins),
 		slog.String("result_store", redactURL(c.ResultStore)),
+		slog.String("keychain_kms_key_id", c.KeychainKMSKeyID),
+		slog.String("keychain_key_file", c.KeychainKeyFile),
 	)
 }
 
@@ -168,7 +179,7 @@ func names() []string {
 		EnvDBSSLMode, EnvDBMaxConns, EnvMigrateOnStart, EnvNATSURL,
 		EnvNATSCredsSecretARN, EnvServerURL, EnvAPIToken, EnvWorkerToken,
 		EnvInternalToken, EnvInternalTokenOld, EnvAPITokensSecretARN, EnvAllowOpen, EnvLeaseSeconds,
-		EnvMaxBodyBytes, EnvLogLevel, EnvCORSOrigins, EnvResultStore,
+		EnvMaxBodyBytes, EnvLogLevel, EnvCORSOrigins, EnvResultStore, EnvKeychainKMSKeyID, EnvKeychainKeyFile,
 		EnvLambdaFunctionName, EnvAWSRegion, EnvAWSEndpointURL,
 	}
 }
@@ -367,6 +378,17 @@ func parseEnv(e env) (*Config, pending, error) {
 	if v := e[EnvResultStore]; v != "" {
 		add(checkResultStore(v))
 		c.ResultStore = v
+	}
+
+	// The keychain's key.
+	c.KeychainKMSKeyID, c.KeychainKeyFile = e[EnvKeychainKMSKeyID], e[EnvKeychainKeyFile]
+	switch {
+	case c.KeychainKMSKeyID != "" && c.KeychainKeyFile != "":
+		add(fmt.Errorf("both %s and %s are set: the keychain uses one key ring; KMS in AWS, a key file on one machine", EnvKeychainKMSKeyID, EnvKeychainKeyFile))
+	case c.KeychainKeyFile != "" && c.InLambda:
+		add(fmt.Errorf("%s is set in Lambda, whose files do not last: use %s (a KMS key)", EnvKeychainKeyFile, EnvKeychainKMSKeyID))
+	case c.KeychainKeyFile != "" && !path.IsAbs(c.KeychainKeyFile):
+		add(fmt.Errorf("%s=%q: name the key file by an absolute path", EnvKeychainKeyFile, c.KeychainKeyFile))
 	}
 
 	if len(errs) > 0 {

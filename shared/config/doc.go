@@ -51,6 +51,10 @@
 //	                              file:///absolute/dir on one machine, s3://bucket/prefix in AWS      results get 422)
 //	                              (set on the ingest function only); the server reads only URIs
 //	                              inside it
+//	NOETL_KEYCHAIN_KMS_KEY_ID     KMS key (id, ARN, alias) sealing the keychain's credentials; set    (none: credentials
+//	                              on the keychain function only, the one function granted the key     cannot be stored
+//	NOETL_KEYCHAIN_KEY_FILE       a key file doing the same on one machine (absolute path, mode       or opened)
+//	                              0600; noetl dev/serve create it). Local only; not with the KMS key
 //	AWS_LAMBDA_FUNCTION_NAME      set by the Lambda runtime: selects the Lambda defaults above        -
 //	AWS_REGION                    region for Secrets Manager / SSM / S3                               SDK default chain
 //	AWS_ENDPOINT_URL              endpoint override (moto, LocalStack)                                SDK default

@@ -19,6 +19,7 @@ import (
 	"github.com/noetl-go/noetl/shared/api"
 	"github.com/noetl-go/noetl/shared/config"
 	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/keychain"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/store"
@@ -54,15 +55,20 @@ type Env struct {
 	// by reference, so only its main passes it: the S3 client it links would
 	// take every other bootstrap near the 25 MB limit.
 	OpenResults func(ctx context.Context, cfg *config.Config) (resultstore.Store, error)
+	// OpenKeyRing opens the keychain's key ring NOETL_KEYCHAIN_KMS_KEY_ID
+	// names (a KMS key). Only the keychain function serves credentials, so
+	// only its main passes it, and only its bootstrap links a KMS client.
+	OpenKeyRing func(ctx context.Context, cfg *config.Config) (keychain.KeyRing, error)
 }
 
 // FromEnv builds a function's handler from getenv (os.Getenv in Lambda):
 // config.Load, migrations only when NOETL_MIGRATE_ON_START, the store with the
 // configured (tiny) pools, NATS when NOETL_NATS_URL is set — the stream is not
 // created here (R-A7; the publisher creates it only after a publish finds no
-// stream), and, for a function given Env.OpenResults (ingest), the result
+// stream), for a function given Env.OpenResults (ingest), the result
 // store when NOETL_RESULT_STORE is set (no request is made; a store that
-// cannot be opened fails the cold start). It refuses to
+// cannot be opened fails the cold start), and for one given Env.OpenKeyRing
+// (keychain) the keychain's KMS key ring. It refuses to
 // run without any token unless NOETL_ALLOW_OPEN.
 // The returned func closes the store and NATS.
 func FromEnv(ctx context.Context, function string, getenv func(string) string, env Env) (*Handler, func(), error) {
@@ -91,6 +97,16 @@ func FromEnv(ctx context.Context, function string, getenv func(string) string, e
 		logger.Warn(config.EnvResultStore+" is ignored: only the ingest function reads results posted by reference", "function", function)
 	case env.OpenResults != nil:
 		if results, err = env.OpenResults(ctx, cfg); err != nil {
+			return nil, nil, err
+		}
+	}
+
+	var ring keychain.KeyRing
+	switch {
+	case cfg.KeychainKMSKeyID != "" && env.OpenKeyRing == nil:
+		logger.Warn(config.EnvKeychainKMSKeyID+" is ignored: only the keychain function seals and opens credentials", "function", function)
+	case env.OpenKeyRing != nil:
+		if ring, err = env.OpenKeyRing(ctx, cfg); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -136,7 +152,7 @@ func FromEnv(ctx context.Context, function string, getenv func(string) string, e
 		natsCheck = NATSChecker(nc)
 	}
 
-	deps := Deps{Store: st, Publisher: pub, NATS: natsCheck, Config: cfg, Logger: logger, Results: results}
+	deps := Deps{Store: st, Publisher: pub, NATS: natsCheck, Config: cfg, Logger: logger, Results: results, KeyRing: ring}
 	build := deps.Build
 	h, err := New(function, build, Options{ServerURL: cfg.ServerURL, Stage: cfg.Stage, Metrics: env.Metrics, Logger: logger})
 	if err != nil {
@@ -158,12 +174,14 @@ type Deps struct {
 	Results resultstore.Store
 	// Observer hears orchestration durations (the local server's metrics).
 	Observer controlplane.Observer
+	// KeyRing seals and opens the keychain's credentials; nil: none.
+	KeyRing keychain.KeyRing
 }
 
 // Build makes a service and its API for serverURL (no I/O).
 func (d Deps) Build(serverURL string) (*api.API, error) {
 	svc, err := controlplane.New(controlplane.Config{Store: d.Store, Publisher: d.Publisher, ServerURL: serverURL,
-		Lease: d.Config.Lease, Results: d.Results, Observer: d.Observer, Logger: d.Logger})
+		Lease: d.Config.Lease, Results: d.Results, Observer: d.Observer, Logger: d.Logger, KeyRing: d.KeyRing})
 	if err != nil {
 		return nil, err
 	}

@@ -95,7 +95,7 @@ func (s *s3Store) Get(ctx context.Context, uri string) ([]byte, error) {
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)})
 	var missing *s3types.NoSuchKey
 	if errors.As(err, &missing) {
-		return nil, fmt.Errorf("resultstore: getting %s: %w", uri, fs.ErrNotExist)
+		return nil, fmt.Errorf("resultstore: getting %s: %w (%w)", uri, fs.ErrNotExist, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("resultstore: getting %s: %w", uri, err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"net/url"
 	"strings"
 	"testing"
@@ -228,8 +229,8 @@ func testS3GetMissing(t *testing.T, f *s3Fixture) {
 	s := f.open(t, "s3://"+bucket+"/results", 0)
 	_, err := s.Get(context.Background(), "s3://"+bucket+"/results/never-put.json")
 	var nsk *s3types.NoSuchKey
-	if !errors.As(err, &nsk) {
-		t.Errorf("Get of a missing key: %v, want NoSuchKey", err)
+	if !errors.As(err, &nsk) || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Get of a missing key: %v, want NoSuchKey and fs.ErrNotExist", err)
 	}
 	if errors.Is(err, resultstore.ErrTooLarge) {
 		t.Errorf("a missing key is not too large: %v", err)
