@@ -12,7 +12,8 @@ import (
 // functions maps each SAM logical id to its function.
 var functions = map[string]string{
 	"CatalogFunction": "catalog", "ExecuteFunction": "execute", "IngestFunction": "ingest", "ClaimFunction": "claim",
-	"StatusFunction": "status", "ReplayFunction": "replay", "OutboxFunction": "outbox", "KeychainFunction": "keychain",
+	"StatusFunction": "status", "ReplayFunction": "replay", "OutboxFunction": "outbox", "SchedulesFunction": "schedules",
+	"KeychainFunction": "keychain",
 }
 
 // maxBootstrap is the size budget of one function binary (issue #5).

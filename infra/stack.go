@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsrds"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsssm"
@@ -350,7 +351,8 @@ func NewStack(scope constructs.Construct, id string, props *awscdk.StackProps, c
 		cors = &awsapigatewayv2.CorsPreflightOptions{
 			AllowOrigins: jsii.Strings(c.CorsOrigins...),
 			AllowMethods: &[]awsapigatewayv2.CorsHttpMethod{awsapigatewayv2.CorsHttpMethod_GET, awsapigatewayv2.CorsHttpMethod_POST,
-				awsapigatewayv2.CorsHttpMethod_PUT, awsapigatewayv2.CorsHttpMethod_DELETE, awsapigatewayv2.CorsHttpMethod_OPTIONS},
+				awsapigatewayv2.CorsHttpMethod_PUT, awsapigatewayv2.CorsHttpMethod_PATCH, awsapigatewayv2.CorsHttpMethod_DELETE,
+				awsapigatewayv2.CorsHttpMethod_OPTIONS},
 			AllowHeaders:  jsii.Strings("authorization", "content-type", "x-request-id"),
 			ExposeHeaders: jsii.Strings("x-request-id"),
 			MaxAge:        awscdk.Duration_Minutes(jsii.Number(10)),
@@ -369,6 +371,29 @@ func NewStack(scope constructs.Construct, id string, props *awscdk.StackProps, c
 		// integrations do), so this creates no cycle.
 		serverURL = *api.ApiEndpoint()
 	}
+
+	// Schedules (docs/schedules.md): the schedules function keeps one
+	// EventBridge Scheduler entry per schedule in this group, a one-time
+	// at() at the schedule's next fire time, invoking it with the role below.
+	// Its name is fixed so the ARN can be written without a reference to
+	// the function (which would make a cycle through its environment).
+	schedulesFnName := fmt.Sprintf("noetl-%s-schedules", c.Stage)
+	schedulesFnArn := stack.FormatArn(&awscdk.ArnComponents{Service: jsii.String("lambda"), Resource: jsii.String("function"),
+		ResourceName: jsii.String(schedulesFnName), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME})
+	scheduleGroup := awsscheduler.NewCfnScheduleGroup(stack, jsii.String("ScheduleGroup"), &awsscheduler.CfnScheduleGroupProps{
+		Name: jsii.String("noetl-" + c.Stage),
+	})
+	invokeRole := awsiam.NewRole(stack, jsii.String("SchedulerInvokeRole"), &awsiam.RoleProps{
+		Description: jsii.String(fmt.Sprintf("NoETL %s: EventBridge Scheduler invokes the schedules function", c.Stage)),
+		AssumedBy: awsiam.NewServicePrincipal(jsii.String("scheduler.amazonaws.com"), &awsiam.ServicePrincipalOpts{
+			Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": stack.Account()}},
+		}),
+	})
+	invokeRole.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("InvokeSchedulesFunction"),
+		Actions:   jsii.Strings("lambda:InvokeFunction"),
+		Resources: &[]*string{schedulesFnArn},
+	}))
 
 	// Values of every name config-env.json may list for a function. A name
 	// missing here fails the synth, so config-env.json and the stack move
@@ -391,6 +416,9 @@ func NewStack(scope constructs.Construct, id string, props *awscdk.StackProps, c
 		"NOETL_SERVER_URL":            jsii.String(serverURL),
 		"NOETL_RESULT_STORE":          resultStore,
 		"NOETL_KEYCHAIN_KMS_KEY_ID":   keychainKey.KeyArn(),
+		"NOETL_SCHEDULER_GROUP":       scheduleGroup.Ref(),
+		"NOETL_SCHEDULER_TARGET_ARN":  schedulesFnArn,
+		"NOETL_SCHEDULER_ROLE_ARN":    invokeRole.RoleArn(),
 	}
 
 	var topic awssns.ITopic
@@ -417,7 +445,12 @@ func NewStack(scope constructs.Construct, id string, props *awscdk.StackProps, c
 			Retention:     awslogs.RetentionDays_ONE_MONTH,
 			RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
 		})
+		var name *string
+		if f.Name == "schedules" {
+			name = jsii.String(schedulesFnName)
+		}
 		fn := awslambda.NewFunction(stack, jsii.String(f.LogicalID), &awslambda.FunctionProps{
+			FunctionName:   name,
 			Description:    jsii.String(f.Description),
 			Runtime:        awslambda.Runtime_PROVIDED_AL2023(),
 			Architecture:   awslambda.Architecture_ARM_64(),
@@ -486,6 +519,24 @@ func NewStack(scope constructs.Construct, id string, props *awscdk.StackProps, c
 				}))
 			}
 		}
+		if envFile.Uses(f.Name, "NOETL_SCHEDULER_GROUP") {
+			// Entries of its own group only, and the invoke role passed only
+			// to EventBridge Scheduler.
+			fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Sid: jsii.String("WriteScheduleEntries"),
+				Actions: jsii.Strings("scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule",
+					"scheduler:GetSchedule"),
+				Resources: &[]*string{stack.FormatArn(&awscdk.ArnComponents{Service: jsii.String("scheduler"), Resource: jsii.String("schedule"),
+					ResourceName: jsii.String(fmt.Sprintf("noetl-%s/*", c.Stage)), ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME})},
+			}))
+			fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Sid:        jsii.String("PassInvokeRole"),
+				Actions:    jsii.Strings("iam:PassRole"),
+				Resources:  &[]*string{invokeRole.RoleArn()},
+				Conditions: &map[string]any{"StringEquals": map[string]any{"iam:PassedToService": "scheduler.amazonaws.com"}},
+			}))
+			fn.Node().AddDependency(scheduleGroup)
+		}
 		alarm(fn.MetricErrors(&awscloudwatch.MetricOptions{
 			Period:    awscdk.Duration_Minutes(jsii.Number(5)),
 			Statistic: jsii.String("Sum"),
@@ -519,6 +570,15 @@ func NewStack(scope constructs.Construct, id string, props *awscdk.StackProps, c
 		})},
 	})
 
+	// The schedules' sweep: fires whatever a scheduler entry missed.
+	awsevents.NewRule(stack, jsii.String("SchedulesSweep"), &awsevents.RuleProps{
+		Description: jsii.String(fmt.Sprintf("NoETL %s: fire the schedules whose scheduler entry missed", c.Stage)),
+		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(1))),
+		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fns["schedules"], &awseventstargets.LambdaFunctionProps{
+			Event: awsevents.RuleTargetInput_FromObject(map[string]any{"fire_schedules": true}),
+		})},
+	})
+
 	// Missing data breaches: the outbox function emits the metric on every
 	// run, so silence means the drain is not running.
 	alarm(awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
@@ -546,5 +606,6 @@ func NewStack(scope constructs.Construct, id string, props *awscdk.StackProps, c
 	out("ResultsBucketName", results.BucketName(), "Bucket of results stored by reference; workers need s3:PutObject on results/* with their own credentials")
 	out("ResultStoreUrl", resultStore, "The result store URL (NOETL_RESULT_STORE of the ingest function and of workers)")
 	out("KeychainKeyArn", keychainKey.KeyArn(), "The KMS key that seals the keychain's credentials (only the keychain function may use it)")
+	out("ScheduleGroupName", scheduleGroup.Ref(), "The EventBridge Scheduler group holding one entry per schedule")
 	return stack, nil
 }

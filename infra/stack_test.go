@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -164,6 +165,7 @@ func TestStack(t *testing.T) {
 			t.Run("Routes", func(t *testing.T) { checkRoutes(t, x) })
 			t.Run("Functions", func(t *testing.T) { checkFunctions(t, x) })
 			t.Run("Schedule", func(t *testing.T) { checkSchedule(t, x) })
+			t.Run("Scheduler", func(t *testing.T) { checkScheduler(t, x) })
 			t.Run("Alarms", func(t *testing.T) { checkAlarms(t, x) })
 			t.Run("Permissions", func(t *testing.T) { checkPermissions(t, x, n, "", "") })
 			t.Run("ResultsBucket", func(t *testing.T) { checkResultsBucket(t, x, 30) })
@@ -179,17 +181,18 @@ func checkCounts(t *testing.T, x tpl, n int) {
 		"AWS::RDS::DBProxyTargetGroup":   n,
 		"AWS::SecretsManager::Secret":    n + 1, // one per cluster + API tokens
 		"AWS::SSM::Parameter":            1,
-		"AWS::Lambda::Function":          8,
+		"AWS::Lambda::Function":          9,
 		"AWS::ApiGatewayV2::Api":         1,
 		"AWS::ApiGatewayV2::Route":       len(readRoutes(t)),
-		"AWS::ApiGatewayV2::Integration": 8,
-		"AWS::Events::Rule":              1,
-		"AWS::CloudWatch::Alarm":         9,
+		"AWS::ApiGatewayV2::Integration": 9,
+		"AWS::Events::Rule":              2, // the outbox drain, the schedules' sweep
+		"AWS::CloudWatch::Alarm":         10,
+		"AWS::Scheduler::ScheduleGroup":  1,
 		"AWS::EC2::VPC":                  1,
 		"AWS::EC2::NatGateway":           1,
 		"AWS::EC2::VPCEndpoint":          1,     // S3 gateway: stored results skip the NAT
 		"AWS::EC2::SecurityGroupIngress": 2 * n, // functions -> proxy, proxy -> cluster
-		"AWS::Logs::LogGroup":            8,
+		"AWS::Logs::LogGroup":            9,
 		"AWS::S3::Bucket":                1, // results stored by reference
 		"AWS::S3::BucketPolicy":          1, // TLS only
 		"AWS::KMS::Key":                  1, // the keychain's
@@ -411,7 +414,14 @@ func toStrings(v any) []string {
 	return out
 }
 
+// rules maps each per-minute rule's target to its input.
+var rules = map[string]map[string]any{
+	"GetAtt:OutboxFunction.Arn":    {"maxBatch": float64(500)},
+	"GetAtt:SchedulesFunction.Arn": {"fire_schedules": true},
+}
+
 func checkSchedule(t *testing.T, x tpl) {
+	seen := map[string]bool{}
 	for id, r := range x.ofType("AWS::Events::Rule") {
 		p := r.Properties
 		if p["ScheduleExpression"] != "rate(1 minute)" {
@@ -422,23 +432,89 @@ func checkSchedule(t *testing.T, x tpl) {
 			t.Fatalf("%s: %d targets", id, len(targets))
 		}
 		tg := targets[0].(map[string]any)
-		if ref(tg["Arn"]) != "GetAtt:OutboxFunction.Arn" {
-			t.Errorf("%s: target %s, want the outbox function", id, ref(tg["Arn"]))
+		want, ok := rules[ref(tg["Arn"])]
+		if !ok {
+			t.Errorf("%s: target %s, want the outbox or the schedules function", id, ref(tg["Arn"]))
+			continue
 		}
+		seen[ref(tg["Arn"])] = true
 		var in map[string]any
-		if err := json.Unmarshal([]byte(tg["Input"].(string)), &in); err != nil || len(in) != 1 || in["maxBatch"] != float64(500) {
-			t.Errorf("%s: input %v, want {\"maxBatch\": 500}", id, tg["Input"])
+		if err := json.Unmarshal([]byte(tg["Input"].(string)), &in); err != nil || !maps.Equal(in, want) {
+			t.Errorf("%s: input %v, want %v", id, tg["Input"], want)
 		}
 	}
-	// EventBridge may invoke the outbox function.
-	ok := false
-	for _, r := range x.ofType("AWS::Lambda::Permission") {
-		if r.Properties["Principal"] == "events.amazonaws.com" && ref(r.Properties["FunctionName"]) == "GetAtt:OutboxFunction.Arn" {
-			ok = true
+	for fn := range rules {
+		if !seen[fn] {
+			t.Errorf("no per-minute rule invokes %s", fn)
+		}
+		// EventBridge may invoke it.
+		ok := false
+		for _, r := range x.ofType("AWS::Lambda::Permission") {
+			if r.Properties["Principal"] == "events.amazonaws.com" && ref(r.Properties["FunctionName"]) == fn {
+				ok = true
+			}
+		}
+		if !ok {
+			t.Errorf("no permission for EventBridge to invoke %s", fn)
 		}
 	}
-	if !ok {
-		t.Error("no permission for EventBridge to invoke OutboxFunction")
+}
+
+// checkScheduler: the schedules' EventBridge Scheduler group, the role the
+// scheduler assumes (trusting only the scheduler, invoking only the
+// schedules function), and the schedules function's environment naming them.
+func checkScheduler(t *testing.T, x tpl) {
+	groups := x.ofType("AWS::Scheduler::ScheduleGroup")
+	var group string
+	for id, r := range groups {
+		group = id
+		if r.Properties["Name"] != "noetl-test" {
+			t.Errorf("%s: name %v, want noetl-test", id, r.Properties["Name"])
+		}
+	}
+	var role string
+	for id, r := range x.ofType("AWS::IAM::Role") {
+		if strings.HasPrefix(id, "SchedulerInvokeRole") {
+			role = id
+			trust := ref(r.Properties["AssumeRolePolicyDocument"])
+			if !strings.Contains(trust, `"Service":"scheduler.amazonaws.com"`) || !strings.Contains(trust, `"aws:SourceAccount"`) {
+				t.Errorf("%s trusts %s, want EventBridge Scheduler of this account only", id, trust)
+			}
+		}
+	}
+	if role == "" {
+		t.Fatal("no SchedulerInvokeRole")
+	}
+	for id, r := range x.ofType("AWS::IAM::Policy") {
+		if !strings.HasPrefix(id, "SchedulerInvokeRoleDefaultPolicy") {
+			continue
+		}
+		doc := ref(r.Properties["PolicyDocument"])
+		if !strings.Contains(doc, `"Action":"lambda:InvokeFunction"`) || !strings.Contains(doc, ":function:noetl-test-schedules") || strings.Count(doc, `"Action"`) != 1 {
+			t.Errorf("%s: %s, want lambda:InvokeFunction on the schedules function only", id, doc)
+		}
+	}
+	fn := x.ofType("AWS::Lambda::Function")["SchedulesFunction"].Properties
+	if fn["FunctionName"] != "noetl-test-schedules" {
+		t.Errorf("SchedulesFunction name %v, want noetl-test-schedules (the entries and the invoke role name it)", fn["FunctionName"])
+	}
+	vars := fn["Environment"].(map[string]any)["Variables"].(map[string]any)
+	if ref(vars["NOETL_SCHEDULER_GROUP"]) != "Ref:"+group || ref(vars["NOETL_SCHEDULER_ROLE_ARN"]) != "GetAtt:"+role+".Arn" ||
+		!strings.HasSuffix(flatten(t, vars["NOETL_SCHEDULER_TARGET_ARN"]), ":function:noetl-test-schedules") {
+		t.Errorf("SchedulesFunction scheduler settings %s %s %s", ref(vars["NOETL_SCHEDULER_GROUP"]), ref(vars["NOETL_SCHEDULER_ROLE_ARN"]),
+			ref(vars["NOETL_SCHEDULER_TARGET_ARN"]))
+	}
+	// Its own policy: entries of its group only, the invoke role passed to
+	// the scheduler only.
+	p := policyText(x, "SchedulesFunction")
+	for _, want := range []string{`"scheduler:CreateSchedule"`, `"scheduler:UpdateSchedule"`, `"scheduler:DeleteSchedule"`,
+		`:schedule/noetl-test/*"`, `"Action":"iam:PassRole"`, `"iam:PassedToService":"scheduler.amazonaws.com"`, `"Fn::GetAtt":["` + role + `","Arn"]`} {
+		if !strings.Contains(p, want) {
+			t.Errorf("SchedulesFunction policy lacks %s: %s", want, p)
+		}
+	}
+	if out, _ := x.Outputs["ScheduleGroupName"].(map[string]any); ref(out["Value"]) != "Ref:"+group {
+		t.Errorf("output ScheduleGroupName = %v", out)
 	}
 }
 
@@ -537,6 +613,10 @@ func checkPermissionsWith(t *testing.T, x tpl, n int, tokensArn, natsArn, keyArn
 			case "kms:Decrypt":
 				kmsDecrypt = append(kmsDecrypt, rs...)
 			case "[xray:PutTraceSegments xray:PutTelemetryRecords]":
+			case "[scheduler:CreateSchedule scheduler:UpdateSchedule scheduler:DeleteSchedule scheduler:GetSchedule]", "iam:PassRole":
+				if f.Name != "schedules" {
+					t.Errorf("%s: %v: only the schedules function writes scheduler entries", f.LogicalID, st.Action)
+				}
 			default:
 				t.Errorf("%s: unexpected action %v on %v (only GetSecretValue and GetParameter are needed)", f.LogicalID, st.Action, rs)
 			}

@@ -14,7 +14,7 @@ ARCH     ?= arm64
 PYTHON   ?= python3
 CFN_LINT ?= cfn-lint
 
-LAMBDA_FUNCTIONS := catalog execute ingest claim status replay outbox keychain
+LAMBDA_FUNCTIONS := catalog execute ingest claim status replay outbox schedules keychain
 
 # Lambda says x86_64 where Go says amd64; accept either.
 LAMBDA_GOARCH = $(if $(filter x86_64,$(ARCH)),amd64,$(ARCH))
@@ -28,7 +28,7 @@ need-artifacts-dir = @test -n "$(ARTIFACTS_DIR)" || { echo "$@: ARTIFACTS_DIR is
 
 .PHONY: build package test-serverless serverless-lint serverless-transform infra-test \
 	build-CatalogFunction build-ExecuteFunction build-IngestFunction build-ClaimFunction \
-	build-StatusFunction build-ReplayFunction build-OutboxFunction build-KeychainFunction
+	build-StatusFunction build-ReplayFunction build-OutboxFunction build-SchedulesFunction build-KeychainFunction
 
 build-CatalogFunction:
 	$(need-artifacts-dir)
@@ -62,6 +62,10 @@ build-ReplayFunction:
 build-OutboxFunction:
 	$(need-artifacts-dir)
 	$(call lambda-build,$(ARTIFACTS_DIR),outbox)
+
+build-SchedulesFunction:
+	$(need-artifacts-dir)
+	$(call lambda-build,$(ARTIFACTS_DIR),schedules)
 
 # build/<fn>/bootstrap is also what infra/ (CDK Code.fromAsset) deploys.
 BUILD_DIR ?= build

@@ -16,10 +16,16 @@ Checks on the generated CloudFormation, each naming the file to fix:
     default, active tracing, JSON logs;
   - each function's environment variables are exactly config-env.json's
     functions[fn] plus sam_only;
-  - the outbox function's schedule is rate(1 minute) with {"maxBatch": 500};
+  - the outbox function's schedule is rate(1 minute) with {"maxBatch": 500},
+    the schedules function's sweep rate(1 minute) with {"fire_schedules": true};
   - the custom IAM policies allow only secretsmanager:GetSecretValue and
     ssm:GetParameter, never on "*", and only publishing functions get the NATS
     credentials policy;
+  - schedules (docs/schedules.md): a schedule group; only the schedules
+    function may write entries (scheduler:*Schedule on its group's entries
+    only) and pass the invoke role (to scheduler.amazonaws.com only); the
+    invoke role is assumable by EventBridge Scheduler only and may invoke the
+    schedules function only; the function's NOETL_SCHEDULER_* name them;
   - the results bucket is private, encrypted, TLS-only and expires objects;
     exactly the functions config-env.json gives NOETL_RESULT_STORE get it, as
     s3://<bucket>/results, and only they may s3:GetObject, only under results/,
@@ -57,9 +63,10 @@ FUNCTIONS = {
     "status": "StatusFunction",
     "replay": "ReplayFunction",
     "outbox": "OutboxFunction",
+    "schedules": "SchedulesFunction",
     "keychain": "KeychainFunction",
 }
-PUBLISHERS = {"execute", "ingest", "claim", "status", "outbox"}
+PUBLISHERS = {"execute", "ingest", "claim", "status", "outbox", "schedules"}
 
 # Values for parameters without a default, so the translator can resolve them.
 PARAMETERS = {
@@ -182,16 +189,59 @@ def check_functions(cfn, params, env_file, c):
         c.check(got == want, f"template.yaml: {lid} environment differs from config-env.json functions.{fn} + sam_only: missing {sorted(want - got)}, extra {sorted(got - want)}")
 
 
+# The per-minute rules: which function each invokes, with what input.
+RULES = {"OutboxFunction": {"maxBatch": 500}, "SchedulesFunction": {"fire_schedules": True}}
+
+
 def check_schedule(cfn, c):
     rules = [v for v in cfn["Resources"].values() if v["Type"] == "AWS::Events::Rule"]
-    if not c.check(len(rules) == 1, f"template.yaml: want one schedule rule, found {len(rules)}"):
+    got = {}
+    for r in rules:
+        p = r["Properties"]
+        c.check(p.get("ScheduleExpression") == "rate(1 minute)", f"template.yaml: schedule {p.get('ScheduleExpression')}, want rate(1 minute)")
+        targets = p.get("Targets", [])
+        if c.check(len(targets) == 1, f"template.yaml: schedule targets {targets}, want one function"):
+            got[function_of_uri(targets[0].get("Arn"))] = json.loads(targets[0].get("Input", "null"))
+    c.check(got == RULES, f"template.yaml: per-minute rules invoke {got}, want {RULES}")
+
+
+SCHEDULER_ACTIONS = {"scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule", "scheduler:GetSchedule"}
+
+
+def check_scheduler(cfn, c):
+    res = cfn["Resources"]
+    groups = [k for k, v in res.items() if v["Type"] == "AWS::Scheduler::ScheduleGroup"]
+    if not c.check(groups == ["ScheduleGroup"], f"template.yaml: schedule groups {groups}, want ScheduleGroup"):
         return
-    p = rules[0]["Properties"]
-    c.check(p.get("ScheduleExpression") == "rate(1 minute)", f"template.yaml: outbox schedule {p.get('ScheduleExpression')}, want rate(1 minute)")
-    targets = p.get("Targets", [])
-    c.check(len(targets) == 1 and function_of_uri(targets[0].get("Arn")) == "OutboxFunction", f"template.yaml: schedule targets {targets}, want OutboxFunction")
-    if targets:
-        c.check(json.loads(targets[0].get("Input", "null")) == {"maxBatch": 500}, f"template.yaml: schedule input {targets[0].get('Input')}, want {{\"maxBatch\": 500}}")
+    entries = res.get("SchedulerEntriesPolicy")
+    if c.check(entries is not None, "template.yaml: no SchedulerEntriesPolicy"):
+        by_sid = {st.get("Sid"): st for st in entries["Properties"]["PolicyDocument"]["Statement"]}
+        write, pass_ = by_sid.get("WriteScheduleEntries", {}), by_sid.get("PassInvokeRole", {})
+        c.check(set(write.get("Action", [])) == SCHEDULER_ACTIONS, f"template.yaml: SchedulerEntriesPolicy writes {write.get('Action')}, want {sorted(SCHEDULER_ACTIONS)}")
+        c.check("schedule/${ScheduleGroup}/*" in json.dumps(write.get("Resource")), f"template.yaml: SchedulerEntriesPolicy writes {write.get('Resource')}, want only the group's entries")
+        c.check(pass_.get("Action") == "iam:PassRole" and pass_.get("Resource") == {"Fn::GetAtt": ["SchedulerInvokeRole", "Arn"]},
+                f"template.yaml: SchedulerEntriesPolicy passes {pass_}, want iam:PassRole on SchedulerInvokeRole only")
+        c.check(pass_.get("Condition", {}).get("StringEquals", {}).get("iam:PassedToService") == "scheduler.amazonaws.com",
+                "template.yaml: PassInvokeRole must be conditioned on iam:PassedToService scheduler.amazonaws.com")
+    for fn, lid in FUNCTIONS.items():
+        role = res.get(f"{lid}Role")
+        if role is None:
+            continue
+        attached = "SchedulerEntriesPolicy" in json.dumps(role["Properties"].get("ManagedPolicyArns", []))
+        c.check(attached == (fn == "schedules"), f"template.yaml: {lid} SchedulerEntriesPolicy attached = {attached}, want {fn == 'schedules'}")
+    role = res.get("SchedulerInvokeRole", {}).get("Properties", {})
+    trust = role.get("AssumeRolePolicyDocument", {}).get("Statement", [])
+    c.check(len(trust) == 1 and trust[0].get("Principal") == {"Service": "scheduler.amazonaws.com"},
+            f"template.yaml: SchedulerInvokeRole trusts {trust}, want EventBridge Scheduler only")
+    c.check(not role.get("Policies") and role.get("ManagedPolicyArns") == [{"Ref": "SchedulerInvokePolicy"}],
+            "template.yaml: SchedulerInvokeRole must hold exactly SchedulerInvokePolicy")
+    inv = res.get("SchedulerInvokePolicy", {}).get("Properties", {}).get("PolicyDocument", {}).get("Statement", [])
+    c.check(len(inv) == 1 and inv[0].get("Action") == "lambda:InvokeFunction" and "function:noetl-${Stage}-schedules" in json.dumps(inv[0].get("Resource")),
+            f"template.yaml: SchedulerInvokePolicy {inv}, want lambda:InvokeFunction on the schedules function only")
+    env = res.get("SchedulesFunction", {}).get("Properties", {}).get("Environment", {}).get("Variables", {})
+    c.check(env.get("NOETL_SCHEDULER_GROUP") == {"Ref": "ScheduleGroup"}, f"template.yaml: NOETL_SCHEDULER_GROUP is {env.get('NOETL_SCHEDULER_GROUP')}")
+    c.check(env.get("NOETL_SCHEDULER_ROLE_ARN") == {"Fn::GetAtt": ["SchedulerInvokeRole", "Arn"]}, f"template.yaml: NOETL_SCHEDULER_ROLE_ARN is {env.get('NOETL_SCHEDULER_ROLE_ARN')}")
+    c.check("function:noetl-${Stage}-schedules" in json.dumps(env.get("NOETL_SCHEDULER_TARGET_ARN")), f"template.yaml: NOETL_SCHEDULER_TARGET_ARN is {env.get('NOETL_SCHEDULER_TARGET_ARN')}")
 
 
 # The results bucket's policy allows only s3 actions on it, the keychain
@@ -205,6 +255,8 @@ KEYCHAIN_ENV = "NOETL_KEYCHAIN_KMS_KEY_ID"
 POLICY_ACTIONS = {
     RESULTS_POLICY: ("s3:GetObject", "s3:PutObject"),
     KEYCHAIN_POLICY: ("kms:GenerateDataKey", "kms:Decrypt", "kms:DescribeKey"),
+    "SchedulerEntriesPolicy": tuple(SCHEDULER_ACTIONS) + ("iam:PassRole",),
+    "SchedulerInvokePolicy": ("lambda:InvokeFunction",),
 }
 
 
@@ -365,6 +417,7 @@ def main():
     check_routes(cfn, routes, c)
     check_functions(cfn, sam.get("Parameters", {}), env_file, c)
     check_schedule(cfn, c)
+    check_scheduler(cfn, c)
     check_policies(cfn, c)
     check_results(cfn, env_file, c)
     check_keychain(cfn, env_file, c)
@@ -386,7 +439,7 @@ def main():
         for p in c.problems:
             print("FAIL " + p, file=sys.stderr)
         sys.exit(1)
-    print(f"ok: {len(routes)} routes, {len(FUNCTIONS)} functions, schedule, environment, policies, the results bucket and the keychain key match routes.json and config-env.json")
+    print(f"ok: {len(routes)} routes, {len(FUNCTIONS)} functions, schedules, environment, policies, the results bucket and the keychain key match routes.json and config-env.json")
 
 
 if __name__ == "__main__":

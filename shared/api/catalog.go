@@ -289,6 +289,9 @@ func (a *API) execute(ctx context.Context, c *call) (any, error) {
 	if req.IdempotencyKey, err = o.str("idempotency_key", false); err != nil {
 		return nil, err
 	}
+	if strings.HasPrefix(req.IdempotencyKey, controlplane.ScheduleKeyPrefix) {
+		return nil, invalid("idempotency_key", "keys starting with %q are the schedules' own (one per due time); choose another", controlplane.ScheduleKeyPrefix)
+	}
 	switch {
 	case req.Path != "" && req.CatalogID != 0:
 		return nil, invalid("catalog_id", "give exactly one of path and catalog_id, not both")

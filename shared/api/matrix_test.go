@@ -32,6 +32,7 @@ type routeCase struct {
 const (
 	matrixBodyLimit = 32 << 10
 	unknownCatalog  = "987654321"
+	unknownSchedule = "987654321"
 )
 
 // unknownExec and unknownEvent live on configured shards (0 and 1), so the
@@ -163,13 +164,35 @@ func matrixCases() []routeCase {
 			unknownTarget: "/api/internal/events/project", unknownBody: map[string]any{"events": []any{
 				map[string]any{"event_id": int64(1), "execution_id": unknownExec, "event_type": "stage.opened"}}},
 			unknownStatus: 200}, // counted in skipped, as NoETL's projector accepts it
+		// Schedules; DELETE last: the 200 check (openapi_test.go) runs the cases in order.
+		{method: "POST", target: "/api/schedules", token: api, wrongScope: worker,
+			body:        map[string]any{"playbook_path": "tests/three", "cron": "*/5 * * * *"},
+			wrongTarget: "/api/schedules", wrongBody: map[string]any{"playbook_path": "tests/three", "interval_seconds": "often"}, field: "interval_seconds"},
+		{method: "GET", target: "/api/schedules", token: api, wrongScope: worker,
+			wrongTarget: "/api/schedules?limit=many", field: "limit"},
+		{method: "GET", target: "/api/schedules/{sched}", token: api, wrongScope: worker,
+			wrongTarget: "/api/schedules/x", field: "schedule_id", unknownTarget: "/api/schedules/" + unknownSchedule},
+		{method: "PATCH", target: "/api/schedules/{sched}", token: api, wrongScope: internal, body: map[string]any{"enabled": false},
+			wrongTarget: "/api/schedules/{sched}", wrongBody: map[string]any{"enabled": "no"}, field: "enabled",
+			unknownTarget: "/api/schedules/" + unknownSchedule, unknownBody: map[string]any{"enabled": true}},
+		{method: "POST", target: "/api/schedules/{sched}/trigger", token: api, wrongScope: worker, body: map[string]any{},
+			unknownTarget: "/api/schedules/" + unknownSchedule + "/trigger", unknownBody: map[string]any{}},
+		{method: "POST", target: "/api/schedules/{sched}/backfill", token: api, wrongScope: worker,
+			body:        map[string]any{"from": "2024-01-01T00:00:00Z", "to": "2024-01-01T02:00:00Z"},
+			wrongTarget: "/api/schedules/{sched}/backfill", wrongBody: map[string]any{"from": "yesterday", "to": "2024-01-01T02:00:00Z"}, field: "from",
+			unknownTarget: "/api/schedules/" + unknownSchedule + "/backfill", unknownBody: map[string]any{"from": "2024-01-01T00:00:00Z", "to": "2024-01-01T02:00:00Z"}},
+		{method: "GET", target: "/api/schedules/{sched}/runs", token: api, wrongScope: worker,
+			wrongTarget: "/api/schedules/{sched}/runs?cursor=zz", field: "cursor", unknownTarget: "/api/schedules/" + unknownSchedule + "/runs"},
+		{method: "DELETE", target: "/api/schedules/{sched}", token: api, wrongScope: worker,
+			wrongTarget: "/api/schedules/1.5", field: "schedule_id", unknownTarget: "/api/schedules/" + unknownSchedule},
 	}
 }
 
 // fill replaces the fixture's ids in a target or a body.
 func (f *fixture) fill(v any) any {
 	r := strings.NewReplacer("{exec}", strconv.FormatInt(f.exec, 10), "{cmd}", strconv.FormatInt(f.command, 10),
-		"{catalog}", strconv.FormatInt(f.catalog, 10), "{cred}", matrixCredential, "{ref}", f.ref)
+		"{catalog}", strconv.FormatInt(f.catalog, 10), "{sched}", strconv.FormatInt(f.sched, 10),
+		"{cred}", matrixCredential, "{ref}", f.ref)
 	switch x := v.(type) {
 	case string:
 		return r.Replace(x)

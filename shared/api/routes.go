@@ -22,6 +22,9 @@ const (
 	FnStatus  = "status"
 	FnReplay  = "replay"
 	FnOutbox  = "outbox"
+	// FnSchedules serves the schedule routes and fires schedules when the
+	// scheduler (EventBridge Scheduler in AWS, a loop locally) invokes it.
+	FnSchedules = "schedules"
 	// FnKeychain serves the credential routes: the only function that may
 	// use the keychain's KMS key, and the only binary linking a KMS client.
 	FnKeychain = "keychain"
@@ -29,7 +32,7 @@ const (
 
 // Functions lists the Lambda functions in a stable order.
 func Functions() []string {
-	return []string{FnCatalog, FnExecute, FnIngest, FnClaim, FnStatus, FnReplay, FnOutbox, FnKeychain}
+	return []string{FnCatalog, FnExecute, FnIngest, FnClaim, FnStatus, FnReplay, FnOutbox, FnSchedules, FnKeychain}
 }
 
 // Route is one route of the HTTP API, declared once in Routes: the router,
@@ -219,10 +222,43 @@ func Routes() []Route {
 			Summary: "Append external informative events without orchestration, idempotent by event_id (R-A4)",
 			Body:    projectBody(), Reply: projectReply(), handle: (*API).project},
 	}
+	rs = append(rs, scheduleRoutes()...)
 	slices.SortFunc(rs, func(a, b Route) int {
 		return cmp.Or(cmp.Compare(a.Path, b.Path), cmp.Compare(a.Method, b.Method))
 	})
 	return rs
+}
+
+// scheduleRoutes are the schedule routes (schedules.go), all of the
+// schedules function.
+func scheduleRoutes() []Route {
+	const api = config.ScopeAPI
+	return []Route{
+		{Method: "POST", Path: "/api/schedules", Function: FnSchedules, Scope: api, ID: "createSchedule",
+			Summary: "Create a schedule: a playbook started on a cron or an interval, once per due time",
+			Body:    scheduleBody(), Reply: shapeOf[wire.Schedule](), handle: (*API).createSchedule},
+		{Method: "GET", Path: "/api/schedules", Function: FnSchedules, Scope: api, ID: "listSchedules",
+			Summary: "List schedules by id, paged by cursor",
+			Query:   pageQuery(), Reply: shapeOf[wire.SchedulePage](), handle: (*API).listSchedules},
+		{Method: "GET", Path: "/api/schedules/{id}", Function: FnSchedules, Scope: api, ID: "getSchedule",
+			Summary: "One schedule with its next and last run",
+			Reply:   shapeOf[wire.Schedule](), handle: (*API).getSchedule},
+		{Method: "PATCH", Path: "/api/schedules/{id}", Function: FnSchedules, Scope: api, ID: "updateSchedule",
+			Summary: "Change a schedule; enabled false pauses, true resumes from the next due time (no burst)",
+			Body:    scheduleBody(), Reply: shapeOf[wire.Schedule](), handle: (*API).updateSchedule},
+		{Method: "DELETE", Path: "/api/schedules/{id}", Function: FnSchedules, Scope: api, ID: "deleteSchedule",
+			Summary: "Delete a schedule and its run log (its runs go on)",
+			Reply:   shapeOf[wire.ScheduleDeleted](), handle: (*API).deleteSchedule},
+		{Method: "POST", Path: "/api/schedules/{id}/trigger", Function: FnSchedules, Scope: api, ID: "triggerSchedule",
+			Summary: "Run a schedule now, under its overlap policy",
+			Body:    object(), Reply: shapeOf[wire.Triggered](), handle: (*API).triggerSchedule},
+		{Method: "POST", Path: "/api/schedules/{id}/backfill", Function: FnSchedules, Scope: api, ID: "backfillSchedule",
+			Summary: "Run every due time of a past range once, in order, under the overlap policy",
+			Body:    backfillBody(), Reply: shapeOf[wire.Backfilled](), handle: (*API).backfillSchedule},
+		{Method: "GET", Path: "/api/schedules/{id}/runs", Function: FnSchedules, Scope: api, ID: "listScheduleRuns",
+			Summary: "A schedule's log: runs started and due times skipped, newest first",
+			Query:   pageQuery(), Reply: shapeOf[wire.ScheduleRunPage](), handle: (*API).listScheduleRuns},
+	}
 }
 
 // RoutesJSON renders Routes in routes.json's format: one route per line with

@@ -137,8 +137,8 @@ func TestRoutesShape(t *testing.T) {
 			t.Errorf("route %s has scope %d, want %d (R-A3)", r.Key(), r.Scope, want)
 		}
 	}
-	if len(seen) != 41 {
-		t.Errorf("%d routes, want the 25 of api.md §2 (without /metrics), our worker's report, NoETL's cancellation-check, the dashboard's 2, the OpenAPI document, and NoETL's worker services: 6 keychain, 3 vars, 2 result routes", len(seen))
+	if len(seen) != 30+8+11 {
+		t.Errorf("%d routes, want the 25 of api.md §2 (without /metrics), our worker's report, NoETL's cancellation-check, the dashboard's 2, the OpenAPI document, the 8 schedule routes and NoETL's worker services: 6 keychain, 3 vars, 2 result routes", len(seen))
 	}
 }
 

@@ -42,6 +42,12 @@ const (
 	EnvResultStore        = "NOETL_RESULT_STORE"
 	EnvKeychainKMSKeyID   = "NOETL_KEYCHAIN_KMS_KEY_ID"
 	EnvKeychainKeyFile    = "NOETL_KEYCHAIN_KEY_FILE"
+	// The EventBridge Scheduler entries the schedules function keeps in
+	// step with the schedules table (docs/schedules.md): their group, the
+	// function they invoke, and the role they invoke it with.
+	EnvSchedulerGroup     = "NOETL_SCHEDULER_GROUP"
+	EnvSchedulerTargetARN = "NOETL_SCHEDULER_TARGET_ARN"
+	EnvSchedulerRoleARN   = "NOETL_SCHEDULER_ROLE_ARN"
 
 	EnvLambdaFunctionName = "AWS_LAMBDA_FUNCTION_NAME"
 	EnvAWSRegion          = "AWS_REGION"
@@ -105,10 +111,24 @@ type Config struct {
 	// keychain cannot store or open credentials.
 	KeychainKMSKeyID string
 	KeychainKeyFile  string
+	// Scheduler names the EventBridge Scheduler entries of the schedules;
+	// a zero Scheduler: none (a local loop fires the schedules).
+	Scheduler Scheduler
 
 	// The AWS SDK settings Load read (AWSConfig uses them).
 	awsRegion, awsEndpoint string
 }
+
+// Scheduler is where the schedules' EventBridge Scheduler entries live:
+// all three set, or none.
+type Scheduler struct {
+	Group     string // the schedule group
+	TargetARN string // the schedules function the entries invoke
+	RoleARN   string // the role EventBridge Scheduler invokes it with
+}
+
+// Enabled reports whether scheduler entries are configured.
+func (s Scheduler) Enabled() bool { return s.Group != "" }
 
 // NATS holds the NATS connection settings. At most one of Creds,
 // User/Password and Token is set.
@@ -166,6 +186,7 @@ func (c *Config) LogValue() slog.Value {
 		slog.String("result_store", redactURL(c.ResultStore)),
 		slog.String("keychain_kms_key_id", c.KeychainKMSKeyID),
 		slog.String("keychain_key_file", c.KeychainKeyFile),
+		slog.String("scheduler_group", c.Scheduler.Group),
 	)
 }
 
@@ -180,6 +201,8 @@ func names() []string {
 		EnvNATSCredsSecretARN, EnvServerURL, EnvAPIToken, EnvWorkerToken,
 		EnvInternalToken, EnvInternalTokenOld, EnvAPITokensSecretARN, EnvAllowOpen, EnvLeaseSeconds,
 		EnvMaxBodyBytes, EnvLogLevel, EnvCORSOrigins, EnvResultStore, EnvKeychainKMSKeyID, EnvKeychainKeyFile,
+		EnvMaxBodyBytes, EnvLogLevel, EnvCORSOrigins, EnvResultStore,
+		EnvSchedulerGroup, EnvSchedulerTargetARN, EnvSchedulerRoleARN,
 		EnvLambdaFunctionName, EnvAWSRegion, EnvAWSEndpointURL,
 	}
 }
@@ -390,6 +413,9 @@ func parseEnv(e env) (*Config, pending, error) {
 	case c.KeychainKeyFile != "" && !path.IsAbs(c.KeychainKeyFile):
 		add(fmt.Errorf("%s=%q: name the key file by an absolute path", EnvKeychainKeyFile, c.KeychainKeyFile))
 	}
+	// Schedules' scheduler entries.
+	c.Scheduler = Scheduler{Group: e[EnvSchedulerGroup], TargetARN: e[EnvSchedulerTargetARN], RoleARN: e[EnvSchedulerRoleARN]}
+	add(checkScheduler(c.Scheduler))
 
 	if len(errs) > 0 {
 		return nil, p, errors.Join(errs...)
@@ -481,6 +507,27 @@ var s3BucketRE = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
 var s3PrefixRE = regexp.MustCompile(`^[A-Za-z0-9!_.*'()/-]*$`)
 
 const resultStoreFix = "use file:///absolute/dir (one machine) or s3://bucket/prefix (AWS), or unset it to refuse results posted by reference"
+
+var schedulerGroupRE = regexp.MustCompile(`^[0-9A-Za-z_.-]{1,64}$`)
+
+// checkScheduler accepts all three scheduler settings or none.
+func checkScheduler(s Scheduler) error {
+	if s == (Scheduler{}) {
+		return nil
+	}
+	switch {
+	case s.Group == "" || s.TargetARN == "" || s.RoleARN == "":
+		return fmt.Errorf("%s, %s and %s go together: set all three (EventBridge Scheduler entries) or none (no entries)",
+			EnvSchedulerGroup, EnvSchedulerTargetARN, EnvSchedulerRoleARN)
+	case !schedulerGroupRE.MatchString(s.Group):
+		return fmt.Errorf("%s=%q: a schedule group name is 1-64 letters, digits, '.', '_' or '-'", EnvSchedulerGroup, s.Group)
+	case !strings.HasPrefix(s.TargetARN, "arn:"):
+		return fmt.Errorf("%s=%q: want the schedules function's ARN (arn:aws:lambda:…)", EnvSchedulerTargetARN, s.TargetARN)
+	case !strings.HasPrefix(s.RoleARN, "arn:"):
+		return fmt.Errorf("%s=%q: want the ARN of the role EventBridge Scheduler assumes (arn:aws:iam::…:role/…)", EnvSchedulerRoleARN, s.RoleARN)
+	}
+	return nil
+}
 
 // checkResultStore accepts what resultstore.Open can use: file:///abs/dir or
 // s3://bucket/prefix, with a prefix that is already a clean key path (the

@@ -98,7 +98,13 @@ func TestEverythingSet(t *testing.T) {
 		EnvMaxBodyBytes:   "2048",
 		EnvLogLevel:       "DEBUG",
 		EnvCORSOrigins:    "https://a.example.com, http://localhost:3000",
+		EnvSchedulerGroup: "noetl-prod", EnvSchedulerTargetARN: "arn:aws:lambda:eu-west-1:1:function:noetl-prod-schedules",
+		EnvSchedulerRoleARN: "arn:aws:iam::1:role/scheduler",
 	})
+	if want := (Scheduler{Group: "noetl-prod", TargetARN: "arn:aws:lambda:eu-west-1:1:function:noetl-prod-schedules",
+		RoleARN: "arn:aws:iam::1:role/scheduler"}); c.Scheduler != want || !c.Scheduler.Enabled() {
+		t.Errorf("scheduler %+v", c.Scheduler)
+	}
 	want := []string{
 		"postgres://a@h1/s0?sslmode=require",
 		"host=h2 dbname=s1 user=a sslmode=require",
@@ -234,6 +240,13 @@ func TestErrors(t *testing.T) {
 		{"result store query", with(EnvResultStore, "s3://bucket/results?region=x"), []string{EnvResultStore, "no user, query or fragment"}},
 		{"result store key hidden", with(EnvResultStore, "s3://AKIA:hunter2@bucket/results"), []string{EnvResultStore, "no user"}},
 		{"result store unparseable", with(EnvResultStore, "s3://bu%zzcket/x"), []string{EnvResultStore, "not a URL", "s3://bucket/prefix"}},
+		{"scheduler group alone", with(EnvSchedulerGroup, "noetl-dev"), []string{EnvSchedulerGroup, EnvSchedulerTargetARN, EnvSchedulerRoleARN, "all three"}},
+		{"scheduler group name", with(EnvSchedulerGroup, "noetl dev", EnvSchedulerTargetARN, "arn:aws:lambda:x", EnvSchedulerRoleARN, "arn:aws:iam::1:role/r"),
+			[]string{EnvSchedulerGroup, "1-64 letters"}},
+		{"scheduler target", with(EnvSchedulerGroup, "g", EnvSchedulerTargetARN, "noetl-dev-schedules", EnvSchedulerRoleARN, "arn:aws:iam::1:role/r"),
+			[]string{EnvSchedulerTargetARN, "function's ARN"}},
+		{"scheduler role", with(EnvSchedulerGroup, "g", EnvSchedulerTargetARN, "arn:aws:lambda:x", EnvSchedulerRoleARN, "scheduler-role"),
+			[]string{EnvSchedulerRoleARN, "role EventBridge Scheduler assumes"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -55,6 +55,10 @@
 //	                              on the keychain function only, the one function granted the key     cannot be stored
 //	NOETL_KEYCHAIN_KEY_FILE       a key file doing the same on one machine (absolute path, mode       or opened)
 //	                              0600; noetl dev/serve create it). Local only; not with the KMS key
+//	NOETL_SCHEDULER_GROUP         EventBridge Scheduler group of the schedules' entries (set on the   (none: no
+//	                              schedules function only, with the two below; docs/schedules.md)     entries)
+//	NOETL_SCHEDULER_TARGET_ARN    the function the entries invoke (the schedules function)            (none)
+//	NOETL_SCHEDULER_ROLE_ARN      the role EventBridge Scheduler invokes it with                      (none)
 //	AWS_LAMBDA_FUNCTION_NAME      set by the Lambda runtime: selects the Lambda defaults above        -
 //	AWS_REGION                    region for Secrets Manager / SSM / S3                               SDK default chain
 //	AWS_ENDPOINT_URL              endpoint override (moto, LocalStack)                                SDK default

@@ -20,7 +20,7 @@ type envFile struct {
 	Runtime   []string            `json:"runtime"`
 }
 
-var functionNames = []string{"catalog", "claim", "execute", "ingest", "keychain", "outbox", "replay", "status"}
+var functionNames = []string{"catalog", "claim", "execute", "ingest", "keychain", "outbox", "replay", "schedules", "status"}
 
 func readEnvFile(t *testing.T) envFile {
 	t.Helper()
@@ -137,6 +137,10 @@ func TestConfigEnvFile(t *testing.T) {
 		// role may use the keychain's KMS key.
 		if has, want := slices.Contains(f.Functions[fn], EnvKeychainKMSKeyID), fn == "keychain"; has != want {
 			t.Errorf("functions.%s: %s listed = %v, want %v", fn, EnvKeychainKMSKeyID, has, want)
+		}
+		// Only the schedules function writes scheduler entries.
+		if has, want := slices.Contains(f.Functions[fn], EnvSchedulerGroup), fn == "schedules"; has != want {
+			t.Errorf("functions.%s: %s listed = %v, want %v", fn, EnvSchedulerGroup, has, want)
 		}
 		for _, must := range []string{EnvDBSecretARN, EnvShardMapParam, EnvAPITokensSecretARN, EnvAllowOpen, EnvStage} {
 			if !slices.Contains(f.Functions[fn], must) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/notify"
@@ -20,6 +21,10 @@ type ExecuteRequest struct {
 	ParentExecutionID int64
 	Pool              string
 	IdempotencyKey    string
+	// ScheduleID and ScheduledAt name the schedule and due time starting
+	// the execution (schedule.go, which sets the idempotency key to match).
+	ScheduleID  int64
+	ScheduledAt time.Time
 	// Shard pins the new execution's shard (tests, R-I3); -1 or unset: automatic.
 	Shard *int
 }
@@ -102,7 +107,7 @@ func (t *txn) start(req ExecuteRequest, entry store.CatalogEntry, pb *engine.Pla
 		ExecutionID: id, CatalogID: entry.CatalogID, Path: entry.Path, Version: entry.Version,
 		ParentExecutionID: req.ParentExecutionID, Status: store.ExecutionRunning,
 		Pool: notify.PoolFor(req.Pool, entry.Path), IdempotencyKey: req.IdempotencyKey,
-		Workload: workload, StartedAt: at, UpdatedAt: at,
+		Workload: workload, StartedAt: at, UpdatedAt: at, ScheduleID: req.ScheduleID, ScheduledAt: req.ScheduledAt,
 	}
 	x := &execution{row: row, pb: pb, run: runOf(row), snap: engine.NewSnapshot(), isNew: true}
 	t.execs[id], t.order = x, append(t.order, x)
@@ -110,6 +115,10 @@ func (t *txn) start(req ExecuteRequest, entry store.CatalogEntry, pb *engine.Pla
 		"catalog_id": fmt.Sprint(entry.CatalogID)}
 	if req.ParentExecutionID != 0 {
 		ctxv["parent_execution_id"] = fmt.Sprint(req.ParentExecutionID)
+	}
+	if req.ScheduleID != 0 {
+		ctxv["schedule_id"] = fmt.Sprint(req.ScheduleID)
+		ctxv["scheduled_at"] = req.ScheduledAt.UTC().Format(time.RFC3339Nano)
 	}
 	out, _, err := t.advance(x, store.Event{EventType: engine.EvPlaybookStarted, Status: "STARTED", Context: ctxv, CreatedAt: at})
 	if err != nil {

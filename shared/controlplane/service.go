@@ -69,7 +69,13 @@ type Config struct {
 	// step that takes it past the bound fails the execution, naming it;
 	// default DefaultMaxStateBytes.
 	MaxStateBytes int
-	Logger        *slog.Logger
+	// Clock is the time schedules fire by; default time.Now. Tests drive
+	// it through daylight-saving changes.
+	Clock func() time.Time
+	// Schedules keeps an outside scheduler in step with the schedules
+	// table (EventBridge Scheduler in AWS); nil: none (a local loop fires).
+	Schedules ScheduleSync
+	Logger    *slog.Logger
 }
 
 // DefaultMaxStateBytes is Config.MaxStateBytes's default: far above what
@@ -118,6 +124,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
 	}
 	return &Service{
 		cfg: cfg, st: cfg.Store, eng: engine.New(cfg.Engine), log: cfg.Logger,

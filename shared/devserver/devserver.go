@@ -1,13 +1,15 @@
 // Package devserver assembles the whole control plane in one process: the
 // databases (a throwaway Postgres with shards unless URLs are given), NATS (an
 // embedded JetStream unless a URL is given), the store and service, every
-// function's Lambda handler behind the local gateway, and a ticker standing in
-// for the EventBridge schedule. `noetl serve`, `noetl dev` and the end-to-end
+// function's Lambda handler behind the local gateway, a ticker standing in
+// for the EventBridge schedule, and a loop standing in for the schedules'
+// EventBridge Scheduler entries. `noetl serve`, `noetl dev` and the end-to-end
 // tests build the stack through it, so all three run the same code as Lambda.
 package devserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -66,6 +68,11 @@ type Options struct {
 	// DrainEvery runs the outbox function's scheduled invocation this often (the
 	// EventBridge stand-in); 0 never.
 	DrainEvery time.Duration
+	// ScheduleEvery bounds how long the schedules' firing loop (the
+	// EventBridge Scheduler stand-in) sleeps: it wakes at the next fire time
+	// or after this, whichever comes first, to see schedules other servers
+	// created. 0: 1 s; negative: no loop.
+	ScheduleEvery time.Duration
 	// Getenv supplies the rest of the configuration (tokens, lease, …); default
 	// os.Getenv.
 	Getenv func(string) string
@@ -104,11 +111,12 @@ type Server struct {
 	// sends to Postgres.
 	DBCounter *store.Counter
 
-	srv      *http.Server
-	outbox   *lambdafn.Handler
-	closers  []func()
-	stopTick context.CancelFunc
-	served   chan error
+	srv       *http.Server
+	outbox    *lambdafn.Handler
+	schedules *lambdafn.Handler
+	closers   []func()
+	stopTick  context.CancelFunc
+	served    chan error
 }
 
 // Start brings the stack up; Close takes it down and removes what it started.
@@ -236,8 +244,11 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 			return nil, err
 		}
 		handlers[fn] = h.Handle
-		if fn == api.FnOutbox {
+		switch fn {
+		case api.FnOutbox:
 			s.outbox = h
+		case api.FnSchedules:
+			s.schedules = h
 		}
 	}
 	gw, err := localgw.New(handlers, localgw.Options{Metrics: metrics, Logger: o.Logger})
@@ -252,6 +263,12 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	s.stopTick = stop
 	if o.DrainEvery > 0 {
 		go s.drainLoop(tickCtx, o.DrainEvery, o.Logger)
+	}
+	if o.ScheduleEvery == 0 {
+		o.ScheduleEvery = time.Second
+	}
+	if o.ScheduleEvery > 0 {
+		go s.scheduleLoop(tickCtx, o.ScheduleEvery, o.Logger)
 	}
 	return s, nil
 }
@@ -357,6 +374,42 @@ func (s *Server) drainLoop(ctx context.Context, every time.Duration, logger *slo
 			if err := s.Drain(ctx); err != nil && ctx.Err() == nil {
 				logger.Error("scheduled outbox run failed", "error", err.Error())
 			}
+		}
+	}
+}
+
+// FireSchedules invokes the schedules function's firing once, through its
+// Lambda handler, as an EventBridge Scheduler entry would.
+func (s *Server) FireSchedules(ctx context.Context) (*controlplane.FireReport, error) {
+	out, err := lambda.NewHandler(s.schedules.Handle).Invoke(ctx, []byte(`{"fire_schedules": true}`))
+	if err != nil {
+		return nil, err
+	}
+	var r controlplane.FireReport
+	if err := json.Unmarshal(out, &r); err != nil {
+		return nil, fmt.Errorf("the schedules function answered %s: %w", out, err)
+	}
+	return &r, nil
+}
+
+// scheduleLoop fires the schedules at their fire times: it sleeps until the
+// next one the firing reports, never longer than every.
+func (s *Server) scheduleLoop(ctx context.Context, every time.Duration, logger *slog.Logger) {
+	for {
+		wait := every
+		r, err := s.FireSchedules(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			logger.Error("firing the schedules failed", "error", err.Error())
+		case r != nil && !r.NextFireAt.IsZero():
+			// A fire time already past (more due than one firing takes, or a
+			// schedule that failed) is retried soon, not in a tight loop.
+			wait = min(wait, max(time.Until(r.NextFireAt), 50*time.Millisecond))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
 		}
 	}
 }

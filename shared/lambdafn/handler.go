@@ -9,6 +9,9 @@
 //     Service.Drain and prints one CloudWatch Embedded Metric Format line
 //     (namespace NoETL, metric OutboxLagSeconds, dimension Stage; the contract
 //     is infra/README.md's);
+//   - for the schedules function, `{"fire_schedules": true}` (its EventBridge
+//     Scheduler entries, its per-minute sweep, the local loop), which runs
+//     Service.FireSchedules and answers its report;
 //   - anything else (`{"health": true}`, `{}`) is a direct-invoke health
 //     probe answered with the health document.
 //
@@ -133,6 +136,8 @@ type invocation struct {
 	Source     string          `json:"source"`
 	DetailType string          `json:"detail-type"`
 	MaxBatch   json.RawMessage `json:"maxBatch"`
+	// FireSchedules asks the schedules function to fire what is due.
+	FireSchedules bool `json:"fire_schedules"`
 }
 
 // Handle is the Lambda handler: pass it to lambda.Start, or to
@@ -152,6 +157,8 @@ func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (any, error
 		return nil, errors.New("API Gateway REST API (payload format 1.0) events are not supported: integrate the function with an HTTP API, payload format 2.0")
 	case ev.Source == "aws.events" && ev.DetailType == "Scheduled Event":
 		return h.scheduled(ctx, DefaultMaxBatch)
+	case ev.FireSchedules:
+		return h.fireSchedules(ctx)
 	case len(ev.MaxBatch) > 0 && string(ev.MaxBatch) != "null":
 		var n int
 		if err := json.Unmarshal(ev.MaxBatch, &n); err != nil || n < 1 || n > store.OutboxMaxBatch {
@@ -229,6 +236,23 @@ func (h *Handler) scheduled(ctx context.Context, maxBatch int) (any, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("drain: %w", err)
+	}
+	return report, nil
+}
+
+// fireSchedules is the schedules function's firing: what its scheduler
+// entries, its per-minute sweep and the local loop invoke.
+func (h *Handler) fireSchedules(ctx context.Context) (any, error) {
+	if h.function != api.FnSchedules {
+		return nil, fmt.Errorf("the %s function fires no schedules; only %s does", h.function, api.FnSchedules)
+	}
+	fn, err := h.api("")
+	if err != nil {
+		return nil, err
+	}
+	report, err := fn.API().Service().FireSchedules(ctx)
+	if err != nil {
+		return report, fmt.Errorf("fire schedules: %w", err)
 	}
 	return report, nil
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/api"
 	"github.com/noetl-go/noetl/shared/api/apitest"
+	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/lambdaemu"
@@ -515,5 +516,34 @@ func TestRealBootstrap(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), `"msg":"cold start"`) {
 		t.Errorf("no cold start log line:\n%s", stderr.String())
+	}
+}
+
+// TestFireSchedulesInvocation: {"fire_schedules": true} (what the scheduler
+// entries and the sweep send) fires the due schedules through the schedules
+// function and answers the report; other functions refuse it.
+func TestFireSchedulesInvocation(t *testing.T) {
+	s := apitest.New(t, apitest.Options{})
+	f := newFunctions(t, s, "https://api.example")
+	ctx := context.Background()
+	if _, err := s.API.Service().Register(ctx, apitest.ThreeSteps); err != nil {
+		t.Fatal(err)
+	}
+	path := "tests/three"
+	sc, err := s.API.Service().CreateSchedule(ctx, controlplane.SchedulePatch{PlaybookPath: &path, IntervalSeconds: new(int64(1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(sc.FireAt) + 10*time.Millisecond)
+	out, err := f.invoke[api.FnSchedules].Invoke(ctx, []byte(`{"fire_schedules": true, "schedule_id": "`+strconv.FormatInt(sc.ScheduleID, 10)+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r controlplane.FireReport
+	if err := json.Unmarshal(out, &r); err != nil || r.Started != 1 || r.Schedules != 1 || !r.NextFireAt.After(sc.FireAt) {
+		t.Fatalf("report %s (%v), want one run started and the next fire time", out, err)
+	}
+	if _, err := f.invoke[api.FnOutbox].Invoke(ctx, []byte(`{"fire_schedules": true}`)); err == nil || !strings.Contains(err.Error(), "fires no schedules") {
+		t.Fatalf("the outbox function fired schedules: %v", err)
 	}
 }

@@ -59,6 +59,11 @@ type Env struct {
 	// names (a KMS key). Only the keychain function serves credentials, so
 	// only its main passes it, and only its bootstrap links a KMS client.
 	OpenKeyRing func(ctx context.Context, cfg *config.Config) (keychain.KeyRing, error)
+	// OpenSchedules makes what keeps the scheduler entries of the
+	// schedules in step (awssched.New when NOETL_SCHEDULER_GROUP is set).
+	// Only the schedules function's main passes it, so only that bootstrap
+	// links the EventBridge Scheduler client.
+	OpenSchedules func(ctx context.Context, cfg *config.Config) (controlplane.ScheduleSync, error)
 }
 
 // FromEnv builds a function's handler from getenv (os.Getenv in Lambda):
@@ -153,6 +158,15 @@ func FromEnv(ctx context.Context, function string, getenv func(string) string, e
 	}
 
 	deps := Deps{Store: st, Publisher: pub, NATS: natsCheck, Config: cfg, Logger: logger, Results: results, KeyRing: ring}
+	switch {
+	case cfg.Scheduler.Enabled() && env.OpenSchedules == nil:
+		logger.Warn(config.EnvSchedulerGroup+" is ignored: only the schedules function keeps scheduler entries", "function", function)
+	case env.OpenSchedules != nil:
+		if deps.Schedules, err = env.OpenSchedules(ctx, cfg); err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+	}
 	build := deps.Build
 	h, err := New(function, build, Options{ServerURL: cfg.ServerURL, Stage: cfg.Stage, Metrics: env.Metrics, Logger: logger})
 	if err != nil {
@@ -176,12 +190,15 @@ type Deps struct {
 	Observer controlplane.Observer
 	// KeyRing seals and opens the keychain's credentials; nil: none.
 	KeyRing keychain.KeyRing
+	// Schedules keeps the scheduler entries of the schedules in step; nil:
+	// none.
+	Schedules controlplane.ScheduleSync
 }
 
 // Build makes a service and its API for serverURL (no I/O).
 func (d Deps) Build(serverURL string) (*api.API, error) {
 	svc, err := controlplane.New(controlplane.Config{Store: d.Store, Publisher: d.Publisher, ServerURL: serverURL,
-		Lease: d.Config.Lease, Results: d.Results, Observer: d.Observer, Logger: d.Logger, KeyRing: d.KeyRing})
+		Lease: d.Config.Lease, Results: d.Results, Observer: d.Observer, Schedules: d.Schedules, Logger: d.Logger, KeyRing: d.KeyRing})
 	if err != nil {
 		return nil, err
 	}

@@ -39,6 +39,10 @@ type Execution struct {
 	UpdatedAt         time.Time
 	CompletedAt       time.Time // zero: not completed
 	Error             string
+	// ScheduleID and ScheduledAt: the schedule and due time that started
+	// the execution (0 and zero: none).
+	ScheduleID  int64
+	ScheduledAt time.Time
 }
 
 // Cursor is the keyset position of e in ListExecutions order.
@@ -47,7 +51,8 @@ func (e Execution) Cursor() ExecutionCursor {
 }
 
 const executionColumns = `execution_id, catalog_id, path, version, parent_execution_id, status, pool,
-	idempotency_key, workload, state, last_seq, started_at, updated_at, completed_at, error`
+	idempotency_key, workload, state, last_seq, started_at, updated_at, completed_at, error,
+	schedule_id, scheduled_at`
 
 // executionStateUnlessKnown is executionColumns with the state left out
 // (NULL) for the executions $3 at the seqs $4 (LockSet.KnownStates).
@@ -55,7 +60,7 @@ const executionStateUnlessKnown = `execution_id, catalog_id, path, version, pare
 	idempotency_key, workload,
 	CASE WHEN EXISTS (SELECT 1 FROM unnest($3::bigint[], $4::bigint[]) AS k(id, seq)
 		WHERE k.id = execution.execution_id AND k.seq = execution.last_seq) THEN NULL ELSE state END,
-	last_seq, started_at, updated_at, completed_at, error`
+	last_seq, started_at, updated_at, completed_at, error, schedule_id, scheduled_at`
 
 func scanExecution(row pgx.Row) (Execution, error) {
 	var (
@@ -65,14 +70,17 @@ func scanExecution(row pgx.Row) (Execution, error) {
 		workload, state       []byte
 		completedAt           *time.Time
 		startedAt, updatedAtT time.Time
+		scheduleID            *int64
+		scheduledAt           *time.Time
 	)
 	err := row.Scan(&e.ExecutionID, &e.CatalogID, &e.Path, &e.Version, &parent, &e.Status, &e.Pool,
-		&key, &workload, &state, &e.LastSeq, &startedAt, &updatedAtT, &completedAt, &errText)
+		&key, &workload, &state, &e.LastSeq, &startedAt, &updatedAtT, &completedAt, &errText, &scheduleID, &scheduledAt)
 	if err != nil {
 		return e, err
 	}
 	e.ParentExecutionID, e.IdempotencyKey, e.Error = derefInt64(parent), derefString(key), derefString(errText)
 	e.StartedAt, e.UpdatedAt, e.CompletedAt = startedAt.UTC(), updatedAtT.UTC(), derefTime(completedAt)
+	e.ScheduleID, e.ScheduledAt = derefInt64(scheduleID), derefTime(scheduledAt)
 	if state != nil {
 		e.State = json.RawMessage(state)
 	}
@@ -104,13 +112,14 @@ func insertExecutionStmt(e Execution) (string, []any, error) {
 	}
 	return `
 		INSERT INTO execution (execution_id, catalog_id, path, version, parent_execution_id, status, pool,
-			idempotency_key, workload, state, last_seq, started_at, updated_at, completed_at, error)
+			idempotency_key, workload, state, last_seq, started_at, updated_at, completed_at, error,
+			schedule_id, scheduled_at)
 		SELECT $1::bigint, $2::bigint, $3::text, $4::int, $5::bigint, $6::text, $7::text, $8::text,
-			$9::jsonb, $10::bytea, $11::bigint, t, t, $13::timestamptz, $14::text
+			$9::jsonb, $10::bytea, $11::bigint, t, t, $13::timestamptz, $14::text, $15::bigint, $16::timestamptz
 		FROM (SELECT coalesce($12::timestamptz, clock_timestamp()) AS t) clock`,
 		[]any{e.ExecutionID, e.CatalogID, e.Path, e.Version, nullInt64(e.ParentExecutionID), e.Status, e.Pool,
 			nullString(e.IdempotencyKey), string(workload), state, e.LastSeq, nullTime(e.StartedAt), nullTime(e.CompletedAt),
-			nullString(e.Error)}, nil
+			nullString(e.Error), nullInt64(e.ScheduleID), nullTime(e.ScheduledAt)}, nil
 }
 
 // IsIdempotencyConflict reports an insert refused because its idempotency key
@@ -230,7 +239,8 @@ func ListExecutions(ctx context.Context, q Querier, f ExecutionFilter) ([]Execut
 	}
 	rows, err := q.Query(ctx, `
 		SELECT execution_id, catalog_id, path, version, parent_execution_id, status, pool,
-			idempotency_key, NULL::jsonb, NULL::bytea, last_seq, started_at, updated_at, completed_at, error
+			idempotency_key, NULL::jsonb, NULL::bytea, last_seq, started_at, updated_at, completed_at, error,
+			schedule_id, scheduled_at
 		FROM execution`+cond+`
 		ORDER BY started_at DESC, execution_id DESC
 		LIMIT `+arg(limit), args...)

@@ -54,6 +54,9 @@ type ExecutionSummary struct {
 	ParentExecutionID OptID  `json:"parent_execution_id"`
 	// Every event is numbered 1..last_seq (R-S4): the count without a scan.
 	EventCount int64 `json:"event_count"`
+	// A run a schedule started names the schedule and the due time it ran for.
+	ScheduleID  OptID `json:"schedule_id" doc:"the schedule that started the execution; null: none"`
+	ScheduledAt Time  `json:"scheduled_at" doc:"the due time the schedule started it for; null: not a scheduled run"`
 }
 
 // Execution answers GET /api/executions/{id}.
@@ -311,4 +314,108 @@ type Problem struct {
 	Path     string `json:"path"`
 	Line     int    `json:"line"`
 	Message  string `json:"message"`
+}
+
+// ---- schedules ----
+
+// Schedule answers the schedule routes (NoETL's noetl.schedule field names
+// where it has them).
+type Schedule struct {
+	ScheduleID      ID        `json:"schedule_id"`
+	PlaybookPath    string    `json:"playbook_path"`
+	PlaybookVersion *int      `json:"playbook_version" doc:"null: the latest version when each run starts"`
+	Cron            OptString `json:"cron" doc:"5 fields, or 6 with seconds first; null: an interval schedule"`
+	IntervalSeconds *int64    `json:"interval_seconds" doc:"null: a cron schedule"`
+	Timezone        string    `json:"timezone" doc:"IANA name the cron is read in"`
+	Enabled         bool      `json:"enabled" doc:"false: paused"`
+	InputPayload    Object    `json:"input_payload" doc:"each run's workload overrides"`
+	Overlap         string    `json:"overlap" enum:"skip,buffer_one,allow"`
+	CatchupSeconds  int64     `json:"catchup_seconds" doc:"due times older than this when the schedule can fire are skipped and recorded"`
+	JitterSeconds   int64     `json:"jitter_seconds"`
+	Meta            Object    `json:"meta"`
+	NextRunAt       Time      `json:"next_run_at" doc:"the next due time; null while paused"`
+	LastRunAt       Time      `json:"last_run_at" doc:"when the last run started"`
+	LastScheduledAt Time      `json:"last_scheduled_at" doc:"the due time of the last run"`
+	LastExecutionID OptID     `json:"last_execution_id"`
+	LastStatus      OptString `json:"last_status" doc:"the last run's status"`
+	BufferedAt      Time      `json:"buffered_at" doc:"buffer_one: the due time waiting for the running run"`
+	Backfill        *Backfill `json:"backfill" doc:"what is left of a backfill; null: none"`
+	CreatedAt       Time      `json:"created_at"`
+	UpdatedAt       Time      `json:"updated_at"`
+}
+
+// Backfill is what is left of a schedule's backfill.
+type Backfill struct {
+	Next Time `json:"next" doc:"the next due time to run"`
+	To   Time `json:"to" doc:"the last due time of the range"`
+}
+
+// SchedulePage answers GET /api/schedules.
+type SchedulePage struct {
+	Schedules  []Schedule `json:"schedules"`
+	NextCursor OptString  `json:"next_cursor" doc:"null on the last page"`
+}
+
+// ScheduleRun is one row of a schedule's log: a run, or due times skipped.
+type ScheduleRun struct {
+	ScheduledAt Time      `json:"scheduled_at" doc:"the due time (the first of a skipped range)"`
+	Through     Time      `json:"through" doc:"the last due time of a skipped range (scheduled_at for one)"`
+	Count       int       `json:"count" doc:"how many due times the row covers"`
+	Origin      string    `json:"origin" enum:"schedule,buffered,backfill,trigger"`
+	Outcome     string    `json:"outcome" enum:"started,skipped,failed"`
+	ExecutionID OptID     `json:"execution_id"`
+	Status      OptString `json:"status" doc:"the execution's status"`
+	Reason      OptString `json:"reason" doc:"why the due times were skipped or the run could not start"`
+	RecordedAt  Time      `json:"recorded_at"`
+}
+
+// ScheduleRunPage answers GET /api/schedules/{id}/runs.
+type ScheduleRunPage struct {
+	Runs       []ScheduleRun `json:"runs" doc:"newest due time first"`
+	NextCursor OptString     `json:"next_cursor" doc:"null on the last page"`
+}
+
+// ScheduleRequest is the body of POST /api/schedules and PATCH
+// /api/schedules/{id} our client sends (PATCH: only the fields given change).
+type ScheduleRequest struct {
+	PlaybookPath    string         `json:"playbook_path,omitempty"`
+	PlaybookVersion int            `json:"playbook_version,omitempty"`
+	Cron            string         `json:"cron,omitempty"`
+	IntervalSeconds int64          `json:"interval_seconds,omitempty"`
+	Timezone        string         `json:"timezone,omitempty"`
+	Enabled         *bool          `json:"enabled,omitempty"`
+	InputPayload    map[string]any `json:"input_payload,omitempty"`
+	Overlap         string         `json:"overlap,omitempty"`
+	CatchupSeconds  int64          `json:"catchup_seconds,omitempty"`
+	JitterSeconds   *int64         `json:"jitter_seconds,omitempty"`
+	Meta            map[string]any `json:"meta,omitempty"`
+}
+
+// Triggered answers POST /api/schedules/{id}/trigger.
+type Triggered struct {
+	ScheduleID  ID        `json:"schedule_id"`
+	ScheduledAt Time      `json:"scheduled_at" doc:"the run's due time: now"`
+	Outcome     string    `json:"outcome" enum:"started,buffered,skipped,failed" doc:"the overlap policy decides"`
+	ExecutionID OptID     `json:"execution_id"`
+	Reason      OptString `json:"reason"`
+}
+
+// BackfillRequest is the body of POST /api/schedules/{id}/backfill.
+type BackfillRequest struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// Backfilled answers POST /api/schedules/{id}/backfill.
+type Backfilled struct {
+	ScheduleID ID   `json:"schedule_id"`
+	DueTimes   int  `json:"due_times" doc:"how many due times the range holds; each runs once, in order"`
+	From       Time `json:"from" doc:"the first due time"`
+	To         Time `json:"to" doc:"the last due time"`
+}
+
+// ScheduleDeleted answers DELETE /api/schedules/{id}.
+type ScheduleDeleted struct {
+	ScheduleID ID   `json:"schedule_id"`
+	Deleted    bool `json:"deleted"`
 }

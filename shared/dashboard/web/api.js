@@ -133,3 +133,29 @@ export async function getCatalog(id) {
 export async function register(content) {
   return (await call('POST', '/api/catalog/register', { body: { content } })).data;
 }
+
+// ---- schedules ----
+
+export async function listSchedules({ cursor, limit = 100 } = {}) {
+  const { data } = await call('GET', '/api/schedules', { query: { cursor, limit } });
+  return { schedules: data.schedules || [], next: data.next_cursor || null };
+}
+
+export async function getSchedule(id) {
+  return (await call('GET', `/api/schedules/${encodeURIComponent(id)}`)).data;
+}
+
+// scheduleRuns returns one page of a schedule's log, newest first.
+export async function scheduleRuns(id, { cursor, limit = 50 } = {}) {
+  const { data } = await call('GET', `/api/schedules/${encodeURIComponent(id)}/runs`, { query: { cursor, limit } });
+  return { runs: data.runs || [], next: data.next_cursor || null };
+}
+
+// setScheduleEnabled pauses (false) or resumes (true) a schedule.
+export async function setScheduleEnabled(id, enabled) {
+  return (await call('PATCH', `/api/schedules/${encodeURIComponent(id)}`, { body: { enabled } })).data;
+}
+
+export async function triggerSchedule(id) {
+  return (await call('POST', `/api/schedules/${encodeURIComponent(id)}/trigger`, { body: {} })).data;
+}

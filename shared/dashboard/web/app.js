@@ -4,6 +4,7 @@
 // can inject markup.
 import * as api from '/ui/api.js';
 import { StepGraph, STATES, stateLabel } from '/ui/graph.js';
+import { scheduleListView, scheduleView } from '/ui/schedules.js';
 
 const view = document.getElementById('view');
 const banner = document.getElementById('banner');
@@ -149,10 +150,15 @@ function route() {
   if (parts[0] === 'executions' && parts[1]) executionView(parts[1]).catch(fail);
   else if (parts[0] === 'catalog' && parts[1]) catalogEntryView(parts[1]).catch(fail);
   else if (parts[0] === 'catalog') catalogView(query).catch(fail);
+  else if (parts[0] === 'schedules' && parts[1]) scheduleView(ui, parts[1]).catch(fail);
+  else if (parts[0] === 'schedules') scheduleListView(ui).catch(fail);
   else executionsView(query).catch(fail);
 }
 
 window.addEventListener('hashchange', route);
+
+// ui is what the views of other modules (schedules.js) build with.
+const ui = { view, h, badge, fmtTime, execLink, poll, report, setStop: (fn) => { stop = fn; } };
 
 // ---- executions list ----
 
@@ -312,11 +318,13 @@ async function executionView(id) {
   function render() {
     const terminal = TERMINAL.has(exec.status);
     title.replaceChildren(`Execution ${id} `, badge(exec.status));
-    meta.replaceChildren(
+    meta.replaceChildren(...nodes(
       h('span', {}, 'Playbook ', h('a', { href: `#/catalog/${exec.catalog_id}` }, `${exec.path} v${exec.version}`)),
       h('span', {}, 'Started ', fmtTime(exec.started_at)),
       h('span', {}, 'Duration ', duration(exec.started_at, exec.completed_at)),
-      h('span', {}, 'Parent ', execLink(exec.parent_execution_id)));
+      h('span', {}, 'Parent ', execLink(exec.parent_execution_id)),
+      exec.schedule_id ? h('span', { id: 'exec-schedule' }, 'Started by ', h('a', { href: `#/schedules/${exec.schedule_id}` }, `schedule ${exec.schedule_id}`),
+        ' for ', fmtTime(exec.scheduled_at)) : null));
     cancelBtn.disabled = terminal;
     const states = asOf === null ? stepStates(exec.steps, loops) : stepStates(asOfState.steps, asOfState.loops);
     graph.update(states, selected);

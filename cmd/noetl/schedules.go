@@ -1,0 +1,455 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/wire"
+)
+
+// `noetl schedules <subcommand>`: the schedule routes from the shell.
+
+type scheduleCmd struct {
+	summary string
+	run     func(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int
+}
+
+func scheduleCmds() map[string]scheduleCmd {
+	return map[string]scheduleCmd{
+		"create":   {"create a schedule from flags or a YAML file (flags win)", runScheduleCreate},
+		"list":     {"list schedules with their next and last runs", runScheduleList},
+		"get":      {"show one schedule", runScheduleGet},
+		"pause":    {"pause a schedule (its due times do not run)", runSchedulePause},
+		"resume":   {"resume a schedule from its next due time (no burst of the paused ones)", runScheduleResume},
+		"trigger":  {"run a schedule now, under its overlap policy", runScheduleTrigger},
+		"backfill": {"run every due time of a past range once, in order", runScheduleBackfill},
+		"delete":   {"delete a schedule (its runs go on)", runScheduleDelete},
+		"runs":     {"list a schedule's runs and skipped due times, newest first", runScheduleRuns},
+	}
+}
+
+func runSchedules(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmds := scheduleCmds()
+	usage := func(w io.Writer) {
+		fmt.Fprintln(w, "usage: noetl schedules <subcommand> [flags] [args]")
+		fmt.Fprintln(w, "\nStart playbooks on a cron or an interval, once per due time (docs/schedules.md).")
+		fmt.Fprintln(w, "\nsubcommands:")
+		for _, n := range []string{"create", "list", "get", "pause", "resume", "trigger", "backfill", "delete", "runs"} {
+			fmt.Fprintf(w, "  %-9s %s\n", n, cmds[n].summary)
+		}
+		fmt.Fprintln(w, "\nRun 'noetl schedules <subcommand> -h' for its flags.")
+	}
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stdout)
+		return exitOK
+	}
+	sc, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "noetl schedules: unknown subcommand %q\n\n", args[0])
+		usage(stderr)
+		return exitUsage
+	}
+	var c conn
+	fs := newFlags("schedules "+args[0], stderr)
+	c.register(fs)
+	return sc.run(ctx, &c, fs, args[1:], stdout, stderr)
+}
+
+// scheduleID reads the one positional schedule id.
+func scheduleIDArg(fs *flag.FlagSet, stderr io.Writer) (int64, bool) {
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "give exactly one schedule id")
+		fs.Usage()
+		return 0, false
+	}
+	id, err := strconv.ParseInt(fs.Arg(0), 10, 64)
+	if err != nil || id <= 0 {
+		fmt.Fprintf(stderr, "%q is not a schedule id (a positive integer)\n", fs.Arg(0))
+		return 0, false
+	}
+	return id, true
+}
+
+// scheduleFile reads a schedule from YAML (or JSON): the API's field names.
+// An unknown key is an error naming it.
+func scheduleFile(path string) (wire.ScheduleRequest, error) {
+	var r wire.ScheduleRequest
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return r, err
+	}
+	var v map[string]any
+	if err := yaml.Unmarshal(src, &v); err != nil {
+		return r, fmt.Errorf("%s: %w", path, err)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return r, fmt.Errorf("%s: %w", path, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return r, fmt.Errorf("%s: %w (fields: playbook_path, playbook_version, cron, interval_seconds, timezone, enabled, input_payload, overlap, catchup_seconds, jitter_seconds, meta)", path, err)
+	}
+	return r, nil
+}
+
+func wholeSeconds(flagName string, d time.Duration) (int64, error) {
+	if d%time.Second != 0 || d < 0 {
+		return 0, fmt.Errorf("--%s %s: give whole seconds (e.g. 30s, 5m, 1h)", flagName, d)
+	}
+	return int64(d / time.Second), nil
+}
+
+func runScheduleCreate(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
+	file := fs.String("f", "", "YAML file with the schedule (the API's fields: playbook_path, cron, interval_seconds, …)")
+	path := fs.String("path", "", "the playbook's catalog path (playbook_path)")
+	version := fs.Int("version", 0, "playbook version (default: the latest when each run starts)")
+	cron := fs.String("cron", "", `cron expression: 5 fields, or 6 with seconds first, or @daily etc. (e.g. "*/5 * * * *")`)
+	every := fs.Duration("every", 0, "interval instead of a cron (whole seconds: 30s, 5m, 1h)")
+	tz := fs.String("timezone", "", "IANA time zone the cron is read in (default UTC)")
+	overlap := fs.String("overlap", "", "while the previous run is going: skip (default), buffer_one or allow")
+	catchup := fs.Duration("catchup", 0, "after an outage, skip due times older than this (default 60s)")
+	jitter := fs.Duration("jitter", 0, "delay each run by up to this (default 0)")
+	paused := fs.Bool("paused", false, "create it paused")
+	sets := setFlags{}
+	fs.Var(sets, "set", "input_payload value key=value (repeatable; JSON values allowed)")
+	if code, ok := parseFlags(fs, args, "schedules create [flags]", "Creates a schedule. -f reads a YAML file with the API's fields; flags given override it."); !ok {
+		return code
+	}
+	if !noArgs(fs, stderr) {
+		return exitUsage
+	}
+	var r wire.ScheduleRequest
+	if *file != "" {
+		var err error
+		if r, err = scheduleFile(*file); err != nil {
+			return fail(stderr, "schedules create", err)
+		}
+	}
+	var errs []error
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "path":
+			r.PlaybookPath = *path
+		case "version":
+			r.PlaybookVersion = *version
+		case "cron":
+			r.Cron, r.IntervalSeconds = *cron, 0
+		case "every":
+			n, err := wholeSeconds("every", *every)
+			errs = append(errs, err)
+			r.IntervalSeconds, r.Cron = n, ""
+		case "timezone":
+			r.Timezone = *tz
+		case "overlap":
+			r.Overlap = *overlap
+		case "catchup":
+			n, err := wholeSeconds("catchup", *catchup)
+			errs = append(errs, err)
+			r.CatchupSeconds = n
+		case "jitter":
+			n, err := wholeSeconds("jitter", *jitter)
+			errs = append(errs, err)
+			r.JitterSeconds = &n
+		case "paused":
+			r.Enabled = new(!*paused)
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return fail(stderr, "schedules create", err)
+	}
+	if len(sets) > 0 && r.InputPayload == nil {
+		r.InputPayload = map[string]any{}
+	}
+	for k, v := range sets {
+		r.InputPayload[k] = v
+	}
+	if r.PlaybookPath == "" {
+		fmt.Fprintln(stderr, "noetl schedules create: give the playbook with --path (or playbook_path in -f FILE)")
+		return exitUsage
+	}
+	s, err := c.client().CreateSchedule(ctx, r)
+	if err != nil {
+		return fail(stderr, "schedules create", err)
+	}
+	if c.asJSON {
+		printJSON(stdout, s)
+		return exitOK
+	}
+	fmt.Fprintf(stdout, "created schedule %d: %s %s, next run %s\n", s.ScheduleID, s.PlaybookPath, when(*s), at(s.NextRunAt))
+	return exitOK
+}
+
+// when says when a schedule is due.
+func when(s wire.Schedule) string {
+	if s.IntervalSeconds != nil {
+		return "every " + (time.Duration(*s.IntervalSeconds) * time.Second).String()
+	}
+	return fmt.Sprintf("cron %q (%s)", string(s.Cron), s.Timezone)
+}
+
+func at(t wire.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05 MST")
+}
+
+func runScheduleList(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
+	if code, ok := parseFlags(fs, args, "schedules list [flags]", "Lists every schedule with its next and last run."); !ok {
+		return code
+	}
+	if !noArgs(fs, stderr) {
+		return exitUsage
+	}
+	var all []wire.Schedule
+	cursor := ""
+	for {
+		page, err := c.client().Schedules(ctx, cursor, 1000)
+		if err != nil {
+			return fail(stderr, "schedules list", err)
+		}
+		all = append(all, page.Schedules...)
+		if page.NextCursor == "" {
+			break
+		}
+		cursor = string(page.NextCursor)
+	}
+	if c.asJSON {
+		printJSON(stdout, all)
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tPLAYBOOK\tWHEN\tSTATE\tNEXT RUN\tLAST RUN\tLAST EXECUTION\tLAST STATUS")
+	for _, s := range all {
+		state := "enabled"
+		if !s.Enabled {
+			state = "paused"
+		}
+		last := "-"
+		if s.LastExecutionID != 0 {
+			last = strconv.FormatInt(int64(s.LastExecutionID), 10)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ScheduleID, s.PlaybookPath, when(s), state, at(s.NextRunAt),
+			at(s.LastScheduledAt), last, orDash(string(s.LastStatus)))
+	}
+	tw.Flush()
+	if len(all) == 0 {
+		fmt.Fprintln(stdout, "no schedules (create one: noetl schedules create --path PATH --every 1h)")
+	}
+	return exitOK
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func runScheduleGet(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
+	if code, ok := parseFlags(fs, args, "schedules get [flags] SCHEDULE_ID", "Shows one schedule."); !ok {
+		return code
+	}
+	id, ok := scheduleIDArg(fs, stderr)
+	if !ok {
+		return exitUsage
+	}
+	s, err := c.client().Schedule(ctx, id)
+	if err != nil {
+		return fail(stderr, "schedules get", err)
+	}
+	if c.asJSON {
+		printJSON(stdout, s)
+		return exitOK
+	}
+	printSchedule(stdout, *s)
+	return exitOK
+}
+
+func printSchedule(w io.Writer, s wire.Schedule) {
+	state := "enabled"
+	if !s.Enabled {
+		state = "paused"
+	}
+	fmt.Fprintf(w, "schedule %d: %s %s, %s\n", s.ScheduleID, s.PlaybookPath, when(s), state)
+	fmt.Fprintf(w, "  overlap %s, catch-up %ds, jitter %ds\n", s.Overlap, s.CatchupSeconds, s.JitterSeconds)
+	fmt.Fprintf(w, "  next run %s\n", at(s.NextRunAt))
+	if s.LastExecutionID != 0 {
+		fmt.Fprintf(w, "  last run for %s: execution %d %s\n", at(s.LastScheduledAt), s.LastExecutionID, orDash(string(s.LastStatus)))
+	}
+	if s.Backfill != nil {
+		fmt.Fprintf(w, "  backfilling: next %s, through %s\n", at(s.Backfill.Next), at(s.Backfill.To))
+	}
+	if len(s.InputPayload) > 0 {
+		b, _ := jsonx.Marshal(s.InputPayload)
+		fmt.Fprintf(w, "  input_payload %s\n", b)
+	}
+}
+
+func runSchedulePause(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
+	return setEnabled(ctx, c, fs, args, stdout, stderr, false)
+}
+
+func runScheduleResume(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
+	return setEnabled(ctx, c, fs, args, stdout, stderr, true)
+}
+
+func setEnabled(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer, enabled bool) int {
+	verb := map[bool]string{true: "resume", false: "pause"}[enabled]
+	if code, ok := parseFlags(fs, args, "schedules "+verb+" [flags] SCHEDULE_ID", "Sets the schedule's enabled flag."); !ok {
+		return code
+	}
+	id, ok := scheduleIDArg(fs, stderr)
+	if !ok {
+		return exitUsage
+	}
+	s, err := c.client().UpdateSchedule(ctx, id, wire.ScheduleRequest{Enabled: &enabled})
+	if err != nil {
+		return fail(stderr, "schedules "+verb, err)
+	}
+	if c.asJSON {
+		printJSON(stdout, s)
+		return exitOK
+	}
+	if enabled {
+		fmt.Fprintf(stdout, "schedule %d resumed, next run %s\n", id, at(s.NextRunAt))
+	} else {
+		fmt.Fprintf(stdout, "schedule %d paused\n", id)
+	}
+	return exitOK
+}
+
+func runScheduleTrigger(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
+	if code, ok := parseFlags(fs, args, "schedules trigger [flags] SCHEDULE_ID", "Runs the schedule now under its overlap policy (skip: not while a run is going)."); !ok {
+		return code
+	}
+	id, ok := scheduleIDArg(fs, stderr)
+	if !ok {
+		return exitUsage
+	}
+	r, err := c.client().TriggerSchedule(ctx, id)
+	if err != nil {
+		return fail(stderr, "schedules trigger", err)
+	}
+	if c.asJSON {
+		printJSON(stdout, r)
+		return exitOK
+	}
+	switch r.Outcome {
+	case "started":
+		fmt.Fprintf(stdout, "schedule %d: started execution %d (watch it: noetl watch %d)\n", id, r.ExecutionID, r.ExecutionID)
+	case "buffered":
+		fmt.Fprintf(stdout, "schedule %d: the run waits for the one going (overlap buffer_one)\n", id)
+	default:
+		fmt.Fprintf(stdout, "schedule %d: %s: %s\n", id, r.Outcome, r.Reason)
+		return exitFail
+	}
+	return exitOK
+}
+
+func runScheduleBackfill(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
+	from := fs.String("from", "", "the range's start, RFC 3339 (e.g. 2024-05-01T00:00:00Z)")
+	to := fs.String("to", "", "the range's end, RFC 3339, not in the future")
+	if code, ok := parseFlags(fs, args, "schedules backfill [flags] --from TIME --to TIME SCHEDULE_ID",
+		"Runs every due time of [from, to] once, in order, under the overlap policy (skip and buffer_one: one after the other)."); !ok {
+		return code
+	}
+	id, ok := scheduleIDArg(fs, stderr)
+	if !ok {
+		return exitUsage
+	}
+	parse := func(name, v string) (time.Time, error) {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return t, fmt.Errorf("--%s %q: want an RFC 3339 time such as 2024-05-01T00:00:00Z", name, v)
+		}
+		return t, nil
+	}
+	f, err1 := parse("from", *from)
+	t, err2 := parse("to", *to)
+	if err := errors.Join(err1, err2); err != nil {
+		return fail(stderr, "schedules backfill", err)
+	}
+	r, err := c.client().BackfillSchedule(ctx, id, f, t)
+	if err != nil {
+		return fail(stderr, "schedules backfill", err)
+	}
+	if c.asJSON {
+		printJSON(stdout, r)
+		return exitOK
+	}
+	fmt.Fprintf(stdout, "schedule %d: backfilling %d due times, %s to %s (noetl schedules runs %d)\n", id, r.DueTimes, at(r.From), at(r.To), id)
+	return exitOK
+}
+
+func runScheduleDelete(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
+	if code, ok := parseFlags(fs, args, "schedules delete [flags] SCHEDULE_ID", "Deletes a schedule and its log; the runs it started go on."); !ok {
+		return code
+	}
+	id, ok := scheduleIDArg(fs, stderr)
+	if !ok {
+		return exitUsage
+	}
+	if err := c.client().DeleteSchedule(ctx, id); err != nil {
+		return fail(stderr, "schedules delete", err)
+	}
+	if c.asJSON {
+		printJSON(stdout, map[string]any{"schedule_id": strconv.FormatInt(id, 10), "deleted": true})
+		return exitOK
+	}
+	fmt.Fprintf(stdout, "schedule %d deleted\n", id)
+	return exitOK
+}
+
+func runScheduleRuns(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
+	limit := fs.Int("limit", 50, "rows to show (newest first)")
+	if code, ok := parseFlags(fs, args, "schedules runs [flags] SCHEDULE_ID", "Lists the schedule's runs and the due times it skipped, newest first."); !ok {
+		return code
+	}
+	id, ok := scheduleIDArg(fs, stderr)
+	if !ok {
+		return exitUsage
+	}
+	page, err := c.client().ScheduleRuns(ctx, id, "", *limit)
+	if err != nil {
+		return fail(stderr, "schedules runs", err)
+	}
+	if c.asJSON {
+		printJSON(stdout, page)
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DUE\tOUTCOME\tORIGIN\tEXECUTION\tSTATUS\tNOTE")
+	for _, r := range page.Runs {
+		exec, note := "-", ""
+		if r.ExecutionID != 0 {
+			exec = strconv.FormatInt(int64(r.ExecutionID), 10)
+		}
+		if r.Count > 1 {
+			note = fmt.Sprintf("%d due times through %s; ", r.Count, at(r.Through))
+		}
+		note = strings.TrimSuffix(note+string(r.Reason), "; ")
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", at(r.ScheduledAt), r.Outcome, r.Origin, exec, orDash(string(r.Status)), note)
+	}
+	tw.Flush()
+	return exitOK
+}
