@@ -10,7 +10,9 @@ import (
 
 // The keychain's routes (NoETL's credential API) and execution variables.
 
-func credentialPath(identifier string) string { return "/api/credentials/" + url.PathEscape(identifier) }
+func credentialPath(identifier string) string {
+	return "/api/credentials/" + url.PathEscape(identifier)
+}
 
 // PutCredential creates or replaces a credential.
 func (c *Client) PutCredential(ctx context.Context, r wire.CredentialRequest) (*wire.Credential, error) {
