@@ -8,7 +8,7 @@ import (
 	"github.com/noetl-go/noetl/shared/wire"
 )
 
-// The keychain's routes (NoETL's credential API) and execution variables.
+// The keychain's routes (NoETL's credential API).
 
 func credentialPath(identifier string) string {
 	return "/api/credentials/" + url.PathEscape(identifier)
