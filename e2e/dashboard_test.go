@@ -7,21 +7,15 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/log"
-	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/noetl-go/noetl/shared/client"
-	"github.com/noetl-go/noetl/shared/dashboard"
 	"github.com/noetl-go/noetl/shared/devserver"
 	"github.com/noetl-go/noetl/shared/wire"
 )
@@ -64,122 +58,6 @@ workflow:
     tool: {kind: shell, command: "sleep 30"}
 `
 
-// browser is one headless chromium tab that records every console error,
-// uncaught exception and failed load, and every API request with its
-// Authorization header.
-type browser struct {
-	ctx      context.Context
-	dir      string
-	mu       sync.Mutex
-	errors   []string
-	requests []apiRequest
-	shots    int
-}
-
-type apiRequest struct{ url, auth string }
-
-func newBrowser(t *testing.T, width, height int64) *browser {
-	t.Helper()
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatalf("chromium is not installed (make test installs Debian's: apt-get install -y chromium): %v", err)
-	}
-	if !dashboard.Vendored() {
-		t.Fatal("the dashboard's layout library is not built into this binary: run make dashboard first (make test does)")
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
-		chromedp.WindowSize(int(width), int(height)), chromedp.Flag("disable-gpu", true))
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelC := chromedp.NewContext(actx)
-	ctx, cancelT := context.WithTimeout(ctx, 3*time.Minute)
-	t.Cleanup(func() { cancelT(); cancelC(); cancelA() })
-	b := &browser{ctx: ctx, dir: t.TempDir()}
-	chromedp.ListenTarget(ctx, func(ev any) {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		switch e := ev.(type) {
-		case *runtime.EventConsoleAPICalled:
-			if e.Type == runtime.APITypeError || e.Type == runtime.APITypeAssert {
-				var parts []string
-				for _, a := range e.Args {
-					parts = append(parts, string(a.Value)+a.Description)
-				}
-				b.errors = append(b.errors, "console."+string(e.Type)+": "+strings.Join(parts, " "))
-			}
-		case *runtime.EventExceptionThrown:
-			b.errors = append(b.errors, "exception: "+e.ExceptionDetails.Text+" "+exceptionText(e.ExceptionDetails))
-		case *log.EventEntryAdded:
-			if e.Entry.Level == log.LevelError {
-				b.errors = append(b.errors, "log: "+e.Entry.Text+" "+e.Entry.URL)
-			}
-		case *network.EventRequestWillBeSent:
-			if u, err := url.Parse(e.Request.URL); err == nil && strings.HasPrefix(u.Path, "/api/") {
-				auth, _ := e.Request.Headers["Authorization"].(string)
-				b.requests = append(b.requests, apiRequest{url: e.Request.URL, auth: auth})
-			}
-		}
-	})
-	if err := chromedp.Run(ctx, log.Enable(), network.Enable(), runtime.Enable()); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	return b
-}
-
-func exceptionText(d *runtime.ExceptionDetails) string {
-	if d.Exception != nil {
-		return d.Exception.Description
-	}
-	return ""
-}
-
-func (b *browser) run(t *testing.T, what string, actions ...chromedp.Action) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 45*time.Second)
-	defer cancel()
-	if err := chromedp.Run(ctx, actions...); err != nil {
-		b.shot(t, "failed-"+what)
-		t.Fatalf("%s: %v (console errors so far: %v)", what, err, b.consoleErrors())
-	}
-}
-
-// shot saves a screenshot under the test's temp dir and returns its path.
-func (b *browser) shot(t *testing.T, name string) string {
-	t.Helper()
-	var png []byte
-	if err := chromedp.Run(b.ctx, chromedp.FullScreenshot(&png, 100)); err != nil {
-		t.Logf("screenshot %s: %v", name, err)
-		return ""
-	}
-	b.shots++
-	p := filepath.Join(b.dir, fmt.Sprintf("%02d-%s.png", b.shots, name))
-	if err := os.WriteFile(p, png, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot %s", p)
-	return p
-}
-
-func (b *browser) consoleErrors() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]string(nil), b.errors...)
-}
-
-// attr reads an attribute of the first element matching sel, waiting for it.
-func (b *browser) attr(t *testing.T, sel, name string) string {
-	t.Helper()
-	var v string
-	var ok bool
-	b.run(t, "read "+name+" of "+sel, chromedp.WaitReady(sel, chromedp.ByQuery), chromedp.AttributeValue(sel, name, &v, &ok, chromedp.ByQuery))
-	return v
-}
-
-// waitJS polls a JavaScript condition until it is true.
-func (b *browser) waitJS(t *testing.T, what, cond string) {
-	t.Helper()
-	b.run(t, what, chromedp.Poll(cond, nil, chromedp.WithPollingTimeout(60*time.Second)))
-}
-
 func TestDashboard(t *testing.T) {
 	s := shared
 	s.startWorkers(t, "shared", 2)
@@ -196,6 +74,7 @@ func TestDashboard(t *testing.T) {
 	tour := strconv.FormatInt(tourID, 10)
 	nEvents := len(s.events(t, tourID))
 
+	needDashboard(t)
 	b := newBrowser(t, 1280, 800)
 	base := s.srv.URL
 
@@ -388,6 +267,7 @@ func TestDashboardTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	needDashboard(t)
 	b := newBrowser(t, 1280, 800)
 
 	// No token: the page asks for one and shows nothing.

@@ -300,15 +300,20 @@ func TestNoETLClientContract(t *testing.T) {
 		}
 		evs, _ := m["events"].([]any)
 		if len(evs) == 0 {
-			t.Fatalf("detail has no events tail: %v", m)
+			t.Fatalf("detail has no events page: %v", m)
+		}
+		// NoETL's paging: newest first, with pagination.
+		if pg, _ := m["pagination"].(map[string]any); fmt.Sprint(pg["page"]) != "1" || fmt.Sprint(pg["page_size"]) != "100" ||
+			pg["total_events"] != m["event_count"] || pg["has_prev"] != false {
+			t.Errorf("pagination %v (event_count %v)", m["pagination"], m["event_count"])
 		}
 		var types []string
 		var workerExit map[string]any
 		for _, raw := range evs {
 			e := raw.(map[string]any)
-			for _, k := range []string{"event_id", "event_type", "node_name", "status", "created_at", "result", "error"} {
+			for _, k := range []string{"event_id", "event_type", "node_name", "status", "created_at", "timestamp", "duration", "result", "error"} {
 				if _, ok := e[k]; !ok {
-					t.Fatalf("tail event lacks %s: %v", k, e)
+					t.Fatalf("event lacks %s: %v", k, e)
 				}
 			}
 			types = append(types, e["event_type"].(string))
@@ -316,8 +321,8 @@ func TestNoETLClientContract(t *testing.T) {
 				workerExit = e
 			}
 		}
-		if types[0] != "playbook.started" || types[len(types)-1] != "playbook.completed" {
-			t.Errorf("tail: %v", types)
+		if types[0] != "playbook.completed" || types[len(types)-1] != "playbook.started" {
+			t.Errorf("events, newest first: %v", types)
 		}
 		// The worker's own step.exit is stored as sent, flagged ignored (the
 		// orchestrator's step.exit is the one folded), with its created_at.

@@ -1,92 +1,25 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/conformance"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/wire"
 )
 
-// devStack is `noetl dev --workers 0` run as a user runs it: only NoETL's
-// worker (the double) runs steps.
-type devStack struct {
-	url, nats string
-	cl        *client.Client
-	cmd       *exec.Cmd
-}
-
 // lease of the dev stacks started here (NOETL_LEASE_SECONDS).
 const devLease = 2 * time.Second
-
-func startDev(t *testing.T) *devStack {
-	t.Helper()
-	bin := buildNoetl(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "dev", "--workers", "0", "--demo=false", "--listen", "127.0.0.1:0", "--examples", t.TempDir())
-	cmd.Env = append(cmd.Environ(), "NOETL_DATABASE_URL=", "NOETL_SHARD_URLS=", "NOETL_NATS_URL=", "NOETL_API_TOKEN=",
-		"NOETL_WORKER_TOKEN=", "NOETL_INTERNAL_TOKEN=", "NOETL_INTERNAL_API_TOKEN=", "NOETL_LISTEN=",
-		fmt.Sprintf("NOETL_LEASE_SECONDS=%d", int(devLease/time.Second)))
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = 30 * time.Second
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
-	d := &devStack{cmd: cmd}
-	ready := make(chan struct{})
-	var log strings.Builder
-	var mu sync.Mutex
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			line := sc.Text()
-			mu.Lock()
-			log.WriteString(line + "\n")
-			mu.Unlock()
-			if m := regexp.MustCompile(`NATS at (\S+)`).FindStringSubmatch(line); m != nil {
-				d.nats = m[1]
-			}
-			if m := regexp.MustCompile(`API on (\S+) with 0 workers`).FindStringSubmatch(line); m != nil {
-				d.url = m[1]
-			}
-			if strings.Contains(line, "running; press") {
-				close(ready)
-			}
-		}
-		_, _ = io.Copy(io.Discard, out)
-	}()
-	select {
-	case <-ready:
-	case <-time.After(2 * time.Minute):
-		mu.Lock()
-		defer mu.Unlock()
-		t.Fatalf("noetl dev --workers 0 did not come up:\n%s", log.String())
-	}
-	d.cl = client.New(d.url, "")
-	return d
-}
 
 // startDouble runs a double of NoETL's Python worker against d until the test ends.
 func startDouble(t *testing.T, d *devStack, adjust func(*pyWorker)) *pyWorker {
@@ -165,7 +98,8 @@ func folded(evs []wire.Event, typ string) int {
 // though two of its consumers receive each notification; a step running 3× the
 // lease while heartbeating completes once; no event request is refused.
 func TestNoETLWorkerDouble(t *testing.T) {
-	d := startDev(t)
+	// Only NoETL's worker (the double) runs steps.
+	d := startDev(t, devOptions{env: []string{fmt.Sprintf("NOETL_LEASE_SECONDS=%d", int(devLease/time.Second))}})
 	// First, with no worker running: the requests NoETL's worker sent (recorded),
 	// replayed with ids rewritten, are all answered 2xx, as NoETL's server
 	// answers them (pool routes aside).

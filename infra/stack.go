@@ -350,12 +350,14 @@ func NewStack(scope constructs.Construct, id string, props *awscdk.StackProps, c
 	if len(c.CorsOrigins) > 0 {
 		cors = &awsapigatewayv2.CorsPreflightOptions{
 			AllowOrigins: jsii.Strings(c.CorsOrigins...),
-			AllowMethods: &[]awsapigatewayv2.CorsHttpMethod{awsapigatewayv2.CorsHttpMethod_GET, awsapigatewayv2.CorsHttpMethod_POST,
-				awsapigatewayv2.CorsHttpMethod_PUT, awsapigatewayv2.CorsHttpMethod_PATCH, awsapigatewayv2.CorsHttpMethod_DELETE,
-				awsapigatewayv2.CorsHttpMethod_OPTIONS},
-			AllowHeaders:  jsii.Strings("authorization", "content-type", "x-request-id"),
-			ExposeHeaders: jsii.Strings("x-request-id"),
-			MaxAge:        awscdk.Duration_Minutes(jsii.Number(10)),
+			// As the local gateway does (shared/api/cors.go): any method passes
+			// the preflight, so a route we lack answers a 404/405 a page can
+			// read; the paging headers of GET /api/executions are exposed.
+			AllowMethods: &[]awsapigatewayv2.CorsHttpMethod{awsapigatewayv2.CorsHttpMethod_ANY},
+			AllowHeaders: jsii.Strings("authorization", "content-type", "x-request-id"),
+			ExposeHeaders: jsii.Strings("x-request-id", "retry-after", "link", "x-next-cursor", "x-noetl-has-more",
+				"x-noetl-limit-applied", "x-noetl-limit-capped"),
+			MaxAge: awscdk.Duration_Minutes(jsii.Number(10)),
 		}
 	} else {
 		cors = nil

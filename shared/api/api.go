@@ -11,7 +11,8 @@
 //
 // Conventions (api.md §1):
 //   - Errors are always {"error": "<message>", "status": <code>} with
-//     Content-Type application/json: 400 malformed JSON, 422 wrong types or
+//     Content-Type application/json, and the message again as NoETL's
+//     "detail" (its clients show that field): 400 malformed JSON, 422 wrong types or
 //     missing fields (the message names the field path, e.g.
 //     `events[3].event_type: required`), 404 unknown route or unknown id, 405
 //     wrong method (with Allow), 413 over a size limit, 401/403 auth, 409
@@ -44,7 +45,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -129,12 +129,11 @@ type Options struct {
 
 // API serves the control plane's HTTP API over a Service.
 type API struct {
-	svc     *controlplane.Service
-	opts    Options
-	log     *slog.Logger
-	router  *Router
-	cors    map[string]bool
-	anyCORS bool
+	svc    *controlplane.Service
+	opts   Options
+	log    *slog.Logger
+	router *Router
+	cors   *CORS
 }
 
 // New returns an API over svc.
@@ -151,13 +150,7 @@ func New(svc *controlplane.Service, opts Options) *API {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	a := &API{svc: svc, opts: opts, log: opts.Logger, router: NewRouter(Routes()), cors: map[string]bool{}}
-	for _, o := range opts.CORSOrigins {
-		if o == "*" {
-			a.anyCORS = true
-		}
-		a.cors[strings.TrimRight(o, "/")] = true
-	}
+	a := &API{svc: svc, opts: opts, log: opts.Logger, router: NewRouter(Routes()), cors: NewCORS(opts.CORSOrigins)}
 	if opts.Database == nil {
 		a.opts.Database = a.pingDatabases
 	}
@@ -250,8 +243,8 @@ func (a *API) serve(ctx context.Context, r *Request, function string) (resp *Res
 
 	rt, params, allow, ok := a.route(r)
 	if !ok {
-		if r.Method == http.MethodOptions && len(allow) > 0 && len(a.cors) > 0 {
-			return a.preflight(r, allow)
+		if r.Method == http.MethodOptions && a.cors.Enabled() && (len(allow) > 0 || a.cors.IsPreflight(r.Method, r.Header)) {
+			return a.cors.Preflight(r.Header, allow)
 		}
 		if len(allow) > 0 {
 			e := errorf(http.StatusMethodNotAllowed, "method %s is not allowed on %s; use %s", r.Method, r.Path, strings.Join(allow, ", "))
@@ -297,9 +290,15 @@ func (a *API) serve(ctx context.Context, r *Request, function string) (resp *Res
 func (a *API) route(r *Request) (Route, map[string]string, []string, bool) {
 	if r.Route != "" && r.Route != "$default" {
 		if p, ok := a.router.byKey[r.Route]; ok {
-			params := r.PathParams
+			params, matched := r.PathParams, true
 			if params == nil {
-				params, _ = p.match(r.Path)
+				params, matched = p.match(r.Path)
+				matched = matched || p.greedy < 0 // a named stage prefixes rawPath
+			} else {
+				params, matched = p.fromGateway(params)
+			}
+			if !matched { // a greedy route's path without the segments after it
+				return Route{}, nil, nil, false
 			}
 			return p.route, params, nil, true
 		}
@@ -361,7 +360,9 @@ func (a *API) finish(ctx context.Context, r *Request, resp *Response, routeKey s
 		resp.Header = http.Header{}
 	}
 	resp.Header.Set("X-Request-Id", r.RequestID)
-	a.corsHeaders(r, resp.Header)
+	if resp.Header.Get("Access-Control-Allow-Origin") == "" { // a preflight has them already
+		a.cors.Headers(r.Header, resp.Header)
+	}
 	if rec := a.opts.Recorder; rec != nil {
 		rec.Request(routeKey, resp.Status, d)
 	}
@@ -392,51 +393,10 @@ func (a *API) jsonResponse(status int, body any) *Response {
 }
 
 func (a *API) errorResponse(e *Error) *Response {
-	body := map[string]any{}
-	for k, v := range e.Extra {
-		body[k] = v
-	}
-	body["error"], body["status"] = e.Message, int64(e.Status)
-	resp := a.jsonResponse(e.Status, body)
+	resp := &Response{Status: e.Status, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: ErrorBody(e.Status, e.Message, e.Extra)}
 	for k, vs := range e.Header {
 		resp.Header[k] = vs
-	}
-	return resp
-}
-
-// CORS (api.md §1: configurable; the local dashboard needs same-origin only).
-
-func (a *API) allowedOrigin(origin string) string {
-	switch {
-	case origin == "" || len(a.cors) == 0:
-		return ""
-	case a.anyCORS:
-		return "*"
-	case a.cors[origin]:
-		return origin
-	}
-	return ""
-}
-
-func (a *API) corsHeaders(r *Request, h http.Header) {
-	origin := a.allowedOrigin(r.Header.Get("Origin"))
-	if origin == "" {
-		return
-	}
-	h.Set("Access-Control-Allow-Origin", origin)
-	// The list paging headers too: a browser client pages GET /api/executions by them.
-	h.Set("Access-Control-Expose-Headers", "X-Request-Id, Retry-After, Link, "+HeaderNextCursor+", "+HeaderHasMore+", "+HeaderLimitApplied+", "+HeaderLimitCapped)
-	if origin != "*" {
-		h.Add("Vary", "Origin")
-	}
-}
-
-func (a *API) preflight(r *Request, allow []string) *Response {
-	resp := &Response{Status: http.StatusNoContent, Header: http.Header{}}
-	if a.allowedOrigin(r.Header.Get("Origin")) != "" {
-		resp.Header.Set("Access-Control-Allow-Methods", strings.Join(allow, ", "))
-		resp.Header.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Request-Id")
-		resp.Header.Set("Access-Control-Max-Age", strconv.Itoa(600))
 	}
 	return resp
 }

@@ -644,6 +644,30 @@ func TestCORS(t *testing.T) {
 	if pre.Header.Get("Access-Control-Allow-Methods") != "POST" || !strings.Contains(pre.Header.Get("Access-Control-Allow-Headers"), "Authorization") {
 		t.Fatalf("preflight: %v", pre.Header)
 	}
+	// Errors carry them too, an unknown route's included, and a preflight of
+	// a path without routes lets the request through to its 404 (a browser
+	// reads that; a failed preflight is a CORS error).
+	for _, c := range []call{{method: "GET", target: "/api/nope", token: tAPI, header: hdr},
+		{method: "GET", target: "/api/executions/5", header: hdr},
+		{method: "POST", target: "/api/execute", token: tAPI, header: hdr, body: "{"}} {
+		if r := serve(t, s.API, c); r.Status < 400 || r.Header.Get("Access-Control-Allow-Origin") != "https://app.example" {
+			t.Errorf("%s %s: %d without CORS headers: %v", c.method, c.target, r.Status, r.Header)
+		}
+	}
+	pre = must(t, s.API, 204, call{method: "OPTIONS", target: "/api/dashboard/stats",
+		header: http.Header{"Origin": {"https://app.example"}, "Access-Control-Request-Method": {"GET"}}})
+	if pre.Header.Get("Access-Control-Allow-Methods") != "GET" || pre.Header.Get("Access-Control-Allow-Origin") != "https://app.example" {
+		t.Fatalf("preflight of an unknown path: %v", pre.Header)
+	}
+	// A method the path lacks is let through to its 405 too.
+	pre = must(t, s.API, 204, call{method: "OPTIONS", target: "/api/catalog/5",
+		header: http.Header{"Origin": {"https://app.example"}, "Access-Control-Request-Method": {"DELETE"}}})
+	if pre.Header.Get("Access-Control-Allow-Methods") != "GET, DELETE" {
+		t.Fatalf("preflight of a method the path lacks: %v", pre.Header)
+	}
+	if r := must(t, s.API, 405, call{method: "DELETE", target: "/api/catalog/5", token: tAPI, header: hdr}); r.Header.Get("Access-Control-Allow-Origin") == "" {
+		t.Fatalf("405 without CORS headers: %v", r.Header)
+	}
 	r = must(t, s.API, 200, call{method: "GET", target: "/api/catalog", token: tAPI, header: http.Header{"Origin": {"https://evil.example"}}})
 	if r.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Fatal("a foreign origin was allowed")

@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/redact"
 	"github.com/noetl-go/noetl/shared/store"
 	"github.com/noetl-go/noetl/shared/wire"
 )
@@ -29,10 +32,9 @@ func (a *API) register(ctx context.Context, c *call) (any, error) {
 	if err := checkResourceType(o); err != nil {
 		return nil, err
 	}
-	text := playbookText(content)
-	if int64(len(text)) > a.opts.MaxPlaybookBytes {
-		return nil, errorf(http.StatusRequestEntityTooLarge, "content: the playbook is %d bytes; the limit is %d bytes (%d KiB)",
-			len(text), a.opts.MaxPlaybookBytes, a.opts.MaxPlaybookBytes>>10)
+	text, err := a.playbookContentOf(content)
+	if err != nil {
+		return nil, err
 	}
 	reg, err := a.svc.Register(ctx, text)
 	if err != nil {
@@ -48,15 +50,30 @@ func (a *API) register(ctx context.Context, c *call) (any, error) {
 	}, nil
 }
 
+// checkResourceType refuses a kind of resource other than a playbook, named
+// in resource_type (NoETL's catalog) or resource_kind (its execute).
 func checkResourceType(o obj) error {
-	rt, err := o.str("resource_type", false)
-	if err != nil {
-		return err
-	}
-	if rt != "" && !strings.EqualFold(rt, controlplane.KindPlaybook) {
-		return invalid(o.name("resource_type"), "only %s is supported, got %q", controlplane.KindPlaybook, truncate(rt, 40))
+	for _, k := range []string{"resource_type", "resource_kind"} {
+		rt, err := o.str(k, false)
+		if err != nil {
+			return err
+		}
+		if rt != "" && !strings.EqualFold(rt, controlplane.KindPlaybook) {
+			return invalid(o.name(k), "only %s is supported, got %q", controlplane.KindPlaybook, truncate(rt, 40))
+		}
 	}
 	return nil
+}
+
+// playbookContentOf is a request's playbook text: its YAML (playbookText)
+// within MaxPlaybookBytes.
+func (a *API) playbookContentOf(content string) (string, error) {
+	text := playbookText(content)
+	if int64(len(text)) > a.opts.MaxPlaybookBytes {
+		return "", errorf(http.StatusRequestEntityTooLarge, "content: the playbook is %d bytes; the limit is %d bytes (%d KiB)",
+			len(text), a.opts.MaxPlaybookBytes, a.opts.MaxPlaybookBytes>>10)
+	}
+	return text, nil
 }
 
 // playbookText returns the YAML of content: content itself, or its decoding
@@ -142,19 +159,28 @@ func (a *API) listCatalogBody(ctx context.Context, c *call) (any, error) {
 	return a.listCatalog(ctx, f)
 }
 
+// MaxCatalogPageBytes bounds the playbook text one catalog list page parses
+// into its entries' payloads: a page ends early (its next_cursor set) at the
+// entry that passes it, so the answer stays within what one Lambda answer may
+// hold (6 MB) at any page size.
+const MaxCatalogPageBytes = 2 << 20
+
 func (a *API) listCatalog(ctx context.Context, f store.CatalogFilter) (any, error) {
 	if f.Limit == 0 {
 		f.Limit = DefaultListLimit
 	}
+	f.MaxContentBytes = MaxCatalogPageBytes
 	entries, err := a.svc.ListCatalog(ctx, f)
 	if err != nil {
 		return nil, err
 	}
 	out := wire.CatalogPage{Entries: make([]wire.CatalogSummary, len(entries))}
+	size := 0
 	for i, e := range entries {
 		out.Entries[i] = catalogSummary(e)
+		size += len(e.Content)
 	}
-	if len(entries) == f.Limit {
+	if len(entries) > 0 && (len(entries) == f.Limit || size >= f.MaxContentBytes) {
 		last := entries[len(entries)-1]
 		out.NextCursor = wire.OptString(encodeCatalogCursor(store.CatalogCursor{Path: last.Path, Version: last.Version}))
 	}
@@ -177,10 +203,7 @@ func (a *API) getCatalog(ctx context.Context, c *call) (any, error) {
 	// problems (a registered playbook has warnings at most), each at its
 	// YAML path.
 	pb, diags := engine.Parse([]byte(e.Content))
-	out.Problems = make([]wire.Problem, len(diags))
-	for i, d := range diags {
-		out.Problems[i] = wire.Problem{Severity: string(d.Severity), Path: d.Path, Line: d.Line, Message: d.Message}
-	}
+	out.Problems = problems(diags)
 	if pb != nil {
 		b, err := json.Marshal(pb.Outline())
 		var g map[string]any
@@ -252,8 +275,9 @@ func versionField(o obj) (int, error) {
 }
 
 func catalogSummary(e store.CatalogEntry) wire.CatalogSummary {
+	doc, _ := engine.Document([]byte(e.Content))
 	return wire.CatalogSummary{CatalogID: wire.ID(e.CatalogID), Path: e.Path, Version: e.Version,
-		Kind: e.Kind, CreatedAt: wire.At(e.CreatedAt)}
+		Kind: e.Kind, CreatedAt: wire.At(e.CreatedAt), Payload: doc, Meta: wire.CatalogMeta{RegisteredAt: wire.At(e.CreatedAt)}}
 }
 
 func catalogEntry(e store.CatalogEntry) wire.CatalogEntry {
@@ -265,6 +289,9 @@ func catalogEntry(e store.CatalogEntry) wire.CatalogEntry {
 func (a *API) execute(ctx context.Context, c *call) (any, error) {
 	o, err := decodeBody(c.req.Body)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkResourceType(o); err != nil {
 		return nil, err
 	}
 	var req controlplane.ExecuteRequest
@@ -297,8 +324,11 @@ func (a *API) execute(ctx context.Context, c *call) (any, error) {
 		return nil, invalid("catalog_id", "give exactly one of path and catalog_id, not both")
 	case req.Path == "" && req.CatalogID == 0:
 		return nil, invalid("path", "required: give the playbook's path or its catalog_id")
-	case req.CatalogID != 0 && req.Version != 0:
-		return nil, invalid("version", "a catalog_id names one version already; give version with path only")
+	case req.CatalogID != 0:
+		// A catalog_id names one version already; NoETL's clients (its GUI's
+		// terminal) send that entry's version beside it, and NoETL's servers
+		// ignore it: so do we.
+		req.Version = 0
 	}
 	st, err := a.svc.Execute(ctx, req)
 	if err != nil {
@@ -307,4 +337,112 @@ func (a *API) execute(ctx context.Context, c *call) (any, error) {
 	c.attrs.setExecution(st.ExecutionID)
 	return wire.Started{ExecutionID: wire.ID(st.ExecutionID), Status: "started",
 		CommandsGenerated: st.CommandsGenerated, Existing: st.Existing}, nil
+}
+
+// GET /api/catalog/{path+}/ui_schema?version=: the form of a playbook's
+// workload (NoETL's ui_schema, which its GUI's Run dialog draws), inferred
+// from the values the workload declares.
+func (a *API) uiSchema(ctx context.Context, c *call) (any, error) {
+	path := c.params["path"]
+	version := 0
+	if s := c.req.Query.Get("version"); s != "" && !strings.EqualFold(s, "latest") {
+		n, _, err := queryInt(c.req.Query, "version", 1, 1<<31-1)
+		if err != nil {
+			return nil, invalid("version", "expected a version number or latest, got %q", truncate(s, 40))
+		}
+		version = int(n)
+	}
+	e, err := a.svc.CatalogByPath(ctx, path, version)
+	if err != nil {
+		return nil, err
+	}
+	fields, diags := engine.WorkloadForm([]byte(e.Content))
+	if fields == nil {
+		return nil, fmt.Errorf("catalog %d: the workload form: %s", e.CatalogID, diags)
+	}
+	doc, _ := engine.Document([]byte(e.Content))
+	md, _ := doc["metadata"].(map[string]any)
+	str := func(k string) wire.OptString { s, _ := md[k].(string); return wire.OptString(s) }
+	exposed, _ := md["exposed_in_ui"].(bool)
+	return wire.UISchema{Path: e.Path, Version: e.Version, Kind: strings.ToLower(e.Kind), Title: str("name"),
+		DescriptionMarkdown: str("description"), ExposedInUI: exposed, Fields: uiFields(fields), GeneratedAt: wire.At(time.Now())}, nil
+}
+
+func uiFields(fs []engine.FormField) []wire.UIField {
+	out := make([]wire.UIField, len(fs))
+	for i, f := range fs {
+		out[i] = wire.UIField{Name: f.Name, Kind: f.Kind, Default: wire.Value{V: f.Default},
+			Description: wire.OptString(f.Description), Secret: f.Secret || redact.SecretKey(f.Name),
+			CredentialGlob: wire.OptString(f.Credential)}
+		if f.Options != nil {
+			opts := make([]wire.Value, len(f.Options))
+			for j, o := range f.Options {
+				opts[j] = wire.Value{V: o}
+			}
+			out[i].Options = &opts
+		}
+		if f.Kind == "object" {
+			children := uiFields(f.Children)
+			out[i].Children = &children
+		}
+	}
+	return out
+}
+
+// GET /api/catalog/playbook/content?playbook_id=: a playbook's YAML, by
+// catalog_id or by path (its latest version); what NoETL's GUI asks for to
+// draw a playbook's flow.
+func (a *API) playbookContent(ctx context.Context, c *call) (any, error) {
+	ref := c.req.Query.Get("playbook_id")
+	if ref == "" {
+		return nil, invalid("playbook_id", "required: a catalog_id or a playbook path")
+	}
+	var (
+		e   store.CatalogEntry
+		err error
+	)
+	if id, perr := strconv.ParseInt(ref, 10, 64); perr == nil && id > 0 {
+		e, err = a.svc.Catalog(ctx, id)
+	} else {
+		e, err = a.svc.CatalogByPath(ctx, ref, 0)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return wire.PlaybookContent{CatalogID: wire.ID(e.CatalogID), Path: e.Path, Version: e.Version, Content: e.Content}, nil
+}
+
+// POST /api/catalog/playbooks/validate {content}: what register would say of
+// a playbook, without registering it.
+func (a *API) validatePlaybook(_ context.Context, c *call) (any, error) {
+	o, err := decodeBody(c.req.Body)
+	if err != nil {
+		return nil, err
+	}
+	content, err := o.str("content", true)
+	if err != nil {
+		return nil, err
+	}
+	text, err := a.playbookContentOf(content)
+	if err != nil {
+		return nil, err
+	}
+	_, diags := engine.Parse([]byte(text))
+	out := wire.Validation{Valid: !diags.HasErrors(), Errors: []string{}, Warnings: []string{}, Problems: problems(diags)}
+	for _, d := range diags {
+		if d.Severity == engine.SeverityError {
+			out.Errors = append(out.Errors, d.String())
+		} else {
+			out.Warnings = append(out.Warnings, d.String())
+		}
+	}
+	return out, nil
+}
+
+func problems(diags engine.Diagnostics) []wire.Problem {
+	out := make([]wire.Problem, len(diags))
+	for i, d := range diags {
+		out[i] = wire.Problem{Severity: string(d.Severity), Path: d.Path, Line: d.Line, Message: d.Message}
+	}
+	return out
 }

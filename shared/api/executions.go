@@ -3,14 +3,15 @@ package api
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
-	"github.com/noetl-go/noetl/shared/redact"
 	"github.com/noetl-go/noetl/shared/replay"
 	"github.com/noetl-go/noetl/shared/store"
 	"github.com/noetl-go/noetl/shared/wire"
@@ -94,8 +95,9 @@ func (a *API) listExecutions(ctx context.Context, c *call) (any, error) {
 		return nil, err
 	}
 	out := make([]wire.ExecutionSummary, len(rows))
+	now := time.Now()
 	for i, r := range rows {
-		out[i] = executionSummary(r)
+		out[i] = executionSummary(r, now, progress(r.Status, 0, 0))
 	}
 	resp := a.jsonResponse(http.StatusOK, out)
 	full := len(rows) == f.Limit
@@ -119,18 +121,56 @@ func (a *API) listExecutions(ctx context.Context, c *call) (any, error) {
 	return resp, nil
 }
 
-func executionSummary(r store.Execution) wire.ExecutionSummary {
+// executionSummary is an execution row as lists and the detail carry it:
+// ours, and NoETL's times measured at now.
+func executionSummary(r store.Execution, now time.Time, progress int) wire.ExecutionSummary {
+	end := r.CompletedAt
+	if end.IsZero() {
+		end = now
+	}
+	secs := math.Round(max(0, end.Sub(r.StartedAt).Seconds())*1000) / 1000
 	return wire.ExecutionSummary{
 		ExecutionID: wire.ID(r.ExecutionID), CatalogID: wire.ID(r.CatalogID), Path: r.Path,
 		Version: r.Version, Status: r.Status, StartedAt: wire.At(r.StartedAt), CompletedAt: wire.At(r.CompletedAt),
 		ParentExecutionID: wire.OptID(r.ParentExecutionID), EventCount: r.LastSeq,
+		StartTime: wire.At(r.StartedAt), EndTime: wire.At(r.CompletedAt),
+		DurationSeconds: secs, DurationHuman: durationHuman(secs), Progress: progress,
 		ScheduleID: wire.OptID(r.ScheduleID), ScheduledAt: wire.At(r.ScheduledAt),
 	}
 }
 
-// GET /api/executions/{id}
+// progress is an execution's percent done: 100 once it ended; while it runs,
+// the share of its steps done (done of total) when known, at most 99.
+func progress(status string, done, total int) int {
+	switch {
+	case status == store.ExecutionCompleted || status == store.ExecutionFailed || status == store.ExecutionCancelled:
+		return 100
+	case total > 0:
+		return min(99, done*100/total)
+	}
+	return 0
+}
+
+// GET /api/executions/{id}?page=&page_size=&since_event_id=: the execution
+// with one page of its events, newest first, paged NoETL's way.
 func (a *API) getExecution(ctx context.Context, c *call) (any, error) {
 	id, err := executionID(c)
+	if err != nil {
+		return nil, err
+	}
+	q := c.req.Query
+	page, size := int64(1), int64(DefaultEventsPageSize)
+	if n, ok, err := queryInt(q, "page", 1, 1<<31-1); err != nil {
+		return nil, err
+	} else if ok {
+		page = n
+	}
+	if n, ok, err := queryInt(q, "page_size", 1, MaxEventsPageSize); err != nil {
+		return nil, err
+	} else if ok {
+		size = n
+	}
+	since, err := queryID(q, "since_event_id")
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +179,9 @@ func (a *API) getExecution(ctx context.Context, c *call) (any, error) {
 		return nil, err
 	}
 	m := maskerFor(v.Row.Workload)
-	out := wire.Execution{ExecutionSummary: executionSummary(v.Row), Steps: make(map[string]wire.Step, len(v.Steps))}
+	done := v.Status.CompletedSteps + v.Status.FailedSteps + v.Status.SkippedSteps
+	out := wire.Execution{ExecutionSummary: executionSummary(v.Row, time.Now(), progress(v.Row.Status, done, v.Status.TotalSteps)),
+		Steps: make(map[string]wire.Step, len(v.Steps))}
 	for name, s := range v.Steps {
 		out.Steps[name] = wire.Step{
 			Status: s.Status, Result: wire.Value{V: m.Redact(s.Result)}, Attempts: s.Attempts, Visits: s.Visits,
@@ -150,23 +192,46 @@ func (a *API) getExecution(ctx context.Context, c *call) (any, error) {
 	out.Context = maskedObject(m, v.Context)
 	out.Result = wire.Value{V: m.Redact(v.Result)}
 	out.Error = wire.OptString(maskedString(m, v.Row.Error))
-	// NoETL's detail carries the log's tail (its clients show it); the whole
-	// log, paged, is GET /api/executions/{id}/events.
-	_, evs, err := a.svc.ExecutionEvents(ctx, store.EventFilter{ExecutionID: id,
-		AfterSeq: max(0, v.Row.LastSeq-DetailEventsTail), Limit: DetailEventsTail})
-	if err != nil {
+
+	// Seqs run 1..last_seq without gaps (R-S4): a page is a seq range, its
+	// totals arithmetic, read at the row's last_seq so events appended since
+	// wait for the next poll.
+	var after int64
+	if since != 0 {
+		if after, err = a.svc.EventSeq(ctx, id, since); err != nil {
+			if errors.Is(err, controlplane.ErrNotFound) {
+				return nil, invalid("since_event_id", "%d is not an event of execution %d; give the event_id of one of its events", since, id)
+			}
+			return nil, err
+		}
+	}
+	last := v.Row.LastSeq
+	total := max(0, last-after)
+	until := last - (page-1)*size
+	var evs []store.Event
+	if until > after {
+		_, evs, err = a.svc.ExecutionEvents(ctx, store.EventFilter{ExecutionID: id, AfterSeq: max(after, until-size),
+			UntilSeq: until, Limit: int(size), Desc: true})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if out.Events, err = a.eventsJSON(ctx, v.Row, m, evs); err != nil {
 		return nil, err
 	}
-	out.Events = make([]wire.Event, len(evs))
-	for i, e := range evs {
-		out.Events[i] = eventJSON(m, e)
-	}
+	pages := max(1, (total+size-1)/size)
+	out.Pagination = wire.EventsPagination{Page: int(page), PageSize: int(size), TotalEvents: total, TotalPages: pages,
+		HasNext: page < pages, HasPrev: page > 1}
 	return out, nil
 }
 
-// DetailEventsTail is how many of the latest events GET /api/executions/{id}
-// carries (NoETL carries up to 2000; ours stays one page of the events route).
-const DetailEventsTail = 100
+// The events page of GET /api/executions/{id}: NoETL's default of 100 and
+// its maximum of 500 (it refuses fewer than 10; any positive size is served
+// here).
+const (
+	DefaultEventsPageSize = 100
+	MaxEventsPageSize     = 500
+)
 
 // GET /api/executions/{id}/cancellation-check: what NoETL's workers ask
 // before running a command. O(1): read from the execution row.
@@ -202,27 +267,14 @@ func (a *API) listEvents(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := maskerFor(row.Workload)
-	out := wire.EventPage{Events: make([]wire.Event, len(evs))}
-	for i, e := range evs {
-		out.Events[i] = eventJSON(m, e)
+	out := wire.EventPage{}
+	if out.Events, err = a.eventsJSON(ctx, row, maskerFor(row.Workload), evs); err != nil {
+		return nil, err
 	}
 	if len(evs) == f.Limit {
 		out.NextAfterSeq = &evs[len(evs)-1].Seq
 	}
 	return out, nil
-}
-
-// eventJSON is an event as users read it, its values masked with m.
-func eventJSON(m *redact.Masker, e store.Event) wire.Event {
-	return wire.Event{
-		EventID: wire.ID(e.EventID), ExecutionID: wire.ID(e.ExecutionID), Seq: e.Seq,
-		EventType: e.EventType, NodeName: wire.OptString(e.NodeName), NodeType: wire.OptString(e.NodeType),
-		Status: wire.OptString(e.Status), Context: maskedObject(m, e.Context), Meta: maskedObject(m, e.Meta),
-		Result: maskedObject(m, e.Result), Error: wire.OptString(maskedString(m, e.Error)), WorkerID: wire.OptString(e.WorkerID),
-		CommandID: wire.OptString(e.CommandID), ParentEventID: wire.OptID(e.ParentEventID),
-		ClientEventID: wire.OptString(e.ClientEventID), Ignored: e.Ignored, CreatedAt: wire.At(e.CreatedAt),
-	}
 }
 
 // GET /api/executions/{id}/status (events.md §6)
@@ -268,6 +320,33 @@ func (a *API) cancel(ctx context.Context, c *call) (any, error) {
 	}
 	return wire.Ended{ExecutionID: wire.ID(id), Status: store.ExecutionCancelled,
 		Message: "Execution cancellation requested"}, nil
+}
+
+// POST /api/executions/{id}/rerun {workload|payload?}: the same playbook
+// version again, with the execution's workload, the given keys replacing its
+// keys (controlplane.Rerun).
+func (a *API) rerun(ctx context.Context, c *call) (any, error) {
+	id, err := executionID(c)
+	if err != nil {
+		return nil, err
+	}
+	o, err := decodeBody(c.req.Body)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkResourceType(o); err != nil {
+		return nil, err
+	}
+	workload, err := o.object("workload", "payload")
+	if err != nil {
+		return nil, err
+	}
+	st, err := a.svc.Rerun(ctx, id, workload)
+	if err != nil {
+		return nil, err
+	}
+	return wire.Started{ExecutionID: wire.ID(st.ExecutionID), Status: "started",
+		CommandsGenerated: st.CommandsGenerated, Existing: st.Existing}, nil
 }
 
 // POST /api/executions/{id}/finalize {status: COMPLETED|FAILED, error?}

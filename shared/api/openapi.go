@@ -25,10 +25,10 @@ const OpenAPIVersion = "1.0.0"
 func OpenAPI() []byte {
 	paths := map[string]any{}
 	for _, r := range Routes() {
-		item, _ := paths[r.Path].(map[string]any)
+		item, _ := paths[r.DocPath()].(map[string]any)
 		if item == nil {
 			item = map[string]any{}
-			paths[r.Path] = item
+			paths[r.DocPath()] = item
 		}
 		item[strings.ToLower(r.Method)] = operation(r)
 	}
@@ -39,7 +39,7 @@ func OpenAPI() []byte {
 			"version": OpenAPIVersion,
 			"description": "The HTTP API of the serverless NoETL-compatible control plane (api.md). " +
 				"Ids in answers are decimal strings, except the integers event_id and execution_id " +
-				"of command bodies (NoETL's workers read numbers). Every error is {error, status}.",
+				"of command bodies (NoETL's workers read numbers). Every error is {error, detail, status}: detail repeats error under NoETL's name.",
 		},
 		"paths": paths,
 		"components": map[string]any{
@@ -77,12 +77,16 @@ func operation(r Route) map[string]any {
 	var params []any
 	for _, s := range strings.Split(r.Path, "/") {
 		if isParam(s) {
-			// Every path parameter but the dashboard's file name is an id.
+			// Every path parameter but the dashboard's file name and a
+			// catalog path is an id.
 			sh := id()
-			if s == "{asset}" {
+			switch {
+			case s == "{asset}":
 				sh = str().doc("a file name, e.g. app.js")
+			case isGreedy(s):
+				sh = str().doc("a catalog path: its segments, slashes included (a/b/c)")
 			}
-			params = append(params, map[string]any{"name": s[1 : len(s)-1], "in": "path", "required": true,
+			params = append(params, map[string]any{"name": paramName(s), "in": "path", "required": true,
 				"schema": schema(sh)})
 		}
 	}

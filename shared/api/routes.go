@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -68,11 +69,51 @@ type Route struct {
 	handle func(a *API, ctx context.Context, c *call) (any, error)
 }
 
-// Key is API Gateway's route key: "POST /api/commands/{event_id}/claim".
+// Key is the route's key as declared: "POST /api/commands/{event_id}/claim".
 func (r Route) Key() string { return r.Method + " " + r.Path }
 
+// A path segment {name+} is greedy: it takes one or more segments (a catalog
+// path holds slashes), and literal segments may follow it
+// (/api/catalog/{path+}/ui_schema). API Gateway allows a greedy variable only
+// as a route's last segment, so there the route stops at it (GatewayPath) and
+// the router here matches what follows.
+
+// GatewayPath is the path API Gateway routes by: Path, cut after a greedy
+// segment.
+func (r Route) GatewayPath() string {
+	segs := strings.Split(r.Path, "/")
+	for i, s := range segs {
+		if isGreedy(s) {
+			return strings.Join(segs[:i+1], "/")
+		}
+	}
+	return r.Path
+}
+
+// GatewayKey is API Gateway's route key: "GET /api/catalog/{path+}".
+func (r Route) GatewayKey() string { return r.Method + " " + r.GatewayPath() }
+
+// DocPath is the path the OpenAPI document describes: Path with a greedy
+// segment written as a plain parameter ({path}).
+func (r Route) DocPath() string { return strings.ReplaceAll(r.Path, "+}", "}") }
+
+// GatewayParams are path parameters as API Gateway passes them: a greedy
+// parameter's value runs to the end of the path.
+func (r Route) GatewayParams(params map[string]string) map[string]string {
+	gp := strings.TrimPrefix(r.GatewayPath(), "/")
+	rest := strings.TrimPrefix(strings.TrimPrefix(r.Path, "/"), gp)
+	if rest == "" {
+		return params
+	}
+	out := maps.Clone(params)
+	segs := strings.Split(gp, "/")
+	name := paramName(segs[len(segs)-1])
+	out[name] += rest
+	return out
+}
+
 // Routes returns every route of the API (api.md §2 without /metrics, which
-// the local server adds), sorted by path, then method: the one place a route
+// the local server adds), sorted by API Gateway's path, then method: the one place a route
 // is declared (docs/architecture.md, "Adding a route"). Each entry carries its
 // handler and its request and response shapes.
 func Routes() []Route {
@@ -110,6 +151,16 @@ func Routes() []Route {
 		{Method: "POST", Path: "/api/catalog/resource", Function: FnCatalog, Scope: api, ID: "getCatalogResource",
 			Summary: "NoETL's alias of GET /api/catalog/{catalog_id}: by catalog_id, or path and version",
 			Body:    catalogResourceBody(), Reply: shapeOf[wire.CatalogEntry](), handle: (*API).catalogResource},
+		// What NoETL's GUI asks of the catalog besides (docs/noetl-compat.md, "The GUI").
+		{Method: "GET", Path: "/api/catalog/{path+}/ui_schema", Function: FnCatalog, Scope: api, ID: "getUISchema",
+			Summary: "The form of a playbook's workload, inferred from the values it declares (NoETL's ui_schema)",
+			Query:   uiSchemaQuery(), Reply: shapeOf[wire.UISchema](), handle: (*API).uiSchema},
+		{Method: "GET", Path: "/api/catalog/playbook/content", Function: FnCatalog, Scope: api, ID: "getPlaybookContent",
+			Summary: "A playbook's YAML by catalog_id or path (NoETL's GUI draws its flow from it)",
+			Query:   playbookContentQuery(), Reply: shapeOf[wire.PlaybookContent](), handle: (*API).playbookContent},
+		{Method: "POST", Path: "/api/catalog/playbooks/validate", Function: FnCatalog, Scope: api, ID: "validatePlaybook",
+			Summary: "What register would say of a playbook, without registering it",
+			Body:    validateBody(), Reply: shapeOf[wire.Validation](), handle: (*API).validatePlaybook},
 
 		{Method: "POST", Path: "/api/execute", Function: FnExecute, Scope: api, ID: "execute",
 			Summary: "Start an execution of a registered playbook",
@@ -181,8 +232,8 @@ func Routes() []Route {
 			Summary: "List executions, newest first; the next page's cursor is in the X-Next-Cursor and Link headers",
 			Query:   executionsQuery(), Reply: array(shapeOf[wire.ExecutionSummary]()), handle: (*API).listExecutions},
 		{Method: "GET", Path: "/api/executions/{id}", Function: FnStatus, Scope: api, ID: "getExecution",
-			Summary: "An execution with its steps, context, result and the tail of its event log",
-			Reply:   shapeOf[wire.Execution](), handle: (*API).getExecution},
+			Summary: "An execution with its steps, context, result and one page of its events, newest first",
+			Query:   executionQuery(), Reply: shapeOf[wire.Execution](), handle: (*API).getExecution},
 		{Method: "GET", Path: "/api/executions/{id}/events", Function: FnStatus, Scope: api, ID: "listExecutionEvents",
 			Summary: "An execution's event log, paged by seq",
 			Query:   eventsQuery(), Reply: shapeOf[wire.EventPage](), handle: (*API).listEvents},
@@ -195,6 +246,12 @@ func Routes() []Route {
 		{Method: "POST", Path: "/api/executions/{id}/cancel", Function: FnStatus, Scope: api, ID: "cancelExecution",
 			Summary: "Cancel an execution and its children; 409 when it already ended otherwise",
 			Body:    cancelBody(), Reply: shapeOf[wire.Ended](), handle: (*API).cancel},
+		{Method: "POST", Path: "/api/executions/{id}/stop", Function: FnStatus, Scope: api, ID: "stopExecution",
+			Summary: "The cancel route under the name NoETL's GUI calls",
+			Body:    cancelBody(), Reply: shapeOf[wire.Ended](), handle: (*API).cancel},
+		{Method: "POST", Path: "/api/executions/{id}/rerun", Function: FnExecute, Scope: api, ID: "rerunExecution",
+			Summary: "Start the execution's playbook version again with its workload, the given keys replacing its keys",
+			Body:    rerunBody(), Reply: shapeOf[wire.Started](), handle: (*API).rerun},
 		{Method: "POST", Path: "/api/executions/{id}/finalize", Function: FnStatus, Scope: api, ID: "finalizeExecution",
 			Summary: "Force an execution to COMPLETED or FAILED (an operator's action)",
 			Body:    finalizeBody(), Reply: shapeOf[wire.Ended](), handle: (*API).finalize},
@@ -224,7 +281,7 @@ func Routes() []Route {
 	}
 	rs = append(rs, scheduleRoutes()...)
 	slices.SortFunc(rs, func(a, b Route) int {
-		return cmp.Or(cmp.Compare(a.Path, b.Path), cmp.Compare(a.Method, b.Method))
+		return cmp.Or(cmp.Compare(a.GatewayPath(), b.GatewayPath()), cmp.Compare(a.Method, b.Method), cmp.Compare(a.Path, b.Path))
 	})
 	return rs
 }
@@ -269,7 +326,7 @@ func RoutesJSON() []byte {
 	b.WriteString("[\n")
 	rs := Routes()
 	for i, r := range rs {
-		fmt.Fprintf(&b, "  {\"method\": %q, \"path\": %q, \"function\": %q}", r.Method, r.Path, r.Function)
+		fmt.Fprintf(&b, "  {\"method\": %q, \"path\": %q, \"function\": %q}", r.Method, r.GatewayPath(), r.Function)
 		if i < len(rs)-1 {
 			b.WriteByte(',')
 		}
@@ -296,22 +353,30 @@ func scopeName(s config.Scope) string {
 // pattern is a compiled route path.
 type pattern struct {
 	route    Route
-	segments []string // "{name}" segments are parameters
+	segments []string // "{name}" segments are parameters, "{name+}" greedy
+	greedy   int      // the greedy segment's index, or -1
 	literals int      // more literal segments = more specific
 }
 
 func compile(r Route) pattern {
 	segs := strings.Split(strings.TrimPrefix(r.Path, "/"), "/")
-	p := pattern{route: r, segments: segs}
-	for _, s := range segs {
-		if !isParam(s) {
+	p := pattern{route: r, segments: segs, greedy: -1}
+	for i, s := range segs {
+		switch {
+		case isGreedy(s):
+			p.greedy = i
+		case !isParam(s):
 			p.literals++
 		}
 	}
 	return p
 }
 
-func isParam(seg string) bool { return strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") }
+func isParam(seg string) bool  { return strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") }
+func isGreedy(seg string) bool { return isParam(seg) && strings.HasSuffix(seg, "+}") }
+
+// paramName is a parameter segment's name: {id} and {path+} name id and path.
+func paramName(seg string) string { return strings.TrimSuffix(seg[1:len(seg)-1], "+") }
 
 // match reports whether path fits the pattern and returns its parameters.
 func (p pattern) match(path string) (map[string]string, bool) {
@@ -319,33 +384,62 @@ func (p pattern) match(path string) (map[string]string, bool) {
 		return nil, false
 	}
 	segs := strings.Split(path[1:], "/")
-	if len(segs) != len(p.segments) {
+	n := len(p.segments)
+	if len(segs) != n && (p.greedy < 0 || len(segs) < n) {
 		return nil, false
 	}
 	var params map[string]string
 	for i, s := range p.segments {
+		seg := segs[i]
+		switch {
+		case i > p.greedy && p.greedy >= 0: // after the greedy segment: count from the end
+			seg = segs[len(segs)-(n-i)]
+		case i == p.greedy:
+			seg = strings.Join(segs[i:len(segs)-(n-i-1)], "/")
+			if slices.Contains(segs[i:len(segs)-(n-i-1)], "") {
+				return nil, false
+			}
+		}
 		if isParam(s) {
-			if segs[i] == "" {
+			if seg == "" {
 				return nil, false
 			}
 			if params == nil {
 				params = map[string]string{}
 			}
-			params[s[1:len(s)-1]] = segs[i]
+			params[paramName(s)] = seg
 			continue
 		}
-		if s != segs[i] {
+		if s != seg {
 			return nil, false
 		}
 	}
 	return params, true
 }
 
+// fromGateway reads API Gateway's path parameters for this route: a greedy
+// parameter's value holds the segments the route declares after it, which
+// must be there (false otherwise: no route).
+func (p pattern) fromGateway(params map[string]string) (map[string]string, bool) {
+	if p.greedy < 0 || p.greedy == len(p.segments)-1 {
+		return params, true
+	}
+	name := paramName(p.segments[p.greedy])
+	v, ok := strings.CutSuffix(params[name], "/"+strings.Join(p.segments[p.greedy+1:], "/"))
+	if !ok || v == "" {
+		return nil, false
+	}
+	out := maps.Clone(params)
+	out[name] = v
+	return out, true
+}
+
 // Router finds routes like API Gateway does: a route is method + path; among
-// the routes of the request's method, literal segments beat parameters.
+// the routes of the request's method, literal segments beat parameters and
+// parameters beat a greedy parameter.
 type Router struct {
 	patterns []pattern
-	byKey    map[string]pattern
+	byKey    map[string]pattern // by API Gateway's route key
 }
 
 // NewRouter compiles routes.
@@ -354,7 +448,7 @@ func NewRouter(routes []Route) *Router {
 	for _, rt := range routes {
 		p := compile(rt)
 		r.patterns = append(r.patterns, p)
-		r.byKey[rt.Key()] = p
+		r.byKey[rt.GatewayKey()] = p
 	}
 	return r
 }
@@ -376,7 +470,8 @@ func (r *Router) Find(method, path string) (route Route, params map[string]strin
 		if p.route.Method != method {
 			continue
 		}
-		if best == nil || p.literals > best.literals {
+		if best == nil || (p.greedy < 0) != (best.greedy < 0) && p.greedy < 0 ||
+			(p.greedy < 0) == (best.greedy < 0) && p.literals > best.literals {
 			best, params = p, ps
 		}
 	}

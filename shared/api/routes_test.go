@@ -137,8 +137,15 @@ func TestRoutesShape(t *testing.T) {
 			t.Errorf("route %s has scope %d, want %d (R-A3)", r.Key(), r.Scope, want)
 		}
 	}
-	if len(seen) != 30+8+11 {
-		t.Errorf("%d routes, want the 25 of api.md §2 (without /metrics), our worker's report, NoETL's cancellation-check, the dashboard's 2, the OpenAPI document, the 8 schedule routes and NoETL's worker services: 6 keychain, 3 vars, 2 result routes", len(seen))
+	if len(seen) != 30+8+5+11 {
+		t.Errorf("%d routes, want the 25 of api.md §2 (without /metrics), our worker's report, NoETL's cancellation-check, the dashboard's 2, the OpenAPI document, the 8 schedule routes, the 5 NoETL's GUI calls (ui_schema, playbook content, validate, stop, rerun) and NoETL's worker services: 6 keychain, 3 vars, 2 result routes", len(seen))
+	}
+	gateway := map[string]string{}
+	for _, r := range api.Routes() {
+		if other, ok := gateway[r.GatewayKey()]; ok {
+			t.Errorf("routes %s and %s share API Gateway's route %s", other, r.Key(), r.GatewayKey())
+		}
+		gateway[r.GatewayKey()] = r.Key()
 	}
 }
 
@@ -158,6 +165,15 @@ func TestRouterPrefersLiterals(t *testing.T) {
 		{"GET", "/api/nope", "", nil, ""},
 		{"GET", "/api/executions/", "", nil, ""},
 		{"GET", "/api/health/", "", nil, ""},
+		// A greedy parameter takes the segments between its neighbours, and
+		// loses to a plain parameter and to literals.
+		{"GET", "/api/catalog/a/b/ui_schema", "GET /api/catalog/{path+}/ui_schema", map[string]string{"path": "a/b"}, ""},
+		{"GET", "/api/catalog/a/ui_schema", "GET /api/catalog/{path+}/ui_schema", map[string]string{"path": "a"}, ""},
+		{"GET", "/api/catalog/ui_schema", "GET /api/catalog/{catalog_id}", map[string]string{"catalog_id": "ui_schema"}, ""},
+		{"GET", "/api/catalog/playbook/content", "GET /api/catalog/playbook/content", nil, ""},
+		{"GET", "/api/catalog/a/b", "", nil, ""},
+		{"GET", "/api/catalog/a//ui_schema", "", nil, ""},
+		{"POST", "/api/catalog/a/ui_schema", "", nil, "GET"},
 	}
 	for _, c := range cases {
 		rt, params, allow, ok := r.Find(c.method, c.path)

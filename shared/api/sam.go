@@ -37,7 +37,7 @@ func FunctionLogicalID(fn string) string {
 // "POST /api/commands/{event_id}/claim" -> "PostApiCommandsEventIdClaim" and
 // "GET /" -> "GetRoot".
 func EventLogicalID(r Route) string {
-	id := camel(strings.ToLower(r.Method)) + camel(r.Path)
+	id := camel(strings.ToLower(r.Method)) + camel(r.GatewayPath())
 	if r.Path == "/" {
 		id += "Root"
 	}
@@ -139,7 +139,7 @@ func writeEvents(out *bytes.Buffer, indent, fn string, routes []Route) error {
 		fmt.Fprintf(out, "%s  Properties:\n", indent)
 		fmt.Fprintf(out, "%s    ApiId: !Ref HttpApi\n", indent)
 		fmt.Fprintf(out, "%s    Method: %s\n", indent, r.Method)
-		fmt.Fprintf(out, "%s    Path: %s\n", indent, r.Path)
+		fmt.Fprintf(out, "%s    Path: %s\n", indent, r.GatewayPath())
 	}
 	fmt.Fprintf(out, "%s%s%s\n", indent, samEnd, fn)
 	return nil

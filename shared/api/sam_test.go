@@ -1,11 +1,35 @@
 package api_test
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/noetl-go/noetl/shared/api"
 )
+
+// TestSAMTemplateCORS: API Gateway answers for CORS in AWS (it drops the
+// functions' CORS headers), so template.yaml exposes every header the API
+// does, and lets any method through a preflight as the local gateway does.
+func TestSAMTemplateCORS(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(src)
+	_, line, _ := strings.Cut(text, "ExposeHeaders: [")
+	line, _, _ = strings.Cut(line, "]")
+	for _, h := range api.ExposedHeaders() {
+		if !slices.Contains(strings.Split(line, ", "), strings.ToLower(h)) {
+			t.Errorf("template.yaml's CorsConfiguration does not expose %s (ExposeHeaders: [%s])", h, line)
+		}
+	}
+	if !strings.Contains(text, `AllowMethods: ["*"]`) {
+		t.Error(`template.yaml's CorsConfiguration does not allow every method (AllowMethods: ["*"])`)
+	}
+}
 
 func TestEventLogicalID(t *testing.T) {
 	cases := map[string]string{
@@ -73,7 +97,7 @@ func TestSAMTemplateRewritesOnlyRegions(t *testing.T) {
 	// Every route is in its own function's region, with its method and path.
 	for _, r := range api.Routes() {
 		block := "        " + api.EventLogicalID(r) + ":\n          Type: HttpApi\n          Properties:\n            ApiId: !Ref HttpApi\n" +
-			"            Method: " + r.Method + "\n            Path: " + r.Path + "\n"
+			"            Method: " + r.Method + "\n            Path: " + r.GatewayPath() + "\n"
 		i := strings.Index(got, block)
 		if i < 0 {
 			t.Errorf("route %s: no event %q", r.Key(), block)

@@ -102,12 +102,16 @@ func param(name string, s *Shape, d string) Param { return Param{Name: name, Sha
 // errors carry (errors.go).
 func errorShape() *Shape {
 	return object(
-		req("error", str()), req("status", integer().doc("the HTTP status")),
+		req("error", str()),
+		req("detail", &Shape{OneOf: []*Shape{
+			str().doc("the error's message under NoETL's name (its GUI and CLI show detail)"),
+			object(req("code", str().doc("active_claim | already_terminal | execution_cancelled (NoETL's codes)")),
+				req("message", str())).doc("409 of a refused claim, in NoETL's shape: its workers read detail.code"),
+		}}),
+		req("status", integer().doc("the HTTP status")),
 		opt("retry_after_seconds", integer().doc("429: when the claim may be retried (R-L7)")),
 		opt("event_ids", array(id()).doc("409 of a fenced report: the events refused")),
 		opt("problems", array(str()).doc("422 of an invalid playbook: every problem")),
-		opt("detail", object(req("code", str().doc("active_claim | already_terminal | execution_cancelled (NoETL's codes)")),
-			req("message", str())).doc("409 of a refused claim, in NoETL's shape: its workers read detail.code")),
 	)
 }
 
@@ -143,12 +147,14 @@ func executeBody() *Shape {
 	return object(
 		opt("path", str().doc("exactly one of path and catalog_id")),
 		opt("catalog_id", idIn()),
-		opt("version", anyJSON().doc(`a version number, or "latest" (default)`)),
+		opt("version", anyJSON().doc(`with path: a version number, or "latest" (default); with catalog_id: ignored, as NoETL does`)),
 		opt("payload", object().doc("the workload's overrides (alias workload)")),
 		opt("workload", object()),
 		opt("parent_execution_id", idIn()),
 		opt("execution_pool", str()),
 		opt("idempotency_key", str().doc("a repeated key answers the first execution")),
+		opt("resource_kind", str().doc(`NoETL's: "playbook" (the only kind)`)),
+		opt("merge", boolean().doc("NoETL's: the payload is always merged over the playbook's workload, key by key")),
 	)
 }
 
@@ -222,7 +228,34 @@ func eventsQuery() []Param {
 	}
 }
 
-func cancelBody() *Shape { return object(opt("reason", str())) }
+func executionQuery() []Param {
+	return []Param{
+		param("page", integer(), "the page of events, 1 (the newest) by default"),
+		param("page_size", integer(), "events per page: 100 by default, at most 500"),
+		param("since_event_id", str(), "only events after this one (an event_id of the execution's)"),
+	}
+}
+
+func cancelBody() *Shape {
+	return object(opt("reason", str()), opt("cascade", boolean().doc("NoETL's; children are always cancelled")))
+}
+
+func rerunBody() *Shape {
+	return object(opt("workload", object().doc("keys replacing the execution's workload's")),
+		opt("payload", object().doc("alias of workload")), opt("resource_kind", str().doc(`"playbook" (the only kind)`)))
+}
+
+func uiSchemaQuery() []Param {
+	return []Param{param("version", str(), `a version number, or "latest" (default)`)}
+}
+
+func playbookContentQuery() []Param {
+	return []Param{{Name: "playbook_id", Required: true, Shape: str(), Doc: "a catalog_id, or a playbook path (its latest version)"}}
+}
+
+func validateBody() *Shape {
+	return object(req("content", str().doc("the playbook's YAML, or that YAML base64-encoded")))
+}
 
 func finalizeBody() *Shape {
 	return object(req("status", str().doc("COMPLETED or FAILED, in any case")), opt("error", str()))
@@ -343,9 +376,12 @@ func stagedBody() *Shape {
 // shapeOf is the shape of a shared/wire type: its `json` tags name the
 // properties (omitempty: optional, else required), `doc` describes them and
 // `enum` lists a string's values.
-func shapeOf[T any]() *Shape { return shapeOfType(reflect.TypeFor[T]()) }
+func shapeOf[T any]() *Shape { return shapeOfType(reflect.TypeFor[T](), map[reflect.Type]bool{}) }
 
-func shapeOfType(t reflect.Type) *Shape {
+// shapeOfType is t's shape; open holds the structs being described, so a
+// recursive type (a field's children) is described once, its nested uses as
+// objects of the same shape.
+func shapeOfType(t reflect.Type, open map[reflect.Type]bool) *Shape {
 	switch t {
 	case reflect.TypeFor[wire.ID]():
 		return id()
@@ -374,32 +410,37 @@ func shapeOfType(t reflect.Type) *Shape {
 	case reflect.Float64:
 		return number()
 	case reflect.Pointer:
-		return shapeOfType(t.Elem()).orNull()
+		return shapeOfType(t.Elem(), open).orNull()
 	case reflect.Slice:
-		return array(shapeOfType(t.Elem()))
+		return array(shapeOfType(t.Elem(), open))
 	case reflect.Map:
-		return mapOf(shapeOfType(t.Elem()))
+		return mapOf(shapeOfType(t.Elem(), open))
 	case reflect.Struct:
-		return object(propsOf(t)...)
+		if open[t] {
+			return object().doc("the same shape as the object it is in")
+		}
+		open[t] = true
+		defer delete(open, t)
+		return object(propsOf(t, open)...)
 	}
 	panic("api: no JSON shape for " + t.String()) // a wire type using a kind this does not know: a bug
 }
 
 // propsOf lists a struct's JSON properties, embedded structs' inline (as
 // encoding/json writes them).
-func propsOf(t reflect.Type) []Prop {
+func propsOf(t reflect.Type, open map[reflect.Type]bool) []Prop {
 	var props []Prop
 	for f := range t.Fields() {
 		tag := f.Tag.Get("json")
 		if f.Anonymous && tag == "" {
-			props = append(props, propsOf(f.Type)...)
+			props = append(props, propsOf(f.Type, open)...)
 			continue
 		}
 		name, opts, _ := strings.Cut(tag, ",")
 		if !f.IsExported() || name == "-" {
 			continue
 		}
-		p := Prop{Name: name, Required: !strings.Contains(opts, "omitempty"), Shape: shapeOfType(f.Type)}
+		p := Prop{Name: name, Required: !strings.Contains(opts, "omitempty"), Shape: shapeOfType(f.Type, open)}
 		if d := f.Tag.Get("doc"); d != "" {
 			p.Shape.Doc = d
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/noetl-go/noetl/shared/engine"
@@ -125,6 +126,30 @@ func (t *txn) start(req ExecuteRequest, entry store.CatalogEntry, pb *engine.Pla
 		return nil, err
 	}
 	return &Started{ExecutionID: id, CommandsGenerated: len(out.Commands)}, nil
+}
+
+// Rerun starts the playbook version an execution ran again, in the same
+// pool, with that execution's workload, the keys of workload replacing its
+// keys. Workload values the playbook renders at start (templates, R-W5) are
+// rendered afresh unless workload gives them: the old run's rendering
+// (its execution_id, its time) would be stale.
+func (s *Service) Rerun(ctx context.Context, id int64, workload map[string]any) (*Started, error) {
+	row, _, _, err := s.readExecution(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	pb, err := s.playbook(ctx, nil, nil, row.CatalogID)
+	if err != nil {
+		return nil, err
+	}
+	payload := map[string]any{}
+	for k, v := range row.Workload {
+		if !pb.RendersAtStart(k) {
+			payload[k] = v
+		}
+	}
+	maps.Copy(payload, workload)
+	return s.Execute(ctx, ExecuteRequest{CatalogID: row.CatalogID, Payload: payload, Pool: row.Pool})
 }
 
 func (s *Service) resolve(ctx context.Context, req ExecuteRequest) (store.CatalogEntry, error) {

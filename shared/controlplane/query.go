@@ -194,6 +194,31 @@ func (s *Service) ExecutionEvents(ctx context.Context, f store.EventFilter) (sto
 	return row, evs, err
 }
 
+// EventSeq is the seq of an execution's event, by its event_id (ErrNotFound
+// when the execution has no such event).
+func (s *Service) EventSeq(ctx context.Context, executionID, eventID int64) (int64, error) {
+	sh, err := s.st.ShardFor(executionID)
+	if err != nil {
+		return 0, Errorf(ErrNotFound, "execution %d not found", executionID)
+	}
+	seq, err := store.EventSeq(ctx, sh.Pool(), executionID, eventID)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, Errorf(ErrNotFound, "event %d is not an event of execution %d", eventID, executionID)
+	}
+	return seq, err
+}
+
+// StartMarks lists the start events (step.enter, command.claimed,
+// command.started) of an execution with seq in (afterSeq, untilSeq]: what
+// the durations of later end events are measured from.
+func (s *Service) StartMarks(ctx context.Context, executionID, afterSeq, untilSeq int64) ([]store.StartMark, error) {
+	sh, err := s.st.ShardFor(executionID)
+	if err != nil {
+		return nil, Errorf(ErrNotFound, "execution %d not found", executionID)
+	}
+	return store.StartMarks(ctx, sh.Pool(), executionID, afterSeq, untilSeq)
+}
+
 // Workload returns an execution's merged workload.
 func (s *Service) Workload(ctx context.Context, id int64) (map[string]any, error) {
 	row, _, _, err := s.readExecution(ctx, id)

@@ -251,7 +251,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 			s.schedules = h
 		}
 	}
-	gw, err := localgw.New(handlers, localgw.Options{Metrics: metrics, Logger: o.Logger})
+	gw, err := localgw.New(handlers, localgw.Options{Metrics: metrics, CORS: api.NewCORS(cfg.CORSOrigins), Logger: o.Logger})
 	if err != nil {
 		return nil, err
 	}

@@ -44,6 +44,13 @@ func (p *Playbook) PrepareWorkload(executionID, catalogID int64, payload map[str
 	return out, nil
 }
 
+// RendersAtStart reports whether the workload key's default is a template
+// PrepareWorkload renders for each execution.
+func (p *Playbook) RendersAtStart(key string) bool {
+	_, ok := p.workloadTemplates[key]
+	return ok
+}
+
 // JobUUID derives NoETL's job.uuid from the execution id, so it is stable across
 // replays (R-W5): a version-5-shaped UUID over a sha256 of the id.
 func JobUUID(executionID int64) string {

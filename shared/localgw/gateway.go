@@ -43,7 +43,12 @@ type Options struct {
 	MaxBodyBytes int64
 	// Metrics, when set, is served at GET /metrics.
 	Metrics http.Handler
-	Logger  *slog.Logger
+	// CORS is the cross-origin policy of the answers the gateway makes itself
+	// (an unknown route's 404, the preflight of a path without routes, its
+	// 400/413/502), as API Gateway's CORS configuration covers them in AWS;
+	// nil: none. The functions apply the same policy to theirs.
+	CORS   *api.CORS
+	Logger *slog.Logger
 }
 
 // Gateway routes HTTP requests to Lambda handlers.
@@ -114,10 +119,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	route, params, allow, ok := g.router.Find(r.Method, r.URL.Path)
-	routeKey := route.Key()
+	routeKey, params := route.GatewayKey(), route.GatewayParams(params)
 	if !ok {
 		if len(allow) == 0 {
-			writeError(w, requestID, http.StatusNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
+			if g.opts.CORS.IsPreflight(r.Method, r.Header) {
+				g.writeResponse(w, r, requestID, g.opts.CORS.Preflight(r.Header, nil))
+				return
+			}
+			g.writeError(w, r, requestID, http.StatusNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
 			return
 		}
 		// The path exists with other methods: like an API Gateway $default
@@ -128,18 +137,18 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, g.opts.MaxBodyBytes+1))
 	if err != nil {
-		writeError(w, requestID, http.StatusBadRequest, "reading the request body: "+err.Error())
+		g.writeError(w, r, requestID, http.StatusBadRequest, "reading the request body: "+err.Error())
 		return
 	}
 	if int64(len(body)) > g.opts.MaxBodyBytes {
-		writeError(w, requestID, http.StatusRequestEntityTooLarge,
+		g.writeError(w, r, requestID, http.StatusRequestEntityTooLarge,
 			fmt.Sprintf("request body is over the gateway's limit of %d bytes", g.opts.MaxBodyBytes))
 		return
 	}
 	ev := ToEvent(r, body, routeKey, params, requestID)
 	payload, err := json.Marshal(ev)
 	if err != nil {
-		writeError(w, requestID, http.StatusInternalServerError, "encoding the event: "+err.Error())
+		g.writeError(w, r, requestID, http.StatusInternalServerError, "encoding the event: "+err.Error())
 		return
 	}
 	out, err := g.handlers[route.Function].invoke(r.Context(), payload)
@@ -147,12 +156,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// API Gateway answers a failed invocation with 502.
 		g.log.ErrorContext(r.Context(), "function invocation failed", "function", route.Function, "route", routeKey,
 			"request_id", requestID, "error", err.Error())
-		writeError(w, requestID, http.StatusBadGateway, "the "+route.Function+" function failed")
+		g.writeError(w, r, requestID, http.StatusBadGateway, "the "+route.Function+" function failed")
 		return
 	}
 	if err := WriteResponse(w, out); err != nil {
 		g.log.ErrorContext(r.Context(), "bad function response", "function", route.Function, "error", err.Error())
-		writeError(w, requestID, http.StatusBadGateway, "the "+route.Function+" function returned a malformed response")
+		g.writeError(w, r, requestID, http.StatusBadGateway, "the "+route.Function+" function returned a malformed response")
 	}
 }
 
@@ -285,11 +294,32 @@ func WriteResponse(w http.ResponseWriter, out []byte) error {
 
 // writeError answers in the API's error shape (api.md §1).
 func writeError(w http.ResponseWriter, requestID string, status int, msg string) {
-	b, _ := json.Marshal(map[string]any{"error": msg, "status": status})
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Request-Id", requestID)
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	writeResponse(w, requestID, &api.Response{Status: status,
+		Header: http.Header{"Content-Type": {"application/json"}}, Body: api.ErrorBody(status, msg, nil)})
+}
+
+func writeResponse(w http.ResponseWriter, requestID string, resp *api.Response) {
+	h := w.Header()
+	for k, vs := range resp.Header {
+		h[k] = vs
+	}
+	h.Set("X-Request-Id", requestID)
+	w.WriteHeader(resp.Status)
+	_, _ = w.Write(resp.Body)
+}
+
+// writeError and writeResponse answer from the gateway itself, with the
+// CORS headers every answer carries.
+func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, requestID string, status int, msg string) {
+	g.opts.CORS.Headers(r.Header, w.Header())
+	writeError(w, requestID, status, msg)
+}
+
+func (g *Gateway) writeResponse(w http.ResponseWriter, r *http.Request, requestID string, resp *api.Response) {
+	if resp.Header.Get("Access-Control-Allow-Origin") == "" {
+		g.opts.CORS.Headers(r.Header, w.Header())
+	}
+	writeResponse(w, requestID, resp)
 }
 
 // requestIDOf keeps a client's X-Request-Id when it is a sane token (for

@@ -78,7 +78,7 @@ func newServer(t *testing.T, opts apitest.Options) *server {
 			return h.Handle(ctx, ev)
 		}
 	}
-	gw, err := localgw.New(handlers, localgw.Options{Metrics: sv.metrics})
+	gw, err := localgw.New(handlers, localgw.Options{Metrics: sv.metrics, CORS: api.NewCORS(opts.CORSOrigins)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,6 +326,22 @@ func TestGatewayDetails(t *testing.T) {
 		ev.QueryStringParameters["step"] != "a" || ev.RouteKey != "GET /api/executions/{id}/events" {
 		t.Fatalf("event: %+v", ev)
 	}
+	// A greedy route: API Gateway's route key stops at the greedy variable,
+	// whose value runs to the path's end.
+	sv.must(t, 200, "POST", "/api/catalog/register", tAPI, map[string]any{"content": apitest.ThreeSteps})
+	r = sv.do(t, "GET", "/api/catalog/tests/three/ui_schema", tAPI, nil, http.Header{"X-Request-Id": {"trace-3"}})
+	if r.status != 200 || r.str("path") != "tests/three" {
+		t.Fatalf("ui_schema: %d %s", r.status, r.body)
+	}
+	sv.mu.Lock()
+	raw = sv.events["trace-3"]
+	sv.mu.Unlock()
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev.RouteKey != "GET /api/catalog/{path+}" || ev.PathParameters["path"] != "tests/three/ui_schema" {
+		t.Fatalf("ui_schema's event: %s %v", ev.RouteKey, ev.PathParameters)
+	}
 	// Without a client id, the gateway makes one.
 	if r = sv.do(t, "GET", "/api/health", "", nil, nil); len(r.header.Get("X-Request-Id")) != 32 {
 		t.Errorf("request id %q", r.header.Get("X-Request-Id"))
@@ -352,6 +368,26 @@ func TestGatewayDetails(t *testing.T) {
 	r = sv.do(t, "GET", "/api/catalog", tAPI, nil, http.Header{"Origin": {"http://dash.local"}})
 	if r.header.Get("Access-Control-Allow-Origin") != "http://dash.local" {
 		t.Fatalf("CORS on a request: %v", r.header)
+	}
+	// What the gateway answers itself carries them too: an unknown route's
+	// 404 (with NoETL's detail), the preflight of a path without routes,
+	// which lets the request through to that 404, and a body over its limit.
+	origin := http.Header{"Origin": {"http://dash.local"}}
+	r = sv.do(t, "GET", "/api/credentials", tAPI, nil, origin)
+	if r.status != 404 || r.header.Get("Access-Control-Allow-Origin") != "http://dash.local" || r.str("detail") != r.str("error") {
+		t.Fatalf("unknown route: %d %v %s", r.status, r.header, r.body)
+	}
+	r = sv.do(t, "OPTIONS", "/api/credentials", "", nil, http.Header{"Origin": {"http://dash.local"}, "Access-Control-Request-Method": {"DELETE"}})
+	if r.status != 204 || r.header.Get("Access-Control-Allow-Origin") != "http://dash.local" || r.header.Get("Access-Control-Allow-Methods") != "DELETE" {
+		t.Fatalf("preflight of an unknown path: %d %v", r.status, r.header)
+	}
+	r = sv.do(t, "POST", "/api/execute", tAPI, bytes.Repeat([]byte("x"), 11<<20), origin)
+	if r.status != 413 || r.header.Get("Access-Control-Allow-Origin") != "http://dash.local" {
+		t.Fatalf("over the gateway's limit: %d %v", r.status, r.header)
+	}
+	r = sv.do(t, "GET", "/api/credentials", tAPI, nil, http.Header{"Origin": {"http://evil.local"}})
+	if r.header.Get("Access-Control-Allow-Origin") != "" {
+		t.Fatalf("a foreign origin was allowed: %v", r.header)
 	}
 }
 

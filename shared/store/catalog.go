@@ -18,7 +18,7 @@ type CatalogEntry struct {
 	Path        string
 	Version     int
 	Kind        string
-	Content     string // empty in list results
+	Content     string
 	ContentHash string // hex sha256 of Content
 	CreatedAt   time.Time
 }
@@ -122,9 +122,14 @@ type CatalogFilter struct {
 	LatestOnly bool           // one entry per path: its latest version
 	After      *CatalogCursor // keyset: entries after this one
 	Limit      int            // 1..1000; 0 means 100
+	// MaxContentBytes, when positive, ends the page early at the first entry
+	// that takes its content past this many bytes (a page holds at least one
+	// entry): a list carrying each entry's parsed playbook stays within what
+	// one answer may hold (6 MB through Lambda).
+	MaxContentBytes int
 }
 
-// ListCatalog returns a page of entries without their content.
+// ListCatalog returns a page of entries with their content.
 func ListCatalog(ctx context.Context, q Querier, f CatalogFilter) ([]CatalogEntry, error) {
 	limit, err := pageLimit(f.Limit)
 	if err != nil {
@@ -149,12 +154,17 @@ func ListCatalog(ctx context.Context, q Querier, f CatalogFilter) ([]CatalogEntr
 	if len(where) > 0 {
 		cond = " WHERE " + strings.Join(where, " AND ")
 	}
-	cols := `catalog_id, path, version, kind, '' AS content, content_hash, created_at`
 	var sql string
 	if f.LatestOnly {
-		sql = `SELECT DISTINCT ON (path) ` + cols + ` FROM catalog` + cond + ` ORDER BY path, version DESC LIMIT ` + arg(limit)
+		sql = `SELECT DISTINCT ON (path) ` + catalogColumns + ` FROM catalog` + cond + ` ORDER BY path, version DESC LIMIT ` + arg(limit)
 	} else {
-		sql = `SELECT ` + cols + ` FROM catalog` + cond + ` ORDER BY path, version DESC LIMIT ` + arg(limit)
+		sql = `SELECT ` + catalogColumns + ` FROM catalog` + cond + ` ORDER BY path, version DESC LIMIT ` + arg(limit)
+	}
+	if f.MaxContentBytes > 0 {
+		// octet_length reads a stored value's size without decompressing it;
+		// the content of entries past the budget is never read.
+		sql = `SELECT ` + catalogColumns + ` FROM (SELECT page.*, sum(octet_length(content)) OVER (ORDER BY path, version DESC) - octet_length(content) AS before
+			FROM (` + sql + `) page) sized WHERE before < ` + arg(f.MaxContentBytes) + ` ORDER BY path, version DESC`
 	}
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -114,6 +115,7 @@ type EventFilter struct {
 	EventType   string    // "": all types
 	Step        string    // "": all steps (node_name)
 	Limit       int       // ListEvents: 1..1000, 0 means 100; StreamEvents: 0 means all
+	Desc        bool      // newest first: the page ends at UntilSeq (or the last event), not after AfterSeq
 }
 
 func (f EventFilter) query(limit int) (string, []any) {
@@ -133,14 +135,18 @@ func (f EventFilter) query(limit int) (string, []any) {
 		where = append(where, "node_name = "+arg(f.Step))
 	}
 	sql := `SELECT ` + eventColumns + ` FROM event WHERE ` + strings.Join(where, " AND ") + ` ORDER BY seq`
+	if f.Desc {
+		sql += " DESC"
+	}
 	if limit > 0 {
 		sql += " LIMIT " + arg(limit)
 	}
 	return sql, args
 }
 
-// ListEvents returns a page of an execution's events in seq order; the next page
-// starts after the last returned seq.
+// ListEvents returns a page of an execution's events in seq order (newest
+// first with Desc); the next page starts after the last returned seq (before
+// it with Desc).
 func ListEvents(ctx context.Context, q Querier, f EventFilter) ([]Event, error) {
 	limit, err := pageLimit(f.Limit)
 	if err != nil {
@@ -190,4 +196,54 @@ func StreamEvents(ctx context.Context, q Querier, f EventFilter, fn func(*Event)
 		return fmt.Errorf("store: stream events of execution %d: %w", f.ExecutionID, err)
 	}
 	return nil
+}
+
+// EventSeq is the seq of an execution's event with the given event_id;
+// ErrNotFound when the execution has no such event.
+func EventSeq(ctx context.Context, q Querier, executionID, eventID int64) (int64, error) {
+	var seq int64
+	err := q.QueryRow(ctx, `SELECT seq FROM event WHERE event_id = $1 AND execution_id = $2`, eventID, executionID).Scan(&seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("store: event %d of execution %d: %w", eventID, executionID, ErrNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: event %d of execution %d: %w", eventID, executionID, err)
+	}
+	return seq, nil
+}
+
+// StartMark is an event that starts something an end event's duration is
+// measured from: a step.enter (its step and visit), a command.claimed or a
+// command.started (its command).
+type StartMark struct {
+	Seq       int64
+	EventType string
+	Step      string
+	Visit     string // context.visit as text
+	CommandID string
+	CreatedAt time.Time
+}
+
+// StartMarks lists an execution's start events with seq in (afterSeq,
+// untilSeq], in seq order, reading a few columns of each.
+func StartMarks(ctx context.Context, q Querier, executionID, afterSeq, untilSeq int64) ([]StartMark, error) {
+	rows, err := q.Query(ctx, `
+		SELECT seq, event_type, coalesce(node_name, ''), coalesce(context->>'visit', ''),
+		       coalesce(command_id, meta->>'command_id', ''), created_at
+		FROM event WHERE execution_id = $1 AND seq > $2 AND seq <= $3
+		  AND event_type IN ('step.enter', 'command.claimed', 'command.started')
+		ORDER BY seq`, executionID, afterSeq, untilSeq)
+	if err != nil {
+		return nil, fmt.Errorf("store: start events of execution %d: %w", executionID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StartMark, error) {
+		var m StartMark
+		err := r.Scan(&m.Seq, &m.EventType, &m.Step, &m.Visit, &m.CommandID, &m.CreatedAt)
+		m.CreatedAt = m.CreatedAt.UTC()
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: start events of execution %d: %w", executionID, err)
+	}
+	return out, nil
 }

@@ -207,13 +207,18 @@ func TestCatalogListKeyset(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			size := 0
 			for _, e := range entries {
-				if e.Content != "" {
-					t.Errorf("list returned content for %s v%d", e.Path, e.Version)
+				if e.Content != fmt.Sprintf("%s v%d", e.Path, e.Version) {
+					t.Errorf("list returned content %q for %s v%d", e.Content, e.Path, e.Version)
 				}
+				size += len(e.Content)
 				got = append(got, key{e.Path, e.Version})
 			}
-			if len(entries) < f.Limit {
+			if f.MaxContentBytes > 0 && len(entries) > 1 && size-len(entries[len(entries)-1].Content) >= f.MaxContentBytes {
+				t.Errorf("the page of %d entries holds %d bytes before its last entry, over the budget of %d", len(entries), size, f.MaxContentBytes)
+			}
+			if len(entries) == 0 || len(entries) < f.Limit && (f.MaxContentBytes == 0 || size < f.MaxContentBytes) {
 				return got
 			}
 			last := entries[len(entries)-1]
@@ -242,6 +247,14 @@ func TestCatalogListKeyset(t *testing.T) {
 	}
 	if got := collect(store.CatalogFilter{Limit: 1, Path: "b/three"}); !slices.Equal(got, wantOne) {
 		t.Errorf("one path:\n got %v\nwant %v", got, wantOne)
+	}
+	// A content budget cuts pages short (at least one entry each): every
+	// entry is still listed once, in order.
+	if got := collect(store.CatalogFilter{Limit: 100, MaxContentBytes: 1}); !slices.Equal(got, want) {
+		t.Errorf("pages of one entry by size:\n got %v\nwant %v", got, want)
+	}
+	if got := collect(store.CatalogFilter{Limit: 100, MaxContentBytes: 20}); !slices.Equal(got, want) {
+		t.Errorf("pages of about 20 bytes:\n got %v\nwant %v", got, want)
 	}
 	if _, err := store.ListCatalog(ctx, db, store.CatalogFilter{Limit: 1001}); err == nil {
 		t.Error("limit 1001 accepted")

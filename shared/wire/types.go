@@ -54,6 +54,12 @@ type ExecutionSummary struct {
 	ParentExecutionID OptID  `json:"parent_execution_id"`
 	// Every event is numbered 1..last_seq (R-S4): the count without a scan.
 	EventCount int64 `json:"event_count"`
+	// NoETL's names for the times and what its GUI shows of them.
+	StartTime       Time    `json:"start_time" doc:"started_at, NoETL's name"`
+	EndTime         Time    `json:"end_time" doc:"completed_at, NoETL's name; null while running"`
+	DurationSeconds float64 `json:"duration_seconds" doc:"from start to end, or to now while running, to the millisecond"`
+	DurationHuman   string  `json:"duration_human" doc:"duration_seconds as NoETL writes it: 1h 2m 3s"`
+	Progress        int     `json:"progress" doc:"percent: 100 once ended; while running, the share of steps done where the answer knows them (the detail), else 0"`
 	// A run a schedule started names the schedule and the due time it ran for.
 	ScheduleID  OptID `json:"schedule_id" doc:"the schedule that started the execution; null: none"`
 	ScheduledAt Time  `json:"scheduled_at" doc:"the due time the schedule started it for; null: not a scheduled run"`
@@ -67,7 +73,19 @@ type Execution struct {
 	Context  Object          `json:"context" doc:"the durable set values"`
 	Result   Value           `json:"result"`
 	Error    OptString       `json:"error"`
-	Events   []Event         `json:"events" doc:"the log's tail; the whole log is GET /api/executions/{id}/events"`
+	Events   []Event         `json:"events" doc:"one page of the log, newest first (page, page_size, since_event_id); the whole log, oldest first, is GET /api/executions/{id}/events"`
+	// Pagination describes Events' page (NoETL's).
+	Pagination EventsPagination `json:"pagination"`
+}
+
+// EventsPagination is the page of events an Execution carries.
+type EventsPagination struct {
+	Page        int   `json:"page"`
+	PageSize    int   `json:"page_size"`
+	TotalEvents int64 `json:"total_events" doc:"events of the execution (after since_event_id, when given)"`
+	TotalPages  int64 `json:"total_pages"`
+	HasNext     bool  `json:"has_next" doc:"older events are on the next page"`
+	HasPrev     bool  `json:"has_prev"`
 }
 
 // Step is one step of an Execution.
@@ -100,6 +118,8 @@ type Event struct {
 	ClientEventID OptString `json:"client_event_id"`
 	Ignored       bool      `json:"ignored"`
 	CreatedAt     Time      `json:"created_at"`
+	Timestamp     Time      `json:"timestamp" doc:"created_at, NoETL's name"`
+	Duration      *int64    `json:"duration" doc:"milliseconds, as NoETL stores and its GUI reads them: a step.exit's since its step.enter, a command's end (command.completed, command.failed, call.done, call.error) since it was claimed or started, a playbook's end since the execution started; null for other events and when the start is more than a page back"`
 }
 
 // EventPage answers GET /api/executions/{id}/events.
@@ -284,6 +304,15 @@ type CatalogSummary struct {
 	Version   int    `json:"version"`
 	Kind      string `json:"kind"`
 	CreatedAt Time   `json:"created_at"`
+	// NoETL's: the playbook parsed (its GUI counts payload.workflow's steps
+	// and shows payload.metadata.description) and the registration's meta.
+	Payload OptObject   `json:"payload" doc:"the playbook's YAML as JSON (NoETL's payload); null if it no longer parses"`
+	Meta    CatalogMeta `json:"meta"`
+}
+
+// CatalogMeta is NoETL's meta of a catalog entry.
+type CatalogMeta struct {
+	RegisteredAt Time `json:"registered_at" doc:"created_at"`
 }
 
 // CatalogPage answers GET /api/catalog and POST /api/catalog/list.
@@ -314,6 +343,48 @@ type Problem struct {
 	Path     string `json:"path"`
 	Line     int    `json:"line"`
 	Message  string `json:"message"`
+}
+
+// PlaybookContent answers GET /api/catalog/playbook/content.
+type PlaybookContent struct {
+	CatalogID ID     `json:"catalog_id"`
+	Path      string `json:"path"`
+	Version   int    `json:"version"`
+	Content   string `json:"content"`
+}
+
+// Validation answers POST /api/catalog/playbooks/validate: what register
+// would say of the content, without registering it.
+type Validation struct {
+	Valid    bool      `json:"valid" doc:"no errors: register would accept it"`
+	Errors   []string  `json:"errors" doc:"each error as path (line n): message"`
+	Warnings []string  `json:"warnings"`
+	Problems []Problem `json:"problems" doc:"errors and warnings, structured"`
+}
+
+// UISchema answers GET /api/catalog/{path}/ui_schema: the form of a
+// playbook's workload, inferred from the values it declares (NoETL's shape).
+type UISchema struct {
+	Path                string    `json:"path"`
+	Version             int       `json:"version"`
+	Kind                string    `json:"kind" enum:"playbook"`
+	Title               OptString `json:"title" doc:"metadata.name"`
+	DescriptionMarkdown OptString `json:"description_markdown" doc:"metadata.description"`
+	ExposedInUI         bool      `json:"exposed_in_ui" doc:"metadata.exposed_in_ui"`
+	Fields              []UIField `json:"fields" doc:"one per top-level workload key, in the order written"`
+	GeneratedAt         Time      `json:"generated_at"`
+}
+
+// UIField is one field of a UISchema.
+type UIField struct {
+	Name           string     `json:"name"`
+	Kind           string     `json:"kind" enum:"string,integer,number,boolean,object,array,null,enum"`
+	Default        Value      `json:"default" doc:"the value the playbook declares"`
+	Description    OptString  `json:"description" doc:"from a # ui:description=… comment"`
+	Secret         bool       `json:"secret" doc:"# ui:secret, or a key the server masks (password, token, …)"`
+	CredentialGlob OptString  `json:"credential_glob" doc:"# ui:credential=<glob>"`
+	Options        *[]Value   `json:"options" doc:"kind enum: # ui:enum=[a, b]"`
+	Children       *[]UIField `json:"children" doc:"kind object: its keys, as fields"`
 }
 
 // ---- schedules ----
