@@ -15,9 +15,10 @@ FUZZTIME  ?= 30000x
 # run: the whole stack in one process with a demo (see README "What you see").
 # Flags for noetl dev go in DEV_FLAGS, e.g. make run DEV_FLAGS=--exit.
 DEV_FLAGS ?=
-run: dashboard
+# Python steps run with the steps' environment (mk/corpus.mk, steps-python).
+run: dashboard steps-python
 	$(GO) build -o bin/noetl ./cmd/noetl
-	./bin/noetl dev $(DEV_FLAGS)
+	./bin/noetl dev --python $(CURDIR)/$(STEPS_PYTHON)/bin/python3 $(DEV_FLAGS)
 
 # bench: the step path measured (see docs/step-path.md): `noetl bench` starts a
 # durable Postgres and noetl serve, runs the default shapes and a 10,000-iteration

@@ -38,8 +38,8 @@ workflow:
       result:
         rows: "{{ start.rows | length }}"
         last: "{{ start.rows[-1].i }}"
-        second_k: "{{ each[1].k }}"
-        blob: "{{ each[0].blob | length }}"
+        second_k: "{{ each.results[1].k }}"
+        blob: "{{ each.results[0].blob | length }}"
 `)
 	id, view := shared.run(t, wire.ExecuteRequest{Path: path, Pool: "big-results"})
 	if view.Status != "COMPLETED" {

@@ -192,7 +192,7 @@ workflow:
     tool: {kind: noop, result: {size: small}}
     next: join
   - step: join
-    tool: {kind: noop, result: {size: "{{ big.size if big else small.size }}", last: "{{ fan[2].sum }}"}}
+    tool: {kind: noop, result: {size: "{{ big.size if big else small.size }}", last: "{{ fan.results[2].sum }}"}}
     set: {ctx.done: "{{ output.size }}"}
 `
 

@@ -160,7 +160,7 @@ func runExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sets := setFlags{}
 	fs.Var(sets, "set", "payload value key=value (repeatable; JSON values allowed)")
 	payloadFile := fs.String("payload", "", "JSON file with the payload (--set values win)")
-	wait := fs.Bool("wait", false, "wait until the execution ends; exit 1 unless it COMPLETED")
+	wait := fs.Bool("wait", false, "wait until the execution ends and print its status, error and result (--json: the execution's view, without its steps when the view is over the client's limit); exit 1 unless it COMPLETED")
 	timeout := fs.Duration("timeout", 30*time.Minute, "with --wait, how long to wait")
 	version := fs.Int("version", 0, "catalog version (default: latest)")
 	pool := fs.String("pool", "", "execution pool (worker pool)")
@@ -208,9 +208,23 @@ func runExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	wctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	view, err := cl.Wait(wctx, id, 250*time.Millisecond)
+	// The summary is the outcome without the steps, which can be large; --json
+	// prints the whole view when it fits the client's limit, else the summary.
+	view, err := cl.WaitSummary(wctx, id, 250*time.Millisecond)
 	if err != nil {
 		return fail(stderr, "exec", fmt.Errorf("execution %d: %w", id, err))
+	}
+	if c.asJSON {
+		full, err := cl.Execution(wctx, id)
+		var tooLarge *client.AnswerTooLargeError
+		switch {
+		case err == nil:
+			view = full
+		case errors.As(err, &tooLarge):
+			fmt.Fprintf(stderr, "noetl exec: printing the execution without its steps: %v\n", err)
+		default:
+			return fail(stderr, "exec", fmt.Errorf("execution %d: %w", id, err))
+		}
 	}
 	if c.asJSON {
 		printJSON(stdout, view)

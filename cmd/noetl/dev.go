@@ -193,7 +193,7 @@ func (d dev) runDemo(ctx context.Context, cl *client.Client, url string) int {
 	fmt.Fprintf(d.out, "noetl dev: demo execution %d started (watch it: noetl watch %d)\n", id, id)
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	view, err := cl.Wait(wctx, id, 200*time.Millisecond)
+	view, err := cl.WaitSummary(wctx, id, 200*time.Millisecond)
 	if err != nil {
 		fmt.Fprintf(d.errw, "noetl dev: the demo did not finish: %v\n", err)
 		return exitFail

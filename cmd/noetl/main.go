@@ -29,6 +29,7 @@ const (
 
 func commands() map[string]command {
 	return map[string]command{
+		"corpus":      {"run NoETL's offline playbook corpus end to end and report each playbook's outcome and checks", runCorpus},
 		"bench":       {"measure the step path: steps/s, step cycle, commits, HTTP requests and event rows per step", runBench},
 		"dev":         {"the whole stack in one process: database, NATS, API, workers, examples and a demo", runDev},
 		"serve":       {"serve the API on one port through the Lambda handlers (throwaway Postgres and NATS unless given)", runServe},

@@ -166,6 +166,15 @@ func TestExecuteValidationAndViews(t *testing.T) {
 	if len(steps) != 3 || steps["start"].(map[string]any)["status"] == nil {
 		t.Errorf("steps: %v", steps)
 	}
+	// view=summary: the same execution without its steps and events.
+	r = must(t, a, 200, call{method: "GET", target: fmt.Sprintf("/api/executions/%d?view=summary", e1), token: tAPI})
+	if s, _ := r.json["steps"].(map[string]any); len(s) != 0 || len(r.json["events"].([]any)) != 0 ||
+		r.str("status") != "RUNNING" || r.json["workload"].(map[string]any)["n"] != int64(41) {
+		t.Errorf("summary view: %s", r.Body)
+	}
+	if r = must(t, a, 422, call{method: "GET", target: fmt.Sprintf("/api/executions/%d?view=steps", e1), token: tAPI}); !strings.HasPrefix(r.str("error"), "view:") {
+		t.Errorf("bad view: %q", r.str("error"))
+	}
 	r = must(t, a, 200, call{method: "GET", target: fmt.Sprintf("/api/executions/%d/status", e1), token: tAPI})
 	prog, _ := r.json["progress"].(map[string]any)
 	if prog["total_steps"] != int64(3) || r.json["is_cancelled"] != false || r.str("current_step") != "start" {

@@ -151,12 +151,26 @@ func progress(status string, done, total int) int {
 	return 0
 }
 
-// GET /api/executions/{id}?page=&page_size=&since_event_id=: the execution
-// with one page of its events, newest first, paged NoETL's way.
+// GET /api/executions/{id}?page=&page_size=&since_event_id=&view=: the
+// execution with one page of its events, newest first, paged NoETL's way.
+// view=summary leaves out the steps and the events: what a client waiting for
+// the outcome needs, at a size that does not grow with the steps' results.
 func (a *API) getExecution(ctx context.Context, c *call) (any, error) {
 	id, err := executionID(c)
 	if err != nil {
 		return nil, err
+	}
+	summary := false
+	switch view := c.req.Query.Get("view"); view {
+	case "", "full":
+	case "summary":
+		summary = true
+	default:
+		return nil, invalid("view", "expected full or summary, got %q", truncate(view, 40))
+	}
+	get := a.svc.Execution
+	if summary {
+		get = a.svc.ExecutionSummary
 	}
 	q := c.req.Query
 	page, size := int64(1), int64(DefaultEventsPageSize)
@@ -174,7 +188,7 @@ func (a *API) getExecution(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := a.svc.Execution(ctx, id)
+	v, err := get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -192,6 +206,10 @@ func (a *API) getExecution(ctx context.Context, c *call) (any, error) {
 	out.Context = maskedObject(m, v.Context)
 	out.Result = wire.Value{V: m.Redact(v.Result)}
 	out.Error = wire.OptString(maskedString(m, v.Row.Error))
+	if summary {
+		out.Events = []wire.Event{}
+		return out, nil
+	}
 
 	// Seqs run 1..last_seq without gaps (R-S4): a page is a seq range, its
 	// totals arithmetic, read at the row's last_seq so events appended since

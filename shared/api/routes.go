@@ -232,7 +232,7 @@ func Routes() []Route {
 			Summary: "List executions, newest first; the next page's cursor is in the X-Next-Cursor and Link headers",
 			Query:   executionsQuery(), Reply: array(shapeOf[wire.ExecutionSummary]()), handle: (*API).listExecutions},
 		{Method: "GET", Path: "/api/executions/{id}", Function: FnStatus, Scope: api, ID: "getExecution",
-			Summary: "An execution with its steps, context, result and one page of its events, newest first",
+			Summary: "An execution with its steps, context, result and one page of its events, newest first (view=summary: without the steps and the events)",
 			Query:   executionQuery(), Reply: shapeOf[wire.Execution](), handle: (*API).getExecution},
 		{Method: "GET", Path: "/api/executions/{id}/events", Function: FnStatus, Scope: api, ID: "listExecutionEvents",
 			Summary: "An execution's event log, paged by seq",

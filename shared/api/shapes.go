@@ -233,6 +233,7 @@ func executionQuery() []Param {
 		param("page", integer(), "the page of events, 1 (the newest) by default"),
 		param("page_size", integer(), "events per page: 100 by default, at most 500"),
 		param("since_event_id", str(), "only events after this one (an event_id of the execution's)"),
+		param("view", enum("full", "summary"), "summary leaves out the steps and the events; default full"),
 	}
 }
 

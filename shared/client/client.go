@@ -141,9 +141,12 @@ func (c *Client) once(ctx context.Context, method, path string, payload []byte, 
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: read the answer: %w", method, path, err)
+	}
+	if len(raw) > MaxAnswerBytes {
+		return nil, &AnswerTooLargeError{Method: method, Path: path, Limit: MaxAnswerBytes}
 	}
 	if resp.StatusCode >= 300 {
 		e := &Error{Status: resp.StatusCode, Message: strings.TrimSpace(string(raw))}
@@ -166,6 +169,22 @@ func (c *Client) once(ctx context.Context, method, path string, payload []byte, 
 		}
 	}
 	return resp.Header, nil
+}
+
+// MaxAnswerBytes bounds one answer the client reads into memory.
+const MaxAnswerBytes = 64 << 20
+
+// AnswerTooLargeError is an answer over MaxAnswerBytes: it is not read, and the
+// error says which limit it passed (an execution's whole view can; its summary,
+// ?view=summary, and its paged events cannot).
+type AnswerTooLargeError struct {
+	Method, Path string
+	Limit        int
+}
+
+func (e *AnswerTooLargeError) Error() string {
+	return fmt.Sprintf("%s %s: the answer is larger than this client's limit of %d MiB (client.MaxAnswerBytes); ask for less (GET /api/executions/{id}?view=summary leaves out the steps, the events route pages)",
+		e.Method, e.Path, e.Limit>>20)
 }
 
 // ID reads an id given as a number or a numeric string (a NATS
@@ -205,6 +224,16 @@ func executionPath(id int64) string { return "/api/executions/" + strconv.Format
 func (c *Client) Execution(ctx context.Context, id int64) (*wire.Execution, error) {
 	var out wire.Execution
 	if _, err := c.do(ctx, http.MethodGet, executionPath(id), nil, true, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ExecutionSummary returns GET /api/executions/{id}?view=summary: the execution
+// without its steps and events (status, context, result, error).
+func (c *Client) ExecutionSummary(ctx context.Context, id int64) (*wire.Execution, error) {
+	var out wire.Execution
+	if _, err := c.do(ctx, http.MethodGet, executionPath(id)+"?view=summary", nil, true, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -292,15 +321,26 @@ func Terminal(status string) bool {
 	return false
 }
 
-// Wait polls an execution's status until it ends or ctx is done.
+// Wait polls an execution's status until it ends or ctx is done, then returns its
+// whole view.
 func (c *Client) Wait(ctx context.Context, id int64, every time.Duration) (*wire.Execution, error) {
+	return c.wait(ctx, id, every, c.Execution)
+}
+
+// WaitSummary is Wait returning the execution's summary (no steps, no events):
+// what a caller waiting for the outcome needs, whatever the size of the steps.
+func (c *Client) WaitSummary(ctx context.Context, id int64, every time.Duration) (*wire.Execution, error) {
+	return c.wait(ctx, id, every, c.ExecutionSummary)
+}
+
+func (c *Client) wait(ctx context.Context, id int64, every time.Duration, view func(context.Context, int64) (*wire.Execution, error)) (*wire.Execution, error) {
 	for {
 		st, err := c.Status(ctx, id)
 		if err != nil {
 			return nil, err
 		}
 		if Terminal(st.Status) {
-			return c.Execution(ctx, id)
+			return view(ctx, id)
 		}
 		select {
 		case <-ctx.Done():

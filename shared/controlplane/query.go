@@ -63,6 +63,16 @@ func (s *Service) readExecution(ctx context.Context, id int64) (store.Execution,
 
 // Execution returns the full view of an execution.
 func (s *Service) Execution(ctx context.Context, id int64) (*ExecutionView, error) {
+	return s.execution(ctx, id, true)
+}
+
+// ExecutionSummary is Execution without the steps (no step result is read):
+// status, context, result and error, whatever the size of the steps' results.
+func (s *Service) ExecutionSummary(ctx context.Context, id int64) (*ExecutionView, error) {
+	return s.execution(ctx, id, false)
+}
+
+func (s *Service) execution(ctx context.Context, id int64, steps bool) (*ExecutionView, error) {
 	row, snap, sh, err := s.readExecution(ctx, id)
 	if err != nil {
 		return nil, err
@@ -72,6 +82,12 @@ func (s *Service) Execution(ctx context.Context, id int64) (*ExecutionView, erro
 		return nil, err
 	}
 	v := &ExecutionView{Row: row, Steps: map[string]StepView{}, Context: snap.Ctx, Status: statusOf(row, snap, pb)}
+	if terminal(row.Status) {
+		v.Result = snap.Ctx
+	}
+	if !steps {
+		return v, nil
+	}
 	var refs []engine.ResultKey
 	for _, step := range pb.Steps {
 		st := snap.Steps[step.Name]
@@ -96,9 +112,6 @@ func (s *Service) Execution(ctx context.Context, id int64) (*ExecutionView, erro
 			sv.Result = val
 			v.Steps[k.Step] = sv
 		}
-	}
-	if terminal(row.Status) {
-		v.Result = snap.Ctx
 	}
 	return v, nil
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/tmpl"
 )
 
 // commandPayload builds the context of a command.issued event: what the worker
@@ -57,13 +58,14 @@ func (d *decider) commandPayload(step *Step, visit int, b *bindings) (map[string
 			}
 		}
 		tc["args"] = merged
-		if step.Tool.Code != "" || step.Tool.Kind == "python" {
-			if code, ok := step.Tool.Raw["code"]; ok {
-				tc["code"] = code
-			}
+		if code, ok := step.Tool.Raw["code"]; ok && !tmpl.Renders(step.Tool.Code) {
+			tc["code"] = code
 		}
 		p["tool_config"] = tc
 		p["args"] = merged
+		if rc := d.codeContext(step.Tool.codeNames, b); len(rc) > 0 {
+			p["render_context"] = rc
+		}
 		return p, nil
 	}
 	items := step.Pipeline
@@ -80,6 +82,11 @@ func (d *decider) commandPayload(step *Step, visit int, b *bindings) (map[string
 		tasks[i] = raw
 		for _, r := range it.Tool.roots {
 			roots[r] = true
+		}
+		for _, r := range it.Tool.codeNames {
+			if codeContextName(r) {
+				roots[r] = true
+			}
 		}
 	}
 	rc := map[string]any{}
@@ -106,3 +113,22 @@ func (d *decider) commandPayload(step *Step, visit int, b *bindings) (map[string
 	}
 	return p, nil
 }
+
+// codeContext is the render context a python tool's `context` global gets: the
+// bindings its code names (see codeWords), as its templates would read them.
+func (d *decider) codeContext(names []string, b *bindings) map[string]any {
+	rc := map[string]any{}
+	for _, n := range names {
+		if !codeContextName(n) {
+			continue
+		}
+		if v, ok := d.lookup(n, b); ok {
+			rc[n] = v
+		}
+	}
+	return rc
+}
+
+// codeContextName: `steps` (every step's status and result) is left out of
+// python's context even when the code says the word; templates read it.
+func codeContextName(n string) bool { return n != "steps" }

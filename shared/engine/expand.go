@@ -151,7 +151,7 @@ func (x *expander) walk(n *yaml.Node, compiled, key bool) *expandError {
 	for i, c := range n.Content {
 		compiledChild := true
 		if n.Kind == yaml.MappingNode {
-			compiledChild = i%2 == 1 && keyText(n.Content[i-1]) != "code"
+			compiledChild = i%2 == 1
 		}
 		if err := x.walk(c, compiledChild, n.Kind == yaml.MappingNode && i%2 == 0); err != nil {
 			if n.Kind == yaml.SequenceNode {

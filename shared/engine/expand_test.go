@@ -215,8 +215,8 @@ func TestConformanceExpansionHeadroom(t *testing.T) {
 }
 
 // TestTemplateLimits: templates are counted as aliases and references expand:
-// compiling them is the cost, so keys and python code, never compiled, do not
-// count. Past MaxTemplates or MaxTemplateBytes the playbook is refused before
+// compiling them is the cost, so keys, never compiled, do not count; python code
+// is rendered as NoETL renders it, so it counts. Past MaxTemplates or MaxTemplateBytes the playbook is refused before
 // anything is compiled.
 func TestTemplateLimits(t *testing.T) {
 	pb := parse(t, `
@@ -228,8 +228,8 @@ workflow:
       code: "print('{{ not compiled }}')"
       input: {"{{ key }}": 1, a: &t "{{ workload.w }}", b: *t, c: plain}
 `)
-	if x := pb.Expanded; x.Templates != 3 || x.TemplateBytes != len("{{ execution_id }}")+2*len("{{ workload.w }}") {
-		t.Fatalf("counted %+v; want the workload template and the aliased input template twice", x)
+	if x := pb.Expanded; x.Templates != 4 || x.TemplateBytes != len("{{ execution_id }}")+2*len("{{ workload.w }}")+len("print('{{ not compiled }}')") {
+		t.Fatalf("counted %+v; want the workload template, the code and the aliased input template twice", x)
 	}
 
 	var many strings.Builder

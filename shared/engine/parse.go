@@ -1039,9 +1039,7 @@ func (p *parser) tool(n *yaml.Node, path string, ref map[string]bool) (*Tool, *y
 			code, ok := p.str(e.value, fp, "code")
 			if ok {
 				t.Code = code
-				if strings.Contains(code, "{{") {
-					p.warnf(e.value, fp, "code is never rendered (dsl.md §5): its {{ }} reaches Python as written; pass values through input")
-				}
+				p.codeTemplate(e.value, fp, code)
 			}
 			raw["code"] = code
 			continue
@@ -1083,23 +1081,67 @@ func (p *parser) tool(n *yaml.Node, path string, ref map[string]bool) (*Tool, *y
 		setN := findKey(es, "set")
 		p.itemSet(setN, join(path, "set"), setV)
 	}
-	render := make(map[string]any, len(raw))
-	for k, v := range raw {
-		if k != "code" && k != "spec" && k != "set" {
+	p.compileTool(n, path, t)
+	return t, retry
+}
+
+// compileTool compiles what dispatch renders of a tool (Raw without spec and set,
+// whose policy rules and item sets render on the worker, and without a code that
+// is no template) and the names its templates and its python code read.
+func (p *parser) compileTool(n *yaml.Node, path string, t *Tool) {
+	render := make(map[string]any, len(t.Raw))
+	for k, v := range t.Raw {
+		if k != "spec" && k != "set" && (k != "code" || tmpl.Renders(t.Code)) {
 			render[k] = v
 		}
 	}
 	t.Config = p.compile(n, path, render)
-	t.roots = rawRoots(raw)
-	return t, retry
+	t.roots = rawRoots(t.Raw, t.Code)
+	if t.Kind == "python" {
+		t.codeNames = codeWords(t.Code)
+	}
 }
 
-// rawRoots lists the names a raw tool's templates read, `code` excluded. Errors
-// were already reported when the parts were compiled.
-func rawRoots(raw map[string]any) []string {
+// codeTemplate warns about a python code that reads as a template but does not
+// compile: it runs as written (NoETL would fail rendering it).
+func (p *parser) codeTemplate(n *yaml.Node, path, code string) {
+	if !tmpl.HasTemplate(code) || tmpl.Renders(code) {
+		return
+	}
+	_, err := tmpl.Compile(code)
+	p.warnf(n, path, "code is rendered like other tool fields (as NoETL does), but this one is not a valid template (%v): it runs as written; write {{ '{{' }} for literal braces", err)
+}
+
+// codeWords are the identifiers a python code mentions (words and the words of its
+// string literals): the names of the render context its `context` global gets
+// (NoETL hands python the whole render context; this engine hands the part the
+// code can name, so a command costs what its code reads, R-S2).
+func codeWords(code string) []string {
+	seen := map[string]bool{}
+	start := -1
+	for i := 0; i <= len(code); i++ {
+		c := byte(0)
+		if i < len(code) {
+			c = code[i]
+		}
+		word := c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (start >= 0 && c >= '0' && c <= '9')
+		switch {
+		case word && start < 0:
+			start = i
+		case !word && start >= 0:
+			seen[code[start:i]] = true
+			start = -1
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// rawRoots lists the names a raw tool's templates read, `code` included when it is
+// rendered. Errors were already reported when the parts were compiled.
+func rawRoots(raw map[string]any, code string) []string {
 	c := make(map[string]any, len(raw))
 	for k, v := range raw {
-		if k != "code" {
+		if k != "code" || tmpl.Renders(code) {
 			c[k] = v
 		}
 	}
@@ -1192,18 +1234,12 @@ func (p *parser) workbookTool(es []entry, n *yaml.Node, path string, ref map[str
 		case "code":
 			merged.Code, _ = p.str(e.value, fp, "code")
 			merged.Raw["code"] = merged.Code
+			p.codeTemplate(e.value, fp, merged.Code)
 		default:
 			merged.Raw[e.key] = p.value(e.value, fp)
 		}
 	}
-	render := make(map[string]any, len(merged.Raw))
-	for k, v := range merged.Raw {
-		if k != "code" && k != "spec" && k != "set" {
-			render[k] = v
-		}
-	}
-	merged.Config = p.compile(n, path, render)
-	merged.roots = rawRoots(merged.Raw)
+	p.compileTool(n, path, merged)
 	return merged, retry
 }
 

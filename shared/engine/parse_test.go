@@ -288,7 +288,7 @@ func TestParseWarnings(t *testing.T) {
 		{"noetl-only kind (R-N1)", "workflow:\n  - step: start\n    tool: {kind: duckdb, query: x}\n", "workflow[0].tool.kind", "not supported"},
 		{"cursor loop (R-N1)", "workflow:\n  - step: start\n    loop: {cursor: {x: 1}}\n    tool: {kind: noop}\n", "workflow[0].loop.cursor", "cursor loops"},
 		{"unreachable step (R-W4)", "workflow:\n  - step: start\n    tool: {kind: noop}\n  - step: island\n    tool: {kind: noop}\n", "workflow[1]", "never be reached"},
-		{"code with braces (dsl §5)", "workflow:\n  - step: start\n    tool: {kind: python, code: \"x = '{{ a }}'\"}\n", "workflow[0].tool.code", "never rendered"},
+		{"code braces that are no template", "workflow:\n  - step: start\n    tool: {kind: python, code: \"x = '{{ 1 + }}'\"}\n", "workflow[0].tool.code", "runs as written"},
 		{"literal desc (R-T6)", "workflow:\n  - step: start\n    desc: \"{{ a }}\"\n    tool: {kind: noop}\n", "workflow[0].desc", "never rendered"},
 		{"start when", "workflow:\n  - step: start\n    when: \"{{ false }}\"\n    tool: {kind: noop}\n", "workflow[0].when", "without checking when"},
 		{"arc cond (R-J9)", "workflow:\n  - step: start\n    tool: {kind: noop}\n    next: [{step: start, cond: x}]\n", "workflow[0].next[0].cond", "ignored"},

@@ -100,10 +100,11 @@ type Tool struct {
 	// Raw is the config as written (workbook merged), `kind` excluded. Pipelines and
 	// policies ship it raw for the worker to render item by item (R-S3).
 	Raw map[string]any
-	// Config is Raw compiled for rendering at dispatch, without `code` (never rendered)
-	// and without `spec` (policy rules render on the worker).
+	// Config is Raw compiled for rendering at dispatch, without `spec` (policy rules
+	// render on the worker) and without a python `code` that is no template.
 	Config *tmpl.Value
-	// Code is the python body, passed through verbatim.
+	// Code is the python body as written (rendered with Config when it is a
+	// template, as NoETL renders it).
 	Code      string
 	HasPolicy bool
 	// Supported is false for kinds NoETL defines but this project does not run
@@ -112,6 +113,9 @@ type Tool struct {
 	// roots lists the names the raw config's templates read (item set and policy
 	// included), computed once: pipelines ship those values to the worker (R-S2, R-S3).
 	roots []string
+	// codeNames are the words a python code mentions: the render context names
+	// its `context` global may read (see codeWords).
+	codeNames []string
 }
 
 // Label is the pipeline label of a single tool shipped as a one-item pipeline

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"maps"
 	"math/bits"
 	"strconv"
 	"time"
@@ -115,10 +116,10 @@ func (d *decider) lookup(name string, b *bindings) (any, bool) {
 		return v, true
 	}
 	if b.self == name {
-		return b.selfResult, true
+		return d.stepView(name, b.selfResult), true
 	}
 	if v, ok := d.stepResult(name); ok {
-		return v, true
+		return d.stepView(name, v), true
 	}
 	if v, ok := d.run.Workload[name]; ok {
 		return v, true
@@ -143,6 +144,55 @@ func (d *decider) stepResult(name string) (any, bool) {
 		return d.load(*st.ResultRef), true
 	}
 	return st.Result, true
+}
+
+// stepView is how templates see a step's result under the step's own name: a loop
+// step's list of iteration results becomes NoETL's loop aggregate, {results, data
+// (the same list), count, stats: {total, success, failed}}, which NoETL's
+// playbooks read (`{{ loop_step.data }}`, `{{ loop_step.stats.total }}`); a failed
+// iteration kept by on_error: continue is an {error} entry and counts as failed.
+// `output`, `steps.<name>.result` and the API keep the list (dsl.md §4.5).
+func (d *decider) stepView(name string, result any) any {
+	step := d.pb.byName[name]
+	if step == nil {
+		return result
+	}
+	if m, ok := result.(map[string]any); ok && step.Loop == nil && len(step.Pipeline) > 0 {
+		return pipelineView(step, m)
+	}
+	list, isList := result.([]any)
+	if step.Loop == nil || !isList {
+		return result
+	}
+	failed := 0
+	for _, r := range list {
+		if m, ok := r.(map[string]any); ok && len(m) == 1 {
+			if _, isErr := m["error"]; isErr {
+				failed++
+			}
+		}
+	}
+	n := int64(len(list))
+	return map[string]any{"results": list, "data": list, "count": n,
+		"stats": map[string]any{"total": n, "success": n - int64(failed), "failed": int64(failed)}}
+}
+
+// pipelineView is a pipeline step's result with NoETL's task_sequence `results`
+// (label → that item's data, {{ step.results.label }}) beside the merge and the
+// label keys; a result that has a results member keeps it.
+func pipelineView(step *Step, m map[string]any) any {
+	if _, has := m["results"]; has {
+		return m
+	}
+	results := make(map[string]any, len(step.Pipeline))
+	for _, it := range step.Pipeline {
+		if v, ok := m[it.Label]; ok {
+			results[it.Label] = v
+		}
+	}
+	out := maps.Clone(m)
+	out["results"] = results
+	return out
 }
 
 // stepsView is `steps`: every step's {status, result, error, attempts, visits}.

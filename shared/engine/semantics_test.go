@@ -487,6 +487,65 @@ workflow:
 	}
 }
 
+// TestNoETLStepViews: docs/noetl-playbooks.md — under its own name a loop step is
+// NoETL's loop aggregate (results, data, count, stats; a kept failed iteration
+// counts as failed) while output and steps.<name>.result stay the list; a pipeline
+// step has NoETL's results (label → data); an object is its own data.
+func TestNoETLStepViews(t *testing.T) {
+	s := sim(t, `
+workflow:
+  - step: start
+    tool: {kind: noop}
+    next: looped
+  - step: looped
+    spec: {on_error: continue}
+    loop: {in: [1, 2, 3], iterator: x}
+    tool: {kind: noop, input: {x: "{{ x }}"}}
+    set: {ctx.out_len: "{{ output | length }}"}
+    next: piped
+  - step: reader
+    tool:
+      kind: noop
+      input:
+        stats: "{{ looped.stats }}"
+        data_len: "{{ looped.data | length }}"
+        results_first: "{{ looped.results[0] }}"
+        count: "{{ looped.count }}"
+        steps_len: "{{ steps.looped.result | length }}"
+        out_len: "{{ ctx.out_len }}"
+        own_data: "{{ start.data.rows[1] }}"
+        piped: "{{ piped.results.second.n }}"
+  - step: piped
+    tool:
+      - first: {kind: noop}
+      - second: {kind: noop}
+    next: reader
+`)
+	s.Tools = map[string]enginetest.Tool{
+		"start": func(*enginetest.Cmd) enginetest.Reply {
+			return enginetest.Reply{Data: map[string]any{"rows": []any{"a", "b"}}}
+		},
+		"looped": func(c *enginetest.Cmd) enginetest.Reply {
+			if enginetest.Args(c)["x"] == int64(2) {
+				return enginetest.Reply{Status: "error", Error: "two is bad"}
+			}
+			return enginetest.Reply{Data: enginetest.Args(c)["x"]}
+		},
+		"reader": echoArgs,
+		"piped":  ok(map[string]any{"first": map[string]any{"n": 1}, "second": map[string]any{"n": 2}, "n": 2}),
+	}
+	run(t, s, nil)
+	want := map[string]any{"piped": int64(2), "stats": map[string]any{"total": int64(3), "success": int64(2), "failed": int64(1)},
+		"data_len": int64(3), "results_first": int64(1), "count": int64(3), "steps_len": int64(3), "out_len": int64(3),
+		"own_data": "b"}
+	if got := s.Result("reader"); !reflect.DeepEqual(got, want) {
+		t.Fatalf("reader saw %v\nwant %v", got, want)
+	}
+	if got := s.Result("looped"); !reflect.DeepEqual(got, []any{int64(1), map[string]any{"error": "two is bad"}, int64(3)}) {
+		t.Fatalf("the stored loop result is the list: %v", got)
+	}
+}
+
 // TestLoopIterationFailure: a loop fails if an iteration fails after its retries;
 // a sequential loop stops issuing (R-W3).
 func TestLoopIterationFailure(t *testing.T) {
@@ -1194,7 +1253,9 @@ workflow:
 	}
 }
 
-// TestCommandPayload: R-S3 — a single tool ships rendered except code; step input
+// TestCommandPayload: R-S3 — a single tool ships rendered (python code too, as
+// NoETL renders it, with the render context its code names for python's
+// `context`); step input
 // merges under the tool's (tool wins); a pipeline ships raw items with the values
 // its templates read.
 func TestCommandPayload(t *testing.T) {
@@ -1206,7 +1267,7 @@ workflow:
     tool:
       kind: python
       input: {shared: tool, n: "{{ 1 + 1 }}"}
-      code: "x = '{{ not rendered }}'"
+      code: "x = '{{ name }}'"
     next: pipe
   - step: pipe
     input: {a: "{{ name }}"}
@@ -1218,8 +1279,11 @@ workflow:
 	run(t, s, nil)
 	issued := s.Log[s.Index("command.issued", "start", 0)]
 	tc := issued.Context["tool_config"].(map[string]any)
-	if tc["code"] != "x = '{{ not rendered }}'" {
-		t.Errorf("code was rendered: %v", tc["code"])
+	if tc["code"] != "x = 'ada'" {
+		t.Errorf("code was not rendered: %v", tc["code"])
+	}
+	if rc := issued.Context["render_context"]; !reflect.DeepEqual(rc, map[string]any{"name": "ada"}) {
+		t.Errorf("python's render context: %v, want what its code names (name)", rc)
 	}
 	if want := map[string]any{"who": "ada", "shared": "tool", "n": int64(2)}; !reflect.DeepEqual(tc["args"], want) || !reflect.DeepEqual(issued.Context["args"], want) {
 		t.Errorf("args %v", tc["args"])
@@ -1262,7 +1326,7 @@ workflow:
     tool: {kind: noop, input: {i: "{{ i }}"}}
     next: reader
   - step: reader
-    tool: {kind: noop, input: {n: "{{ start | length }}", last: "{{ start[-1] }}"}}
+    tool: {kind: noop, input: {n: "{{ start.results | length }}", last: "{{ start.results[-1] }}"}}
 `)
 	s.Engine = engine.New(engine.Config{InlineResultBytes: 512})
 	s.Tools = map[string]enginetest.Tool{
@@ -1304,7 +1368,7 @@ workflow:
     tool: {kind: noop, input: {i: "{{ i }}"}}
     next: reader
   - step: reader
-    tool: {kind: noop, input: {rows: "{{ start.rows | length }}", second: "{{ each[1].v }}"}}
+    tool: {kind: noop, input: {rows: "{{ start.rows | length }}", second: "{{ each.results[1].v }}"}}
 `)
 	s.Tools = map[string]enginetest.Tool{
 		"start": func(*enginetest.Cmd) enginetest.Reply {

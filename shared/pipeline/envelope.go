@@ -191,7 +191,8 @@ func statusCode(v any) int {
 }
 
 // ruleOutput is `output` inside policy rules (R-R6, R-W6): {status, data, error:
-// {message, kind, status, retryable} | null, http: {status}}.
+// {message, kind, status, retryable} | null, http: {status}}, and response, the
+// data again (NoETL's name for a tool's output, which its playbooks read).
 func ruleOutput(env Envelope, httpStatus int) map[string]any {
 	var hs any
 	if httpStatus != 0 {
@@ -201,7 +202,7 @@ func ruleOutput(env Envelope, httpStatus int) map[string]any {
 	if env.Error != nil {
 		errMap = env.Error.Map()
 	}
-	return map[string]any{"status": env.Status, "data": env.Data, "error": errMap, "http": map[string]any{"status": hs}}
+	return map[string]any{"status": env.Status, "data": env.Data, "response": env.Data, "error": errMap, "http": map[string]any{"status": hs}}
 }
 
 func quote(s string) string {

@@ -49,14 +49,15 @@ import (
 
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/tmpl"
+	"github.com/noetl-go/noetl/shared/tools/kinds"
 )
 
 // Item is one attempt of one item, handed to Exec.
 type Item struct {
 	Label string
 	Kind  string
-	// Config is the tool config rendered against the running context, except `code`
-	// (never rendered, dsl.md §5), without `input`/`args` (see Input) and without the
+	// Config is the tool config rendered against the running context (python's
+	// `code` too, as NoETL renders it), without `input`/`args` (see Input) and without the
 	// pipeline's own `set` and `spec`. `kind` stays in it.
 	Config map[string]any
 	// Input is the step-level args with the item's rendered input (alias args) merged
@@ -64,6 +65,10 @@ type Item struct {
 	Input map[string]any
 	// Attempt is the 1-based try of this item run (policy retries, R-L9).
 	Attempt int
+	// Context is what the item's templates could read (the step's render context,
+	// or the pipeline's running context): python's `context` global, as NoETL
+	// gives it. Tools must not change it. Nil: none.
+	Context map[string]any
 }
 
 // Exec runs one tool attempt. It returns the tool's envelope; an Exec-level failure is
@@ -209,12 +214,12 @@ func (r *runner) runItem(ctx context.Context, it *itemSpec) (Envelope, int, *fai
 		env, httpStatus := classify(env, it.kind)
 
 		output := ruleOutput(env, httpStatus)
-		act, matched, err := r.decide(it, output)
+		act, matched, err := r.decide(it, output, env.Data)
 		if err != nil {
 			return env, 0, r.failWith(it, env, StatusError, KindTool, err.Error())
 		}
 		if matched != nil && len(act.set) > 0 {
-			if err := r.applySet(act.set, output); err != nil {
+			if err := r.applySet(act.set, output, it.label, env.Data); err != nil {
 				return env, 0, r.failWith(it, env, StatusError, KindTool,
 					fmt.Sprintf("item %q: spec.policy.%s: then.set: %v", it.label, matched.display, err))
 			}
@@ -246,7 +251,7 @@ func (r *runner) runItem(ctx context.Context, it *itemSpec) (Envelope, int, *fai
 		// continue, break, jump: the outcome is accepted, even an error (worker.md §3).
 		r.record(it.label, env.Data)
 		if len(it.set) > 0 {
-			if err := r.applySet(it.set, env.Data); err != nil {
+			if err := r.applySet(it.set, env.Data, it.label, env.Data); err != nil {
 				return env, 0, r.fail(StatusError, KindTool, fmt.Sprintf("item %q: set: %v", it.label, err))
 			}
 		}
@@ -261,10 +266,10 @@ func (r *runner) runItem(ctx context.Context, it *itemSpec) (Envelope, int, *fai
 }
 
 // decide evaluates the rules, first match wins (R-R6). No match: an error or timeout
-// fails, a success continues.
-func (r *runner) decide(it *itemSpec, output map[string]any) (action, *rule, error) {
+// fails, a success continues. The item's label is its attempt's data in them.
+func (r *runner) decide(it *itemSpec, output map[string]any, data any) (action, *rule, error) {
 	if len(it.rules) > 0 {
-		vars := r.withOutput(output)
+		vars := r.withOutput(output, it.label, data)
 		budget := tmpl.NewBudget()
 		for i := range it.rules {
 			ru := &it.rules[i]
@@ -430,10 +435,15 @@ func Merge(order []string, data map[string]any, updates map[string]any, single s
 	return m
 }
 
-// withOutput is the running context plus `output`, without touching the context.
-func (r *runner) withOutput(output any) map[string]any {
+// withOutput is the running context plus `output` and the item's label bound to
+// its data (NoETL's playbooks read {{ step.x }} in a single tool's own policy
+// set), without touching the context.
+func (r *runner) withOutput(output any, label string, data any) map[string]any {
 	v := maps.Clone(r.running)
 	v["output"] = output
+	if label != "" {
+		v[label] = data
+	}
 	return v
 }
 
@@ -445,13 +455,21 @@ func (r *runner) renderItem(it *itemSpec) (Item, error) {
 	cfg := make(map[string]any, len(it.config))
 	for _, k := range slices.Sorted(maps.Keys(it.config)) {
 		v := it.config[k]
-		if k != "code" && k != "kind" {
+		render := k != "kind"
+		if code, isText := v.(string); k == "code" && isText {
+			render = tmpl.Renders(code) // braces that are no template are Python's own
+		}
+		if render {
 			var err error
 			if v, err = r.render(v, vars, k, budget); err != nil {
 				return Item{}, err
 			}
 		}
 		cfg[k] = v
+	}
+	var rc map[string]any
+	if it.kind == kinds.Python {
+		rc = vars // python's context (NoETL's): the running context, read only
 	}
 	input := maps.Clone(r.plan.args)
 	if it.input != nil {
@@ -469,10 +487,11 @@ func (r *runner) renderItem(it *itemSpec) (Item, error) {
 	}
 	// Exec owns what it gets: nothing shared with the running context.
 	return Item{
-		Label:  it.label,
-		Kind:   it.kind,
-		Config: jsonx.Clone(cfg).(map[string]any),
-		Input:  jsonx.Clone(input).(map[string]any),
+		Label:   it.label,
+		Kind:    it.kind,
+		Config:  jsonx.Clone(cfg).(map[string]any),
+		Input:   jsonx.Clone(input).(map[string]any),
+		Context: rc,
 	}, nil
 }
 
@@ -520,10 +539,11 @@ func (r *runner) render(v any, vars map[string]any, path string, budget *tmpl.Bu
 	}
 }
 
-// applySet evaluates every value against the context as it is now, then writes them
-// all (simultaneous, R-W3), in key order. `ctx.` keys are also durable (R-W1, R-R5).
-func (r *runner) applySet(entries []setEntry, output any) error {
-	vars := r.withOutput(output)
+// applySet evaluates every value against the context as it is now (the item's
+// label bound to data), then writes them all (simultaneous, R-W3), in key order.
+// `ctx.` keys are also durable (R-W1, R-R5).
+func (r *runner) applySet(entries []setEntry, output any, label string, data any) error {
+	vars := r.withOutput(output, label, data)
 	budget := tmpl.NewBudget()
 	vals := make([]any, len(entries))
 	for i, e := range entries {

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -136,13 +137,14 @@ func TestRunningContext(t *testing.T) {
 	sameJSON(t, "R-R5 updates", d["_context_updates"], `{"y.z": 2, "a": 2, "b": 1}`)
 }
 
-// The item handed to Exec: config rendered except code, set/spec/input removed, input
+// The item handed to Exec: config rendered (python code too, as NoETL renders it),
+// set/spec/input removed, python's Context the running context, input
 // = args merged under the item's input (item wins).
 func TestExecItem(t *testing.T) {
 	payload := `{
 		"args": {"a": 1, "b": 1},
 		"render_context": {"workload": {"u": "http://x"}},
-		"tool_config": [{"p": {"kind": "python", "code": "x = '{{ not rendered }}'",
+		"tool_config": [{"p": {"kind": "python", "code": "x = '{{ workload.u }}'",
 			"url": "{{ workload.u }}/y", "headers": {"h": ["{{ workload.u }}"]}, "n": 3,
 			"input": {"b": 2, "c": "{{ workload.u }}"},
 			"set": {"ctx.q": 1}, "spec": {"policy": {"rules": [{"else": {"do": "continue"}}]}}}}]}`
@@ -155,7 +157,10 @@ func TestExecItem(t *testing.T) {
 	if it.Label != "p" || it.Kind != "python" || it.Attempt != 1 {
 		t.Errorf("item = %s/%s attempt %d", it.Label, it.Kind, it.Attempt)
 	}
-	sameJSON(t, "config", it.Config, `{"kind": "python", "code": "x = '{{ not rendered }}'",
+	if u := it.Context["workload"]; !reflect.DeepEqual(u, map[string]any{"u": "http://x"}) {
+		t.Errorf("python's context: workload = %v", u)
+	}
+	sameJSON(t, "config", it.Config, `{"kind": "python", "code": "x = 'http://x'",
 		"url": "http://x/y", "headers": {"h": ["http://x"]}, "n": 3}`)
 	sameJSON(t, "input", it.Input, `{"a": 1, "b": 2, "c": "http://x"}`)
 
@@ -478,13 +483,18 @@ func TestErrorKinds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			// then.set captures the rule's output (minus data, checked elsewhere).
+			// then.set captures the rule's output (minus data, checked elsewhere, and
+			// response, the same data under NoETL's name).
 			payload := `{"tool_config": [{"x": {"kind": "` + tt.kind + `", "spec": {"policy": {"rules": [
 				{"else": {"do": "continue", "set": {"ctx.o": "{{ output }}"}}}]}}}}]}`
 			e := run(t, payload, map[string][]Envelope{"x": {tt.outcome}})
 			wantStatus(t, e.out, StatusSuccess)
 			o := e.out.Data.(map[string]any)["_context_updates"].(map[string]any)["o"].(map[string]any)
+			if !reflect.DeepEqual(o["response"], o["data"]) {
+				t.Errorf("response %v is not data %v", o["response"], o["data"])
+			}
 			delete(o, "data")
+			delete(o, "response")
 			sameJSON(t, "output", o, tt.output)
 		})
 	}

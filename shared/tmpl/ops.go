@@ -29,11 +29,18 @@ func getPath(obj any, keys []any) any {
 	return obj
 }
 
+// getItem reads one member or index. An object without a `data` member is its own
+// `data`: NoETL exposes every step result that way (playbooks write
+// {{ step.data.field }} for results that are not wrapped in data), and R-T5's null
+// for a missing member would make such playbooks read nothing.
 func getItem(obj, key any) any {
 	switch o := obj.(type) {
 	case map[string]any:
 		if k, ok := mapKey(key); ok {
-			return o[k]
+			if v, has := o[k]; has || k != "data" {
+				return v
+			}
+			return o
 		}
 	case []any:
 		if i, ok := index(key, len(o)); ok {
@@ -100,7 +107,7 @@ func has(obj, key any) bool {
 	case map[string]any:
 		if k, ok := mapKey(key); ok {
 			_, found := o[k]
-			return found
+			return found || k == "data" // an object is its own data (getItem)
 		}
 	case []any:
 		_, ok := index(key, len(o))

@@ -591,6 +591,11 @@ func TestRulings(t *testing.T) {
 		{"R-T5 index of null", "{{ nul[0] }}", nil},
 		{"R-W7 attribute on list is null", "{{ xs.name }}", nil},
 		{"R-W7 string key on list is null", "{{ xs['a'] }}", nil},
+		// NoETL's step results: an object without data is its own data.
+		{"object is its own data", "{{ m.data.in.x }}", "deep"},
+		{"own data wins", "{{ {'data': 1}.data }}", int64(1)},
+		{"own data is defined", "{{ m.data is defined }}", true},
+		{"list has no data", "{{ xs.data }}", nil},
 		// R-T10: integral values stay int64.
 		{"R-T10 arithmetic keeps int64", "{{ big + 1 }}", int64(9007199254740994)},
 		{"R-T10 fromjson keeps int64", "{{ '{\"id\": 9007199254740993}'|fromjson }}", map[string]any{"id": int64(9007199254740993)}},

@@ -15,6 +15,17 @@ func HasTemplate(s string) bool {
 	return strings.Contains(s, "{{") || strings.Contains(s, "{%")
 }
 
+// Renders reports that s holds template syntax that compiles. Python code is
+// rendered only then: NoETL renders code, and a code whose braces are Python's own
+// (and do not compile as a template) runs as written.
+func Renders(s string) bool {
+	if !HasTemplate(s) {
+		return false
+	}
+	_, err := Compile(s)
+	return err == nil
+}
+
 // Truthy is Python truthiness (R-T1): false, null, 0, 0.0, "", and empty lists and maps
 // are false; everything else is true. Every condition inside a template uses it.
 func Truthy(v any) bool {

@@ -5,8 +5,10 @@
 // supported by this worker".
 //
 // Every tool:
-//   - gets its config already rendered (python `code` never is, dsl.md §5) and the
-//     merged input in Item.Input;
+//   - gets its config already rendered (python `code` too, as NoETL renders it,
+//     unless its braces do not compile as a template) and the merged input in
+//     Item.Input; python also gets Item.Context, the render context for its
+//     `context` global;
 //   - stops when ctx is done (the worker puts the step deadline on ctx, R-L2) and then
 //     returns a `timeout` envelope (kind timeout); python, shell, http, postgres and
 //     playbook also take their own `timeout` (alias timeout_seconds, seconds), the
@@ -35,13 +37,17 @@
 // Steps running at the same time on one worker share the user, so they are not
 // isolated from each other: serve steps that must be in separate worker pools.
 //
-// python: `code` and `script` together are an error; a relative script path is taken
-// from the worker's working directory. Each run gets a temp dir under Options.WorkDir
+// python: exactly one of `code`, `code_b64` and `script` (a path, or NoETL's {uri,
+// source} read from a file, inline, http, s3 or gcs: pyscript.go); a relative script
+// path is taken from the worker's working directory. NoETL's pre-imports (os, json,
+// datetime, uuid and its helpers) are globals; main() is called when defined, its
+// arguments filled from the input, then `context` (docs/noetl-playbooks.md). Each run gets a temp dir under Options.WorkDir
 // (its cwd, removed afterwards) holding the embedded harness (harness/harness.py) and
 // the request/result side files. `__name__` is "__noetl__", so an
 // `if __name__ == "__main__":` block does not run: main() is called by the contract,
-// exactly once. A `result` global counts before main() only when the code bound it; an
-// input named `result` is the last fallback (so `def main(result): …` still runs).
+// exactly once. main()'s value wins over a `result` global (NoETL's order), which
+// counts only when the code bound it; an input named `result` is the last fallback
+// (so `def main(result): …` still runs).
 // `libs` are imported after the input globals (an alias wins over an input key of the
 // same name); a list of module names is also accepted (`import a.b` semantics). A
 // SystemExit(0) in the body skips main(). Whatever the body leaves running in the
@@ -55,7 +61,8 @@
 // last stderr line. Background processes are left alone on a normal exit (a command
 // may start a daemon on purpose) but killed with the group on timeout.
 //
-// http: header, query and form values are sent in R-T2 text form, null left out; a
+// http: data is {status_code, headers, body, data (= body), url, elapsed}. Header,
+// query and form values are sent in R-T2 text form, null left out; a
 // non-string `body` is sent in text form without a Content-Type (json and form set
 // theirs unless the headers do). Without response_type the body is parsed when the
 // Content-Type is application/json or +json; response_type json that does not parse
@@ -67,7 +74,10 @@
 // password) and http (Extra.headers added, then Extra.token → Bearer, else user +
 // password → Basic); explicit request headers win over the credential.
 //
-// postgres: one connection per call. Without params the script is one simple-protocol
+// postgres: one connection per call. The data is NoETL's: command_0, command_1, …
+// per statement ({status, columns, rows, row_count} or {status, row_count,
+// affected_rows, message}) and the last statement's entry at the top with
+// statement_count. Without params the script is one simple-protocol
 // Query, which PostgreSQL runs as one implicit transaction (explicit BEGIN/COMMIT in
 // the script take over, as in psql); with params the single statement is bound
 // server-side with untyped text values (null → NULL, objects/lists as JSON), so write

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
@@ -23,7 +24,9 @@ import (
 // MaxHTTPBody bounds a response body read into memory; a longer body is an error.
 const MaxHTTPBody = 64 << 20
 
-// runHTTP performs one request. data (R-P6) = {status_code, headers, body, data}.
+// runHTTP performs one request. data (R-P6) = {status_code, headers, body, data,
+// url, elapsed}: url (the final one, after redirects, without userinfo) and
+// elapsed (seconds) are NoETL's.
 //
 // Decisions where the spec is silent are in the package doc.
 func (r *Registry) runHTTP(ctx context.Context, it pipeline.Item) pipeline.Envelope {
@@ -52,6 +55,7 @@ func (r *Registry) runHTTP(ctx context.Context, it pipeline.Item) pipeline.Envel
 	req = req.WithContext(ctx)
 
 	target := req.Method + " " + redactURL(req.URL)
+	sent := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -86,6 +90,8 @@ func (r *Registry) runHTTP(ctx context.Context, it pipeline.Item) pipeline.Envel
 		"headers":     headers,
 		"body":        body,
 		"data":        body,
+		"url":         redactUserinfo(resp.Request.URL),
+		"elapsed":     time.Since(sent).Seconds(),
 	}
 	if allowed(resp.StatusCode, allow) {
 		return pipeline.Envelope{Status: pipeline.StatusSuccess, Data: data}
@@ -339,6 +345,14 @@ func bodySnippet(raw []byte, responseType string) string {
 		s = strings.ToValidUTF8(s[:limit], "") + "…"
 	}
 	return s
+}
+
+// redactUserinfo is the URL without its userinfo: the url of the response data
+// (NoETL's), which keeps the query the playbook built.
+func redactUserinfo(u *url.URL) string {
+	c := *u
+	c.User = nil
+	return c.String()
 }
 
 // redactURL drops userinfo and the query (API keys often ride there) from URLs in

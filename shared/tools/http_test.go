@@ -105,13 +105,19 @@ func TestHTTPShapeHeadersAndParams(t *testing.T) {
 		"headers", map[string]any{"X-Custom": 42, "X-Null": nil}), nil)
 	mustSucceed(t, env)
 	d := dataMap(t, env)
-	for _, k := range []string{"status_code", "headers", "body", "data"} {
+	for _, k := range []string{"status_code", "headers", "body", "data", "url", "elapsed"} {
 		if _, ok := d[k]; !ok {
 			t.Fatalf("data lacks %s: %v", k, d)
 		}
 	}
-	if len(d) != 4 {
+	if len(d) != 6 {
 		t.Fatalf("data has extra keys: %v", d)
+	}
+	if u, _ := d["url"].(string); !strings.HasPrefix(u, srv.URL+"/echo?") || !strings.Contains(u, "keep=1") {
+		t.Fatalf("url = %v, want the request's, query included (NoETL's)", d["url"])
+	}
+	if e, ok := d["elapsed"].(float64); !ok || e <= 0 {
+		t.Fatalf("elapsed = %#v, want seconds", d["elapsed"])
 	}
 	if d["status_code"] != int64(200) {
 		t.Fatalf("status_code = %#v", d["status_code"])

@@ -9,8 +9,8 @@ import (
 	"github.com/noetl-go/noetl/shared/pipeline"
 )
 
-// The registry behind pipeline.Run: the conformance fixture's python item (code not
-// rendered, `{{` inside it kept) feeding a shell item through the running context.
+// The registry behind pipeline.Run: the conformance fixture's python item (its code
+// rendered as NoETL renders it; braces that are no template kept) feeding a shell item through the running context.
 func TestRegistryDrivesAPipeline(t *testing.T) {
 	t.Parallel()
 	payload, err := jsonx.DecodeObject([]byte(`{"step": "set_variables", "args": {"base": 40},

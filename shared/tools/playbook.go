@@ -140,7 +140,18 @@ func (r *Registry) runPlaybook(ctx context.Context, it pipeline.Item) pipeline.E
 	case req.ReturnStep != "" && !isView:
 		return failure(pipeline.KindTool, fmt.Sprintf("playbook: return_step %q: the child's step results are not available from this worker's Children", req.ReturnStep))
 	case req.ReturnStep != "":
-		data["result"] = view.Steps[req.ReturnStep]
+		ret := view.Steps[req.ReturnStep]
+		data["result"] = ret
+		// NoETL's playbooks read the returned step's fields on the tool's result
+		// ({{ sub.profile_score }}): they are at the top too, execution_id, status
+		// and result keeping their meaning here.
+		if m, ok := ret.(map[string]any); ok {
+			for k, v := range m {
+				if _, ours := data[k]; !ours {
+					data[k] = v
+				}
+			}
+		}
 	case view.Ctx == nil:
 		data["result"] = map[string]any{}
 	default:

@@ -59,7 +59,7 @@ func TestPlaybookCompleted(t *testing.T) {
 	t.Parallel()
 	ch := &children{status: "COMPLETED", result: ChildView{
 		Ctx:   map[string]any{"total": int64(3)},
-		Steps: map[string]any{"load": map[string]any{"rows": int64(7)}},
+		Steps: map[string]any{"load": map[string]any{"rows": int64(7), "status": "its own"}},
 	}}
 	r := New(Options{Children: ch})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -75,10 +75,12 @@ func TestPlaybookCompleted(t *testing.T) {
 	}
 	same(t, "payload", req.Payload, map[string]any{"n": 1, "extra": true})
 
-	// return_step picks that step's latest result.
+	// return_step picks that step's latest result, whose fields are at the top too
+	// (NoETL's playbooks read them there); ours keep their meaning.
 	env = execCtx(ctx, r, map[string]any{"kind": "playbook", "catalog_id": "55", "return_step": "load"}, nil)
 	mustSucceed(t, env)
-	same(t, "return_step", dataMap(t, env)["result"], map[string]any{"rows": 7})
+	same(t, "return_step", env.Data, map[string]any{"execution_id": "child-2", "status": "COMPLETED", "rows": 7,
+		"result": map[string]any{"rows": 7, "status": "its own"}})
 	if req := ch.last(t); req.CatalogID != "55" || req.ReturnStep != "load" {
 		t.Fatalf("request = %+v", req)
 	}

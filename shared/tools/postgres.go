@@ -232,27 +232,26 @@ func quoteDSNValue(v string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
 }
 
-// execScript runs a script through the simple protocol and returns the last
-// statement's outcome.
+// execScript runs a script through the simple protocol and returns its outcome in
+// NoETL's shape (see statementsData).
 func execScript(ctx context.Context, conn *pgconn.PgConn, query string) (map[string]any, error) {
 	tm := pgtype.NewMap()
 	mrr := conn.Exec(ctx, query)
-	var last map[string]any
+	var stmts []map[string]any
 	for mrr.NextResult() {
 		res, err := readResult(tm, mrr.ResultReader())
 		if err != nil {
 			_ = mrr.Close()
 			return nil, err
 		}
-		last = res
+		if res != nil {
+			stmts = append(stmts, res)
+		}
 	}
 	if err := mrr.Close(); err != nil {
 		return nil, err
 	}
-	if last == nil {
-		return map[string]any{"affected_rows": int64(0)}, nil
-	}
-	return last, nil
+	return statementsData(stmts), nil
 }
 
 // execParams runs one statement with positional params bound server-side; results
@@ -265,11 +264,37 @@ func execParams(ctx context.Context, conn *pgconn.PgConn, query string, params [
 			values[i] = []byte(tmpl.Text(p))
 		}
 	}
-	return readResult(pgtype.NewMap(), conn.ExecParams(ctx, query, values, oids, nil, nil))
+	res, err := readResult(pgtype.NewMap(), conn.ExecParams(ctx, query, values, oids, nil, nil))
+	if err != nil || res == nil {
+		return statementsData(nil), err
+	}
+	return statementsData([]map[string]any{res}), nil
 }
 
-// readResult reads one statement's result: rows when it returns rows, else the
-// affected row count.
+// statementsData is the tool's data in NoETL's shape: one entry per statement,
+// command_0, command_1, … (what NoETL's playbooks read as step.command_0.rows), and
+// the last statement's entry again at the top (what NoETL's current postgres tool
+// returns, and step.rows), with statement_count. A script without a statement (only
+// comments) gives statement_count 0 and affected_rows 0.
+func statementsData(stmts []map[string]any) map[string]any {
+	out := map[string]any{"statement_count": int64(len(stmts))}
+	for i, st := range stmts {
+		out["command_"+strconv.Itoa(i)] = st
+	}
+	if len(stmts) == 0 {
+		out["status"], out["affected_rows"], out["row_count"] = "success", int64(0), int64(0)
+		return out
+	}
+	for k, v := range stmts[len(stmts)-1] {
+		out[k] = v
+	}
+	return out
+}
+
+// readResult reads one statement's result, as NoETL reports a statement: {status,
+// columns, rows, row_count} when it returns rows, else {status, row_count (the rows
+// it changed), message}, or nil for an empty query; affected_rows repeats row_count (this project's earlier
+// name, kept for the playbooks that read it).
 func readResult(tm *pgtype.Map, rr *pgconn.ResultReader) (map[string]any, error) {
 	fds := rr.FieldDescriptions()
 	var rows []any
@@ -297,8 +322,13 @@ func readResult(tm *pgtype.Map, rr *pgconn.ResultReader) (map[string]any, error)
 	if decodeErr != nil {
 		return nil, decodeErr
 	}
+	if fds == nil && tag.String() == "" {
+		return nil, nil // an empty query (only comments): no statement
+	}
 	if fds == nil && !tag.Select() {
-		return map[string]any{"affected_rows": tag.RowsAffected()}, nil
+		n := tag.RowsAffected()
+		return map[string]any{"status": "success", "row_count": n, "affected_rows": n,
+			"message": fmt.Sprintf("Command executed. %d rows affected.", n)}, nil
 	}
 	columns := make([]any, len(fds))
 	for i, fd := range fds {
@@ -307,7 +337,7 @@ func readResult(tm *pgtype.Map, rr *pgconn.ResultReader) (map[string]any, error)
 	if rows == nil {
 		rows = []any{}
 	}
-	return map[string]any{"columns": columns, "rows": rows, "row_count": int64(len(rows))}, nil
+	return map[string]any{"status": "success", "columns": columns, "rows": rows, "row_count": int64(len(rows))}, nil
 }
 
 // pgValue converts one column value to a convention value (R-P5).

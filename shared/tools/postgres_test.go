@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -94,37 +95,56 @@ func TestPostgresScripts(t *testing.T) {
 		return execTool(t, r, pgCfg(dsn, q, extra...), nil)
 	}
 
-	// DDL and DO report 0 affected rows.
+	// DDL and DO report 0 affected rows; every statement is command_N, and the last
+	// one's entry is repeated at the top (NoETL's shapes, docs/noetl-playbooks.md).
+	noRows := func(n int) map[string]any {
+		return map[string]any{"status": "success", "row_count": n, "affected_rows": n, "message": fmt.Sprintf("Command executed. %d rows affected.", n)}
+	}
+	withStatements := func(stmts ...map[string]any) map[string]any {
+		out := map[string]any{"statement_count": len(stmts)}
+		for i, st := range stmts {
+			out[fmt.Sprintf("command_%d", i)] = st
+		}
+		for k, v := range stmts[len(stmts)-1] {
+			out[k] = v
+		}
+		return out
+	}
 	env := run("CREATE TABLE items (id int PRIMARY KEY, tag text)")
 	mustSucceed(t, env)
-	same(t, "create", env.Data, map[string]any{"affected_rows": 0})
+	same(t, "create", env.Data, withStatements(noRows(0)))
 	env = run("DO $$ BEGIN PERFORM 1; END $$;")
 	mustSucceed(t, env)
-	same(t, "do", env.Data, map[string]any{"affected_rows": 0})
+	same(t, "do", env.Data, withStatements(noRows(0)))
 
-	// Several statements: the last one's rows come back.
+	// Several statements: each is reported, the last one's rows at the top too.
 	env = run("INSERT INTO items VALUES (1, 'a'); INSERT INTO items VALUES (2, 'b');\nSELECT id, tag FROM items ORDER BY id;")
 	mustSucceed(t, env)
-	same(t, "multi select", env.Data, map[string]any{
+	same(t, "multi select", env.Data, withStatements(noRows(1), noRows(1), map[string]any{"status": "success",
 		"columns": []any{"id", "tag"}, "rows": []any{map[string]any{"id": 1, "tag": "a"}, map[string]any{"id": 2, "tag": "b"}}, "row_count": 2,
-	})
+	}))
 
 	// ... or the last one's count.
 	env = run("UPDATE items SET tag = 'z'; DELETE FROM items WHERE id = 2")
 	mustSucceed(t, env)
-	same(t, "last count", env.Data, map[string]any{"affected_rows": 1})
+	same(t, "last count", env.Data, withStatements(noRows(2), noRows(1)))
 
 	// INSERT … RETURNING returns its rows (NoETL drops them).
 	env = run("INSERT INTO items VALUES (3, 'c'), (4, 'd') RETURNING id, upper(tag) AS tag")
 	mustSucceed(t, env)
-	same(t, "returning", env.Data, map[string]any{
+	same(t, "returning", env.Data, withStatements(map[string]any{"status": "success",
 		"columns": []any{"id", "tag"}, "rows": []any{map[string]any{"id": 3, "tag": "C"}, map[string]any{"id": 4, "tag": "D"}}, "row_count": 2,
-	})
+	}))
 
 	// An empty result still has columns.
 	env = run("SELECT id FROM items WHERE id < 0")
 	mustSucceed(t, env)
-	same(t, "empty", env.Data, map[string]any{"columns": []any{"id"}, "rows": []any{}, "row_count": 0})
+	same(t, "empty", env.Data, withStatements(map[string]any{"status": "success", "columns": []any{"id"}, "rows": []any{}, "row_count": 0}))
+
+	// Only comments: no statement.
+	env = run("-- nothing to run\n/* at all */")
+	mustSucceed(t, env)
+	same(t, "no statement", env.Data, map[string]any{"status": "success", "statement_count": 0, "affected_rows": 0, "row_count": 0})
 
 	// One transaction: a failing statement rolls back the earlier ones.
 	env = run("INSERT INTO items VALUES (10, 'x'); INSERT INTO items VALUES (11, 'y'); INSERT INTO items VALUES (1, 'dup');")

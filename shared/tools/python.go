@@ -3,7 +3,6 @@ package tools
 import (
 	"context"
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -23,13 +22,15 @@ var harnessFS embed.FS
 
 const harnessName = "harness/harness.py"
 
-// runPython runs `code` (never rendered) or `script` (a path on the worker host) in a
-// python3 subprocess through the embedded harness (R-P1..R-P3).
+// runPython runs `code` (rendered by the engine like any config value, as NoETL
+// does), `code_b64` or `script` (see pythonSource) in a python3 subprocess through
+// the embedded harness (R-P1..R-P3), with `context` holding the render context the
+// engine or pipeline passed in Item.Context.
 //
 // Decisions where the spec is silent are in the package doc.
 func (r *Registry) runPython(ctx context.Context, it pipeline.Item) pipeline.Envelope {
 	cfg := it.Config
-	code, filename, err := pythonSource(cfg)
+	code, filename, err := r.pythonSource(ctx, cfg)
 	if err != nil {
 		return failure(pipeline.KindTool, "python: "+err.Error())
 	}
@@ -59,7 +60,7 @@ func (r *Registry) runPython(ctx context.Context, it pipeline.Item) pipeline.Env
 	}
 	req, err := jsonx.Marshal(map[string]any{
 		"code": code, "filename": filename, "input": it.Input, "libs": libs,
-		"execution_id": execID, "step": step,
+		"execution_id": execID, "step": step, "context": it.Context,
 	})
 	if err != nil {
 		return failure(pipeline.KindTool, fmt.Sprintf("python: encode the request: %v", err))
@@ -138,38 +139,6 @@ func (r *Registry) runPython(ctx context.Context, it pipeline.Item) pipeline.Env
 	env0.Status = pipeline.StatusError
 	env0.Error = &pipeline.ErrorInfo{Message: msg, Kind: pipeline.KindTool}
 	return env0
-}
-
-// pythonSource reads `code` or `script`.
-func pythonSource(cfg map[string]any) (code, filename string, err error) {
-	c := valueOf(cfg, keyNames(kinds.Python, "code")...)
-	hasCode := c != nil && c != ""
-	script, err := stringField(cfg, keyNames(kinds.Python, "script")...)
-	if err != nil {
-		return "", "", err
-	}
-	switch {
-	case hasCode && script != "":
-		return "", "", errors.New("give either code or script, not both")
-	case hasCode:
-		s, ok := c.(string)
-		if !ok {
-			return "", "", fmt.Errorf("code: expected a string, got %s", jsonx.TypeName(c))
-		}
-		return s, "<code>", nil
-	case script != "":
-		path, err := filepath.Abs(script)
-		if err != nil {
-			return "", "", fmt.Errorf("script %s: %w", script, err)
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return "", "", fmt.Errorf("script: %w", err)
-		}
-		return string(b), path, nil
-	default:
-		return "", "", errors.New("code or script is required")
-	}
 }
 
 // procEnvelope carries a process's output and exit code; status is filled by the caller.

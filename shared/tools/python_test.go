@@ -2,6 +2,9 @@ package tools
 
 import (
 	"context"
+	"encoding/base64"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,7 +76,8 @@ func TestPythonPrecedence(t *testing.T) {
 	}{
 		{"return wins over global result", "global result\nresult = 1\nreturn 2", nil, 2},
 		{"return None falls back to global result", "global result\nresult = 7\nreturn None", nil, 7},
-		{"result wins over main", "result = 3\ndef main():\n    return 4", nil, 3},
+		{"main wins over result (NoETL)", "result = 3\ndef main():\n    return 4", nil, 4},
+		{"main giving None leaves result", "result = 3\ndef main():\n    pass", nil, 3},
 		{"main with named args gets only matching inputs", "def main(a, b):\n    return a * 10 + b", map[string]any{"a": 1, "b": 2, "c": 3}, 12},
 		{"main with **kw gets every input", "def main(**kw):\n    return sorted(kw)", map[string]any{"a": 1, "x-y": 2}, []any{"a", "x-y"}},
 		{"main with a named arg and **kw", "def main(a, **rest):\n    return [a, sorted(rest)]", map[string]any{"a": 1, "b": 2}, []any{1, []any{"b"}}},
@@ -441,4 +445,84 @@ func TestResolvePython(t *testing.T) {
 	if got := ResolvePython(context.Background(), "no-such-python-here", nil); got != "no-such-python-here" {
 		t.Fatalf("a missing interpreter must come back unchanged, got %q", got)
 	}
+}
+
+// TestPythonNoETLForms: what NoETL's python tool gives a step that this one gives
+// too: the render context as `context` (and `data` from it), the pre-imported
+// modules and helpers, main() filled from input and context (a coroutine main
+// awaited), code_b64, and NoETL's script forms.
+func TestPythonNoETLForms(t *testing.T) {
+	t.Parallel()
+	r := New(Options{Python: realPython(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ctx = WithCall(ctx, Call{ExecutionID: "7", Step: "check"})
+	run := func(cfg, input, rc map[string]any) pipeline.Envelope {
+		t.Helper()
+		return r.Exec(ctx, pipeline.Item{Label: "check", Kind: "python", Config: cfg, Input: input, Context: rc})
+	}
+	rc := map[string]any{"load": map[string]any{"command_0": map[string]any{"rows": []any{1, 2}}}, "data": map[string]any{"k": "from context"}}
+
+	env := run(py("result = {'rows': context.get('load', {}).get('command_0', {}).get('rows'), 'step': context['step'], 'data': data}"), nil, rc)
+	mustSucceed(t, env)
+	same(t, "context", env.Data, map[string]any{"rows": []any{1, 2}, "step": "check", "data": map[string]any{"k": "from context"}})
+
+	env = run(py("result = [json.dumps([1]), os.sep, isinstance(uuid.uuid4(), uuid.UUID), datetime.date(2024, 1, 2).isoformat(),\n"+
+		"  get_val({'a': [{'b': 3}]}, ['a', 0, 'b']), get_val({}, ['x'], 'd'), deep_merge({'a': {'x': 1}}, {'a': {'y': 2}}),\n"+
+		"  make_serializable({'t': datetime.date(2024, 1, 2)}), format_iso8601(now_utc()).endswith('+00:00')]"), nil, nil)
+	mustSucceed(t, env)
+	same(t, "pre-imports", env.Data, []any{"[1]", "/", true, "2024-01-02", 3, "d", map[string]any{"a": map[string]any{"x": 1, "y": 2}},
+		map[string]any{"t": "2024-01-02"}, true})
+
+	// main: by name from the input, then context's data, then context; a
+	// parameter named context gets it; defaults fill the rest.
+	env = run(py("def main(n, k, load, context, missing='dflt'):\n    return [n, k, sorted(load), context['step'], missing]"), map[string]any{"n": 1}, rc)
+	mustSucceed(t, env)
+	same(t, "main arguments", env.Data, []any{1, "from context", []any{"command_0"}, "check", "dflt"})
+	env = run(py("def main(nowhere):\n    return 1"), nil, nil)
+	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "main() needs argument 'nowhere': give it in the step's input")
+	env = run(py("async def main(n):\n    return n * 2"), map[string]any{"n": 4}, nil)
+	mustSucceed(t, env)
+	same(t, "async main", env.Data, 8)
+
+	env = run(map[string]any{"kind": "python", "code_b64": base64.StdEncoding.EncodeToString([]byte("result = n + 1"))}, map[string]any{"n": 1}, nil)
+	mustSucceed(t, env)
+	same(t, "code_b64", env.Data, 2)
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s.py")
+	if err := os.WriteFile(path, []byte("result = {'from': 'file', 'n': n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path != "/scripts/s.py" || req.Header.Get("X-Key") != "k" {
+			http.NotFound(w, req)
+			return
+		}
+		_, _ = w.Write([]byte("result = {'from': 'http', 'n': n}\n"))
+	}))
+	defer srv.Close()
+	for _, c := range []struct {
+		name   string
+		script any
+		from   string
+	}{
+		{"file", map[string]any{"uri": path, "source": map[string]any{"type": "file"}}, "file"},
+		{"file by uri", map[string]any{"uri": path}, "file"},
+		{"source as a name", map[string]any{"uri": path, "source": "file"}, "file"},
+		{"http", map[string]any{"uri": "scripts/s.py", "source": map[string]any{"type": "http", "endpoint": srv.URL, "headers": map[string]any{"X-Key": "k"}}}, "http"},
+		{"inline", map[string]any{"uri": "inline", "source": map[string]any{"type": "inline", "code": "result = {'from': 'inline', 'n': n}"}}, "inline"},
+	} {
+		env = run(map[string]any{"kind": "python", "script": c.script}, map[string]any{"n": 5}, nil)
+		mustSucceed(t, env)
+		same(t, c.name, env.Data, map[string]any{"from": c.from, "n": 5})
+	}
+	env = run(map[string]any{"kind": "python", "script": map[string]any{"uri": "scripts/none.py", "source": map[string]any{"type": "http", "endpoint": srv.URL}}}, nil, nil)
+	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "HTTP 404")
+	env = run(map[string]any{"kind": "python", "script": map[string]any{"uri": "x", "source": map[string]any{"type": "ftp"}}}, nil, nil)
+	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "expected file, inline, http, s3 or gcs")
+	env = run(map[string]any{"kind": "python", "script": map[string]any{"uri": "s3://bucket", "source": "s3"}}, nil, nil)
+	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "expected s3://bucket/key")
+	env = run(map[string]any{"kind": "python", "code": "result = 1", "code_b64": "eA=="}, nil, nil)
+	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "not both")
 }

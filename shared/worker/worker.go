@@ -334,7 +334,10 @@ func itemOf(cmd *wire.Command) (pipeline.Item, error) {
 	if input == nil {
 		input = map[string]any{}
 	}
-	return pipeline.Item{Label: cmd.NodeName, Kind: cmd.Action, Config: config, Input: input, Attempt: 1}, nil
+	// What the step's templates could read, for python's context (the engine sends
+	// the names the code mentions).
+	rc, _ := cmd.Context["render_context"].(map[string]any)
+	return pipeline.Item{Label: cmd.NodeName, Kind: cmd.Action, Config: config, Input: input, Attempt: 1, Context: rc}, nil
 }
 
 func errorEnvelope(msg string) pipeline.Envelope {

@@ -2,33 +2,41 @@
 #
 #     python3 -B harness.py REQUEST.json RESULT.json
 #
-# REQUEST: {"code", "filename", "input", "libs", "execution_id", "step"}.
+# REQUEST: {"code", "filename", "input", "libs", "execution_id", "step", "context"}.
 # RESULT (written last, so a crash leaves no file):
 #     {"ok": true,  "data": <value>}
 #     {"ok": false, "message": "<traceback's last line>", "phase": "compile|libs|run"}
 # The full traceback (harness frames removed) goes to stderr. Exit status: 0 on
 # success, 1 on a reported failure. User prints never touch RESULT.
 #
-# Contract (rulings R-P1..R-P3):
+# Contract (rulings R-P1..R-P3, and NoETL's python tool where it differs):
 #   * compile() the body; on "'return' outside function" the body becomes the body of
 #     a function of (args, input_data), which is called;
-#   * globals: args, input_data (the input map), context {execution_id, step, input},
-#     execution_id, step; then every input key that is an identifier (input keys win);
-#     then the `libs` imports;
-#   * data: the return value if not None, else a `result` global, else
-#     main(**matching inputs) (all inputs when main takes **kwargs), else null;
+#   * globals: the modules os, json, datetime, uuid and the helpers get_val,
+#     make_serializable, now_utc, format_iso8601, deep_merge (NoETL's pre-imports);
+#     args, input_data (the input map), context (the render context the step could
+#     read, plus execution_id, step and input), execution_id, step, data (context's
+#     data, else its result, unless an input is named data); then every input key that
+#     is an identifier (input keys win); then the `libs` imports;
+#   * data: the return value if not None, else main()'s if main is defined and gives
+#     one, else a `result` global, else null. main's parameters are filled by name
+#     from the input, then context's input and data, then context itself; one named
+#     context gets context; **kwargs gets every input; a coroutine main is awaited;
 #   * SystemExit(0) / SystemExit(None) is success.
 
 import ast
 import builtins
+import datetime
 import importlib
 import inspect
 import json
 import keyword
 import linecache
 import math
+import os
 import sys
 import traceback
+import uuid
 
 HARNESS_FILE = __file__
 BODY_FUNC = "__noetl_step_body__"
@@ -133,15 +141,93 @@ def import_libs(libs, g):
             raise Failure("libs: entry %r: expected a module name" % (alias if alias is not None else spec,), "libs")
 
 
-def main_kwargs(fn, inp):
+def main_kwargs(fn, inp, context):
+    """Arguments for main, by parameter name: the input, then context's input and
+    data, then context; a parameter named context gets context."""
     try:
-        params = inspect.signature(fn).parameters.values()
+        params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         return {}
+    sources = [inp]
+    for key in ("input", "data"):
+        if isinstance(context.get(key), dict):
+            sources.append(context[key])
+    sources.append(context)
+    kwargs = {}
+    for p in params:
+        if p.kind == p.VAR_POSITIONAL:
+            raise Failure("main(*%s): positional varargs are not supported; name the parameters" % p.name, "run")
+        if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            continue
+        if p.name == "context":
+            kwargs["context"] = context
+            continue
+        for src in sources:
+            if p.name in src:
+                kwargs[p.name] = src[p.name]
+                break
+        else:
+            if p.default is p.empty:
+                raise Failure("main() needs argument '%s': give it in the step's input" % p.name, "run")
     if any(p.kind == p.VAR_KEYWORD for p in params):
-        return dict(inp)
-    names = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    return {k: v for k, v in inp.items() if k in names}
+        for src in sources[:-1]:
+            for k, v in src.items():
+                kwargs.setdefault(k, v)
+    return kwargs
+
+
+def call_main(fn, inp, context):
+    ret = fn(**main_kwargs(fn, inp, context))
+    if inspect.iscoroutine(ret):
+        import asyncio  # only then: importing it costs every step's start
+
+        ret = asyncio.run(ret)
+    return ret
+
+
+# NoETL's pre-imported helpers.
+
+def get_val(obj, keys, default=None):
+    """obj followed along keys (dict keys, list indexes); default when a step is missing."""
+    if not isinstance(keys, (list, tuple)):
+        keys = [keys]
+    for k in keys:
+        try:
+            obj = obj[k]
+        except (KeyError, IndexError, TypeError):
+            return default
+    return obj
+
+
+def make_serializable(value):
+    """value with datetimes as ISO text and other non-JSON values as text."""
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(k): make_serializable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [make_serializable(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+def now_utc():
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+def format_iso8601(dt):
+    return dt.astimezone(datetime.timezone.utc).isoformat()
+
+
+def deep_merge(dest, source):
+    """source merged into a copy of dest, objects key by key, all the way down."""
+    if isinstance(dest, dict) and isinstance(source, dict):
+        out = dict(dest)
+        for k, v in source.items():
+            out[k] = deep_merge(out[k], v) if k in out else v
+        return out
+    return source
 
 
 def plain(value, seen):
@@ -187,12 +273,22 @@ def run(req):
     # Source lines in tracebacks for inline code too.
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
 
-    g = {"__name__": "__noetl__", "__builtins__": builtins, "__file__": filename}
+    g = {"__name__": "__noetl__", "__builtins__": builtins, "__file__": filename,
+         "os": os, "json": json, "datetime": datetime, "uuid": uuid, "get_val": get_val,
+         "make_serializable": make_serializable, "now_utc": now_utc,
+         "format_iso8601": format_iso8601, "deep_merge": deep_merge}
+    context = req.get("context")
+    context = dict(context) if isinstance(context, dict) else {}
+    context.update({"execution_id": req.get("execution_id"), "step": req.get("step"), "input": inp})
     g["args"] = inp
     g["input_data"] = inp
-    g["context"] = {"execution_id": req.get("execution_id"), "step": req.get("step"), "input": inp}
+    g["context"] = context
     g["execution_id"] = req.get("execution_id")
     g["step"] = req.get("step")
+    for key in ("data", "result"):
+        if key in context:
+            g["data"] = context[key]
+            break
     for k, v in inp.items():
         if isinstance(k, str) and k.isidentifier() and not keyword.iskeyword(k):
             g[k] = v
@@ -232,13 +328,10 @@ def run(req):
 
     if ret is not None:
         return ret
-    res = bound_result()
-    if res is not None:
-        return res
     fn = g.get("main")
     if callable(fn) and not exited:
         try:
-            ret = fn(**main_kwargs(fn, inp))
+            ret = call_main(fn, inp, context)
         except SystemExit as exc:
             if not exit_ok(exc):
                 print_traceback(exc)
@@ -246,9 +339,9 @@ def run(req):
             ret = None
         if ret is not None:
             return ret
-        res = bound_result()
-        if res is not None:
-            return res
+    res = bound_result()
+    if res is not None:
+        return res
     return input_result
 
 

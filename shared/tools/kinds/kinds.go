@@ -80,7 +80,7 @@ func (k Key) renames(twice string, aliases ...string) Key {
 // kindTable is the table. It is built on each call so no caller can change it.
 func kindTable() []Kind {
 	return []Kind{
-		{Python, own(k("code"), k("script"), k("libs"), k("env"))},
+		{Python, own(k("code"), k("code_b64", "code_base64"), k("script"), k("libs"), k("env"))},
 		{HTTP, own(k("url", "endpoint").renames("give the http url once: endpoint is NoETL's alias of url", "endpoint"), k("method"), k("headers"), k("params"), k("json"), k("form"), k("body"),
 			k("follow_redirects"), k("response_type"), k("allow_status"), k("verify_ssl", "verify"))},
 		{Postgres, own(k("query", "command", "sql"), k("params"), k("connection", "connection_string", "dsn").renames("", "connection_string"),
