@@ -7,6 +7,7 @@
 //   - ours and the R-R1 readings: payload.result is a tool envelope
 //     {status: success|error|timeout, data, error?}, flat or wrapped as
 //     {status, context: envelope};
+//
 //   - NoETL's Python worker (noetl/noetl 4.x, noetl/worker/nats_worker.py):
 //     payload.result is {status: COMPLETED|FAILED, context: <the output without its
 //     data fields>} and payload.response is the tool's whole output. The output is
