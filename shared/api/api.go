@@ -125,6 +125,9 @@ type Options struct {
 	Recorder Recorder
 	// Logger receives one line per request (default slog.Default()).
 	Logger *slog.Logger
+	// Dashboard serves / and /ui/{asset}; nil: they answer 404 (every
+	// function but status).
+	Dashboard Dashboard
 }
 
 // API serves the control plane's HTTP API over a Service.

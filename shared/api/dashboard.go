@@ -3,9 +3,15 @@ package api
 import (
 	"context"
 	"net/http"
-
-	"github.com/noetl-go/noetl/shared/dashboard"
 )
+
+// Dashboard is the web dashboard's files (shared/dashboard.Files). Options
+// carry it only in the binaries that serve the page, so the other functions
+// do not link its files.
+type Dashboard interface {
+	Index() []byte
+	Asset(name string) (body []byte, ctype string, ok bool)
+}
 
 // The dashboard's files are open routes (no token): they hold no data. Every
 // call the page makes for data goes to the API routes with the token the page
@@ -25,16 +31,26 @@ const dashboardCSP = "default-src 'none'; script-src 'self'; style-src 'self'; i
 
 // GET /
 func (a *API) dashboardIndex(_ context.Context, _ *call) (any, error) {
-	return dashboardResponse(dashboard.Index(), "text/html; charset=utf-8"), nil
+	if a.opts.Dashboard == nil {
+		return nil, noDashboard()
+	}
+	return dashboardResponse(a.opts.Dashboard.Index(), "text/html; charset=utf-8"), nil
 }
 
 // GET /ui/{asset}
 func (a *API) dashboardAsset(_ context.Context, c *call) (any, error) {
-	body, ctype, ok := dashboard.Asset(c.params["asset"])
+	if a.opts.Dashboard == nil {
+		return nil, noDashboard()
+	}
+	body, ctype, ok := a.opts.Dashboard.Asset(c.params["asset"])
 	if !ok {
 		return nil, errorf(http.StatusNotFound, "no dashboard file %q", c.params["asset"])
 	}
 	return dashboardResponse(body, ctype), nil
+}
+
+func noDashboard() error {
+	return errorf(http.StatusNotFound, "this function does not serve the dashboard: the status function does (its routes are / and /ui/{asset})")
 }
 
 func dashboardResponse(body []byte, ctype string) *Response {

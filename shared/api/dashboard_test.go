@@ -7,6 +7,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/api"
 	"github.com/noetl-go/noetl/shared/api/apitest"
+	"github.com/noetl-go/noetl/shared/dashboard"
 )
 
 // TestDashboardFiles: the page and its files are served without a token
@@ -14,7 +15,7 @@ import (
 // page makes needs the token, TestDashboardTokens in e2e), with a CSP that
 // allows nothing from another origin; data routes still refuse.
 func TestDashboardFiles(t *testing.T) {
-	a := api.New(nil, api.Options{Tokens: apitest.Tokens()}) // static routes never reach the service
+	a := api.New(nil, api.Options{Tokens: apitest.Tokens(), Dashboard: dashboard.Files{}}) // static routes never reach the service
 	ctx := context.Background()
 	get := func(path string) *api.Response {
 		return a.Serve(ctx, &api.Request{Method: "GET", Path: path})
@@ -46,5 +47,18 @@ func TestDashboardFiles(t *testing.T) {
 	}
 	if r := get("/api/executions"); r.Status != 401 {
 		t.Errorf("GET /api/executions without a token answered %d, want 401", r.Status)
+	}
+}
+
+// TestDashboardOnlyWhereGiven: a function built without the dashboard (every
+// one but status, so their bootstraps do not link its files) answers its
+// routes 404 naming the function that serves them.
+func TestDashboardOnlyWhereGiven(t *testing.T) {
+	a := api.New(nil, api.Options{})
+	for _, path := range []string{"/", "/ui/app.js"} {
+		r := a.Serve(context.Background(), &api.Request{Method: "GET", Path: path})
+		if r.Status != 404 || !strings.Contains(string(r.Body), "the status function does") {
+			t.Errorf("GET %s without the dashboard answered %d %s", path, r.Status, r.Body)
+		}
 	}
 }

@@ -1,6 +1,7 @@
-// Package dashboard holds the web dashboard's static files, embedded in every
-// binary that serves the API (the status function, noetl serve and noetl dev
-// serve them at / and /ui/{asset}; see api.dashboard).
+// Package dashboard holds the web dashboard's static files, embedded in the
+// binaries that serve the page (the status function, noetl serve and noetl
+// dev serve them at / and /ui/{asset} through api.Options.Dashboard; the
+// other functions do not link them).
 //
 // The front end is deliberately plain: ES modules, hand-written HTML and CSS,
 // no framework and no bundler. The page is a few views over JSON routes that
@@ -50,6 +51,17 @@ func Asset(name string) (body []byte, ctype string, ok bool) {
 	}
 	return nil, "", false
 }
+
+// Files is the dashboard as the API serves it (api.Options.Dashboard). Only
+// the binaries that serve the page link it: the status function, noetl serve
+// and noetl dev; the other functions' bootstraps stay without its files.
+type Files struct{}
+
+// Index is the page (see Index).
+func (Files) Index() []byte { return Index() }
+
+// Asset is a file under /ui/ (see Asset).
+func (Files) Asset(name string) ([]byte, string, bool) { return Asset(name) }
 
 // Vendored reports whether the layout library was built into this binary.
 func Vendored() bool {

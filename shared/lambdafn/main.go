@@ -64,6 +64,9 @@ type Env struct {
 	// Only the schedules function's main passes it, so only that bootstrap
 	// links the EventBridge Scheduler client.
 	OpenSchedules func(ctx context.Context, cfg *config.Config) (controlplane.ScheduleSync, error)
+	// Dashboard is the web dashboard's files (dashboard.Files). Only the
+	// status function's main passes it, so only that bootstrap links them.
+	Dashboard api.Dashboard
 }
 
 // FromEnv builds a function's handler from getenv (os.Getenv in Lambda):
@@ -157,7 +160,7 @@ func FromEnv(ctx context.Context, function string, getenv func(string) string, e
 		natsCheck = NATSChecker(nc)
 	}
 
-	deps := Deps{Store: st, Publisher: pub, NATS: natsCheck, Config: cfg, Logger: logger, Results: results, KeyRing: ring}
+	deps := Deps{Store: st, Publisher: pub, NATS: natsCheck, Config: cfg, Logger: logger, Results: results, KeyRing: ring, Dashboard: env.Dashboard}
 	switch {
 	case cfg.Scheduler.Enabled() && env.OpenSchedules == nil:
 		logger.Warn(config.EnvSchedulerGroup+" is ignored: only the schedules function keeps scheduler entries", "function", function)
@@ -193,6 +196,8 @@ type Deps struct {
 	// Schedules keeps the scheduler entries of the schedules in step; nil:
 	// none.
 	Schedules controlplane.ScheduleSync
+	// Dashboard serves the web dashboard; nil: not this function's.
+	Dashboard api.Dashboard
 }
 
 // Build makes a service and its API for serverURL (no I/O).
@@ -203,7 +208,7 @@ func (d Deps) Build(serverURL string) (*api.API, error) {
 		return nil, err
 	}
 	return api.New(svc, api.Options{Tokens: d.Config.Tokens, MaxBodyBytes: d.Config.MaxBodyBytes,
-		CORSOrigins: d.Config.CORSOrigins, Version: Version(), NATS: d.NATS, Recorder: d.Recorder, Logger: d.Logger}), nil
+		CORSOrigins: d.Config.CORSOrigins, Version: Version(), NATS: d.NATS, Recorder: d.Recorder, Logger: d.Logger, Dashboard: d.Dashboard}), nil
 }
 
 // ConnectNATS connects with the configured authentication. A server that is

@@ -20,6 +20,7 @@ import (
 	"github.com/noetl-go/noetl/shared/config"
 	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/controlplane/cptest"
+	"github.com/noetl-go/noetl/shared/dashboard"
 	"github.com/noetl-go/noetl/shared/devstack"
 	"github.com/noetl-go/noetl/shared/keychain"
 	"github.com/noetl-go/noetl/shared/resultstore"
@@ -114,7 +115,7 @@ func (s *Stack) Build(serverURL string) (*api.API, error) {
 	}
 	nc := s.NATS
 	return api.New(svc, api.Options{Tokens: s.Tokens, MaxBodyBytes: s.opts.MaxBodyBytes, CORSOrigins: s.opts.CORSOrigins,
-		Version: "test", Recorder: s.opts.Recorder, Logger: s.opts.Logger,
+		Version: "test", Recorder: s.opts.Recorder, Logger: s.opts.Logger, Dashboard: dashboard.Files{},
 		NATS: func(context.Context) error {
 			if !nc.Running() {
 				return errors.New("the embedded NATS server is down")
