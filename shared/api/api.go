@@ -128,6 +128,9 @@ type Options struct {
 	// Dashboard serves / and /ui/{asset}; nil: they answer 404 (every
 	// function but status).
 	Dashboard Dashboard
+	// Keychain serves the credential routes; nil: they answer 503 (only the
+	// keychain function, noetl dev and noetl serve have one).
+	Keychain Keychain
 }
 
 // API serves the control plane's HTTP API over a Service.

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/engine"
-	"github.com/noetl-go/noetl/shared/keychain"
 	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/store"
 )
@@ -50,9 +49,6 @@ type Config struct {
 	// Results reads worker results posted by reference (result_kind "ref",
 	// worker.md §1). Nil means none are accepted: such events answer 422.
 	Results resultstore.Store
-	// KeyRing seals and opens the keychain's credentials (keychain.go). Nil:
-	// credentials can be listed and deleted, not stored or read with data.
-	KeyRing keychain.KeyRing
 	// Observer, when set, hears every orchestration's duration.
 	Observer Observer
 	// PlaybookCache bounds the parsed playbooks kept per process; default

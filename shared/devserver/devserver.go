@@ -29,6 +29,7 @@ import (
 	"github.com/noetl-go/noetl/shared/api"
 	"github.com/noetl-go/noetl/shared/config"
 	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/credentials"
 	"github.com/noetl-go/noetl/shared/dashboard"
 	"github.com/noetl-go/noetl/shared/devstack"
 	"github.com/noetl-go/noetl/shared/keychain"
@@ -230,7 +231,10 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		return nil, err
 	}
 	deps := lambdafn.Deps{Store: s.Store, Publisher: lambdafn.PublisherOf(notify.NewPublisher(s.JS, notify.StreamOptions{})),
-		NATS: lambdafn.NATSChecker(s.NATS), Config: cfg, Results: s.Results, Logger: o.Logger, KeyRing: s.KeyRing,
+		NATS: lambdafn.NATSChecker(s.NATS), Config: cfg, Results: s.Results, Logger: o.Logger,
+		Keychain: func(st *store.Store, svc *controlplane.Service, log *slog.Logger) api.Keychain {
+			return credentials.New(st, s.KeyRing, svc, log)
+		},
 		Dashboard: dashboard.Files{}}
 	metrics := localgw.NewMetrics(serverStats{s}, cfg.Tokens)
 	deps.Recorder, deps.Observer = metrics, metrics

@@ -19,7 +19,6 @@ import (
 	"github.com/noetl-go/noetl/shared/api"
 	"github.com/noetl-go/noetl/shared/config"
 	"github.com/noetl-go/noetl/shared/controlplane"
-	"github.com/noetl-go/noetl/shared/keychain"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/store"
@@ -55,10 +54,11 @@ type Env struct {
 	// by reference, so only its main passes it: the S3 client it links would
 	// take every other bootstrap near the 25 MB limit.
 	OpenResults func(ctx context.Context, cfg *config.Config) (resultstore.Store, error)
-	// OpenKeyRing opens the keychain's key ring NOETL_KEYCHAIN_KMS_KEY_ID
-	// names (a KMS key). Only the keychain function serves credentials, so
-	// only its main passes it, and only its bootstrap links a KMS client.
-	OpenKeyRing func(ctx context.Context, cfg *config.Config) (keychain.KeyRing, error)
+	// OpenKeychain makes the keychain the credential routes serve (with the
+	// KMS key NOETL_KEYCHAIN_KMS_KEY_ID names). Only the keychain function
+	// serves credentials, so only its main passes it, and only its bootstrap
+	// links the keychain and a KMS client.
+	OpenKeychain func(ctx context.Context, cfg *config.Config) (NewKeychain, error)
 	// OpenSchedules makes what keeps the scheduler entries of the
 	// schedules in step (awssched.New when NOETL_SCHEDULER_GROUP is set).
 	// Only the schedules function's main passes it, so only that bootstrap
@@ -75,8 +75,8 @@ type Env struct {
 // created here (R-A7; the publisher creates it only after a publish finds no
 // stream), for a function given Env.OpenResults (ingest), the result
 // store when NOETL_RESULT_STORE is set (no request is made; a store that
-// cannot be opened fails the cold start), and for one given Env.OpenKeyRing
-// (keychain) the keychain's KMS key ring. It refuses to
+// cannot be opened fails the cold start), and for one given Env.OpenKeychain
+// (keychain) the keychain. It refuses to
 // run without any token unless NOETL_ALLOW_OPEN.
 // The returned func closes the store and NATS.
 func FromEnv(ctx context.Context, function string, getenv func(string) string, env Env) (*Handler, func(), error) {
@@ -109,12 +109,12 @@ func FromEnv(ctx context.Context, function string, getenv func(string) string, e
 		}
 	}
 
-	var ring keychain.KeyRing
+	var newKeychain NewKeychain
 	switch {
-	case cfg.KeychainKMSKeyID != "" && env.OpenKeyRing == nil:
+	case cfg.KeychainKMSKeyID != "" && env.OpenKeychain == nil:
 		logger.Warn(config.EnvKeychainKMSKeyID+" is ignored: only the keychain function seals and opens credentials", "function", function)
-	case env.OpenKeyRing != nil:
-		if ring, err = env.OpenKeyRing(ctx, cfg); err != nil {
+	case env.OpenKeychain != nil:
+		if newKeychain, err = env.OpenKeychain(ctx, cfg); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -160,7 +160,7 @@ func FromEnv(ctx context.Context, function string, getenv func(string) string, e
 		natsCheck = NATSChecker(nc)
 	}
 
-	deps := Deps{Store: st, Publisher: pub, NATS: natsCheck, Config: cfg, Logger: logger, Results: results, KeyRing: ring, Dashboard: env.Dashboard}
+	deps := Deps{Store: st, Publisher: pub, NATS: natsCheck, Config: cfg, Logger: logger, Results: results, Keychain: newKeychain, Dashboard: env.Dashboard}
 	switch {
 	case cfg.Scheduler.Enabled() && env.OpenSchedules == nil:
 		logger.Warn(config.EnvSchedulerGroup+" is ignored: only the schedules function keeps scheduler entries", "function", function)
@@ -191,8 +191,8 @@ type Deps struct {
 	Results resultstore.Store
 	// Observer hears orchestration durations (the local server's metrics).
 	Observer controlplane.Observer
-	// KeyRing seals and opens the keychain's credentials; nil: none.
-	KeyRing keychain.KeyRing
+	// Keychain makes the keychain the credential routes serve; nil: none.
+	Keychain NewKeychain
 	// Schedules keeps the scheduler entries of the schedules in step; nil:
 	// none.
 	Schedules controlplane.ScheduleSync
@@ -203,13 +203,23 @@ type Deps struct {
 // Build makes a service and its API for serverURL (no I/O).
 func (d Deps) Build(serverURL string) (*api.API, error) {
 	svc, err := controlplane.New(controlplane.Config{Store: d.Store, Publisher: d.Publisher, ServerURL: serverURL,
-		Lease: d.Config.Lease, Results: d.Results, Observer: d.Observer, Schedules: d.Schedules, Logger: d.Logger, KeyRing: d.KeyRing})
+		Lease: d.Config.Lease, Results: d.Results, Observer: d.Observer, Schedules: d.Schedules, Logger: d.Logger})
 	if err != nil {
 		return nil, err
 	}
+	var kc api.Keychain
+	if d.Keychain != nil {
+		kc = d.Keychain(d.Store, svc, d.Logger)
+	}
 	return api.New(svc, api.Options{Tokens: d.Config.Tokens, MaxBodyBytes: d.Config.MaxBodyBytes,
-		CORSOrigins: d.Config.CORSOrigins, Version: Version(), NATS: d.NATS, Recorder: d.Recorder, Logger: d.Logger, Dashboard: d.Dashboard}), nil
+		CORSOrigins: d.Config.CORSOrigins, Version: Version(), NATS: d.NATS, Recorder: d.Recorder, Logger: d.Logger, Dashboard: d.Dashboard,
+		Keychain: kc}), nil
 }
+
+// NewKeychain makes the keychain over a function's store and service
+// (credentials.New with its key ring): a constructor, so that only the
+// binaries that pass one link the keychain.
+type NewKeychain func(st *store.Store, svc *controlplane.Service, log *slog.Logger) api.Keychain
 
 // ConnectNATS connects with the configured authentication. A server that is
 // down at cold start does not fail the function: the connection keeps trying

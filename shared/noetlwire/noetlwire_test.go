@@ -158,7 +158,7 @@ func TestRustWorkerEvents(t *testing.T) {
 			`{"context":{"status":"success"},"reference":{"logical_uri":"noetl://execution/7/result/fetch/ab12cd34#/data","store_tier":"noetl"},"status":"success"}`},
 		{"shared memory only: the step fails saying why", `{"event_type": "call.done", "status": "COMPLETED", ` + base + `, "context": {"command_id": "7:fetch:9",
 			"result": {"status": "success", "reference": {"kind": "arrow_ipc", "shm_name": "/noetl-1", "byte_length": 9}}}}`,
-			`{"context":{"error":"the worker could not stage its result (over its inline budget, and PUT /api/result failed): it is only in the worker's shared memory, which this server cannot read","status":"error"},"status":"error"}`},
+			`{"context":{"error":"the worker kept its result in its shared memory (PUT /api/result failed), which this server cannot read","status":"error"},"status":"error"}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -157,7 +157,7 @@ func stagedReference(r map[string]any) (map[string]any, bool) {
 		return map[string]any{"status": st, "context": env,
 			"reference": map[string]any{"store_tier": "noetl", "logical_uri": uri + "#/data"}}, true
 	case "arrow_ipc":
-		msg := "the worker could not stage its result (over its inline budget, and PUT /api/result failed): it is only in the worker's shared memory, which this server cannot read"
+		msg := "the worker kept its result in its shared memory (PUT /api/result failed), which this server cannot read"
 		return map[string]any{"status": pipeline.StatusError, "context": map[string]any{"status": pipeline.StatusError, "error": msg}}, true
 	}
 	return nil, false

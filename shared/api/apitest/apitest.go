@@ -20,6 +20,7 @@ import (
 	"github.com/noetl-go/noetl/shared/config"
 	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/controlplane/cptest"
+	"github.com/noetl-go/noetl/shared/credentials"
 	"github.com/noetl-go/noetl/shared/dashboard"
 	"github.com/noetl-go/noetl/shared/devstack"
 	"github.com/noetl-go/noetl/shared/keychain"
@@ -109,13 +110,13 @@ func New(t testing.TB, opts Options) *Stack {
 // lambdafn.New takes.
 func (s *Stack) Build(serverURL string) (*api.API, error) {
 	svc, err := controlplane.New(controlplane.Config{Store: s.Store, Publisher: s.Publisher, ServerURL: serverURL,
-		Lease: s.opts.Lease, Observer: s.opts.Observer, Logger: s.opts.Logger, KeyRing: s.KeyRing, Results: s.Results})
+		Lease: s.opts.Lease, Observer: s.opts.Observer, Logger: s.opts.Logger, Results: s.Results})
 	if err != nil {
 		return nil, err
 	}
 	nc := s.NATS
 	return api.New(svc, api.Options{Tokens: s.Tokens, MaxBodyBytes: s.opts.MaxBodyBytes, CORSOrigins: s.opts.CORSOrigins,
-		Version: "test", Recorder: s.opts.Recorder, Logger: s.opts.Logger, Dashboard: dashboard.Files{},
+		Version: "test", Recorder: s.opts.Recorder, Logger: s.opts.Logger, Keychain: credentials.New(s.Store, s.KeyRing, svc, s.opts.Logger), Dashboard: dashboard.Files{},
 		NATS: func(context.Context) error {
 			if !nc.Running() {
 				return errors.New("the embedded NATS server is down")

@@ -1,25 +1,63 @@
-package controlplane
+// Package credentials is the keychain's credential lifecycle: credentials
+// stored sealed (shared/keychain) in the cluster database, NoETL's credential
+// API over them, the log of every read, and key rotation. It owns the rule of
+// who gets a credential's data: the worker scope, for an execution that is
+// running.
+//
+// Only the keychain function (and noetl dev/serve) builds a Service: the API
+// reaches it through an interface (api.Keychain), so the other functions'
+// binaries link none of it.
+package credentials
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
+	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/keychain"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
-// The keychain: credentials stored sealed (shared/keychain) in the cluster
-// database, NoETL's credential API over them, and the log of every read.
-// This file owns the credential lifecycle and the rule of who gets a
-// credential's data: the worker scope, for an execution that is running.
+// Errorf, ErrNotFound, … are controlplane's error kinds, which the API maps
+// onto statuses.
+var (
+	errorf       = controlplane.Errorf
+	errNotFound  = controlplane.ErrNotFound
+	errInvalid   = controlplane.ErrInvalid
+	errForbidden = controlplane.ErrForbidden
+	errNoKey     = controlplane.ErrUnavailable
+)
 
-// CredentialInput is a credential to create or replace (NoETL's
+// Executions answers whether an execution runs (controlplane.Service).
+type Executions interface {
+	Status(ctx context.Context, id int64) (*controlplane.StatusView, error)
+}
+
+// Service is the keychain.
+type Service struct {
+	st    *store.Store
+	ring  keychain.KeyRing
+	execs Executions
+	log   *slog.Logger
+}
+
+// New returns the keychain over st. ring may be nil: credentials can then
+// be listed and deleted, not stored or read with data.
+func New(st *store.Store, ring keychain.KeyRing, execs Executions, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Service{st: st, ring: ring, execs: execs, log: log}
+}
+
+// Input is a credential to create or replace (NoETL's
 // CredentialCreateRequest).
-type CredentialInput struct {
+type Input struct {
 	Name        string
 	Type        string
 	Data        map[string]any
@@ -43,27 +81,6 @@ type Credential struct {
 	Data        map[string]any
 }
 
-// Reader is who reads a credential, as the API authenticated them.
-type Reader struct {
-	// Scope names the caller's token scopes ("worker", "api", "open" when
-	// the API runs without tokens).
-	Scope string
-	// MayReadData is true for the worker scope (and an open API): only they
-	// get a credential's data.
-	MayReadData bool
-	// Token is a fingerprint of the bearer token (never the token).
-	Token     string
-	WorkerID  string
-	RequestID string
-}
-
-// CredentialRequest is one read of a credential.
-type CredentialRequest struct {
-	IncludeData bool
-	ExecutionID int64
-	Reader      Reader
-}
-
 // MaxCredentialDataBytes bounds a credential's data (its JSON).
 const MaxCredentialDataBytes = 64 << 10
 
@@ -71,17 +88,17 @@ const MaxCredentialDataBytes = 64 << 10
 // so a ciphertext moved onto another row does not open.
 func aad(name string) string { return "credential:" + name }
 
-func (s *Service) ring() (keychain.KeyRing, error) {
-	if s.cfg.KeyRing == nil {
-		return nil, Errorf(ErrUnavailable, "this server has no keychain key: set NOETL_KEYCHAIN_KMS_KEY_ID (a KMS key, in AWS) or NOETL_KEYCHAIN_KEY_FILE (a key file, locally)")
+func (s *Service) keyRing() (keychain.KeyRing, error) {
+	if s.ring == nil {
+		return nil, errorf(errNoKey, "this server has no keychain key: set NOETL_KEYCHAIN_KMS_KEY_ID (a KMS key, in AWS) or NOETL_KEYCHAIN_KEY_FILE (a key file, locally)")
 	}
-	return s.cfg.KeyRing, nil
+	return s.ring, nil
 }
 
-// PutCredential creates or replaces a credential; its data is sealed before
+// Put creates or replaces a credential; its data is sealed before
 // it reaches the database.
-func (s *Service) PutCredential(ctx context.Context, in CredentialInput) (Credential, bool, error) {
-	ring, err := s.ring()
+func (s *Service) Put(ctx context.Context, in Input) (Credential, bool, error) {
+	ring, err := s.keyRing()
 	if err != nil {
 		return Credential{}, false, err
 	}
@@ -91,7 +108,7 @@ func (s *Service) PutCredential(ctx context.Context, in CredentialInput) (Creden
 	}
 	defer clear(plain)
 	if len(plain) > MaxCredentialDataBytes {
-		return Credential{}, false, Errorf(ErrInvalid, "data: %d bytes of JSON; a credential holds at most %d (MaxCredentialDataBytes)", len(plain), MaxCredentialDataBytes)
+		return Credential{}, false, errorf(errInvalid, "data: %d bytes of JSON; a credential holds at most %d (MaxCredentialDataBytes)", len(plain), MaxCredentialDataBytes)
 	}
 	sealed, err := keychain.Seal(ctx, ring, aad(in.Name), plain)
 	if err != nil {
@@ -112,40 +129,42 @@ func credentialOf(r store.Credential) Credential {
 		KeyID: r.KeyID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 }
 
-// GetCredential reads a credential by id or name. Its data is given only
-// when asked for, to a reader that may read data (the worker scope), for a
-// running execution named by ExecutionID; otherwise the request is refused
-// (ErrForbidden, naming why). Every read, served or not, is logged without
-// the data; a read that cannot be logged is not served.
-func (s *Service) GetCredential(ctx context.Context, identifier string, r CredentialRequest) (Credential, error) {
-	read := store.CredentialRead{Name: identifier, ExecutionID: r.ExecutionID, IncludeData: r.IncludeData, Scope: r.Reader.Scope,
-		Token: r.Reader.Token, WorkerID: r.Reader.WorkerID, RequestID: r.Reader.RequestID}
+// Get reads a credential by id or name: read is the read as it is logged
+// (who asks: scope, token fingerprint, worker, request; for which
+// execution; whether with the data), mayReadData whether the reader may have
+// data (the worker scope; an API without tokens). The data is given only
+// when asked for, to such a reader, for a running execution named by
+// read.ExecutionID; otherwise the request is refused (ErrForbidden, naming
+// why). Every read, served or not, is logged without the data; a read that
+// cannot be logged is not served.
+func (s *Service) Get(ctx context.Context, identifier string, read store.CredentialRead, mayReadData bool) (Credential, error) {
+	read.Name, read.CredentialID, read.Outcome, read.Reason = identifier, 0, "", ""
 	row, err := store.GetCredential(ctx, s.st.Cluster(), identifier)
 	if errors.Is(err, store.ErrNotFound) {
 		read.Outcome = store.ReadNotFound
 		if lerr := s.logRead(ctx, read); lerr != nil {
 			return Credential{}, lerr
 		}
-		return Credential{}, Errorf(ErrNotFound, "credential %q not found", identifier)
+		return Credential{}, errorf(errNotFound, "credential %q not found", identifier)
 	}
 	if err != nil {
 		return Credential{}, err
 	}
 	read.Name, read.CredentialID = row.Name, row.CredentialID
 	c := credentialOf(row)
-	if !r.IncludeData {
+	if !read.IncludeData {
 		read.Outcome = store.ReadServed
 		return c, s.logRead(ctx, read)
 	}
-	if why := s.dataRefusal(ctx, r); why != "" {
+	if why := s.dataRefusal(ctx, read, mayReadData); why != "" {
 		read.Outcome, read.Reason = store.ReadRefused, why
 		if lerr := s.logRead(ctx, read); lerr != nil {
 			return Credential{}, lerr
 		}
-		s.log.WarnContext(ctx, "credential data refused", "credential", row.Name, "execution_id", r.ExecutionID, "scope", r.Reader.Scope, "reason", why)
-		return Credential{}, Errorf(ErrForbidden, "credential %q: %s", row.Name, why)
+		s.log.WarnContext(ctx, "credential data refused", "credential", row.Name, "execution_id", read.ExecutionID, "scope", read.Scope, "reason", why)
+		return Credential{}, errorf(errForbidden, "credential %q: %s", row.Name, why)
 	}
-	ring, err := s.ring()
+	ring, err := s.keyRing()
 	if err != nil {
 		return Credential{}, err
 	}
@@ -162,25 +181,26 @@ func (s *Service) GetCredential(ctx context.Context, identifier string, r Creden
 	if err := s.logRead(ctx, read); err != nil {
 		return Credential{}, err
 	}
-	s.log.InfoContext(ctx, "credential data served", "credential", row.Name, "execution_id", r.ExecutionID, "scope", r.Reader.Scope, "worker_id", r.Reader.WorkerID)
+	s.log.InfoContext(ctx, "credential data served", "credential", row.Name, "execution_id", read.ExecutionID, "scope", read.Scope, "worker_id", read.WorkerID)
 	c.Data = data
 	return c, nil
 }
 
 // dataRefusal says why a read may not have the data, or "".
-func (s *Service) dataRefusal(ctx context.Context, r CredentialRequest) string {
-	if !r.Reader.MayReadData {
-		return fmt.Sprintf("include_data=true is answered only to the worker scope; this token has the %s scope", r.Reader.Scope)
+func (s *Service) dataRefusal(ctx context.Context, r store.CredentialRead, mayReadData bool) string {
+	if !mayReadData {
+		return fmt.Sprintf("include_data=true is answered only to the worker scope; this token has the %s scope", r.Scope)
 	}
 	if r.ExecutionID == 0 {
 		return "include_data=true needs execution_id, the running execution the credential is for"
 	}
-	row, _, _, err := s.readExecution(ctx, r.ExecutionID)
+	st, err := s.execs.Status(ctx, r.ExecutionID)
 	if err != nil {
 		return fmt.Sprintf("execution %d is not known here", r.ExecutionID)
 	}
-	if terminal(row.Status) {
-		return fmt.Sprintf("execution %d is %s; credential data is given only while an execution runs", r.ExecutionID, row.Status)
+	switch st.Status {
+	case store.ExecutionCompleted, store.ExecutionFailed, store.ExecutionCancelled:
+		return fmt.Sprintf("execution %d is %s; credential data is given only while an execution runs", r.ExecutionID, st.Status)
 	}
 	return ""
 }
@@ -192,9 +212,9 @@ func (s *Service) logRead(ctx context.Context, r store.CredentialRead) error {
 	return nil
 }
 
-// ListCredentials lists credentials (never their data): of a type when typ
+// List lists credentials (never their data): of a type when typ
 // is set, whose name or description contains query when it is.
-func (s *Service) ListCredentials(ctx context.Context, typ, query string) ([]Credential, error) {
+func (s *Service) List(ctx context.Context, typ, query string) ([]Credential, error) {
 	rows, err := store.ListCredentials(ctx, s.st.Cluster(), store.CredentialFilter{Type: typ, Query: query})
 	if err != nil {
 		return nil, err
@@ -206,18 +226,18 @@ func (s *Service) ListCredentials(ctx context.Context, typ, query string) ([]Cre
 	return out, nil
 }
 
-// DeleteCredential deletes a credential by id or name and returns its id.
-func (s *Service) DeleteCredential(ctx context.Context, identifier string) (int64, error) {
+// Delete deletes a credential by id or name and returns its id.
+func (s *Service) Delete(ctx context.Context, identifier string) (int64, error) {
 	row, err := store.GetCredential(ctx, s.st.Cluster(), identifier)
 	if errors.Is(err, store.ErrNotFound) {
-		return 0, Errorf(ErrNotFound, "credential %q not found", identifier)
+		return 0, errorf(errNotFound, "credential %q not found", identifier)
 	}
 	if err != nil {
 		return 0, err
 	}
 	if err := store.DeleteCredential(ctx, s.st.Cluster(), row.CredentialID); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return 0, Errorf(ErrNotFound, "credential %q not found", identifier)
+			return 0, errorf(errNotFound, "credential %q not found", identifier)
 		}
 		return 0, err
 	}
@@ -225,11 +245,11 @@ func (s *Service) DeleteCredential(ctx context.Context, identifier string) (int6
 	return row.CredentialID, nil
 }
 
-// CredentialReads lists the logged reads of a credential, newest first (of
+// Reads lists the logged reads of a credential, newest first (of
 // one execution when executionID is set). The log is kept by name, which
 // outlives a deleted credential; an identifier of digits that is a
 // credential's id stands for its name.
-func (s *Service) CredentialReads(ctx context.Context, identifier string, executionID int64, limit int) ([]store.CredentialRead, error) {
+func (s *Service) Reads(ctx context.Context, identifier string, executionID int64, limit int) ([]store.CredentialRead, error) {
 	name := identifier
 	if _, err := strconv.ParseInt(identifier, 10, 64); err == nil {
 		if row, err := store.GetCredential(ctx, s.st.Cluster(), identifier); err == nil {
@@ -256,12 +276,12 @@ type KeyAdder interface {
 	AddKey() (string, error)
 }
 
-// RotateCredentials reseals up to limit credentials under the key ring's
+// Rotate reseals up to limit credentials under the key ring's
 // current key; with newKey it first makes a new current key (a key file's:
 // with KMS, point the key id at a new key, or let KMS rotate the key's
 // material, which needs no resealing). Call it until Remaining is 0.
-func (s *Service) RotateCredentials(ctx context.Context, newKey bool, limit int) (Rotation, error) {
-	ring, err := s.ring()
+func (s *Service) Rotate(ctx context.Context, newKey bool, limit int) (Rotation, error) {
+	ring, err := s.keyRing()
 	if err != nil {
 		return Rotation{}, err
 	}
@@ -269,7 +289,7 @@ func (s *Service) RotateCredentials(ctx context.Context, newKey bool, limit int)
 	if newKey {
 		adder, ok := ring.(KeyAdder)
 		if !ok {
-			return rot, Errorf(ErrInvalid, "new_key: %s cannot make a key here; create a new KMS key (or let KMS rotate this one's material yearly, which needs no resealing), point NOETL_KEYCHAIN_KMS_KEY_ID or its alias at it, then rotate without new_key", ring.Describe())
+			return rot, errorf(errInvalid, "new_key: %s cannot make a key here; create a new KMS key (or let KMS rotate this one's material yearly, which needs no resealing), point NOETL_KEYCHAIN_KMS_KEY_ID or its alias at it, then rotate without new_key", ring.Describe())
 		}
 		if rot.KeyID, err = adder.AddKey(); err != nil {
 			return rot, err
