@@ -43,6 +43,16 @@ func startDouble(t *testing.T, d *devStack, adjust func(*pyWorker)) *pyWorker {
 		}
 		nc.Close()
 	})
+	// Its consumers deliver only what is published after they exist: run
+	// nothing before they do.
+	select {
+	case <-w.ready:
+	case err := <-done:
+		done <- err
+		t.Fatalf("the NoETL worker double stopped before it consumed: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the NoETL worker double did not start consuming within a minute")
+	}
 	return w
 }
 
@@ -102,7 +112,7 @@ func TestNoETLWorkerDouble(t *testing.T) {
 	d := startDev(t, devOptions{env: []string{fmt.Sprintf("NOETL_LEASE_SECONDS=%d", int(devLease/time.Second))}})
 	// First, with no worker running: the requests NoETL's worker sent (recorded),
 	// replayed with ids rewritten, are all answered 2xx, as NoETL's server
-	// answers them (pool routes aside).
+	// answers them (its pool calls included).
 	t.Run("recorded requests replayed", func(t *testing.T) {
 		answers := replayRecorded(t, d)
 		counts := map[string]int{}
@@ -114,7 +124,8 @@ func TestNoETLWorkerDouble(t *testing.T) {
 			t.Fatalf("only %d requests replayed", len(answers))
 		}
 	})
-	w := startDouble(t, d, nil)
+	// Its pool calls come faster than NoETL's 15 s and 8 s, so the run sees many.
+	w := startDouble(t, d, func(w *pyWorker) { w.poolEvery, w.probeEvery = devLease, devLease/4 })
 	dir := filepath.Join(conformance.Dir(t), "playbooks")
 	paths := map[string]string{}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
@@ -203,6 +214,11 @@ func TestNoETLWorkerDouble(t *testing.T) {
 		if got := step(v, "use_vars_in_template").Result.V; !conformance.Subset(want, got) {
 			t.Fatalf("use_vars_in_template %v", got)
 		}
+		// The playbook's own check reads the previous step through python's
+		// `context`, which NoETL's worker fills from the command's render_context.
+		if got := step(v, "verify_results").Result.V; !conformance.Subset(map[string]any{"status": "success"}, got) {
+			t.Fatalf("verify_results (the playbook's own check) %v", got)
+		}
 	})
 	t.Run("test_pagination_offset", func(t *testing.T) {
 		_, v := run(t, "test_pagination_offset.yaml", map[string]any{"api_url": api.URL})
@@ -275,6 +291,29 @@ workflow:
 		t.Logf("%d commands, each claimed once; %d second notifications (legacy and shared consumers) answered 409 active_claim or acked", issued, dup)
 		if refused := w.refused(); len(refused) > 0 {
 			t.Fatalf("event requests refused: %+v", refused)
+		}
+	})
+
+	t.Run("pool calls", func(t *testing.T) {
+		calls := map[string]int{}
+		for _, c := range w.pool() {
+			calls[c.path]++
+			if c.status != 200 {
+				t.Errorf("%s answered %d, want 200", c.path, c.status)
+			}
+		}
+		t.Logf("pool calls: %v", calls)
+		if calls["POST /api/worker/pool/register"] < 2 || calls["GET /api/pool/status"] < 2 {
+			t.Fatalf("pool calls %v: want registrations at start and as heartbeats, and status reads", calls)
+		}
+		ws, err := d.cl.Workers(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The replayed recording registered its worker too.
+		i := slices.IndexFunc(ws.Items, func(it wire.WorkerPool) bool { return it.Name == w.id })
+		if i < 0 || !ws.Items[i].Alive || ws.Items[i].Runtime["type"] != "python" || ws.Items[i].Pool != "shared" {
+			t.Fatalf("the registry lists %+v, want NoETL's worker %s alive", ws.Items, w.id)
 		}
 	})
 

@@ -211,14 +211,16 @@ func (d dev) runDemo(ctx context.Context, cl *client.Client, url string) int {
 
 func (d dev) printURLs(url string) {
 	fmt.Fprintf(d.out, `
-  dashboard    %[1]s/           (executions, step graphs, time travel, catalog)
+  dashboard    %[1]s/           (executions, step graphs, time travel, catalog, workers)
   API          %[1]s            (every route of every Lambda function)
   health       %[1]s/api/health
   metrics      %[1]s/metrics
   executions   %[1]s/api/executions
+  workers      %[1]s/api/worker/pools   (the worker registry: ours and NoETL's)
   openapi      %[1]s/api/openapi.json   (every route, its request and answer)
 
   try:  go run ./cmd/noetl exec examples/branches.yaml --wait
         go run ./cmd/noetl watch <execution id>
+        go run ./cmd/noetl workers
 `, url)
 }

@@ -1,6 +1,6 @@
 // Command noetl is the control plane's CLI: the local stack (dev, serve), a
 // worker, migrations, playbook validation, and the client commands that drive a
-// running control plane (register, exec, status, watch, events, cancel, replay).
+// running control plane (register, exec, status, watch, events, cancel, replay, workers).
 package main
 
 import (
@@ -45,6 +45,7 @@ func commands() map[string]command {
 		"credentials": {"manage the keychain: set, list, get, delete credentials, their read log, key rotation", runCredentials},
 		"replay":      {"fold an execution's event log (or a log file with --events) into its projections", runReplay},
 		"schedules":   {"create, list, pause, resume, trigger, backfill and delete schedules (cron or interval runs)", runSchedules},
+		"workers":     {"list the workers registered with the server (ours and NoETL's): who is alive, how busy", runWorkers},
 		"routes":      {"print routes.json (every API route and its Lambda function); --write: regenerate the files derived from the routes", runRoutes},
 	}
 }

@@ -111,8 +111,14 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	return s.Close()
 }
 
-// warnOpen says loudly that the API runs without tokens.
+// warnOpen says loudly that the API runs without tokens, or lets tokenless
+// workers in from some networks.
 func warnOpen(s *devserver.Server, stderr io.Writer, logger *slog.Logger, who string) {
+	if nets := s.Config.TokenlessWorkers; len(nets) > 0 && !s.Open() {
+		fmt.Fprintf(stderr, "%s: worker routes answer requests without a token from %v (%s): NoETL's Python worker sends none\n",
+			who, nets, config.EnvTokenlessWorkers)
+		logger.Warn("tokenless workers allowed", "networks", nets)
+	}
 	if !s.Open() {
 		return
 	}

@@ -43,6 +43,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -78,6 +79,10 @@ type Request struct {
 	Body       []byte
 	// RequestID is the transport's request id (API Gateway's); empty: one is made.
 	RequestID string
+	// SourceIP is the peer's address as the transport saw it (API Gateway's
+	// requestContext.http.sourceIp; the local gateway's TCP peer), never a
+	// header a client can set.
+	SourceIP string
 }
 
 // Response is what the transport writes back. Body is always JSON except for
@@ -109,6 +114,9 @@ type Options struct {
 	// Tokens are the bearer tokens per scope (R-A3). Empty: the API runs open
 	// (the caller must say so loudly; a Lambda refuses unless allowed).
 	Tokens config.Tokens
+	// TokenlessWorkers are the networks whose requests without an
+	// Authorization header get the worker scope (config.TokenlessWorkers).
+	TokenlessWorkers []netip.Prefix
 	// MaxBodyBytes limits request bodies (default 1 MiB).
 	MaxBodyBytes int64
 	// MaxPlaybookBytes limits a playbook's content (default 512 KiB).
@@ -334,6 +342,10 @@ func (a *API) authorize(r *Request, rt Route) (caller, *Error) {
 	}
 	h := r.Header.Get("Authorization")
 	if h == "" {
+		if rt.Scope&config.ScopeWorker != 0 && a.tokenlessWorker(r) {
+			// The worker scope alone; the read log names the address.
+			return caller{scopes: config.ScopeWorker, token: "none, from " + r.SourceIP}, nil
+		}
 		return caller{}, unauthorized("missing bearer token: send Authorization: Bearer <token>")
 	}
 	scheme, token, found := strings.Cut(h, " ")
@@ -358,6 +370,27 @@ func (a *API) authorize(r *Request, rt Route) (caller, *Error) {
 func fingerprint(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return "sha256:" + hex.EncodeToString(sum[:6])
+}
+
+// tokenlessWorker reports whether a request without a token comes from a
+// network configured for tokenless workers: it then has the worker scope,
+// and only that (NoETL's Python worker sends no token; docs/noetl-compat.md).
+// A request that sends a token is judged by its token alone.
+func (a *API) tokenlessWorker(r *Request) bool {
+	if len(a.opts.TokenlessWorkers) == 0 {
+		return false
+	}
+	ip, err := netip.ParseAddr(r.SourceIP)
+	if err != nil {
+		return false
+	}
+	ip = ip.Unmap()
+	for _, p := range a.opts.TokenlessWorkers {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // finish adds the headers every response carries and logs the request.

@@ -20,6 +20,7 @@ type call struct {
 	method, target, token string
 	body                  any // string or []byte: raw; anything else: JSON-encoded
 	header                http.Header
+	source                string // the peer's address (Request.SourceIP)
 }
 
 // result is the answer, with the JSON body decoded (jsonx: ints stay int64).
@@ -40,7 +41,7 @@ func serve(t testing.TB, a interface {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := &api.Request{Method: c.method, Path: path, Query: q, Header: http.Header{}}
+	req := &api.Request{Method: c.method, Path: path, Query: q, Header: http.Header{}, SourceIP: c.source}
 	for k, vs := range c.header {
 		req.Header[k] = vs
 	}

@@ -130,6 +130,25 @@ func matrixCases() []routeCase {
 		{method: "POST", target: "/api/commands/{cmd}/heartbeat", token: worker, wrongScope: internal, body: map[string]any{"worker_id": "w1"},
 			wrongTarget: "/api/commands/{cmd}/heartbeat", wrongBody: map[string]any{"worker_id": "w1", "attempt": "first"}, field: "attempt",
 			unknownTarget: "/api/commands/" + unknownEvent + "/heartbeat", unknownBody: map[string]any{"worker_id": "w1"}},
+		// The worker registry: register first, the beat and deregistrations
+		// name the worker it registered (TestOpenAPIMatchesServedRoutes runs
+		// the cases in this order).
+		{method: "POST", target: "/api/worker/pool/register", token: worker, wrongScope: api,
+			body:        map[string]any{"name": "w-matrix", "component_type": "worker_pool", "runtime": "python", "capacity": int64(2)},
+			wrongTarget: "/api/worker/pool/register", wrongBody: map[string]any{"name": "w-matrix", "capacity": "many"}, field: "capacity"},
+		{method: "POST", target: "/api/worker/pool/heartbeat", token: worker, wrongScope: api, body: map[string]any{"name": "w-matrix"},
+			wrongTarget: "/api/worker/pool/heartbeat", wrongBody: map[string]any{"name": []any{"w-matrix"}}, field: "name",
+			unknownTarget: "/api/worker/pool/heartbeat", unknownBody: map[string]any{"name": "nobody-registered"}},
+		{method: "POST", target: "/api/worker/pool/deregister", token: worker, wrongScope: internal, body: map[string]any{"name": "w-matrix"},
+			wrongTarget: "/api/worker/pool/deregister", wrongBody: map[string]any{"name": "w-matrix", "component_type": "broker"}, field: "component_type",
+			// Deregistering a name nobody registered is no error (NoETL's answer too).
+			unknownTarget: "/api/worker/pool/deregister", unknownBody: map[string]any{"name": "nobody-registered"}, unknownStatus: 200},
+		{method: "DELETE", target: "/api/worker/pool/deregister", token: worker, wrongScope: api, body: map[string]any{"name": "w-matrix"},
+			wrongTarget: "/api/worker/pool/deregister", wrongBody: map[string]any{"name": ""}, field: "name",
+			unknownTarget: "/api/worker/pool/deregister", unknownBody: map[string]any{"name": "nobody-registered"}, unknownStatus: 200},
+		{method: "GET", target: "/api/worker/pools", token: api, wrongScope: internal,
+			wrongTarget: "/api/worker/pools?limit=all", field: "limit"},
+		{method: "GET", target: "/api/pool/status", token: worker, wrongScope: internal},
 		{method: "GET", target: "/api/executions", token: api, wrongScope: worker,
 			wrongTarget: "/api/executions?parent_execution_id=abc", field: "parent_execution_id"},
 		{method: "GET", target: "/api/executions/{exec}?page=1&page_size=10", token: api, wrongScope: worker,

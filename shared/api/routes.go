@@ -186,6 +186,28 @@ func Routes() []Route {
 			Summary: "Extend a claimed command's lease",
 			Body:    heartbeatBody(), Reply: shapeOf[wire.Lease](), handle: (*API).heartbeat},
 
+		// The worker registry in NoETL's shapes (pools.go): NoETL's Python
+		// worker re-registers every 15 s as its heartbeat, its Rust worker
+		// beats on /heartbeat; NoETL's worker reads /api/pool/status.
+		{Method: "POST", Path: "/api/worker/pool/register", Function: FnClaim, Scope: worker, ID: "registerWorker",
+			Summary: "Register a worker (NoETL's pool registration, also its Python worker's heartbeat); the same process again extends its commands' leases",
+			Body:    poolRegisterBody(), Reply: shapeOf[wire.PoolRegistered](), handle: (*API).registerPool},
+		{Method: "POST", Path: "/api/worker/pool/heartbeat", Function: FnClaim, Scope: worker, ID: "heartbeatWorker",
+			Summary: "A worker's pool heartbeat: it is alive, and the leases of the commands it holds are extended; 404 for an unregistered worker",
+			Body:    poolHeartbeatBody(), Reply: shapeOf[wire.PoolRegistered](), handle: (*API).poolHeartbeat},
+		{Method: "POST", Path: "/api/worker/pool/deregister", Function: FnClaim, Scope: worker, ID: "deregisterWorker",
+			Summary: "Mark a worker offline (NoETL's workers call it as they stop)",
+			Body:    poolDeregisterBody(), Reply: shapeOf[wire.PoolDeregistered](), handle: (*API).deregisterPool},
+		{Method: "DELETE", Path: "/api/worker/pool/deregister", Function: FnClaim, Scope: worker, ID: "deregisterWorkerDelete",
+			Summary: "NoETL's server's method for the same deregistration",
+			Body:    poolDeregisterBody(), Reply: shapeOf[wire.PoolDeregistered](), handle: (*API).deregisterPool},
+		{Method: "GET", Path: "/api/worker/pools", Function: FnStatus, Scope: api | worker, ID: "listWorkers",
+			Summary: "The worker registry: who is alive, how busy (commands held), by name",
+			Query:   workerPoolsQuery(), Reply: shapeOf[wire.WorkerPools](), handle: (*API).listWorkerPools},
+		{Method: "GET", Path: "/api/pool/status", Function: FnStatus, Scope: api | worker, ID: "poolStatus",
+			Summary: "NoETL's pool telemetry (the answering process's database connections) and the registry's totals",
+			Reply:   shapeOf[wire.PoolStatus](), handle: (*API).poolStatus},
+
 		// The keychain in NoETL's credential API (credentials.go): users manage
 		// credentials; a worker reads one's data for the execution it runs.
 		{Method: "GET", Path: "/api/credentials", Function: FnKeychain, Scope: api, ID: "listCredentials",

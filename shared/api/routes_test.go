@@ -119,6 +119,9 @@ func TestRoutesShape(t *testing.T) {
 			}
 		case strings.HasPrefix(r.Path, "/api/internal/"):
 			want = config.ScopeInternal
+		case r.Path == "/api/worker/pools", r.Path == "/api/pool/status":
+			// The worker registry is read by users and by NoETL's workers.
+			want = config.ScopeAPI | config.ScopeWorker
 		case strings.HasPrefix(r.Path, "/api/events"), strings.HasPrefix(r.Path, "/api/commands/"),
 			strings.HasPrefix(r.Path, "/api/worker/"):
 			want = config.ScopeWorker
@@ -137,8 +140,9 @@ func TestRoutesShape(t *testing.T) {
 			t.Errorf("route %s has scope %d, want %d (R-A3)", r.Key(), r.Scope, want)
 		}
 	}
-	if len(seen) != 30+8+5+11 {
-		t.Errorf("%d routes, want the 25 of api.md §2 (without /metrics), our worker's report, NoETL's cancellation-check, the dashboard's 2, the OpenAPI document, the 8 schedule routes, the 5 NoETL's GUI calls (ui_schema, playbook content, validate, stop, rerun) and NoETL's worker services: 6 keychain, 3 vars, 2 result routes", len(seen))
+	if len(seen) != 30+8+5+6+11 {
+		t.Errorf("%d routes, want the 25 of api.md §2 (without /metrics), our worker's report, NoETL's cancellation-check, the dashboard's 2, the OpenAPI document, the 8 schedule routes, the 5 NoETL's GUI calls (ui_schema, playbook content, validate, stop, rerun), "+
+			"NoETL's 6 of the worker registry (register, heartbeat, deregister by POST and DELETE, the pools, the pool status) and NoETL's worker services: 6 keychain, 3 vars, 2 result routes", len(seen))
 	}
 	gateway := map[string]string{}
 	for _, r := range api.Routes() {

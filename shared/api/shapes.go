@@ -203,6 +203,44 @@ func heartbeatBody() *Shape {
 	return object(req("worker_id", str()), opt("attempt", intIn().doc("the claim's attempt (fences a stale holder)")))
 }
 
+// registrationProps are NoETL's registration fields (noetlwire.Registration);
+// inside a heartbeat the name may be left to the heartbeat's.
+func registrationProps(name func(string, *Shape) Prop) []Prop {
+	runtime := object(opt("kind", str()), opt("type", str()))
+	runtime.Values = anyJSON()
+	return []Prop{
+		name("name", scalar().doc("the worker's id: the one it claims commands with")),
+		opt("component_type", enum("worker_pool")), opt("kind", enum("worker_pool").doc("alias of component_type")),
+		opt("runtime", &Shape{OneOf: []*Shape{str(), runtime},
+			Doc: `"python", or an object naming it in kind or type (NoETL's Rust worker)`}),
+		opt("status", str().doc("what the worker says of itself; default ready")),
+		opt("capacity", intIn().doc("commands it runs at once")),
+		opt("pid", intIn()), opt("hostname", scalar()),
+		opt("labels", object().doc("pool_name (or pool, worker_pool) names its pool; default shared")),
+		opt("meta", object()),
+	}
+}
+
+func poolRegisterBody() *Shape { return object(registrationProps(req)...) }
+
+func poolHeartbeatBody() *Shape {
+	return object(req("name", scalar()), opt("component_type", enum("worker_pool")), opt("kind", enum("worker_pool")),
+		opt("registration", object(registrationProps(opt)...).doc("recreates the registration of a worker the registry lost")))
+}
+
+func poolDeregisterBody() *Shape {
+	return object(req("name", scalar()), opt("component_type", enum("worker_pool")), opt("kind", enum("worker_pool")))
+}
+
+func workerPoolsQuery() []Param {
+	return []Param{
+		param("runtime", str(), "only workers of this runtime (python, rust, go)"),
+		param("status", str(), "only workers in this state: alive (every live one), ready, expired, offline, …"),
+		param("pool", str(), "only workers of this pool"),
+		param("limit", integer(), "at most this many, by name (default and maximum 1000)"),
+	}
+}
+
 func executionStatus() *Shape {
 	return enum("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
 }

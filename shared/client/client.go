@@ -411,6 +411,56 @@ func (c *Client) Report(ctx context.Context, r wire.Report) (*wire.Reported, err
 	return &out, nil
 }
 
+// ---- the worker registry ----
+
+// RegisterWorker registers (or re-registers) a worker.
+func (c *Client) RegisterWorker(ctx context.Context, r wire.PoolRegistration) (*wire.PoolRegistered, error) {
+	var out wire.PoolRegistered
+	if _, err := c.do(ctx, http.MethodPost, "/api/worker/pool/register", r, true, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// WorkerHeartbeat is a worker's pool heartbeat; a 404 (StatusOf) means the
+// registry does not know it: register again.
+func (c *Client) WorkerHeartbeat(ctx context.Context, name string) (*wire.PoolRegistered, error) {
+	var out wire.PoolRegistered
+	if _, err := c.do(ctx, http.MethodPost, "/api/worker/pool/heartbeat", wire.PoolBeat{Name: name}, true, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeregisterWorker marks a worker offline.
+func (c *Client) DeregisterWorker(ctx context.Context, name string) error {
+	_, err := c.do(ctx, http.MethodPost, "/api/worker/pool/deregister", wire.PoolBeat{Name: name}, true, nil)
+	return err
+}
+
+// Workers returns GET /api/worker/pools with the given query (runtime,
+// status, pool, limit).
+func (c *Client) Workers(ctx context.Context, q url.Values) (*wire.WorkerPools, error) {
+	path := "/api/worker/pools"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out wire.WorkerPools
+	if _, err := c.do(ctx, http.MethodGet, path, nil, true, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// PoolStatus returns GET /api/pool/status.
+func (c *Client) PoolStatus(ctx context.Context) (*wire.PoolStatus, error) {
+	var out wire.PoolStatus
+	if _, err := c.do(ctx, http.MethodGet, "/api/pool/status", nil, true, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Health returns GET /api/health.
 func (c *Client) Health(ctx context.Context) (*wire.Health, error) {
 	var out wire.Health

@@ -43,6 +43,11 @@
 //	NOETL_API_TOKENS_SECRET_ARN   secret JSON {"api","worker","internal"}, each a string or a list     -
 //	                              of strings. AWS mode.
 //	NOETL_ALLOW_OPEN              let a Lambda start with no token at all (no authentication)         false
+//	NOETL_TOKENLESS_WORKER_NETWORKS
+//	                              networks (CIDRs or addresses, comma-separated) whose requests       (none)
+//	                              WITHOUT an Authorization header get the worker scope: the worker
+//	                              routes only, for NoETL's Python worker, which sends no token. Never
+//	                              0.0.0.0/0. Local mode: refused in Lambda (docs/noetl-compat.md).
 //	NOETL_LEASE_SECONDS           command claim lease (R-L1)                                          60
 //	NOETL_MAX_BODY_BYTES          request body limit; at most 6 MiB in Lambda (sync payload limit)    1048576
 //	NOETL_LOG_LEVEL               debug | info | warn | error                                         info

@@ -89,6 +89,9 @@ type Options struct {
 	Out io.Writer
 	// Timeouts bound slow clients of the HTTP server (see Timeouts).
 	Timeouts Timeouts
+	// WorkerTTL is the worker registry's expiry; 0: its default (tests
+	// shorten it).
+	WorkerTTL time.Duration
 }
 
 // Server is a running stack.
@@ -231,7 +234,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		return nil, err
 	}
 	deps := lambdafn.Deps{Store: s.Store, Publisher: lambdafn.PublisherOf(notify.NewPublisher(s.JS, notify.StreamOptions{})),
-		NATS: lambdafn.NATSChecker(s.NATS), Config: cfg, Results: s.Results, Logger: o.Logger,
+		NATS: lambdafn.NATSChecker(s.NATS), Config: cfg, Results: s.Results, Logger: o.Logger, WorkerTTL: o.WorkerTTL,
 		Keychain: func(st *store.Store, svc *controlplane.Service, log *slog.Logger) api.Keychain {
 			return credentials.New(st, s.KeyRing, svc, log)
 		},

@@ -191,6 +191,9 @@ type Deps struct {
 	Results resultstore.Store
 	// Observer hears orchestration durations (the local server's metrics).
 	Observer controlplane.Observer
+	// WorkerTTL is the worker registry's expiry; 0: its default (tests
+	// shorten it).
+	WorkerTTL time.Duration
 	// Keychain makes the keychain the credential routes serve; nil: none.
 	Keychain NewKeychain
 	// Schedules keeps the scheduler entries of the schedules in step; nil:
@@ -203,7 +206,8 @@ type Deps struct {
 // Build makes a service and its API for serverURL (no I/O).
 func (d Deps) Build(serverURL string) (*api.API, error) {
 	svc, err := controlplane.New(controlplane.Config{Store: d.Store, Publisher: d.Publisher, ServerURL: serverURL,
-		Lease: d.Config.Lease, Results: d.Results, Observer: d.Observer, Schedules: d.Schedules, Logger: d.Logger})
+		Lease: d.Config.Lease, Results: d.Results, Observer: d.Observer, Schedules: d.Schedules, WorkerTTL: d.WorkerTTL,
+		Logger: d.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +215,7 @@ func (d Deps) Build(serverURL string) (*api.API, error) {
 	if d.Keychain != nil {
 		kc = d.Keychain(d.Store, svc, d.Logger)
 	}
-	return api.New(svc, api.Options{Tokens: d.Config.Tokens, MaxBodyBytes: d.Config.MaxBodyBytes,
+	return api.New(svc, api.Options{Tokens: d.Config.Tokens, TokenlessWorkers: d.Config.TokenlessWorkers, MaxBodyBytes: d.Config.MaxBodyBytes,
 		CORSOrigins: d.Config.CORSOrigins, Version: Version(), NATS: d.NATS, Recorder: d.Recorder, Logger: d.Logger, Dashboard: d.Dashboard,
 		Keychain: kc}), nil
 }

@@ -25,6 +25,10 @@
 //
 // What NoETL's workers send beside events is read here too: the bodies of POST
 // /api/vars (ReadVariables) and PUT /api/result (ReadStagedResult).
+//
+// Both workers' pool registrations (register, heartbeat, deregister) are read by
+// ReadRegistration and ReadWorkerName (pool.go): the Python worker's runtime
+// string and meta, the Rust worker's runtime object and labels.pool_name.
 package noetlwire
 
 import (

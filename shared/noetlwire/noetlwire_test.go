@@ -128,6 +128,22 @@ func TestFit(t *testing.T) {
 	if !reflect.DeepEqual(got, decode(t, `{"status_code": 200, "data": {"users": []}, "body": {"users": []}}`)) {
 		t.Fatalf("http data %v", got)
 	}
+	// postgres: NoETL's Python worker keeps the last statement only; it is
+	// also command_<count-1>, what NoETL's playbooks read.
+	got = data(Fit(wrap(`{"status": "success", "columns": ["n"], "rows": [{"n": 1}], "row_count": 1, "statement_count": 2}`), Tool{Kind: "postgres"}))
+	if !reflect.DeepEqual(got, decode(t, `{"status": "success", "columns": ["n"], "rows": [{"n": 1}], "row_count": 1, "statement_count": 2,
+		"command_1": {"status": "success", "columns": ["n"], "rows": [{"n": 1}], "row_count": 1}}`)) {
+		t.Fatalf("postgres data %v", got)
+	}
+	got = data(Fit(wrap(`{"status": "success", "rows": [], "statement_count": 1}`), Tool{Kind: "postgres"}))
+	if c, _ := got.(map[string]any)["command_0"].(map[string]any); c == nil || c["rows"] == nil {
+		t.Fatalf("postgres single statement %v", got)
+	}
+	// Our own shape (command_N present) is left as it is.
+	ours := wrap(`{"status": "success", "rows": [], "statement_count": 1, "command_0": {"rows": []}}`)
+	if !reflect.DeepEqual(Fit(ours, Tool{Kind: "postgres"}), ours) {
+		t.Fatal("our postgres output changed")
+	}
 	// Other kinds: as they are.
 	in := wrap(`{"status": "ok"}`)
 	if !reflect.DeepEqual(Fit(in, Tool{Kind: "python"}), in) {

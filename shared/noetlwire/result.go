@@ -20,6 +20,7 @@ const (
 	commandFailed     = "command.failed"
 	kindTaskSequence  = "task_sequence"
 	kindHTTP          = "http"
+	kindPostgres      = "postgres"
 	contextUpdatesKey = "_context_updates"
 )
 
@@ -294,18 +295,44 @@ func Fit(result map[string]any, tool Tool) map[string]any {
 	return map[string]any{"status": env["status"], "context": env}
 }
 
-// fitOutput is one tool's output as our tool of that kind reports it.
+// fitOutput is one tool's output as our tool of that kind reports it: http's
+// parsed body also as `body`; postgres's last statement (all NoETL's Python
+// worker keeps, with `statement_count`) also as `command_<count-1>`, the entry
+// NoETL's playbooks read (step.command_0.rows) and our tool writes for every
+// statement. The earlier statements' entries are not in NoETL's output, so
+// they stay missing.
 func fitOutput(kind string, out any) any {
 	m, ok := out.(map[string]any)
-	if !ok || kind != kindHTTP {
+	if !ok {
 		return out
 	}
-	if _, has := m["body"]; has {
-		return out
-	}
-	if body, has := m["data"]; has {
+	switch kind {
+	case kindHTTP:
+		if _, has := m["body"]; has {
+			return out
+		}
+		if body, has := m["data"]; has {
+			m = maps.Clone(m)
+			m["body"] = body
+			return m
+		}
+	case kindPostgres:
+		n, _ := m["statement_count"].(int64)
+		if _, rows := m["rows"]; !rows && n == 0 {
+			return out
+		}
+		key := "command_" + strconv.FormatInt(max(n-1, 0), 10)
+		if _, has := m[key]; has {
+			return out
+		}
+		last := make(map[string]any, len(m))
+		for k, v := range m {
+			if k != "statement_count" && !strings.HasPrefix(k, "command_") {
+				last[k] = v
+			}
+		}
 		m = maps.Clone(m)
-		m["body"] = body
+		m[key] = last
 		return m
 	}
 	return out

@@ -189,6 +189,48 @@ func ExtendLease(ctx context.Context, q Querier, commandID, workerID string, att
 	return until.UTC(), nil
 }
 
+// ExtendHeldLeases is a pool heartbeat's effect on one shard: the live
+// leases of the CLAIMED/RUNNING commands workerID holds and claimed at or after
+// since (the worker's current instance registered then) become now + lease.
+// A lapsed lease is left to the sweep, and a command some transaction is
+// changing right now (a report completing it) is skipped rather than waited
+// for: the next beat gets it. It returns how many leases it extended.
+func ExtendHeldLeases(ctx context.Context, q Querier, workerID string, since time.Time, lease time.Duration) (int64, error) {
+	tag, err := q.Exec(ctx, `
+		UPDATE command SET lease_expires_at = now() + $3::interval, updated_at = now()
+		WHERE command_id = ANY (ARRAY(
+			SELECT command_id FROM command
+			WHERE worker_id = $1 AND status IN ('CLAIMED', 'RUNNING') AND lease_expires_at > now()
+			  AND deadline_at - make_interval(secs => timeout_seconds) >= $2
+			ORDER BY command_id FOR UPDATE SKIP LOCKED))`, workerID, since, lease)
+	if err != nil {
+		return 0, fmt.Errorf("store: extend the leases of worker %s: %w", workerID, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// HeldCounts counts the commands each worker holds under a live lease: its
+// in-flight commands. names nil counts every worker's.
+func HeldCounts(ctx context.Context, q Querier, names []string) (map[string]int, error) {
+	rows, err := q.Query(ctx, `
+		SELECT worker_id, count(*) FROM command
+		WHERE status IN ('CLAIMED', 'RUNNING') AND lease_expires_at > now()
+		  AND ($1::text[] IS NULL OR worker_id = ANY($1))
+		GROUP BY worker_id`, names)
+	if err != nil {
+		return nil, fmt.Errorf("store: count held commands: %w", err)
+	}
+	out := map[string]int{}
+	var (
+		name string
+		n    int
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&name, &n}, func() error { out[name] = n; return nil }); err != nil {
+		return nil, fmt.Errorf("store: count held commands: %w", err)
+	}
+	return out, nil
+}
+
 // CancelActiveCommands marks every PENDING, CLAIMED or RUNNING command of an execution
 // CANCELLED and returns them (cancel, finalize, R-R9/R-R10). Lock the execution first.
 func CancelActiveCommands(ctx context.Context, q Querier, executionID int64) ([]Command, error) {

@@ -308,3 +308,22 @@ func wrapWrite(err error) error {
 	}
 	return err
 }
+
+// PoolStats counts the connections of the store's pools (each distinct pool
+// once): what the process can still hand out.
+type PoolStats struct {
+	Max, Total, Acquired, Idle int
+}
+
+// PoolStats reads the pools' counts (no I/O).
+func (s *Store) PoolStats() PoolStats {
+	var p PoolStats
+	for _, pool := range s.pools {
+		st := pool.Stat()
+		p.Max += int(st.MaxConns())
+		p.Total += int(st.TotalConns())
+		p.Acquired += int(st.AcquiredConns())
+		p.Idle += int(st.IdleConns())
+	}
+	return p
+}

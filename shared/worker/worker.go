@@ -1,4 +1,5 @@
-// Package worker is the reference worker (worker.md): it pulls command
+// Package worker is the reference worker (worker.md): it registers in the
+// server's worker registry (registry.go), pulls command
 // notifications from NATS JetStream, claims each command under a lease, runs its
 // tool (pipelines through shared/pipeline), heartbeats while it runs, and
 // reports call.done and command.completed/failed; a result over the inline
@@ -24,6 +25,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/noetlwire"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/redact"
@@ -105,6 +107,9 @@ func New(cfg Config) (*Worker, error) {
 // takes it, R-L3). NATS or the API being unreachable is waited out with
 // backoff, never a reason to exit.
 func (w *Worker) Run(ctx context.Context) error {
+	// Registered while it runs, commands finishing in the grace period
+	// included; deregistered last.
+	defer w.keepRegistered(context.WithoutCancel(ctx), noetlwire.PoolHeartbeatInterval)()
 	cons, err := w.consumer(ctx)
 	if err != nil {
 		return nil // stopped before NATS came back

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -51,6 +52,10 @@ type Options struct {
 	Recorder     api.Recorder
 	Observer     controlplane.Observer
 	Logger       *slog.Logger
+	// TokenlessWorkers: config.TokenlessWorkers.
+	TokenlessWorkers []netip.Prefix
+	// WorkerTTL: controlplane.Config.WorkerTTL (0: its default).
+	WorkerTTL time.Duration
 }
 
 // Stack is a control plane over real databases and NATS.
@@ -110,12 +115,12 @@ func New(t testing.TB, opts Options) *Stack {
 // lambdafn.New takes.
 func (s *Stack) Build(serverURL string) (*api.API, error) {
 	svc, err := controlplane.New(controlplane.Config{Store: s.Store, Publisher: s.Publisher, ServerURL: serverURL,
-		Lease: s.opts.Lease, Observer: s.opts.Observer, Logger: s.opts.Logger, Results: s.Results})
+		Lease: s.opts.Lease, Observer: s.opts.Observer, WorkerTTL: s.opts.WorkerTTL, Logger: s.opts.Logger, Results: s.Results})
 	if err != nil {
 		return nil, err
 	}
 	nc := s.NATS
-	return api.New(svc, api.Options{Tokens: s.Tokens, MaxBodyBytes: s.opts.MaxBodyBytes, CORSOrigins: s.opts.CORSOrigins,
+	return api.New(svc, api.Options{Tokens: s.Tokens, TokenlessWorkers: s.opts.TokenlessWorkers, MaxBodyBytes: s.opts.MaxBodyBytes, CORSOrigins: s.opts.CORSOrigins,
 		Version: "test", Recorder: s.opts.Recorder, Logger: s.opts.Logger, Keychain: credentials.New(s.Store, s.KeyRing, svc, s.opts.Logger), Dashboard: dashboard.Files{},
 		NATS: func(context.Context) error {
 			if !nc.Running() {
@@ -127,7 +132,7 @@ func (s *Stack) Build(serverURL string) (*api.API, error) {
 
 // Counts are the row counts of every table a request can write.
 type Counts struct {
-	Catalog, Credential, Execution, Event, Command, Outbox, StepResult int64
+	Catalog, Credential, Worker, Execution, Event, Command, Outbox, StepResult int64
 }
 
 // Counts reads the row counts over the cluster and every shard.
@@ -145,7 +150,7 @@ func (s *Stack) Counts(t testing.TB) Counts {
 func CountRows(ctx context.Context, st *store.Store) (Counts, error) {
 	var c Counts
 	// Not the credential read log: a refused or unknown read is logged too.
-	if err := st.Cluster().QueryRow(ctx, `SELECT (SELECT count(*) FROM catalog), (SELECT count(*) FROM credential)`).Scan(&c.Catalog, &c.Credential); err != nil {
+	if err := st.Cluster().QueryRow(ctx, `SELECT (SELECT count(*) FROM catalog), (SELECT count(*) FROM credential), (SELECT count(*) FROM worker)`).Scan(&c.Catalog, &c.Credential, &c.Worker); err != nil {
 		return c, err
 	}
 	for i := range st.NumShards() {
