@@ -38,7 +38,8 @@
 //	NOETL_SERVER_URL              base URL of the API that NATS command bodies carry for workers      (empty: derive from request)
 //	NOETL_API_TOKEN               tokens with scope api (users), comma-separated. Local mode.         -
 //	NOETL_WORKER_TOKEN            tokens with scope worker (claim, heartbeat, events). Local mode.     -
-//	NOETL_INTERNAL_API_TOKEN      tokens with scope internal (/api/internal/*), NoETL's name. Local.   -
+//	NOETL_INTERNAL_API_TOKEN      tokens with scope internal (/api/internal/*), NoETL's name; they    -
+//	                              hold the worker scope too (NoETL's workers send it). Local.
 //	NOETL_INTERNAL_TOKEN          the earlier name of NOETL_INTERNAL_API_TOKEN; its tokens still count -
 //	NOETL_API_TOKENS_SECRET_ARN   secret JSON {"api","worker","internal"}, each a string or a list     -
 //	                              of strings. AWS mode.
