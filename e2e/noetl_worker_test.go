@@ -24,36 +24,49 @@ const devLease = 2 * time.Second
 // startDouble runs a double of NoETL's Python worker against d until the test ends.
 func startDouble(t *testing.T, d *devStack, adjust func(*pyWorker)) *pyWorker {
 	t.Helper()
-	nc, err := nats.Connect(d.nats)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc := natsConn(t, d)
 	w := newPyWorker(d.url, nc)
 	w.heartbeat = devLease / 4
 	if adjust != nil {
 		adjust(w)
 	}
+	runDouble(t, "the NoETL worker double", w.run, w.ready)
+	return w
+}
+
+// natsConn connects to d's NATS until the test ends.
+func natsConn(t *testing.T, d *devStack) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(d.nats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// runDouble runs a worker double until the test ends (then stops it and
+// waits) and returns once it is ready: its consumers deliver only what is
+// published after they exist, so nothing may run before.
+func runDouble(t *testing.T, name string, run func(context.Context) error, ready <-chan struct{}) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- w.run(ctx) }()
+	go func() { done <- run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("the NoETL worker double: %v", err)
+			t.Errorf("%s: %v", name, err)
 		}
-		nc.Close()
 	})
-	// Its consumers deliver only what is published after they exist: run
-	// nothing before they do.
 	select {
-	case <-w.ready:
+	case <-ready:
 	case err := <-done:
 		done <- err
-		t.Fatalf("the NoETL worker double stopped before it consumed: %v", err)
+		t.Fatalf("%s stopped before it consumed: %v", name, err)
 	case <-time.After(time.Minute):
-		t.Fatal("the NoETL worker double did not start consuming within a minute")
+		t.Fatalf("%s did not start consuming within a minute", name)
 	}
-	return w
 }
 
 func (d *devStack) run(t *testing.T, req wire.ExecuteRequest) (int64, *wire.Execution) {

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -164,11 +165,11 @@ func (w *pyWorker) run(ctx context.Context) error {
 	pool.Add(2)
 	go func() {
 		defer pool.Done()
-		w.every(ctx, w.poolEvery, func() { w.poolCall(ctx, "POST", "/api/worker/pool/register", w.registration()) })
+		every(ctx, w.poolEvery, func() { w.poolCall(ctx, "POST", "/api/worker/pool/register", w.registration()) })
 	}()
 	go func() {
 		defer pool.Done()
-		w.every(ctx, w.probeEvery, func() { w.poolCall(ctx, "GET", "/api/pool/status", nil) })
+		every(ctx, w.probeEvery, func() { w.poolCall(ctx, "GET", "/api/pool/status", nil) })
 	}()
 	defer func() {
 		pool.Wait()
@@ -190,7 +191,7 @@ func (w *pyWorker) registration() map[string]any {
 }
 
 // every runs f every d until ctx ends.
-func (w *pyWorker) every(ctx context.Context, d time.Duration, f func()) {
+func every(ctx context.Context, d time.Duration, f func()) {
 	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
@@ -466,10 +467,21 @@ out_stream.write(json.dumps(out, default=str))
 `
 
 func (w *pyWorker) runPython(ctx context.Context, cfg, args, rc map[string]any) (any, string) {
-	code, _ := cfg["code"].(string)
 	if args == nil {
 		args, _ = cfg["args"].(map[string]any)
 	}
+	code, _ := cfg["code"].(string)
+	out, err := runScript(ctx, w.python, code, args, rc)
+	if err != nil {
+		return map[string]any{"status": "error", "error": err.Error()}, err.Error()
+	}
+	return out, ""
+}
+
+// runScript runs code through pythonDriver with args and the render context
+// rc; the error is the script's (a compile error or an exception) or the
+// interpreter's.
+func runScript(ctx context.Context, python, code string, args, rc map[string]any) (any, error) {
 	if args == nil {
 		args = map[string]any{}
 	}
@@ -477,23 +489,23 @@ func (w *pyWorker) runPython(ctx context.Context, cfg, args, rc map[string]any) 
 		rc = map[string]any{}
 	}
 	in, _ := json.Marshal(map[string]any{"code": code, "args": args, "context": rc})
-	cmd := exec.CommandContext(ctx, w.python, "-c", pythonDriver)
+	cmd := exec.CommandContext(ctx, python, "-c", pythonDriver)
 	cmd.Stdin = bytes.NewReader(in)
 	raw, err := cmd.Output()
 	if err != nil {
-		return map[string]any{"status": "error", "error": err.Error()}, err.Error()
+		return nil, err
 	}
 	var res struct {
 		OK    any    `json:"ok"`
 		Error string `json:"error"`
 	}
 	if err := json.Unmarshal(raw, &res); err != nil {
-		return map[string]any{"status": "error", "error": err.Error()}, err.Error()
+		return nil, err
 	}
 	if res.Error != "" {
-		return map[string]any{"status": "error", "error": res.Error}, res.Error
+		return nil, errors.New(res.Error)
 	}
-	return jsonx.Normalize(res.OK), ""
+	return jsonx.Normalize(res.OK), nil
 }
 
 func (w *pyWorker) runHTTP(ctx context.Context, cfg map[string]any) (any, string) {

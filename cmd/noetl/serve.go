@@ -98,6 +98,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	if s.Results != nil {
 		fmt.Fprintf(stdout, "noetl serve: large results by reference in %s (workers: noetl worker --result-store %s)\n", s.Results.URL(), s.Results.URL())
 	}
+	fmt.Fprintf(stdout, "noetl serve: credentials sealed with %s\n", s.KeyRing.Describe())
 	warnOpen(s, stderr, logger, "noetl serve")
 	fmt.Fprintf(stdout, "noetl serve: listening on %s\n", s.URL)
 	fmt.Fprintf(stdout, "noetl serve: dashboard at %s/\n", s.URL)

@@ -153,6 +153,7 @@ func probeEachFunction(t *testing.T, st *stack, r *run) {
 		api.FnReplay:    {"GET", "/api/executions/" + id + "/replay", ""},
 		api.FnOutbox:    {"GET", "/api/internal/outbox/pending-count", ""},
 		api.FnSchedules: {"GET", "/api/schedules", ""},
+		api.FnKeychain:  {"GET", "/api/credentials", ""},
 	}
 	router := api.NewRouter(api.Routes())
 	for _, fn := range api.Functions() {

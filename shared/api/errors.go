@@ -98,6 +98,10 @@ func classify(err error) *Error {
 		return errorf(http.StatusUnprocessableEntity, "%s", err.Error())
 	case errors.Is(err, controlplane.ErrNotFound), errors.Is(err, store.ErrNotFound):
 		return errorf(http.StatusNotFound, "%s", err.Error())
+	case errors.Is(err, controlplane.ErrForbidden):
+		return errorf(http.StatusForbidden, "%s", err.Error())
+	case errors.Is(err, controlplane.ErrUnavailable):
+		return errorf(http.StatusServiceUnavailable, "%s", err.Error())
 	case errors.Is(err, controlplane.ErrConflict), errors.Is(err, store.ErrConflict):
 		return errorf(http.StatusConflict, "%s", err.Error())
 	case store.Transient(err):

@@ -234,3 +234,32 @@ func TestTokenlessWorkers(t *testing.T) {
 	// A claim from inside works end to end without a token.
 	must(t, a, 200, call{method: "POST", target: "/api/commands/" + strconv.FormatInt(on.command, 10) + "/claim", body: map[string]any{"worker_id": "tokenless"}, source: "10.1.0.9"})
 }
+
+// TestInternalTokenHoldsWorkerScope: NoETL's Rust worker sends
+// NOETL_INTERNAL_API_TOKEN on every call, so the internal token holds the
+// worker scope (docs/noetl-compat.md "Workers and the internal token"): the
+// worker routes answer it, credential data included; the user routes
+// refuse it (403); the worker token still opens nothing internal.
+func TestInternalTokenHoldsWorkerScope(t *testing.T) {
+	f := newFixture(t, apitest.Options{})
+	a, exec := f.s.API, itoa(f.exec)
+	tok := apitest.InternalToken
+	must(t, a, 200, call{method: "POST", target: "/api/worker/pool/register", token: tok, body: map[string]any{"name": "rust-1", "component_type": "worker_pool",
+		"runtime": map[string]any{"kind": "rust", "worker_public_key": "AAAA"}, "status": "ready", "hostname": "h", "labels": map[string]any{"pool_name": "worker-rust-pool"}}})
+	must(t, a, 200, call{method: "POST", target: "/api/worker/pool/heartbeat", token: tok, body: map[string]any{"name": "rust-1"}})
+	must(t, a, 200, call{method: "GET", target: "/api/pool/status", token: tok})
+	must(t, a, 200, call{method: "POST", target: "/api/commands/" + itoa(f.command) + "/claim", token: tok, body: map[string]any{"worker_id": "rust-1"}})
+	cred := must(t, a, 200, call{method: "GET", target: "/api/credentials/" + matrixCredential + "?include_data=true&execution_id=" + exec, token: tok})
+	if d, _ := cred.json["data"].(map[string]any); d["token"] != "matrix-secret-token" {
+		t.Fatalf("credential data to the internal token: %s", cred.Body)
+	}
+	must(t, a, 200, call{method: "POST", target: "/api/vars/" + exec, token: tok, body: map[string]any{"greeting": "hi"}})
+	must(t, a, 200, call{method: "POST", target: "/api/events", token: tok, body: map[string]any{"execution_id": exec, "event_type": "step.note"}})
+	// Not the user's scope.
+	must(t, a, 403, call{method: "POST", target: "/api/execute", token: tok, body: map[string]any{"path": "tests/three"}})
+	must(t, a, 403, call{method: "GET", target: "/api/credentials", token: tok})
+	must(t, a, 403, call{method: "POST", target: "/api/catalog/register", token: tok, body: map[string]any{"content": apitest.ThreeSteps}})
+	// The worker scope does not reach the internal routes.
+	must(t, a, 403, call{method: "GET", target: "/api/internal/outbox/pending-count", token: apitest.WorkerToken})
+	must(t, a, 200, call{method: "GET", target: "/api/internal/outbox/pending-count", token: tok})
+}

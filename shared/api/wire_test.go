@@ -44,6 +44,9 @@ func TestClientRequestsMatchDocument(t *testing.T) {
 		{"PATCH", "/api/schedules/{id}", wire.ScheduleRequest{Enabled: new(false)}},
 		{"PATCH", "/api/schedules/{id}", wire.ScheduleRequest{IntervalSeconds: 60}},
 		{"POST", "/api/schedules/{id}/backfill", wire.BackfillRequest{From: "2024-01-01T00:00:00Z", To: "2024-01-02T00:00:00Z"}},
+		{"POST", "/api/credentials", wire.CredentialRequest{Name: "pg", Type: "postgres", Data: wire.Object{"password": "x"},
+			Meta: wire.Object{"env": "prod"}, Tags: []string{"db"}, Description: "d"}},
+		{"POST", "/api/credentials/rotate", wire.RotateRequest{NewKey: true, Limit: 10}},
 	} {
 		raw, err := jsonx.Marshal(c.body)
 		if err != nil {

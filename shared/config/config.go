@@ -42,6 +42,8 @@ const (
 	EnvCORSOrigins        = "NOETL_CORS_ORIGINS"
 	EnvResultStore        = "NOETL_RESULT_STORE"
 	EnvTokenlessWorkers   = "NOETL_TOKENLESS_WORKER_NETWORKS"
+	EnvKeychainKMSKeyID   = "NOETL_KEYCHAIN_KMS_KEY_ID"
+	EnvKeychainKeyFile    = "NOETL_KEYCHAIN_KEY_FILE"
 	// The EventBridge Scheduler entries the schedules function keeps in
 	// step with the schedules table (docs/schedules.md): their group, the
 	// function they invoke, and the role they invoke it with.
@@ -109,6 +111,12 @@ type Config struct {
 	// for s3://, AWSConfig.
 	ResultStore string
 
+	// KeychainKMSKeyID is the KMS key (id, ARN or alias) that seals the
+	// keychain's credentials (shared/keychain/kmsring); KeychainKeyFile a key
+	// file doing the same on one machine. At most one is set; neither: the
+	// keychain cannot store or open credentials.
+	KeychainKMSKeyID string
+	KeychainKeyFile  string
 	// Scheduler names the EventBridge Scheduler entries of the schedules;
 	// a zero Scheduler: none (a local loop fires the schedules).
 	Scheduler Scheduler
@@ -183,6 +191,8 @@ func (c *Config) LogValue() slog.Value {
 		slog.String("log_level", c.LogLevel.String()),
 		slog.Any("cors_origins", c.CORSOrigins),
 		slog.String("result_store", redactURL(c.ResultStore)),
+		slog.String("keychain_kms_key_id", c.KeychainKMSKeyID),
+		slog.String("keychain_key_file", c.KeychainKeyFile),
 		slog.String("scheduler_group", c.Scheduler.Group),
 	)
 }
@@ -197,7 +207,7 @@ func names() []string {
 		EnvDBSSLMode, EnvDBMaxConns, EnvMigrateOnStart, EnvNATSURL,
 		EnvNATSCredsSecretARN, EnvServerURL, EnvAPIToken, EnvWorkerToken,
 		EnvInternalToken, EnvInternalTokenOld, EnvAPITokensSecretARN, EnvAllowOpen, EnvLeaseSeconds,
-		EnvMaxBodyBytes, EnvLogLevel, EnvCORSOrigins, EnvResultStore, EnvTokenlessWorkers,
+		EnvMaxBodyBytes, EnvLogLevel, EnvCORSOrigins, EnvResultStore, EnvTokenlessWorkers, EnvKeychainKMSKeyID, EnvKeychainKeyFile,
 		EnvSchedulerGroup, EnvSchedulerTargetARN, EnvSchedulerRoleARN,
 		EnvLambdaFunctionName, EnvAWSRegion, EnvAWSEndpointURL,
 	}
@@ -407,6 +417,16 @@ func parseEnv(e env) (*Config, pending, error) {
 		c.ResultStore = v
 	}
 
+	// The keychain's key.
+	c.KeychainKMSKeyID, c.KeychainKeyFile = e[EnvKeychainKMSKeyID], e[EnvKeychainKeyFile]
+	switch {
+	case c.KeychainKMSKeyID != "" && c.KeychainKeyFile != "":
+		add(fmt.Errorf("both %s and %s are set: the keychain uses one key ring; KMS in AWS, a key file on one machine", EnvKeychainKMSKeyID, EnvKeychainKeyFile))
+	case c.KeychainKeyFile != "" && c.InLambda:
+		add(fmt.Errorf("%s is set in Lambda, whose files do not last: use %s (a KMS key)", EnvKeychainKeyFile, EnvKeychainKMSKeyID))
+	case c.KeychainKeyFile != "" && !path.IsAbs(c.KeychainKeyFile):
+		add(fmt.Errorf("%s=%q: name the key file by an absolute path", EnvKeychainKeyFile, c.KeychainKeyFile))
+	}
 	// Schedules' scheduler entries.
 	c.Scheduler = Scheduler{Group: e[EnvSchedulerGroup], TargetARN: e[EnvSchedulerTargetARN], RoleARN: e[EnvSchedulerRoleARN]}
 	add(checkScheduler(c.Scheduler))

@@ -345,7 +345,7 @@ func TestScopes(t *testing.T) {
 	cases := map[string]Scope{
 		"user-1":     ScopeAPI,
 		"worker-1":   ScopeWorker,
-		"internal-1": ScopeInternal,
+		"internal-1": ScopeInternal | ScopeWorker, // NoETL's workers hold the internal token
 		"shared":     ScopeAPI | ScopeWorker,
 		"user-":      0, // a prefix is not the token
 		"user-12":    0,
@@ -357,7 +357,7 @@ func TestScopes(t *testing.T) {
 			t.Errorf("Scopes(%q) = %b, want %b", in, got, want)
 		}
 	}
-	if !tok.Scopes("shared").Has(ScopeWorker) || tok.Scopes("user-1").Has(ScopeInternal) || tok.Scopes("user-1").Has(0) {
+	if !tok.Scopes("shared").Has(ScopeWorker) || tok.Scopes("user-1").Has(ScopeInternal) || tok.Scopes("user-1").Has(0) || tok.Scopes("internal-1").Has(ScopeAPI) || tok.Scopes("worker-1").Has(ScopeInternal) {
 		t.Error("Has is wrong")
 	}
 	if (Tokens{}).Scopes("") != 0 || !(Tokens{}).Empty() || tok.Empty() {

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/notify"
+	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -653,7 +655,7 @@ func (s *Service) loadResults(ctx context.Context, q store.Querier, executionID 
 			stored = append(stored, k)
 			continue
 		}
-		v, err := s.readReference(ctx, k.URI)
+		v, err := s.readReference(ctx, executionID, k.URI)
 		if err != nil {
 			return fmt.Errorf("execution %d: %w", executionID, err)
 		}
@@ -690,21 +692,29 @@ func (s *Service) loadResults(ctx context.Context, q store.Querier, executionID 
 // itemPrefetch is how many loop items one load reads (see loadResults).
 const itemPrefetch = 128
 
-// readReference reads a result a worker stored by reference (worker.md §1).
-// It runs under the execution's row lock, only when a decision needs the value;
-// a failure aborts the ingest (the worker re-posts, or the lease expires and
-// the command is retried), so nothing is decided on a missing result.
-func (s *Service) readReference(ctx context.Context, uri string) (any, error) {
+// readReference reads a result a worker stored by reference (worker.md §1):
+// a URI inside the result store, or a noetl:// reference of this execution
+// (resultstore.Resolve); a fragment is a JSON Pointer into the stored value
+// (NoETL's Rust worker stages its whole tool result: #/data is the step's
+// data, noetlwire.Result). It runs under the execution's row lock, only when
+// a decision needs the value; a failure aborts the ingest (the worker
+// re-posts, or the lease expires and the command is retried), so nothing is
+// decided on a missing result.
+func (s *Service) readReference(ctx context.Context, executionID int64, uri string) (any, error) {
 	if s.cfg.Results == nil {
 		return nil, fmt.Errorf("the result at %s was stored by reference, but this server has no result store (set NOETL_RESULT_STORE)", uri)
 	}
-	b, err := s.cfg.Results.Get(ctx, uri)
+	loc, pointer, _ := strings.Cut(uri, "#")
+	b, err := resultstore.Resolve(ctx, s.cfg.Results, loc, executionID)
 	if err != nil {
 		return nil, fmt.Errorf("read the result stored by reference at %s: %w", uri, err)
 	}
 	v, err := jsonx.Decode(b)
 	if err != nil {
 		return nil, fmt.Errorf("the result stored at %s is not JSON: %w", uri, err)
+	}
+	if v, err = jsonx.Pointer(v, pointer); err != nil {
+		return nil, Errorf(ErrInvalid, "the result stored by reference at %s: %v", uri, err)
 	}
 	if err := jsonx.CheckText("data", v); err != nil {
 		// Never posted, so never checked by the API: refused (422) like a NUL posted inline.

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -28,8 +29,11 @@ import (
 	"github.com/noetl-go/noetl/shared/api"
 	"github.com/noetl-go/noetl/shared/config"
 	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/credentials"
 	"github.com/noetl-go/noetl/shared/dashboard"
 	"github.com/noetl-go/noetl/shared/devstack"
+	"github.com/noetl-go/noetl/shared/keychain"
+	"github.com/noetl-go/noetl/shared/keychain/kmsring"
 	"github.com/noetl-go/noetl/shared/lambdafn"
 	"github.com/noetl-go/noetl/shared/localgw"
 	"github.com/noetl-go/noetl/shared/notify"
@@ -60,6 +64,13 @@ type Options struct {
 	// directory when the database is throwaway too, else none (such results
 	// are then refused with a 422 that says so).
 	ResultStore string
+	// KeyFile is the keychain's key file, created (mode 0600) when missing.
+	// Empty: NOETL_KEYCHAIN_KEY_FILE; else, with NOETL_KEYCHAIN_KMS_KEY_ID
+	// set, that KMS key instead; else a file in a temporary directory when the
+	// database is throwaway too (both go when the stack stops), else
+	// keychain.DefaultKeyFile (the user's configuration directory), which
+	// must outlive the stack as the database does.
+	KeyFile string
 	// DrainEvery runs the outbox function's scheduled invocation this often (the
 	// EventBridge stand-in); 0 never.
 	DrainEvery time.Duration
@@ -103,6 +114,8 @@ type Server struct {
 	Postgres *devstack.Postgres
 	// Results is the result store workers of this stack share; nil: none.
 	Results resultstore.Store
+	// KeyRing seals the keychain's credentials: a key file, or a KMS key.
+	KeyRing keychain.KeyRing
 	// DBCounter counts the round trips, statements and commits the stack
 	// sends to Postgres.
 	DBCounter *store.Counter
@@ -222,8 +235,14 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if err := s.openResults(ctx, o); err != nil {
 		return nil, err
 	}
+	if err := s.openKeyRing(ctx, o, cfg); err != nil {
+		return nil, err
+	}
 	deps := lambdafn.Deps{Store: s.Store, Publisher: lambdafn.PublisherOf(notify.NewPublisher(s.JS, notify.StreamOptions{})),
 		NATS: lambdafn.NATSChecker(s.NATS), Config: cfg, Results: s.Results, Logger: o.Logger, WorkerTTL: o.WorkerTTL,
+		Keychain: func(st *store.Store, svc *controlplane.Service, log *slog.Logger) api.Keychain {
+			return credentials.New(st, s.KeyRing, svc, log)
+		},
 		Dashboard: dashboard.Files{}}
 	metrics := localgw.NewMetrics(serverStats{s}, cfg.Tokens)
 	deps.Recorder, deps.Observer = metrics, metrics
@@ -301,6 +320,47 @@ func (s *Server) openResults(ctx context.Context, o Options) error {
 		return err
 	}
 	s.Results = rs
+	return nil
+}
+
+// openKeyRing opens the keychain's key ring (see Options.KeyFile).
+func (s *Server) openKeyRing(ctx context.Context, o Options, cfg *config.Config) error {
+	path := o.KeyFile
+	if path == "" {
+		path = cfg.KeychainKeyFile
+	}
+	if path == "" && cfg.KeychainKMSKeyID != "" {
+		awsCfg, err := cfg.AWSConfig(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: %w", config.EnvKeychainKMSKeyID, err)
+		}
+		ring, err := kmsring.New(awsCfg, cfg.KeychainKMSKeyID)
+		if err != nil {
+			return err
+		}
+		s.KeyRing = ring
+		return nil
+	}
+	if path == "" && o.DatabaseURL == "" {
+		dir, err := os.MkdirTemp("", "noetl-keychain-")
+		if err != nil {
+			return fmt.Errorf("keychain: %w", err)
+		}
+		s.closers = append(s.closers, func() { os.RemoveAll(dir) })
+		path = filepath.Join(dir, "keychain.json")
+	}
+	if path == "" {
+		var err error
+		if path, err = keychain.DefaultKeyFile(); err != nil {
+			return err
+		}
+	}
+	ring, err := keychain.OpenFile(path, true)
+	if err != nil {
+		return err
+	}
+	s.KeyRing = ring
+	fmt.Fprintf(o.Out, "keychain key file %s\n", path)
 	return nil
 }
 

@@ -113,6 +113,11 @@ type Env struct {
 	// by reference, so only its main passes it: the S3 client it links would
 	// take every other bootstrap near the 25 MB limit.
 	OpenResults func(ctx context.Context, cfg *config.Config) (resultstore.Store, error)
+	// OpenKeychain makes the keychain the credential routes serve (with the
+	// KMS key NOETL_KEYCHAIN_KMS_KEY_ID names). Only the keychain function
+	// serves credentials, so only its main passes it, and only its bootstrap
+	// links the keychain and a KMS client.
+	OpenKeychain func(ctx context.Context, cfg *config.Config) (NewKeychain, error)
 	// OpenSchedules makes what keeps the scheduler entries of the
 	// schedules in step (awssched.New when NOETL_SCHEDULER_GROUP is set).
 	// Only the schedules function's main passes it, so only that bootstrap
@@ -127,9 +132,10 @@ type Env struct {
 // config.Load, migrations only when NOETL_MIGRATE_ON_START, the store with the
 // configured (tiny) pools, NATS when NOETL_NATS_URL is set — the stream is not
 // created here (R-A7; the publisher creates it only after a publish finds no
-// stream), and, for a function given Env.OpenResults (ingest), the result
+// stream), for a function given Env.OpenResults (ingest), the result
 // store when NOETL_RESULT_STORE is set (no request is made; a store that
-// cannot be opened fails the cold start). It refuses to
+// cannot be opened fails the cold start), and for one given Env.OpenKeychain
+// (keychain) the keychain. It refuses to
 // run without any token unless NOETL_ALLOW_OPEN.
 // The returned func closes the store and NATS.
 func FromEnv(ctx context.Context, function string, getenv func(string) string, env Env) (*Handler, func(), error) {
@@ -158,6 +164,16 @@ func FromEnv(ctx context.Context, function string, getenv func(string) string, e
 		logger.Warn(config.EnvResultStore+" is ignored: only the ingest function reads results posted by reference", "function", function)
 	case env.OpenResults != nil:
 		if results, err = env.OpenResults(ctx, cfg); err != nil {
+			return nil, nil, err
+		}
+	}
+
+	var newKeychain NewKeychain
+	switch {
+	case cfg.KeychainKMSKeyID != "" && env.OpenKeychain == nil:
+		logger.Warn(config.EnvKeychainKMSKeyID+" is ignored: only the keychain function seals and opens credentials", "function", function)
+	case env.OpenKeychain != nil:
+		if newKeychain, err = env.OpenKeychain(ctx, cfg); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -203,7 +219,7 @@ func FromEnv(ctx context.Context, function string, getenv func(string) string, e
 		natsCheck = NATSChecker(nc)
 	}
 
-	deps := Deps{Store: st, Publisher: pub, NATS: natsCheck, Config: cfg, Logger: logger, Results: results, Dashboard: env.Dashboard}
+	deps := Deps{Store: st, Publisher: pub, NATS: natsCheck, Config: cfg, Logger: logger, Results: results, Keychain: newKeychain, Dashboard: env.Dashboard}
 	switch {
 	case cfg.Scheduler.Enabled() && env.OpenSchedules == nil:
 		logger.Warn(config.EnvSchedulerGroup+" is ignored: only the schedules function keeps scheduler entries", "function", function)
@@ -237,6 +253,8 @@ type Deps struct {
 	// WorkerTTL is the worker registry's expiry; 0: its default (tests
 	// shorten it).
 	WorkerTTL time.Duration
+	// Keychain makes the keychain the credential routes serve; nil: none.
+	Keychain NewKeychain
 	// Schedules keeps the scheduler entries of the schedules in step; nil:
 	// none.
 	Schedules controlplane.ScheduleSync
@@ -252,9 +270,19 @@ func (d Deps) Build(serverURL string) (*api.API, error) {
 	if err != nil {
 		return nil, err
 	}
+	var kc api.Keychain
+	if d.Keychain != nil {
+		kc = d.Keychain(d.Store, svc, d.Logger)
+	}
 	return api.New(svc, api.Options{Tokens: d.Config.Tokens, TokenlessWorkers: d.Config.TokenlessWorkers, MaxBodyBytes: d.Config.MaxBodyBytes,
-		CORSOrigins: d.Config.CORSOrigins, Version: Version(), NATS: d.NATS, Recorder: d.Recorder, Logger: d.Logger, Dashboard: d.Dashboard}), nil
+		CORSOrigins: d.Config.CORSOrigins, Version: Version(), NATS: d.NATS, Recorder: d.Recorder, Logger: d.Logger, Dashboard: d.Dashboard,
+		Keychain: kc}), nil
 }
+
+// NewKeychain makes the keychain over a function's store and service
+// (credentials.New with its key ring): a constructor, so that only the
+// binaries that pass one link the keychain.
+type NewKeychain func(st *store.Store, svc *controlplane.Service, log *slog.Logger) api.Keychain
 
 // ConnectNATS connects with the configured authentication. A server that is
 // down at cold start does not fail the function: the connection keeps trying
