@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -13,6 +14,7 @@ import (
 var functions = map[string]string{
 	"CatalogFunction": "catalog", "ExecuteFunction": "execute", "IngestFunction": "ingest", "ClaimFunction": "claim",
 	"StatusFunction": "status", "ReplayFunction": "replay", "OutboxFunction": "outbox", "SchedulesFunction": "schedules",
+	"KeychainFunction": "keychain",
 }
 
 // maxBootstrap is the size budget of one function binary (issue #5).
@@ -89,5 +91,26 @@ func TestMakeBuildTargets(t *testing.T) {
 	cmd.Dir = ".."
 	if out, err := cmd.CombinedOutput(); err == nil {
 		t.Fatalf("build-CatalogFunction without ARTIFACTS_DIR succeeded:\n%s", out)
+	}
+}
+
+// TestKeychainOnlyInItsFunction: the keychain's code (sealing, the KMS
+// client) is linked into the keychain function only; the others reach no
+// credential code (api.Keychain is nil there) and keep their size budget.
+func TestKeychainOnlyInItsFunction(t *testing.T) {
+	for _, fn := range functions {
+		cmd := exec.Command("go", "list", "-tags", "lambda.norpc", "-deps", "./functions/"+fn)
+		cmd.Dir = ".."
+		cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", fn, err)
+		}
+		deps := "\n" + string(out)
+		for _, pkg := range []string{"github.com/noetl-go/noetl/shared/keychain", "github.com/aws/aws-sdk-go-v2/service/kms"} {
+			if linked := strings.Contains(deps, "\n"+pkg+"\n"); linked != (fn == "keychain") {
+				t.Errorf("the %s function links %s: %v", fn, pkg, linked)
+			}
+		}
 	}
 }

@@ -160,6 +160,29 @@ func TestDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	slow := strconv.FormatInt(slowID, 10)
+
+	// The Workers view: both workers alive, and the one running the slow
+	// step shows it in flight (the view refreshes itself).
+	b.run(t, "open the workers", chromedp.Navigate(base+"/#/workers"),
+		chromedp.WaitVisible(`#workers tr[data-worker="TestDashboard-shared-0"][data-alive="true"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#workers tr[data-worker="TestDashboard-shared-1"][data-alive="true"]`, chromedp.ByQuery),
+		chromedp.Poll(`[...document.querySelectorAll('#workers tr[data-worker^="TestDashboard-shared-"]')]
+			.reduce((n, r) => n + Number(r.dataset.inFlight), 0) === 1`, nil, chromedp.WithPollingTimeout(40*time.Second)))
+	for _, w := range []string{"TestDashboard-shared-0", "TestDashboard-shared-1"} {
+		row := `#workers tr[data-worker="` + w + `"]`
+		var cells []string
+		b.run(t, "read "+w, chromedp.Evaluate(`[...document.querySelectorAll('`+row+` td')].map((c) => c.textContent)`, &cells))
+		if len(cells) != 6 || cells[0] != "shared" || cells[1] != "go" || cells[2] != "ready" || !strings.HasSuffix(cells[3], " / 4") {
+			t.Errorf("worker %s is shown as %q, want pool shared, runtime go, ready, busy of 4", w, cells)
+		}
+	}
+	var summary, current string
+	b.run(t, "read the summary", chromedp.Text(`#workers-summary`, &summary, chromedp.ByQuery),
+		chromedp.AttributeValue(`[data-nav="workers"]`, "aria-current", &current, nil, chromedp.ByQuery))
+	if !strings.Contains(summary, "workers alive") || current != "page" {
+		t.Errorf("the workers view says %q (nav aria-current %q)", summary, current)
+	}
+	b.shot(t, "workers")
 	// The previous view stays on screen until the new one has loaded, and its
 	// graph, travelled back to event 3, also shows start running: wait for
 	// this execution's own page first.

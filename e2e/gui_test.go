@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
+	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/conformance"
 	"github.com/noetl-go/noetl/shared/wire"
 )
@@ -365,16 +366,55 @@ func TestNoETLGUI(t *testing.T) {
 	b.waitJS(t, "our refusal", `[...document.querySelectorAll('.ant-message-notice')].some(n => n.textContent.includes('metadata.name is required'))`)
 	b.shot(t, "refused")
 
+	// The Secrets page: the keychain's credentials in NoETL's shape; their
+	// data is refused (it goes only to workers, for a running execution);
+	// New Credential (its JSON tab) and Delete.
+	pgGUI, err := cl.PutCredential(ctx, wire.CredentialRequest{Name: "pg_gui", Type: "postgres", Description: "the GUI test's database",
+		Tags: []string{"db", "gui"}, Data: wire.Object{"db_host": "db", "db_password": "gui-secret-pw-1f"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.run(t, "open the secrets", chromedp.Navigate(gui.url+"/credentials"))
+	credCard := func(name string) string {
+		return `[...document.querySelectorAll('.credentials-credential-card')].find(c => c.textContent.includes('` + name + `'))`
+	}
+	b.waitJS(t, "the credential's card", `!!`+credCard("pg_gui"))
+	if text := g.text(credCard("pg_gui")); !strings.Contains(text, "postgres") || !strings.Contains(text, "the GUI test's database") || !strings.Contains(text, "gui") {
+		t.Errorf("the credential's card: %q", text)
+	}
+	g.click(credCard("pg_gui"), "View")
+	b.waitJS(t, "the refusal of its data", `[...document.querySelectorAll('.ant-message-notice')].some(n => n.textContent.includes('needs execution_id'))`)
+	b.shot(t, "secrets")
+	g.click(`document.querySelector('.credentials-view-toolbar')`, "New Credential")
+	b.waitJS(t, "the create dialog", `!!document.querySelector('.ant-modal .ant-tabs')`)
+	g.click(`document.querySelector('.ant-modal .ant-tabs')`, "JSON")
+	b.waitJS(t, "the JSON tab", `!!document.querySelector('.ant-modal .ant-tabs-tabpane-active textarea')`)
+	g.setInput(`.ant-modal .ant-tabs-tabpane-active textarea`, `{"name": "api_gui", "type": "bearer", "description": "made in the GUI", "data": {"token": "gui-token-2e"}}`)
+	g.click(`[...document.querySelectorAll('.ant-modal-footer')].find(f => f.textContent.includes('Create'))`, "Create")
+	b.waitJS(t, "the created credential", `!!`+credCard("api_gui"))
+	if c, err := cl.Credential(ctx, "api_gui", client.CredentialQuery{}); err != nil || c.Type != "bearer" || c.Description != "made in the GUI" {
+		t.Errorf("the credential the GUI created: %+v %v", c, err)
+	}
+	g.click(credCard("pg_gui"), "Delete")
+	b.waitJS(t, "the delete confirmation", `!!document.querySelector('.ant-modal-confirm')`)
+	g.click(`document.querySelector('.ant-modal-confirm')`, "Delete")
+	b.waitJS(t, "the deleted credential gone", `!`+credCard("pg_gui")+` && !!`+credCard("api_gui"))
+	if strings.Contains(g.text(`document.body`), "gui-secret-pw-1f") || strings.Contains(g.text(`document.body`), "gui-token-2e") {
+		t.Error("a credential's data is on the page")
+	}
+
 	// The console: no CORS error, no failed request but those expected, and
 	// no error but the browser's and the GUI's own lines about them.
 	expected := []struct{ request, why string }{
 		{"POST /api/executions/{run}/analyze → 404", "the terminal's fix: NoETL's AI analysis, not served (docs/noetl-compat.md)"},
 		{"POST /api/catalog/register → 422", "the invalid playbook registered above"},
+		{"GET /api/credentials/{pg_gui} → 403", "the Secrets page's View: a credential's data goes only to workers"},
 	}
 	seen := map[string]bool{}
 	for _, f := range b.failedRequests() {
 		u, _ := url.Parse(f.url)
 		key := f.method + " " + strings.Replace(u.Path, "/"+fmt.Sprint(runID)+"/", "/{run}/", 1)
+		key = strings.Replace(key, fmt.Sprintf("/api/credentials/%d", pgGUI.ID), "/api/credentials/{pg_gui}", 1)
 		if f.status > 0 {
 			key = fmt.Sprintf("%s → %d", key, f.status)
 		}
@@ -392,7 +432,9 @@ func TestNoETLGUI(t *testing.T) {
 		switch {
 		case strings.Contains(e, "Failed to load resource: the server responded with a status of 404") && strings.Contains(e, "/analyze"),
 			strings.Contains(e, "Failed to load resource: the server responded with a status of 422") && strings.Contains(e, "/api/catalog/register"),
-			strings.HasPrefix(e, `console.error: "Failed to register playbook:"`):
+			strings.HasPrefix(e, `console.error: "Failed to register playbook:"`),
+			strings.Contains(e, "Failed to load resource: the server responded with a status of 403") && strings.Contains(e, "/api/credentials/"),
+			strings.HasPrefix(e, `console.error: "Failed to fetch credential data:"`):
 		default:
 			t.Errorf("browser error: %s", e)
 		}

@@ -24,26 +24,49 @@ const devLease = 2 * time.Second
 // startDouble runs a double of NoETL's Python worker against d until the test ends.
 func startDouble(t *testing.T, d *devStack, adjust func(*pyWorker)) *pyWorker {
 	t.Helper()
-	nc, err := nats.Connect(d.nats)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc := natsConn(t, d)
 	w := newPyWorker(d.url, nc)
 	w.heartbeat = devLease / 4
 	if adjust != nil {
 		adjust(w)
 	}
+	runDouble(t, "the NoETL worker double", w.run, w.ready)
+	return w
+}
+
+// natsConn connects to d's NATS until the test ends.
+func natsConn(t *testing.T, d *devStack) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(d.nats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// runDouble runs a worker double until the test ends (then stops it and
+// waits) and returns once it is ready: its consumers deliver only what is
+// published after they exist, so nothing may run before.
+func runDouble(t *testing.T, name string, run func(context.Context) error, ready <-chan struct{}) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- w.run(ctx) }()
+	go func() { done <- run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("the NoETL worker double: %v", err)
+			t.Errorf("%s: %v", name, err)
 		}
-		nc.Close()
 	})
-	return w
+	select {
+	case <-ready:
+	case err := <-done:
+		done <- err
+		t.Fatalf("%s stopped before it consumed: %v", name, err)
+	case <-time.After(time.Minute):
+		t.Fatalf("%s did not start consuming within a minute", name)
+	}
 }
 
 func (d *devStack) run(t *testing.T, req wire.ExecuteRequest) (int64, *wire.Execution) {
@@ -102,7 +125,7 @@ func TestNoETLWorkerDouble(t *testing.T) {
 	d := startDev(t, devOptions{env: []string{fmt.Sprintf("NOETL_LEASE_SECONDS=%d", int(devLease/time.Second))}})
 	// First, with no worker running: the requests NoETL's worker sent (recorded),
 	// replayed with ids rewritten, are all answered 2xx, as NoETL's server
-	// answers them (pool routes aside).
+	// answers them (its pool calls included).
 	t.Run("recorded requests replayed", func(t *testing.T) {
 		answers := replayRecorded(t, d)
 		counts := map[string]int{}
@@ -114,7 +137,8 @@ func TestNoETLWorkerDouble(t *testing.T) {
 			t.Fatalf("only %d requests replayed", len(answers))
 		}
 	})
-	w := startDouble(t, d, nil)
+	// Its pool calls come faster than NoETL's 15 s and 8 s, so the run sees many.
+	w := startDouble(t, d, func(w *pyWorker) { w.poolEvery, w.probeEvery = devLease, devLease/4 })
 	dir := filepath.Join(conformance.Dir(t), "playbooks")
 	paths := map[string]string{}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
@@ -203,6 +227,11 @@ func TestNoETLWorkerDouble(t *testing.T) {
 		if got := step(v, "use_vars_in_template").Result.V; !conformance.Subset(want, got) {
 			t.Fatalf("use_vars_in_template %v", got)
 		}
+		// The playbook's own check reads the previous step through python's
+		// `context`, which NoETL's worker fills from the command's render_context.
+		if got := step(v, "verify_results").Result.V; !conformance.Subset(map[string]any{"status": "success"}, got) {
+			t.Fatalf("verify_results (the playbook's own check) %v", got)
+		}
 	})
 	t.Run("test_pagination_offset", func(t *testing.T) {
 		_, v := run(t, "test_pagination_offset.yaml", map[string]any{"api_url": api.URL})
@@ -275,6 +304,29 @@ workflow:
 		t.Logf("%d commands, each claimed once; %d second notifications (legacy and shared consumers) answered 409 active_claim or acked", issued, dup)
 		if refused := w.refused(); len(refused) > 0 {
 			t.Fatalf("event requests refused: %+v", refused)
+		}
+	})
+
+	t.Run("pool calls", func(t *testing.T) {
+		calls := map[string]int{}
+		for _, c := range w.pool() {
+			calls[c.path]++
+			if c.status != 200 {
+				t.Errorf("%s answered %d, want 200", c.path, c.status)
+			}
+		}
+		t.Logf("pool calls: %v", calls)
+		if calls["POST /api/worker/pool/register"] < 2 || calls["GET /api/pool/status"] < 2 {
+			t.Fatalf("pool calls %v: want registrations at start and as heartbeats, and status reads", calls)
+		}
+		ws, err := d.cl.Workers(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The replayed recording registered its worker too.
+		i := slices.IndexFunc(ws.Items, func(it wire.WorkerPool) bool { return it.Name == w.id })
+		if i < 0 || !ws.Items[i].Alive || ws.Items[i].Runtime["type"] != "python" || ws.Items[i].Pool != "shared" {
+			t.Fatalf("the registry lists %+v, want NoETL's worker %s alive", ws.Items, w.id)
 		}
 	})
 

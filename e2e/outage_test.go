@@ -120,7 +120,7 @@ func (l *logLines) wait(ctx context.Context, msg string) (string, bool) {
 // while NATS is unreachable keeps running and says it retries (it exited at
 // once, rc 1, before); once NATS is up it takes the pool's work. With the API
 // unreachable it keeps the claimed command, says it retries, and completes the
-// playbook once the API is back.
+// playbook once the API is back; each outage's end is said too (issue 23).
 func TestWorkerWaitsOutOutages(t *testing.T) {
 	natsURL, err := url.Parse(shared.srv.NATSURL)
 	if err != nil {
@@ -185,9 +185,10 @@ workflow:
 
 	// NATS down: the worker stays up and retries the pool's consumer.
 	waitLog("NATS is not reachable yet; retrying")
-	waitLog("NATS is not reachable; retrying")
+	waitLog("NATS is unavailable; retrying with backoff")
 	natsProxy.Open(t)
 	waitLog("connected to NATS")
+	waitLog("NATS is available again")
 	waitLog("worker started")
 
 	// API down: the claim cannot be reported; the worker retries.
@@ -195,7 +196,7 @@ workflow:
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitLog("reporting failed; trying again")
+	waitLog("the server is unavailable; retrying with backoff")
 	apiProxy.Open(t)
 	view, err := shared.cl.Wait(ctx, id, 100*time.Millisecond)
 	if err != nil {
@@ -204,6 +205,7 @@ workflow:
 	if s := step(view, "start"); view.Status != "COMPLETED" || s.Attempts != 1 {
 		t.Fatalf("status %v, start %v", view.Status, s)
 	}
+	waitLog("the server is available again")
 	select {
 	case <-exited:
 		t.Fatalf("the worker exited: %v", exitErr)

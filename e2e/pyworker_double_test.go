@@ -6,11 +6,14 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -32,21 +35,31 @@ import (
 //     noetl_worker_pool with no filter, the others noetl_worker_pool_<segment>
 //     filtered to noetl.commands.<segment>.>; before consuming it adds to the
 //     stream whichever of noetl.commands and noetl.commands.> it lacks;
+//
 //   - per notification: ack a command it recently claimed or skipped; else POST
 //     /api/commands/{event_id}/claim {worker_id, locality}; 409 active_claim or
 //     already_terminal (detail.code) acks and skips, another 409 naks;
+//
 //   - POST /api/events/batch [command.started, step.enter]; command.heartbeat
 //     via POST /api/events every heartbeat interval while the tool runs; then
 //     [call.done {response, result: {status: COMPLETED, context}}, step.exit,
 //     command.completed] or [call.error …, command.failed] — each batch under
 //     one Idempotency-Key, retried three times under that key;
+//
 //   - tools return NoETL's outputs: python its `result` (a top-level `return`
 //     is a SyntaxError, as exec refuses it), http {status_code, headers, url,
 //     elapsed, data}, task_sequence {status, _prev, results, ctx, metrics}.
 //
+//   - its pool calls: POST /api/worker/pool/register {name: <worker id>,
+//     component_type, runtime: "python", status, capacity: 1, pid, hostname,
+//     labels: {nats_consumer}, meta: {nats_url, started_at}} at start and again
+//     every 15 s as its heartbeat (poolEvery), GET /api/pool/status every 8 s
+//     after a first wait (probeEvery) for its adaptive concurrency, and POST
+//     /api/worker/pool/deregister {name, component_type} when it stops; a
+//     refusal is only logged, never fatal.
+//
 // Its pipelines run through our pipeline runner with its own tools: the wire,
-// not NoETL's template engine, is what it doubles. Pool calls go through pool,
-// nil until the server has pool routes.
+// not NoETL's template engine, is what it doubles.
 type pyWorker struct {
 	server    string
 	nc        *nats.Conn
@@ -54,20 +67,19 @@ type pyWorker struct {
 	segments  []string
 	heartbeat time.Duration
 	python    string
-	pool      poolHook
-	hc        *http.Client
+	// poolEvery is how often it registers again; probeEvery how often it
+	// reads the pool status.
+	poolEvery, probeEvery time.Duration
+	hc                    *http.Client
+	started               string
 
-	mu     sync.Mutex
-	recent map[string]time.Time
-	claims map[string][]int // command_id → claim answers' statuses
-	posts  []posted
-}
-
-// poolHook is the worker's pool calls (POST /api/worker/pool/register at start
-// and every 15 s, GET /api/pool/status for its concurrency): plugged in once the
-// server has those routes.
-type poolHook interface {
-	Register(ctx context.Context, w *pyWorker) error
+	mu        sync.Mutex
+	recent    map[string]time.Time
+	claims    map[string][]int // command_id → claim answers' statuses
+	posts     []posted
+	poolCalls []posted
+	// ready is closed once it consumes and has registered.
+	ready chan struct{}
 }
 
 // posted is one event request the double made and the status it got.
@@ -82,6 +94,7 @@ func newPyWorker(server string, nc *nats.Conn) *pyWorker {
 	_, _ = rand.Read(b)
 	return &pyWorker{server: strings.TrimRight(server, "/"), nc: nc, id: "worker-" + hex.EncodeToString(b),
 		segments: []string{"legacy", "shared", "python"}, heartbeat: 15 * time.Second, python: "python3",
+		poolEvery: 15 * time.Second, probeEvery: 8 * time.Second, started: time.Now().UTC().Format("2006-01-02T15:04:05.000000+00:00"), ready: make(chan struct{}),
 		hc: &http.Client{Timeout: 30 * time.Second}, recent: map[string]time.Time{}, claims: map[string][]int{}}
 }
 
@@ -96,11 +109,6 @@ func (w *pyWorker) run(ctx context.Context) error {
 	js, err := jetstream.New(w.nc)
 	if err != nil {
 		return err
-	}
-	if w.pool != nil {
-		if err := w.pool.Register(ctx, w); err != nil {
-			return err
-		}
 	}
 	var ccs []jetstream.ConsumeContext
 	defer func() {
@@ -150,8 +158,81 @@ func (w *pyWorker) run(ctx context.Context) error {
 		}
 		ccs = append(ccs, c)
 	}
+	// Like the real worker: subscribers first, then the registration and its
+	// beats, then the pool status probe.
+	w.poolCall(ctx, "POST", "/api/worker/pool/register", w.registration())
+	var pool sync.WaitGroup
+	pool.Add(2)
+	go func() {
+		defer pool.Done()
+		every(ctx, w.poolEvery, func() { w.poolCall(ctx, "POST", "/api/worker/pool/register", w.registration()) })
+	}()
+	go func() {
+		defer pool.Done()
+		every(ctx, w.probeEvery, func() { w.poolCall(ctx, "GET", "/api/pool/status", nil) })
+	}()
+	defer func() {
+		pool.Wait()
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		w.poolCall(dctx, "POST", "/api/worker/pool/deregister", map[string]any{"name": w.id, "component_type": "worker_pool"})
+	}()
+	close(w.ready)
 	<-ctx.Done()
 	return nil
+}
+
+// registration is the Python worker's register body; started_at is fixed per
+// process, so each re-registration is the same instance.
+func (w *pyWorker) registration() map[string]any {
+	return map[string]any{"name": w.id, "component_type": "worker_pool", "runtime": "python", "status": "ready",
+		"capacity": 1, "pid": os.Getpid(), "hostname": "unknown", "labels": map[string]any{"nats_consumer": noetlConsumer},
+		"meta": map[string]any{"nats_url": w.nc.ConnectedUrl(), "started_at": w.started}}
+}
+
+// every runs f every d until ctx ends.
+func every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f()
+		}
+	}
+}
+
+// poolCall makes one pool call and records its answer's status (0: no answer).
+func (w *pyWorker) poolCall(ctx context.Context, method, path string, body any) {
+	var rdr io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rdr = bytes.NewReader(b)
+	}
+	status := 0
+	if req, err := http.NewRequestWithContext(ctx, method, w.server+path, rdr); err == nil {
+		req.Header.Set("Content-Type", "application/json")
+		if resp, err := w.hc.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			status = resp.StatusCode
+		}
+	}
+	if ctx.Err() != nil && status == 0 {
+		return // stopping
+	}
+	w.mu.Lock()
+	w.poolCalls = append(w.poolCalls, posted{path: method + " " + path, status: status})
+	w.mu.Unlock()
+}
+
+// pool returns the pool calls made so far.
+func (w *pyWorker) pool() []posted {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.poolCalls)
 }
 
 func containsString(list []string, s string) bool {
@@ -386,10 +467,21 @@ out_stream.write(json.dumps(out, default=str))
 `
 
 func (w *pyWorker) runPython(ctx context.Context, cfg, args, rc map[string]any) (any, string) {
-	code, _ := cfg["code"].(string)
 	if args == nil {
 		args, _ = cfg["args"].(map[string]any)
 	}
+	code, _ := cfg["code"].(string)
+	out, err := runScript(ctx, w.python, code, args, rc)
+	if err != nil {
+		return map[string]any{"status": "error", "error": err.Error()}, err.Error()
+	}
+	return out, ""
+}
+
+// runScript runs code through pythonDriver with args and the render context
+// rc; the error is the script's (a compile error or an exception) or the
+// interpreter's.
+func runScript(ctx context.Context, python, code string, args, rc map[string]any) (any, error) {
 	if args == nil {
 		args = map[string]any{}
 	}
@@ -397,23 +489,23 @@ func (w *pyWorker) runPython(ctx context.Context, cfg, args, rc map[string]any) 
 		rc = map[string]any{}
 	}
 	in, _ := json.Marshal(map[string]any{"code": code, "args": args, "context": rc})
-	cmd := exec.CommandContext(ctx, w.python, "-c", pythonDriver)
+	cmd := exec.CommandContext(ctx, python, "-c", pythonDriver)
 	cmd.Stdin = bytes.NewReader(in)
 	raw, err := cmd.Output()
 	if err != nil {
-		return map[string]any{"status": "error", "error": err.Error()}, err.Error()
+		return nil, err
 	}
 	var res struct {
 		OK    any    `json:"ok"`
 		Error string `json:"error"`
 	}
 	if err := json.Unmarshal(raw, &res); err != nil {
-		return map[string]any{"status": "error", "error": err.Error()}, err.Error()
+		return nil, err
 	}
 	if res.Error != "" {
-		return map[string]any{"status": "error", "error": res.Error}, res.Error
+		return nil, errors.New(res.Error)
 	}
-	return jsonx.Normalize(res.OK), ""
+	return jsonx.Normalize(res.OK), nil
 }
 
 func (w *pyWorker) runHTTP(ctx context.Context, cfg map[string]any) (any, string) {

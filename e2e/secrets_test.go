@@ -33,6 +33,7 @@ const (
 	otherPassword = "other-alias-password-3e5"
 	wlPassword    = "workload-password-6f6"
 	wlAPIKey      = "workload-api-key-7a7"
+	kcBearer      = "keychain-bearer-token-9b9"
 )
 
 const secretsYAML = `apiVersion: noetl.io/v2
@@ -68,6 +69,10 @@ workflow:
   - step: echo
     desc: a server that echoes the credential the worker sent
     tool: {kind: http, url: "{{ echo_url }}", auth: echo_api}
+    next: keychain
+  - step: keychain
+    desc: the same through the keychain (the worker reads it from the server)
+    tool: {kind: http, url: "{{ echo_url }}", auth: kc_echo}
     next: templated
   - step: templated
     tool:
@@ -87,7 +92,9 @@ workflow:
 // file, an http step whose server echoes the credential, and steps that get
 // the workload's password and api_key through templates. Nothing secret
 // appears in the execution view, the events, the commands, replay, the CLI's
-// replay --verify, the server's log or the worker's. The worker runs as root
+// replay --verify, the server's log or the worker's. A credential the worker
+// reads through the keychain (GET /api/credentials/{alias}?include_data) is
+// masked like the others, and the keychain's tables hold it only sealed. The worker runs as root
 // (tools as nobody, the default) and as nobody itself (tools as the same
 // user, kept out of /proc by Protect; the credentials file, readable then,
 // comes back masked).
@@ -106,6 +113,10 @@ func TestSecretsStayOut(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Close() })
 	cl := client.New(srv.URL, apiToken)
 	if _, err := cl.Register(context.Background(), secretsYAML); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.PutCredential(context.Background(), wire.CredentialRequest{Name: "kc_echo", Type: "bearer",
+		Data: wire.Object{"token": kcBearer}}); err != nil {
 		t.Fatal(err)
 	}
 	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -196,6 +207,9 @@ func TestSecretsStayOut(t *testing.T) {
 			if r, _ := step(view, "echo").Result.V.(map[string]any); r["body"] != "you sent: Bearer [REDACTED]" {
 				t.Errorf("echoed credential: %v", r)
 			}
+			if r, _ := step(view, "keychain").Result.V.(map[string]any); r["body"] != "you sent: Bearer [REDACTED]" {
+				t.Errorf("echoed keychain credential: %v", r)
+			}
 			if r, _ := step(view, "templated").Result.V.(map[string]any); r["seen"] != "[REDACTED]/[REDACTED]" {
 				t.Errorf("templated secrets: %v", r)
 			}
@@ -216,9 +230,14 @@ func TestSecretsStayOut(t *testing.T) {
 					served[fmt.Sprint("command ", e["event_id"])] = rawGET(t, fmt.Sprintf("%s/api/commands/%s", srv.URL, e["event_id"]), workerToken)
 				}
 			}
-			if commands != 7 {
-				t.Fatalf("%d commands issued, want 7", commands)
+			if commands != 8 {
+				t.Fatalf("%d commands issued, want 8", commands)
 			}
+			served["the keychain's read log"] = rawGET(t, srv.URL+"/api/credentials/kc_echo/reads", apiToken)
+			if !bytes.Contains(served["the keychain's read log"], []byte(`"outcome":"served"`)) {
+				t.Errorf("the worker's keychain read is not in the log: %s", served["the keychain's read log"])
+			}
+			served["the keychain's tables"] = clusterRows(t, srv, "credential", "credential_read")
 			cli := exec.Command(bin, "replay", fmt.Sprint(id), "--verify", "--json", "--server", srv.URL)
 			cli.Env = []string{"NOETL_API_TOKEN=" + apiToken}
 			out, err := cli.Output()
@@ -235,7 +254,7 @@ func TestSecretsStayOut(t *testing.T) {
 			served["worker log"] = []byte(workerLog.String())
 			served["server log"] = []byte(serverLog.String())
 			for what, body := range served {
-				for _, secret := range []string{apiToken, workerToken, fileDSNPass, bearerToken, otherPassword, wlPassword, wlAPIKey} {
+				for _, secret := range []string{apiToken, workerToken, fileDSNPass, bearerToken, otherPassword, wlPassword, wlAPIKey, kcBearer} {
 					if bytes.Contains(body, []byte(secret)) {
 						t.Errorf("%s carries %q:\n%s", what, secret, body)
 					}
@@ -243,6 +262,41 @@ func TestSecretsStayOut(t *testing.T) {
 			}
 		})
 	}
+}
+
+// clusterRows is every row of cluster tables as Postgres prints them, bytea
+// columns decoded too.
+func clusterRows(t *testing.T, srv *devserver.Server, tables ...string) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	ctx := context.Background()
+	for _, table := range tables {
+		rows, err := srv.Store.Cluster().Query(ctx, `SELECT t::text FROM `+table+` t`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			out.WriteString(line + "\n")
+		}
+		rows.Close()
+	}
+	rows, err := srv.Store.Cluster().Query(ctx, `SELECT wrapped_key || nonce || ciphertext FROM credential`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			t.Fatal(err)
+		}
+		out.Write(b)
+	}
+	return out.Bytes()
 }
 
 // openDir is a temp dir nobody can use too (t.TempDir's are root's, 0700).

@@ -41,6 +41,7 @@ func Functions() []Function {
 		{"replay", "ReplayFunction", 29, "NoETL replay: fold an execution's event log into projections"},
 		{"outbox", "OutboxFunction", 55, "NoETL outbox: drain notifications, expire leases, issue due retries (scheduled); internal routes"},
 		{"schedules", "SchedulesFunction", 55, "NoETL schedules: the schedule routes; fires what is due (EventBridge Scheduler entries, per-minute sweep)"},
+		{"keychain", "KeychainFunction", 29, "NoETL keychain: credentials sealed with KMS, their reads logged"},
 	}
 }
 

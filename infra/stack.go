@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsrds"
@@ -74,6 +75,12 @@ type Config struct {
 	// ResultRetentionDays is how long the results bucket keeps a result
 	// stored by reference; longer than the longest execution.
 	ResultRetentionDays int
+	// KeychainKeyArn is an existing KMS key that seals the keychain's
+	// credentials; empty = the stack creates one (yearly rotation on).
+	// KeychainPreviousKeyArns may still be decrypted with while `noetl
+	// credentials rotate` reseals under the new key.
+	KeychainKeyArn          string
+	KeychainPreviousKeyArns []string
 }
 
 // ConfigFromContext reads the stack configuration from the CDK context.
@@ -104,6 +111,7 @@ func ConfigFromContext(node constructs.Node) (Config, error) {
 		ServerURL:          get("serverUrl"),
 		LogLevel:           get("logLevel"),
 		AlarmTopicArn:      get("alarmTopicArn"),
+		KeychainKeyArn:     get("keychainKeyArn"),
 		MinACU:             0.5,
 		MaxACU:             8,
 		OutboxLagAlarmS:    defaultLagAlarmS,
@@ -135,6 +143,16 @@ func ConfigFromContext(node constructs.Node) (Config, error) {
 			c.CorsOrigins = append(c.CorsOrigins, strings.TrimSpace(o))
 		}
 	}
+	if s := get("keychainPreviousKeyArns"); s != "" {
+		for _, a := range strings.Split(s, ",") {
+			c.KeychainPreviousKeyArns = append(c.KeychainPreviousKeyArns, strings.TrimSpace(a))
+		}
+	}
+	for _, a := range append([]string{c.KeychainKeyArn}, c.KeychainPreviousKeyArns...) {
+		if a != "" && !strings.HasPrefix(a, "arn:") {
+			return c, fmt.Errorf("context keychainKeyArn / keychainPreviousKeyArns: %q is not a KMS key ARN", a)
+		}
+	}
 	if s := get("resultRetentionDays"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 3650 {
@@ -164,7 +182,8 @@ func ConfigFromContext(node constructs.Node) (Config, error) {
 
 // NewStack builds the NoETL stack: VPC, one Aurora PostgreSQL Serverless v2
 // cluster + RDS Proxy per shard, secrets, the shard-map parameter, the eight
-// functions, the results bucket, the HTTP API, the outbox schedule and alarms.
+// functions, the results bucket, the keychain's KMS key, the HTTP API, the
+// outbox schedule and alarms.
 //
 // The cluster database (catalog, tokens) is shard 0's database: tables do not
 // overlap, and it saves a whole cluster (events.md §2 allows cluster = shard 0).
@@ -310,6 +329,23 @@ func NewStack(scope constructs.Construct, id string, props *awscdk.StackProps, c
 	})
 	resultStore := results.S3UrlForObject(jsii.String(ResultsPrefix))
 
+	// The keychain's key (shared/keychain): only the functions config-env.json
+	// gives NOETL_KEYCHAIN_KMS_KEY_ID (the keychain function) may use it.
+	var keychainKey awskms.IKey
+	if c.KeychainKeyArn != "" {
+		keychainKey = awskms.Key_FromKeyArn(stack, jsii.String("KeychainKey"), jsii.String(c.KeychainKeyArn))
+	} else {
+		key := awskms.NewKey(stack, jsii.String("KeychainKey"), &awskms.KeyProps{
+			Description:       jsii.String(fmt.Sprintf("NoETL %s: seals the keychain's credentials", c.Stage)),
+			EnableKeyRotation: jsii.Bool(true),
+			Alias:             jsii.String(fmt.Sprintf("alias/noetl-%s-keychain", c.Stage)),
+			RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
+		})
+		// Same logical id as template.yaml's.
+		key.Node().DefaultChild().(awskms.CfnKey).OverrideLogicalId(jsii.String("KeychainKey"))
+		keychainKey = key
+	}
+
 	cors := &awsapigatewayv2.CorsPreflightOptions{}
 	if len(c.CorsOrigins) > 0 {
 		cors = &awsapigatewayv2.CorsPreflightOptions{
@@ -381,6 +417,7 @@ func NewStack(scope constructs.Construct, id string, props *awscdk.StackProps, c
 		"NOETL_NATS_CREDS_SECRET_ARN": jsii.String(c.NatsCredsSecretArn),
 		"NOETL_SERVER_URL":            jsii.String(serverURL),
 		"NOETL_RESULT_STORE":          resultStore,
+		"NOETL_KEYCHAIN_KMS_KEY_ID":   keychainKey.KeyArn(),
 		"NOETL_SCHEDULER_GROUP":       scheduleGroup.Ref(),
 		"NOETL_SCHEDULER_TARGET_ARN":  schedulesFnArn,
 		"NOETL_SCHEDULER_ROLE_ARN":    invokeRole.RoleArn(),
@@ -461,6 +498,28 @@ func NewStack(scope constructs.Construct, id string, props *awscdk.StackProps, c
 				Actions:   jsii.Strings("s3:GetObject"),
 				Resources: &[]*string{results.ArnForObjects(jsii.String(ResultsPrefix + "/*"))},
 			}))
+			// It keeps only what NoETL's workers stage through it (PUT /api/result).
+			fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Sid:       jsii.String("StageResults"),
+				Actions:   jsii.Strings("s3:PutObject"),
+				Resources: &[]*string{results.ArnForObjects(jsii.String(ResultsPrefix + "/noetl/*"))},
+			}))
+		}
+		if envFile.Uses(f.Name, "NOETL_KEYCHAIN_KMS_KEY_ID") {
+			// The three calls shared/keychain/kmsring makes, on the key alone
+			// (GrantEncryptDecrypt would add ReEncrypt* and more).
+			fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Sid:       jsii.String("UseKeychainKey"),
+				Actions:   jsii.Strings("kms:GenerateDataKey", "kms:Decrypt", "kms:DescribeKey"),
+				Resources: &[]*string{keychainKey.KeyArn()},
+			}))
+			if len(c.KeychainPreviousKeyArns) > 0 {
+				fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+					Sid:       jsii.String("OpenUnderPreviousKeys"),
+					Actions:   jsii.Strings("kms:Decrypt"),
+					Resources: jsii.Strings(c.KeychainPreviousKeyArns...),
+				}))
+			}
 		}
 		if envFile.Uses(f.Name, "NOETL_SCHEDULER_GROUP") {
 			// Entries of its own group only, and the invoke role passed only
@@ -548,6 +607,7 @@ func NewStack(scope constructs.Construct, id string, props *awscdk.StackProps, c
 	out("ApiTokensSecretArn", tokens.SecretArn(), "API tokens {api, worker, internal}")
 	out("ResultsBucketName", results.BucketName(), "Bucket of results stored by reference; workers need s3:PutObject on results/* with their own credentials")
 	out("ResultStoreUrl", resultStore, "The result store URL (NOETL_RESULT_STORE of the ingest function and of workers)")
+	out("KeychainKeyArn", keychainKey.KeyArn(), "The KMS key that seals the keychain's credentials (only the keychain function may use it)")
 	out("ScheduleGroupName", scheduleGroup.Ref(), "The EventBridge Scheduler group holding one entry per schedule")
 	return stack, nil
 }

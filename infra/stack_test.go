@@ -181,20 +181,22 @@ func checkCounts(t *testing.T, x tpl, n int) {
 		"AWS::RDS::DBProxyTargetGroup":   n,
 		"AWS::SecretsManager::Secret":    n + 1, // one per cluster + API tokens
 		"AWS::SSM::Parameter":            1,
-		"AWS::Lambda::Function":          8,
+		"AWS::Lambda::Function":          9,
 		"AWS::ApiGatewayV2::Api":         1,
 		"AWS::ApiGatewayV2::Route":       len(readRoutes(t)),
-		"AWS::ApiGatewayV2::Integration": 8,
+		"AWS::ApiGatewayV2::Integration": 9,
 		"AWS::Events::Rule":              2, // the outbox drain, the schedules' sweep
-		"AWS::CloudWatch::Alarm":         9,
+		"AWS::CloudWatch::Alarm":         10,
 		"AWS::Scheduler::ScheduleGroup":  1,
 		"AWS::EC2::VPC":                  1,
 		"AWS::EC2::NatGateway":           1,
 		"AWS::EC2::VPCEndpoint":          1,     // S3 gateway: stored results skip the NAT
 		"AWS::EC2::SecurityGroupIngress": 2 * n, // functions -> proxy, proxy -> cluster
-		"AWS::Logs::LogGroup":            8,
+		"AWS::Logs::LogGroup":            9,
 		"AWS::S3::Bucket":                1, // results stored by reference
 		"AWS::S3::BucketPolicy":          1, // TLS only
+		"AWS::KMS::Key":                  1, // the keychain's
+		"AWS::KMS::Alias":                1,
 	}
 	for typ, c := range want {
 		if got := x.count(typ); got != c {
@@ -565,6 +567,12 @@ func policyText(x tpl, fn string) string {
 }
 
 func checkPermissions(t *testing.T, x tpl, n int, tokensArn, natsArn string) {
+	checkPermissionsWith(t, x, n, tokensArn, natsArn, "", nil)
+}
+
+// checkPermissionsWith is checkPermissions for a stack given an existing
+// keychain key (keyArn, previous: decrypt only); keyArn "" is the stack's own.
+func checkPermissionsWith(t *testing.T, x tpl, n int, tokensArn, natsArn, keyArn string, previous []string) {
 	for _, f := range Functions() {
 		p := policyText(x, f.LogicalID)
 		var doc struct {
@@ -577,7 +585,7 @@ func checkPermissions(t *testing.T, x tpl, n int, tokensArn, natsArn string) {
 		if err := json.Unmarshal([]byte(p), &doc); err != nil {
 			t.Fatalf("%s: policy %q: %v", f.LogicalID, p, err)
 		}
-		var secrets, params, objects []string
+		var secrets, params, objects, staged, kmsUse, kmsDecrypt []string
 		for _, st := range doc.Statement {
 			res, _ := st.Resource.([]any)
 			if res == nil {
@@ -596,6 +604,14 @@ func checkPermissions(t *testing.T, x tpl, n int, tokensArn, natsArn string) {
 				for _, r := range res {
 					objects = append(objects, flatten(t, r))
 				}
+			case "s3:PutObject":
+				for _, r := range res {
+					staged = append(staged, flatten(t, r))
+				}
+			case "[kms:GenerateDataKey kms:Decrypt kms:DescribeKey]":
+				kmsUse = append(kmsUse, rs...)
+			case "kms:Decrypt":
+				kmsDecrypt = append(kmsDecrypt, rs...)
 			case "[xray:PutTraceSegments xray:PutTelemetryRecords]":
 			case "[scheduler:CreateSchedule scheduler:UpdateSchedule scheduler:DeleteSchedule scheduler:GetSchedule]", "iam:PassRole":
 				if f.Name != "schedules" {
@@ -614,7 +630,7 @@ func checkPermissions(t *testing.T, x tpl, n int, tokensArn, natsArn string) {
 		} else {
 			want = append(want, "Ref:ApiTokens")
 		}
-		if natsArn != "" && f.Name != "catalog" && f.Name != "replay" {
+		if natsArn != "" && readEnv(t).Uses(f.Name, "NOETL_NATS_CREDS_SECRET_ARN") {
 			want = append(want, `"`+natsArn+`"`)
 		}
 		if len(secrets) != len(want) {
@@ -637,7 +653,79 @@ func checkPermissions(t *testing.T, x tpl, n int, tokensArn, natsArn string) {
 		if !slices.Equal(append([]string{}, objects...), wantObjects) {
 			t.Errorf("%s: s3:GetObject on %q, want %q", f.LogicalID, objects, wantObjects)
 		}
+		// It writes only the results NoETL's workers stage through it.
+		wantStaged := []string{}
+		if readEnv(t).Uses(f.Name, "NOETL_RESULT_STORE") {
+			wantStaged = append(wantStaged, "<<GetAtt:"+resultsBucket(t, x)+".Arn>>/"+ResultsPrefix+"/noetl/*")
+		}
+		if !slices.Equal(append([]string{}, staged...), wantStaged) {
+			t.Errorf("%s: s3:PutObject on %q, want %q", f.LogicalID, staged, wantStaged)
+		}
+		// Exactly the functions given NOETL_KEYCHAIN_KMS_KEY_ID (keychain) may
+		// use the keychain's key, that key alone; previous keys decrypt only.
+		wantUse, wantDecrypt := []string{}, []string{}
+		if readEnv(t).Uses(f.Name, "NOETL_KEYCHAIN_KMS_KEY_ID") {
+			if keyArn != "" {
+				wantUse = append(wantUse, `"`+keyArn+`"`)
+			} else {
+				wantUse = append(wantUse, "GetAtt:KeychainKey.Arn")
+			}
+			for _, p := range previous {
+				wantDecrypt = append(wantDecrypt, `"`+p+`"`)
+			}
+		}
+		if !slices.Equal(append([]string{}, kmsUse...), wantUse) || !slices.Equal(append([]string{}, kmsDecrypt...), wantDecrypt) {
+			t.Errorf("%s: KMS use on %q and decrypt on %q, want %q and %q", f.LogicalID, kmsUse, kmsDecrypt, wantUse, wantDecrypt)
+		}
 	}
+}
+
+// TestKeychainKey: the stack's keychain key rotates yearly, is retained and
+// aliased, and is what the keychain function is told to use; an existing key
+// is used instead of creating one, with previous keys decrypt only. KMS is
+// granted to exactly the keychain function (checkPermissionsWith).
+func TestKeychainKey(t *testing.T) {
+	x := synth(t, testConfig(t, 1))
+	keys := x.ofType("AWS::KMS::Key")
+	k, ok := keys["KeychainKey"]
+	if len(keys) != 1 || !ok {
+		t.Fatalf("KMS keys %v, want KeychainKey", keys)
+	}
+	if k.Properties["EnableKeyRotation"] != true || k.DeletionPolicy != "Retain" {
+		t.Errorf("KeychainKey: rotation %v, deletion %q; want rotation on and Retain (it opens every credential)", k.Properties["EnableKeyRotation"], k.DeletionPolicy)
+	}
+	for _, a := range x.ofType("AWS::KMS::Alias") {
+		if a.Properties["AliasName"] != "alias/noetl-test-keychain" || ref(a.Properties["TargetKeyId"]) != "GetAtt:KeychainKey.Arn" {
+			t.Errorf("alias %v -> %v", a.Properties["AliasName"], ref(a.Properties["TargetKeyId"]))
+		}
+	}
+	for _, f := range Functions() {
+		env, _ := x.Resources[f.LogicalID].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
+		got, has := env["NOETL_KEYCHAIN_KMS_KEY_ID"]
+		if has != (f.Name == "keychain") {
+			t.Errorf("%s: NOETL_KEYCHAIN_KMS_KEY_ID set = %v, want only on keychain", f.LogicalID, has)
+		}
+		if has && ref(got) != "GetAtt:KeychainKey.Arn" {
+			t.Errorf("%s: NOETL_KEYCHAIN_KMS_KEY_ID = %s", f.LogicalID, ref(got))
+		}
+	}
+	if out, _ := x.Outputs["KeychainKeyArn"].(map[string]any); ref(out["Value"]) != "GetAtt:KeychainKey.Arn" {
+		t.Errorf("output KeychainKeyArn = %v", out)
+	}
+	checkPermissionsWith(t, x, 1, "", "", "", nil)
+
+	c := testConfig(t, 1)
+	c.KeychainKeyArn = "arn:aws:kms:eu-west-1:123456789012:key/11111111-2222-3333-4444-555555555555"
+	c.KeychainPreviousKeyArns = []string{"arn:aws:kms:eu-west-1:123456789012:key/00000000-2222-3333-4444-555555555555"}
+	x = synth(t, c)
+	if n := x.count("AWS::KMS::Key"); n != 0 {
+		t.Errorf("%d keys created for an existing key", n)
+	}
+	env := x.Resources["KeychainFunction"].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
+	if env["NOETL_KEYCHAIN_KMS_KEY_ID"] != c.KeychainKeyArn {
+		t.Errorf("keychain env %v", env)
+	}
+	checkPermissionsWith(t, x, 1, "", "", c.KeychainKeyArn, c.KeychainPreviousKeyArns)
 }
 
 // resultsBucket returns the results bucket's logical id.

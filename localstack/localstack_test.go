@@ -3,6 +3,7 @@ package localstack
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
@@ -21,6 +22,8 @@ import (
 
 	"github.com/noetl-go/noetl/shared/config"
 	"github.com/noetl-go/noetl/shared/config/mototest"
+	"github.com/noetl-go/noetl/shared/keychain"
+	"github.com/noetl-go/noetl/shared/keychain/kmsring"
 	"github.com/noetl-go/noetl/shared/resultstore"
 )
 
@@ -224,6 +227,7 @@ var (
 	putSecretRE = regexp.MustCompile(`(?m)^put_secret (\S+) '([^']*)'`)
 	putParamRE  = regexp.MustCompile(`(?m)^awslocal ssm put-parameter .*--name (\S+) --value '([^']*)'`)
 	bucketRE    = regexp.MustCompile(`(?m)^create_bucket (\S+)$`)
+	keyAliasRE  = regexp.MustCompile(`(?m)^create_key_alias (\S+)$`)
 	createDBRE  = regexp.MustCompile(`(?m)^CREATE DATABASE (\w+);`)
 )
 
@@ -231,6 +235,7 @@ type hooks struct {
 	secrets map[string]string // name -> secret string
 	params  map[string]string
 	buckets []string
+	keys    []string // KMS key aliases
 }
 
 func readHooks(t *testing.T) hooks {
@@ -250,8 +255,11 @@ func readHooks(t *testing.T) hooks {
 		h.buckets = append(h.buckets, m[1])
 	}
 	sort.Strings(h.buckets)
-	if len(h.secrets) == 0 || len(h.params) == 0 || len(h.buckets) == 0 {
-		t.Fatalf("%s: found secrets %v, parameters %v and buckets %v; keep put_secret NAME 'JSON', awslocal ssm put-parameter ... --name NAME --value 'JSON' and create_bucket NAME literal",
+	for _, m := range keyAliasRE.FindAllStringSubmatch(string(b), -1) {
+		h.keys = append(h.keys, m[1])
+	}
+	if len(h.secrets) == 0 || len(h.params) == 0 || len(h.buckets) == 0 || len(h.keys) == 0 {
+		t.Fatalf("%s: found secrets %v, parameters %v and buckets %v; keep put_secret NAME 'JSON', awslocal ssm put-parameter ... --name NAME --value 'JSON' , create_bucket NAME and create_key_alias ALIAS literal",
 			hookPath, h.secrets, h.params, h.buckets)
 	}
 	return h
@@ -309,6 +317,9 @@ func TestHooks(t *testing.T) {
 	}
 	if wb := wantedBuckets(t, p); !slices.Equal(h.buckets, wb) {
 		t.Errorf("hooks create buckets %q, env.json points at %q", h.buckets, wb)
+	}
+	if want := []string{p["NOETL_KEYCHAIN_KMS_KEY_ID"]}; !slices.Equal(h.keys, want) {
+		t.Errorf("hooks create KMS key aliases %q, env.json points at %q", h.keys, want)
 	}
 
 	pg := c.Services["postgres"]
@@ -470,5 +481,29 @@ func TestHooksAgainstMoto(t *testing.T) {
 	}
 	if got, err := rs.Get(ctx, uri); err != nil || string(got) != `{"rows": 100000}` {
 		t.Errorf("Get %s: %q %v", uri, got, err)
+	}
+
+	// The keychain function seals and opens credentials with the key the
+	// hook made, through its alias, as functions/keychain opens its ring.
+	kc := maps.Clone(env)
+	kc["AWS_LAMBDA_FUNCTION_NAME"] = "noetl-local-keychain"
+	kcfg, err := config.Load(ctx, func(k string) string { return kc[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	kAWS, err := kcfg.AWSConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := kmsring.New(kAWS, kcfg.KeychainKMSKeyID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := keychain.Seal(ctx, ring, "credential:pg_local", []byte(`{"password": "local-secret-pw"}`))
+	if err != nil {
+		t.Fatalf("seal with %s: %v", kcfg.KeychainKMSKeyID, err)
+	}
+	if got, err := keychain.Open(ctx, ring, "credential:pg_local", sealed); err != nil || string(got) != `{"password": "local-secret-pw"}` {
+		t.Errorf("open: %q %v", got, err)
 	}
 }

@@ -14,7 +14,7 @@ ARCH     ?= arm64
 PYTHON   ?= python3
 CFN_LINT ?= cfn-lint
 
-LAMBDA_FUNCTIONS := catalog execute ingest claim status replay outbox schedules
+LAMBDA_FUNCTIONS := catalog execute ingest claim status replay outbox schedules keychain
 
 # Lambda says x86_64 where Go says amd64; accept either.
 LAMBDA_GOARCH = $(if $(filter x86_64,$(ARCH)),amd64,$(ARCH))
@@ -28,7 +28,7 @@ need-artifacts-dir = @test -n "$(ARTIFACTS_DIR)" || { echo "$@: ARTIFACTS_DIR is
 
 .PHONY: build package test-serverless serverless-lint serverless-transform infra-test \
 	build-CatalogFunction build-ExecuteFunction build-IngestFunction build-ClaimFunction \
-	build-StatusFunction build-ReplayFunction build-OutboxFunction build-SchedulesFunction
+	build-StatusFunction build-ReplayFunction build-OutboxFunction build-SchedulesFunction build-KeychainFunction
 
 build-CatalogFunction:
 	$(need-artifacts-dir)
@@ -45,6 +45,10 @@ build-IngestFunction:
 build-ClaimFunction:
 	$(need-artifacts-dir)
 	$(call lambda-build,$(ARTIFACTS_DIR),claim)
+
+build-KeychainFunction:
+	$(need-artifacts-dir)
+	$(call lambda-build,$(ARTIFACTS_DIR),keychain)
 
 # The status function serves the dashboard: its layout library is embedded.
 build-StatusFunction: dashboard

@@ -28,7 +28,12 @@ Checks on the generated CloudFormation, each naming the file to fix:
     schedules function only; the function's NOETL_SCHEDULER_* name them;
   - the results bucket is private, encrypted, TLS-only and expires objects;
     exactly the functions config-env.json gives NOETL_RESULT_STORE get it, as
-    s3://<bucket>/results, and only they may s3:GetObject, only under results/;
+    s3://<bucket>/results, and only they may s3:GetObject, only under results/,
+    and s3:PutObject, only under results/noetl/ (results staged through the API);
+  - the keychain's KMS key: created with yearly rotation unless one is given,
+    and exactly the functions config-env.json gives NOETL_KEYCHAIN_KMS_KEY_ID
+    get it and may use it (kms:GenerateDataKey, kms:Decrypt, kms:DescribeKey on
+    that key alone; kms:Decrypt alone on previous keys);
   - an ApiUrl output exists;
   - samconfig.toml's dev and prod deploy settings override only declared
     parameters.
@@ -59,6 +64,7 @@ FUNCTIONS = {
     "replay": "ReplayFunction",
     "outbox": "OutboxFunction",
     "schedules": "SchedulesFunction",
+    "keychain": "KeychainFunction",
 }
 PUBLISHERS = {"execute", "ingest", "claim", "status", "outbox", "schedules"}
 
@@ -78,6 +84,8 @@ ALL_PARAMETERS = dict(
     CorsOrigins="https://a.example.com,https://b.example.com",
     SubnetIds="subnet-1,subnet-2",
     SecurityGroupIds="sg-1",
+    KeychainKmsKeyArn="arn:aws:kms:us-east-1:123456789012:key/11111111-2222-3333-4444-555555555555",
+    KeychainPreviousKmsKeyArns="arn:aws:kms:us-east-1:123456789012:key/00000000-2222-3333-4444-555555555555",
 )
 
 
@@ -236,10 +244,36 @@ def check_scheduler(cfn, c):
     c.check("function:noetl-${Stage}-schedules" in json.dumps(env.get("NOETL_SCHEDULER_TARGET_ARN")), f"template.yaml: NOETL_SCHEDULER_TARGET_ARN is {env.get('NOETL_SCHEDULER_TARGET_ARN')}")
 
 
-# The results bucket's read policy allows only this, and no other policy does.
+# The results bucket's policy allows only s3 actions on it, the keychain
+# key's only KMS actions on it; no other policy allows either.
 RESULTS_POLICY = "ResultsReadPolicy"
 RESULTS_BUCKET = "ResultsBucket"
 RESULTS_PREFIX = "results"
+KEYCHAIN_POLICY = "KeychainKeyPolicy"
+KEYCHAIN_KEY = "KeychainKey"
+KEYCHAIN_ENV = "NOETL_KEYCHAIN_KMS_KEY_ID"
+POLICY_ACTIONS = {
+    RESULTS_POLICY: ("s3:GetObject", "s3:PutObject"),
+    KEYCHAIN_POLICY: ("kms:GenerateDataKey", "kms:Decrypt", "kms:DescribeKey"),
+    "SchedulerEntriesPolicy": tuple(SCHEDULER_ACTIONS) + ("iam:PassRole",),
+    "SchedulerInvokePolicy": ("lambda:InvokeFunction",),
+}
+
+
+def statements(doc):
+    """The policy's statements, the conditional ones (Fn::If) resolved both ways."""
+    out = []
+    for st in doc.get("Statement", []):
+        if isinstance(st, dict) and "Fn::If" in st:
+            out += [x for x in st["Fn::If"][1:] if isinstance(x, dict) and "Effect" in x]
+        else:
+            out.append(st)
+    return out
+
+
+def actions(st):
+    a = st.get("Action", [])
+    return [a] if isinstance(a, str) else list(a)
 
 
 def check_policies(cfn, c):
@@ -247,13 +281,12 @@ def check_policies(cfn, c):
     for name, r in res.items():
         if r["Type"] != "AWS::IAM::ManagedPolicy":
             continue
-        text = json.dumps(r["Properties"]["PolicyDocument"])
-        allowed = {RESULTS_POLICY: ("s3:GetObject",), "SchedulerEntriesPolicy": tuple(SCHEDULER_ACTIONS) + ("iam:PassRole",),
-                   "SchedulerInvokePolicy": ("lambda:InvokeFunction",)}.get(name, ("secretsmanager:GetSecretValue", "ssm:GetParameter"))
-        actions = re.findall(r'"Action": "([^"]+)"', text) + re.findall(r'"([a-z0-9]+:[A-Za-z]+)"', json.dumps(
-            [st.get("Action") for st in r["Properties"]["PolicyDocument"]["Statement"] if isinstance(st.get("Action"), list)]))
-        for action in actions:
-            c.check(action in allowed, f"template.yaml: {name} allows {action}: only {', '.join(allowed)} is needed")
+        doc = r["Properties"]["PolicyDocument"]
+        text = json.dumps(doc)
+        allowed = POLICY_ACTIONS.get(name, ("secretsmanager:GetSecretValue", "ssm:GetParameter"))
+        for st in statements(doc):
+            for action in actions(st):
+                c.check(action in allowed, f"template.yaml: {name} allows {action}: only {', '.join(allowed)} is needed")
         c.check('"Resource": "*"' not in text and '"*"' not in text, f"template.yaml: {name} grants on '*': name the ARNs")
     for fn, lid in FUNCTIONS.items():
         role = res.get(f"{lid}Role")
@@ -264,6 +297,43 @@ def check_policies(cfn, c):
         c.check(("NatsCredsReadPolicy" in arns) == (fn in PUBLISHERS),
                 f"template.yaml: {lid} NATS credentials policy attached = {'NatsCredsReadPolicy' in arns}, want {fn in PUBLISHERS}")
         c.check(not role["Properties"].get("Policies"), f"template.yaml: {lid} has inline policies; use the managed ones")
+
+
+def check_keychain(cfn, env_file, c):
+    """The keychain key is the stack's (rotated yearly) unless KeychainKmsKeyArn
+    names one, and exactly the functions config-env.json gives
+    NOETL_KEYCHAIN_KMS_KEY_ID (the keychain function) hold it and may use it."""
+    res = cfn["Resources"]
+    users = {fn for fn, names in env_file["functions"].items() if KEYCHAIN_ENV in names}
+    c.check(users == {"keychain"}, f"config-env.json: {KEYCHAIN_ENV} is listed for {sorted(users)}, want only keychain")
+    cond = cfn.get("Conditions", {}).get("CreateKeychainKey")
+    c.check(cond == {"Fn::Equals": [{"Ref": "KeychainKmsKeyArn"}, ""]}, f"template.yaml: CreateKeychainKey is {cond}, want KeychainKmsKeyArn == ''")
+    key = res.get(KEYCHAIN_KEY)
+    if not c.check(key is not None and key["Type"] == "AWS::KMS::Key" and key.get("Condition") == "CreateKeychainKey",
+                   f"template.yaml: no {KEYCHAIN_KEY} (AWS::KMS::Key, Condition CreateKeychainKey)"):
+        return
+    c.check(key["Properties"].get("EnableKeyRotation") is True, f"template.yaml: {KEYCHAIN_KEY} must rotate its key material (EnableKeyRotation: true)")
+    want_arn = {"Fn::If": ["CreateKeychainKey", {"Fn::GetAtt": [KEYCHAIN_KEY, "Arn"]}, {"Ref": "KeychainKmsKeyArn"}]}
+    for fn, lid in FUNCTIONS.items():
+        f, role = res.get(lid), res.get(f"{lid}Role")
+        if f is None or role is None:
+            continue
+        got = f["Properties"].get("Environment", {}).get("Variables", {}).get(KEYCHAIN_ENV)
+        if fn in users:
+            c.check(got == want_arn, f"template.yaml: {lid} {KEYCHAIN_ENV} is {got}, want {want_arn}")
+        attached = KEYCHAIN_POLICY in json.dumps(role["Properties"].get("ManagedPolicyArns", []))
+        c.check(attached == (fn in users), f"template.yaml: {lid} {KEYCHAIN_POLICY} attached = {attached}, want {fn in users} (only the keychain function uses the key)")
+    pol = res.get(KEYCHAIN_POLICY)
+    if not c.check(pol is not None, f"template.yaml: no {KEYCHAIN_POLICY}"):
+        return
+    stmts = statements(pol["Properties"]["PolicyDocument"])
+    use = [s for s in stmts if "kms:GenerateDataKey" in actions(s)]
+    c.check(len(use) == 1 and use[0].get("Resource") == want_arn and set(actions(use[0])) == {"kms:GenerateDataKey", "kms:Decrypt", "kms:DescribeKey"},
+            f"template.yaml: {KEYCHAIN_POLICY} must allow kms:GenerateDataKey, kms:Decrypt and kms:DescribeKey on the keychain key only: {stmts}")
+    for s in stmts:
+        if s not in use:
+            c.check(actions(s) == ["kms:Decrypt"] and s.get("Resource") == {"Ref": "KeychainPreviousKmsKeyArns"},
+                    f"template.yaml: {KEYCHAIN_POLICY}'s other statements may only kms:Decrypt under KeychainPreviousKmsKeyArns: {s}")
 
 
 def check_results(cfn, env_file, c):
@@ -300,9 +370,9 @@ def check_results(cfn, env_file, c):
     pol = res.get(RESULTS_POLICY)
     if c.check(pol is not None, f"template.yaml: no {RESULTS_POLICY}"):
         stmts = pol["Properties"]["PolicyDocument"]["Statement"]
-        want = {"Fn::Sub": f"${{{RESULTS_BUCKET}.Arn}}/{RESULTS_PREFIX}/*"}
-        c.check(len(stmts) == 1 and stmts[0].get("Effect") == "Allow" and stmts[0].get("Resource") == want,
-                f"template.yaml: {RESULTS_POLICY} statements {stmts}, want one Allow s3:GetObject on {want}")
+        want = [{"Sid": "ReadStoredResults", "Effect": "Allow", "Action": "s3:GetObject", "Resource": {"Fn::Sub": f"${{{RESULTS_BUCKET}.Arn}}/{RESULTS_PREFIX}/*"}},
+                {"Sid": "StageResults", "Effect": "Allow", "Action": "s3:PutObject", "Resource": {"Fn::Sub": f"${{{RESULTS_BUCKET}.Arn}}/{RESULTS_PREFIX}/noetl/*"}}]
+        c.check(stmts == want, f"template.yaml: {RESULTS_POLICY} statements {stmts}, want {want}")
     outputs = cfn.get("Outputs", {})
     c.check(outputs.get("ResultsBucketName", {}).get("Value") == {"Ref": RESULTS_BUCKET}, "template.yaml: the ResultsBucketName output (workers need the bucket) is missing")
 
@@ -350,6 +420,7 @@ def main():
     check_scheduler(cfn, c)
     check_policies(cfn, c)
     check_results(cfn, env_file, c)
+    check_keychain(cfn, env_file, c)
     check_samconfig(args.samconfig, sam.get("Parameters", {}), c)
     c.check("ApiUrl" in cfn.get("Outputs", {}), "template.yaml: the ApiUrl output is missing")
 
@@ -358,6 +429,7 @@ def main():
     cfn2 = transform(sam2, dict(ALL_PARAMETERS), OfflinePolicyLoader())
     cors = json.dumps(cfn2["Resources"]["HttpApi"]["Properties"]["Body"].get("x-amazon-apigateway-cors"))
     c.check(ALL_PARAMETERS["CorsOrigins"] in cors, f"template.yaml: with CorsOrigins set the HTTP API's CORS is {cors}")
+    check_keychain(cfn2, env_file, c)
 
     counts = {}
     for r in cfn["Resources"].values():
@@ -367,7 +439,7 @@ def main():
         for p in c.problems:
             print("FAIL " + p, file=sys.stderr)
         sys.exit(1)
-    print(f"ok: {len(routes)} routes, {len(FUNCTIONS)} functions, schedules, environment, policies and the results bucket match routes.json and config-env.json")
+    print(f"ok: {len(routes)} routes, {len(FUNCTIONS)} functions, schedules, environment, policies, the results bucket and the keychain key match routes.json and config-env.json")
 
 
 if __name__ == "__main__":

@@ -333,6 +333,34 @@ func TestClientCommands(t *testing.T) {
 			case <-time.After(50 * time.Millisecond):
 			}
 		}
+		// noetl workers: both workers alive, the one running the step busy
+		// once it has claimed it (the step runs from its command's issue).
+		for {
+			code, out, errOut := s.cli("workers", "--json", "--status", "alive")
+			items, _ := decode(t, out)["items"].([]any)
+			busy := 0.0
+			for _, it := range items {
+				busy += it.(map[string]any)["in_flight"].(float64)
+			}
+			if code != exitOK || len(items) != 2 || busy > 1 {
+				t.Fatalf("workers --json: exit %d, %d items, %v in flight\n%s%s", code, len(items), busy, out, errOut)
+			}
+			if busy == 1 {
+				break
+			}
+			select {
+			case <-s.ctx.Done():
+				t.Fatalf("no worker ever held the slow step: %s", out)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		code, out, errOut = s.cli("workers")
+		if code != exitOK || !regexp.MustCompile(`(?m)^cli-test-1\s+shared\s+go\s+ready\s+[01]/4\s`).MatchString(out) ||
+			!regexp.MustCompile(`(?m)^cli-test-2\s+shared\s+go\s+ready\s+[01]/4\s`).MatchString(out) ||
+			!strings.Contains(out, "2 of 2 workers alive; 1 in flight on 8 declared slots") {
+			t.Fatalf("workers: exit %d\n%s%s", code, out, errOut)
+		}
+
 		// watch --json follows it: a line per change, the last one final.
 		var watchOut, watchErr syncWriter
 		watched := make(chan int, 1)
@@ -395,7 +423,8 @@ func TestClientCommands(t *testing.T) {
 
 	t.Run("bad usage", func(t *testing.T) {
 		for _, args := range [][]string{{"status", "abc"}, {"status", "0"}, {"status"}, {"status", "1", "2"},
-			{"watch", "abc", "--json"}, {"events", "abc"}, {"cancel", "abc", "--json"}, {"replay", "abc"}, {"exec"}, {"register"}} {
+			{"watch", "abc", "--json"}, {"events", "abc"}, {"cancel", "abc", "--json"}, {"replay", "abc"}, {"exec"}, {"register"},
+			{"workers", "extra"}} {
 			code, out, errOut := s.cli(args...)
 			if code != exitUsage || out != "" || errOut == "" {
 				t.Errorf("noetl %v: exit %d, want %d\nstdout %q\nstderr %q", args, code, exitUsage, out, errOut)

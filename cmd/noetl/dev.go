@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -128,7 +127,7 @@ func (d dev) run(ctx context.Context, o devserver.Options, r devRun) (int, error
 	if err != nil {
 		return exitFail, err
 	}
-	creds := chain{tools.CredentialMap{"noetl_dev": {Kind: "postgres", DSN: s.ClusterDSN}}, env}
+	creds := tools.Chain{tools.CredentialMap{"noetl_dev": {Kind: "postgres", DSN: s.ClusterDSN}}, env}
 	workerToken, apiToken := os.Getenv("NOETL_WORKER_TOKEN"), os.Getenv("NOETL_API_TOKEN")
 	wctx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
@@ -216,43 +215,16 @@ func (d dev) runDemo(ctx context.Context, cl *client.Client, url string) int {
 
 func (d dev) printURLs(url string) {
 	fmt.Fprintf(d.out, `
-  dashboard    %[1]s/           (executions, step graphs, time travel, catalog)
+  dashboard    %[1]s/           (executions, step graphs, time travel, catalog, workers)
   API          %[1]s            (every route of every Lambda function)
   health       %[1]s/api/health
   metrics      %[1]s/metrics
   executions   %[1]s/api/executions
+  workers      %[1]s/api/worker/pools   (the worker registry: ours and NoETL's)
   openapi      %[1]s/api/openapi.json   (every route, its request and answer)
 
   try:  go run ./cmd/noetl exec examples/branches.yaml --wait
         go run ./cmd/noetl watch <execution id>
+        go run ./cmd/noetl workers
 `, url)
-}
-
-// chain tries credential sources in order.
-type chain []tools.Credentials
-
-func (c chain) Lookup(ctx context.Context, alias string) (tools.Credential, error) {
-	var last error
-	for _, s := range c {
-		cred, err := s.Lookup(ctx, alias)
-		if err == nil {
-			return cred, nil
-		}
-		last = err
-		if !errors.Is(err, tools.ErrCredentialNotConfigured) {
-			return cred, err
-		}
-	}
-	return tools.Credential{}, last
-}
-
-// Secrets implements tools.SecretLister for the members that do.
-func (c chain) Secrets() []string {
-	var out []string
-	for _, s := range c {
-		if l, ok := s.(tools.SecretLister); ok {
-			out = append(out, l.Secrets()...)
-		}
-	}
-	return out
 }

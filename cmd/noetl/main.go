@@ -1,6 +1,6 @@
 // Command noetl is the control plane's CLI: the local stack (dev, serve), a
 // worker, migrations, playbook validation, and the client commands that drive a
-// running control plane (register, exec, status, watch, events, cancel, replay).
+// running control plane (register, exec, status, watch, events, cancel, replay, workers).
 package main
 
 import (
@@ -29,22 +29,24 @@ const (
 
 func commands() map[string]command {
 	return map[string]command{
-		"corpus":    {"run NoETL's offline playbook corpus end to end and report each playbook's outcome and checks", runCorpus},
-		"bench":     {"measure the step path: steps/s, step cycle, commits, HTTP requests and event rows per step", runBench},
-		"dev":       {"the whole stack in one process: database, NATS, API, workers, examples and a demo", runDev},
-		"serve":     {"serve the API on one port through the Lambda handlers (throwaway Postgres and NATS unless given)", runServe},
-		"worker":    {"run a worker: pull commands from NATS, claim and run them", runWorker},
-		"migrate":   {"apply the database migrations and create the NATS stream", runMigrate},
-		"validate":  {"parse and validate playbooks, printing every error and warning with its YAML path", runValidate},
-		"register":  {"register playbooks in the catalog", runRegister},
-		"exec":      {"start an execution (of a catalog path, or of a playbook file after registering it)", runExec},
-		"status":    {"show an execution's status and progress", runStatus},
-		"watch":     {"follow an execution: live step table and progress bar until it ends", runWatch},
-		"events":    {"list an execution's events", runEvents},
-		"cancel":    {"cancel an execution and its children", runCancel},
-		"replay":    {"fold an execution's event log (or a log file with --events) into its projections", runReplay},
-		"schedules": {"create, list, pause, resume, trigger, backfill and delete schedules (cron or interval runs)", runSchedules},
-		"routes":    {"print routes.json (every API route and its Lambda function); --write: regenerate the files derived from the routes", runRoutes},
+		"corpus":      {"run NoETL's offline playbook corpus end to end and report each playbook's outcome and checks", runCorpus},
+		"bench":       {"measure the step path: steps/s, step cycle, commits, HTTP requests and event rows per step", runBench},
+		"dev":         {"the whole stack in one process: database, NATS, API, workers, examples and a demo", runDev},
+		"serve":       {"serve the API on one port through the Lambda handlers (throwaway Postgres and NATS unless given)", runServe},
+		"worker":      {"run a worker: pull commands from NATS, claim and run them", runWorker},
+		"migrate":     {"apply the database migrations and create the NATS stream", runMigrate},
+		"validate":    {"parse and validate playbooks, printing every error and warning with its YAML path", runValidate},
+		"register":    {"register playbooks in the catalog", runRegister},
+		"exec":        {"start an execution (of a catalog path, or of a playbook file after registering it)", runExec},
+		"status":      {"show an execution's status and progress", runStatus},
+		"watch":       {"follow an execution: live step table and progress bar until it ends", runWatch},
+		"events":      {"list an execution's events", runEvents},
+		"cancel":      {"cancel an execution and its children", runCancel},
+		"credentials": {"manage the keychain: set, list, get, delete credentials, their read log, key rotation", runCredentials},
+		"replay":      {"fold an execution's event log (or a log file with --events) into its projections", runReplay},
+		"schedules":   {"create, list, pause, resume, trigger, backfill and delete schedules (cron or interval runs)", runSchedules},
+		"workers":     {"list the workers registered with the server (ours and NoETL's): who is alive, how busy", runWorkers},
+		"routes":      {"print routes.json (every API route and its Lambda function); --write: regenerate the files derived from the routes", runRoutes},
 	}
 }
 
@@ -91,7 +93,7 @@ func usage(w io.Writer, cmds map[string]command) {
 	fmt.Fprintln(w, "usage: noetl <command> [flags] [args]")
 	fmt.Fprintln(w, "\ncommands:")
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, cmds[n].summary)
+		fmt.Fprintf(w, "  %-12s %s\n", n, cmds[n].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'noetl help <command>' or 'noetl <command> -h' for a command's flags.")
 }

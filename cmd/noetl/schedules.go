@@ -22,54 +22,20 @@ import (
 
 // `noetl schedules <subcommand>`: the schedule routes from the shell.
 
-type scheduleCmd struct {
-	summary string
-	run     func(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int
-}
-
-func scheduleCmds() map[string]scheduleCmd {
-	return map[string]scheduleCmd{
-		"create":   {"create a schedule from flags or a YAML file (flags win)", runScheduleCreate},
-		"list":     {"list schedules with their next and last runs", runScheduleList},
-		"get":      {"show one schedule", runScheduleGet},
-		"pause":    {"pause a schedule (its due times do not run)", runSchedulePause},
-		"resume":   {"resume a schedule from its next due time (no burst of the paused ones)", runScheduleResume},
-		"trigger":  {"run a schedule now, under its overlap policy", runScheduleTrigger},
-		"backfill": {"run every due time of a past range once, in order", runScheduleBackfill},
-		"delete":   {"delete a schedule (its runs go on)", runScheduleDelete},
-		"runs":     {"list a schedule's runs and skipped due times, newest first", runScheduleRuns},
-	}
-}
-
 func runSchedules(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cmds := scheduleCmds()
-	usage := func(w io.Writer) {
-		fmt.Fprintln(w, "usage: noetl schedules <subcommand> [flags] [args]")
-		fmt.Fprintln(w, "\nStart playbooks on a cron or an interval, once per due time (docs/schedules.md).")
-		fmt.Fprintln(w, "\nsubcommands:")
-		for _, n := range []string{"create", "list", "get", "pause", "resume", "trigger", "backfill", "delete", "runs"} {
-			fmt.Fprintf(w, "  %-9s %s\n", n, cmds[n].summary)
-		}
-		fmt.Fprintln(w, "\nRun 'noetl schedules <subcommand> -h' for its flags.")
-	}
-	if len(args) == 0 {
-		usage(stderr)
-		return exitUsage
-	}
-	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stdout)
-		return exitOK
-	}
-	sc, ok := cmds[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "noetl schedules: unknown subcommand %q\n\n", args[0])
-		usage(stderr)
-		return exitUsage
-	}
-	var c conn
-	fs := newFlags("schedules "+args[0], stderr)
-	c.register(fs)
-	return sc.run(ctx, &c, fs, args[1:], stdout, stderr)
+	return subcommandGroup{name: "schedules", doc: "Start playbooks on a cron or an interval, once per due time (docs/schedules.md).",
+		order: []string{"create", "list", "get", "pause", "resume", "trigger", "backfill", "delete", "runs"},
+		cmds: map[string]subcommand{
+			"create":   {"create a schedule from flags or a YAML file (flags win)", runScheduleCreate},
+			"list":     {"list schedules with their next and last runs", runScheduleList},
+			"get":      {"show one schedule", runScheduleGet},
+			"pause":    {"pause a schedule (its due times do not run)", runSchedulePause},
+			"resume":   {"resume a schedule from its next due time (no burst of the paused ones)", runScheduleResume},
+			"trigger":  {"run a schedule now, under its overlap policy", runScheduleTrigger},
+			"backfill": {"run every due time of a past range once, in order", runScheduleBackfill},
+			"delete":   {"delete a schedule (its runs go on)", runScheduleDelete},
+			"runs":     {"list a schedule's runs and skipped due times, newest first", runScheduleRuns},
+		}}.run(ctx, args, stdout, stderr)
 }
 
 // scheduleID reads the one positional schedule id.

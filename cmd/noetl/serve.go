@@ -98,6 +98,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	if s.Results != nil {
 		fmt.Fprintf(stdout, "noetl serve: large results by reference in %s (workers: noetl worker --result-store %s)\n", s.Results.URL(), s.Results.URL())
 	}
+	fmt.Fprintf(stdout, "noetl serve: credentials sealed with %s\n", s.KeyRing.Describe())
 	warnOpen(s, stderr, logger, "noetl serve")
 	fmt.Fprintf(stdout, "noetl serve: listening on %s\n", s.URL)
 	fmt.Fprintf(stdout, "noetl serve: dashboard at %s/\n", s.URL)
@@ -110,8 +111,14 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	return s.Close()
 }
 
-// warnOpen says loudly that the API runs without tokens.
+// warnOpen says loudly that the API runs without tokens, or lets tokenless
+// workers in from some networks.
 func warnOpen(s *devserver.Server, stderr io.Writer, logger *slog.Logger, who string) {
+	if nets := s.Config.TokenlessWorkers; len(nets) > 0 && !s.Open() {
+		fmt.Fprintf(stderr, "%s: worker routes answer requests without a token from %v (%s): NoETL's Python worker sends none\n",
+			who, nets, config.EnvTokenlessWorkers)
+		logger.Warn("tokenless workers allowed", "networks", nets)
+	}
 	if !s.Open() {
 		return
 	}

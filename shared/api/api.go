@@ -38,10 +38,12 @@ package api
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -77,6 +79,10 @@ type Request struct {
 	Body       []byte
 	// RequestID is the transport's request id (API Gateway's); empty: one is made.
 	RequestID string
+	// SourceIP is the peer's address as the transport saw it (API Gateway's
+	// requestContext.http.sourceIp; the local gateway's TCP peer), never a
+	// header a client can set.
+	SourceIP string
 }
 
 // Response is what the transport writes back. Body is always JSON except for
@@ -108,6 +114,9 @@ type Options struct {
 	// Tokens are the bearer tokens per scope (R-A3). Empty: the API runs open
 	// (the caller must say so loudly; a Lambda refuses unless allowed).
 	Tokens config.Tokens
+	// TokenlessWorkers are the networks whose requests without an
+	// Authorization header get the worker scope (config.TokenlessWorkers).
+	TokenlessWorkers []netip.Prefix
 	// MaxBodyBytes limits request bodies (default 1 MiB).
 	MaxBodyBytes int64
 	// MaxPlaybookBytes limits a playbook's content (default 512 KiB).
@@ -127,6 +136,9 @@ type Options struct {
 	// Dashboard serves / and /ui/{asset}; nil: they answer 404 (every
 	// function but status).
 	Dashboard Dashboard
+	// Keychain serves the credential routes; nil: they answer 503 (only the
+	// keychain function, noetl dev and noetl serve have one).
+	Keychain Keychain
 }
 
 // API serves the control plane's HTTP API over a Service.
@@ -201,6 +213,24 @@ type call struct {
 	route  Route
 	params map[string]string
 	attrs  *logAttrs
+	// auth is who the caller authenticated as.
+	auth caller
+}
+
+// caller is who a request authenticated as: its token's scopes (every scope
+// when the API runs open) and a fingerprint of its token.
+type caller struct {
+	scopes config.Scope
+	open   bool
+	token  string // fingerprint, never the token
+}
+
+// scopeLabel names the caller's scopes for logs and the credential read log.
+func (c caller) scopeLabel() string {
+	if c.open {
+		return "open"
+	}
+	return scopeName(c.scopes)
 }
 
 func (a *API) serve(ctx context.Context, r *Request, function string) (resp *Response) {
@@ -241,23 +271,24 @@ func (a *API) serve(ctx context.Context, r *Request, function string) (resp *Res
 	if function != "" && rt.Function != function {
 		return a.errorResponse(errorf(http.StatusNotFound, "route %s is served by the %s function, not %s", routeKey, rt.Function, function))
 	}
-	if err := a.authorize(r, rt); err != nil {
-		return a.errorResponse(err)
+	who, aerr := a.authorize(r, rt)
+	if aerr != nil {
+		return a.errorResponse(aerr)
 	}
 	if err := checkParams(r.Query, params); err != nil {
 		return a.errorResponse(err)
 	}
-	if int64(len(r.Body)) > a.opts.MaxBodyBytes {
+	if limit := max(a.opts.MaxBodyBytes, rt.MaxBody); int64(len(r.Body)) > limit {
 		return a.errorResponse(errorf(http.StatusRequestEntityTooLarge,
-			"request body is %d bytes; the limit is %d bytes", len(r.Body), a.opts.MaxBodyBytes))
+			"request body is %d bytes; the limit is %d bytes", len(r.Body), limit))
 	}
 	if rt.handle == nil { // a route declared without a handler: a bug (TestOpenAPIMatchesServedRoutes), said plainly
 		return a.errorResponse(errorf(http.StatusNotImplemented, "%s is not implemented", routeKey))
 	}
-	body, err := rt.handle(a, ctx, &call{req: r, route: rt, params: params, attrs: attrs})
+	body, err := rt.handle(a, ctx, &call{req: r, route: rt, params: params, attrs: attrs, auth: who})
 	if err != nil {
 		e := classify(err)
-		if e.Status >= 500 {
+		if e.Status >= 500 && e.Status != http.StatusServiceUnavailable { // an outage is logged by the store, once
 			a.log.ErrorContext(ctx, "request failed", "route", routeKey, "error", err.Error())
 		}
 		return a.errorResponse(e)
@@ -289,10 +320,14 @@ func (a *API) route(r *Request) (Route, map[string]string, []string, bool) {
 	return a.router.Find(r.Method, r.Path)
 }
 
-// authorize checks the bearer token against the route's scope (R-A3).
-func (a *API) authorize(r *Request, rt Route) *Error {
-	if rt.Scope == 0 || a.opts.Tokens.Empty() {
-		return nil
+// authorize checks the bearer token against the route's scope (R-A3) and
+// says who the caller is.
+func (a *API) authorize(r *Request, rt Route) (caller, *Error) {
+	if a.opts.Tokens.Empty() {
+		return caller{scopes: config.ScopeAPI | config.ScopeWorker | config.ScopeInternal, open: true}, nil
+	}
+	if rt.Scope == 0 {
+		return caller{}, nil
 	}
 	unauthorized := func(msg string) *Error {
 		if rt.Scope == config.ScopeInternal {
@@ -307,21 +342,55 @@ func (a *API) authorize(r *Request, rt Route) *Error {
 	}
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return unauthorized("missing bearer token: send Authorization: Bearer <token>")
+		if rt.Scope&config.ScopeWorker != 0 && a.tokenlessWorker(r) {
+			// The worker scope alone; the read log names the address.
+			return caller{scopes: config.ScopeWorker, token: "none, from " + r.SourceIP}, nil
+		}
+		return caller{}, unauthorized("missing bearer token: send Authorization: Bearer <token>")
 	}
 	scheme, token, found := strings.Cut(h, " ")
 	if !found || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-		return unauthorized("the Authorization header must be Bearer <token>")
+		return caller{}, unauthorized("the Authorization header must be Bearer <token>")
 	}
-	scopes := a.opts.Tokens.Scopes(strings.TrimSpace(token))
+	token = strings.TrimSpace(token)
+	scopes := a.opts.Tokens.Scopes(token)
 	if scopes == 0 {
-		return unauthorized("invalid token")
+		return caller{}, unauthorized("invalid token")
 	}
 	if scopes&rt.Scope == 0 { // a route may admit several scopes: any one will do
-		return errorf(http.StatusForbidden, "this token has the %s scope; %s needs the %s scope",
+		return caller{}, errorf(http.StatusForbidden, "this token has the %s scope; %s needs the %s scope",
 			scopeName(scopes), rt.Key(), scopeName(rt.Scope))
 	}
-	return nil
+	return caller{scopes: scopes, token: fingerprint(token)}, nil
+}
+
+// fingerprint names a token in logs without revealing it: the first 12 hex
+// digits of its SHA-256 (tokens are long random strings; 48 bits of a hash
+// say nothing about them).
+func fingerprint(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return "sha256:" + hex.EncodeToString(sum[:6])
+}
+
+// tokenlessWorker reports whether a request without a token comes from a
+// network configured for tokenless workers: it then has the worker scope,
+// and only that (NoETL's Python worker sends no token; docs/noetl-compat.md).
+// A request that sends a token is judged by its token alone.
+func (a *API) tokenlessWorker(r *Request) bool {
+	if len(a.opts.TokenlessWorkers) == 0 {
+		return false
+	}
+	ip, err := netip.ParseAddr(r.SourceIP)
+	if err != nil {
+		return false
+	}
+	ip = ip.Unmap()
+	for _, p := range a.opts.TokenlessWorkers {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // finish adds the headers every response carries and logs the request.
@@ -337,7 +406,10 @@ func (a *API) finish(ctx context.Context, r *Request, resp *Response, routeKey s
 		rec.Request(routeKey, resp.Status, d)
 	}
 	level := slog.LevelInfo
-	if resp.Status >= 500 {
+	switch {
+	case resp.Status == http.StatusServiceUnavailable:
+		level = slog.LevelWarn // a dependency away: the client retries
+	case resp.Status >= 500:
 		level = slog.LevelError
 	}
 	args := []any{"method", r.Method, "path", r.Path, "route", routeKey,

@@ -41,10 +41,15 @@ func invalid(field, format string, args ...any) *Error {
 	return &Error{Status: http.StatusUnprocessableEntity, Message: field + ": " + fmt.Sprintf(format, args...)}
 }
 
+// RetryAfterUnavailable is the Retry-After, in seconds, of a 503 for a
+// database that is away: short, as a restart takes seconds; clients back
+// off further on their own while it lasts (docs/outages.md).
+const RetryAfterUnavailable = 2
+
 // classify turns a service error into an API error (R-A2: validation 422,
-// unknown ids 404; conflicts 409; early claims 429 with Retry-After, R-L7).
-// Anything else is a 500 whose message does not leak internals; the caller
-// logs the cause.
+// unknown ids 404; conflicts 409; early claims 429 with Retry-After, R-L7;
+// the database away 503 with Retry-After). Anything else is a 500 whose
+// message does not leak internals; the caller logs the cause.
 func classify(err error) *Error {
 	var (
 		apiErr   *Error
@@ -93,10 +98,30 @@ func classify(err error) *Error {
 		return errorf(http.StatusUnprocessableEntity, "%s", err.Error())
 	case errors.Is(err, controlplane.ErrNotFound), errors.Is(err, store.ErrNotFound):
 		return errorf(http.StatusNotFound, "%s", err.Error())
+	case errors.Is(err, controlplane.ErrForbidden):
+		return errorf(http.StatusForbidden, "%s", err.Error())
+	case errors.Is(err, controlplane.ErrUnavailable):
+		return errorf(http.StatusServiceUnavailable, "%s", err.Error())
 	case errors.Is(err, controlplane.ErrConflict), errors.Is(err, store.ErrConflict):
 		return errorf(http.StatusConflict, "%s", err.Error())
+	case store.Transient(err):
+		// The database is away (a restart, a failover) or aborted the
+		// transaction after the server's own retries: the same request
+		// can succeed later, and says when to try.
+		return errUnavailable()
 	case errors.Is(err, context.DeadlineExceeded):
 		return errorf(http.StatusGatewayTimeout, "the request ran out of time")
 	}
 	return errorf(http.StatusInternalServerError, "internal error")
 }
+
+// errUnavailable answers a request while the database is away.
+func errUnavailable() *Error {
+	e := errorf(http.StatusServiceUnavailable, "the database is unavailable for now (a restart or failover); retry after %d s", RetryAfterUnavailable)
+	e.Header = http.Header{"Retry-After": {strconv.Itoa(RetryAfterUnavailable)}}
+	return e
+}
+
+// UnavailableResponse is the answer of a function that cannot reach its
+// database yet (a cold start during an outage): 503 with Retry-After.
+func UnavailableResponse() *Response { return (*API)(nil).errorResponse(errUnavailable()) }

@@ -381,7 +381,7 @@ func (a *API) report(ctx context.Context, c *call) (any, error) {
 		if e.Err != nil {
 			ae := classify(e.Err)
 			o.Status, o.Error = ae.Status, ae.Message
-			if ae.Status >= 500 {
+			if ae.Status >= 500 && ae.Status != http.StatusServiceUnavailable {
 				a.log.ErrorContext(ctx, "report event failed", "execution_id", r.Events[i].ExecutionID, "error", e.Err.Error())
 			}
 		} else {

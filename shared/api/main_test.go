@@ -20,6 +20,7 @@ type call struct {
 	method, target, token string
 	body                  any // string or []byte: raw; anything else: JSON-encoded
 	header                http.Header
+	source                string // the peer's address (Request.SourceIP)
 }
 
 // result is the answer, with the JSON body decoded (jsonx: ints stay int64).
@@ -40,7 +41,7 @@ func serve(t testing.TB, a interface {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := &api.Request{Method: c.method, Path: path, Query: q, Header: http.Header{}}
+	req := &api.Request{Method: c.method, Path: path, Query: q, Header: http.Header{}, SourceIP: c.source}
 	for k, vs := range c.header {
 		req.Header[k] = vs
 	}
@@ -113,8 +114,12 @@ type fixture struct {
 	exec    int64 // a RUNNING execution of ThreeSteps
 	command int64 // its pending command's issued event id
 	catalog int64
-	sched   int64 // an hourly schedule of ThreeSteps
+	sched   int64  // an hourly schedule of ThreeSteps
+	ref     string // a value in the result store, query-escaped
 }
+
+// matrixCredential is the credential a fixture stores.
+const matrixCredential = "matrix_cred"
 
 func newFixture(t *testing.T, opts apitest.Options) *fixture {
 	t.Helper()
@@ -132,6 +137,13 @@ func newFixture(t *testing.T, opts apitest.Options) *fixture {
 	sc := must(t, s.API, 200, call{method: "POST", target: "/api/schedules", token: apitest.APIToken,
 		body: map[string]any{"playbook_path": "tests/three", "interval_seconds": int64(3600)}})
 	f.sched = id(t, sc.json["schedule_id"])
+	must(t, s.API, 200, call{method: "POST", target: "/api/credentials", token: apitest.APIToken,
+		body: map[string]any{"name": matrixCredential, "type": "bearer", "data": map[string]any{"token": "matrix-secret-token"}}})
+	uri, err := s.Results.Put(s.Ctx, "matrix/known.json", []byte(`{"n": 1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ref = url.QueryEscape(uri)
 	return f
 }
 

@@ -15,7 +15,7 @@ import (
 type routeCase struct {
 	method, target string // target may hold {exec}, {cmd}, {catalog}
 	token          string // the scope's token
-	wrongScope     string // a valid token of another scope; "" for open routes
+	wrongScope     string // a valid token of another scope; "" for open routes and routes every token scope may call (api | worker: the internal token holds the worker scope)
 	body           any    // a well-formed body for POST routes
 	// wrongType is a request with one badly typed field (422 naming field);
 	// "" target: not applicable (no input to get wrong).
@@ -79,7 +79,7 @@ func matrixCases() []routeCase {
 			body:        map[string]any{"execution_id": "{exec}", "event_type": "step.note"},
 			wrongTarget: "/api/events", wrongBody: map[string]any{"execution_id": map[string]any{"id": 1}, "event_type": "x"}, field: "execution_id",
 			unknownTarget: "/api/events", unknownBody: map[string]any{"execution_id": unknownExec, "event_type": "step.note"}},
-		{method: "POST", target: "/api/events/batch", token: worker, wrongScope: internal,
+		{method: "POST", target: "/api/events/batch", token: worker, wrongScope: api,
 			body:        map[string]any{"execution_id": "{exec}", "events": []any{map[string]any{"event_type": "step.note"}}},
 			wrongTarget: "/api/events/batch", wrongBody: map[string]any{"execution_id": "{exec}", "events": []any{
 				map[string]any{"event_type": "step.note"}, map[string]any{"name": "step.note"},
@@ -94,14 +94,61 @@ func matrixCases() []routeCase {
 			// Each event answers for itself: an unknown execution is that event's 404.
 			unknownTarget: "/api/worker/report", unknownBody: map[string]any{"worker_id": "w1", "events": []any{
 				map[string]any{"execution_id": unknownExec, "event_type": "step.note"}}}, unknownStatus: 200},
+		// The keychain; DELETE last, the fixture's credential is gone after it.
+		{method: "GET", target: "/api/credentials", token: api, wrongScope: worker},
+		{method: "POST", target: "/api/credentials", token: api, wrongScope: worker,
+			body:        map[string]any{"name": "matrix_other", "type": "basic", "data": map[string]any{"username": "u", "password": "matrix-pw-123"}},
+			wrongTarget: "/api/credentials", wrongBody: map[string]any{"name": "x", "data": "password"}, field: "data"},
+		{method: "POST", target: "/api/credentials/rotate", token: api, wrongScope: worker, body: map[string]any{},
+			wrongTarget: "/api/credentials/rotate", wrongBody: map[string]any{"limit": "all"}, field: "limit"},
+		{method: "GET", target: "/api/credentials/{cred}", token: worker,
+			wrongTarget: "/api/credentials/{cred}?include_data=maybe", field: "include_data",
+			unknownTarget: "/api/credentials/nope"},
+		{method: "GET", target: "/api/credentials/{cred}/reads", token: api, wrongScope: worker,
+			wrongTarget: "/api/credentials/{cred}/reads?limit=ten", field: "limit"},
+		{method: "DELETE", target: "/api/credentials/{cred}", token: api, wrongScope: worker,
+			unknownTarget: "/api/credentials/nope"},
+		// Execution variables and staged results.
+		{method: "POST", target: "/api/vars/{exec}", token: worker, body: map[string]any{"greeting": "hi"},
+			wrongTarget: "/api/vars/{exec}", wrongBody: map[string]any{"variables": map[string]any{"x": 1}, "var_type": "odd"}, field: "var_type",
+			unknownTarget: "/api/vars/" + unknownExec, unknownBody: map[string]any{"greeting": "hi"}},
+		{method: "GET", target: "/api/vars/{exec}", token: api,
+			wrongTarget: "/api/vars/abc", field: "execution_id", unknownTarget: "/api/vars/" + unknownExec},
+		{method: "GET", target: "/api/vars/{exec}/greeting", token: worker,
+			wrongTarget: "/api/vars/{exec}/1x", field: "var_name", unknownTarget: "/api/vars/" + unknownExec + "/greeting"},
+		{method: "PUT", target: "/api/result/{exec}", token: worker, wrongScope: api, body: map[string]any{"name": "big", "data": map[string]any{"rows": []any{int64(1)}}},
+			wrongTarget: "/api/result/{exec}", wrongBody: map[string]any{"name": int64(5), "data": int64(1)}, field: "name",
+			unknownTarget: "/api/result/" + unknownExec, unknownBody: map[string]any{"name": "big", "data": int64(1)}},
+		{method: "GET", target: "/api/result/resolve?ref={ref}", token: worker,
+			wrongTarget: "/api/result/resolve?ref=nope", field: "ref",
+			unknownTarget: "/api/result/resolve?ref=noetl://execution/" + unknownExec + "/result/big/abcdef0123456789"},
 		{method: "GET", target: "/api/commands/{cmd}", token: worker, wrongScope: api,
 			wrongTarget: "/api/commands/12.5", field: "event_id", unknownTarget: "/api/commands/" + unknownEvent},
 		{method: "POST", target: "/api/commands/{cmd}/claim", token: worker, wrongScope: api, body: map[string]any{"worker_id": "w1"},
 			wrongTarget: "/api/commands/{cmd}/claim", wrongBody: map[string]any{"worker_id": int64(7)}, field: "worker_id",
 			unknownTarget: "/api/commands/" + unknownEvent + "/claim", unknownBody: map[string]any{"worker_id": "w1"}},
-		{method: "POST", target: "/api/commands/{cmd}/heartbeat", token: worker, wrongScope: internal, body: map[string]any{"worker_id": "w1"},
+		{method: "POST", target: "/api/commands/{cmd}/heartbeat", token: worker, wrongScope: api, body: map[string]any{"worker_id": "w1"},
 			wrongTarget: "/api/commands/{cmd}/heartbeat", wrongBody: map[string]any{"worker_id": "w1", "attempt": "first"}, field: "attempt",
 			unknownTarget: "/api/commands/" + unknownEvent + "/heartbeat", unknownBody: map[string]any{"worker_id": "w1"}},
+		// The worker registry: register first, the beat and deregistrations
+		// name the worker it registered (TestOpenAPIMatchesServedRoutes runs
+		// the cases in this order).
+		{method: "POST", target: "/api/worker/pool/register", token: worker, wrongScope: api,
+			body:        map[string]any{"name": "w-matrix", "component_type": "worker_pool", "runtime": "python", "capacity": int64(2)},
+			wrongTarget: "/api/worker/pool/register", wrongBody: map[string]any{"name": "w-matrix", "capacity": "many"}, field: "capacity"},
+		{method: "POST", target: "/api/worker/pool/heartbeat", token: worker, wrongScope: api, body: map[string]any{"name": "w-matrix"},
+			wrongTarget: "/api/worker/pool/heartbeat", wrongBody: map[string]any{"name": []any{"w-matrix"}}, field: "name",
+			unknownTarget: "/api/worker/pool/heartbeat", unknownBody: map[string]any{"name": "nobody-registered"}},
+		{method: "POST", target: "/api/worker/pool/deregister", token: worker, wrongScope: api, body: map[string]any{"name": "w-matrix"},
+			wrongTarget: "/api/worker/pool/deregister", wrongBody: map[string]any{"name": "w-matrix", "component_type": "broker"}, field: "component_type",
+			// Deregistering a name nobody registered is no error (NoETL's answer too).
+			unknownTarget: "/api/worker/pool/deregister", unknownBody: map[string]any{"name": "nobody-registered"}, unknownStatus: 200},
+		{method: "DELETE", target: "/api/worker/pool/deregister", token: worker, wrongScope: api, body: map[string]any{"name": "w-matrix"},
+			wrongTarget: "/api/worker/pool/deregister", wrongBody: map[string]any{"name": ""}, field: "name",
+			unknownTarget: "/api/worker/pool/deregister", unknownBody: map[string]any{"name": "nobody-registered"}, unknownStatus: 200},
+		{method: "GET", target: "/api/worker/pools", token: api,
+			wrongTarget: "/api/worker/pools?limit=all", field: "limit"},
+		{method: "GET", target: "/api/pool/status", token: worker},
 		{method: "GET", target: "/api/executions", token: api, wrongScope: worker,
 			wrongTarget: "/api/executions?parent_execution_id=abc", field: "parent_execution_id"},
 		{method: "GET", target: "/api/executions/{exec}?page=1&page_size=10", token: api, wrongScope: worker,
@@ -109,7 +156,7 @@ func matrixCases() []routeCase {
 		{method: "GET", target: "/api/executions/{exec}/events", token: api, wrongScope: worker,
 			wrongTarget: "/api/executions/{exec}/events?after_seq=last", field: "after_seq",
 			unknownTarget: "/api/executions/" + unknownExec + "/events"},
-		{method: "GET", target: "/api/executions/{exec}/cancellation-check", token: worker, wrongScope: internal,
+		{method: "GET", target: "/api/executions/{exec}/cancellation-check", token: worker,
 			wrongTarget: "/api/executions/x/cancellation-check", field: "execution_id",
 			unknownTarget: "/api/executions/" + unknownExec + "/cancellation-check"},
 		{method: "GET", target: "/api/executions/{exec}/status", token: api, wrongScope: internal,
@@ -178,7 +225,8 @@ func matrixCases() []routeCase {
 // fill replaces the fixture's ids in a target or a body.
 func (f *fixture) fill(v any) any {
 	r := strings.NewReplacer("{exec}", strconv.FormatInt(f.exec, 10), "{cmd}", strconv.FormatInt(f.command, 10),
-		"{catalog}", strconv.FormatInt(f.catalog, 10), "{sched}", strconv.FormatInt(f.sched, 10))
+		"{catalog}", strconv.FormatInt(f.catalog, 10), "{sched}", strconv.FormatInt(f.sched, 10),
+		"{cred}", matrixCredential, "{ref}", f.ref)
 	switch x := v.(type) {
 	case string:
 		return r.Replace(x)
@@ -218,7 +266,7 @@ func TestErrorMatrix(t *testing.T) {
 		}
 		covered[rt.Key()] = true
 		t.Run(strings.ReplaceAll(rt.Key(), "/", "_"), func(t *testing.T) {
-			check := func(name string, want int, req call, field string) {
+			check := func(name string, want int, req call, field string, limit ...int) {
 				t.Helper()
 				before := f.s.Counts(t)
 				r := serve(t, a, req)
@@ -231,7 +279,7 @@ func TestErrorMatrix(t *testing.T) {
 					t.Errorf("%s: message %q does not start with the field %q", name, msg, field)
 				case want == 400 && !strings.Contains(msg, "malformed JSON"):
 					t.Errorf("%s: message %q", name, msg)
-				case want == 413 && !strings.Contains(msg, strconv.Itoa(matrixBodyLimit)):
+				case want == 413 && !strings.Contains(msg, strconv.Itoa(append(limit, matrixBodyLimit)[0])):
 					t.Errorf("%s: message %q does not give the limit", name, msg)
 				case want == 401 && r.Header.Get("Www-Authenticate") == "":
 					t.Errorf("%s: no WWW-Authenticate", name)
@@ -253,7 +301,7 @@ func TestErrorMatrix(t *testing.T) {
 			}
 
 			// Malformed JSON: routes that read a body.
-			if c.method == "POST" {
+			if c.method == "POST" || c.method == "PUT" {
 				check("malformed JSON", 400, call{method: c.method, target: target, token: c.token, body: `{"worker_id": "w1",`}, "")
 			}
 			// Wrong type.
@@ -269,9 +317,11 @@ func TestErrorMatrix(t *testing.T) {
 				}
 				check("unknown id", want, call{method: c.method, target: c.unknownTarget, token: c.token, body: c.unknownBody}, "")
 			}
-			// Oversize body: the limit holds on every route, GETs included.
-			pad := `{"pad": "` + strings.Repeat("x", matrixBodyLimit) + `"}`
-			check("oversize body", 413, call{method: c.method, target: target, token: c.token, body: pad}, "")
+			// Oversize body: the limit holds on every route, GETs included
+			// (a route may raise it: a staged result's).
+			limit := max(matrixBodyLimit, int(rt.MaxBody))
+			pad := `{"pad": "` + strings.Repeat("x", limit) + `"}`
+			check("oversize body", 413, call{method: c.method, target: target, token: c.token, body: pad}, "", limit)
 			// Tokens.
 			check("no token", okStatus(), call{method: c.method, target: target, body: body}, "")
 			check("bad token", okStatus(), call{method: c.method, target: target, token: "not-a-token", body: body}, "")

@@ -45,7 +45,7 @@ func OpenAPI() []byte {
 		"components": map[string]any{
 			"securitySchemes": map[string]any{
 				"bearer": map[string]any{"type": "http", "scheme": "bearer",
-					"description": "A token of the route's scope (x-noetl-scope): api, worker or internal (R-A3)."},
+					"description": "A token of the route's scope (x-noetl-scope): api, worker or internal (R-A3); an internal token also holds the worker scope."},
 			},
 			"schemas": map[string]any{
 				"Error": schema(errorShape()),

@@ -26,11 +26,14 @@ const (
 	// FnSchedules serves the schedule routes and fires schedules when the
 	// scheduler (EventBridge Scheduler in AWS, a loop locally) invokes it.
 	FnSchedules = "schedules"
+	// FnKeychain serves the credential routes: the only function that may
+	// use the keychain's KMS key, and the only binary linking a KMS client.
+	FnKeychain = "keychain"
 )
 
 // Functions lists the Lambda functions in a stable order.
 func Functions() []string {
-	return []string{FnCatalog, FnExecute, FnIngest, FnClaim, FnStatus, FnReplay, FnOutbox, FnSchedules}
+	return []string{FnCatalog, FnExecute, FnIngest, FnClaim, FnStatus, FnReplay, FnOutbox, FnSchedules, FnKeychain}
 }
 
 // Route is one route of the HTTP API, declared once in Routes: the router,
@@ -57,6 +60,9 @@ type Route struct {
 	Reply *Shape
 	// HTML marks the dashboard's routes, which answer files, not JSON.
 	HTML bool
+	// MaxBody raises the request body limit for this route above the API's
+	// (a staged result); 0: the API's limit.
+	MaxBody int64
 
 	// handle serves the route (a method expression: the table is built
 	// without an API).
@@ -179,6 +185,70 @@ func Routes() []Route {
 		{Method: "POST", Path: "/api/commands/{event_id}/heartbeat", Function: FnClaim, Scope: worker, ID: "heartbeatCommand",
 			Summary: "Extend a claimed command's lease",
 			Body:    heartbeatBody(), Reply: shapeOf[wire.Lease](), handle: (*API).heartbeat},
+
+		// The worker registry in NoETL's shapes (pools.go): NoETL's Python
+		// worker re-registers every 15 s as its heartbeat, its Rust worker
+		// beats on /heartbeat; NoETL's worker reads /api/pool/status.
+		{Method: "POST", Path: "/api/worker/pool/register", Function: FnClaim, Scope: worker, ID: "registerWorker",
+			Summary: "Register a worker (NoETL's pool registration, also its Python worker's heartbeat); the same process again extends its commands' leases",
+			Body:    poolRegisterBody(), Reply: shapeOf[wire.PoolRegistered](), handle: (*API).registerPool},
+		{Method: "POST", Path: "/api/worker/pool/heartbeat", Function: FnClaim, Scope: worker, ID: "heartbeatWorker",
+			Summary: "A worker's pool heartbeat: it is alive, and the leases of the commands it holds are extended; 404 for an unregistered worker",
+			Body:    poolHeartbeatBody(), Reply: shapeOf[wire.PoolRegistered](), handle: (*API).poolHeartbeat},
+		{Method: "POST", Path: "/api/worker/pool/deregister", Function: FnClaim, Scope: worker, ID: "deregisterWorker",
+			Summary: "Mark a worker offline (NoETL's workers call it as they stop)",
+			Body:    poolDeregisterBody(), Reply: shapeOf[wire.PoolDeregistered](), handle: (*API).deregisterPool},
+		{Method: "DELETE", Path: "/api/worker/pool/deregister", Function: FnClaim, Scope: worker, ID: "deregisterWorkerDelete",
+			Summary: "NoETL's server's method for the same deregistration",
+			Body:    poolDeregisterBody(), Reply: shapeOf[wire.PoolDeregistered](), handle: (*API).deregisterPool},
+		{Method: "GET", Path: "/api/worker/pools", Function: FnStatus, Scope: api | worker, ID: "listWorkers",
+			Summary: "The worker registry: who is alive, how busy (commands held), by name",
+			Query:   workerPoolsQuery(), Reply: shapeOf[wire.WorkerPools](), handle: (*API).listWorkerPools},
+		{Method: "GET", Path: "/api/pool/status", Function: FnStatus, Scope: api | worker, ID: "poolStatus",
+			Summary: "NoETL's pool telemetry (the answering process's database connections) and the registry's totals",
+			Reply:   shapeOf[wire.PoolStatus](), handle: (*API).poolStatus},
+
+		// The keychain in NoETL's credential API (credentials.go): users manage
+		// credentials; a worker reads one's data for the execution it runs.
+		{Method: "GET", Path: "/api/credentials", Function: FnKeychain, Scope: api, ID: "listCredentials",
+			Summary: "List credentials (never their data)",
+			Query:   credentialsQuery(), Reply: shapeOf[wire.CredentialList](), handle: (*API).listCredentials},
+		{Method: "POST", Path: "/api/credentials", Function: FnKeychain, Scope: api, ID: "putCredential",
+			Summary: "Create or replace a credential by name; its data is stored sealed",
+			Body:    credentialBody(), Reply: shapeOf[wire.Credential](), handle: (*API).putCredential},
+		{Method: "POST", Path: "/api/credentials/rotate", Function: FnKeychain, Scope: api, ID: "rotateCredentials",
+			Summary: "Reseal credentials under the current key; repeat until remaining is 0",
+			Body:    rotateBody(), Reply: shapeOf[wire.Rotation](), handle: (*API).rotateCredentials},
+		{Method: "GET", Path: "/api/credentials/{identifier}", Function: FnKeychain, Scope: api | worker, ID: "getCredential",
+			Summary: "A credential by id or name; its data only to the worker scope for a running execution; every read is logged",
+			Query:   credentialQuery(), Reply: shapeOf[wire.Credential](), handle: (*API).getCredential},
+		{Method: "DELETE", Path: "/api/credentials/{identifier}", Function: FnKeychain, Scope: api, ID: "deleteCredential",
+			Summary: "Delete a credential by id or name",
+			Reply:   shapeOf[wire.CredentialDeleted](), handle: (*API).deleteCredential},
+		{Method: "GET", Path: "/api/credentials/{identifier}/reads", Function: FnKeychain, Scope: api, ID: "listCredentialReads",
+			Summary: "A credential's reads (never the data), newest first",
+			Query:   readsQuery(), Reply: shapeOf[wire.CredentialReads](), handle: (*API).listCredentialReads},
+
+		// Execution variables (vars.go): the execution's durable context.
+		{Method: "POST", Path: "/api/vars/{execution_id}", Function: FnIngest, Scope: api | worker, ID: "setVariables",
+			Summary: "Set variables of a running execution: one ctx.updated event; later steps read ctx.<name>",
+			Query:   []Param{param("worker_id", str(), "the worker setting them (recorded)")},
+			Body:    varsBody(), Reply: shapeOf[wire.VariablesSet](), handle: (*API).setVariables},
+		{Method: "GET", Path: "/api/vars/{execution_id}", Function: FnStatus, Scope: api | worker, ID: "listVariables",
+			Summary: "An execution's variables (its durable context)",
+			Reply:   shapeOf[wire.Variables](), handle: (*API).listVariables},
+		{Method: "GET", Path: "/api/vars/{execution_id}/{var_name}", Function: FnStatus, Scope: api | worker, ID: "getVariable",
+			Summary: "One variable of an execution; 404 when unset",
+			Reply:   shapeOf[wire.Variable](), handle: (*API).getVariable},
+
+		// Results staged by reference (staged.go), NoETL's result store routes.
+		{Method: "PUT", Path: "/api/result/{execution_id}", Function: FnIngest, Scope: worker, ID: "stageResult",
+			Summary: "Stage a result too large for an event; answers its noetl:// reference",
+			Body:    stagedBody(), Reply: shapeOf[wire.StagedResult](), MaxBody: MaxStagedResultBytes, handle: (*API).stageResult},
+		{Method: "GET", Path: "/api/result/resolve", Function: FnIngest, Scope: api | worker, ID: "resolveResult",
+			Summary: "The value a result reference names",
+			Query:   []Param{{Name: "ref", Required: true, Shape: str(), Doc: "noetl://execution/<execution_id>/result/<name>/<id>, or a URI inside the result store"}},
+			Reply:   anyJSON(), handle: (*API).resolveResult},
 
 		{Method: "GET", Path: "/api/executions", Function: FnStatus, Scope: api, ID: "listExecutions",
 			Summary: "List executions, newest first; the next page's cursor is in the X-Next-Cursor and Link headers",

@@ -119,11 +119,20 @@ func TestRoutesShape(t *testing.T) {
 			}
 		case strings.HasPrefix(r.Path, "/api/internal/"):
 			want = config.ScopeInternal
+		case r.Path == "/api/worker/pools", r.Path == "/api/pool/status":
+			// The worker registry is read by users and by NoETL's workers.
+			want = config.ScopeAPI | config.ScopeWorker
 		case strings.HasPrefix(r.Path, "/api/events"), strings.HasPrefix(r.Path, "/api/commands/"),
 			strings.HasPrefix(r.Path, "/api/worker/"):
 			want = config.ScopeWorker
 		case r.Path == "/api/executions/{id}/cancellation-check":
 			want = config.ScopeAPI | config.ScopeWorker // NoETL's workers ask it before running a command
+		case r.Key() == "GET /api/credentials/{identifier}":
+			want = config.ScopeAPI | config.ScopeWorker // workers read a credential's data (for a running execution)
+		case strings.HasPrefix(r.Path, "/api/vars/"), r.Key() == "GET /api/result/resolve":
+			want = config.ScopeAPI | config.ScopeWorker // NoETL's workers, and users inspecting an execution
+		case r.Key() == "PUT /api/result/{execution_id}":
+			want = config.ScopeWorker // NoETL's Rust worker stages large results
 		default:
 			want = config.ScopeAPI
 		}
@@ -131,8 +140,9 @@ func TestRoutesShape(t *testing.T) {
 			t.Errorf("route %s has scope %d, want %d (R-A3)", r.Key(), r.Scope, want)
 		}
 	}
-	if len(seen) != 30+8+5 {
-		t.Errorf("%d routes, want the 25 of api.md §2 (without /metrics), our worker's report, NoETL's cancellation-check, the dashboard's 2, the OpenAPI document, the 8 schedule routes and the 5 NoETL's GUI calls (ui_schema, playbook content, validate, stop, rerun)", len(seen))
+	if len(seen) != 30+8+5+6+11 {
+		t.Errorf("%d routes, want the 25 of api.md §2 (without /metrics), our worker's report, NoETL's cancellation-check, the dashboard's 2, the OpenAPI document, the 8 schedule routes, the 5 NoETL's GUI calls (ui_schema, playbook content, validate, stop, rerun), "+
+			"NoETL's 6 of the worker registry (register, heartbeat, deregister by POST and DELETE, the pools, the pool status) and NoETL's worker services: 6 keychain, 3 vars, 2 result routes", len(seen))
 	}
 	gateway := map[string]string{}
 	for _, r := range api.Routes() {

@@ -203,6 +203,44 @@ func heartbeatBody() *Shape {
 	return object(req("worker_id", str()), opt("attempt", intIn().doc("the claim's attempt (fences a stale holder)")))
 }
 
+// registrationProps are NoETL's registration fields (noetlwire.Registration);
+// inside a heartbeat the name may be left to the heartbeat's.
+func registrationProps(name func(string, *Shape) Prop) []Prop {
+	runtime := object(opt("kind", str()), opt("type", str()))
+	runtime.Values = anyJSON()
+	return []Prop{
+		name("name", scalar().doc("the worker's id: the one it claims commands with")),
+		opt("component_type", enum("worker_pool")), opt("kind", enum("worker_pool").doc("alias of component_type")),
+		opt("runtime", &Shape{OneOf: []*Shape{str(), runtime},
+			Doc: `"python", or an object naming it in kind or type (NoETL's Rust worker)`}),
+		opt("status", str().doc("what the worker says of itself; default ready")),
+		opt("capacity", intIn().doc("commands it runs at once")),
+		opt("pid", intIn()), opt("hostname", scalar()),
+		opt("labels", object().doc("pool_name (or pool, worker_pool) names its pool; default shared")),
+		opt("meta", object()),
+	}
+}
+
+func poolRegisterBody() *Shape { return object(registrationProps(req)...) }
+
+func poolHeartbeatBody() *Shape {
+	return object(req("name", scalar()), opt("component_type", enum("worker_pool")), opt("kind", enum("worker_pool")),
+		opt("registration", object(registrationProps(opt)...).doc("recreates the registration of a worker the registry lost")))
+}
+
+func poolDeregisterBody() *Shape {
+	return object(req("name", scalar()), opt("component_type", enum("worker_pool")), opt("kind", enum("worker_pool")))
+}
+
+func workerPoolsQuery() []Param {
+	return []Param{
+		param("runtime", str(), "only workers of this runtime (python, rust, go)"),
+		param("status", str(), "only workers in this state: alive (every live one), ready, expired, offline, …"),
+		param("pool", str(), "only workers of this pool"),
+		param("limit", integer(), "at most this many, by name (default and maximum 1000)"),
+	}
+}
+
 func executionStatus() *Shape {
 	return enum("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
 }
@@ -320,6 +358,58 @@ func projectBody() *Shape {
 
 func projectReply() *Shape {
 	return object(req("projected", integer()), req("duplicates", integer()), req("skipped", integer()))
+}
+
+func credentialBody() *Shape {
+	return object(
+		req("name", str().doc("the alias playbooks name with auth: (letters, digits, _ . : @ -)")),
+		opt("type", str().doc("postgres, bearer, api_key, basic, http, generic (default), …")),
+		opt("credential_type", str().doc("alias of type")),
+		req("data", object().doc("the secret fields, e.g. {\"user\", \"password\", \"host\", \"port\", \"database\"} or {\"token\"}")),
+		opt("meta", object().doc("metadata, not secret")),
+		opt("tags", &Shape{OneOf: []*Shape{array(str()), str()}, Doc: "a list, or a comma-separated string"}),
+		opt("description", str()),
+	)
+}
+
+func credentialsQuery() []Param {
+	return []Param{param("type", str(), "only credentials of this type"),
+		param("q", str(), "only credentials whose name or description contains this (any case)")}
+}
+
+func credentialQuery() []Param {
+	return []Param{
+		param("include_data", boolean(), "answer the data too: the worker scope only, with execution_id of a running execution"),
+		param("execution_id", str(), "the execution the credential is read for (logged)"),
+		param("parent_execution_id", str(), "NoETL's; accepted, not used"),
+		param("worker_id", str(), "the reading worker (logged)"),
+	}
+}
+
+func readsQuery() []Param {
+	return []Param{param("execution_id", str(), "only reads for this execution"), param("limit", integer(), "at most 1000 (default 100)")}
+}
+
+func rotateBody() *Shape {
+	return object(opt("new_key", boolean().doc("make a new current key first (a key file; with KMS, point the key id at a new key instead)")),
+		opt("limit", intIn().doc("credentials to reseal in this call, 1..1000 (default 100)")))
+}
+
+func varsBody() *Shape {
+	return &Shape{Type: "object", Doc: "NoETL's Python server's {variables: {name: value}, var_type?, source_step?}, its Rust server's " +
+		"{variables: [{var_name, var_value, var_type?, source_step?}]}, or its Rust worker's {name: value}",
+		Values: anyJSON()}
+}
+
+func stagedBody() *Shape {
+	return object(
+		req("name", str().doc("the result's name (a step's name)")),
+		req("data", anyJSON().doc("the result (NoETL's Rust worker sends its whole tool result)")),
+		opt("scope", enum("step", "execution", "workflow", "permanent")),
+		opt("source_step", str()),
+		opt("store", str().doc("NoETL's; ignored (the server has one store)")), opt("ttl", str().doc("NoETL's; ignored")),
+		opt("correlation", object()), opt("extracted", object()), opt("compress", boolean()),
+	)
 }
 
 // shapeOf is the shape of a shared/wire type: its `json` tags name the

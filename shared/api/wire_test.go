@@ -34,12 +34,19 @@ func TestClientRequestsMatchDocument(t *testing.T) {
 		{"POST", "/api/events", event},
 		{"POST", "/api/worker/report", wire.Report{WorkerID: "w", Pool: "p", Take: 3, Events: []wire.EventRequest{event}, Claims: []wire.ID{9}}},
 		{"POST", "/api/worker/report", wire.Report{WorkerID: "w", Claims: []wire.ID{9}}},
+		{"POST", "/api/worker/pool/register", wire.PoolRegistration{Name: "w", ComponentType: "worker_pool", Runtime: "go",
+			Status: "ready", Capacity: 4, PID: 7, Hostname: "h", Labels: wire.Object{"pool_name": "shared"}, Meta: wire.Object{"started_at": "t"}}},
+		{"POST", "/api/worker/pool/heartbeat", wire.PoolBeat{Name: "w"}},
+		{"POST", "/api/worker/pool/deregister", wire.PoolBeat{Name: "w"}},
 		{"POST", "/api/schedules", wire.ScheduleRequest{PlaybookPath: "a/b", PlaybookVersion: 2, Cron: "0 * * * *", Timezone: "Europe/Berlin",
 			Enabled: new(true), InputPayload: map[string]any{"k": "v"}, Overlap: "buffer_one", CatchupSeconds: 30, JitterSeconds: new(int64(5)),
 			Meta: map[string]any{"owner": "me"}}},
 		{"PATCH", "/api/schedules/{id}", wire.ScheduleRequest{Enabled: new(false)}},
 		{"PATCH", "/api/schedules/{id}", wire.ScheduleRequest{IntervalSeconds: 60}},
 		{"POST", "/api/schedules/{id}/backfill", wire.BackfillRequest{From: "2024-01-01T00:00:00Z", To: "2024-01-02T00:00:00Z"}},
+		{"POST", "/api/credentials", wire.CredentialRequest{Name: "pg", Type: "postgres", Data: wire.Object{"password": "x"},
+			Meta: wire.Object{"env": "prod"}, Tags: []string{"db"}, Description: "d"}},
+		{"POST", "/api/credentials/rotate", wire.RotateRequest{NewKey: true, Limit: 10}},
 	} {
 		raw, err := jsonx.Marshal(c.body)
 		if err != nil {

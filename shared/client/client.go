@@ -31,6 +31,16 @@ type Client struct {
 	// Retries is how often an idempotent call is retried on 5xx or a network
 	// error (worker.md §1.5); default 5.
 	Retries int
+	// Patience is how long an idempotent call keeps retrying while the
+	// server answers that it is unavailable for now and when to come back
+	// (503 with Retry-After: its database is restarting or failing over),
+	// waiting at least that long each time; default 2 minutes, longer than a
+	// failover.
+	Patience time.Duration
+	// sleep waits between attempts and now reads the clock (tests record
+	// the waits and move a clock of their own instead).
+	sleep func(ctx context.Context, d time.Duration) error
+	now   func() time.Time
 }
 
 // Option configures a Client.
@@ -53,7 +63,7 @@ func New(baseURL, token string, opts ...Option) *Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = maxIdlePerHost, maxIdlePerHost
 	c := &Client{base: strings.TrimRight(baseURL, "/"), token: token,
-		http: &http.Client{Timeout: 60 * time.Second, Transport: tr}, Retries: 5}
+		http: &http.Client{Timeout: 60 * time.Second, Transport: tr}, Retries: 5, Patience: 2 * time.Minute}
 	for _, o := range opts {
 		o(c)
 	}
@@ -81,9 +91,35 @@ func StatusOf(err error) int {
 	return 0
 }
 
-// do sends one request; idempotent requests are retried with backoff on 5xx and
-// network errors. out, when not nil, receives the decoded JSON answer; the
-// answer's headers are returned.
+// Unavailable reports whether err says the server (or what it needs, its
+// database) cannot be reached for now, so the same request can succeed
+// later: no answer at all, or 502, 503 or 504. The caller's own context
+// ending is not.
+func Unavailable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	switch StatusOf(err) {
+	case 0, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// RetryAfterOf is the Retry-After of an *Error, 0 when it has none.
+func RetryAfterOf(err error) time.Duration {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.RetryAfter
+	}
+	return 0
+}
+
+// do sends one request; idempotent requests are retried on 5xx and network
+// errors, with capped exponential backoff and jitter, Retries times — and,
+// while the server answers when to come back (Retry-After), for up to
+// Patience, waiting at least that long. out, when not nil, receives the
+// decoded JSON answer; the answer's headers are returned.
 func (c *Client) do(ctx context.Context, method, path string, body any, idempotent bool, out any) (http.Header, error) {
 	var payload []byte
 	if body != nil {
@@ -92,33 +128,61 @@ func (c *Client) do(ctx context.Context, method, path string, body any, idempote
 			return nil, fmt.Errorf("encode %s %s: %w", method, path, err)
 		}
 	}
-	attempts := 1
-	if idempotent {
-		attempts += max(c.Retries, 0)
+	clock := c.now
+	if clock == nil {
+		clock = time.Now
 	}
-	var last error
-	for i := range attempts {
-		if i > 0 {
-			wait := time.Duration(float64(200*time.Millisecond) * float64(uint(1)<<min(i-1, 6)) * (0.5 + rand.Float64()))
-			select {
-			case <-ctx.Done():
-				return nil, errors.Join(last, ctx.Err())
-			case <-time.After(min(wait, 10*time.Second)):
-			}
-		}
-		var hdr http.Header
-		hdr, last = c.once(ctx, method, path, payload, out)
-		if last == nil {
+	began := clock()
+	for i := 0; ; i++ {
+		hdr, err := c.once(ctx, method, path, payload, out)
+		if err == nil {
 			return hdr, nil
 		}
-		if s := StatusOf(last); s != 0 && s < 500 {
-			return nil, last // the server answered: retrying will not change it
+		if s := StatusOf(err); !idempotent || (s != 0 && s < 500) || ctx.Err() != nil {
+			return nil, err // the server answered, or must not be asked twice
 		}
-		if ctx.Err() != nil {
-			return nil, last
+		wait := Backoff(i)
+		if ra := RetryAfterOf(err); ra > 0 {
+			if clock().Sub(began)+ra > c.Patience {
+				return nil, err
+			}
+			wait = max(wait, min(ra, time.Minute))
+		} else if i >= c.Retries {
+			return nil, err
+		}
+		if serr := c.pause(ctx, wait); serr != nil {
+			return nil, errors.Join(err, serr)
 		}
 	}
-	return nil, last
+}
+
+// Backoff is the wait before retry i+1 (i from 0): 200 ms doubling to a cap
+// of 10 s, each drawn between half of that and all of it (jitter), so that
+// many callers who failed together do not come back together.
+func Backoff(i int) time.Duration {
+	d := min(200*time.Millisecond*time.Duration(uint(1)<<min(i, 6)), MaxBackoff)
+	return d/2 + rand.N(d/2+1)
+}
+
+// MaxBackoff is the longest wait Backoff gives.
+const MaxBackoff = 10 * time.Second
+
+func (c *Client) pause(ctx context.Context, d time.Duration) error {
+	if c.sleep != nil {
+		return c.sleep(ctx, d)
+	}
+	return sleepCtx(ctx, d)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 func (c *Client) once(ctx context.Context, method, path string, payload []byte, out any) (http.Header, error) {
@@ -321,8 +385,10 @@ func Terminal(status string) bool {
 	return false
 }
 
-// Wait polls an execution's status until it ends or ctx is done, then returns its
-// whole view.
+// Wait polls an execution's status until it ends or ctx is done, then returns
+// its whole view. A server that is unavailable for a while (Unavailable:
+// restarting, or its database failing over) is waited out, however long ctx
+// allows.
 func (c *Client) Wait(ctx context.Context, id int64, every time.Duration) (*wire.Execution, error) {
 	return c.wait(ctx, id, every, c.Execution)
 }
@@ -336,16 +402,22 @@ func (c *Client) WaitSummary(ctx context.Context, id int64, every time.Duration)
 func (c *Client) wait(ctx context.Context, id int64, every time.Duration, view func(context.Context, int64) (*wire.Execution, error)) (*wire.Execution, error) {
 	for {
 		st, err := c.Status(ctx, id)
-		if err != nil {
+		switch {
+		case err != nil && !Unavailable(err):
 			return nil, err
+		case err == nil && Terminal(st.Status):
+			v, err := view(ctx, id)
+			if Unavailable(err) {
+				break // it ended; ask again once the server is back
+			}
+			return v, err
 		}
-		if Terminal(st.Status) {
-			return view(ctx, id)
+		wait := every
+		if err != nil {
+			wait = max(every, RetryAfterOf(err), time.Second)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(every):
+		if err := c.pause(ctx, wait); err != nil {
+			return nil, err
 		}
 	}
 }
@@ -377,10 +449,12 @@ func fillCommand(cmd *wire.Command) {
 	}
 }
 
-// Heartbeat extends the lease of a held command.
+// Heartbeat extends the lease of a held command. It is sent once: the
+// caller heartbeats again at its next beat (the worker backs off while the
+// server is unavailable).
 func (c *Client) Heartbeat(ctx context.Context, eventID int64, workerID string, attempt int) (time.Time, error) {
 	var out wire.Lease
-	if _, err := c.do(ctx, http.MethodPost, commandPath(eventID)+"/heartbeat", wire.HeartbeatRequest{WorkerID: workerID, Attempt: attempt}, true, &out); err != nil {
+	if _, err := c.once(ctx, http.MethodPost, commandPath(eventID)+"/heartbeat", jsonx.MustMarshal(wire.HeartbeatRequest{WorkerID: workerID, Attempt: attempt}), &out); err != nil {
 		return time.Time{}, err
 	}
 	return out.LeaseExpiresAt.Time, nil
@@ -393,12 +467,17 @@ func (c *Client) PostEvent(ctx context.Context, e wire.EventRequest) error {
 	return err
 }
 
-// Report posts a report. It is retried on 5xx and network errors: its events
-// carry client ids, so a re-post is idempotent (commands handed out by a lost
-// answer come back to the pool when their lease expires).
+// Report posts a report, once: the worker's reporter retries it, with one
+// backoff for all its reports while the server is unavailable. Its events
+// carry client ids, so a re-post is idempotent (commands handed out by a
+// lost answer come back to the pool when their lease expires).
 func (c *Client) Report(ctx context.Context, r wire.Report) (*wire.Reported, error) {
 	var out wire.Reported
-	if _, err := c.do(ctx, http.MethodPost, "/api/worker/report", r, true, &out); err != nil {
+	payload, err := jsonx.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode POST /api/worker/report: %w", err)
+	}
+	if _, err := c.once(ctx, http.MethodPost, "/api/worker/report", payload, &out); err != nil {
 		return nil, err
 	}
 	if len(out.Events) != len(r.Events) || len(out.Claims) != len(r.Claims) {
@@ -407,6 +486,56 @@ func (c *Client) Report(ctx context.Context, r wire.Report) (*wire.Reported, err
 	}
 	for i := range out.Commands {
 		fillCommand(&out.Commands[i])
+	}
+	return &out, nil
+}
+
+// ---- the worker registry ----
+
+// RegisterWorker registers (or re-registers) a worker.
+func (c *Client) RegisterWorker(ctx context.Context, r wire.PoolRegistration) (*wire.PoolRegistered, error) {
+	var out wire.PoolRegistered
+	if _, err := c.do(ctx, http.MethodPost, "/api/worker/pool/register", r, true, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// WorkerHeartbeat is a worker's pool heartbeat; a 404 (StatusOf) means the
+// registry does not know it: register again.
+func (c *Client) WorkerHeartbeat(ctx context.Context, name string) (*wire.PoolRegistered, error) {
+	var out wire.PoolRegistered
+	if _, err := c.do(ctx, http.MethodPost, "/api/worker/pool/heartbeat", wire.PoolBeat{Name: name}, true, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeregisterWorker marks a worker offline.
+func (c *Client) DeregisterWorker(ctx context.Context, name string) error {
+	_, err := c.do(ctx, http.MethodPost, "/api/worker/pool/deregister", wire.PoolBeat{Name: name}, true, nil)
+	return err
+}
+
+// Workers returns GET /api/worker/pools with the given query (runtime,
+// status, pool, limit).
+func (c *Client) Workers(ctx context.Context, q url.Values) (*wire.WorkerPools, error) {
+	path := "/api/worker/pools"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out wire.WorkerPools
+	if _, err := c.do(ctx, http.MethodGet, path, nil, true, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// PoolStatus returns GET /api/pool/status.
+func (c *Client) PoolStatus(ctx context.Context) (*wire.PoolStatus, error) {
+	var out wire.PoolStatus
+	if _, err := c.do(ctx, http.MethodGet, "/api/pool/status", nil, true, &out); err != nil {
+		return nil, err
 	}
 	return &out, nil
 }

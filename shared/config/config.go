@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"net/url"
 	"path"
 	"regexp"
@@ -40,6 +41,9 @@ const (
 	EnvLogLevel           = "NOETL_LOG_LEVEL"
 	EnvCORSOrigins        = "NOETL_CORS_ORIGINS"
 	EnvResultStore        = "NOETL_RESULT_STORE"
+	EnvTokenlessWorkers   = "NOETL_TOKENLESS_WORKER_NETWORKS"
+	EnvKeychainKMSKeyID   = "NOETL_KEYCHAIN_KMS_KEY_ID"
+	EnvKeychainKeyFile    = "NOETL_KEYCHAIN_KEY_FILE"
 	// The EventBridge Scheduler entries the schedules function keeps in
 	// step with the schedules table (docs/schedules.md): their group, the
 	// function they invoke, and the role they invoke it with.
@@ -91,6 +95,10 @@ type Config struct {
 
 	Tokens    Tokens
 	AllowOpen bool
+	// TokenlessWorkers are the networks whose requests without an
+	// Authorization header get the worker scope (NoETL's Python worker sends
+	// no token); empty: none. Local server only: Load refuses it in Lambda.
+	TokenlessWorkers []netip.Prefix
 
 	Lease        time.Duration
 	MaxBodyBytes int64
@@ -103,6 +111,12 @@ type Config struct {
 	// for s3://, AWSConfig.
 	ResultStore string
 
+	// KeychainKMSKeyID is the KMS key (id, ARN or alias) that seals the
+	// keychain's credentials (shared/keychain/kmsring); KeychainKeyFile a key
+	// file doing the same on one machine. At most one is set; neither: the
+	// keychain cannot store or open credentials.
+	KeychainKMSKeyID string
+	KeychainKeyFile  string
 	// Scheduler names the EventBridge Scheduler entries of the schedules;
 	// a zero Scheduler: none (a local loop fires the schedules).
 	Scheduler Scheduler
@@ -171,11 +185,14 @@ func (c *Config) LogValue() slog.Value {
 		slog.Int("worker_tokens", len(c.Tokens.Worker)),
 		slog.Int("internal_tokens", len(c.Tokens.Internal)),
 		slog.Bool("open", c.Open()),
+		slog.Any("tokenless_worker_networks", c.TokenlessWorkers),
 		slog.Duration("lease", c.Lease),
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
 		slog.String("log_level", c.LogLevel.String()),
 		slog.Any("cors_origins", c.CORSOrigins),
 		slog.String("result_store", redactURL(c.ResultStore)),
+		slog.String("keychain_kms_key_id", c.KeychainKMSKeyID),
+		slog.String("keychain_key_file", c.KeychainKeyFile),
 		slog.String("scheduler_group", c.Scheduler.Group),
 	)
 }
@@ -190,7 +207,7 @@ func names() []string {
 		EnvDBSSLMode, EnvDBMaxConns, EnvMigrateOnStart, EnvNATSURL,
 		EnvNATSCredsSecretARN, EnvServerURL, EnvAPIToken, EnvWorkerToken,
 		EnvInternalToken, EnvInternalTokenOld, EnvAPITokensSecretARN, EnvAllowOpen, EnvLeaseSeconds,
-		EnvMaxBodyBytes, EnvLogLevel, EnvCORSOrigins, EnvResultStore,
+		EnvMaxBodyBytes, EnvLogLevel, EnvCORSOrigins, EnvResultStore, EnvTokenlessWorkers, EnvKeychainKMSKeyID, EnvKeychainKeyFile,
 		EnvSchedulerGroup, EnvSchedulerTargetARN, EnvSchedulerRoleARN,
 		EnvLambdaFunctionName, EnvAWSRegion, EnvAWSEndpointURL,
 	}
@@ -370,6 +387,14 @@ func parseEnv(e env) (*Config, pending, error) {
 	}
 	c.AllowOpen, err = boolVar(e, EnvAllowOpen, false)
 	add(err)
+	if v := e[EnvTokenlessWorkers]; v != "" {
+		if c.InLambda {
+			add(fmt.Errorf("%s is set in Lambda: tokenless workers are for the local server only (noetl serve, noetl dev); "+
+				"in AWS give NoETL's workers a way in that carries a worker token, as docs/noetl-compat.md says, and unset it", EnvTokenlessWorkers))
+		}
+		c.TokenlessWorkers, err = networks(v)
+		add(err)
+	}
 
 	// Limits and logging.
 	n, err = intVar(e, EnvLeaseSeconds, DefaultLeaseSeconds, 1, 86400, "seconds")
@@ -392,6 +417,16 @@ func parseEnv(e env) (*Config, pending, error) {
 		c.ResultStore = v
 	}
 
+	// The keychain's key.
+	c.KeychainKMSKeyID, c.KeychainKeyFile = e[EnvKeychainKMSKeyID], e[EnvKeychainKeyFile]
+	switch {
+	case c.KeychainKMSKeyID != "" && c.KeychainKeyFile != "":
+		add(fmt.Errorf("both %s and %s are set: the keychain uses one key ring; KMS in AWS, a key file on one machine", EnvKeychainKMSKeyID, EnvKeychainKeyFile))
+	case c.KeychainKeyFile != "" && c.InLambda:
+		add(fmt.Errorf("%s is set in Lambda, whose files do not last: use %s (a KMS key)", EnvKeychainKeyFile, EnvKeychainKMSKeyID))
+	case c.KeychainKeyFile != "" && !path.IsAbs(c.KeychainKeyFile):
+		add(fmt.Errorf("%s=%q: name the key file by an absolute path", EnvKeychainKeyFile, c.KeychainKeyFile))
+	}
 	// Schedules' scheduler entries.
 	c.Scheduler = Scheduler{Group: e[EnvSchedulerGroup], TargetARN: e[EnvSchedulerTargetARN], RoleARN: e[EnvSchedulerRoleARN]}
 	add(checkScheduler(c.Scheduler))
@@ -554,6 +589,28 @@ func checkResultStore(v string) error {
 		return fmt.Errorf("%s=%q: no scheme; %s", EnvResultStore, v, resultStoreFix)
 	}
 	return fmt.Errorf("%s=%q: scheme %q is not supported; %s", EnvResultStore, redactURL(v), u.Scheme, resultStoreFix)
+}
+
+// networks reads NOETL_TOKENLESS_WORKER_NETWORKS: CIDRs (10.0.0.0/8) or
+// single addresses (127.0.0.1), comma-separated. A prefix of length 0 is
+// refused: that is every address, the whole worker API open to anyone.
+func networks(v string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range splitList(v) {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil {
+				return nil, fmt.Errorf("%s: %q is neither a network (10.0.0.0/8, fd00::/8) nor an address (127.0.0.1)", EnvTokenlessWorkers, s)
+			}
+			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		if p.Bits() == 0 {
+			return nil, fmt.Errorf("%s: %q is every address: name the networks NoETL's workers run in (e.g. 10.0.0.0/8, 127.0.0.1), or give them a worker token instead", EnvTokenlessWorkers, s)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // splitList splits a comma-separated value, dropping blanks so that an empty

@@ -345,7 +345,7 @@ func TestScopes(t *testing.T) {
 	cases := map[string]Scope{
 		"user-1":     ScopeAPI,
 		"worker-1":   ScopeWorker,
-		"internal-1": ScopeInternal,
+		"internal-1": ScopeInternal | ScopeWorker, // NoETL's workers hold the internal token
 		"shared":     ScopeAPI | ScopeWorker,
 		"user-":      0, // a prefix is not the token
 		"user-12":    0,
@@ -357,7 +357,7 @@ func TestScopes(t *testing.T) {
 			t.Errorf("Scopes(%q) = %b, want %b", in, got, want)
 		}
 	}
-	if !tok.Scopes("shared").Has(ScopeWorker) || tok.Scopes("user-1").Has(ScopeInternal) || tok.Scopes("user-1").Has(0) {
+	if !tok.Scopes("shared").Has(ScopeWorker) || tok.Scopes("user-1").Has(ScopeInternal) || tok.Scopes("user-1").Has(0) || tok.Scopes("internal-1").Has(ScopeAPI) || tok.Scopes("worker-1").Has(ScopeInternal) {
 		t.Error("Has is wrong")
 	}
 	if (Tokens{}).Scopes("") != 0 || !(Tokens{}).Empty() || tok.Empty() {
@@ -410,5 +410,35 @@ func TestRedaction(t *testing.T) {
 	if !strings.Contains(buf.String(), `"api_tokens":1`) || !strings.Contains(buf.String(), "nats://nu:xxxxx@m:4222") ||
 		!strings.Contains(buf.String(), `"result_store":"s3://noetl-results/results"`) {
 		t.Errorf("log line should count tokens: %s", buf.String())
+	}
+}
+
+// TestTokenlessWorkerNetworks: off by default; CIDRs and single addresses;
+// never every address; and refused in Lambda, which stays closed.
+func TestTokenlessWorkerNetworks(t *testing.T) {
+	if c := mustLoad(t, map[string]string{EnvDatabaseURL: localDB}); c.TokenlessWorkers != nil {
+		t.Errorf("by default tokenless workers are allowed from %v, want nowhere", c.TokenlessWorkers)
+	}
+	c := mustLoad(t, map[string]string{EnvDatabaseURL: localDB, EnvTokenlessWorkers: "10.0.0.0/8, 127.0.0.1,fd00::/8,192.168.7.9/24"})
+	var got []string
+	for _, p := range c.TokenlessWorkers {
+		got = append(got, p.String())
+	}
+	if want := []string{"10.0.0.0/8", "127.0.0.1/32", "fd00::/8", "192.168.7.0/24"}; !slices.Equal(got, want) {
+		t.Errorf("networks %v, want %v", got, want)
+	}
+	for v, want := range map[string]string{
+		"0.0.0.0/0":  "is every address",
+		"::/0":       "is every address",
+		"10.0.0.0/x": "neither a network",
+		"localhost":  "neither a network",
+	} {
+		if _, err := load(t, map[string]string{EnvDatabaseURL: localDB, EnvTokenlessWorkers: v}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s=%s: %v, want %q", EnvTokenlessWorkers, v, err, want)
+		}
+	}
+	_, err := load(t, map[string]string{EnvLambdaFunctionName: "f", EnvDatabaseURL: localDB, EnvAllowOpen: "true", EnvTokenlessWorkers: "10.0.0.0/8"})
+	if err == nil || !strings.Contains(err.Error(), "local server only") {
+		t.Errorf("in Lambda: %v, want a refusal", err)
 	}
 }

@@ -38,11 +38,17 @@
 //	NOETL_SERVER_URL              base URL of the API that NATS command bodies carry for workers      (empty: derive from request)
 //	NOETL_API_TOKEN               tokens with scope api (users), comma-separated. Local mode.         -
 //	NOETL_WORKER_TOKEN            tokens with scope worker (claim, heartbeat, events). Local mode.     -
-//	NOETL_INTERNAL_API_TOKEN      tokens with scope internal (/api/internal/*), NoETL's name. Local.   -
+//	NOETL_INTERNAL_API_TOKEN      tokens with scope internal (/api/internal/*), NoETL's name; they    -
+//	                              hold the worker scope too (NoETL's workers send it). Local.
 //	NOETL_INTERNAL_TOKEN          the earlier name of NOETL_INTERNAL_API_TOKEN; its tokens still count -
 //	NOETL_API_TOKENS_SECRET_ARN   secret JSON {"api","worker","internal"}, each a string or a list     -
 //	                              of strings. AWS mode.
 //	NOETL_ALLOW_OPEN              let a Lambda start with no token at all (no authentication)         false
+//	NOETL_TOKENLESS_WORKER_NETWORKS
+//	                              networks (CIDRs or addresses, comma-separated) whose requests       (none)
+//	                              WITHOUT an Authorization header get the worker scope: the worker
+//	                              routes only, for NoETL's Python worker, which sends no token. Never
+//	                              0.0.0.0/0. Local mode: refused in Lambda (docs/noetl-compat.md).
 //	NOETL_LEASE_SECONDS           command claim lease (R-L1)                                          60
 //	NOETL_MAX_BODY_BYTES          request body limit; at most 6 MiB in Lambda (sync payload limit)    1048576
 //	NOETL_LOG_LEVEL               debug | info | warn | error                                         info
@@ -51,6 +57,10 @@
 //	                              file:///absolute/dir on one machine, s3://bucket/prefix in AWS      results get 422)
 //	                              (set on the ingest function only); the server reads only URIs
 //	                              inside it
+//	NOETL_KEYCHAIN_KMS_KEY_ID     KMS key (id, ARN, alias) sealing the keychain's credentials; set    (none: credentials
+//	                              on the keychain function only, the one function granted the key     cannot be stored
+//	NOETL_KEYCHAIN_KEY_FILE       a key file doing the same on one machine (absolute path, mode       or opened)
+//	                              0600; noetl dev/serve create it). Local only; not with the KMS key
 //	NOETL_SCHEDULER_GROUP         EventBridge Scheduler group of the schedules' entries (set on the   (none: no
 //	                              schedules function only, with the two below; docs/schedules.md)     entries)
 //	NOETL_SCHEDULER_TARGET_ARN    the function the entries invoke (the schedules function)            (none)

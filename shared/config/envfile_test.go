@@ -20,7 +20,7 @@ type envFile struct {
 	Runtime   []string            `json:"runtime"`
 }
 
-var functionNames = []string{"catalog", "claim", "execute", "ingest", "outbox", "replay", "schedules", "status"}
+var functionNames = []string{"catalog", "claim", "execute", "ingest", "keychain", "outbox", "replay", "schedules", "status"}
 
 func readEnvFile(t *testing.T) envFile {
 	t.Helper()
@@ -120,17 +120,23 @@ func TestConfigEnvFile(t *testing.T) {
 		t.Errorf("config-env.json lists %q but Load never reads them: remove them", unread)
 	}
 
-	// Functions that publish commands need NATS and the lease; the others
+	// Functions that publish commands need NATS and the lease (keychain,
+	// catalog and replay never do); the others
 	// must not get NATS credentials they never use (least privilege).
 	for _, fn := range functionNames {
 		has := slices.Contains(f.Functions[fn], EnvNATSCredsSecretARN)
-		if want := fn != "catalog" && fn != "replay"; has != want {
+		if want := fn != "catalog" && fn != "replay" && fn != "keychain"; has != want {
 			t.Errorf("functions.%s: NATS creds listed = %v, want %v", fn, has, want)
 		}
 		// Only ingest reads results stored by reference, so only its role
 		// may read the results bucket.
 		if has, want := slices.Contains(f.Functions[fn], EnvResultStore), fn == "ingest"; has != want {
 			t.Errorf("functions.%s: %s listed = %v, want %v", fn, EnvResultStore, has, want)
+		}
+		// Only the keychain function seals and opens credentials, so only its
+		// role may use the keychain's KMS key.
+		if has, want := slices.Contains(f.Functions[fn], EnvKeychainKMSKeyID), fn == "keychain"; has != want {
+			t.Errorf("functions.%s: %s listed = %v, want %v", fn, EnvKeychainKMSKeyID, has, want)
 		}
 		// Only the schedules function writes scheduler entries.
 		if has, want := slices.Contains(f.Functions[fn], EnvSchedulerGroup), fn == "schedules"; has != want {

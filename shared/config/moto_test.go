@@ -127,7 +127,7 @@ func testMotoShardMapTokensNATS(t *testing.T, m *motoFixture) {
 	if got := c.Tokens.Scopes("worker-next"); got != ScopeWorker {
 		t.Errorf("worker-next scopes %b", got)
 	}
-	if c.Tokens.Scopes("api-tok") != ScopeAPI || c.Tokens.Scopes("internal-tok") != ScopeInternal || c.Open() {
+	if c.Tokens.Scopes("api-tok") != ScopeAPI || c.Tokens.Scopes("internal-tok") != ScopeInternal|ScopeWorker || c.Open() {
 		t.Errorf("tokens %+v", c.Tokens)
 	}
 	if c.NATS.URL != "nats://nats.internal:4222" || c.NATS.AuthKind() != "creds" {

@@ -118,3 +118,39 @@ func TestParseNATSCreds(t *testing.T) {
 		}
 	}
 }
+
+// TestKeychainSettings: one key ring at most, a key file only outside Lambda
+// and by an absolute path.
+func TestKeychainSettings(t *testing.T) {
+	base := env{EnvDatabaseURL: "postgres://u@h/d"}
+	with := func(kv ...string) env {
+		e := env{}
+		for k, v := range base {
+			e[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			e[kv[i]] = kv[i+1]
+		}
+		return e
+	}
+	c, _, err := parseEnv(with(EnvKeychainKMSKeyID, "alias/noetl-keychain"))
+	if err != nil || c.KeychainKMSKeyID != "alias/noetl-keychain" {
+		t.Fatalf("KMS key: %+v %v", c, err)
+	}
+	c, _, err = parseEnv(with(EnvKeychainKeyFile, "/var/lib/noetl/keychain.json"))
+	if err != nil || c.KeychainKeyFile != "/var/lib/noetl/keychain.json" {
+		t.Fatalf("key file: %+v %v", c, err)
+	}
+	for _, tc := range []struct {
+		e    env
+		want string
+	}{
+		{with(EnvKeychainKMSKeyID, "k", EnvKeychainKeyFile, "/k.json"), "one key ring"},
+		{with(EnvKeychainKeyFile, "/k.json", EnvLambdaFunctionName, "noetl-keychain", EnvAllowOpen, "true"), "do not last"},
+		{with(EnvKeychainKeyFile, "k.json"), "absolute path"},
+	} {
+		if _, _, err := parseEnv(tc.e); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.e, err, tc.want)
+		}
+	}
+}

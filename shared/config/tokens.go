@@ -13,7 +13,8 @@ const (
 	ScopeAPI Scope = 1 << iota
 	// ScopeWorker is for workers: claim, heartbeat, events.
 	ScopeWorker
-	// ScopeInternal is for /api/internal/*.
+	// ScopeInternal is for /api/internal/*. A token of this scope also holds
+	// ScopeWorker (Tokens.Scopes).
 	ScopeInternal
 )
 
@@ -32,7 +33,11 @@ type Tokens struct {
 func (t Tokens) Empty() bool { return len(t.API)+len(t.Worker)+len(t.Internal) == 0 }
 
 // Scopes returns the scopes the presented token grants (0 for an unknown
-// token). It compares fixed-length digests in constant time against every
+// token). An internal token also holds the worker scope: NoETL gives its
+// workers NOETL_INTERNAL_API_TOKEN (its Rust worker sends it on every call,
+// claims and events included) and NoETL's servers gate only /api/internal/*
+// with it, so a deployment's internal token is a worker's token too; it
+// never holds the user scope. It compares fixed-length digests in constant time against every
 // configured token, so timing reveals neither a token's length nor which
 // token was close.
 func (t Tokens) Scopes(presented string) Scope {
@@ -51,6 +56,9 @@ func (t Tokens) Scopes(presented string) Scope {
 				s |= set.scope
 			}
 		}
+	}
+	if s&ScopeInternal != 0 {
+		s |= ScopeWorker
 	}
 	return s
 }

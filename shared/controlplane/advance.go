@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/notify"
+	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -30,11 +33,14 @@ type txn struct {
 	tx  *store.Tx
 	ids *idSource
 	// now is the database clock once the locks are held (R-S4).
-	now   time.Time
-	execs map[int64]*execution
-	order []*execution
-	cmds  map[string]*command
-	ch    store.Changes
+	now time.Time
+	// reachableSince is when the database last became reachable (its start,
+	// or an outage's end): no lease lapses within a lease of it.
+	reachableSince time.Time
+	execs          map[int64]*execution
+	order          []*execution
+	cmds           map[string]*command
+	ch             store.Changes
 	// announce lists commands issued or retried here, in order: each is
 	// published unless it was given to a worker in this txn (eager dispatch).
 	announce []string
@@ -92,7 +98,30 @@ var errDiscard = errors.New("controlplane: nothing to commit")
 // LockSet cannot name), run fn, then commit what fn gathered and publish
 // after the commit (commit). It adds no round trip to what the caller did
 // by hand: lock is one, commit is one. Any error from fn rolls back.
+//
+// A transaction that fails before its COMMIT is sent, for a cause that may
+// not recur (a lost connection, a serialization failure, a deadlock:
+// store.Retryable), runs again, up to txAttempts times in all: fn must
+// start from scratch each time (set, not append to, what it hands back).
+// What still fails is Transient, which the API answers 503.
 func (s *Service) withTx(ctx context.Context, sh *store.Shard, ls *store.LockSet, fn func(*txn) error) error {
+	for attempt := 1; ; attempt++ {
+		err := s.txOnce(ctx, sh, ls, fn)
+		if err == nil || attempt == txAttempts || !store.Retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt*attempt) * 25 * time.Millisecond):
+		}
+	}
+}
+
+// txAttempts bounds the runs of one transaction (withTx).
+const txAttempts = 3
+
+func (s *Service) txOnce(ctx context.Context, sh *store.Shard, ls *store.LockSet, fn func(*txn) error) error {
 	t, err := s.begin(ctx, sh)
 	if err != nil {
 		return err
@@ -151,7 +180,7 @@ func (t *txn) lock(ls *store.LockSet) error {
 	if err := t.tx.Lock(t.ctx, ls); err != nil {
 		return err
 	}
-	t.now, t.seen = ls.Now, ls.Seen
+	t.now, t.seen, t.reachableSince = ls.Now, ls.Seen, ls.ReachableSince
 	ids := make([]int64, 0, len(ls.ExecutionRows))
 	for id := range ls.ExecutionRows {
 		ids = append(ids, id)
@@ -468,7 +497,18 @@ func (t *txn) commit() error {
 	if err := t.tx.Write(&t.ch); err != nil {
 		return err
 	}
-	if err := t.tx.Commit(t.ctx); err != nil {
+	// The COMMIT runs to its end whether or not the caller stays
+	// (store.Tx.Commit), and so does what follows it here.
+	left := context.AfterFunc(t.ctx, func() {
+		t.s.log.Info("the caller went away while COMMIT was in flight; the commit completes regardless",
+			"shard", t.sh.Index(), "execution_ids", t.executionIDs())
+	})
+	err := t.tx.Commit(t.ctx)
+	callerLeft := !left()
+	if errors.Is(err, store.ErrCommitInDoubt) {
+		err = t.resolve(err)
+	}
+	if err != nil {
 		return err
 	}
 	for _, x := range t.order {
@@ -476,9 +516,84 @@ func (t *txn) commit() error {
 			t.s.snaps.put(x.row.ExecutionID, x.row.LastSeq, x.snap, len(x.row.State))
 		}
 	}
-	t.s.publish(t.ctx, t.sh, t.ch.Outbox)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), publishTimeout)
+	defer cancel()
+	published := t.s.publish(ctx, t.sh, t.ch.Outbox)
+	if callerLeft {
+		t.s.log.Info("the commit stands although its caller went away; its notifications were published",
+			"shard", t.sh.Index(), "execution_ids", t.executionIDs(), "published", published, "notifications", len(t.ch.Outbox))
+	}
 	return nil
 }
+
+// publishTimeout bounds the publishing after a commit; what is not published
+// by then stays in the outbox for the drain.
+const publishTimeout = 10 * time.Second
+
+// executionIDs lists the executions the txn changed, for logs.
+func (t *txn) executionIDs() []string {
+	var out []string
+	for _, x := range t.order {
+		if x.dirty || x.isNew {
+			out = append(out, strconv.FormatInt(x.row.ExecutionID, 10))
+		}
+	}
+	return out
+}
+
+// resolve decides a commit whose answer was lost (store.ErrCommitInDoubt)
+// by reading the execution's log at the seq of the last event the
+// transaction wrote: that event there means it committed. It returns nil
+// when it did, an error store.Retryable when it did not (the transaction can
+// simply run again), and the doubt itself when the database cannot be
+// asked: then nothing is published (the outbox drain publishes what did
+// commit) and the caller gets a 503. Each outcome is logged as what it was.
+func (t *txn) resolve(doubt error) error {
+	log := t.s.log.With("shard", t.sh.Index(), "execution_ids", t.executionIDs(), "error", doubt.Error())
+	if len(t.ch.Events) == 0 {
+		log.Warn("the connection failed during COMMIT and the transaction wrote no event to check; its outcome is unknown")
+		return doubt
+	}
+	last := t.ch.Events[len(t.ch.Events)-1]
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), resolveFor)
+	defer cancel()
+	ended := false
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		var id int64
+		var err error
+		if !ended {
+			// A session still in its commit hides what it wrote: end it first.
+			_, err = store.EndSession(ctx, t.sh.Pool(), t.tx.PID(), t.now, 5*time.Second)
+			ended = err == nil
+		}
+		if ended {
+			id, err = store.EventIDAt(ctx, t.sh.Pool(), last.ExecutionID, last.Seq)
+		}
+		switch {
+		case err == nil && id == last.EventID:
+			log.Warn("the connection failed during COMMIT; the commit stands (its last event is in the log)",
+				"execution_id", last.ExecutionID, "seq", last.Seq)
+			return nil
+		case err == nil || errors.Is(err, store.ErrNotFound):
+			log.Warn("the connection failed during COMMIT; the transaction did not commit (its last event is not in the log)",
+				"execution_id", last.ExecutionID, "seq", last.Seq)
+			return fmt.Errorf("the transaction did not commit: %w", errors.Unwrap(doubt))
+		case !store.Transient(err):
+			log.Warn("the connection failed during COMMIT and reading the log to decide it failed; its outcome is unknown", "check_error", err.Error())
+			return doubt
+		}
+		select {
+		case <-ctx.Done():
+			log.Warn("the connection failed during COMMIT and the database could not be asked; its outcome is unknown: nothing is published now, the outbox drain publishes it if it committed",
+				"check_error", err.Error())
+			return doubt
+		case <-time.After(wait):
+		}
+	}
+}
+
+// resolveFor bounds how long a lost commit answer is looked for.
+const resolveFor = 15 * time.Second
 
 // encodeState encodes the execution's snapshot. A state past the bound fails
 // the execution first (MaxStateBytes): every step writes (and may read) the
@@ -540,7 +655,7 @@ func (s *Service) loadResults(ctx context.Context, q store.Querier, executionID 
 			stored = append(stored, k)
 			continue
 		}
-		v, err := s.readReference(ctx, k.URI)
+		v, err := s.readReference(ctx, executionID, k.URI)
 		if err != nil {
 			return fmt.Errorf("execution %d: %w", executionID, err)
 		}
@@ -577,21 +692,29 @@ func (s *Service) loadResults(ctx context.Context, q store.Querier, executionID 
 // itemPrefetch is how many loop items one load reads (see loadResults).
 const itemPrefetch = 128
 
-// readReference reads a result a worker stored by reference (worker.md §1).
-// It runs under the execution's row lock, only when a decision needs the value;
-// a failure aborts the ingest (the worker re-posts, or the lease expires and
-// the command is retried), so nothing is decided on a missing result.
-func (s *Service) readReference(ctx context.Context, uri string) (any, error) {
+// readReference reads a result a worker stored by reference (worker.md §1):
+// a URI inside the result store, or a noetl:// reference of this execution
+// (resultstore.Resolve); a fragment is a JSON Pointer into the stored value
+// (NoETL's Rust worker stages its whole tool result: #/data is the step's
+// data, noetlwire.Result). It runs under the execution's row lock, only when
+// a decision needs the value; a failure aborts the ingest (the worker
+// re-posts, or the lease expires and the command is retried), so nothing is
+// decided on a missing result.
+func (s *Service) readReference(ctx context.Context, executionID int64, uri string) (any, error) {
 	if s.cfg.Results == nil {
 		return nil, fmt.Errorf("the result at %s was stored by reference, but this server has no result store (set NOETL_RESULT_STORE)", uri)
 	}
-	b, err := s.cfg.Results.Get(ctx, uri)
+	loc, pointer, _ := strings.Cut(uri, "#")
+	b, err := resultstore.Resolve(ctx, s.cfg.Results, loc, executionID)
 	if err != nil {
 		return nil, fmt.Errorf("read the result stored by reference at %s: %w", uri, err)
 	}
 	v, err := jsonx.Decode(b)
 	if err != nil {
 		return nil, fmt.Errorf("the result stored at %s is not JSON: %w", uri, err)
+	}
+	if v, err = jsonx.Pointer(v, pointer); err != nil {
+		return nil, Errorf(ErrInvalid, "the result stored by reference at %s: %v", uri, err)
 	}
 	if err := jsonx.CheckText("data", v); err != nil {
 		// Never posted, so never checked by the API: refused (422) like a NUL posted inline.
@@ -616,11 +739,12 @@ func engineKey(k store.StepResultKey) engine.ResultKey {
 	return engine.ResultKey{Kind: kind, Step: k.Step, Visit: k.Visit, Index: k.Index}
 }
 
-// publish sends committed notifications and marks them published. A failure only
-// leaves rows PENDING for the drain (R-A6): Postgres is the truth, NATS a doorbell.
-func (s *Service) publish(ctx context.Context, sh *store.Shard, msgs []store.OutboxMessage) {
+// publish sends committed notifications and marks them published, and says
+// how many went out. A failure only leaves rows PENDING for the drain (R-A6):
+// Postgres is the truth, NATS a doorbell.
+func (s *Service) publish(ctx context.Context, sh *store.Shard, msgs []store.OutboxMessage) int {
 	if s.cfg.Publisher == nil || len(msgs) == 0 {
-		return
+		return 0
 	}
 	var done []int64
 	for _, m := range msgs {
@@ -632,11 +756,12 @@ func (s *Service) publish(ctx context.Context, sh *store.Shard, msgs []store.Out
 		done = append(done, m.OutboxID)
 	}
 	if len(done) == 0 {
-		return
+		return 0
 	}
 	if _, err := store.MarkOutboxPublished(ctx, sh.Pool(), done); err != nil {
 		s.log.WarnContext(ctx, "mark outbox published failed; rows will be re-published (de-duplicated by JetStream)", "error", err.Error())
 	}
+	return len(done)
 }
 
 func toEngine(e store.Event) engine.Event {

@@ -115,7 +115,7 @@ func (t *txn) claimOne(x *execution, k *command, workerID string, start bool) (*
 		return nil, refuse(ClaimTerminal, "Execution is already %s", x.row.Status), nil
 	}
 	held := k.row.Status == store.CommandClaimed || k.row.Status == store.CommandRunning
-	if held && !k.row.LeaseExpiresAt.After(t.now) {
+	if held && t.leaseLapsed(k) {
 		// R-L4: a claim on an expired lease runs the sweep transition first.
 		if err := t.expire(x, k); err != nil {
 			return nil, nil, err
@@ -154,6 +154,14 @@ func (t *txn) expire(x *execution, k *command) error {
 		CommandID: k.row.CommandID, WorkerID: k.row.WorkerID,
 		Meta: map[string]any{"command_id": k.row.CommandID, "attempt": int64(k.row.Attempt), "worker_id": k.row.WorkerID}})
 	return err
+}
+
+// leaseLapsed reports whether a held command's lease has run out and may be
+// taken from its holder: not within a lease of the database becoming
+// reachable again, as the lease-expiry job (store.LockExpiredLeases), since
+// the holder could not heartbeat meanwhile.
+func (t *txn) leaseLapsed(k *command) bool {
+	return !k.row.LeaseExpiresAt.After(t.now) && !t.now.Before(t.reachableSince.Add(t.s.lease))
 }
 
 // Heartbeat extends the lease of a command the worker holds (R-L1: no event),

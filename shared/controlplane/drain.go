@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -47,10 +48,19 @@ func (s *Service) Drain(ctx context.Context, maxBatch int) (*DrainReport, error)
 		}
 	}
 	r.OutboxLagSeconds = r.OutboxLag.Seconds()
-	s.log.InfoContext(ctx, "drain", "published", r.Published, "publish_failed", r.PublishFailed, "expired", r.Expired,
+	if len(errs) > 0 {
+		return r, errors.Join(errs...) // the caller says it failed, once per outage
+	}
+	// A run that did nothing says so only at debug: it runs every minute
+	// (EventBridge), or every few seconds locally, outages included.
+	level := slog.LevelDebug
+	if r.Published+r.PublishFailed+r.Expired+r.TimedOut+r.RetriesAnnounced+r.ChildrenCancelled > 0 || r.OutboxDeleted > 0 {
+		level = slog.LevelInfo
+	}
+	s.log.Log(ctx, level, "drain", "published", r.Published, "publish_failed", r.PublishFailed, "expired", r.Expired,
 		"timed_out", r.TimedOut, "retries_announced", r.RetriesAnnounced, "children_cancelled", r.ChildrenCancelled,
 		"outbox_pending", r.OutboxPending, "outbox_lag_seconds", r.OutboxLagSeconds)
-	return r, errors.Join(errs...)
+	return r, nil
 }
 
 // drainJob is one of the scheduled run's jobs; each lives in its own file,

@@ -12,6 +12,12 @@ var (
 	ErrNotFound = errors.New("not found")       // 404
 	ErrConflict = errors.New("conflict")        // 409
 	ErrInvalid  = errors.New("invalid request") // 422
+	// ErrForbidden: the caller may not have what it asked for (credential
+	// data outside a running execution's worker).
+	ErrForbidden = errors.New("forbidden") // 403
+	// ErrUnavailable: the server lacks what the request needs (a keychain
+	// key, a result store); the message names the setting.
+	ErrUnavailable = errors.New("unavailable") // 503
 )
 
 // Errorf wraps a kind with a message: errors.Is(err, kind) holds and Error() is

@@ -95,6 +95,7 @@ func (s *Service) IngestBatch(ctx context.Context, executionID int64, ins []Even
 		ls.Request = &store.RequestKey{ExecutionID: executionID, Key: req.Key}
 	}
 	err := s.withExecution(ctx, executionID, ls, func(t *txn, x *execution) error {
+		fenced = nil // from scratch: withTx may run this again
 		if a := ls.Answered; a != nil {
 			if a.Hash != req.Hash {
 				return Errorf(ErrInvalid, "Idempotency-Key %q was used for another request to execution %d; send a new key with a new request", req.Key, executionID)

@@ -8,7 +8,9 @@ import (
 
 // cleanOutbox is the cleanup job: it deletes published outbox rows older than
 // store.OutboxRetention and event requests' Idempotency-Keys older than
-// store.RequestRetention, a bounded batch of each per run.
+// store.RequestRetention, a bounded batch of each per run; once per run (on
+// shard 0) also the cluster's credential reads older than
+// store.CredentialReadRetention.
 func (s *Service) cleanOutbox(ctx context.Context, sh *store.Shard, r *DrainReport) error {
 	n, err := store.DeletePublishedOutbox(ctx, sh.Pool(), store.OutboxRetention, 10000)
 	if err != nil {
@@ -17,6 +19,11 @@ func (s *Service) cleanOutbox(ctx context.Context, sh *store.Shard, r *DrainRepo
 	r.OutboxDeleted += n
 	if _, err := store.DeleteOldRequests(ctx, sh.Pool(), store.RequestRetention, 10000); err != nil {
 		return err
+	}
+	if sh.Index() == 0 {
+		if _, err := store.DeleteOldCredentialReads(ctx, s.st.Cluster(), store.CredentialReadRetention, 10000); err != nil {
+			return err
+		}
 	}
 	return nil
 }

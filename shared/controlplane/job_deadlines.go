@@ -14,7 +14,7 @@ import (
 func (s *Service) failPastDeadline(ctx context.Context, sh *store.Shard, r *DrainReport) error {
 	return s.sweepBatches(ctx, sh,
 		func(q store.Querier) ([]store.Command, error) {
-			return store.LockPastDeadline(ctx, q, s.grace, sweepBatch)
+			return store.LockPastDeadline(ctx, q, s.grace, s.lease, sweepBatch)
 		},
 		func(t *txn, x *execution, k *command) error {
 			c := k.row

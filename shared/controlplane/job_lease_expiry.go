@@ -11,7 +11,9 @@ import (
 // failure (R-L3, R-L4).
 func (s *Service) expireLeases(ctx context.Context, sh *store.Shard, r *DrainReport) error {
 	return s.sweepBatches(ctx, sh,
-		func(q store.Querier) ([]store.Command, error) { return store.LockExpiredLeases(ctx, q, sweepBatch) },
+		func(q store.Querier) ([]store.Command, error) {
+			return store.LockExpiredLeases(ctx, q, s.lease, sweepBatch)
+		},
 		func(t *txn, x *execution, k *command) error { return t.expire(x, k) },
 		&r.Expired)
 }

@@ -16,7 +16,9 @@ func (s *Service) announceRetries(ctx context.Context, sh *store.Shard, r *Drain
 	}
 	// The rows stay locked while their notifications go out, so two runs
 	// do not announce the same retry; nothing is written.
-	return s.withTx(ctx, sh, nil, func(t *txn) error {
+	announced := 0
+	err := s.withTx(ctx, sh, nil, func(t *txn) error {
+		announced = 0 // from scratch: withTx may run this again
 		cmds, err := store.LockDueRetries(ctx, t.tx, sweepBatch)
 		if err != nil {
 			return err
@@ -34,8 +36,10 @@ func (s *Service) announceRetries(ctx context.Context, sh *store.Shard, r *Drain
 			if err := s.cfg.Publisher.Publish(ctx, m.Subject, m.MsgID, m.Payload); err != nil {
 				return fmt.Errorf("announce retry of %s: %w", c.CommandID, err)
 			}
-			r.RetriesAnnounced++
+			announced++
 		}
 		return nil
 	})
+	r.RetriesAnnounced += announced
+	return err
 }

@@ -117,7 +117,30 @@ func (s *Service) Report(ctx context.Context, r Report) (*ReportOutcome, error) 
 		}()
 	}
 	wg.Wait()
-	return out, nil
+	return out, unavailable(out)
+}
+
+// unavailable is the error of a report none of whose events and claims could
+// be handled because the database is away (store.Transient): the request
+// as a whole then fails with it (503 with Retry-After), rather than
+// answering each item so.
+func unavailable(out *ReportOutcome) error {
+	errs := make([]error, 0, len(out.Events)+len(out.Claims))
+	for _, e := range out.Events {
+		errs = append(errs, e.Err)
+	}
+	for _, c := range out.Claims {
+		errs = append(errs, c.Err)
+	}
+	for _, err := range errs {
+		if !store.Transient(err) {
+			return nil
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return errs[0]
 }
 
 // report is one shard's part of a Report: its executions' events and its
@@ -151,7 +174,9 @@ func (s *Service) reportShard(ctx context.Context, sh *store.Shard, r Report, pa
 			out.Claims[i].Err = err
 		}
 	}
-	if len(ids)+len(part.claims) == 1 {
+	if len(ids)+len(part.claims) == 1 || store.Transient(err) {
+		// One piece, or the database is away: piece by piece would only
+		// fail again.
 		fail(ids, part.claims, err)
 		return nil
 	}
@@ -202,6 +227,12 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 		}
 	}()
 	err = s.withTx(ctx, sh, ls, func(t *txn) error {
+		// From scratch: withTx may run this again.
+		clear(outcomes)
+		clear(claimed)
+		bodies = nil
+		budget.giveBack(taken)
+		taken = 0
 		for _, id := range ids {
 			x, xerr := t.execution(id)
 			for _, i := range part.execs[id] {

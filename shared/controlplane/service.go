@@ -65,6 +65,9 @@ type Config struct {
 	// step that takes it past the bound fails the execution, naming it;
 	// default DefaultMaxStateBytes.
 	MaxStateBytes int
+	// WorkerTTL is how long a registered worker stays alive without a
+	// register or pool heartbeat (workers.go); default DefaultWorkerTTL.
+	WorkerTTL time.Duration
 	// Clock is the time schedules fire by; default time.Now. Tests drive
 	// it through daylight-saving changes.
 	Clock func() time.Time
@@ -117,6 +120,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.MaxStateBytes <= 0 {
 		cfg.MaxStateBytes = DefaultMaxStateBytes
+	}
+	if cfg.WorkerTTL <= 0 {
+		cfg.WorkerTTL = DefaultWorkerTTL
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -28,8 +29,11 @@ import (
 	"github.com/noetl-go/noetl/shared/api"
 	"github.com/noetl-go/noetl/shared/config"
 	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/credentials"
 	"github.com/noetl-go/noetl/shared/dashboard"
 	"github.com/noetl-go/noetl/shared/devstack"
+	"github.com/noetl-go/noetl/shared/keychain"
+	"github.com/noetl-go/noetl/shared/keychain/kmsring"
 	"github.com/noetl-go/noetl/shared/lambdafn"
 	"github.com/noetl-go/noetl/shared/localgw"
 	"github.com/noetl-go/noetl/shared/notify"
@@ -47,6 +51,10 @@ type Options struct {
 	DatabaseURL string
 	ShardURLs   string
 	Shards      int
+	// PostgresSettings are server settings of the throwaway Postgres (name →
+	// value, as postgres -c), e.g. synchronous_commit=on for a test that
+	// holds a COMMIT.
+	PostgresSettings map[string]string
 	// Migrate applies migrations to given databases (throwaway ones always are).
 	Migrate bool
 	// NATSURL names an existing NATS; empty: an embedded JetStream, stream created.
@@ -56,6 +64,13 @@ type Options struct {
 	// directory when the database is throwaway too, else none (such results
 	// are then refused with a 422 that says so).
 	ResultStore string
+	// KeyFile is the keychain's key file, created (mode 0600) when missing.
+	// Empty: NOETL_KEYCHAIN_KEY_FILE; else, with NOETL_KEYCHAIN_KMS_KEY_ID
+	// set, that KMS key instead; else a file in a temporary directory when the
+	// database is throwaway too (both go when the stack stops), else
+	// keychain.DefaultKeyFile (the user's configuration directory), which
+	// must outlive the stack as the database does.
+	KeyFile string
 	// DrainEvery runs the outbox function's scheduled invocation this often (the
 	// EventBridge stand-in); 0 never.
 	DrainEvery time.Duration
@@ -78,6 +93,9 @@ type Options struct {
 	Out io.Writer
 	// Timeouts bound slow clients of the HTTP server (see Timeouts).
 	Timeouts Timeouts
+	// WorkerTTL is the worker registry's expiry; 0: its default (tests
+	// shorten it).
+	WorkerTTL time.Duration
 }
 
 // Server is a running stack.
@@ -96,6 +114,8 @@ type Server struct {
 	Postgres *devstack.Postgres
 	// Results is the result store workers of this stack share; nil: none.
 	Results resultstore.Store
+	// KeyRing seals the keychain's credentials: a key file, or a KMS key.
+	KeyRing keychain.KeyRing
 	// DBCounter counts the round trips, statements and commits the stack
 	// sends to Postgres.
 	DBCounter *store.Counter
@@ -141,7 +161,8 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 
 	if o.DatabaseURL == "" {
 		fmt.Fprintf(o.Out, "starting a throwaway Postgres with %d shard databases\n", o.Shards)
-		pg, err := devstack.StartPostgres(context.WithoutCancel(ctx), devstack.PostgresOptions{Shards: o.Shards, Logger: o.Logger})
+		pg, err := devstack.StartPostgres(context.WithoutCancel(ctx), devstack.PostgresOptions{Shards: o.Shards, Logger: o.Logger,
+			ExtraSettings: o.PostgresSettings})
 		if err != nil {
 			return nil, fmt.Errorf("start Postgres: %w", err)
 		}
@@ -186,7 +207,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	}
 
 	scfg := store.Config{ClusterDSN: cfg.ClusterDSN, ShardDSNs: cfg.ShardDSNs, MaxConns: max(int(cfg.DBMaxConns), 10),
-		Tracer: s.DBCounter}
+		Tracer: s.DBCounter, Logger: o.Logger}
 	if o.Migrate && o.DatabaseURL != "" {
 		if err := store.Migrate(ctx, scfg); err != nil {
 			return nil, fmt.Errorf("migrate: %w", err)
@@ -214,8 +235,14 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if err := s.openResults(ctx, o); err != nil {
 		return nil, err
 	}
+	if err := s.openKeyRing(ctx, o, cfg); err != nil {
+		return nil, err
+	}
 	deps := lambdafn.Deps{Store: s.Store, Publisher: lambdafn.PublisherOf(notify.NewPublisher(s.JS, notify.StreamOptions{})),
-		NATS: lambdafn.NATSChecker(s.NATS), Config: cfg, Results: s.Results, Logger: o.Logger,
+		NATS: lambdafn.NATSChecker(s.NATS), Config: cfg, Results: s.Results, Logger: o.Logger, WorkerTTL: o.WorkerTTL,
+		Keychain: func(st *store.Store, svc *controlplane.Service, log *slog.Logger) api.Keychain {
+			return credentials.New(st, s.KeyRing, svc, log)
+		},
 		Dashboard: dashboard.Files{}}
 	metrics := localgw.NewMetrics(serverStats{s}, cfg.Tokens)
 	deps.Recorder, deps.Observer = metrics, metrics
@@ -296,6 +323,47 @@ func (s *Server) openResults(ctx context.Context, o Options) error {
 	return nil
 }
 
+// openKeyRing opens the keychain's key ring (see Options.KeyFile).
+func (s *Server) openKeyRing(ctx context.Context, o Options, cfg *config.Config) error {
+	path := o.KeyFile
+	if path == "" {
+		path = cfg.KeychainKeyFile
+	}
+	if path == "" && cfg.KeychainKMSKeyID != "" {
+		awsCfg, err := cfg.AWSConfig(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: %w", config.EnvKeychainKMSKeyID, err)
+		}
+		ring, err := kmsring.New(awsCfg, cfg.KeychainKMSKeyID)
+		if err != nil {
+			return err
+		}
+		s.KeyRing = ring
+		return nil
+	}
+	if path == "" && o.DatabaseURL == "" {
+		dir, err := os.MkdirTemp("", "noetl-keychain-")
+		if err != nil {
+			return fmt.Errorf("keychain: %w", err)
+		}
+		s.closers = append(s.closers, func() { os.RemoveAll(dir) })
+		path = filepath.Join(dir, "keychain.json")
+	}
+	if path == "" {
+		var err error
+		if path, err = keychain.DefaultKeyFile(); err != nil {
+			return err
+		}
+	}
+	ring, err := keychain.OpenFile(path, true)
+	if err != nil {
+		return err
+	}
+	s.KeyRing = ring
+	fmt.Fprintf(o.Out, "keychain key file %s\n", path)
+	return nil
+}
+
 // Open reports whether the API runs without tokens.
 func (s *Server) Open() bool { return s.API.Open() }
 
@@ -309,18 +377,50 @@ func (s *Server) Drain(ctx context.Context) error {
 	return err
 }
 
+// drainLoop runs the schedule (see loopLog for what it logs).
 func (s *Server) drainLoop(ctx context.Context, every time.Duration, logger *slog.Logger) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	l := loopLog{log: logger, what: "scheduled outbox run"}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := s.Drain(ctx); err != nil && ctx.Err() == nil {
-				logger.Error("scheduled outbox run failed", "error", err.Error())
+			err := s.Drain(ctx)
+			if ctx.Err() != nil {
+				return
 			}
+			l.outcome(ctx, err)
 		}
+	}
+}
+
+// loopLog is what a loop standing in for a schedule logs: a run that fails
+// is said once, with the error, and the first that succeeds again says how
+// many failed. A database outage is two lines, not one per tick.
+type loopLog struct {
+	log    *slog.Logger
+	what   string
+	failed int
+	since  time.Time
+}
+
+func (l *loopLog) outcome(ctx context.Context, err error) {
+	switch {
+	case err != nil && l.failed == 0:
+		level := slog.LevelError
+		if store.Transient(err) {
+			level = slog.LevelWarn
+		}
+		l.log.Log(ctx, level, l.what+" failed; retrying at every tick, quietly until one succeeds", "error", err.Error())
+		l.since = time.Now()
+		l.failed++
+	case err != nil:
+		l.failed++
+	case l.failed > 0:
+		l.log.Info(l.what+" succeeds again", "failed_runs", l.failed, "failing_for", time.Since(l.since).Round(time.Millisecond).String())
+		l.failed = 0
 	}
 }
 
@@ -341,12 +441,15 @@ func (s *Server) FireSchedules(ctx context.Context) (*controlplane.FireReport, e
 // scheduleLoop fires the schedules at their fire times: it sleeps until the
 // next one the firing reports, never longer than every.
 func (s *Server) scheduleLoop(ctx context.Context, every time.Duration, logger *slog.Logger) {
+	l := loopLog{log: logger, what: "firing the schedules"}
 	for {
 		wait := every
 		r, err := s.FireSchedules(ctx)
+		if ctx.Err() == nil {
+			l.outcome(ctx, err)
+		}
 		switch {
-		case err != nil && ctx.Err() == nil:
-			logger.Error("firing the schedules failed", "error", err.Error())
+		case err != nil:
 		case r != nil && !r.NextFireAt.IsZero():
 			// A fire time already past (more due than one firing takes, or a
 			// schedule that failed) is retried soon, not in a tight loop.

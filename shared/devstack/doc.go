@@ -28,6 +28,11 @@
 //   - Databases created in an external server (AdminURL) by a killed process stay
 //     there; their names start with noetl_t.
 //
+// Halt stops a server it started without removing anything (pg_ctl stop, mode
+// fast or immediate: the latter is a crash) and Resume starts it again on the
+// same port and data, still as this process's child: tests of database outages
+// stop it for a minute, or crash-restart it.
+//
 // # NATS
 //
 // StartNATS embeds nats-server with JetStream on a free port and a temp store dir.

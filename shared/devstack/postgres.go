@@ -79,6 +79,12 @@ type PostgresServer struct {
 	exited    chan struct{} // closed once the postmaster has exited
 	startTook time.Duration
 	log       *slog.Logger
+	// What a restart needs (Halt, Resume): the same binaries, data, socket
+	// dir, port and user.
+	binDir, dataDir, sockDir string
+	port                     int
+	cred                     *syscall.Credential
+	mu                       sync.Mutex // guards cmd and exited across restarts
 
 	stopOnce  sync.Once
 	stopErr   error
@@ -186,6 +192,8 @@ func (s *PostgresServer) StartDuration() time.Duration { return s.startTook }
 
 // PID is the postmaster's process id (0 for an external server).
 func (s *PostgresServer) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.cmd == nil || s.cmd.Process == nil {
 		return 0
 	}
@@ -252,8 +260,11 @@ func (s *PostgresServer) dropDatabases(names []string) error {
 	if len(names) == 0 {
 		return nil
 	}
+	s.mu.Lock()
+	exited := s.exited
+	s.mu.Unlock()
 	select {
-	case <-s.exited:
+	case <-exited:
 		if !s.external {
 			return nil // the server is gone and its data dir with it
 		}
@@ -296,20 +307,73 @@ func (s *PostgresServer) Stop() error {
 	return s.stopErr
 }
 
+// Halt stops a server devstack started, keeping its data, port and temp dir
+// for Resume: mode is pg_ctl's shutdown mode, "fast" (sessions are ended,
+// the server checkpoints and exits) or "immediate" (every process quits at
+// once, as in a crash: the next start recovers from the WAL). Tests of a
+// database outage stop it for as long as they like.
+func (s *PostgresServer) Halt(mode string) error {
+	if s.external {
+		return errors.New("devstack: an external server cannot be halted")
+	}
+	if mode != "fast" && mode != "immediate" {
+		return fmt.Errorf("devstack: shutdown mode %q: use fast or immediate", mode)
+	}
+	s.mu.Lock()
+	exited := s.exited
+	s.mu.Unlock()
+	stop := exec.Command(filepath.Join(s.binDir, "pg_ctl"), "stop", "-D", s.dataDir, "-m", mode, "-w", "-t", "60")
+	stop.Dir = s.dir
+	stop.SysProcAttr = procAttr(s.cred)
+	if out, err := stop.CombinedOutput(); err != nil {
+		return fmt.Errorf("devstack: pg_ctl stop -m %s: %w\n%s", mode, err, out)
+	}
+	<-exited
+	s.log.Debug("devstack: postgres halted", "mode", mode)
+	return nil
+}
+
+// Resume starts a halted server again on the same port and data: what
+// `pg_ctl restart` does, in two steps, with the server still this
+// process's child (so Stop and the parent-death signal still work).
+func (s *PostgresServer) Resume(ctx context.Context) error {
+	if s.external {
+		return errors.New("devstack: an external server cannot be resumed")
+	}
+	s.mu.Lock()
+	exited := s.exited
+	s.mu.Unlock()
+	select {
+	case <-exited:
+	default:
+		return errors.New("devstack: the server is running; Halt it first")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := s.runServer(ctx, true); err != nil {
+		return fmt.Errorf("devstack: resume: %w", err)
+	}
+	s.log.Debug("devstack: postgres resumed", "port", s.port)
+	return nil
+}
+
 func (s *PostgresServer) stopProcess() error {
-	if s.cmd == nil || s.cmd.Process == nil {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
 		return nil
 	}
-	pid := s.cmd.Process.Pid
+	pid := cmd.Process.Pid
 	select {
-	case <-s.exited:
+	case <-exited:
 	default:
 		_ = syscall.Kill(pid, syscall.SIGINT) // fast shutdown: end sessions, checkpoint, exit
 		select {
-		case <-s.exited:
+		case <-exited:
 		case <-time.After(15 * time.Second):
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
-			<-s.exited
+			<-exited
 		}
 	}
 	// Backends are children of the postmaster in its group; none should outlive it,
@@ -375,7 +439,8 @@ func (s *PostgresServer) startLocal(ctx context.Context, opts PostgresOptions) e
 		if err != nil {
 			return fail(err)
 		}
-		err = s.runServer(ctx, binDir, dataDir, sockDir, port, cred)
+		s.binDir, s.dataDir, s.sockDir, s.port, s.cred = binDir, dataDir, sockDir, port, cred
+		err = s.runServer(ctx, false)
 		if err == nil {
 			s.adminDSN = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
 			s.log.Debug("devstack: postgres ready", "port", port, "dir", dir)
@@ -389,14 +454,21 @@ func (s *PostgresServer) startLocal(ctx context.Context, opts PostgresOptions) e
 
 var errPortTaken = errors.New("port taken")
 
-func (s *PostgresServer) runServer(ctx context.Context, binDir, dataDir, sockDir string, port int, cred *syscall.Credential) error {
+// runServer starts postgres and waits until it answers; resumed appends to
+// the log of the earlier run rather than starting it again.
+func (s *PostgresServer) runServer(ctx context.Context, resumed bool) error {
+	binDir, dataDir, sockDir, port, cred := s.binDir, s.dataDir, s.sockDir, s.port, s.cred
 	args := []string{"-D", dataDir, "-p", strconv.Itoa(port), "-k", sockDir,
 		"-c", "listen_addresses=127.0.0.1"}
 	for _, st := range s.settings {
 		args = append(args, "-c", st.Name+"="+st.Value)
 	}
 	s.logPath = filepath.Join(s.dir, "postgres.log")
-	logFile, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	mode := os.O_TRUNC
+	if resumed {
+		mode = os.O_APPEND
+	}
+	logFile, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|mode, 0o644)
 	if err != nil {
 		return fmt.Errorf("devstack: %w", err)
 	}
@@ -412,7 +484,9 @@ func (s *PostgresServer) runServer(ctx context.Context, binDir, dataDir, sockDir
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
+	s.mu.Lock()
 	s.cmd, s.exited = cmd, exited
+	s.mu.Unlock()
 
 	dsn := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=2", port)
 	for {

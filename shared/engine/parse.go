@@ -45,6 +45,30 @@ func Parse(src []byte) (*Playbook, Diagnostics) {
 // names are free (see step).
 var namePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
+// ContextKey reads a key that writes the durable context (a set key, an
+// execution variable): an optional ctx., iter. or step. prefix, then a dotted
+// path whose parts match namePattern (R-T9) and whose first part is not a
+// reserved name (R-T7). It returns the path in ctx.
+func ContextKey(key string) (string, error) {
+	path := key
+	for _, prefix := range []string{"ctx.", "iter.", "step."} {
+		if strings.HasPrefix(path, prefix) {
+			path = strings.TrimPrefix(path, prefix)
+			break
+		}
+	}
+	parts := strings.Split(path, ".")
+	for _, part := range parts {
+		if !namePattern.MatchString(part) {
+			return "", fmt.Errorf("%q: each part of the path must match [A-Za-z_][A-Za-z0-9_]* (R-T9)", key)
+		}
+	}
+	if reservedNames[parts[0]] {
+		return "", fmt.Errorf("%q writes the reserved name %q (R-T7)", key, parts[0])
+	}
+	return path, nil
+}
+
 // reservedNames are bindings the engine provides to templates (R-T7).
 var reservedNames = map[string]bool{
 	"workload": true, "ctx": true, "steps": true, "iter": true, "output": true, "error": true,
@@ -1591,25 +1615,10 @@ func (p *parser) set(n *yaml.Node, path string) []SetEntry {
 	seen := map[string]string{}
 	for _, e := range es {
 		fp := join(path, e.key)
-		key := e.key
-		for _, prefix := range []string{"ctx.", "iter.", "step."} {
-			if strings.HasPrefix(key, prefix) {
-				key = strings.TrimPrefix(key, prefix)
-				break
-			}
-		}
-		parts := strings.Split(key, ".")
-		valid := true
-		for _, part := range parts {
-			if !namePattern.MatchString(part) {
-				p.errf(e.keyN, fp, "set key %q: each part of the path must match [A-Za-z_][A-Za-z0-9_]* (R-T9)", e.key)
-				valid = false
-				break
-			}
-		}
-		if valid && reservedNames[parts[0]] {
-			p.errf(e.keyN, fp, "set key %q writes the reserved name %q (R-T7)", e.key, parts[0])
-			valid = false
+		key, err := ContextKey(e.key)
+		valid := err == nil
+		if err != nil {
+			p.errf(e.keyN, fp, "set key %s", err)
 		}
 		if valid {
 			for other, otherKey := range seen {

@@ -127,8 +127,16 @@ func (d *decider) lookup(name string, b *bindings) (any, bool) {
 	if v, ok := d.stepResult(name); ok {
 		return d.stepView(name, v), true
 	}
-	v, ok := d.run.Workload[name]
-	return v, ok
+	if v, ok := d.run.Workload[name]; ok {
+		return v, true
+	}
+	if name == "vars" {
+		// NoETL's older templates read execution variables as {{ vars.x }};
+		// here they are the durable context (POST /api/vars writes it). Last,
+		// so a workload key, step or set value named vars keeps its meaning.
+		return d.lookup("ctx", b)
+	}
+	return nil, false
 }
 
 // stepResult is the latest finished visit's result (R-T8); a skipped step is null,

@@ -25,6 +25,7 @@ func ToRequest(ev *events.APIGatewayV2HTTPRequest) (*api.Request, error) {
 		PathParams: ev.PathParameters,
 		Header:     http.Header{},
 		RequestID:  ev.RequestContext.RequestID,
+		SourceIP:   ev.RequestContext.HTTP.SourceIP,
 	}
 	if r.Path == "" {
 		r.Path = ev.RequestContext.HTTP.Path

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,6 +29,7 @@ import (
 	"github.com/noetl-go/noetl/shared/lambdaemu"
 	"github.com/noetl-go/noetl/shared/lambdafn"
 	"github.com/noetl-go/noetl/shared/notify"
+	"github.com/noetl-go/noetl/shared/store"
 )
 
 func TestMain(m *testing.M) { devstacktest.Main(m) }
@@ -516,6 +518,47 @@ func TestRealBootstrap(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), `"msg":"cold start"`) {
 		t.Errorf("no cold start log line:\n%s", stderr.String())
+	}
+}
+
+// TestColdStartWhileTheDatabaseIsDown (issue 23): a function that starts
+// while its database cannot be reached does not fail its cold start: it
+// answers API Gateway events 503 with Retry-After, and serves as usual from
+// the first invocation after the database is back.
+func TestColdStartWhileTheDatabaseIsDown(t *testing.T) {
+	pg := devstacktest.Postgres(t, 0)
+	down := "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2" // nothing listens there
+	env := map[string]string{"NOETL_DATABASE_URL": down, "NOETL_MIGRATE_ON_START": "true", "NOETL_ALLOW_OPEN": "true",
+		"NOETL_DB_SSLMODE": "disable"}
+	start := func(ctx context.Context) (*lambdafn.Handler, func(), error) {
+		return lambdafn.FromEnv(ctx, api.FnStatus, func(k string) string { return env[k] }, lambdafn.Env{})
+	}
+	ctx := context.Background()
+	if _, _, err := start(ctx); !store.Transient(err) {
+		t.Fatalf("a cold start with the database down: %v, want a transient error", err)
+	}
+	w := lambdafn.NewWaiting(start)
+	defer w.Close()
+	invoke := lambda.NewHandler(w.Handle)
+	health := event(t, "status.json", map[string]string{"EXEC": "1024"})
+	out, err := invoke.Invoke(ctx, health)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp events.APIGatewayV2HTTPResponse
+	if err := json.Unmarshal(out, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Headers["Retry-After"] == "" || !strings.Contains(resp.Body, "database") {
+		t.Fatalf("with the database down: %d %v %s; want 503 with Retry-After", resp.StatusCode, resp.Headers, resp.Body)
+	}
+	env["NOETL_DATABASE_URL"] = pg.ClusterDSN // the database is back
+	out, err = invoke.Invoke(ctx, health)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(out, &resp); err != nil || resp.StatusCode == http.StatusServiceUnavailable {
+		t.Fatalf("with the database back: %s %v", out, err)
 	}
 }
 

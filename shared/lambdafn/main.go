@@ -2,6 +2,7 @@ package lambdafn
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -33,14 +35,71 @@ func Main(function string, env Env) {
 	start := time.Now()
 	// Until the configuration names a level, report at the default one.
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	h, closeFn, err := FromEnv(context.Background(), function, os.Getenv, env)
-	if err != nil {
+	startFn := func(ctx context.Context) (*Handler, func(), error) { return FromEnv(ctx, function, os.Getenv, env) }
+	h, closeFn, err := startFn(context.Background())
+	switch {
+	case store.Transient(err):
+		// Lambda starts instances during an outage too: this one answers
+		// 503 with Retry-After until its start succeeds.
+		logger.Warn("cold start: the database is unreachable; answering 503 with Retry-After and starting again at each invocation",
+			"function", function, "error", err.Error())
+		w := NewWaiting(startFn)
+		defer w.Close()
+		lambda.Start(w.Handle)
+		return
+	case err != nil:
 		logger.Error("cold start failed", "function", function, "error", err.Error())
 		os.Exit(1)
 	}
 	defer closeFn()
 	logger.Info("cold start", "function", function, "init_ms", time.Since(start).Milliseconds())
 	lambda.Start(h.Handle)
+}
+
+// Waiting is a function whose cold start could not reach the database: each
+// invocation starts it again (no backoff: an instance serves one invocation
+// at a time, and the failed dial is the answer's cost), and until a start
+// succeeds an API Gateway event is answered 503 with Retry-After and other
+// invocations fail, saying why. Then it serves as the started handler.
+type Waiting struct {
+	start func(context.Context) (*Handler, func(), error)
+	mu    sync.Mutex
+	h     *Handler
+	close func()
+}
+
+// NewWaiting returns a function waiting for start to succeed.
+func NewWaiting(start func(context.Context) (*Handler, func(), error)) *Waiting {
+	return &Waiting{start: start}
+}
+
+// Handle is the Lambda handler.
+func (w *Waiting) Handle(ctx context.Context, event json.RawMessage) (any, error) {
+	w.mu.Lock()
+	if w.h == nil {
+		h, closeFn, err := w.start(ctx)
+		if err != nil {
+			w.mu.Unlock()
+			var ev invocation
+			if json.Unmarshal(event, &ev) == nil && ev.RequestContext.HTTP.Method != "" {
+				return FromResponse(api.UnavailableResponse()), nil
+			}
+			return nil, fmt.Errorf("the function has not started: %w", err)
+		}
+		w.h, w.close = h, closeFn
+	}
+	h := w.h
+	w.mu.Unlock()
+	return h.Handle(ctx, event)
+}
+
+// Close closes what the started handler opened.
+func (w *Waiting) Close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.close != nil {
+		w.close()
+	}
 }
 
 // Env is what FromEnv takes besides the environment.
@@ -54,6 +113,11 @@ type Env struct {
 	// by reference, so only its main passes it: the S3 client it links would
 	// take every other bootstrap near the 25 MB limit.
 	OpenResults func(ctx context.Context, cfg *config.Config) (resultstore.Store, error)
+	// OpenKeychain makes the keychain the credential routes serve (with the
+	// KMS key NOETL_KEYCHAIN_KMS_KEY_ID names). Only the keychain function
+	// serves credentials, so only its main passes it, and only its bootstrap
+	// links the keychain and a KMS client.
+	OpenKeychain func(ctx context.Context, cfg *config.Config) (NewKeychain, error)
 	// OpenSchedules makes what keeps the scheduler entries of the
 	// schedules in step (awssched.New when NOETL_SCHEDULER_GROUP is set).
 	// Only the schedules function's main passes it, so only that bootstrap
@@ -68,9 +132,10 @@ type Env struct {
 // config.Load, migrations only when NOETL_MIGRATE_ON_START, the store with the
 // configured (tiny) pools, NATS when NOETL_NATS_URL is set — the stream is not
 // created here (R-A7; the publisher creates it only after a publish finds no
-// stream), and, for a function given Env.OpenResults (ingest), the result
+// stream), for a function given Env.OpenResults (ingest), the result
 // store when NOETL_RESULT_STORE is set (no request is made; a store that
-// cannot be opened fails the cold start). It refuses to
+// cannot be opened fails the cold start), and for one given Env.OpenKeychain
+// (keychain) the keychain. It refuses to
 // run without any token unless NOETL_ALLOW_OPEN.
 // The returned func closes the store and NATS.
 func FromEnv(ctx context.Context, function string, getenv func(string) string, env Env) (*Handler, func(), error) {
@@ -103,7 +168,17 @@ func FromEnv(ctx context.Context, function string, getenv func(string) string, e
 		}
 	}
 
-	scfg := store.Config{ClusterDSN: cfg.ClusterDSN, ShardDSNs: cfg.ShardDSNs, MaxConns: int(cfg.DBMaxConns)}
+	var newKeychain NewKeychain
+	switch {
+	case cfg.KeychainKMSKeyID != "" && env.OpenKeychain == nil:
+		logger.Warn(config.EnvKeychainKMSKeyID+" is ignored: only the keychain function seals and opens credentials", "function", function)
+	case env.OpenKeychain != nil:
+		if newKeychain, err = env.OpenKeychain(ctx, cfg); err != nil {
+			return nil, nil, err
+		}
+	}
+
+	scfg := store.Config{ClusterDSN: cfg.ClusterDSN, ShardDSNs: cfg.ShardDSNs, MaxConns: int(cfg.DBMaxConns), Logger: logger}
 	if cfg.InLambda {
 		// RDS Proxy pins connections that hold named prepared statements.
 		scfg.ExecMode = pgx.QueryExecModeExec
@@ -144,7 +219,7 @@ func FromEnv(ctx context.Context, function string, getenv func(string) string, e
 		natsCheck = NATSChecker(nc)
 	}
 
-	deps := Deps{Store: st, Publisher: pub, NATS: natsCheck, Config: cfg, Logger: logger, Results: results, Dashboard: env.Dashboard}
+	deps := Deps{Store: st, Publisher: pub, NATS: natsCheck, Config: cfg, Logger: logger, Results: results, Keychain: newKeychain, Dashboard: env.Dashboard}
 	switch {
 	case cfg.Scheduler.Enabled() && env.OpenSchedules == nil:
 		logger.Warn(config.EnvSchedulerGroup+" is ignored: only the schedules function keeps scheduler entries", "function", function)
@@ -175,6 +250,11 @@ type Deps struct {
 	Results resultstore.Store
 	// Observer hears orchestration durations (the local server's metrics).
 	Observer controlplane.Observer
+	// WorkerTTL is the worker registry's expiry; 0: its default (tests
+	// shorten it).
+	WorkerTTL time.Duration
+	// Keychain makes the keychain the credential routes serve; nil: none.
+	Keychain NewKeychain
 	// Schedules keeps the scheduler entries of the schedules in step; nil:
 	// none.
 	Schedules controlplane.ScheduleSync
@@ -185,13 +265,24 @@ type Deps struct {
 // Build makes a service and its API for serverURL (no I/O).
 func (d Deps) Build(serverURL string) (*api.API, error) {
 	svc, err := controlplane.New(controlplane.Config{Store: d.Store, Publisher: d.Publisher, ServerURL: serverURL,
-		Lease: d.Config.Lease, Results: d.Results, Observer: d.Observer, Schedules: d.Schedules, Logger: d.Logger})
+		Lease: d.Config.Lease, Results: d.Results, Observer: d.Observer, Schedules: d.Schedules, WorkerTTL: d.WorkerTTL,
+		Logger: d.Logger})
 	if err != nil {
 		return nil, err
 	}
-	return api.New(svc, api.Options{Tokens: d.Config.Tokens, MaxBodyBytes: d.Config.MaxBodyBytes,
-		CORSOrigins: d.Config.CORSOrigins, Version: Version(), NATS: d.NATS, Recorder: d.Recorder, Logger: d.Logger, Dashboard: d.Dashboard}), nil
+	var kc api.Keychain
+	if d.Keychain != nil {
+		kc = d.Keychain(d.Store, svc, d.Logger)
+	}
+	return api.New(svc, api.Options{Tokens: d.Config.Tokens, TokenlessWorkers: d.Config.TokenlessWorkers, MaxBodyBytes: d.Config.MaxBodyBytes,
+		CORSOrigins: d.Config.CORSOrigins, Version: Version(), NATS: d.NATS, Recorder: d.Recorder, Logger: d.Logger, Dashboard: d.Dashboard,
+		Keychain: kc}), nil
 }
+
+// NewKeychain makes the keychain over a function's store and service
+// (credentials.New with its key ring): a constructor, so that only the
+// binaries that pass one link the keychain.
+type NewKeychain func(st *store.Store, svc *controlplane.Service, log *slog.Logger) api.Keychain
 
 // ConnectNATS connects with the configured authentication. A server that is
 // down at cold start does not fail the function: the connection keeps trying

@@ -373,11 +373,11 @@ func TestGatewayDetails(t *testing.T) {
 	// 404 (with NoETL's detail), the preflight of a path without routes,
 	// which lets the request through to that 404, and a body over its limit.
 	origin := http.Header{"Origin": {"http://dash.local"}}
-	r = sv.do(t, "GET", "/api/credentials", tAPI, nil, origin)
+	r = sv.do(t, "GET", "/api/no-such-route", tAPI, nil, origin)
 	if r.status != 404 || r.header.Get("Access-Control-Allow-Origin") != "http://dash.local" || r.str("detail") != r.str("error") {
 		t.Fatalf("unknown route: %d %v %s", r.status, r.header, r.body)
 	}
-	r = sv.do(t, "OPTIONS", "/api/credentials", "", nil, http.Header{"Origin": {"http://dash.local"}, "Access-Control-Request-Method": {"DELETE"}})
+	r = sv.do(t, "OPTIONS", "/api/no-such-route", "", nil, http.Header{"Origin": {"http://dash.local"}, "Access-Control-Request-Method": {"DELETE"}})
 	if r.status != 204 || r.header.Get("Access-Control-Allow-Origin") != "http://dash.local" || r.header.Get("Access-Control-Allow-Methods") != "DELETE" {
 		t.Fatalf("preflight of an unknown path: %d %v", r.status, r.header)
 	}
@@ -385,7 +385,7 @@ func TestGatewayDetails(t *testing.T) {
 	if r.status != 413 || r.header.Get("Access-Control-Allow-Origin") != "http://dash.local" {
 		t.Fatalf("over the gateway's limit: %d %v", r.status, r.header)
 	}
-	r = sv.do(t, "GET", "/api/credentials", tAPI, nil, http.Header{"Origin": {"http://evil.local"}})
+	r = sv.do(t, "GET", "/api/no-such-route", tAPI, nil, http.Header{"Origin": {"http://evil.local"}})
 	if r.header.Get("Access-Control-Allow-Origin") != "" {
 		t.Fatalf("a foreign origin was allowed: %v", r.header)
 	}

@@ -7,6 +7,7 @@
 //   - ours and the R-R1 readings: payload.result is a tool envelope
 //     {status: success|error|timeout, data, error?}, flat or wrapped as
 //     {status, context: envelope};
+//
 //   - NoETL's Python worker (noetl/noetl 4.x, noetl/worker/nats_worker.py):
 //     payload.result is {status: COMPLETED|FAILED, context: <the output without its
 //     data fields>} and payload.response is the tool's whole output. The output is
@@ -14,9 +15,20 @@
 //     fitted to the command's tool by Fit; its command.heartbeat events extend the
 //     holder's lease; its call.error may name no command.
 //
-// NoETL's Rust worker (noetl/worker, ExecutorEvent: event_type, context, status,
-// created_at, meta.attempts) reads through the same Read and Result; what it sends
-// beyond that belongs here too.
+//   - NoETL's Rust worker (noetl/worker, its ExecutorEvent envelope: event_type,
+//     step, status, created_at, context with command_id, event_id, worker_id,
+//     meta.attempts): Read takes context as payload's alias; its call.done
+//     result is {status, context: ToolResult} inline, or over its 100 KiB budget
+//     staged with PUT /api/result and posted as {status, context: {data: {_ref}},
+//     reference: {kind: result_ref, ref}} (Result, stagedReference);
+//     command.completed carries the tool's lower-case status.
+//
+// What NoETL's workers send beside events is read here too: the bodies of POST
+// /api/vars (ReadVariables) and PUT /api/result (ReadStagedResult).
+//
+// Both workers' pool registrations (register, heartbeat, deregister) are read by
+// ReadRegistration and ReadWorkerName (pool.go): the Python worker's runtime
+// string and meta, the Rust worker's runtime object and labels.pool_name.
 package noetlwire
 
 import (

@@ -20,6 +20,7 @@ const (
 	commandFailed     = "command.failed"
 	kindTaskSequence  = "task_sequence"
 	kindHTTP          = "http"
+	kindPostgres      = "postgres"
 	contextUpdatesKey = "_context_updates"
 )
 
@@ -40,9 +41,10 @@ const (
 //     envelope inside (NoETL's Python worker's command.completed, and a call.done
 //     whose output it stored elsewhere): X, the output without its data fields, is
 //     the best data there is;
-//  4. a tool envelope, flat or as {status, context: envelope} (ours, R-R1, and
+//  4. NoETL's Rust worker's result staged by reference (stagedReference);
+//  5. a tool envelope, flat or as {status, context: envelope} (ours, R-R1, and
 //     NoETL's Rust worker's {status, context: ToolResult});
-//  5. anything else on call.done / command.completed is refused naming
+//  6. anything else on call.done / command.completed is refused naming
 //     payload.result and the shapes read; on other types the object is kept as
 //     the context of a result with the event's status.
 func Result(e *Event, typ string) (result map[string]any, raw bool, err error) {
@@ -79,6 +81,9 @@ func Result(e *Event, typ string) (result map[string]any, raw bool, err error) {
 			return nil, false, fmt.Errorf("payload.result: expected a tool result object {status, data, …}, got %T", rawResult)
 		}
 		return nil, false, nil // events.md §2: non-objects are dropped
+	}
+	if out, ok := stagedReference(r); ok {
+		return out, false, nil
 	}
 	if env, st := toolEnvelope(r); st != "" {
 		return map[string]any{"status": st, "context": env}, false, nil
@@ -119,6 +124,44 @@ func referenceResult(e *Event) (map[string]any, bool, error) {
 		}
 	}
 	return out, false, nil
+}
+
+// stagedReference reads NoETL's Rust worker's result over its inline
+// budget: {status: <tool status>, context: {data: {_ref}}, reference: {kind,
+// ref, store, scope, meta, extracted, …}} (src/executor/command.rs,
+// build_call_done_result), with no status inside context. kind result_ref:
+// the whole tool result was staged with PUT /api/result, and ref names it; the
+// step's data is its data member, so the stored reference points there
+// (#/data, a JSON Pointer readReference follows). kind arrow_ipc: the staging
+// failed and the result sits in the worker's shared memory only, which the
+// server cannot read: the step fails saying so, rather than completing
+// without its data. ok is false for anything else.
+func stagedReference(r map[string]any) (map[string]any, bool) {
+	ref, isObj := r["reference"].(map[string]any)
+	st := lower(r["status"])
+	if !isObj || (st != pipeline.StatusSuccess && st != pipeline.StatusError && st != pipeline.StatusTimeout) {
+		return nil, false
+	}
+	switch lower(ref["kind"]) {
+	case "result_ref":
+		uri, _ := ref["ref"].(string)
+		if uri == "" {
+			return nil, false
+		}
+		env := map[string]any{"status": st}
+		if st != pipeline.StatusSuccess {
+			env["error"] = "the tool failed; its result was staged at " + uri
+			if ex, ok := ref["extracted"].(map[string]any); ok && ex["error"] != nil {
+				env["error"] = ex["error"]
+			}
+		}
+		return map[string]any{"status": st, "context": env,
+			"reference": map[string]any{"store_tier": "noetl", "logical_uri": uri + "#/data"}}, true
+	case "arrow_ipc":
+		msg := "the worker kept its result in its shared memory (PUT /api/result failed), which this server cannot read"
+		return map[string]any{"status": pipeline.StatusError, "context": map[string]any{"status": pipeline.StatusError, "error": msg}}, true
+	}
+	return nil, false
 }
 
 // toolEnvelope finds the tool envelope in a posted result: flat
@@ -177,6 +220,8 @@ func storeTier(uri string) string {
 		return "s3"
 	case strings.HasPrefix(uri, "gs://"), strings.HasPrefix(uri, "gcs://"):
 		return "gcs"
+	case strings.HasPrefix(uri, "noetl://"):
+		return "noetl"
 	}
 	return "artifact"
 }
@@ -250,18 +295,44 @@ func Fit(result map[string]any, tool Tool) map[string]any {
 	return map[string]any{"status": env["status"], "context": env}
 }
 
-// fitOutput is one tool's output as our tool of that kind reports it.
+// fitOutput is one tool's output as our tool of that kind reports it: http's
+// parsed body also as `body`; postgres's last statement (all NoETL's Python
+// worker keeps, with `statement_count`) also as `command_<count-1>`, the entry
+// NoETL's playbooks read (step.command_0.rows) and our tool writes for every
+// statement. The earlier statements' entries are not in NoETL's output, so
+// they stay missing.
 func fitOutput(kind string, out any) any {
 	m, ok := out.(map[string]any)
-	if !ok || kind != kindHTTP {
+	if !ok {
 		return out
 	}
-	if _, has := m["body"]; has {
-		return out
-	}
-	if body, has := m["data"]; has {
+	switch kind {
+	case kindHTTP:
+		if _, has := m["body"]; has {
+			return out
+		}
+		if body, has := m["data"]; has {
+			m = maps.Clone(m)
+			m["body"] = body
+			return m
+		}
+	case kindPostgres:
+		n, _ := m["statement_count"].(int64)
+		if _, rows := m["rows"]; !rows && n == 0 {
+			return out
+		}
+		key := "command_" + strconv.FormatInt(max(n-1, 0), 10)
+		if _, has := m[key]; has {
+			return out
+		}
+		last := make(map[string]any, len(m))
+		for k, v := range m {
+			if k != "statement_count" && !strings.HasPrefix(k, "command_") {
+				last[k] = v
+			}
+		}
 		m = maps.Clone(m)
-		m["body"] = body
+		m[key] = last
 		return m
 	}
 	return out

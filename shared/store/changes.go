@@ -41,6 +41,10 @@ type LockSet struct {
 	// Now is the database clock once the locks are held: the time of the
 	// transaction's events (R-S4) and the base of its leases.
 	Now time.Time
+	// ReachableSince is when the database last became reachable: its start,
+	// or the end of an outage a server process saw (MarkReachable). No lease
+	// is expired within a lease of it.
+	ReachableSince time.Time
 }
 
 // ClientEventKey names a worker event by its execution and client id.
@@ -149,12 +153,13 @@ func (t *Tx) Lock(ctx context.Context, ls *LockSet) error {
 			return rows.Err()
 		})
 	}
-	// Read after the locks are held: the clock of this transaction's events.
-	t.Queue(`SELECT clock_timestamp()`).QueryRow(func(row pgx.Row) error {
-		if err := row.Scan(&ls.Now); err != nil {
+	// Read after the locks are held: the clock of this transaction's events,
+	// and since when the database is reachable (see reachableFor).
+	t.Queue(`SELECT clock_timestamp(), (SELECT greatest(pg_postmaster_start_time(), reachable_since) FROM shard_info WHERE singleton)`).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&ls.Now, &ls.ReachableSince); err != nil {
 			return err
 		}
-		ls.Now = ls.Now.UTC()
+		ls.Now, ls.ReachableSince = ls.Now.UTC(), ls.ReachableSince.UTC()
 		return nil
 	})
 	if err := t.Flush(ctx); err != nil {

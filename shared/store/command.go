@@ -189,6 +189,48 @@ func ExtendLease(ctx context.Context, q Querier, commandID, workerID string, att
 	return until.UTC(), nil
 }
 
+// ExtendHeldLeases is a pool heartbeat's effect on one shard: the live
+// leases of the CLAIMED/RUNNING commands workerID holds and claimed at or after
+// since (the worker's current instance registered then) become now + lease.
+// A lapsed lease is left to the sweep, and a command some transaction is
+// changing right now (a report completing it) is skipped rather than waited
+// for: the next beat gets it. It returns how many leases it extended.
+func ExtendHeldLeases(ctx context.Context, q Querier, workerID string, since time.Time, lease time.Duration) (int64, error) {
+	tag, err := q.Exec(ctx, `
+		UPDATE command SET lease_expires_at = now() + $3::interval, updated_at = now()
+		WHERE command_id = ANY (ARRAY(
+			SELECT command_id FROM command
+			WHERE worker_id = $1 AND status IN ('CLAIMED', 'RUNNING') AND lease_expires_at > now()
+			  AND deadline_at - make_interval(secs => timeout_seconds) >= $2
+			ORDER BY command_id FOR UPDATE SKIP LOCKED))`, workerID, since, lease)
+	if err != nil {
+		return 0, fmt.Errorf("store: extend the leases of worker %s: %w", workerID, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// HeldCounts counts the commands each worker holds under a live lease: its
+// in-flight commands. names nil counts every worker's.
+func HeldCounts(ctx context.Context, q Querier, names []string) (map[string]int, error) {
+	rows, err := q.Query(ctx, `
+		SELECT worker_id, count(*) FROM command
+		WHERE status IN ('CLAIMED', 'RUNNING') AND lease_expires_at > now()
+		  AND ($1::text[] IS NULL OR worker_id = ANY($1))
+		GROUP BY worker_id`, names)
+	if err != nil {
+		return nil, fmt.Errorf("store: count held commands: %w", err)
+	}
+	out := map[string]int{}
+	var (
+		name string
+		n    int
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&name, &n}, func() error { out[name] = n; return nil }); err != nil {
+		return nil, fmt.Errorf("store: count held commands: %w", err)
+	}
+	return out, nil
+}
+
 // CancelActiveCommands marks every PENDING, CLAIMED or RUNNING command of an execution
 // CANCELLED and returns them (cancel, finalize, R-R9/R-R10). Lock the execution first.
 func CancelActiveCommands(ctx context.Context, q Querier, executionID int64) ([]Command, error) {
@@ -209,17 +251,30 @@ func CancelActiveCommands(ctx context.Context, q Querier, executionID int64) ([]
 // it locks and returns those executions' matching commands. limit bounds the
 // candidate commands (1..1000); executions skipped are picked up by the next run.
 
-// LockExpiredLeases returns CLAIMED/RUNNING commands whose lease has run out.
-func LockExpiredLeases(ctx context.Context, tx Querier, limit int) ([]Command, error) {
+// LockExpiredLeases returns CLAIMED/RUNNING commands whose lease has run out,
+// once the database has been reachable for quiet (the lease; see
+// reachableFor).
+func LockExpiredLeases(ctx context.Context, tx Querier, quiet time.Duration, limit int) ([]Command, error) {
 	return lockForSweep(ctx, tx, "expired leases", limit,
-		`status IN ('CLAIMED', 'RUNNING') AND lease_expires_at <= now()`, "lease_expires_at")
+		`status IN ('CLAIMED', 'RUNNING') AND lease_expires_at <= now() AND `+reachableFor("$2"), "lease_expires_at", quiet)
 }
 
 // LockPastDeadline returns CLAIMED/RUNNING commands past deadline + grace (R-L2),
-// heartbeats or not.
-func LockPastDeadline(ctx context.Context, tx Querier, grace time.Duration, limit int) ([]Command, error) {
+// heartbeats or not, once the database has been reachable for quiet: a
+// worker that finished in time but could not report during an outage
+// reports first.
+func LockPastDeadline(ctx context.Context, tx Querier, grace, quiet time.Duration, limit int) ([]Command, error) {
 	return lockForSweep(ctx, tx, "past-deadline commands", limit,
-		`status IN ('CLAIMED', 'RUNNING') AND deadline_at <= now() - $2::interval`, "deadline_at", grace)
+		`status IN ('CLAIMED', 'RUNNING') AND deadline_at <= now() - $2::interval AND `+reachableFor("$3"), "deadline_at", grace, quiet)
+}
+
+// reachableFor is the condition that the database has been reachable for the
+// interval in param: since the server started (a restart, a crash) and since
+// a server process last saw it come back (MarkReachable). The sweeps that
+// judge a worker by its silence wait that long after an outage, during which
+// no worker could be heard.
+func reachableFor(param string) string {
+	return `now() >= (SELECT greatest(pg_postmaster_start_time(), reachable_since) FROM shard_info WHERE singleton) + ` + param + `::interval`
 }
 
 // LockDueRetries returns PENDING retries (attempt > 1) whose available_at has come.

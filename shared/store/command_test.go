@@ -291,15 +291,15 @@ func TestSweeperQueries(t *testing.T) {
 		return ids(got)
 	}
 
-	if got, want := sweep(func(tx pgx.Tx) ([]store.Command, error) { return store.LockExpiredLeases(ctx, tx, 100) }),
+	if got, want := sweep(func(tx pgx.Tx) ([]store.Command, error) { return store.LockExpiredLeases(ctx, tx, 0, 100) }),
 		sorted(cmds[0].CommandID, cmds2[0].CommandID); !slices.Equal(got, want) {
 		t.Errorf("expired leases %v, want %v", got, want)
 	}
-	if got, want := sweep(func(tx pgx.Tx) ([]store.Command, error) { return store.LockPastDeadline(ctx, tx, time.Minute, 100) }),
+	if got, want := sweep(func(tx pgx.Tx) ([]store.Command, error) { return store.LockPastDeadline(ctx, tx, time.Minute, 0, 100) }),
 		sorted(cmds[2].CommandID); !slices.Equal(got, want) {
 		t.Errorf("past deadline %v, want %v", got, want)
 	}
-	if got := sweep(func(tx pgx.Tx) ([]store.Command, error) { return store.LockPastDeadline(ctx, tx, time.Hour, 100) }); len(got) != 0 {
+	if got := sweep(func(tx pgx.Tx) ([]store.Command, error) { return store.LockPastDeadline(ctx, tx, time.Hour, 0, 100) }); len(got) != 0 {
 		t.Errorf("past deadline with an hour's grace: %v", got)
 	}
 	if got, want := sweep(func(tx pgx.Tx) ([]store.Command, error) { return store.LockDueRetries(ctx, tx, 100) }),
@@ -313,7 +313,7 @@ func TestSweeperQueries(t *testing.T) {
 	defer cancel()
 	var got []store.Command
 	err := pgx.BeginFunc(bounded, db, func(tx pgx.Tx) (err error) {
-		got, err = store.LockExpiredLeases(bounded, tx, 100)
+		got, err = store.LockExpiredLeases(bounded, tx, 0, 100)
 		return err
 	})
 	if err != nil {
@@ -330,17 +330,17 @@ func TestSweeperQueries(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx1.Rollback(ctx)
-	first, err := store.LockExpiredLeases(ctx, tx1, 100)
+	first, err := store.LockExpiredLeases(ctx, tx1, 0, 100)
 	if err != nil || len(first) != 2 {
 		t.Fatalf("first sweep: %v %v", ids(first), err)
 	}
 	var second []store.Command
-	inTx(t, db, func(tx pgx.Tx) (err error) { second, err = store.LockExpiredLeases(ctx, tx, 100); return err })
+	inTx(t, db, func(tx pgx.Tx) (err error) { second, err = store.LockExpiredLeases(ctx, tx, 0, 100); return err })
 	if len(second) != 0 {
 		t.Errorf("second sweep got %v while the first holds them", ids(second))
 	}
 	_ = e2
-	if _, err := store.LockExpiredLeases(ctx, tx1, 0); err == nil {
+	if _, err := store.LockExpiredLeases(ctx, tx1, 0, 0); err == nil {
 		t.Error("limit 0 accepted")
 	}
 }

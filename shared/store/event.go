@@ -247,3 +247,18 @@ func StartMarks(ctx context.Context, q Querier, executionID, afterSeq, untilSeq 
 	}
 	return out, nil
 }
+
+// EventIDAt is the id of an execution's event at seq, ErrNotFound when the
+// log has none there: after a COMMIT whose answer was lost, whether the
+// transaction's last event is there says whether it committed.
+func EventIDAt(ctx context.Context, q Querier, executionID, seq int64) (int64, error) {
+	var id int64
+	err := q.QueryRow(ctx, `SELECT event_id FROM event WHERE execution_id = $1 AND seq = $2`, executionID, seq).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("store: event %d of execution %d: %w", seq, executionID, ErrNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: event %d of execution %d: %w", seq, executionID, err)
+	}
+	return id, nil
+}

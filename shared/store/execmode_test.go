@@ -101,10 +101,10 @@ func TestExecModes(t *testing.T) {
 				if _, err := store.LockDueRetries(ctx, tx, 10); err != nil {
 					return err
 				}
-				if _, err := store.LockPastDeadline(ctx, tx, time.Minute, 10); err != nil {
+				if _, err := store.LockPastDeadline(ctx, tx, time.Minute, 0, 10); err != nil {
 					return err
 				}
-				_, err := store.LockExpiredLeases(ctx, tx, 10)
+				_, err := store.LockExpiredLeases(ctx, tx, 0, 10)
 				return err
 			})
 			if err != nil {

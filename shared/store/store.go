@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -71,6 +72,9 @@ type Config struct {
 	// Tracer, when set, sees every statement of every pool (a *Counter counts
 	// round trips, statements and commits).
 	Tracer pgx.QueryTracer
+	// Logger hears when a database becomes unreachable and when it is back
+	// (one line each per outage); nil: nobody.
+	Logger *slog.Logger
 }
 
 func (c Config) normalized() Config {
@@ -103,6 +107,7 @@ type Store struct {
 	cluster *pgxpool.Pool
 	shards  []*Shard
 	pools   []*pgxpool.Pool // distinct pools, closed once each
+	avail   []*availability // one per pool
 	next    atomic.Uint64   // round robin over shards (R-I3)
 	pinned  atomic.Int64    // shard NextShard returns, or -1
 }
@@ -121,8 +126,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s := &Store{}
 	s.pinned.Store(-1)
 	byDSN := map[string]*pgxpool.Pool{}
-	pool := func(dsn string) (*pgxpool.Pool, error) {
+	availOf := map[*pgxpool.Pool]*availability{}
+	pool := func(dsn, role string) (*pgxpool.Pool, error) {
 		if p, ok := byDSN[dsn]; ok {
+			availOf[p].name += " and " + role
 			return p, nil
 		}
 		pc, err := pgxpool.ParseConfig(dsn)
@@ -143,28 +150,40 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			// scanned. (Unprepared statements, ExecMode set, are planned on
 			// each run with the table's current size.)
 			pc.ConnConfig.RuntimeParams["enable_seqscan"] = "off"
+			// That price (disable_cost) lifts any plan that must still scan
+			// a table over jit_above_cost: Postgres would JIT-compile such
+			// a statement each time it runs, tens of milliseconds for a
+			// one-row table. No statement here gains from JIT.
+			pc.ConnConfig.RuntimeParams["jit"] = "off"
 		}
-		if cfg.Tracer != nil {
-			pc.ConnConfig.Tracer = cfg.Tracer
+		av := newAvailability(cfg.Logger, cfg.Tracer)
+		av.name = role
+		pc.ConnConfig.Tracer = av
+		// A connection that died idle (the server restarted, or ended it)
+		// is found by a look at its socket, not a round trip, and replaced.
+		pc.PrepareConn = func(_ context.Context, c *pgx.Conn) (bool, error) {
+			return socketAlive(c.PgConn().Conn()), nil
 		}
 		p, err := pgxpool.NewWithConfig(ctx, pc) // connects lazily
 		if err != nil {
 			return nil, err
 		}
-		byDSN[dsn] = p
-		s.pools = append(s.pools, p)
+		av.pool = p
+		byDSN[dsn], availOf[p] = p, av
+		s.pools, s.avail = append(s.pools, p), append(s.avail, av)
 		return p, nil
 	}
 	var err error
-	if s.cluster, err = pool(cfg.ClusterDSN); err != nil {
+	if s.cluster, err = pool(cfg.ClusterDSN, "cluster database"); err != nil {
 		return nil, fmt.Errorf("store: cluster database: %w", err)
 	}
 	for i, dsn := range cfg.ShardDSNs {
-		p, err := pool(dsn)
+		p, err := pool(dsn, fmt.Sprintf("shard %d", i))
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("store: shard %d: %w", i, err)
 		}
+		availOf[p].shard = true
 		s.shards = append(s.shards, &Shard{index: i, pool: p})
 	}
 	if err := s.verify(ctx); err != nil {
@@ -216,9 +235,24 @@ func checkMigrated(ctx context.Context, q Querier, set string) error {
 
 // Close closes every pool.
 func (s *Store) Close() {
+	for _, a := range s.avail {
+		a.closed.Store(true)
+	}
 	for _, p := range s.pools {
 		p.Close()
 	}
+}
+
+// Unreachable names the databases whose last statement or dial failed for
+// an outage (Transient); empty when all are reachable.
+func (s *Store) Unreachable() []string {
+	var out []string
+	for _, a := range s.avail {
+		if a.Down() {
+			out = append(out, a.name)
+		}
+	}
+	return out
 }
 
 // Cluster is the cluster database's pool.
@@ -307,4 +341,23 @@ func wrapWrite(err error) error {
 		return fmt.Errorf("%w: %w", ErrDuplicate, err)
 	}
 	return err
+}
+
+// PoolStats counts the connections of the store's pools (each distinct pool
+// once): what the process can still hand out.
+type PoolStats struct {
+	Max, Total, Acquired, Idle int
+}
+
+// PoolStats reads the pools' counts (no I/O).
+func (s *Store) PoolStats() PoolStats {
+	var p PoolStats
+	for _, pool := range s.pools {
+		st := pool.Stat()
+		p.Max += int(st.MaxConns())
+		p.Total += int(st.TotalConns())
+		p.Acquired += int(st.AcquiredConns())
+		p.Idle += int(st.IdleConns())
+	}
+	return p
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -21,6 +22,7 @@ import (
 type Tx struct {
 	conn  *pgxpool.Conn
 	shard int
+	pid   uint32 // the server process (backend) of the connection
 	began bool
 	ended bool
 	batch *pgx.Batch
@@ -33,8 +35,11 @@ func (s *Shard) Begin(ctx context.Context) (*Tx, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: begin on shard %d: %w", s.index, err)
 	}
-	return &Tx{conn: conn, shard: s.index, batch: &pgx.Batch{}}, nil
+	return &Tx{conn: conn, shard: s.index, pid: conn.Conn().PgConn().PID(), batch: &pgx.Batch{}}, nil
 }
+
+// PID is the server process serving the transaction (see EndSession).
+func (t *Tx) PID() uint32 { return t.pid }
 
 // Queue adds a statement to the next batch; the callbacks set on the returned
 // query run when the batch is sent.
@@ -64,7 +69,16 @@ func (t *Tx) Flush(ctx context.Context) error {
 	return nil
 }
 
-// Commit sends the queued statements and COMMIT in one round trip.
+// CommitTimeout bounds the round trip that carries COMMIT. It runs on its
+// own: the caller leaving (an HTTP client gone) does not cancel it.
+const CommitTimeout = 30 * time.Second
+
+// Commit sends the queued statements and COMMIT in one round trip. Once sent,
+// the COMMIT's fate does not depend on ctx: a caller that leaves cannot turn
+// a committed transaction into one the server believes failed. An error
+// wrapping ErrCommitInDoubt means the connection failed while COMMIT was in
+// flight, so the answer does not say whether it committed; any other error
+// means it did not.
 func (t *Tx) Commit(ctx context.Context) error {
 	if t.ended {
 		return errors.New("store: the transaction already ended")
@@ -74,13 +88,65 @@ func (t *Tx) Commit(ctx context.Context) error {
 		return nil
 	}
 	t.batch.Queue("commit")
-	err := t.Flush(ctx)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CommitTimeout)
+	defer cancel()
+	err := t.Flush(cctx)
 	if err != nil {
-		t.Rollback(ctx)
+		t.Rollback(cctx)
+		if inDoubt(err) {
+			return &commitInDoubt{shard: t.shard, err: err}
+		}
 		return fmt.Errorf("store: commit on shard %d: %w", t.shard, err)
 	}
 	t.release()
 	return nil
+}
+
+// commitInDoubt is ErrCommitInDoubt with its cause (errors.Unwrap gives it).
+type commitInDoubt struct {
+	shard int
+	err   error
+}
+
+func (e *commitInDoubt) Error() string {
+	return fmt.Sprintf("store: commit on shard %d: %s: %s", e.shard, ErrCommitInDoubt.Error(), e.err.Error())
+}
+func (e *commitInDoubt) Unwrap() error        { return e.err }
+func (e *commitInDoubt) Is(target error) bool { return target == ErrCommitInDoubt }
+
+// EndSession ends the server process pid if it is still in a COMMIT and
+// started before startedBefore (not a later session that reuses the number
+// after a restart), and waits up to wait for it to exit. After a COMMIT
+// whose answer was lost the session may still be in it (waiting for a
+// synchronous standby, say): its transaction is not visible to others until
+// the commit ends, so what it did can only be read after. Ending the session
+// completes a commit under way. It says whether there was such a session.
+// Behind a pooling proxy (RDS Proxy) the pid the client knows is not the
+// server's, nothing matches, and the caller reads at once.
+func EndSession(ctx context.Context, q Querier, pid uint32, startedBefore time.Time, wait time.Duration) (bool, error) {
+	var ended bool
+	err := q.QueryRow(ctx, `SELECT coalesce(bool_or(pg_terminate_backend(pid, $3)), false) FROM pg_stat_activity
+		WHERE pid = $1 AND backend_start < $2 AND lower(btrim(query)) = 'commit'`, int64(pid), startedBefore, wait.Milliseconds()).Scan(&ended)
+	if err != nil {
+		return false, fmt.Errorf("store: end session %d: %w", pid, err)
+	}
+	return ended, nil
+}
+
+// inDoubt: the commit batch failed without the server saying the
+// transaction ended without committing. An ERROR ends it (COMMIT then rolls
+// back); nothing sent is nothing done; anything else (a lost connection, a
+// FATAL, a timeout) may have come after the commit record was written.
+func inDoubt(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		sev := pgErr.SeverityUnlocalized
+		if sev == "" {
+			sev = pgErr.Severity
+		}
+		return sev != "ERROR"
+	}
+	return !pgconn.SafeToRetry(err)
 }
 
 // Rollback ends the transaction without its changes; it is a no-op after

@@ -242,6 +242,102 @@ func credentialFromMap(m map[string]any) (Credential, error) {
 	return c, nil
 }
 
+// Chain tries credential stores in order: the first that knows an alias
+// answers; one that fails other than ErrCredentialNotConfigured stops the
+// lookup (a refusal must not be papered over by another store).
+type Chain []Credentials
+
+// Lookup implements Credentials.
+func (c Chain) Lookup(ctx context.Context, alias string) (Credential, error) {
+	var last error
+	for _, s := range c {
+		cred, err := s.Lookup(ctx, alias)
+		if err == nil {
+			return cred, nil
+		}
+		last = err
+		if !errors.Is(err, ErrCredentialNotConfigured) {
+			return cred, err
+		}
+	}
+	if last == nil {
+		last = fmt.Errorf("credential alias %q is not configured: %w", alias, ErrCredentialNotConfigured)
+	}
+	return Credential{}, last
+}
+
+// Secrets implements SecretLister for the members that do.
+func (c Chain) Secrets() []string {
+	var out []string
+	for _, s := range c {
+		if l, ok := s.(SecretLister); ok {
+			out = append(out, l.Secrets()...)
+		}
+	}
+	return out
+}
+
+// CredentialFromNoETL reads a credential of NoETL's keychain (its type and
+// data, GET /api/credentials/{alias}?include_data=true) as NoETL's workers
+// map it: postgres from db_host/db_port/db_user/db_password/db_name or the
+// plain names; bearer (also bearer_token, httpBearerAuth) from token,
+// access_token or bearer_token; basic from username/user and password;
+// api_key as a header (data.header, default X-API-Key) carrying api_key, key
+// or token; any other type read as our own entries are (credentialFromMap).
+func CredentialFromNoETL(typ string, data map[string]any) (Credential, error) {
+	m := make(map[string]any, len(data)+2)
+	for k, v := range data {
+		m[k] = v
+	}
+	delete(m, "type")
+	kind := strings.ToLower(strings.TrimSpace(typ))
+	pick := func(dst string, keys ...string) {
+		if _, has := m[dst]; has {
+			return
+		}
+		for _, k := range keys {
+			if v, ok := m[k]; ok && v != nil {
+				m[dst] = v
+				delete(m, k)
+				return
+			}
+		}
+	}
+	switch kind {
+	case "postgres", "postgresql":
+		kind = "postgres"
+		pick("host", "db_host")
+		pick("port", "db_port")
+		pick("user", "db_user")
+		pick("password", "db_password")
+		pick("database", "db_name")
+	case "bearer", "bearer_token", "httpbearerauth":
+		kind = "bearer"
+		pick("token", "access_token", "bearer_token")
+	case "basic":
+		pick("password", "db_password")
+	case "api_key":
+		kind = "http"
+		key := ""
+		for _, k := range []string{"api_key", "key", "token"} {
+			if s, ok := m[k].(string); ok && s != "" {
+				key = s
+				break
+			}
+		}
+		header, _ := m["header"].(string)
+		if header == "" {
+			header = "X-API-Key"
+		}
+		if key == "" {
+			return Credential{}, errors.New("an api_key credential needs api_key (or key, token)")
+		}
+		m = map[string]any{"headers": map[string]any{header: key}}
+	}
+	m["kind"] = kind
+	return credentialFromMap(m)
+}
+
 // lookupCredential resolves an alias through the registry's store.
 func (r *Registry) lookupCredential(ctx context.Context, alias string) (Credential, error) {
 	if r.creds == nil {

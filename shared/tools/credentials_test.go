@@ -139,3 +139,59 @@ func TestCredentialSecrets(t *testing.T) {
 		t.Fatalf("Secrets() =\n %q\nwant\n %q", got, want)
 	}
 }
+
+// TestCredentialFromNoETL: NoETL's keychain types map as its workers map
+// them.
+func TestCredentialFromNoETL(t *testing.T) {
+	pg, err := CredentialFromNoETL("postgres", map[string]any{"db_host": "db", "db_port": "6432", "db_user": "u", "db_password": "p", "db_name": "w"})
+	if err != nil || pg.Kind != "postgres" || pg.Host != "db" || pg.Port != 6432 || pg.User != "u" || pg.Password != "p" || pg.Database != "w" {
+		t.Fatalf("postgres: %+v %v", pg, err)
+	}
+	plain, err := CredentialFromNoETL("postgres", map[string]any{"host": "h", "port": int64(5432), "user": "u", "password": "p", "database": "d"})
+	if err != nil || plain.Host != "h" || plain.Port != 5432 || plain.Database != "d" {
+		t.Fatalf("postgres, plain names: %+v %v", plain, err)
+	}
+	b, err := CredentialFromNoETL("httpBearerAuth", map[string]any{"access_token": "tok-123456"})
+	if err != nil || b.Kind != "bearer" || b.Extra["token"] != "tok-123456" {
+		t.Fatalf("bearer: %+v %v", b, err)
+	}
+	basic, err := CredentialFromNoETL("basic", map[string]any{"username": "ann", "password": "pw-123456"})
+	if err != nil || basic.Kind != "basic" || basic.User != "ann" || basic.Password != "pw-123456" {
+		t.Fatalf("basic: %+v %v", basic, err)
+	}
+	key, err := CredentialFromNoETL("api_key", map[string]any{"api_key": "key-123456", "header": "X-Token"})
+	if err != nil || key.Kind != "http" || key.Extra["headers"].(map[string]any)["X-Token"] != "key-123456" {
+		t.Fatalf("api_key: %+v %v", key, err)
+	}
+	if _, err := CredentialFromNoETL("api_key", map[string]any{}); err == nil {
+		t.Fatal("an api_key credential without a key")
+	}
+	if s := key.Secrets(); len(s) == 0 {
+		t.Fatal("an api_key's header value is a secret to mask")
+	}
+}
+
+// TestChain: the first store that knows an alias answers; a refusal stops.
+func TestChain(t *testing.T) {
+	ctx := context.Background()
+	first := CredentialMap{"a": {Kind: "postgres", Host: "first"}}
+	second := CredentialMap{"a": {Kind: "postgres", Host: "second"}, "b": {Kind: "postgres", Host: "b"}}
+	c := Chain{first, second}
+	if got, err := c.Lookup(ctx, "a"); err != nil || got.Host != "first" {
+		t.Fatalf("a: %+v %v", got, err)
+	}
+	if got, err := c.Lookup(ctx, "b"); err != nil || got.Host != "b" {
+		t.Fatalf("b: %+v %v", got, err)
+	}
+	if _, err := c.Lookup(ctx, "c"); !errors.Is(err, ErrCredentialNotConfigured) {
+		t.Fatalf("c: %v", err)
+	}
+	refusing := credFunc(func(context.Context, string) (Credential, error) { return Credential{}, errors.New("403: refused") })
+	if _, err := (Chain{refusing, second}).Lookup(ctx, "b"); err == nil || errors.Is(err, ErrCredentialNotConfigured) {
+		t.Fatalf("a refusal was passed over: %v", err)
+	}
+}
+
+type credFunc func(context.Context, string) (Credential, error)
+
+func (f credFunc) Lookup(ctx context.Context, alias string) (Credential, error) { return f(ctx, alias) }

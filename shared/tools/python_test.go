@@ -341,9 +341,9 @@ func TestPythonTimeoutKillsTheProcessGroup(t *testing.T) {
 	}
 	code := "import subprocess, time\n" +
 		"p = subprocess.Popen(['sleep', '300'])\n" +
+		"print('started', flush=True)\n" + // before the pid file the test waits for, which may cancel at once
 		"open(pid_file + '.tmp', 'w').write(str(p.pid))\n" +
 		"import os; os.rename(pid_file + '.tmp', pid_file)\n" +
-		"print('started', flush=True)\n" +
 		"time.sleep(300)\n"
 	r := New(Options{Python: realPython(t)})
 

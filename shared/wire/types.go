@@ -345,6 +345,103 @@ type Problem struct {
 	Message  string `json:"message"`
 }
 
+// ---- the worker registry (NoETL's pool routes) ----
+
+// PoolRegistration is the body of POST /api/worker/pool/register our worker
+// sends: NoETL's registration (its Python worker's fields; the Rust worker's
+// runtime object and labels.pool_name are read too).
+type PoolRegistration struct {
+	Name          string `json:"name"`
+	ComponentType string `json:"component_type"`
+	Runtime       string `json:"runtime"`
+	Status        string `json:"status"`
+	Capacity      int    `json:"capacity"`
+	PID           int    `json:"pid"`
+	Hostname      string `json:"hostname"`
+	Labels        Object `json:"labels"`
+	Meta          Object `json:"meta"`
+}
+
+// PoolBeat is the body of POST /api/worker/pool/heartbeat and of
+// /api/worker/pool/deregister our worker sends.
+type PoolBeat struct {
+	Name string `json:"name"`
+}
+
+// PoolRegistered answers a register or a pool heartbeat (NoETL's
+// RuntimeRegistrationResponse and RuntimeHeartbeatResponse).
+type PoolRegistered struct {
+	Status    string `json:"status" enum:"ok,recreated" doc:"recreated: a heartbeat of an unknown worker carried its registration"`
+	Name      string `json:"name"`
+	RuntimeID ID     `json:"runtime_id"`
+	Kind      string `json:"kind" enum:"worker_pool"`
+	Runtime   string `json:"runtime"`
+	// ExpiresAt and LeasesExtended are ours.
+	ExpiresAt      Time  `json:"expires_at" doc:"when the worker expires without another register or heartbeat"`
+	LeasesExtended int64 `json:"leases_extended" doc:"leases of commands the worker holds that this beat extended"`
+}
+
+// PoolDeregistered answers POST (or DELETE) /api/worker/pool/deregister.
+type PoolDeregistered struct {
+	Status string `json:"status" enum:"ok"`
+	Name   string `json:"name"`
+	Kind   string `json:"kind" enum:"worker_pool"`
+	Found  bool   `json:"found" doc:"false: no worker was registered under that name"`
+}
+
+// WorkerPools answers GET /api/worker/pools: NoETL's RuntimeListResponse,
+// its items with the registry's state and in-flight counts.
+type WorkerPools struct {
+	Items   []WorkerPool `json:"items"`
+	Count   int          `json:"count"`
+	Runtime OptString    `json:"runtime" doc:"the runtime filter"`
+	Status  OptString    `json:"status" doc:"the state filter"`
+}
+
+// WorkerPool is one registered worker.
+type WorkerPool struct {
+	Name      string `json:"name" doc:"the worker's id: the one it claims commands with"`
+	RuntimeID ID     `json:"runtime_id"`
+	Runtime   Object `json:"runtime" doc:"NoETL's runtime object: {type, pid, hostname} and the worker's meta"`
+	Status    string `json:"status" doc:"offline (deregistered), expired (silent past its TTL), or what it reported (ready, busy, …)"`
+	Capacity  *int   `json:"capacity" doc:"commands it runs at once, as it said; null: not said"`
+	Labels    Object `json:"labels"`
+	Heartbeat Time   `json:"heartbeat" doc:"its last register or heartbeat"`
+	CreatedAt Time   `json:"created_at"`
+	UpdatedAt Time   `json:"updated_at"`
+	// The rest are ours.
+	Pool      string    `json:"pool"`
+	Alive     bool      `json:"alive"`
+	InFlight  int       `json:"in_flight" doc:"commands it holds under a live lease"`
+	ExpiresAt Time      `json:"expires_at"`
+	Hostname  OptString `json:"hostname"`
+	PID       *int64    `json:"pid"`
+}
+
+// PoolStatus answers GET /api/pool/status: NoETL's database pool telemetry
+// (its Python worker throttles by it) for the answering process, and the
+// registry's totals.
+type PoolStatus struct {
+	PoolMin         int     `json:"pool_min"`
+	PoolMax         int     `json:"pool_max" doc:"connections the process may open, over every database"`
+	PoolSize        int     `json:"pool_size" doc:"connections open"`
+	PoolAvailable   int     `json:"pool_available" doc:"connections it can still hand out"`
+	RequestsWaiting int     `json:"requests_waiting"`
+	Utilization     float64 `json:"utilization" doc:"connections in use / pool_max"`
+	SlotsAvailable  int     `json:"slots_available"`
+	Status          string  `json:"status" enum:"ok"`
+	Workers         Workers `json:"workers" doc:"the worker registry's totals (ours)"`
+}
+
+// Workers are the registry's totals.
+type Workers struct {
+	Alive    int `json:"alive"`
+	Expired  int `json:"expired"`
+	Offline  int `json:"offline"`
+	Capacity int `json:"capacity" doc:"what the live workers declared"`
+	InFlight int `json:"in_flight" doc:"commands held under a live lease"`
+}
+
 // PlaybookContent answers GET /api/catalog/playbook/content.
 type PlaybookContent struct {
 	CatalogID ID     `json:"catalog_id"`

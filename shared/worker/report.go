@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -94,7 +95,10 @@ func (s *slots) wait(ctx context.Context, ok func(free int) bool) int {
 	}
 }
 
-// completion is a command's end waiting to be reported.
+// completion is a command's end waiting to be reported. It is kept, in
+// memory only and masked like everything posted, until the server answers
+// for it: taken, refused (the lease is gone), or turned into the failure
+// that says why the server would not take it.
 type completion struct {
 	cmd   *wire.Command
 	event wire.EventRequest
@@ -103,8 +107,10 @@ type completion struct {
 	refused bool
 	// solo sends it in a report of its own: a report carrying it was refused
 	// as a whole, and only alone does the answer say whose fault that was.
-	solo  bool
-	tries int
+	solo bool
+	// broken counts the server's 500s for it: a bug of ours, not an outage,
+	// so it is given up after a few.
+	broken int
 	// settle, when set, learns whether the server took the event (a cursor
 	// claim commits its rows only then); called once, when that is known.
 	settle func(accepted bool)
@@ -124,6 +130,13 @@ func (c completion) done(accepted bool) {
 // tools keep working while answers travel. Each answer hands back the
 // commands the reported events issued, which start at once in the slots the
 // completions held.
+//
+// While the server is unavailable (no answer, 502/503/504, or a 500) the
+// completions stay queued and one report at a time probes it, on the
+// worker's one backoff (w.server): a finished result is kept until the
+// server has acknowledged it, for as long as the lease could still be the
+// worker's (fencing by holder makes a late report safe: only the server can
+// say the lease is gone, and it says so with a 409).
 type reporter struct {
 	w        *Worker
 	ctx      context.Context
@@ -138,6 +151,9 @@ type reporter struct {
 
 // reportsInFlight bounds the reports a worker has in flight at once.
 const reportsInFlight = 4
+
+// maxBroken is how many 500s a result gets before it is given up.
+const maxBroken = 5
 
 func newReporter(w *Worker, ctx context.Context) *reporter {
 	r := &reporter{w: w, ctx: ctx, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
@@ -168,6 +184,13 @@ func (r *reporter) add(c completion) {
 	r.wake()
 }
 
+// held is how many completions wait to be reported.
+func (r *reporter) held() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.q)
+}
+
 func (r *reporter) wake() {
 	select {
 	case r.kick <- struct{}{}:
@@ -182,19 +205,37 @@ func (r *reporter) close() {
 	<-r.done
 }
 
+// dropped empties the queue after close, for the shutdown's last word.
+func (r *reporter) dropped() []completion {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := r.q
+	r.q = nil
+	return q
+}
+
 func (r *reporter) loop() {
 	defer close(r.done)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	stopping := false
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
 	for {
+		changed := r.w.server.changed() // before admit: a change after it still wakes the loop
 		r.mu.Lock()
 		var (
 			batch  []completion
 			claims []claim
+			tk     ticket
 			send   bool
+			wait   time.Duration
 		)
 		if r.inFlight < reportsInFlight && len(r.q)+len(r.claims) > 0 {
+			tk, wait, send = r.w.server.admit()
+		}
+		if send {
 			batch = r.q[:batchLen(r.q)]
 			r.q = r.q[len(batch):]
 			if len(batch) == 0 || !batch[0].solo {
@@ -202,7 +243,6 @@ func (r *reporter) loop() {
 				r.claims = r.claims[len(claims):]
 			}
 			r.inFlight++
-			send = true
 		}
 		idle := len(r.q)+len(r.claims) == 0 && r.inFlight == 0
 		r.mu.Unlock()
@@ -210,9 +250,7 @@ func (r *reporter) loop() {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if !r.send(batch, claims) {
-					sleep(r.ctx, time.Second) // the server could not be reached
-				}
+				r.send(tk, batch, claims)
 				r.mu.Lock()
 				r.inFlight--
 				r.mu.Unlock()
@@ -223,10 +261,15 @@ func (r *reporter) loop() {
 		if stopping && idle {
 			return
 		}
+		if wait > 0 {
+			retry.Reset(wait)
+		}
 		select {
 		case <-r.ctx.Done():
 			return
 		case <-r.kick:
+		case <-retry.C:
+		case <-changed:
 		case <-r.stop:
 			stopping, r.stop = true, nil
 		}
@@ -250,10 +293,10 @@ func batchLen(q []completion) int {
 	return n
 }
 
-// send reports a batch of completions and claims; false when it must be
-// tried again later (the server could not be reached), the completions then
-// being back in the queue and the claims back with NATS.
-func (r *reporter) send(batch []completion, claims []claim) bool {
+// send reports a batch of completions and claims. What the server did not
+// answer for goes back to the queue (completions, first in line) or to NATS
+// (claims).
+func (r *reporter) send(tk ticket, batch []completion, claims []claim) {
 	w := r.w
 	held := len(batch) + len(claims)
 	take := 0
@@ -275,7 +318,8 @@ func (r *reporter) send(batch []completion, claims []claim) bool {
 			redeliver(c.msg)
 		}
 		w.slots.release(held - len(batch))
-		return r.failed(batch, err)
+		r.failed(tk, batch, err)
+		return
 	}
 	for i, c := range claims {
 		w.settleClaim(c.msg, res.Claims[i])
@@ -283,24 +327,48 @@ func (r *reporter) send(batch []completion, claims []claim) bool {
 	// The slots held pass to the commands handed back (claimed, or issued by
 	// the reported events), and stay with completions reported again; the
 	// rest are free.
-	handed, kept, retry := min(len(res.Commands), held), 0, false
+	handed, kept := min(len(res.Commands), held), 0
+	var again []completion
+	var failing *wire.EventOutcome
 	for i, c := range batch {
-		if r.settle(c, res.Events[i]) {
+		o := res.Events[i]
+		if o.Status >= 500 {
+			failing = &res.Events[i]
+		}
+		switch {
+		case o.Status == http.StatusServiceUnavailable:
+			again = append(again, c) // a shard's database is away: it waits for it
+		case r.settle(c, o):
 			kept++
-			retry = retry || res.Events[i].Status >= 500
 		}
 	}
-	w.slots.release(held - handed - kept)
+	if failing != nil {
+		r.requeue(again)
+		w.server.failed(tk, &client.Error{Status: failing.Status, Message: failing.Error}, 0)
+	} else {
+		w.server.succeeded(tk)
+	}
+	w.slots.release(held - handed - kept - len(again))
 	for i := range res.Commands[:handed] {
 		go w.execute(r.ctx, r, &res.Commands[i])
 	}
-	return !retry // a server error is tried again after a pause
+}
+
+// requeue puts completions back at the head of the queue.
+func (r *reporter) requeue(cs []completion) {
+	if len(cs) == 0 {
+		return
+	}
+	r.mu.Lock()
+	r.q = append(slices.Clone(cs), r.q...)
+	r.mu.Unlock()
+	r.wake()
 }
 
 // settle acts on one event's outcome: done, dropped (the lease is gone), or
-// queued again — as is, or as a command.failed that says why the server
-// refused the result. It says whether the completion was queued again (and
-// keeps its slot).
+// queued again — as is after a 500, or as a command.failed that says why the
+// server refused the result. It says whether the completion was queued
+// again (and keeps its slot).
 func (r *reporter) settle(c completion, o wire.EventOutcome) bool {
 	w := r.w
 	log := w.log.With("execution_id", c.cmd.ExecutionID, "command_id", c.cmd.CommandID, "attempt", c.cmd.Attempt)
@@ -311,9 +379,9 @@ func (r *reporter) settle(c completion, o wire.EventOutcome) bool {
 	case o.Status == http.StatusConflict || o.Status == http.StatusNotFound:
 		log.Warn("the report was refused: the lease is gone; dropping the result", "status", o.Status, "error", o.Error)
 		c.done(false)
-	case o.Status >= 500 && c.tries < 5 && r.ctx.Err() == nil:
-		c.tries++
-		log.Warn("the report failed on the server; reporting again", "status", o.Status, "error", o.Error)
+	case o.Status >= 500 && c.broken < maxBroken-1:
+		c.broken++
+		log.Warn("the server failed on this result; reporting it again", "status", o.Status, "error", o.Error)
 		r.add(c)
 		return true
 	case o.Status >= 400 && o.Status < 500 && !c.refused:
@@ -322,47 +390,47 @@ func (r *reporter) settle(c completion, o wire.EventOutcome) bool {
 		r.add(refusal(c, w.cfg.WorkerID, o.Error))
 		return true
 	default:
-		log.Error("the command's end could not be reported; its lease will expire", "status", o.Status, "error", o.Error)
+		log.Error("the server keeps failing on this result; dropping it: its lease expires and the command runs again", "status", o.Status, "error", o.Error)
 		c.done(false)
 	}
 	return false
 }
 
-// failed handles a report that got no per-event answer: a request refused as
-// a whole is split so the offending event is found; an unreachable server is
-// tried again until the leases have run out anyway.
-func (r *reporter) failed(batch []completion, err error) bool {
+// failed handles a report that got no per-event answer. A request refused
+// as a whole is split so the offending event is found; a server that could
+// not answer (unreachable, 502/503/504, a 500, or this worker stopping)
+// keeps the completions queued, and the worker backs off.
+func (r *reporter) failed(tk ticket, batch []completion, err error) {
 	w := r.w
 	status := client.StatusOf(err)
-	if status >= 400 && status < 500 && status != http.StatusTooManyRequests {
+	switch {
+	case r.ctx.Err() != nil: // abandoned at shutdown: Run says what is dropped
+		r.requeue(batch)
+	case status >= 400 && status < 500 && status != http.StatusTooManyRequests:
+		w.server.succeeded(tk) // it answered
 		switch {
 		case len(batch) == 0: // claims alone, back with NATS already
 			w.log.Warn("the server refused a report of claims; they are delivered again later", "error", err.Error())
-			return false
 		case len(batch) > 1:
-			for _, c := range batch {
-				c.solo = true
-				r.add(c)
+			for i := range batch {
+				batch[i].solo = true
 			}
-			return true // sent one by one next
-		}
-		if !r.settle(batch[0], wire.EventOutcome{Status: status, Error: err.Error()}) {
+			r.requeue(batch) // sent one by one next
+		case !r.settle(batch[0], wire.EventOutcome{Status: status, Error: err.Error()}):
 			w.slots.release(1)
 		}
-		return true
-	}
-	w.log.Warn("reporting failed; trying again", "events", len(batch), "error", err.Error())
-	for _, c := range batch {
-		if time.Now().After(c.cmd.LeaseExpiresAt.Add(time.Minute)) {
-			w.log.Error("dropping a result whose lease ran out while the server was unreachable",
-				"execution_id", c.cmd.ExecutionID, "command_id", c.cmd.CommandID)
-			c.done(false)
-			w.slots.release(1)
-			continue
+	case status >= 500 && !client.Unavailable(err):
+		// A bug of ours on the server, not an outage: a few more tries.
+		w.server.failed(tk, err, client.RetryAfterOf(err))
+		for _, c := range batch {
+			if !r.settle(c, wire.EventOutcome{Status: status, Error: err.Error()}) {
+				w.slots.release(1)
+			}
 		}
-		r.add(c)
+	default:
+		r.requeue(batch)
+		w.server.failed(tk, err, client.RetryAfterOf(err))
 	}
-	return false
 }
 
 // refusal turns a refused completion into the command.failed that says why,

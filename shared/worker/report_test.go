@@ -82,6 +82,7 @@ func testWorker(t *testing.T, h http.Handler, slots int) *Worker {
 	t.Cleanup(srv.Close)
 	w := &Worker{cfg: Config{Client: client.New(srv.URL, ""), WorkerID: "w1"},
 		log: slog.New(slog.NewTextHandler(io.Discard, nil)), slots: newSlots(slots)}
+	w.watchDependencies()
 	w.stopping.Store(true) // take no commands back: only reporting is tested
 	return w
 }

@@ -26,7 +26,8 @@ type Standard struct {
 	// Python is the interpreter; it is resolved to its real path once, so a
 	// version manager's shim is not paid for on every step.
 	Python string
-	// Credentials resolve auth: aliases; default the environment (R-P4).
+	// Credentials resolve auth: aliases the control plane's keychain does
+	// not hold (it is asked first); default the environment (R-P4).
 	Credentials tools.Credentials
 	// Results and InlineLimit: see Config (results over the limit are stored
 	// by reference).
@@ -73,6 +74,9 @@ func (s Standard) Build(ctx context.Context) (*Worker, error) {
 	if l, ok := creds.(tools.SecretLister); ok {
 		secrets.Add(l.Secrets()...)
 	}
+	// The keychain first (its data is masked once looked up, below), the
+	// environment and the credentials file after.
+	creds = tools.Chain{keychainCredentials{cl: client.New(s.Server, s.Token), workerID: s.ID}, creds}
 	logger := s.Logger
 	if logger == nil {
 		logger = slog.Default()

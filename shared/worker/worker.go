@@ -1,4 +1,5 @@
-// Package worker is the reference worker (worker.md): it pulls command
+// Package worker is the reference worker (worker.md): it registers in the
+// server's worker registry (registry.go), pulls command
 // notifications from NATS JetStream, claims each command under a lease, runs its
 // tool (pipelines through shared/pipeline), heartbeats while it runs, and
 // reports call.done and command.completed/failed; a result over the inline
@@ -24,6 +25,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/noetlwire"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/redact"
@@ -75,6 +77,10 @@ type Worker struct {
 	log      *slog.Logger
 	slots    *slots
 	stopping atomic.Bool // take no more commands from reports
+	// server and nats are what the worker knows of each one's
+	// availability: one backoff per outage, shared by every caller.
+	server, nats *outage
+	rep          atomic.Pointer[reporter] // the running reporter, for the log lines
 }
 
 // New returns a worker.
@@ -104,8 +110,22 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Worker{cfg: cfg, log: cfg.Logger.With("worker_id", cfg.WorkerID, "pool", cfg.Pool),
-		slots: newSlots(cfg.Concurrency)}, nil
+	w := &Worker{cfg: cfg, log: cfg.Logger.With("worker_id", cfg.WorkerID, "pool", cfg.Pool), slots: newSlots(cfg.Concurrency)}
+	w.watchDependencies()
+	return w, nil
+}
+
+// watchDependencies sets up what the worker knows of the server's and NATS's
+// availability.
+func (w *Worker) watchDependencies() {
+	w.server, w.nats = newOutage(w.log, "the server"), newOutage(w.log, "NATS")
+	w.server.attrs = func() []any {
+		held := 0
+		if r := w.rep.Load(); r != nil {
+			held = r.held()
+		}
+		return []any{"server", w.cfg.Client.BaseURL(), "results_held", held}
+	}
 }
 
 // Run pulls and runs commands until ctx is done, then stops pulling and lets
@@ -114,6 +134,9 @@ func New(cfg Config) (*Worker, error) {
 // takes it, R-L3). NATS or the API being unreachable is waited out with
 // backoff, never a reason to exit.
 func (w *Worker) Run(ctx context.Context) error {
+	// Registered while it runs, commands finishing in the grace period
+	// included; deregistered last.
+	defer w.keepRegistered(context.WithoutCancel(ctx), noetlwire.PoolHeartbeatInterval)()
 	cons, err := w.consumer(ctx)
 	if err != nil {
 		return nil // stopped before NATS came back
@@ -124,11 +147,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer abandon()
 	w.stopping.Store(false)
 	rep := newReporter(w, runCtx)
+	w.rep.Store(rep)
 	w.log.InfoContext(ctx, "worker started", "concurrency", w.cfg.Concurrency)
-	backoff := time.Duration(0)
 	for ctx.Err() == nil {
 		free := w.slots.waitFree(ctx)
 		if free == 0 {
+			continue // ctx done
+		}
+		tk, ok := w.nats.await(ctx)
+		if !ok {
 			continue // ctx done
 		}
 		// Fetch returns each message as it arrives; the wait only bounds an
@@ -136,13 +163,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		batch, err := cons.Fetch(free, jetstream.FetchMaxWait(time.Second))
 		if err != nil {
 			if ctx.Err() == nil {
-				backoff = nextBackoff(backoff)
-				w.log.WarnContext(ctx, "fetching notifications failed; retrying", "error", err.Error(), "retry_in", backoff.String())
-				sleep(ctx, backoff)
+				w.nats.failed(tk, fmt.Errorf("fetch notifications: %w", err), 0)
 			}
 			continue
 		}
-		backoff = 0
+		w.nats.succeeded(tk)
 		for msg := range batch.Messages() {
 			if !w.slots.acquire(ctx, 1) {
 				_ = msg.Nak()
@@ -154,39 +179,51 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.log.WarnContext(ctx, "fetch ended with an error", "error", err.Error())
 		}
 	}
-	// Take nothing more; let what runs finish and be reported.
+	// Take nothing more; let what runs finish and be reported (the reporter
+	// keeps trying an unavailable server during the grace period).
 	w.stopping.Store(true)
 	grace, cancel := context.WithTimeout(context.Background(), w.cfg.Grace)
 	defer cancel()
+	abandoned := false
 	if !w.slots.waitIdle(grace) {
-		w.log.Warn("grace period over; abandoning running commands to lease expiry")
+		abandoned = true
 		abandon()
 	}
 	rep.close()
+	dropped := rep.dropped()
+	for _, c := range dropped {
+		c.done(false) // a claim held open rolls back: its rows go to another claim
+	}
+	if abandoned {
+		ids := make([]string, len(dropped))
+		for i, c := range dropped {
+			ids[i] = c.cmd.CommandID
+		}
+		w.log.Warn("grace period over: stopped with commands still running and finished results not reported; each runs again once its lease expires",
+			"grace", w.cfg.Grace.String(), "results_dropped", len(dropped), "dropped_command_ids", ids,
+			"server_unavailable", w.server.isDown())
+	}
 	w.log.Info("worker stopped")
 	return nil
 }
 
 // consumer makes the pool's durable consumer, retrying while NATS is away.
 func (w *Worker) consumer(ctx context.Context) (jetstream.Consumer, error) {
-	backoff := time.Duration(0)
 	for {
+		tk, ok := w.nats.await(ctx)
+		if !ok {
+			return nil, ctx.Err()
+		}
 		cons, err := notify.EnsureConsumer(ctx, w.cfg.JS, w.cfg.Pool)
 		if err == nil {
+			w.nats.succeeded(tk)
 			return cons, nil
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		backoff = nextBackoff(backoff)
-		w.log.WarnContext(ctx, "NATS is not reachable; retrying", "error", err.Error(), "retry_in", backoff.String())
-		sleep(ctx, backoff)
+		w.nats.failed(tk, fmt.Errorf("make the pool's consumer: %w", err), 0)
 	}
-}
-
-// nextBackoff doubles a wait from 100 ms up to 10 s.
-func nextBackoff(d time.Duration) time.Duration {
-	return min(max(2*d, 100*time.Millisecond), 10*time.Second)
 }
 
 // handle passes the command a notification announces to the next report,
@@ -215,6 +252,8 @@ func (w *Worker) settleClaim(msg jetstream.Msg, o wire.ClaimOutcome) {
 		_ = msg.Ack() // someone else has it, or it is over
 	case o.Status == http.StatusTooManyRequests:
 		_ = msg.NakWithDelay(max(time.Duration(o.RetryAfterSeconds)*time.Second, 100*time.Millisecond)) // R-L7
+	case o.Status == http.StatusServiceUnavailable:
+		redeliver(msg) // its shard's database is away; the outage is logged once
 	default:
 		w.log.Warn("claim failed; redelivering later", "event_id", o.EventID, "status", o.Status, "error", o.Error)
 		redeliver(msg)
@@ -386,14 +425,17 @@ func errorEnvelope(msg string) pipeline.Envelope {
 }
 
 // heartbeat extends the lease every third of it while the tool runs (worker.md
-// §1.3); a 409 means the lease is gone: cancel the tool.
+// §1.3); a 409 means the lease is gone: cancel the tool. While the server is
+// unavailable a beat goes only as the worker's probe (w.server): the lease
+// lapses meanwhile, and the server gives its holder a lease's time after an
+// outage before it takes it away.
 func (w *Worker) heartbeat(ctx context.Context, cmd *wire.Command, cancel context.CancelFunc, lost chan struct{}, log *slog.Logger) (stop func()) {
 	lease := time.Until(cmd.LeaseExpiresAt.Time)
 	if lease <= 0 {
 		lease = 60 * time.Second
 	}
 	every := max(lease/3, 100*time.Millisecond)
-	done := make(chan struct{})
+	ctx, stopBeats := context.WithCancel(ctx)
 	var once sync.Once
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -403,24 +445,34 @@ func (w *Worker) heartbeat(ctx context.Context, cmd *wire.Command, cancel contex
 		defer t.Stop()
 		for {
 			select {
-			case <-done:
-				return
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				_, err := w.cfg.Client.Heartbeat(ctx, int64(cmd.EventID), w.cfg.WorkerID, cmd.Attempt)
-				if client.StatusOf(err) == 409 {
-					once.Do(func() { close(lost) })
-					cancel()
-					return
-				}
-				if err != nil && ctx.Err() == nil {
-					log.Warn("heartbeat failed", "error", err.Error())
-				}
+			}
+			tk, _, ok := w.server.admit()
+			if !ok {
+				continue // another request probes the server
+			}
+			_, err := w.cfg.Client.Heartbeat(ctx, int64(cmd.EventID), w.cfg.WorkerID, cmd.Attempt)
+			switch {
+			case ctx.Err() != nil:
+				return
+			case client.StatusOf(err) == http.StatusConflict:
+				w.server.succeeded(tk)
+				once.Do(func() { close(lost) })
+				cancel()
+				return
+			case client.Unavailable(err) || client.StatusOf(err) >= 500:
+				w.server.failed(tk, fmt.Errorf("heartbeat: %w", err), client.RetryAfterOf(err))
+			case err != nil:
+				w.server.succeeded(tk)
+				log.Warn("heartbeat failed", "error", err.Error())
+			default:
+				w.server.succeeded(tk)
 			}
 		}
 	}()
-	return func() { close(done); wg.Wait() }
+	return func() { stopBeats(); wg.Wait() }
 }
 
 // offload stores a successful result's data by reference when its JSON is
@@ -455,11 +507,4 @@ func clientID(commandID string, attempt int, typ string) int64 {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s|%d|%s", commandID, attempt, typ)
 	return int64(h.Sum64()&(1<<53-1)) | 1
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
 }

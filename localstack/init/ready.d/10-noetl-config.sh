@@ -35,3 +35,16 @@ create_bucket() { # name: create unless it exists (persistence)
 # Results workers store by reference (worker.md §1): env.json's
 # NOETL_RESULT_STORE is s3://noetl-local-results/results.
 create_bucket noetl-local-results
+
+create_key_alias() { # alias: a KMS key behind the alias, unless the alias exists (persistence)
+  if ! awslocal kms describe-key --key-id "$1" >/dev/null 2>&1; then
+    local key
+    key=$(awslocal kms create-key --description "NoETL local: seals the keychain's credentials" --query KeyMetadata.KeyId --output text)
+    awslocal kms create-alias --alias-name "$1" --target-key-id "$key" >/dev/null
+  fi
+  echo "noetl: kms key $1"
+}
+
+# The keychain's key (shared/keychain/kmsring): env.json's
+# NOETL_KEYCHAIN_KMS_KEY_ID is alias/noetl-local-keychain.
+create_key_alias alias/noetl-local-keychain

@@ -9,7 +9,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/netip"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -19,8 +21,11 @@ import (
 	"github.com/noetl-go/noetl/shared/config"
 	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/controlplane/cptest"
+	"github.com/noetl-go/noetl/shared/credentials"
 	"github.com/noetl-go/noetl/shared/dashboard"
 	"github.com/noetl-go/noetl/shared/devstack"
+	"github.com/noetl-go/noetl/shared/keychain"
+	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/store"
 	"github.com/noetl-go/noetl/shared/store/storetest"
 )
@@ -47,6 +52,10 @@ type Options struct {
 	Recorder     api.Recorder
 	Observer     controlplane.Observer
 	Logger       *slog.Logger
+	// TokenlessWorkers: config.TokenlessWorkers.
+	TokenlessWorkers []netip.Prefix
+	// WorkerTTL: controlplane.Config.WorkerTTL (0: its default).
+	WorkerTTL time.Duration
 }
 
 // Stack is a control plane over real databases and NATS.
@@ -59,8 +68,12 @@ type Stack struct {
 	Publisher controlplane.Publisher
 	Tokens    config.Tokens
 	// API is built with ServerURL "http://test".
-	API  *api.API
-	opts Options
+	API *api.API
+	// KeyRing is the keychain's key file (in the test's temp dir); Results a
+	// result store directory there.
+	KeyRing *keychain.FileRing
+	Results resultstore.Store
+	opts    Options
 }
 
 // New starts a stack for t; everything stops when t ends.
@@ -85,6 +98,13 @@ func New(t testing.TB, opts Options) *Stack {
 		s.Tokens = Tokens()
 	}
 	var err error
+	dir := t.TempDir()
+	if s.KeyRing, err = keychain.OpenFile(filepath.Join(dir, "keychain.json"), true); err != nil {
+		t.Fatal(err)
+	}
+	if s.Results, err = resultstore.Open(s.Ctx, "file://"+filepath.Join(dir, "results"), resultstore.Options{}); err != nil {
+		t.Fatal(err)
+	}
 	if s.API, err = s.Build("http://test"); err != nil {
 		t.Fatal(err)
 	}
@@ -95,13 +115,13 @@ func New(t testing.TB, opts Options) *Stack {
 // lambdafn.New takes.
 func (s *Stack) Build(serverURL string) (*api.API, error) {
 	svc, err := controlplane.New(controlplane.Config{Store: s.Store, Publisher: s.Publisher, ServerURL: serverURL,
-		Lease: s.opts.Lease, Observer: s.opts.Observer, Logger: s.opts.Logger})
+		Lease: s.opts.Lease, Observer: s.opts.Observer, WorkerTTL: s.opts.WorkerTTL, Logger: s.opts.Logger, Results: s.Results})
 	if err != nil {
 		return nil, err
 	}
 	nc := s.NATS
-	return api.New(svc, api.Options{Tokens: s.Tokens, MaxBodyBytes: s.opts.MaxBodyBytes, CORSOrigins: s.opts.CORSOrigins,
-		Version: "test", Recorder: s.opts.Recorder, Logger: s.opts.Logger, Dashboard: dashboard.Files{},
+	return api.New(svc, api.Options{Tokens: s.Tokens, TokenlessWorkers: s.opts.TokenlessWorkers, MaxBodyBytes: s.opts.MaxBodyBytes, CORSOrigins: s.opts.CORSOrigins,
+		Version: "test", Recorder: s.opts.Recorder, Logger: s.opts.Logger, Keychain: credentials.New(s.Store, s.KeyRing, svc, s.opts.Logger), Dashboard: dashboard.Files{},
 		NATS: func(context.Context) error {
 			if !nc.Running() {
 				return errors.New("the embedded NATS server is down")
@@ -112,7 +132,7 @@ func (s *Stack) Build(serverURL string) (*api.API, error) {
 
 // Counts are the row counts of every table a request can write.
 type Counts struct {
-	Catalog, Execution, Event, Command, Outbox, StepResult int64
+	Catalog, Credential, Worker, Execution, Event, Command, Outbox, StepResult int64
 }
 
 // Counts reads the row counts over the cluster and every shard.
@@ -129,7 +149,8 @@ func (s *Stack) Counts(t testing.TB) Counts {
 // the cluster and every shard of st.
 func CountRows(ctx context.Context, st *store.Store) (Counts, error) {
 	var c Counts
-	if err := st.Cluster().QueryRow(ctx, `SELECT count(*) FROM catalog`).Scan(&c.Catalog); err != nil {
+	// Not the credential read log: a refused or unknown read is logged too.
+	if err := st.Cluster().QueryRow(ctx, `SELECT (SELECT count(*) FROM catalog), (SELECT count(*) FROM credential), (SELECT count(*) FROM worker)`).Scan(&c.Catalog, &c.Credential, &c.Worker); err != nil {
 		return c, err
 	}
 	for i := range st.NumShards() {

@@ -159,3 +159,12 @@ export async function setScheduleEnabled(id, enabled) {
 export async function triggerSchedule(id) {
   return (await call('POST', `/api/schedules/${encodeURIComponent(id)}/trigger`, { body: {} })).data;
 }
+
+// ---- workers ----
+
+// listWorkers reads the worker registry (NoETL's {items, count}): who is
+// alive and how busy. state: alive, ready, expired, offline, or '' for all.
+export async function listWorkers({ state } = {}) {
+  const { data } = await call('GET', '/api/worker/pools', { query: { status: state } });
+  return Array.isArray(data) ? data : (data.items || []);
+}

@@ -5,6 +5,7 @@
 import * as api from '/ui/api.js';
 import { StepGraph, STATES, stateLabel } from '/ui/graph.js';
 import { scheduleListView, scheduleView } from '/ui/schedules.js';
+import { workersView } from '/ui/workers.js';
 
 const view = document.getElementById('view');
 const banner = document.getElementById('banner');
@@ -150,6 +151,7 @@ function route() {
   if (parts[0] === 'executions' && parts[1]) executionView(parts[1]).catch(fail);
   else if (parts[0] === 'catalog' && parts[1]) catalogEntryView(parts[1]).catch(fail);
   else if (parts[0] === 'catalog') catalogView(query).catch(fail);
+  else if (parts[0] === 'workers') workersView(ui, query).catch(fail);
   else if (parts[0] === 'schedules' && parts[1]) scheduleView(ui, parts[1]).catch(fail);
   else if (parts[0] === 'schedules') scheduleListView(ui).catch(fail);
   else executionsView(query).catch(fail);

@@ -1,0 +1,304 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/wire"
+)
+
+// `noetl credentials <subcommand>`: the keychain from the shell. Data is read
+// from a file or stdin, never taken as a flag value (any user can read a
+// process's arguments).
+
+func runCredentials(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return subcommandGroup{name: "credentials",
+		doc: "Manage the keychain: credentials playbooks name with auth: <name>, sealed at rest (README, \"Credentials\").\n" +
+			"Workers read a credential's data for the execution they run; users never get it back.",
+		order: []string{"set", "list", "get", "delete", "reads", "rotate"},
+		cmds: map[string]subcommand{
+			"set":    {"create or replace a credential (its data from a file or stdin)", runCredentialSet},
+			"list":   {"list credentials (never their data)", runCredentialList},
+			"get":    {"show a credential's metadata", runCredentialGet},
+			"delete": {"delete a credential", runCredentialDelete},
+			"reads":  {"who read a credential, for which execution, and what was answered", runCredentialReads},
+			"rotate": {"reseal every credential under the keychain's current key (--new-key: a new key first)", runCredentialRotate},
+		}}.run(ctx, args, stdout, stderr)
+}
+
+// nameArg reads the one positional credential name (or id).
+func nameArg(fs *flag.FlagSet, stderr io.Writer) (string, bool) {
+	if fs.NArg() != 1 || fs.Arg(0) == "" {
+		fmt.Fprintln(stderr, "give exactly one credential name")
+		fs.Usage()
+		return "", false
+	}
+	return fs.Arg(0), true
+}
+
+// readDoc reads JSON or YAML from a file, or stdin for "-".
+func readDoc(path string, stdin io.Reader) (map[string]any, error) {
+	var src []byte
+	var err error
+	if path == "-" {
+		src, err = io.ReadAll(io.LimitReader(stdin, 1<<20))
+	} else {
+		src, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var v map[string]any
+	if err := yaml.Unmarshal(src, &v); err != nil {
+		return nil, fmt.Errorf("%s: not a JSON or YAML object: %w", path, err)
+	}
+	// Through JSON into jsonx's values (yaml.v3 gives ints, JSON gives int64).
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return jsonx.DecodeObject(b)
+}
+
+func runCredentialSet(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
+	file := fs.String("f", "", "a credential file in NoETL's shape {name, type, data, tags, description, meta} (JSON or YAML; - for stdin)")
+	typ := fs.String("type", "", "postgres, bearer, api_key, basic, http, generic, … (default generic)")
+	data := fs.String("data", "", "a JSON or YAML file holding the credential's data object (- for stdin)")
+	tags := fs.String("tags", "", "comma-separated tags")
+	desc := fs.String("description", "", "what the credential is for")
+	if code, ok := parseFlags(fs, args, "credentials set NAME [flags]  |  credentials set -f FILE",
+		"Creates or replaces a credential. Its data comes from --data FILE (or -f FILE in NoETL's credential shape);\n"+
+			"- reads stdin. The server seals it before storing it.\n\n"+
+			"  noetl credentials set pg_prod --type postgres --data pg.json\n"+
+			"  echo '{\"token\": \"…\"}' | noetl credentials set github --type bearer --data -"); !ok {
+		return code
+	}
+	var r wire.CredentialRequest
+	if *file != "" {
+		doc, err := readDoc(*file, os.Stdin)
+		if err != nil {
+			return fail(stderr, "credentials set", err)
+		}
+		b, _ := jsonx.Marshal(doc)
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		var in struct {
+			wire.CredentialRequest
+			CredentialType string `json:"credential_type"`
+		}
+		if err := dec.Decode(&in); err != nil {
+			return fail(stderr, "credentials set", fmt.Errorf("%s: %w (fields: name, type, data, tags, description, meta)", *file, err))
+		}
+		r = in.CredentialRequest
+		if r.Type == "" {
+			r.Type = in.CredentialType
+		}
+	}
+	switch {
+	case fs.NArg() == 1:
+		r.Name = fs.Arg(0)
+	case fs.NArg() > 1 || r.Name == "":
+		fmt.Fprintln(stderr, "give exactly one credential name (or name in -f FILE)")
+		fs.Usage()
+		return exitUsage
+	}
+	if *data != "" {
+		d, err := readDoc(*data, os.Stdin)
+		if err != nil {
+			return fail(stderr, "credentials set", err)
+		}
+		r.Data = d
+	}
+	if r.Data == nil {
+		fmt.Fprintln(stderr, "noetl credentials set: give the data with --data FILE (or - for stdin), or -f FILE")
+		return exitUsage
+	}
+	if *typ != "" {
+		r.Type = *typ
+	}
+	if *tags != "" {
+		r.Tags = nil
+		for _, t := range strings.Split(*tags, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				r.Tags = append(r.Tags, t)
+			}
+		}
+	}
+	if *desc != "" {
+		r.Description = *desc
+	}
+	cred, err := c.client().PutCredential(ctx, r)
+	if err != nil {
+		return fail(stderr, "credentials set", err)
+	}
+	if c.asJSON {
+		printJSON(stdout, cred)
+		return exitOK
+	}
+	verb := "replaced"
+	if cred.Created != nil && *cred.Created {
+		verb = "created"
+	}
+	fmt.Fprintf(stdout, "%s credential %s (id %d, type %s), sealed under %s\n", verb, cred.Name, cred.ID, cred.Type, cred.KeyID)
+	return exitOK
+}
+
+func runCredentialList(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
+	typ := fs.String("type", "", "only credentials of this type")
+	q := fs.String("q", "", "only credentials whose name or description contains this")
+	if code, ok := parseFlags(fs, args, "credentials list [flags]", "Lists credentials by name (never their data)."); !ok {
+		return code
+	}
+	if !noArgs(fs, stderr) {
+		return exitUsage
+	}
+	list, err := c.client().Credentials(ctx, *typ, *q)
+	if err != nil {
+		return fail(stderr, "credentials list", err)
+	}
+	if c.asJSON {
+		printJSON(stdout, list.Items)
+		return exitOK
+	}
+	if len(list.Items) == 0 {
+		fmt.Fprintln(stdout, "no credentials (add one: noetl credentials set NAME --type postgres --data FILE)")
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tTYPE\tID\tTAGS\tUPDATED\tDESCRIPTION")
+	for _, cr := range list.Items {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", cr.Name, cr.Type, cr.ID, orDash(strings.Join(cr.Tags, ",")), cr.UpdatedAt.Text(), orDash(cr.Description))
+	}
+	tw.Flush()
+	return exitOK
+}
+
+func runCredentialGet(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
+	if code, ok := parseFlags(fs, args, "credentials get NAME [flags]", "Shows a credential's metadata. Its data is given only to workers, for the execution they run."); !ok {
+		return code
+	}
+	name, ok := nameArg(fs, stderr)
+	if !ok {
+		return exitUsage
+	}
+	cr, err := c.client().Credential(ctx, name, client.CredentialQuery{})
+	if err != nil {
+		return fail(stderr, "credentials get", err)
+	}
+	if c.asJSON {
+		printJSON(stdout, cr)
+		return exitOK
+	}
+	fmt.Fprintf(stdout, "name         %s\nid           %d\ntype         %s\ntags         %s\ndescription  %s\nsealed under %s\ncreated      %s\nupdated      %s\n",
+		cr.Name, cr.ID, cr.Type, orDash(strings.Join(cr.Tags, ",")), orDash(cr.Description), cr.KeyID, cr.CreatedAt.Text(), cr.UpdatedAt.Text())
+	return exitOK
+}
+
+func runCredentialDelete(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
+	if code, ok := parseFlags(fs, args, "credentials delete NAME [flags]", "Deletes a credential; steps naming it fail from then on."); !ok {
+		return code
+	}
+	name, ok := nameArg(fs, stderr)
+	if !ok {
+		return exitUsage
+	}
+	d, err := c.client().DeleteCredential(ctx, name)
+	if err != nil {
+		return fail(stderr, "credentials delete", err)
+	}
+	if c.asJSON {
+		printJSON(stdout, d)
+		return exitOK
+	}
+	fmt.Fprintf(stdout, "deleted credential %s (id %d)\n", name, d.ID)
+	return exitOK
+}
+
+func runCredentialReads(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
+	exec := fs.Int64("execution", 0, "only reads for this execution")
+	limit := fs.Int("limit", 100, "at most this many, newest first (up to 1000)")
+	if code, ok := parseFlags(fs, args, "credentials reads NAME [flags]", "Lists who read a credential (scope, token fingerprint, worker), for which execution, and what was answered."); !ok {
+		return code
+	}
+	name, ok := nameArg(fs, stderr)
+	if !ok {
+		return exitUsage
+	}
+	reads, err := c.client().CredentialReads(ctx, name, *exec, *limit)
+	if err != nil {
+		return fail(stderr, "credentials reads", err)
+	}
+	if c.asJSON {
+		printJSON(stdout, reads.Items)
+		return exitOK
+	}
+	if len(reads.Items) == 0 {
+		fmt.Fprintf(stdout, "no reads of %s\n", name)
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WHEN\tOUTCOME\tDATA\tEXECUTION\tSCOPE\tTOKEN\tWORKER\tREASON")
+	for _, r := range reads.Items {
+		execText := "-"
+		if r.ExecutionID != 0 {
+			execText = strconv.FormatInt(int64(r.ExecutionID), 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\t%s\t%s\n", r.ReadAt.Text(), r.Outcome, r.IncludeData, execText, r.Scope,
+			orDash(string(r.Token)), orDash(string(r.WorkerID)), orDash(string(r.Reason)))
+	}
+	tw.Flush()
+	return exitOK
+}
+
+func runCredentialRotate(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
+	newKey := fs.Bool("new-key", false, "make a new current key first (a key file; with KMS, point the key id or its alias at a new key instead)")
+	batch := fs.Int("batch", 100, "credentials resealed per request (1..1000)")
+	if code, ok := parseFlags(fs, args, "credentials rotate [flags]",
+		"Reseals every credential under the keychain's current key, a batch per request, until none is left\n"+
+			"under an older key. Old keys keep opening what they sealed until then."); !ok {
+		return code
+	}
+	if !noArgs(fs, stderr) {
+		return exitUsage
+	}
+	cl := c.client()
+	req := wire.RotateRequest{NewKey: *newKey, Limit: *batch}
+	total := 0
+	for {
+		r, err := cl.RotateCredentials(ctx, req)
+		if err != nil {
+			return fail(stderr, "credentials rotate", err)
+		}
+		if r.NewKey {
+			fmt.Fprintf(stdout, "new key %s\n", r.KeyID)
+		}
+		total += r.Resealed
+		if !c.asJSON {
+			fmt.Fprintf(stdout, "resealed %d (%d in all), %d left under older keys\n", r.Resealed, total, r.Remaining)
+		}
+		if r.Remaining == 0 {
+			if c.asJSON {
+				printJSON(stdout, wire.Rotation{KeyID: r.KeyID, NewKey: *newKey, Resealed: total})
+			} else {
+				fmt.Fprintf(stdout, "every credential is sealed under %s\n", r.KeyID)
+			}
+			return exitOK
+		}
+		if r.Resealed == 0 {
+			return fail(stderr, "credentials rotate", fmt.Errorf("%d credentials remain under older keys and none could be resealed (another rotation running?)", r.Remaining))
+		}
+		req.NewKey = false
+	}
+}

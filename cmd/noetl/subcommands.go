@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+)
+
+// subcommand is one subcommand of a command group (noetl schedules …, noetl
+// credentials …): it gets the client flags registered on its flag set.
+type subcommand struct {
+	summary string
+	run     func(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int
+}
+
+// subcommandGroup is `noetl <name> <subcommand>`.
+type subcommandGroup struct {
+	name  string
+	doc   string
+	order []string // the subcommands in the order usage lists them
+	cmds  map[string]subcommand
+}
+
+func (g subcommandGroup) run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	usage := func(w io.Writer) {
+		fmt.Fprintf(w, "usage: noetl %s <subcommand> [flags] [args]\n", g.name)
+		fmt.Fprintf(w, "\n%s\n", g.doc)
+		fmt.Fprintln(w, "\nsubcommands:")
+		for _, n := range g.order {
+			fmt.Fprintf(w, "  %-9s %s\n", n, g.cmds[n].summary)
+		}
+		fmt.Fprintf(w, "\nRun 'noetl %s <subcommand> -h' for its flags.\n", g.name)
+	}
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stdout)
+		return exitOK
+	}
+	sc, ok := g.cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "noetl %s: unknown subcommand %q\n\n", g.name, args[0])
+		usage(stderr)
+		return exitUsage
+	}
+	var c conn
+	fs := newFlags(g.name+" "+args[0], stderr)
+	c.register(fs)
+	return sc.run(ctx, &c, fs, args[1:], stdout, stderr)
+}

@@ -1,0 +1,139 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/noetl-go/noetl/shared/config"
+	"github.com/noetl-go/noetl/shared/store"
+	"github.com/noetl-go/noetl/shared/wire"
+)
+
+// The keychain's routes, in NoETL's shapes (its credential API): users
+// create, list, read and delete credentials; workers read a credential's
+// data for the execution they run. shared/credentials owns the rules.
+
+// Keychain is what the keychain's routes serve (shared/credentials, which
+// reads the requests' bodies and owns the rules). Only the keychain function,
+// noetl dev and noetl serve have one (Options.Keychain): the other functions
+// never route a credential request, and their binaries link none of its code.
+type Keychain interface {
+	PutJSON(ctx context.Context, body map[string]any) (wire.Credential, error)
+	GetJSON(ctx context.Context, identifier string, read store.CredentialRead, mayReadData bool) (wire.Credential, error)
+	ListJSON(ctx context.Context, typ, query string) (wire.CredentialList, error)
+	DeleteJSON(ctx context.Context, identifier string) (wire.CredentialDeleted, error)
+	ReadsJSON(ctx context.Context, identifier string, executionID int64, limit int) (wire.CredentialReads, error)
+	RotateJSON(ctx context.Context, newKey bool, limit int) (wire.Rotation, error)
+}
+
+// keychain is the API's keychain, or a 503 naming where credentials are served.
+func (a *API) keychain() (Keychain, error) {
+	if a.opts.Keychain == nil {
+		return nil, errorf(http.StatusServiceUnavailable, "credentials are served by the keychain function")
+	}
+	return a.opts.Keychain, nil
+}
+
+// POST /api/credentials: create or replace (NoETL's upsert by name).
+func (a *API) putCredential(ctx context.Context, c *call) (any, error) {
+	o, err := decodeBody(c.req.Body)
+	if err != nil {
+		return nil, err
+	}
+	kc, err := a.keychain()
+	if err != nil {
+		return nil, err
+	}
+	return kc.PutJSON(ctx, o.m)
+}
+
+// GET /api/credentials?type=&q=: every credential, never its data.
+func (a *API) listCredentials(ctx context.Context, c *call) (any, error) {
+	kc, err := a.keychain()
+	if err != nil {
+		return nil, err
+	}
+	return kc.ListJSON(ctx, c.req.Query.Get("type"), c.req.Query.Get("q"))
+}
+
+// GET /api/credentials/{identifier}?include_data=&execution_id=&worker_id=:
+// one credential by id or name; its data only to the worker scope for a
+// running execution. Every read is logged.
+func (a *API) getCredential(ctx context.Context, c *call) (any, error) {
+	q := c.req.Query
+	include := false
+	if s := q.Get("include_data"); s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return nil, invalid("include_data", "expected true or false, got %q", truncate(s, 20))
+		}
+		include = b
+	}
+	eid, err := queryID(q, "execution_id")
+	if err != nil {
+		return nil, err
+	}
+	if eid != 0 {
+		c.attrs.executionID = eid
+	}
+	kc, err := a.keychain()
+	if err != nil {
+		return nil, err
+	}
+	read := store.CredentialRead{IncludeData: include, ExecutionID: eid, Scope: c.auth.scopeLabel(), Token: c.auth.token,
+		WorkerID: q.Get("worker_id"), RequestID: c.req.RequestID}
+	return kc.GetJSON(ctx, c.params["identifier"], read, c.auth.scopes.Has(config.ScopeWorker))
+}
+
+// DELETE /api/credentials/{identifier}.
+func (a *API) deleteCredential(ctx context.Context, c *call) (any, error) {
+	kc, err := a.keychain()
+	if err != nil {
+		return nil, err
+	}
+	return kc.DeleteJSON(ctx, c.params["identifier"])
+}
+
+// GET /api/credentials/{identifier}/reads?execution_id=&limit=: the read log
+// of a credential name, newest first.
+func (a *API) listCredentialReads(ctx context.Context, c *call) (any, error) {
+	limit, ok, err := queryInt(c.req.Query, "limit", 1, MaxListLimit)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		limit = DefaultListLimit
+	}
+	eid, err := queryID(c.req.Query, "execution_id")
+	if err != nil {
+		return nil, err
+	}
+	kc, err := a.keychain()
+	if err != nil {
+		return nil, err
+	}
+	return kc.ReadsJSON(ctx, c.params["identifier"], eid, int(limit))
+}
+
+// POST /api/credentials/rotate {new_key?, limit?}: reseal credentials under
+// the keychain's current key (with new_key, a new one first: key files only).
+func (a *API) rotateCredentials(ctx context.Context, c *call) (any, error) {
+	o, err := decodeBody(c.req.Body)
+	if err != nil {
+		return nil, err
+	}
+	newKey, err := o.boolean("new_key")
+	if err != nil {
+		return nil, err
+	}
+	limit, _, err := o.integer("limit", 1, 1000)
+	if err != nil {
+		return nil, err
+	}
+	kc, err := a.keychain()
+	if err != nil {
+		return nil, err
+	}
+	return kc.RotateJSON(ctx, newKey, int(limit))
+}

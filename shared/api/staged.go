@@ -1,0 +1,53 @@
+package api
+
+import (
+	"context"
+
+	"github.com/noetl-go/noetl/shared/noetlwire"
+	"github.com/noetl-go/noetl/shared/wire"
+)
+
+// NoETL's result routes over the result store (controlplane/staged.go): its
+// Rust worker stages a tool result over its inline budget with PUT and posts
+// the reference; GET /api/result/resolve reads a reference back.
+
+// MaxStagedResultBytes is the body limit of PUT /api/result/{execution_id}:
+// under Lambda's 6 MiB request payload, and far over NoETL's Rust worker's
+// 100 KiB inline budget. A larger result gets 413, and that worker then
+// reports the step failed (noetlwire.Result) rather than losing the data.
+const MaxStagedResultBytes = 5 << 20
+
+// PUT /api/result/{execution_id} {name, data, scope?, source_step?}.
+func (a *API) stageResult(ctx context.Context, c *call) (any, error) {
+	id, err := a.executionParam(c)
+	if err != nil {
+		return nil, err
+	}
+	o, err := decodeBody(c.req.Body)
+	if err != nil {
+		return nil, err
+	}
+	r, err := noetlwire.ReadStagedResult(o.m)
+	if err != nil {
+		return nil, err
+	}
+	st, err := a.svc.StageResult(ctx, id, r)
+	if err != nil {
+		return nil, err
+	}
+	return wire.StagedResult{Ref: st.Ref, Store: st.Store, Scope: st.Scope, Bytes: st.Bytes, Sha256: st.Sha256}, nil
+}
+
+// GET /api/result/resolve?ref=: the stored value itself (NoETL's answer is
+// the data, not an envelope); 404 when nothing is stored there.
+func (a *API) resolveResult(ctx context.Context, c *call) (any, error) {
+	ref := c.req.Query.Get("ref")
+	if ref == "" {
+		return nil, invalid("ref", "required: a noetl://execution/<execution_id>/result/<name>/<id> reference")
+	}
+	v, err := a.svc.ResolveResult(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	return wire.Value{V: v}, nil
+}

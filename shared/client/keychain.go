@@ -1,0 +1,104 @@
+package client
+
+import (
+	"context"
+	"net/url"
+	"strconv"
+
+	"github.com/noetl-go/noetl/shared/wire"
+)
+
+// The keychain's routes (NoETL's credential API).
+
+func credentialPath(identifier string) string {
+	return "/api/credentials/" + url.PathEscape(identifier)
+}
+
+// PutCredential creates or replaces a credential.
+func (c *Client) PutCredential(ctx context.Context, r wire.CredentialRequest) (*wire.Credential, error) {
+	var out wire.Credential
+	_, err := c.do(ctx, "POST", "/api/credentials", r, true, &out)
+	return &out, err
+}
+
+// Credentials lists credentials (never their data), by type and a name or
+// description substring when given.
+func (c *Client) Credentials(ctx context.Context, typ, q string) (*wire.CredentialList, error) {
+	v := url.Values{}
+	if typ != "" {
+		v.Set("type", typ)
+	}
+	if q != "" {
+		v.Set("q", q)
+	}
+	path := "/api/credentials"
+	if len(v) > 0 {
+		path += "?" + v.Encode()
+	}
+	var out wire.CredentialList
+	_, err := c.do(ctx, "GET", path, nil, true, &out)
+	return &out, err
+}
+
+// CredentialQuery is what a credential read asks for: its data for an
+// execution (the worker scope, a running execution), and who reads it.
+type CredentialQuery struct {
+	IncludeData bool
+	ExecutionID int64
+	WorkerID    string
+}
+
+// Credential reads a credential by id or name. A 404 (an unknown one) is an
+// *Error with Status 404.
+func (c *Client) Credential(ctx context.Context, identifier string, q CredentialQuery) (*wire.Credential, error) {
+	v := url.Values{}
+	if q.IncludeData {
+		v.Set("include_data", "true")
+	}
+	if q.ExecutionID != 0 {
+		v.Set("execution_id", strconv.FormatInt(q.ExecutionID, 10))
+	}
+	if q.WorkerID != "" {
+		v.Set("worker_id", q.WorkerID)
+	}
+	path := credentialPath(identifier)
+	if len(v) > 0 {
+		path += "?" + v.Encode()
+	}
+	var out wire.Credential
+	_, err := c.do(ctx, "GET", path, nil, true, &out)
+	return &out, err
+}
+
+// DeleteCredential deletes a credential by id or name.
+func (c *Client) DeleteCredential(ctx context.Context, identifier string) (*wire.CredentialDeleted, error) {
+	var out wire.CredentialDeleted
+	_, err := c.do(ctx, "DELETE", credentialPath(identifier), nil, false, &out)
+	return &out, err
+}
+
+// CredentialReads lists who read a credential, newest first.
+func (c *Client) CredentialReads(ctx context.Context, identifier string, executionID int64, limit int) (*wire.CredentialReads, error) {
+	v := url.Values{}
+	if executionID != 0 {
+		v.Set("execution_id", strconv.FormatInt(executionID, 10))
+	}
+	if limit > 0 {
+		v.Set("limit", strconv.Itoa(limit))
+	}
+	path := credentialPath(identifier) + "/reads"
+	if len(v) > 0 {
+		path += "?" + v.Encode()
+	}
+	var out wire.CredentialReads
+	_, err := c.do(ctx, "GET", path, nil, true, &out)
+	return &out, err
+}
+
+// RotateCredentials reseals up to r.Limit credentials under the keychain's
+// current key (r.NewKey: a new key first).
+func (c *Client) RotateCredentials(ctx context.Context, r wire.RotateRequest) (*wire.Rotation, error) {
+	var out wire.Rotation
+	_, err := c.do(ctx, "POST", "/api/credentials/rotate", r, false, &out)
+	return &out, err
+}

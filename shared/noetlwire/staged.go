@@ -1,0 +1,50 @@
+package noetlwire
+
+import "slices"
+
+// StagedResult is the body of PUT /api/result/{execution_id} (NoETL's
+// ResultPutRequest): its Rust worker stages a tool result over its inline
+// budget (100 KiB) there, as {name: <step>, data: <the tool result>, scope:
+// "execution", source_step: <step>}, and posts the reference it gets back in
+// call.done's result.reference.
+type StagedResult struct {
+	Name       string
+	Data       any
+	Scope      string // step, execution (default), workflow, permanent
+	SourceStep string
+}
+
+// StageScopes are NoETL's result scopes. Here every staged result lives as
+// long as the result store keeps objects (its retention): the scope is
+// recorded, not enforced.
+var StageScopes = []string{"step", "execution", "workflow", "permanent"}
+
+// ReadStagedResult reads a PUT /api/result body. NoETL's other fields (store,
+// ttl, correlation, extracted, compress) are accepted and ignored: the server
+// picks its one store.
+func ReadStagedResult(m map[string]any) (StagedResult, error) {
+	f := fields{m: m}
+	var r StagedResult
+	var err error
+	if r.Name, err = f.str("name", true); err != nil {
+		return r, err
+	}
+	data, ok := m["data"]
+	if !ok {
+		return r, fieldError("data", "required: the result to stage")
+	}
+	r.Data = data
+	if r.Scope, err = f.str("scope", false); err != nil {
+		return r, err
+	}
+	if r.Scope == "" {
+		r.Scope = "execution"
+	}
+	if !slices.Contains(StageScopes, r.Scope) {
+		return r, fieldError("scope", "%q: expected step, execution, workflow or permanent", r.Scope)
+	}
+	if r.SourceStep, err = f.str("source_step", false); err != nil {
+		return r, err
+	}
+	return r, nil
+}
