@@ -18,6 +18,7 @@ import (
 // URI or as NoETL's {kind: result_ref, ref}, in the input (NoETL's playbooks)
 // or the config, in NoETL's {status, data, uri, source} shape; another
 // execution's result, a URI outside the store and action put are refused.
+// NoETL's noetl:// references read through the result store's one parser.
 func TestArtifactGet(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -30,6 +31,15 @@ func TestArtifactGet(t *testing.T) {
 		t.Fatal(err)
 	}
 	other, _ := st.Put(ctx, "43/43:start:9/attempt-1.json", []byte(`{"secret": 1}`))
+	// NoETL's noetl:// references (PUT /api/result) resolve through the same store.
+	staged := resultstore.NoETLRef{ExecutionID: 42, Name: "fetch", ID: "00c0ffee"}
+	if _, err := st.Put(ctx, staged.Object(), []byte(`{"rows": [1, 2]}`)); err != nil {
+		t.Fatal(err)
+	}
+	foreign := resultstore.NoETLRef{ExecutionID: 43, Name: "fetch", ID: "00c0ffee"}
+	if _, err := st.Put(ctx, foreign.Object(), []byte(`{"secret": 1}`)); err != nil {
+		t.Fatal(err)
+	}
 	r := New(Options{Results: st})
 	get := func(cfg, input map[string]any) pipeline.Envelope {
 		cfg["kind"] = "artifact"
@@ -53,12 +63,21 @@ func TestArtifactGet(t *testing.T) {
 			t.Fatalf("%s: %v", c.name, d)
 		}
 	}
+	env := get(map[string]any{"result_ref": staged.String()}, nil)
+	mustSucceed(t, env)
+	if d := dataMap(t, env); d["uri"] != staged.String() {
+		t.Fatalf("noetl:// reference: %v", d)
+	} else {
+		same(t, "noetl:// reference", d["data"], map[string]any{"rows": []any{1, 2}})
+	}
 	for _, c := range []struct {
 		cfg  map[string]any
 		want string
 	}{
 		{map[string]any{"uri": other}, "not a result of execution 42"},
-		{map[string]any{"uri": "file:///etc/passwd"}, "not inside this worker's result store"},
+		{map[string]any{"uri": foreign.String()}, "not of execution 42"},
+		{map[string]any{"uri": "noetl://execution/42/result/fetch"}, "is not a result reference"},
+		{map[string]any{"uri": "file:///etc/passwd"}, "is not inside the result store"},
 		{map[string]any{"action": "put", "uri": uri}, "action put is not supported"},
 		{map[string]any{"result_ref": ""}, "renders empty"},
 		{map[string]any{"uri": strings.Replace(uri, "attempt-1", "attempt-9", 1)}, "nothing is stored"},
