@@ -163,6 +163,7 @@ func applyExit(s *Snapshot, ev Event) {
 	if _, has := ev.Context["result"]; has || ev.Context["result_ref"] != nil || st.Status == StepCompleted {
 		st.Bound = true
 		st.Result, st.ResultRef = ev.Context["result"], nil
+		st.ResultURI, _ = ev.Context["result_uri"].(string)
 		if ref := resultKeyOf(ev.Context["result_ref"]); ref != nil {
 			st.Result, st.ResultRef = nil, ref
 		}

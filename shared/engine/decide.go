@@ -176,12 +176,12 @@ func (d *decider) singleEnded(step *Step, st *StepState, oc cmdOutcome) {
 	switch {
 	case oc.ok:
 		data, updates := splitContextUpdates(d.resultData(oc))
-		d.complete(step, st, data, updates, "")
+		d.complete(step, st, data, updates, "", oc.ref)
 	case d.s.Status != StatusRunning:
 		d.emit(Event{Type: EvStepExit, Step: step.Name, Status: StatusFailed,
 			Context: map[string]any{"visit": int64(st.Visit.N), "error": oc.errMsg}})
 	case step.OnError == OnErrorContinue:
-		d.complete(step, st, map[string]any{"error": oc.errMsg}, nil, oc.errMsg)
+		d.complete(step, st, map[string]any{"error": oc.errMsg}, nil, oc.errMsg, "")
 	default:
 		d.failStep(step, oc.errMsg)
 	}
@@ -228,7 +228,7 @@ func (d *decider) completeLoop(step *Step, st *StepState) {
 	for i := range keys {
 		keys[i] = ResultKey{Kind: KindStepResult, Step: step.Name, Visit: v.N, Index: i}
 	}
-	d.complete(step, st, d.loadAll(keys), nil, "")
+	d.complete(step, st, d.loadAll(keys), nil, "", "")
 }
 
 // claimEnded takes a cursor loop's claim result: its rows become the loop's next
@@ -410,7 +410,7 @@ func (d *decider) enter(step *Step, arcSet map[string]any, checkWhen bool) {
 		return
 	}
 	if len(items) == 0 {
-		d.complete(step, d.s.Steps[step.Name], []any{}, nil, "") // empty loops complete at once
+		d.complete(step, d.s.Steps[step.Name], []any{}, nil, "", "") // empty loops complete at once
 		return
 	}
 	first := 1
@@ -593,7 +593,7 @@ func (d *decider) emitCommand(step *Step, st *StepState, kind string, index int,
 func (d *decider) renderFailed(step *Step, what string, err error) {
 	msg := fmt.Sprintf("%s: %v", what, err)
 	if step.OnError == OnErrorContinue {
-		d.complete(step, d.s.Steps[step.Name], map[string]any{"error": msg}, nil, msg)
+		d.complete(step, d.s.Steps[step.Name], map[string]any{"error": msg}, nil, msg, "")
 		return
 	}
 	d.failStep(step, msg)
@@ -678,12 +678,16 @@ func collection(v any, limit int) ([]any, error) {
 // ---- completion, failure, routing ----
 
 // complete finishes a step's visit (dsl.md §4.6): durable updates, set, step.exit
-// with the arcs that fired, then the successors are re-checked.
-func (d *decider) complete(step *Step, st *StepState, result any, updates map[string]any, errMsg string) {
+// with the arcs that fired, then the successors are re-checked. ref is the URI
+// the worker stored the result at, when it did (the step's _ref in templates).
+func (d *decider) complete(step *Step, st *StepState, result any, updates map[string]any, errMsg, ref string) {
 	v := st.Visit
 	exit := map[string]any{"visit": int64(v.N)}
 	if errMsg != "" {
 		exit["error"] = errMsg
+	}
+	if ref != "" {
+		exit["result_uri"] = ref
 	}
 	if d.s.Status != StatusRunning {
 		// A late completion while failing is recorded, never routed (R-R9).

@@ -146,10 +146,19 @@ func (d *decider) stepResult(name string) (any, bool) {
 	if st == nil || !st.Bound || d.pb.byName[name] == nil {
 		return nil, false
 	}
+	v := st.Result
 	if st.ResultRef != nil {
-		return d.load(*st.ResultRef), true
+		v = d.load(*st.ResultRef)
 	}
-	return st.Result, true
+	if m, ok := v.(map[string]any); ok && st.ResultURI != "" {
+		// The worker stored it by reference (worker.md §1): NoETL marks such a
+		// result with _ref, which playbooks test for and hand to the artifact
+		// tool.
+		m = maps.Clone(m)
+		m["_ref"] = map[string]any{"kind": "result_ref", "ref": st.ResultURI, "uri": st.ResultURI}
+		return m, true
+	}
+	return v, true
 }
 
 // stepView is how templates see a step's result under the step's own name: a loop

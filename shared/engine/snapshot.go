@@ -74,10 +74,13 @@ type StepState struct {
 	Bound     bool       `json:"bound,omitempty"`
 	Result    any        `json:"result,omitempty"`
 	ResultRef *ResultKey `json:"result_ref,omitempty"`
-	Error     string     `json:"error,omitempty"`
-	EnterSeq  int64      `json:"enter_seq,omitempty"`
-	EnteredAt time.Time  `json:"entered_at,omitzero"`
-	ExitedAt  time.Time  `json:"exited_at,omitzero"`
+	// ResultURI is where the worker stored the result by reference, if it
+	// did: templates see it as the result's _ref (NoETL's marker).
+	ResultURI string    `json:"result_uri,omitempty"`
+	Error     string    `json:"error,omitempty"`
+	EnterSeq  int64     `json:"enter_seq,omitempty"`
+	EnteredAt time.Time `json:"entered_at,omitzero"`
+	ExitedAt  time.Time `json:"exited_at,omitzero"`
 	// Ledger holds arcs fired into the step since its last activation (R-J2).
 	Ledger []FiredArc `json:"ledger,omitempty"`
 	// Visit is the visit in progress, nil when none.

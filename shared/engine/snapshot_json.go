@@ -173,6 +173,7 @@ func (st *StepState) write(w *objWriter) {
 	if st.ResultRef != nil {
 		w.nested("result_ref", func() { st.ResultRef.write(w) })
 	}
+	w.str("result_uri", st.ResultURI, true)
 	w.str("error", st.Error, true)
 	w.int("enter_seq", st.EnterSeq, true)
 	w.time("entered_at", st.EnteredAt)
