@@ -217,8 +217,12 @@ func noetlWorker(t *testing.T, pool string) {
 			return nil, 0
 		}
 		defer resp.Body.Close()
+		// Ids as the JSON's digits, as NoETL's Python worker reads them: a
+		// float64 prints an id past 1e6 as 3.5e+07, which no server takes.
+		dec := json.NewDecoder(resp.Body)
+		dec.UseNumber()
 		var out map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&out)
+		_ = dec.Decode(&out)
 		return out, resp.StatusCode
 	}
 	go func() {
@@ -248,10 +252,10 @@ func noetlWorker(t *testing.T, pool string) {
 				}
 				event := func(typ, status string, payload map[string]any) {
 					payload["command_id"] = id
-					if _, code := post("/api/events", map[string]any{"execution_id": execID, "step": stepName, "event_type": typ,
+					if out, code := post("/api/events", map[string]any{"execution_id": execID, "step": stepName, "event_type": typ,
 						"status": status, "worker_id": "noetl-w", "payload": payload,
 						"meta": map[string]any{"command_id": id, "attempts": cmd["attempt"]}}); code != http.StatusOK {
-						t.Errorf("%s of %s: HTTP %d", typ, id, code)
+						t.Errorf("%s of %s: HTTP %d %v", typ, id, code, out)
 					}
 				}
 				event("command.started", "RUNNING", map[string]any{})

@@ -15,6 +15,7 @@ import (
 	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/conformance"
 	"github.com/noetl-go/noetl/shared/corpus"
+	"github.com/noetl-go/noetl/shared/tools/duckdb"
 )
 
 func runCorpus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -68,7 +69,7 @@ func runCorpus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fmt.Fprintf(stdout, "noetl corpus: %d playbooks of %s\n", len(entries), *dir)
 	start := time.Now()
 	s, err := corpus.Start(ctx, corpus.Options{Dir: *dir, Python: *python, Workers: *workers, Concurrency: *concurrency,
-		Timeout: *timeout, Logger: logger, ToolUser: *toolUser, Full: *full})
+		Timeout: *timeout, Logger: logger, ToolUser: *toolUser, Full: *full, DuckDB: duckdb.New()})
 	if err != nil {
 		return fail(stderr, "corpus", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/redact"
 	"github.com/noetl-go/noetl/shared/tools"
+	"github.com/noetl-go/noetl/shared/tools/duckdb"
 	"github.com/noetl-go/noetl/shared/wire"
 	"github.com/noetl-go/noetl/shared/worker"
 )
@@ -45,6 +46,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	verbose := fs.Bool("v", false, "print the stack's JSON logs")
 	pprofAddr := fs.String("pprof", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6060; empty: off")
 	toolUser := toolUserFlag(fs)
+	dataDir := dataDirFlag(fs)
 	if code, ok := parseFlags(fs, args, "dev [flags]", "Runs the whole stack in one process: a throwaway Postgres (cluster + 2 shards) unless a\n"+
 		"database URL is given, an embedded NATS unless a NATS URL is given, the API on "+"127.0.0.1:8082 serving\n"+
 		"every function's routes, in-process workers and the scheduled drain. It registers the examples,\n"+
@@ -73,7 +75,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	code, err := d.run(ctx, devserver.Options{Listen: *listen, DatabaseURL: *databaseURL, ShardURLs: *shardURLs,
 		NATSURL: *natsURL, ResultStore: *resultStore, DrainEvery: *drainEvery, Logger: logger, LogLevel: level, Out: stdout},
 		devRun{workers: *workers, concurrency: *concurrency, inlineLimit: *inlineLimit, examples: *examples, demo: *demo, exit: *exit, python: *python,
-			toolUser: *toolUser})
+			toolUser: *toolUser, dataDir: *dataDir})
 	if err != nil {
 		fmt.Fprintf(stderr, "noetl dev: %v\n", err)
 		return exitFail
@@ -88,6 +90,7 @@ type devRun struct {
 	demo, exit           bool
 	python               string
 	toolUser             string
+	dataDir              string
 }
 
 type dev struct {
@@ -129,11 +132,12 @@ func (d dev) run(ctx context.Context, o devserver.Options, r devRun) (int, error
 	wctx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	defer func() { stopWorkers(); wg.Wait() }()
+	engine := duckdb.New() // one per process: a DuckDB file opens once
 	for i := range r.workers {
 		w, err := worker.Standard{Server: s.URL, Token: workerToken, APIToken: apiToken,
 			JS: s.JS, Pool: notify.PoolShared, ID: fmt.Sprintf("dev-worker-%d", i+1), Concurrency: r.concurrency,
 			Python: r.python, Credentials: creds, Results: s.Results, InlineLimit: r.inlineLimit, Logger: d.logger,
-			ToolUser: r.toolUser, Secrets: d.secrets}.Build(ctx)
+			ToolUser: r.toolUser, Secrets: d.secrets, DuckDB: engine, DataDir: r.dataDir}.Build(ctx)
 		if err != nil {
 			return exitFail, err
 		}

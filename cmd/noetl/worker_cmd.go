@@ -17,6 +17,7 @@ import (
 	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/store"
 	"github.com/noetl-go/noetl/shared/tools"
+	"github.com/noetl-go/noetl/shared/tools/duckdb"
 	"github.com/noetl-go/noetl/shared/worker"
 )
 
@@ -25,6 +26,11 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// dataDirFlag is --data-dir of the commands that run workers.
+func dataDirFlag(fs *flag.FlagSet) *string {
+	return fs.String("data-dir", os.Getenv("NOETL_DATA_DIR"), "where duckdb steps keep their default database files, one per execution (env NOETL_DATA_DIR; default <temp dir>/noetl-data)")
 }
 
 // toolUserFlag is --tool-user of the commands that run workers.
@@ -46,6 +52,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	python := fs.String("python", envOr("NOETL_PYTHON", "python3"), "python interpreter (env NOETL_PYTHON)")
 	resultStore := fs.String("result-store", os.Getenv("NOETL_RESULT_STORE"), "where results too large to post inline go, file:///dir or s3://bucket/prefix: the server's store (env NOETL_RESULT_STORE); empty: such results fail their step")
 	inlineLimit := fs.Int("inline-limit", worker.DefaultInlineLimit, "largest result (bytes of JSON) posted inline")
+	dataDir := dataDirFlag(fs)
 	toolUser := toolUserFlag(fs)
 	if code, ok := parseFlags(fs, args, "worker [flags]", "Runs a worker: pulls commands of a pool from NATS, claims and runs them.\nCredentials for auth: aliases come from NOETL_CREDENTIALS_FILE and NOETL_CREDENTIAL_<ALIAS> (R-P4).\n"+
 		"Give tokens in the environment, not as flags: any user can read a process's arguments."); !ok {
@@ -72,7 +79,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	w, err := worker.Standard{Server: *server, Token: *token, APIToken: *apiToken, JS: js, Pool: *pool, ID: *id,
 		Concurrency: *concurrency, Python: *python, Results: results, InlineLimit: *inlineLimit, Logger: log,
-		ToolUser: *toolUser}.Build(ctx)
+		ToolUser: *toolUser, DuckDB: duckdb.New(), DataDir: *dataDir}.Build(ctx)
 	if err != nil {
 		return fail(stderr, "worker", err)
 	}

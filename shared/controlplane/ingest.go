@@ -49,7 +49,7 @@ var serverTypes = map[string]bool{
 	engine.EvPlaybookStarted: true, engine.EvPlaybookCompleted: true, engine.EvPlaybookFailed: true,
 	engine.EvPlaybookCancelled: true, engine.EvStepEnter: true, engine.EvStepSkipped: true, engine.EvStepExit: true,
 	engine.EvCtxUpdated: true, engine.EvCommandIssued: true, engine.EvCommandRetry: true,
-	engine.EvCommandCancelled: true, engine.EvCommandExpired: true,
+	engine.EvCommandCancelled: true, engine.EvCommandExpired: true, engine.EvLoopClaimed: true,
 }
 
 // Ingest stores one event and runs the orchestrator for it, in one transaction

@@ -25,8 +25,9 @@ type Check struct {
 	// Full option leaves them out.
 	Smaller map[string]any
 	// Payload is added to the execute payload (api_url is always the fixture's). In
-	// text values $FIXTURE_URL, $FIXTURE_HOST (host:port) and $PLAYBOOKS (the
-	// corpus's playbooks folder) are replaced.
+	// text values $FIXTURE_URL, $FIXTURE_HOST (host:port), $PLAYBOOKS (the
+	// corpus's playbooks folder) and CorpusDatabase's coordinates ($PG_HOST,
+	// $PG_PORT, $PG_DATABASE, $PG_USER, $PG_PASSWORD) are replaced.
 	Payload map[string]any
 	// After are playbooks that must have run (and passed) in this stack first: the
 	// ones that create the tables or rows this one reads, as NoETL's test setup
@@ -124,12 +125,10 @@ var checks = map[string]Check{
 	"save_storage_test/save_simple_test.yaml":     {Expect: []string{"end.data.message == 'All save storage tests completed successfully'"}},
 	"test_args_passing.yaml":                      {Expect: []string{"use_vars.status == 'success'", "use_vars.result == 300"}},
 	"test_end_with_action.yaml":                   {Expect: []string{"end.data.cleaned_up"}},
-	"test_large_result_extraction.yaml": {Expect: []string{"check_extraction.extraction_success", "check_extraction.test_passed"},
-		Known: "test_passed needs start._ref, the marker NoETL puts on a result it externalized (over 64 KB); here large results " +
-			"are stored by reference too (over 256 KiB) and templates read them whole, without a marker"},
-	"test_large_tabular_result.yaml":     {Expect: []string{"done.test_passed", "done.tabular_externalized"}},
-	"test_oversize_command_context.yaml": {Expect: []string{"consume.verified_size_kb == 900"}},
-	"test_resolve_by_urn.yaml":           {Expect: []string{"done.test_passed"}},
+	"test_large_result_extraction.yaml":           {Expect: []string{"check_extraction.extraction_success", "check_extraction.test_passed"}},
+	"test_large_tabular_result.yaml":              {Expect: []string{"done.test_passed", "done.tabular_externalized"}},
+	"test_oversize_command_context.yaml":          {Expect: []string{"consume.verified_size_kb == 900"}},
+	"test_resolve_by_urn.yaml":                    {Expect: []string{"done.test_passed"}},
 	"test_loop_instance_isolation/playbook.yaml": {Expect: []string{"verify_results.users_count == 2", "verify_results.products_count == 2",
 		"verify_results.verification == 'Both loops completed independently'"}},
 	"test_start_with_action.yaml":              {Expect: []string{"process.data.from_start"}},
@@ -201,7 +200,23 @@ var checks = map[string]Check{
 			"finalize.rows[0].result_total == finalize.rows[0].queue_total", "finalize.rows[0].failed_count == 0"}},
 	"pft_flow_test/test_pft_flow.yaml": {Timeout: 30 * time.Minute, Smaller: map[string]any{"patients_per_facility": 100},
 		Expect: []string{"validate_all_results.row_count == 10", "validate_all_results.rows | map(attribute='all_passed') | unique == [true]"}},
-	"root_scripts/test_script_loading.yaml":       {Expect: []string{"end is defined"}},
-	"script_execution/python_file_example.yaml":   {Payload: map[string]any{"script_path": "$PLAYBOOKS/script_execution/scripts/hello_world.py"}},
-	"script_execution/postgres_file_example.yaml": {Payload: map[string]any{"script_path": "$PLAYBOOKS/script_execution/scripts/create_test_table.sql"}},
+	// Python steps that connect to NoETL's in-cluster Postgres through workload
+	// values get CorpusDatabase's instead, as the HTTP fixture stands in for
+	// NoETL's test API (docs/noetl-playbooks.md).
+	"pagination/pipeline/test_pagination_pipeline.yaml":       {Payload: pgWorkload("db_host", "db_port", "db_name", "db_user", "db_password")},
+	"pagination/pipeline_v2/test_pagination_pipeline_v2.yaml": {Payload: pgWorkload("db_host", "db_port", "db_name", "db_user", "db_password")},
+	"pft_flow_test/pft_queue_db_maintenance.yaml": {Payload: pgWorkload("pg_host", "pg_port", "pg_database", "pg_user", "pg_password"),
+		After: []string{"pft_flow_test/test_pft_flow_v2.yaml"}}, // it tunes the queue table the PFT flow creates
+	// Cursor loops with max_in_flight 1 over every patient and data type.
+	"pft_flow_test/test_pft_flow_v2.yaml":           {Timeout: 15 * time.Minute, Smaller: map[string]any{"num_facilities": 2, "patients_per_facility": 10}},
+	"save_storage_test/save_all_storage_types.yaml": {After: []string{"save_storage_test/create_tables.yaml"}},
+	"root_scripts/test_script_loading.yaml":         {Expect: []string{"end is defined"}},
+	"script_execution/python_file_example.yaml":     {Payload: map[string]any{"script_path": "$PLAYBOOKS/script_execution/scripts/hello_world.py"}},
+	"script_execution/postgres_file_example.yaml":   {Payload: map[string]any{"script_path": "$PLAYBOOKS/script_execution/scripts/create_test_table.sql"}},
+}
+
+// pgWorkload names CorpusDatabase in a playbook's workload keys for host, port,
+// database, user and password.
+func pgWorkload(host, port, database, user, password string) map[string]any {
+	return map[string]any{host: "$PG_HOST", port: "$PG_PORT", database: "$PG_DATABASE", user: "$PG_USER", password: "$PG_PASSWORD"}
 }

@@ -55,8 +55,10 @@ func NewFixture() *Fixture {
 	f.mux.HandleFunc("GET /api/v1/concurrency/probe", f.probeRun)
 	f.mux.HandleFunc("GET /api/v1/reference-chain/items", f.referenceChain)
 	f.mux.HandleFunc("GET /api/v1/patient/demographics", f.demographics)
+	f.mux.HandleFunc("GET /api/v1/patient/{type}", f.patientRecords)
 	f.mux.HandleFunc("GET /api/v1/mds/assessment/{id}", f.mdsAssessment)
 	f.mux.HandleFunc("GET /api/v1/pft/batch/{type}", f.pftBatch)
+	f.mux.HandleFunc("GET /api/v1/pft/mds/details", f.mdsDetails)
 	// Cloud Storage's JSON API, the part NoETL's fake-gcs-server serves the corpus.
 	f.mux.HandleFunc("POST /upload/storage/v1/b/{bucket}/o", f.gcsUpload)
 	f.mux.HandleFunc("GET /storage/v1/b/{bucket}/o", f.gcsList)
@@ -362,6 +364,73 @@ func (f *Fixture) demographics(w http.ResponseWriter, r *http.Request) {
 func patient(id int) map[string]any {
 	return map[string]any{"patient_id": id, "first_name": fmt.Sprintf("First%d", id), "last_name": fmt.Sprintf("Last%d", id),
 		"birth_date": fmt.Sprintf("19%02d-%02d-%02d", 40+id%60, id%12+1, id%28+1), "gender": []string{"F", "M"}[id%2]}
+}
+
+// patientRecords: one patient's records of a data type (assessments,
+// conditions, medications, vital_signs), page-number pagination as
+// assessments: {data, paging: {hasMore, isLastPage, page, pageSize, total,
+// totalPages}}; an assessment names its MDS assessment (mdsAssessmentIds).
+// With pageSize 1 the PFT playbooks follow hasMore across pages.
+func (f *Fixture) patientRecords(w http.ResponseWriter, r *http.Request) {
+	typ := r.PathValue("type")
+	switch typ {
+	case "assessments", "conditions", "medications", "vital_signs":
+	default:
+		writeJSON(w, http.StatusNotFound, map[string]any{"detail": "data type: expected assessments, conditions, medications, vital_signs or demographics"})
+		return
+	}
+	id, ok := intParam(w, r, "patientId", 0)
+	if !ok {
+		return
+	}
+	if id <= 0 {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"detail": "patientId: required, a positive integer"})
+		return
+	}
+	page, size, ok := pageParams(w, r)
+	if !ok {
+		return
+	}
+	size = max(size, 1)
+	total := recordsOf(typ, id)
+	lo, hi := window((page-1)*size, size, total)
+	items := []any{}
+	for n := lo + 1; n <= hi; n++ {
+		item := map[string]any{"patient_id": id, "type": typ, "record": n}
+		if typ == "assessments" {
+			item["mdsAssessmentIds"] = []any{fmt.Sprintf("mds-%d-%d", id, n)}
+		}
+		items = append(items, item)
+	}
+	pages := (total + size - 1) / size
+	writeJSON(w, 200, map[string]any{"data": items, "paging": map[string]any{"hasMore": hi < total, "isLastPage": hi >= total,
+		"page": page, "pageSize": size, "total": total, "totalPages": pages}})
+}
+
+// recordsOf is how many records of a type a patient has, as test_pft_flow_v2
+// describes NoETL's fixture: assessments 2-4 pages, conditions 1-3,
+// medications 2-3, vital_signs 1.
+func recordsOf(typ string, id int) int {
+	switch typ {
+	case "assessments":
+		return 2 + id%3
+	case "conditions":
+		return 1 + id%3
+	case "medications":
+		return 2 + id%2
+	}
+	return 1
+}
+
+// mdsDetails: {rows: [{assessment_id, payload}]} for one assessmentId.
+func (f *Fixture) mdsDetails(w http.ResponseWriter, r *http.Request) {
+	id := strings.TrimSpace(r.URL.Query().Get("assessmentId"))
+	if id == "" {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"detail": "assessmentId: required"})
+		return
+	}
+	writeJSON(w, 200, map[string]any{"rows": []any{map[string]any{"assessment_id": id,
+		"payload": map[string]any{"assessment_id": id, "type": "MDS 3.0", "items": []any{map[string]any{"code": "A0310A", "value": "01"}}}}}})
 }
 
 // mdsAssessment: {data: {assessment_id, items}}; an id that is not text gets 404.

@@ -79,6 +79,17 @@ func Apply(s *Snapshot, ev Event) {
 			delete(s.Commands, commandID(ev))
 			if v := currentVisit(s, c); v != nil {
 				v.InFlight--
+				if c.Claim && v.Loop != nil {
+					v.Loop.Claiming = false
+				}
+			}
+		}
+	case EvLoopClaimed:
+		if st := s.Steps[ev.Step]; st != nil && st.Visit != nil && st.Visit.Loop != nil && st.Visit.N == jsonx.Int(ev.Context["visit"]) {
+			st.Visit.Loop.Total = jsonx.Int(ev.Context["total"])
+			st.Visit.Loop.Drained, _ = ev.Context["drained"].(bool)
+			if tx, ok := ev.Context["txid"].(string); ok {
+				st.Visit.Loop.ClaimTxid = tx
 			}
 		}
 	case EvPlaybookCompleted:
@@ -112,6 +123,7 @@ func applyEnter(s *Snapshot, ev Event) {
 			it, _ = ev.Context["iterator_var"].(string) // NoETL's name
 		}
 		v.Loop = &LoopState{Total: jsonx.Int(n), Iterator: it, Limit: jsonx.Int(ev.Context["max_in_flight"])}
+		v.Loop.Cursor, _ = ev.Context["cursor"].(bool)
 	}
 	st.Visit, st.Visits, st.Status, st.Attempts = v, v.N, StepRunning, 0
 	st.EnterSeq, st.EnteredAt = ev.Seq, ev.Time
@@ -151,6 +163,7 @@ func applyExit(s *Snapshot, ev Event) {
 	if _, has := ev.Context["result"]; has || ev.Context["result_ref"] != nil || st.Status == StepCompleted {
 		st.Bound = true
 		st.Result, st.ResultRef = ev.Context["result"], nil
+		st.ResultURI, _ = ev.Context["result_uri"].(string)
 		if ref := resultKeyOf(ev.Context["result_ref"]); ref != nil {
 			st.Result, st.ResultRef = nil, ref
 		}
@@ -190,11 +203,15 @@ func applyIssued(s *Snapshot, ev Event) {
 	if _, ok := ev.Meta["iteration_index"]; ok {
 		c.Index = jsonx.Int(ev.Meta["iteration_index"])
 	}
+	c.Claim, _ = ev.Meta["cursor_claim"].(bool)
 	s.Commands[id] = c
 	if v := currentVisit(s, c); v != nil {
 		v.InFlight++
 		if v.Loop != nil && c.Index >= 0 {
 			v.Loop.Issued = max(v.Loop.Issued, c.Index+1)
+		}
+		if v.Loop != nil && c.Claim {
+			v.Loop.Claiming = true
 		}
 	}
 }
@@ -211,6 +228,9 @@ func finishCommand(s *Snapshot, id string, c *CommandState, ok bool) {
 		return
 	}
 	v.InFlight--
+	if v.Loop != nil && c.Claim {
+		v.Loop.Claiming = false
+	}
 	if v.Loop != nil && c.Index >= 0 {
 		if ok {
 			v.Loop.Done++

@@ -33,11 +33,8 @@ var corpusRefused = map[string]string{
 // server does not run, other than a tool kind (R-N1): the step using it fails
 // when dispatched, naming the feature. Each must carry exactly that warning.
 var corpusUnsupported = map[string]string{
-	"batch_execution/frame_heartbeat_regression/frame_heartbeat_regression.yaml": "cursor loops are not supported",
-	"pft_flow_test/test_pft_flow_v2.yaml":                                        "cursor loops are not supported",
-	"pft_flow_test/test_pft_page_continuation.yaml":                              "cursor loops are not supported",
-	"oauth/google_gcs/google_gcs_oauth.yaml":                                     "token() is not supported",
-	"oauth/google_secret_manager/google_secret_manager.yaml":                     "token() is not supported",
+	"oauth/google_gcs/google_gcs_oauth.yaml":                 "token() is not supported",
+	"oauth/google_secret_manager/google_secret_manager.yaml": "token() is not supported",
 }
 
 // r1Kind reads the kind out of an R-N1 tool kind warning.

@@ -147,9 +147,12 @@ func (d *decider) commandEnded(oc cmdOutcome) {
 	if step == nil || st == nil || st.Visit == nil || st.Visit.N != oc.cmd.Visit {
 		return // a late report for a visit that already ended
 	}
-	if oc.cmd.Index >= 0 {
+	switch {
+	case oc.cmd.Claim:
+		d.claimEnded(step, st, oc)
+	case oc.cmd.Index >= 0:
 		d.iterationEnded(step, st, oc)
-	} else {
+	default:
 		d.singleEnded(step, st, oc)
 	}
 }
@@ -173,12 +176,12 @@ func (d *decider) singleEnded(step *Step, st *StepState, oc cmdOutcome) {
 	switch {
 	case oc.ok:
 		data, updates := splitContextUpdates(d.resultData(oc))
-		d.complete(step, st, data, updates, "")
+		d.complete(step, st, data, updates, "", oc.ref)
 	case d.s.Status != StatusRunning:
 		d.emit(Event{Type: EvStepExit, Step: step.Name, Status: StatusFailed,
 			Context: map[string]any{"visit": int64(st.Visit.N), "error": oc.errMsg}})
 	case step.OnError == OnErrorContinue:
-		d.complete(step, st, map[string]any{"error": oc.errMsg}, nil, oc.errMsg)
+		d.complete(step, st, map[string]any{"error": oc.errMsg}, nil, oc.errMsg, "")
 	default:
 		d.failStep(step, oc.errMsg)
 	}
@@ -212,14 +215,107 @@ func (d *decider) iterationEnded(step *Step, st *StepState, oc cmdOutcome) {
 		return
 	}
 	d.fillLoop(step, st)
-	if st.Visit != v || v.InFlight > 0 || v.Loop.Done+v.Loop.Failed < v.Loop.Total {
-		return
+	if step.Loop.Cursor != nil || st.Visit != v || v.InFlight > 0 || v.Loop.Done+v.Loop.Failed < v.Loop.Total {
+		return // a cursor loop ends when a claim says so (claimEnded)
 	}
+	d.completeLoop(step, st)
+}
+
+// completeLoop completes a loop visit with its iterations' results in order.
+func (d *decider) completeLoop(step *Step, st *StepState) {
+	v := st.Visit
 	keys := make([]ResultKey, v.Loop.Total)
 	for i := range keys {
 		keys[i] = ResultKey{Kind: KindStepResult, Step: step.Name, Visit: v.N, Index: i}
 	}
-	d.complete(step, st, d.loadAll(keys), nil, "")
+	d.complete(step, st, d.loadAll(keys), nil, "", "")
+}
+
+// claimEnded takes a cursor loop's claim result: its rows become the loop's next
+// items (loop.claimed), issued up to the limit. A claim that returns no row while
+// nothing is in flight ends the loop; one that returns none while iterations run
+// stops claiming until they have ended, since they may add rows (a next page),
+// and then one more claim decides. A claim that fails after its retries fails
+// the step: on_error applies to iterations, not to the source of the rows.
+func (d *decider) claimEnded(step *Step, st *StepState, oc cmdOutcome) {
+	v := st.Visit
+	var rows []any
+	errMsg := oc.errMsg
+	if oc.ok {
+		var err error
+		if rows, err = claimedRows(d.resultData(oc)); err != nil {
+			errMsg = err.Error()
+		}
+	}
+	if d.s.Status != StatusRunning {
+		if v.InFlight == 0 {
+			d.emit(Event{Type: EvStepExit, Step: step.Name, Status: StatusCancelled,
+				Context: map[string]any{"visit": int64(v.N), "error": "the loop was stopped because the execution is failing"}})
+		}
+		return
+	}
+	if !oc.ok || errMsg != "" {
+		d.failStep(step, "loop.cursor claim: "+errMsg)
+		return
+	}
+	items := rows
+	if step.Loop.Cursor.PerFrame && len(rows) > 0 {
+		items = []any{rows}
+	}
+	base := v.Loop.Total
+	if base+len(items) > d.e.cfg.MaxLoopItems {
+		d.failStep(step, fmt.Sprintf("loop.cursor: the loop has claimed %d items, more than the limit of %d", base+len(items), d.e.cfg.MaxLoopItems))
+		return
+	}
+	key := func(i int) ResultKey { return ResultKey{Kind: KindLoopItem, Step: step.Name, Visit: v.N, Index: i} }
+	for i, it := range items {
+		d.local[key(base+i)] = it
+	}
+	claimed := map[string]any{"visit": int64(v.N), "claimed": int64(len(rows)), "total": int64(base + len(items)), "drained": len(rows) == 0}
+	if tx := claimTxid(d.resultData(oc)); tx != "" && len(rows) > 0 {
+		claimed["txid"] = tx
+	}
+	d.emit(Event{Type: EvLoopClaimed, Step: step.Name, Status: "CLAIMED", CommandID: oc.id, Context: claimed})
+	if len(rows) == 0 && v.InFlight == 0 {
+		d.completeLoop(step, st)
+		return
+	}
+	d.fillLoop(step, st)
+	// Rows claimed now and not issued yet wait in the store.
+	for i := max(base, v.Loop.Issued); i < base+len(items); i++ {
+		d.write(key(i), d.local[key(i)])
+	}
+}
+
+// claimTxid is the transaction id our worker reports with a claim it holds open
+// until the server has its rows (shared/tools' Claim); "" from NoETL's workers,
+// which commit the claim before reporting it.
+func claimTxid(data any) string {
+	m, _ := data.(map[string]any)
+	s, _ := m[pipeline.ClaimTxidKey].(string)
+	return s
+}
+
+// claimedRows reads the rows a claim returned: the statement's rows (the last
+// statement's, at the top of the postgres tool's data as NoETL's current tool
+// has them, or under command_N), or a list given as the data itself.
+func claimedRows(data any) ([]any, error) {
+	switch x := data.(type) {
+	case []any:
+		return x, nil
+	case map[string]any:
+		if rows, ok := x["rows"].([]any); ok {
+			return rows, nil
+		}
+		for i := jsonx.Int(x["statement_count"]) - 1; i >= 0; i-- {
+			if c, ok := x["command_"+strconv.Itoa(i)].(map[string]any); ok {
+				if rows, ok := c["rows"].([]any); ok {
+					return rows, nil
+				}
+			}
+		}
+	}
+	return nil, fmt.Errorf("the claim returned no rows (got %s): end the claim with a statement that returns the rows it took (UPDATE … RETURNING, or SELECT)", describe(data))
 }
 
 // ---- dispatch ----
@@ -283,31 +379,38 @@ func (d *decider) enter(step *Step, arcSet map[string]any, checkWhen bool) {
 		d.issue(step, d.s.Steps[step.Name], nil)
 		return
 	}
-	coll, err := d.renderValue(step.Loop.In, b)
 	var items []any
-	if err == nil {
-		items, err = collection(coll, d.e.cfg.MaxLoopItems)
-	}
-	if err != nil {
-		d.emitEnter(step, visit, arcSet, nil)
-		d.renderFailed(step, "loop.in", err)
-		return
+	if step.Loop.Cursor == nil {
+		coll, err := d.renderValue(step.Loop.In, b)
+		if err == nil {
+			items, err = collection(coll, d.e.cfg.MaxLoopItems)
+		}
+		if err != nil {
+			d.emitEnter(step, visit, arcSet, nil)
+			d.renderFailed(step, "loop.in", err)
+			return
+		}
 	}
 	limit := step.Loop.MaxInFlight
-	if step.Loop.MaxInFlightT != nil && step.Loop.Mode == ModeParallel {
+	if step.Loop.MaxInFlightT != nil && step.Loop.Mode != ModeSequential {
+		var err error
 		if limit, err = d.renderLimit(step.Loop.MaxInFlightT, b); err != nil {
 			d.emitEnter(step, visit, arcSet, nil)
 			d.renderFailed(step, "loop max_in_flight", err)
 			return
 		}
 	}
-	ls := &LoopState{Total: len(items), Iterator: step.Loop.Iterator}
+	ls := &LoopState{Total: len(items), Iterator: step.Loop.Iterator, Cursor: step.Loop.Cursor != nil}
 	if step.Loop.MaxInFlightT != nil {
 		ls.Limit = limit // folded from step.enter, so later fills use the same limit
 	}
 	d.emitEnter(step, visit, arcSet, ls)
+	if ls.Cursor {
+		d.fillLoop(step, d.s.Steps[step.Name]) // issues the first claim
+		return
+	}
 	if len(items) == 0 {
-		d.complete(step, d.s.Steps[step.Name], []any{}, nil, "") // empty loops complete at once
+		d.complete(step, d.s.Steps[step.Name], []any{}, nil, "", "") // empty loops complete at once
 		return
 	}
 	first := 1
@@ -337,27 +440,96 @@ func (d *decider) emitEnter(step *Step, visit int, arcSet map[string]any, loop *
 		if loop.Limit > 0 {
 			c["max_in_flight"] = int64(loop.Limit)
 		}
+		if loop.Cursor {
+			c["cursor"] = true
+		}
 	}
 	d.emit(Event{Type: EvStepEnter, Step: step.Name, Status: "ENTERED", Context: c,
 		Meta: map[string]any{"visit": int64(visit)}})
 }
 
 // fillLoop issues iterations up to the loop's limit: one at a time in order when
-// sequential, up to max_in_flight when parallel (R-A9).
+// sequential, up to max_in_flight when parallel (R-A9) or a cursor loop, whose
+// claim then asks for more rows when none is left to issue.
 func (d *decider) fillLoop(step *Step, st *StepState) {
 	v := st.Visit
-	limit := 1
-	if step.Loop.Mode == ModeParallel {
-		limit = step.Loop.MaxInFlight
-		if v.Loop.Limit > 0 {
-			limit = v.Loop.Limit // a templated max_in_flight, rendered at entry
-		}
-	}
-	for st.Visit == v && v.Loop.Issued < v.Loop.Total && v.InFlight < limit && d.s.Status == StatusRunning {
+	limit := d.loopLimit(step, v)
+	for st.Visit == v && v.Loop.Issued < v.Loop.Total && v.InFlight-claiming(v) < limit && d.s.Status == StatusRunning {
 		i := v.Loop.Issued
 		item := d.load(ResultKey{Kind: KindLoopItem, Step: step.Name, Visit: v.N, Index: i})
 		d.issue(step, st, &iteration{index: i, total: v.Loop.Total, iterator: step.Loop.Iterator, item: item})
 	}
+	if step.Loop.Cursor != nil {
+		d.claim(step, st)
+	}
+}
+
+// loopLimit is how many iterations of the visit may be in flight at once.
+func (d *decider) loopLimit(step *Step, v *Visit) int {
+	if step.Loop.Mode == ModeSequential {
+		return 1
+	}
+	limit := step.Loop.MaxInFlight
+	if v.Loop.Limit > 0 {
+		limit = v.Loop.Limit // a templated max_in_flight, rendered at entry
+	}
+	if c := step.Loop.Cursor; c != nil && c.RowConcurrency > 1 {
+		limit *= c.RowConcurrency
+	}
+	return limit
+}
+
+// claiming is 1 while the visit's claim command is in flight: it counts in
+// InFlight but not against the loop's limit.
+func claiming(v *Visit) int {
+	if v.Loop.Claiming {
+		return 1
+	}
+	return 0
+}
+
+// claim issues a cursor loop's claim when every claimed row has been issued and
+// no claim is in flight; after a claim that returned nothing, only once the
+// iterations in flight have ended. The claim is a command of the cursor's kind
+// (a postgres statement, which NoETL's workers run too) whose payload's cursor
+// block tells ours to hold the claim's transaction open until the server has
+// its rows (shared/worker).
+func (d *decider) claim(step *Step, st *StepState) {
+	v := st.Visit
+	if v == nil || v.Loop == nil || d.s.Status != StatusRunning || v.Loop.Claiming || v.Loop.Issued < v.Loop.Total || (v.Loop.Drained && v.InFlight > 0) {
+		return
+	}
+	c := step.Loop.Cursor
+	batch := c.Batch
+	if batch == 0 {
+		batch = d.loopLimit(step, v)
+	}
+	process := "row"
+	if c.PerFrame {
+		process = "frame"
+	}
+	b := &bindings{arcSet: v.ArcSet, extra: map[string]any{
+		"__frame_max_rows": int64(batch), "__worker_slot_id": fmt.Sprintf("%s#%d", step.Name, v.N),
+		"__frame_policy": map[string]any{"max_rows": int64(batch), "process": process},
+	}}
+	auth, err := d.render(c.Auth, b)
+	if err != nil {
+		d.renderFailed(step, "loop.cursor.auth", err)
+		return
+	}
+	query, err := d.render(c.Claim, b)
+	if err != nil {
+		d.renderFailed(step, "loop.cursor.claim", err)
+		return
+	}
+	cursor := map[string]any{"claim": true, "max_rows": int64(batch), "iterator": step.Loop.Iterator}
+	if c.Options != nil {
+		cursor["options"] = c.Options
+	}
+	payload := map[string]any{"step": step.Name, "visit": int64(v.N), "timeout_seconds": int64(step.Timeout),
+		"tool_config": map[string]any{"auth": tmpl.Text(auth), "query": tmpl.Text(query), "args": map[string]any{}},
+		"args":        map[string]any{}, "cursor": cursor}
+	d.emitCommand(step, st, c.Kind, -1, payload, map[string]any{"cursor_claim": true, "claim_rows": int64(batch)})
 }
 
 // issue renders and emits one command. A render error is deterministic: it is
@@ -369,14 +541,33 @@ func (d *decider) issue(step *Step, st *StepState, it *iteration) {
 		d.renderFailed(step, "tool", err)
 		return
 	}
-	id := d.in.NewID()
 	index := -1
+	var extra map[string]any
 	if it != nil {
 		index = it.index
+		extra = map[string]any{"iteration_index": int64(it.index), "iteration_total": int64(it.total),
+			"iterator_step": step.Name, "item_var": it.iterator, "iterator": it.iterator}
+		if tx := st.Visit.Loop.ClaimTxid; step.Loop.Cursor != nil && tx != "" {
+			// The claim's worker commits its rows once the server has them, so an
+			// iteration could otherwise run before the rows it works on are
+			// claimed; the worker waits for the claim's transaction to end first.
+			auth, err := d.render(step.Loop.Cursor.Auth, b)
+			if err != nil {
+				d.renderFailed(step, "loop.cursor.auth", err)
+				return
+			}
+			payload["cursor"] = map[string]any{"after_txid": tx, "auth": tmpl.Text(auth)}
+		}
 	}
+	d.emitCommand(step, st, step.ToolKind(), index, payload, extra)
+}
+
+// emitCommand emits command.issued for a payload and hands the command out.
+func (d *decider) emitCommand(step *Step, st *StepState, kind string, index int, payload, extra map[string]any) {
+	id := d.in.NewID()
 	cmdID := CommandID(d.run.ExecutionID, step.Name, id, index)
 	meta := map[string]any{
-		"command_id": cmdID, "step": step.Name, "visit": int64(st.Visit.N), "tool_kind": step.ToolKind(),
+		"command_id": cmdID, "step": step.Name, "visit": int64(st.Visit.N), "tool_kind": kind,
 		"attempt": int64(1), "attempts": int64(1), "max_attempts": int64(step.Retry.MaxAttempts),
 		"retry_on": anySlice(step.Retry.On), "execution_id": fmt.Sprint(d.run.ExecutionID),
 		"catalog_id": fmt.Sprint(d.run.CatalogID), "actionable": true, "timeout_seconds": int64(step.Timeout),
@@ -384,11 +575,8 @@ func (d *decider) issue(step *Step, st *StepState, it *iteration) {
 	if len(step.Retry.OnStatus) > 0 {
 		meta["retry_on_status"] = anySlice(step.Retry.OnStatus)
 	}
-	if it != nil {
-		meta["iteration_index"], meta["iteration_total"] = int64(it.index), int64(it.total)
-		meta["iterator_step"], meta["item_var"], meta["iterator"] = step.Name, it.iterator, it.iterator
-	}
-	ev := Event{Type: EvCommandIssued, Step: step.Name, NodeType: step.ToolKind(), Status: "PENDING",
+	maps.Copy(meta, extra)
+	ev := Event{Type: EvCommandIssued, Step: step.Name, NodeType: kind, Status: "PENDING",
 		CommandID: cmdID, Context: payload, Meta: meta}
 	// The command id embeds the event id, so emit is inlined here to use id.
 	ev.Seq, ev.ID, ev.Time = d.s.Seq+1, id, d.trig.Time
@@ -396,7 +584,7 @@ func (d *decider) issue(step *Step, st *StepState, it *iteration) {
 	d.out.Events = append(d.out.Events, ev)
 	d.out.Commands = append(d.out.Commands, Command{
 		ID: cmdID, IssuedEventID: id, Step: step.Name, Visit: st.Visit.N, Index: index,
-		ToolKind: step.ToolKind(), Attempt: 1, MaxAttempts: step.Retry.MaxAttempts, Timeout: step.Timeout,
+		ToolKind: kind, Attempt: 1, MaxAttempts: step.Retry.MaxAttempts, Timeout: step.Timeout,
 		AvailableAt: d.trig.Time, Payload: payload, Meta: meta,
 	})
 }
@@ -405,7 +593,7 @@ func (d *decider) issue(step *Step, st *StepState, it *iteration) {
 func (d *decider) renderFailed(step *Step, what string, err error) {
 	msg := fmt.Sprintf("%s: %v", what, err)
 	if step.OnError == OnErrorContinue {
-		d.complete(step, d.s.Steps[step.Name], map[string]any{"error": msg}, nil, msg)
+		d.complete(step, d.s.Steps[step.Name], map[string]any{"error": msg}, nil, msg, "")
 		return
 	}
 	d.failStep(step, msg)
@@ -490,12 +678,16 @@ func collection(v any, limit int) ([]any, error) {
 // ---- completion, failure, routing ----
 
 // complete finishes a step's visit (dsl.md §4.6): durable updates, set, step.exit
-// with the arcs that fired, then the successors are re-checked.
-func (d *decider) complete(step *Step, st *StepState, result any, updates map[string]any, errMsg string) {
+// with the arcs that fired, then the successors are re-checked. ref is the URI
+// the worker stored the result at, when it did (the step's _ref in templates).
+func (d *decider) complete(step *Step, st *StepState, result any, updates map[string]any, errMsg, ref string) {
 	v := st.Visit
 	exit := map[string]any{"visit": int64(v.N)}
 	if errMsg != "" {
 		exit["error"] = errMsg
+	}
+	if ref != "" {
+		exit["result_uri"] = ref
 	}
 	if d.s.Status != StatusRunning {
 		// A late completion while failing is recorded, never routed (R-R9).

@@ -27,6 +27,9 @@ const (
 	EvCommandExpired    = "command.expired"
 	EvCommandRetry      = "command.retry"
 	EvCommandCancelled  = "command.cancelled"
+	// EvLoopClaimed records what a cursor loop's claim returned (context:
+	// visit, claimed rows, the loop's new total, drained).
+	EvLoopClaimed = "loop.claimed"
 )
 
 // CanonicalType maps NoETL's legacy underscore spellings to the dotted names.

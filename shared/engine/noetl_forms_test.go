@@ -212,7 +212,8 @@ workflow:
 	}
 }
 
-// TestUnsupportedFeaturesFailAtDispatch: token() and cursor loops register with a
+// TestUnsupportedFeaturesFailAtDispatch: token() and cursor loops over a kind we
+// do not claim from register with a
 // warning (R-N1) and fail their step when dispatched, naming the feature.
 func TestUnsupportedFeaturesFailAtDispatch(t *testing.T) {
 	cases := []struct{ name, step, want string }{
@@ -222,9 +223,9 @@ func TestUnsupportedFeaturesFailAtDispatch(t *testing.T) {
 `, "token() is not supported"},
 		{"cursor", `
   - step: start
-    loop: {cursor: {kind: postgres}, iterator: row, spec: {mode: cursor, frame: {max_rows: 1}}}
+    loop: {cursor: {kind: mysql, auth: db, claim: "UPDATE q SET s = 1 RETURNING id"}, iterator: row, spec: {mode: cursor, frame: {max_rows: 1}}}
     tool: {kind: noop}
-`, "cursor loops"},
+`, "cursor loops over mysql are not supported"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1410,8 +1410,8 @@ func (p *parser) hoistSpec(es []entry, kind, path string) ([]entry, map[string]b
 func (p *parser) loop(n *yaml.Node, path string) *Loop {
 	l := &Loop{Mode: ModeSequential, MaxInFlight: DefaultMaxInFlight}
 	es := p.fields(n, path, "loop")
-	inSet := false
-	var frame entry
+	inSet, limitSet, modeSet := false, false, false
+	var frame, cursor entry
 	for _, e := range es {
 		fp := join(path, e.key)
 		switch e.key {
@@ -1443,17 +1443,19 @@ func (p *parser) loop(n *yaml.Node, path string) *Loop {
 				l.Iterator = it
 			}
 		case "mode":
-			l.Mode = p.loopMode(e.value, fp, l)
+			l.Mode, modeSet = p.loopMode(e.value, fp), true
 		case "max_in_flight":
 			p.maxInFlight(e.value, fp, l)
+			limitSet = true
 		case "spec":
 			for _, se := range p.fields(e.value, fp, "loop spec") {
 				sp := join(fp, se.key)
 				switch se.key {
 				case "mode":
-					l.Mode = p.loopMode(se.value, sp, l)
+					l.Mode, modeSet = p.loopMode(se.value, sp), true
 				case "max_in_flight":
 					p.maxInFlight(se.value, sp, l)
+					limitSet = true
 				case "frame":
 					frame = se
 				case "policy":
@@ -1464,36 +1466,122 @@ func (p *parser) loop(n *yaml.Node, path string) *Loop {
 				}
 			}
 		case "cursor":
-			p.cursorLoop(e.keyN, fp, l)
+			cursor = e
 		default:
 			p.warnf(e.keyN, fp, "unknown key %q in loop is ignored", e.key)
 		}
 	}
-	if frame.keyN != nil && l.Unsupported == "" {
+	switch {
+	case cursor.keyN != nil:
+		fp := join(path, "cursor")
+		if inSet {
+			p.errf(cursor.keyN, fp, "give the loop either in (a collection) or cursor (rows claimed while it runs), not both")
+		}
+		if modeSet && l.Mode != ModeCursor {
+			p.errf(cursor.keyN, fp, "loop.cursor needs spec.mode: cursor (the loop's mode is %s)", l.Mode)
+		}
+		l.Mode = ModeCursor
+		if !limitSet {
+			l.MaxInFlight = DefaultCursorInFlight
+		}
+		l.Cursor = p.cursor(cursor.value, fp, l)
+		p.frame(frame, join(path, "spec.frame"), l)
+	case l.Mode == ModeCursor:
+		p.errf(n, join(path, "cursor"), "loop.spec.mode cursor needs loop.cursor: the kind, auth and claim statement the rows come from")
+	case frame.keyN != nil:
 		p.warnf(frame.keyN, join(path, "spec.frame"), "loop.spec.frame only applies to cursor loops and is ignored")
 	}
-	if l.Unsupported == "" {
-		if !inSet {
-			p.errf(n, join(path, "in"), "loop needs in: the collection to iterate (a template or a list)")
-		}
-		if l.Iterator == "" {
-			p.errf(n, join(path, "iterator"), "loop needs iterator: the name each item is bound to")
-		}
+	if l.Cursor == nil && l.Mode != ModeCursor && !inSet {
+		p.errf(n, join(path, "in"), "loop needs in: the collection to iterate (a template or a list), or cursor: the rows to claim")
+	}
+	if l.Iterator == "" {
+		p.errf(n, join(path, "iterator"), "loop needs iterator: the name each item is bound to")
 	}
 	return l
 }
 
-// cursorLoop marks l as a cursor loop. NoETL's cursor loops claim rows from a SQL
-// cursor in leased frames, with heartbeats: a work-queue protocol of their own that
-// does not map onto this engine's loops over a rendered collection. Like the tool
-// kinds this server does not run, they register with a warning and the step fails
-// when dispatched (R-N1), naming the feature.
-func (p *parser) cursorLoop(n *yaml.Node, path string, l *Loop) {
-	if l.Unsupported != "" {
+// cursorKinds are the databases a cursor's claim runs against here: the claim is
+// a command of that tool kind.
+var cursorKinds = []string{"postgres"}
+
+// cursor reads loop.cursor {kind, auth, claim, options}. A kind NoETL has that
+// this project does not claim from (mysql, snowflake, redis, nats_stream, …)
+// registers with a warning and fails when dispatched (R-N1).
+func (p *parser) cursor(n *yaml.Node, path string, l *Loop) *Cursor {
+	c := &Cursor{}
+	es := p.fields(n, path, "loop.cursor")
+	for _, e := range es {
+		fp := join(path, e.key)
+		switch e.key {
+		case "kind":
+			if k, ok := p.literal(e.value, fp, "loop.cursor.kind"); ok {
+				c.Kind = k
+			}
+		case "auth", "credential":
+			c.Auth = p.template(e.value, fp, "loop.cursor.auth")
+		case "claim":
+			c.Claim = p.template(e.value, fp, "loop.cursor.claim")
+		case "options":
+			if m, ok := p.value(e.value, fp).(map[string]any); ok {
+				c.Options = m
+			} else {
+				p.errf(e.value, fp, "loop.cursor.options must be a mapping")
+			}
+		default:
+			p.warnf(e.keyN, fp, "unknown key %q in loop.cursor is ignored", e.key)
+		}
+	}
+	switch {
+	case c.Kind == "":
+		p.errf(n, join(path, "kind"), "loop.cursor needs kind: the database the claim runs against (%s)", strings.Join(cursorKinds, ", "))
+	case !slices.Contains(cursorKinds, c.Kind):
+		l.Unsupported = fmt.Sprintf("cursor loops over %s are not supported by this server (claims run against %s, R-N1)", c.Kind, strings.Join(cursorKinds, ", "))
+		p.warnf(n, join(path, "kind"), "cursor kind %s is not supported by this server; the step will fail when dispatched (R-N1)", c.Kind)
+	}
+	if c.Claim == nil {
+		p.errf(n, join(path, "claim"), "loop.cursor needs claim: a statement that marks rows as taken and returns them (UPDATE … RETURNING)")
+	}
+	if c.Auth == nil {
+		p.errf(n, join(path, "auth"), "loop.cursor needs auth: the credential alias of the database the claim runs against")
+	}
+	return c
+}
+
+// frame reads a cursor loop's spec.frame: max_rows (the rows one claim asks
+// for), process (row: an iteration per row; frame: one per claim) and
+// row_concurrency (multiplies max_in_flight, as NoETL runs that many rows of a
+// slot's frame at once). NoETL's frame lease, heartbeat and size knobs are
+// accepted: here every iteration is a command under the server's lease.
+func (p *parser) frame(fe entry, path string, l *Loop) {
+	if fe.keyN == nil {
 		return
 	}
-	l.Unsupported = "cursor loops (loop.cursor, loop.spec.mode: cursor) are not supported by this server (R-N1)"
-	p.warnf(n, path, "cursor loops are not supported by this server; the step will fail when dispatched (R-N1)")
+	for _, e := range p.fields(fe.value, path, "loop.spec.frame") {
+		fp := join(path, e.key)
+		switch e.key {
+		case "max_rows":
+			if v, ok := p.integer(e.value, fp, "loop.spec.frame.max_rows", 1); ok {
+				l.Cursor.Batch = v
+			}
+		case "process":
+			if v, ok := p.literal(e.value, fp, "loop.spec.frame.process"); ok {
+				switch v {
+				case "row":
+				case "frame":
+					l.Cursor.PerFrame = true
+				default:
+					p.errf(e.value, fp, "loop.spec.frame.process must be row or frame, got %q", v)
+				}
+			}
+		case "row_concurrency":
+			if v, ok := p.integer(e.value, fp, "loop.spec.frame.row_concurrency", 1); ok {
+				l.Cursor.RowConcurrency = v
+			}
+		case "max_seconds", "max_bytes", "lease_seconds", "heartbeat_seconds", "verify_ipc", "retry_mode", "max_attempts":
+		default:
+			p.warnf(e.keyN, fp, "unknown key %q in loop.spec.frame is ignored", e.key)
+		}
+	}
 }
 
 // maxInFlight reads a parallel loop's limit: a whole number, or a template
@@ -1508,17 +1596,13 @@ func (p *parser) maxInFlight(n *yaml.Node, path string, l *Loop) {
 	}
 }
 
-func (p *parser) loopMode(n *yaml.Node, path string, l *Loop) string {
+func (p *parser) loopMode(n *yaml.Node, path string) string {
 	m, ok := p.literal(n, path, "loop mode")
-	if ok && m == "cursor" {
-		p.cursorLoop(n, path, l)
+	switch {
+	case !ok || m == "":
 		return ModeSequential
-	}
-	if ok && m != ModeSequential && m != ModeParallel {
+	case m != ModeSequential && m != ModeParallel && m != ModeCursor:
 		p.errf(n, path, "loop mode must be sequential, parallel or cursor, got %q", m)
-		return ModeSequential
-	}
-	if m == "" {
 		return ModeSequential
 	}
 	return m

@@ -143,13 +143,41 @@ type PipelineItem struct {
 type Loop struct {
 	In          *tmpl.Value // a template string or a literal list/map
 	Iterator    string
-	Mode        string // sequential | parallel
-	MaxInFlight int    // parallel only (R-A9)
+	Mode        string // sequential | parallel | cursor
+	MaxInFlight int    // parallel and cursor only (R-A9)
 	// MaxInFlightT, when set, replaces MaxInFlight: it is rendered once when the loop
 	// starts and must give a whole number ≥ 1.
 	MaxInFlightT *tmpl.Template
-	// Unsupported names a loop form NoETL has but we do not run (cursor loops, R-N1).
+	// Cursor is set for a cursor loop (loop.cursor, mode cursor): its items are rows
+	// claimed from a database while the loop runs (docs/noetl-playbooks.md).
+	Cursor *Cursor
+	// Unsupported names a loop form NoETL has but we do not run (R-N1): a cursor
+	// of a kind whose claims this project does not run.
 	Unsupported string
+}
+
+// Cursor is a cursor loop's source, NoETL's loop.cursor: a claim statement that
+// marks rows of a work table as taken and returns them. The engine issues it as a
+// command of the cursor's kind whenever the rows it holds run out, turns the rows
+// into iterations (max_in_flight at a time), and ends the loop when a claim
+// issued with no iteration in flight returns no row. Rows live in the event log
+// and the stored items like any loop's, so a worker that dies mid-row loses no
+// row: its iteration is issued again (R-L3).
+type Cursor struct {
+	Kind  string         // the claim's database: postgres
+	Auth  *tmpl.Template // credential alias
+	Claim *tmpl.Template // rendered at each claim; __frame_max_rows is Batch
+	// Batch is the rows one claim asks for: spec.frame.max_rows, else the
+	// loop's limit (0: the limit, rendered at entry when templated).
+	Batch int
+	// PerFrame (spec.frame.process: frame) makes each claim's rows one iteration,
+	// the iterator bound to the list; otherwise each row is one.
+	PerFrame bool
+	// RowConcurrency (spec.frame.row_concurrency, default 1) multiplies the
+	// loop's limit: NoETL runs that many rows of each slot's frame at once.
+	RowConcurrency int
+	// Options is loop.cursor.options as written, shipped with the claim.
+	Options map[string]any
 }
 
 // SetEntry is one `set:` key: the path after the first ctx./iter./step. prefix is
@@ -207,4 +235,8 @@ const (
 	ModeInclusive      = "inclusive"
 	ModeSequential     = "sequential"
 	ModeParallel       = "parallel"
+	ModeCursor         = "cursor"
+	// DefaultCursorInFlight is a cursor loop's max_in_flight when none is given:
+	// NoETL's one worker slot.
+	DefaultCursorInFlight = 1
 )

@@ -21,6 +21,9 @@ type bindings struct {
 	event      map[string]any
 	self       string // the finishing step, bound to its new result (dsl.md §4.6)
 	selfResult any
+	// extra are names bound above everything else: a cursor claim's
+	// __frame_max_rows, __frame_policy and __worker_slot_id (NoETL's).
+	extra map[string]any
 }
 
 type iteration struct {
@@ -52,6 +55,9 @@ func (d *decider) env(roots []string, b *bindings) tmpl.Env {
 // arc set, iteration variables, ids, ctx, step results, workload. Reserved names
 // always mean their binding (R-T7, R-W5).
 func (d *decider) lookup(name string, b *bindings) (any, bool) {
+	if v, ok := b.extra[name]; ok {
+		return v, true
+	}
 	// An iterator named like a binding (NoETL's iterator: playbook_path) wins inside
 	// its loop, as dsl.md §5's precedence puts iteration variables above ids; the
 	// parser refuses iter, _index and _total as iterators.
@@ -140,10 +146,19 @@ func (d *decider) stepResult(name string) (any, bool) {
 	if st == nil || !st.Bound || d.pb.byName[name] == nil {
 		return nil, false
 	}
+	v := st.Result
 	if st.ResultRef != nil {
-		return d.load(*st.ResultRef), true
+		v = d.load(*st.ResultRef)
 	}
-	return st.Result, true
+	if m, ok := v.(map[string]any); ok && st.ResultURI != "" {
+		// The worker stored it by reference (worker.md §1): NoETL marks such a
+		// result with _ref, which playbooks test for and hand to the artifact
+		// tool.
+		m = maps.Clone(m)
+		m["_ref"] = map[string]any{"kind": "result_ref", "ref": st.ResultURI, "uri": st.ResultURI}
+		return m, true
+	}
+	return v, true
 }
 
 // stepView is how templates see a step's result under the step's own name: a loop

@@ -1081,10 +1081,10 @@ workflow:
     tool: {kind: noop}
     next: duck
   - step: duck
-    tool: {kind: duckdb, query: select 1}
+    tool: {kind: snowflake, query: select 1}
 `)
 	run(t, s, nil)
-	if s.Status() != engine.StatusFailed || !strings.Contains(s.Snapshot().Error, "tool kind duckdb is not supported") || s.Count("command.issued", "duck") != 0 {
+	if s.Status() != engine.StatusFailed || !strings.Contains(s.Snapshot().Error, "tool kind snowflake is not supported") || s.Count("command.issued", "duck") != 0 {
 		t.Fatalf("status %s error %q", s.Status(), s.Snapshot().Error)
 	}
 }
@@ -1357,6 +1357,8 @@ workflow:
 // TestResultByReference: worker.md §1 — a result the worker stored by
 // reference is read through the caller (KindReference) when the step ends, for
 // a single command and for loop iterations; the log keeps only the reference.
+// Templates see NoETL's _ref marker on such a result (its ref is the URI) and
+// on no other.
 func TestResultByReference(t *testing.T) {
 	s := sim(t, `
 workflow:
@@ -1368,7 +1370,8 @@ workflow:
     tool: {kind: noop, input: {i: "{{ i }}"}}
     next: reader
   - step: reader
-    tool: {kind: noop, input: {rows: "{{ start.rows | length }}", second: "{{ each.results[1].v }}"}}
+    tool: {kind: noop, input: {rows: "{{ start.rows | length }}", second: "{{ each.results[1].v }}",
+      ref: "{{ start._ref.ref }}", each_ref: "{{ each._ref is defined }}"}}
 `)
 	s.Tools = map[string]enginetest.Tool{
 		"start": func(*enginetest.Cmd) enginetest.Reply {
@@ -1381,7 +1384,7 @@ workflow:
 		"reader": echoArgs,
 	}
 	run(t, s, nil)
-	if want := map[string]any{"rows": int64(3), "second": int64(2)}; !reflect.DeepEqual(s.Result("reader"), want) {
+	if want := map[string]any{"rows": int64(3), "second": int64(2), "ref": "file:///results/start.json", "each_ref": false}; !reflect.DeepEqual(s.Result("reader"), want) {
 		t.Fatalf("reader saw %v, want %v", s.Result("reader"), want)
 	}
 	if s.NeedRetries < 3 {

@@ -74,10 +74,13 @@ type StepState struct {
 	Bound     bool       `json:"bound,omitempty"`
 	Result    any        `json:"result,omitempty"`
 	ResultRef *ResultKey `json:"result_ref,omitempty"`
-	Error     string     `json:"error,omitempty"`
-	EnterSeq  int64      `json:"enter_seq,omitempty"`
-	EnteredAt time.Time  `json:"entered_at,omitzero"`
-	ExitedAt  time.Time  `json:"exited_at,omitzero"`
+	// ResultURI is where the worker stored the result by reference, if it
+	// did: templates see it as the result's _ref (NoETL's marker).
+	ResultURI string    `json:"result_uri,omitempty"`
+	Error     string    `json:"error,omitempty"`
+	EnterSeq  int64     `json:"enter_seq,omitempty"`
+	EnteredAt time.Time `json:"entered_at,omitzero"`
+	ExitedAt  time.Time `json:"exited_at,omitzero"`
 	// Ledger holds arcs fired into the step since its last activation (R-J2).
 	Ledger []FiredArc `json:"ledger,omitempty"`
 	// Visit is the visit in progress, nil when none.
@@ -109,6 +112,17 @@ type LoopState struct {
 	// Limit is a templated max_in_flight as rendered when the visit began (0: the
 	// loop's literal limit applies).
 	Limit int `json:"limit,omitempty"`
+	// A cursor loop's Total grows with each claim (loop.claimed). Claiming: a
+	// claim command is in flight (it counts in the visit's InFlight, not
+	// against the limit). Drained: the last claim returned no row, so no
+	// claim is issued until the iterations in flight have ended.
+	Cursor   bool `json:"cursor,omitempty"`
+	Claiming bool `json:"claiming,omitempty"`
+	Drained  bool `json:"drained,omitempty"`
+	// ClaimTxid is the database transaction of the latest claim (its worker
+	// commits it once the server has the rows): the iterations of its rows
+	// wait for it to end before they run (see decider.issue).
+	ClaimTxid string `json:"claim_txid,omitempty"`
 }
 
 // CommandState is one command in flight.
@@ -125,6 +139,8 @@ type CommandState struct {
 	MaxAttempts int      `json:"max_attempts"`
 	RetryOn     []string `json:"retry_on,omitempty"`
 	OnStatus    []int64  `json:"on_status,omitempty"`
+	// Claim marks a cursor loop's claim command (Index is -1).
+	Claim bool `json:"claim,omitempty"`
 	// Envelope is the tool result recorded by call.done/call.error (R-R3).
 	Envelope map[string]any `json:"envelope,omitempty"`
 }

@@ -57,6 +57,14 @@ func (w *objWriter) int(k string, v int64, omitEmpty bool) {
 	w.b = strconv.AppendInt(w.b, v, 10)
 }
 
+// bool writes a true value; false is omitted (omitempty).
+func (w *objWriter) bool(k string, v bool) {
+	if v {
+		w.key(k)
+		w.b = append(w.b, "true"...)
+	}
+}
+
 func (w *objWriter) time(k string, t time.Time) {
 	if t.IsZero() {
 		return // omitzero
@@ -160,14 +168,12 @@ func (st *StepState) write(w *objWriter) {
 	w.str("status", st.Status, false)
 	w.int("visits", int64(st.Visits), true)
 	w.int("attempts", int64(st.Attempts), true)
-	if st.Bound {
-		w.key("bound")
-		w.b = append(w.b, "true"...)
-	}
+	w.bool("bound", st.Bound)
 	w.any("result", st.Result, true)
 	if st.ResultRef != nil {
 		w.nested("result_ref", func() { st.ResultRef.write(w) })
 	}
+	w.str("result_uri", st.ResultURI, true)
 	w.str("error", st.Error, true)
 	w.int("enter_seq", st.EnterSeq, true)
 	w.time("entered_at", st.EnteredAt)
@@ -217,6 +223,10 @@ func (v *Visit) write(w *objWriter) {
 			w.int("done", int64(l.Done), true)
 			w.int("failed", int64(l.Failed), true)
 			w.int("limit", int64(l.Limit), true)
+			w.bool("cursor", l.Cursor)
+			w.bool("claiming", l.Claiming)
+			w.bool("drained", l.Drained)
+			w.str("claim_txid", l.ClaimTxid, true)
 			w.close()
 		})
 	}
@@ -249,6 +259,7 @@ func (c *CommandState) write(w *objWriter) {
 		}
 		w.b = append(w.b, ']')
 	}
+	w.bool("claim", c.Claim)
 	w.object("envelope", c.Envelope)
 	w.close()
 }

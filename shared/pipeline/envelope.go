@@ -23,6 +23,12 @@ const (
 	KindTool        = "tool"         // anything else
 )
 
+// ClaimTxidKey names, in the data of a cursor loop's claim our worker ran, the
+// id of the database transaction it holds the claimed rows in until the server
+// has them (shared/tools' Claim); the engine hands it to the rows' iterations,
+// whose workers wait for it to end (AwaitClaim).
+const ClaimTxidKey = "claim_txid"
+
 // Envelope is a tool result (worker.md §2): what Exec returns for one attempt of one
 // item, and what Run returns for the whole pipeline. Its wire form is Map (the worker
 // reports env.Map()); the struct has no JSON encoding of its own, so there is one.

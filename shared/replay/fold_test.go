@@ -288,6 +288,40 @@ func TestOurLoops(t *testing.T) {
 	}
 }
 
+// TestOurCursorLoop: a cursor loop's total is the rows its claims returned so
+// far (loop.claimed), its claim commands are not iterations, and the loop is
+// marked cursor for the dashboard's "rows" label.
+func TestOurCursorLoop(t *testing.T) {
+	var rows []Row
+	add := func(r Row) {
+		r.Seq = int64(len(rows) + 1)
+		r.EventID = 6000 + r.Seq
+		rows = append(rows, r)
+	}
+	claimed := func(total int64, drained bool) Row {
+		return Row{EventType: "loop.claimed", NodeName: "drain", Status: "CLAIMED",
+			Context: map[string]any{"visit": int64(1), "claimed": total, "total": total, "drained": drained}}
+	}
+	add(Row{EventType: "step.enter", NodeName: "drain", Status: "ENTERED",
+		Context: map[string]any{"visit": int64(1), "iterations_expected": int64(0), "iterator": "row", "cursor": true}})
+	add(Row{EventType: "command.issued", NodeName: "drain", CommandID: "1:drain:9",
+		Meta: map[string]any{"command_id": "1:drain:9", "step": "drain", "visit": int64(1), "cursor_claim": true}})
+	add(Row{EventType: "command.completed", NodeName: "drain", CommandID: "1:drain:9", Meta: map[string]any{"command_id": "1:drain:9"}})
+	add(claimed(2, false))
+	for i := range int64(2) {
+		id := fmt.Sprintf("1:drain:1%d:i%d", i, i)
+		add(Row{EventType: "command.issued", NodeName: "drain", CommandID: id,
+			Meta: map[string]any{"command_id": id, "step": "drain", "visit": int64(1), "iteration_index": i, "iteration_total": int64(2)}})
+	}
+	add(Row{EventType: "command.completed", NodeName: "drain", CommandID: "1:drain:10:i0", Meta: map[string]any{"command_id": "1:drain:10:i0"}})
+	mid := fold(t, Options{Projection: ProjectionLoop}, rows)
+	want := map[string]any{"loop_id": "drain#1", "step_name": "drain", "visit": "1", "total": int64(2), "cursor": true,
+		"done": int64(1), "failed": int64(0), "completed": false, "last_event_id": int64(6007)}
+	if got := mid.Projections["loops"].(map[string]any)["drain#1"]; !equalJSON(got, want) {
+		t.Errorf("drain#1 = %s\nwant %s", jsonx.MustMarshal(got), jsonx.MustMarshal(want))
+	}
+}
+
 func equalJSON(a, b any) bool {
 	return bytes.Equal(jsonx.MustMarshal(a), jsonx.MustMarshal(b))
 }

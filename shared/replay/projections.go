@@ -382,6 +382,7 @@ type loopState struct {
 	stepName  any
 	total     any
 	visit     string // ours only (R-X3); "" for NoETL loops
+	cursor    bool   // ours: a cursor loop, whose total is the rows claimed so far
 	done      int64
 	failed    int64
 	completed bool
@@ -440,6 +441,15 @@ func (f *Folder) foldLoop(r *Row, typ string) {
 		if total, ok := toInt(n); ok {
 			l.total = total
 		}
+		l.cursor = r.Context["cursor"] == true
+		l.last = r.EventID
+	case "loop.claimed":
+		// A cursor loop's claim: its total is the rows claimed so far.
+		l := f.ourLoop(r.NodeName, visitOf(r))
+		if total, ok := toInt(r.Context["total"]); ok {
+			l.total = total
+		}
+		l.cursor = true
 		l.last = r.EventID
 	case "step.exit":
 		if l := f.loops[r.NodeName+"#"+visitOf(r)]; l != nil && l.visit != "" {
@@ -532,6 +542,9 @@ func (l *loopState) value(id string) map[string]any {
 	}
 	if l.visit != "" {
 		m["visit"] = l.visit
+	}
+	if l.cursor {
+		m["cursor"] = true
 	}
 	return m
 }

@@ -65,7 +65,8 @@ func TestToolsReadEveryTableKey(t *testing.T) {
 		})
 	}
 	consts := map[string]string{kinds.Python: "Python", kinds.HTTP: "HTTP", kinds.Postgres: "Postgres",
-		kinds.Shell: "Shell", kinds.Noop: "Noop", kinds.Playbook: "Playbook"}
+		kinds.Shell: "Shell", kinds.Noop: "Noop", kinds.Playbook: "Playbook", kinds.DuckDB: "DuckDB", kinds.NATS: "NATS",
+		kinds.Artifact: "Artifact", kinds.Transfer: "Transfer"}
 	for _, name := range kinds.SupportedNames() {
 		kd := kinds.Must(name)
 		var missing []string

@@ -27,8 +27,12 @@ func TestNoop(t *testing.T) {
 
 func TestUnknownKind(t *testing.T) {
 	r := New(Options{})
-	env := execTool(t, r, map[string]any{"kind": "duckdb", "query": "select 1"}, nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "tool kind duckdb is not supported by this worker")
+	env := execTool(t, r, map[string]any{"kind": "snowflake", "query": "select 1"}, nil)
+	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "tool kind snowflake is not supported by this worker")
+
+	// A kind this project runs whose engine the worker binary lacks says so.
+	env = execTool(t, r, map[string]any{"kind": "duckdb", "query": "select 1"}, nil)
+	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "this worker has no DuckDB engine")
 
 	env = r.Exec(context.Background(), pipeline.Item{Config: map[string]any{}})
 	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "tool kind is missing")

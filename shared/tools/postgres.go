@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -35,54 +36,169 @@ import (
 //
 // Decisions where the spec is silent are in the package doc.
 func (r *Registry) runPostgres(ctx context.Context, it pipeline.Item) pipeline.Envelope {
-	cfg := it.Config
-	query, err := stringField(cfg, keyNames(kinds.Postgres, "query")...)
-	if err != nil {
-		return failure(pipeline.KindTool, "postgres: "+err.Error())
+	env, conn := r.postgres(ctx, it, false)
+	if conn != nil {
+		closePG(ctx, conn)
 	}
-	if strings.TrimSpace(query) == "" {
-		return failure(pipeline.KindTool, "postgres: query is required")
+	return env
+}
+
+// Claim runs a cursor loop's claim (a postgres command whose payload says so,
+// shared/engine's Cursor) inside a transaction it leaves open: settle commits
+// it once the server has taken the claimed rows (accepted true) and rolls it
+// back otherwise. A worker that dies in between drops the connection, so
+// PostgreSQL rolls the claim back and the rows stay pending for the next claim;
+// no row is marked taken that the loop does not hold. Settle must be called
+// once; a claim left unsettled rolls back after holdMax.
+func (r *Registry) Claim(ctx context.Context, it pipeline.Item) (pipeline.Envelope, func(accepted bool)) {
+	env, conn := r.postgres(ctx, it, true)
+	if conn == nil {
+		return env, func(bool) {}
+	}
+	if data, ok := env.Data.(map[string]any); ok && env.Status == pipeline.StatusSuccess {
+		// The iterations of these rows wait for this transaction to end
+		// (AwaitClaim): the server may issue them before the COMMIT lands.
+		res, err := conn.Exec(ctx, "SELECT txid_current()::text").ReadAll()
+		if err != nil || len(res) != 1 || len(res[0].Rows) != 1 {
+			closePG(ctx, conn)
+			return failure(pipeline.KindConnection, fmt.Sprintf("postgres: the claim's transaction id: %v", err)), func(bool) {}
+		}
+		data[pipeline.ClaimTxidKey] = string(res[0].Rows[0][0])
+	}
+	var once sync.Once
+	settle := func(accepted bool) {
+		once.Do(func() {
+			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if accepted && env.Status == pipeline.StatusSuccess {
+				if _, err := conn.Exec(cctx, "COMMIT").ReadAll(); err != nil {
+					r.log.Error("committing a cursor claim failed: its rows stay pending and are claimed again", "error", err.Error())
+				}
+			}
+			closePG(cctx, conn) // a transaction still open rolls back
+		})
+	}
+	t := time.AfterFunc(holdMax, func() { settle(false) })
+	return env, func(accepted bool) { t.Stop(); settle(accepted) }
+}
+
+// holdMax bounds how long a claim's transaction waits for its report.
+const holdMax = 10 * time.Minute
+
+// AwaitClaim waits until the cursor claim an iteration names (its payload's
+// cursor: {after_txid, auth}, shared/engine) has ended, committed or rolled
+// back, so the iteration sees its rows as the claim left them. Our workers
+// commit a claim only once the server has its rows, and the server may issue
+// their iterations first. Transactions seen ended are remembered, so a worker
+// checks each claim once.
+func (r *Registry) AwaitClaim(ctx context.Context, cursor map[string]any) error {
+	tx, _ := cursor["after_txid"].(string)
+	if tx == "" {
+		return nil
+	}
+	if r.claimsEnded.seen(tx) {
+		return nil
+	}
+	pc, err := r.pgConfig(ctx, map[string]any{"auth": cursor["auth"]})
+	if err != nil {
+		return fmt.Errorf("the cursor's database: %w", err)
+	}
+	conn, err := pgconn.ConnectConfig(ctx, pc)
+	if err != nil {
+		return fmt.Errorf("the cursor's database: %w", err)
+	}
+	defer closePG(ctx, conn)
+	for {
+		res := conn.ExecParams(ctx, "SELECT coalesce(txid_status($1::bigint), 'ended')", [][]byte{[]byte(tx)}, nil, nil, nil).Read()
+		if res.Err != nil {
+			return fmt.Errorf("the claim's transaction %s: %w", tx, res.Err)
+		}
+		if len(res.Rows) == 1 && string(res.Rows[0][0]) != "in progress" {
+			r.claimsEnded.add(tx)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the claim's transaction %s: %w", tx, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// txidSet remembers the claim transactions seen ended, up to a bound.
+type txidSet struct {
+	mu  sync.Mutex
+	set map[string]bool
+}
+
+func (s *txidSet) seen(tx string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.set[tx]
+}
+
+func (s *txidSet) add(tx string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.set == nil || len(s.set) >= 4096 {
+		s.set = map[string]bool{} // old claims' iterations have run
+	}
+	s.set[tx] = true
+}
+
+func closePG(ctx context.Context, conn *pgconn.PgConn) {
+	closeCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer done()
+	_ = conn.Close(closeCtx)
+}
+
+// postgres runs the item's SQL; with hold, inside a transaction left open on the
+// connection it returns (nil when it could not connect). The caller closes it.
+func (r *Registry) postgres(ctx context.Context, it pipeline.Item, hold bool) (pipeline.Envelope, *pgconn.PgConn) {
+	cfg := it.Config
+	query, err := r.sqlSource(ctx, cfg, keyNames(kinds.Postgres, "query"), nil, keyNames(kinds.Postgres, "script"))
+	if err != nil {
+		return failure(pipeline.KindTool, "postgres: "+err.Error()), nil
 	}
 	var params []any
 	if v := valueOf(cfg, keyNames(kinds.Postgres, "params")...); v != nil {
 		list, isList := v.([]any)
 		if !isList {
-			return failure(pipeline.KindTool, fmt.Sprintf("postgres: params: expected a list (positional $1, $2, …), got %s", jsonx.TypeName(v)))
+			return failure(pipeline.KindTool, fmt.Sprintf("postgres: params: expected a list (positional $1, $2, …), got %s", jsonx.TypeName(v))), nil
 		}
 		params = list
 	}
 	if params != nil {
 		if n := countStatements(query); n > 1 {
-			return failure(pipeline.KindTool, fmt.Sprintf("postgres: params need exactly one statement, the query has %d", n))
+			return failure(pipeline.KindTool, fmt.Sprintf("postgres: params need exactly one statement, the query has %d", n)), nil
 		}
 	}
 	pc, err := r.pgConfig(ctx, cfg)
 	if err != nil {
-		return failure(pipeline.KindTool, "postgres: "+err.Error())
+		return failure(pipeline.KindTool, "postgres: "+err.Error()), nil
 	}
 	ctx, cancel, _, err := withToolTimeout(ctx, cfg)
 	if err != nil {
-		return failure(pipeline.KindTool, "postgres: "+err.Error())
+		return failure(pipeline.KindTool, "postgres: "+err.Error()), nil
 	}
 	defer cancel()
 
 	conn, err := pgconn.ConnectConfig(ctx, pc)
 	if err != nil {
 		if ctx.Err() != nil {
-			return ctxEnvelope(ctx, "postgres: connect")
+			return ctxEnvelope(ctx, "postgres: connect"), nil
 		}
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) {
-			return failure(pipeline.KindTool, "postgres: connect: "+pgErrorMessage(pgErr))
+			return failure(pipeline.KindTool, "postgres: connect: "+pgErrorMessage(pgErr)), nil
 		}
-		return failure(pipeline.KindConnection, fmt.Sprintf("postgres: connect: %v", err))
+		return failure(pipeline.KindConnection, fmt.Sprintf("postgres: connect: %v", err)), nil
 	}
-	defer func() {
-		closeCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer done()
-		_ = conn.Close(closeCtx)
-	}()
-
+	if hold {
+		if _, err = conn.Exec(ctx, "BEGIN").ReadAll(); err != nil {
+			return failure(pipeline.KindConnection, fmt.Sprintf("postgres: begin: %v", err)), conn
+		}
+	}
 	var data map[string]any
 	if params != nil {
 		data, err = execParams(ctx, conn, query, params)
@@ -91,18 +207,80 @@ func (r *Registry) runPostgres(ctx context.Context, it pipeline.Item) pipeline.E
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return ctxEnvelope(ctx, "postgres: query cancelled")
+			return ctxEnvelope(ctx, "postgres: query cancelled"), conn
 		}
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) {
-			return failure(pipeline.KindTool, "postgres: "+pgErrorMessage(pgErr))
+			return failure(pipeline.KindTool, "postgres: "+pgErrorMessage(pgErr)), conn
 		}
 		if pgconn.SafeToRetry(err) || conn.IsClosed() {
-			return failure(pipeline.KindConnection, fmt.Sprintf("postgres: %v", err))
+			return failure(pipeline.KindConnection, fmt.Sprintf("postgres: %v", err)), conn
 		}
-		return failure(pipeline.KindTool, fmt.Sprintf("postgres: %v", err))
+		return failure(pipeline.KindTool, fmt.Sprintf("postgres: %v", err)), conn
 	}
-	return pipeline.Envelope{Status: pipeline.StatusSuccess, Data: data}
+	return pipeline.Envelope{Status: pipeline.StatusSuccess, Data: data}, conn
+}
+
+// sqlSource reads a SQL tool's statements from the keys given: the query (a
+// string, or a list of statements NoETL joins with newlines), its base64 form
+// (duckdb's query_b64; nil: none), or a script (a path, or NoETL's {uri,
+// source}: read like python's, never rendered) — exactly one.
+func (r *Registry) sqlSource(ctx context.Context, cfg map[string]any, queryKeys, b64Keys, scriptKeys []string) (string, error) {
+	var given []string
+	qk, q, _ := first(cfg, queryKeys...)
+	if q != nil && q != "" {
+		given = append(given, qk)
+	}
+	bk, b64, _ := first(cfg, b64Keys...)
+	if b64 != nil && b64 != "" {
+		given = append(given, bk)
+	}
+	_, script, _ := first(cfg, scriptKeys...)
+	if script != nil && script != "" {
+		given = append(given, "script")
+	}
+	switch {
+	case len(given) == 0:
+		return "", errors.New("query is required (or script)")
+	case len(given) > 1:
+		return "", fmt.Errorf("give the SQL once: %s are set", strings.Join(given, " and "))
+	}
+	var text string
+	switch given[0] {
+	case "script":
+		code, _, err := r.loadScript(ctx, script)
+		if err != nil {
+			return "", err
+		}
+		text = code
+	case bk:
+		s, ok := b64.(string)
+		if !ok {
+			return "", fmt.Errorf("%s: expected a base64 string, got %s", bk, jsonx.TypeName(b64))
+		}
+		raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s))
+		if err != nil {
+			return "", fmt.Errorf("%s: not base64: %w", bk, err)
+		}
+		text = string(raw)
+	default:
+		switch x := q.(type) {
+		case string:
+			text = x
+		case []any: // NoETL joins a list of statements with newlines
+			lines := make([]string, len(x))
+			for i, l := range x {
+				lines[i] = tmpl.Text(l)
+			}
+			text = strings.Join(lines, "\n")
+		default:
+			return "", fmt.Errorf("%s: expected a string or a list of statements, got %s", qk, jsonx.TypeName(q))
+		}
+	}
+	if strings.TrimSpace(text) == "" {
+		return "", fmt.Errorf("%s is empty", given[0])
+	}
+	return text, nil
 }
 
 // pgErrorMessage is the server's message with its SQLSTATE ("ERROR: … (SQLSTATE

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -294,5 +296,89 @@ func TestCountStatements(t *testing.T) {
 		if got := countStatements(sql); got != want {
 			t.Errorf("countStatements(%q) = %d, want %d", sql, got, want)
 		}
+	}
+}
+
+// TestPostgresScriptSource: `script` reads the SQL from a file (NoETL's {uri,
+// source: {type: file}}) and runs it like a query; giving both is an error.
+func TestPostgresScriptSource(t *testing.T) {
+	t.Parallel()
+	dsn := devstacktest.Postgres(t, 0).ClusterDSN
+	path := filepath.Join(t.TempDir(), "s.sql")
+	if err := os.WriteFile(path, []byte("-- a file\nCREATE TEMP TABLE s (id int);\nINSERT INTO s VALUES (1), (2);\nSELECT count(*) AS n FROM s;\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := New(Options{})
+	env := execTool(t, r, map[string]any{"kind": "postgres", "connection": dsn, "script": map[string]any{"uri": path, "source": map[string]any{"type": "file"}}}, nil)
+	mustSucceed(t, env)
+	if d := dataMap(t, env); d["statement_count"] != int64(3) || d["rows"].([]any)[0].(map[string]any)["n"] != int64(2) {
+		t.Fatalf("data %v", d)
+	}
+	env = execTool(t, r, map[string]any{"kind": "postgres", "connection": dsn, "query": "SELECT 1", "script": path}, nil)
+	if env.Status != pipeline.StatusError || !strings.Contains(env.Error.Message, "give the SQL once: query and script") {
+		t.Fatalf("both given: %+v", env.Error)
+	}
+}
+
+// TestPostgresClaimHeldUntilSettled: a cursor claim's rows stay claimed only if
+// its report was taken (settle true); otherwise, and when the worker's
+// connection dies, PostgreSQL rolls the claim back and the rows are pending
+// again for the next claim.
+func TestPostgresClaimHeldUntilSettled(t *testing.T) {
+	t.Parallel()
+	dsn := devstacktest.Postgres(t, 0).ClusterDSN
+	r := New(Options{})
+	setup := execTool(t, r, pgCfg(dsn, "DROP TABLE IF EXISTS claimq; CREATE TABLE claimq (id int PRIMARY KEY, status text NOT NULL DEFAULT 'pending'); INSERT INTO claimq SELECT g FROM generate_series(1, 6) g"), nil)
+	mustSucceed(t, setup)
+	claim := pgCfg(dsn, `UPDATE claimq SET status = 'claimed' WHERE id IN (
+		SELECT id FROM claimq WHERE status = 'pending' ORDER BY id LIMIT 2 FOR UPDATE SKIP LOCKED) RETURNING id`)
+	pending := func() int64 {
+		env := execTool(t, r, pgCfg(dsn, "SELECT count(*) AS n FROM claimq WHERE status = 'pending'"), nil)
+		mustSucceed(t, env)
+		return dataMap(t, env)["rows"].([]any)[0].(map[string]any)["n"].(int64)
+	}
+	ids := func(env pipeline.Envelope) string {
+		var out []string
+		for _, row := range dataMap(t, env)["rows"].([]any) {
+			out = append(out, fmt.Sprint(row.(map[string]any)["id"]))
+		}
+		return strings.Join(out, ",")
+	}
+	ctx := context.Background()
+	env, settle := r.Claim(ctx, pipeline.Item{Kind: "postgres", Config: norm(claim).(map[string]any)})
+	mustSucceed(t, env)
+	// While held, another claim skips the locked rows.
+	env2, settle2 := r.Claim(ctx, pipeline.Item{Kind: "postgres", Config: norm(claim).(map[string]any)})
+	mustSucceed(t, env2)
+	if ids(env) != "1,2" || ids(env2) != "3,4" || pending() != 6 {
+		t.Fatalf("claims %s and %s, %d pending (uncommitted claims are invisible)", ids(env), ids(env2), pending())
+	}
+	// An iteration of the held rows waits for the claim's transaction to end.
+	tx, _ := dataMap(t, env)[pipeline.ClaimTxidKey].(string)
+	if tx == "" {
+		t.Fatalf("the claim's data has no %s: %v", pipeline.ClaimTxidKey, dataMap(t, env))
+	}
+	waiter := New(Options{Credentials: CredentialMap{"queue": {Kind: "postgres", DSN: dsn}}})
+	awaited := make(chan error, 1)
+	go func() { awaited <- waiter.AwaitClaim(ctx, map[string]any{"after_txid": tx, "auth": "queue"}) }()
+	select {
+	case err := <-awaited:
+		t.Fatalf("AwaitClaim returned while the claim was held: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	settle(true)
+	if err := <-awaited; err != nil {
+		t.Fatal(err)
+	}
+	settle2(false)
+	if pending() != 4 {
+		t.Fatalf("%d pending after one claim committed and one rolled back, want 4", pending())
+	}
+	env3, settle3 := r.Claim(ctx, pipeline.Item{Kind: "postgres", Config: norm(claim).(map[string]any)})
+	mustSucceed(t, env3)
+	settle3(true)
+	settle3(true) // once
+	if ids(env3) != "3,4" || pending() != 2 {
+		t.Fatalf("the rolled back rows are claimed again: got %s, %d pending", ids(env3), pending())
 	}
 }

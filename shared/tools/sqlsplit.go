@@ -2,13 +2,20 @@ package tools
 
 import "strings"
 
-// countStatements counts the non-empty SQL statements of a script, honouring quotes
-// ('…', E'…', "…"), dollar quotes ($tag$…$tag$) and comments (--, nested /* */), so a
-// ';' inside any of them does not split. It only feeds the "params need exactly one
-// statement" check; a SQL-standard function body (BEGIN ATOMIC … END) counts its inner
-// statements too.
-func countStatements(sql string) int {
-	count := 0
+// countStatements counts the non-empty SQL statements of a script (see
+// splitStatements). It feeds the "params need exactly one statement" check.
+func countStatements(sql string) int { return len(splitStatements(sql)) }
+
+// splitStatements splits a script into its non-empty statements (comments kept,
+// the ';' dropped), honouring quotes ('…', E'…', "…"), dollar quotes
+// ($tag$…$tag$) and comments (--, nested /* */), so a ';' inside any of them
+// does not split; a stretch of only comments is no statement. A SQL-standard
+// function body (BEGIN ATOMIC … END) splits at its inner statements too. The
+// duckdb tool runs a script statement by statement from it (DuckDB's dialect
+// quotes the same way).
+func splitStatements(sql string) []string {
+	var out []string
+	start := 0
 	nonEmpty := false
 	i := 0
 	n := len(sql)
@@ -61,10 +68,11 @@ func countStatements(sql string) int {
 			}
 		case c == ';':
 			if nonEmpty {
-				count++
+				out = append(out, strings.TrimSpace(sql[start:i]))
 			}
 			nonEmpty = false
 			i++
+			start = i
 			continue
 		}
 		if c != ' ' && c != '\t' && c != '\n' && c != '\r' && c != '\f' {
@@ -73,9 +81,9 @@ func countStatements(sql string) int {
 		i++
 	}
 	if nonEmpty {
-		count++
+		out = append(out, strings.TrimSpace(sql[start:]))
 	}
-	return count
+	return out
 }
 
 // skipQuoted returns the index after the quoted token starting at i. A doubled quote

@@ -8,10 +8,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/tmpl"
 	"github.com/noetl-go/noetl/shared/tools/kinds"
 )
@@ -37,6 +41,18 @@ type Options struct {
 	// worker. Python must then name an interpreter the user can run (see
 	// ResolvePython).
 	User *User
+	// NATS is the JetStream the nats tool uses when a step names no server
+	// (the worker's own); nil: such steps fail saying so.
+	NATS jetstream.JetStream
+	// Results is the result store the artifact tool reads references from (the
+	// worker's); nil: only file:// references outside any store are refused.
+	Results resultstore.Store
+	// DuckDB is the embedded DuckDB engine (shared/tools/duckdb, which needs cgo:
+	// the worker binary plugs it in); nil: duckdb steps fail saying so.
+	DuckDB SQLEngine
+	// DataDir holds the duckdb tool's default database files, one per
+	// execution (default <temp dir>/noetl-data).
+	DataDir string
 }
 
 // DefaultMaxOutput is the default bound on captured stdout and stderr, each.
@@ -51,6 +67,12 @@ type Registry struct {
 	log       *slog.Logger
 	maxOutput int
 	user      *User
+	nats      jetstream.JetStream
+	results   resultstore.Store
+	duckdb    SQLEngine
+	dataDir   string
+	// claimsEnded are cursor claims' transactions seen ended (AwaitClaim).
+	claimsEnded txidSet
 	// Two shared transports so connections are pooled across calls; verify_ssl: false
 	// picks the second.
 	transport         *http.Transport
@@ -67,6 +89,13 @@ func New(opts Options) *Registry {
 		log:       opts.Logger,
 		maxOutput: opts.MaxOutput,
 		user:      opts.User,
+		nats:      opts.NATS,
+		results:   opts.Results,
+		duckdb:    opts.DuckDB,
+		dataDir:   opts.DataDir,
+	}
+	if r.dataDir == "" {
+		r.dataDir = filepath.Join(os.TempDir(), "noetl-data")
 	}
 	if r.python == "" {
 		r.python = "python3"
@@ -188,6 +217,14 @@ func (r *Registry) Exec(ctx context.Context, it pipeline.Item) (env pipeline.Env
 		return r.runShell(ctx, it)
 	case kinds.Playbook:
 		return r.runPlaybook(ctx, it)
+	case kinds.NATS:
+		return r.runNATS(ctx, it)
+	case kinds.Artifact:
+		return r.runArtifact(ctx, it)
+	case kinds.DuckDB:
+		return r.runDuckDB(ctx, it)
+	case kinds.Transfer:
+		return r.runTransfer(ctx, it)
 	case "":
 		return failure(pipeline.KindTool, "tool kind is missing")
 	default:

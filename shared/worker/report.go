@@ -111,6 +111,16 @@ type completion struct {
 	// broken counts the server's 500s for it: a bug of ours, not an outage,
 	// so it is given up after a few.
 	broken int
+	// settle, when set, learns whether the server took the event (a cursor
+	// claim commits its rows only then); called once, when that is known.
+	settle func(accepted bool)
+}
+
+// done tells the completion's settle whether its event was taken.
+func (c completion) done(accepted bool) {
+	if c.settle != nil {
+		c.settle(accepted)
+	}
 }
 
 // reporter sends completions in reports (POST /api/worker/report), a few
@@ -365,8 +375,10 @@ func (r *reporter) settle(c completion, o wire.EventOutcome) bool {
 	switch {
 	case o.Status == http.StatusOK:
 		log.Debug("command reported", "event", c.event.EventType)
+		c.done(!c.refused)
 	case o.Status == http.StatusConflict || o.Status == http.StatusNotFound:
 		log.Warn("the report was refused: the lease is gone; dropping the result", "status", o.Status, "error", o.Error)
+		c.done(false)
 	case o.Status >= 500 && c.broken < maxBroken-1:
 		c.broken++
 		log.Warn("the server failed on this result; reporting it again", "status", o.Status, "error", o.Error)
@@ -374,10 +386,12 @@ func (r *reporter) settle(c completion, o wire.EventOutcome) bool {
 		return true
 	case o.Status >= 400 && o.Status < 500 && !c.refused:
 		log.Warn("the server refused the result; reporting the command failed", "status", o.Status, "error", o.Error)
+		c.done(false)
 		r.add(refusal(c, w.cfg.WorkerID, o.Error))
 		return true
 	default:
 		log.Error("the server keeps failing on this result; dropping it: its lease expires and the command runs again", "status", o.Status, "error", o.Error)
+		c.done(false)
 	}
 	return false
 }

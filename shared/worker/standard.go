@@ -45,6 +45,12 @@ type Standard struct {
 	// tokens and every credential are added to it. Nil: a set of its own
 	// (noetl dev shares one with the server's logs).
 	Secrets *redact.Secrets
+	// DuckDB is the embedded DuckDB engine the duckdb and transfer tools use
+	// (shared/tools/duckdb, which needs cgo: the noetl binary plugs it in);
+	// nil: duckdb steps fail saying so. DataDir holds its per-execution files
+	// (default <temp dir>/noetl-data).
+	DuckDB  tools.SQLEngine
+	DataDir string
 }
 
 // Build returns the configured worker.
@@ -85,7 +91,7 @@ func (s Standard) Build(ctx context.Context) (*Worker, error) {
 	}
 	python := tools.ResolvePython(ctx, s.Python, user)
 	reg := tools.New(tools.Options{Credentials: maskingCredentials{creds, secrets}, Children: &Children{Client: client.New(s.Server, apiToken)},
-		Python: python, User: user, Logger: logger})
+		Python: python, User: user, Logger: logger, NATS: s.JS, Results: s.Results, DuckDB: s.DuckDB, DataDir: s.DataDir})
 	if err := reg.CheckUser(ctx); err != nil {
 		return nil, err
 	}
@@ -97,5 +103,5 @@ func (s Standard) Build(ctx context.Context) (*Worker, error) {
 		opts = append(opts, client.WithTransport(s.Transport))
 	}
 	return New(Config{Client: client.New(s.Server, s.Token, opts...), JS: s.JS, Pool: s.Pool, WorkerID: s.ID,
-		Concurrency: s.Concurrency, Exec: reg.Exec, Results: s.Results, InlineLimit: s.InlineLimit, Logger: logger, Secrets: secrets})
+		Concurrency: s.Concurrency, Exec: reg.Exec, Claim: reg.Claim, AwaitClaim: reg.AwaitClaim, Results: s.Results, InlineLimit: s.InlineLimit, Logger: logger, Secrets: secrets})
 }

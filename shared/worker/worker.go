@@ -45,6 +45,15 @@ type Config struct {
 	Concurrency int
 	// Exec runs one tool attempt (shared/tools' Registry.Exec).
 	Exec pipeline.Exec
+	// Claim runs a cursor loop's claim command (shared/tools' Registry.Claim):
+	// its transaction stays open until the report carrying its rows is taken
+	// (settle true) or is not (false). Nil: claims run through Exec, committed
+	// at once (as NoETL's workers run them).
+	Claim func(context.Context, pipeline.Item) (pipeline.Envelope, func(accepted bool))
+	// AwaitClaim waits for the cursor claim an iteration names (its payload's
+	// cursor block) to end before the iteration runs (shared/tools' Registry.
+	// AwaitClaim). Nil: iterations run at once.
+	AwaitClaim func(ctx context.Context, cursor map[string]any) error
 	// Grace is how long shutdown waits for running commands before abandoning
 	// them to lease expiry; default 30 s.
 	Grace time.Duration
@@ -181,7 +190,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		abandon()
 	}
 	rep.close()
-	if dropped := rep.dropped(); abandoned {
+	dropped := rep.dropped()
+	for _, c := range dropped {
+		c.done(false) // a claim held open rolls back: its rows go to another claim
+	}
+	if abandoned {
 		ids := make([]string, len(dropped))
 		for i, c := range dropped {
 			ids[i] = c.cmd.CommandID
@@ -271,11 +284,13 @@ func (w *Worker) execute(ctx context.Context, rep *reporter, cmd *wire.Command) 
 	lost := make(chan struct{})
 	stopBeat := w.heartbeat(runCtx, cmd, cancel, lost, log)
 	started := time.Now()
-	env := w.mask(cmd, w.run(runCtx, cmd))
+	env, settle := w.runCommand(runCtx, cmd)
+	env = w.mask(cmd, env)
 	stopBeat()
 	select {
 	case <-lost:
 		log.Warn("lease lost while running; dropping the result")
+		settle(false)
 		w.slots.release(1)
 		return
 	default:
@@ -288,7 +303,37 @@ func (w *Worker) execute(ctx context.Context, rep *reporter, cmd *wire.Command) 
 		env.DurationMs = time.Since(started).Milliseconds()
 	}
 	env, uri := w.offload(ctx, cmd, env)
-	rep.add(completionOf(cmd, env, uri, w.cfg.WorkerID))
+	c := completionOf(cmd, env, uri, w.cfg.WorkerID)
+	c.settle = settle
+	rep.add(c)
+}
+
+// runCommand runs a command: a cursor claim through Claim, holding its
+// transaction until settle says whether the server took its rows; anything
+// else through run (settle does nothing).
+func (w *Worker) runCommand(ctx context.Context, cmd *wire.Command) (env pipeline.Envelope, settle func(bool)) {
+	cursor, _ := cmd.Context["cursor"].(map[string]any)
+	if w.cfg.Claim == nil || cursor["claim"] != true {
+		if cursor != nil && w.cfg.AwaitClaim != nil {
+			if err := w.cfg.AwaitClaim(ctx, cursor); err != nil {
+				env := errorEnvelope("the iteration's cursor claim: " + err.Error())
+				env.Error.Kind = pipeline.KindConnection
+				return env, func(bool) {}
+			}
+		}
+		return w.run(ctx, cmd), func(bool) {}
+	}
+	settle = func(bool) {}
+	defer func() {
+		if r := recover(); r != nil {
+			env = errorEnvelope(fmt.Sprintf("the worker panicked running the claim: %v", r))
+		}
+	}()
+	item, err := itemOf(cmd)
+	if err != nil {
+		return errorEnvelope(err.Error()), settle
+	}
+	return w.cfg.Claim(ctx, item)
 }
 
 // completionOf is the one event that ends a command on the fast path:

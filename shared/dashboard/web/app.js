@@ -238,11 +238,12 @@ function stepStates(steps, loops) {
   const best = {};
   for (const l of Object.values(loops || {})) {
     const v = Number(l.visit) || 0;
-    if (!best[l.step_name] || v >= best[l.step_name].v) best[l.step_name] = { v, done: l.done || 0, total: l.total || 0 };
+    if (!best[l.step_name] || v >= best[l.step_name].v) best[l.step_name] = { v, done: l.done || 0, total: l.total || 0, cursor: !!l.cursor };
   }
   for (const [name, l] of Object.entries(best)) {
     out[name] = out[name] || { state: 'running', attempts: 0 };
-    out[name].progress = { done: l.done, total: l.total };
+    // A cursor loop's total is the rows claimed so far: it counts rows.
+    out[name].progress = { done: l.done, total: l.total, unit: l.cursor ? 'rows' : 'iterations' };
   }
   return out;
 }

@@ -85,17 +85,18 @@ export class StepGraph {
   }
 
   // update restyles every node: states maps a step to {state, attempts,
-  // progress: {done, total}}; a step missing from it has not been reached.
+  // progress: {done, total, unit}} (unit: iterations, or rows done of those a
+  // cursor loop claimed so far); a step missing from it has not been reached.
   update(states, selected) {
     for (const [name, n] of this.nodes) {
       const st = states[name] || { state: 'notreached' };
       n.g.setAttribute('class', `node ${st.state}${name === selected ? ' selected' : ''}`);
       n.g.setAttribute('data-state', st.state);
       const parts = [n.step.tool + (n.step.loop ? ' loop' : ''), stateLabel(st.state)];
-      if (st.progress) parts.push(`${st.progress.done}/${st.progress.total}`);
+      if (st.progress) parts.push(`${st.progress.done}/${st.progress.total}` + (st.progress.unit === 'rows' ? ' rows' : ''));
       if (st.attempts > 1) parts.push(`×${st.attempts}`);
       n.sub.textContent = parts.join(' · ');
-      const label = `step ${name}: ${stateLabel(st.state)}` + (st.progress ? `, ${st.progress.done} of ${st.progress.total} iterations` : '') +
+      const label = `step ${name}: ${stateLabel(st.state)}` + (st.progress ? `, ${st.progress.done} of ${st.progress.total} ${st.progress.unit || 'iterations'}` : '') +
         (st.attempts > 1 ? `, ${st.attempts} attempts` : '');
       n.g.setAttribute('aria-label', label);
       n.g.setAttribute('aria-pressed', name === selected ? 'true' : 'false');

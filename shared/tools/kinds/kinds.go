@@ -25,6 +25,10 @@ const (
 	Shell    = "shell"
 	Noop     = "noop"
 	Playbook = "playbook"
+	DuckDB   = "duckdb"
+	NATS     = "nats"
+	Artifact = "artifact"
+	Transfer = "transfer"
 )
 
 // Key is one config key: its name and the aliases that may stand for it. When more
@@ -83,12 +87,18 @@ func kindTable() []Kind {
 		{Python, own(k("code"), k("code_b64", "code_base64"), k("script"), k("libs"), k("env"))},
 		{HTTP, own(k("url", "endpoint").renames("give the http url once: endpoint is NoETL's alias of url", "endpoint"), k("method"), k("headers"), k("params"), k("json"), k("form"), k("body"),
 			k("follow_redirects"), k("response_type"), k("allow_status"), k("verify_ssl", "verify"))},
-		{Postgres, own(k("query", "command", "sql"), k("params"), k("connection", "connection_string", "dsn").renames("", "connection_string"),
+		{Postgres, own(k("query", "command", "sql"), k("script"), k("params"), k("connection", "connection_string", "dsn").renames("", "connection_string"),
 			k("host"), k("port"), k("user", "username"), k("password"), k("database", "dbname", "db"))},
 		{Shell, own(k("command"), k("shell"), k("cwd"), k("env"))},
 		{Noop, own(k("message"), k("result"))},
 		{Playbook, own(k("path", "playbook_path"), k("catalog_id"), k("version"), k("payload"), k("wait"),
 			k("return_step"), k("execution_pool", "pool"))},
+		{DuckDB, own(k("query", "command", "sql", "queries", "commands", "cmd", "cmds"), k("query_b64", "command_b64", "commands_b64"),
+			k("script"), k("params"), k("database", "db_path", "database_path"))},
+		{NATS, own(k("operation"), k("url", "server", "servers"), k("user"), k("password"), k("token"), k("bucket"), k("key"),
+			k("value"), k("ttl"), k("pattern"), k("subject"), k("data"), k("headers"), k("stream"))},
+		{Artifact, own(k("action"), k("result_ref"), k("uri"))},
+		{Transfer, own(k("source"), k("target"), k("chunk_size", "batch_size"), k("mode"))},
 	}
 }
 
@@ -186,7 +196,7 @@ func (kd Kind) Names(name string) []string {
 // engine registers it with a warning and the step fails when dispatched.
 func NoETLOnly(name string) bool {
 	return slices.Contains([]string{
-		"duckdb", "snowflake", "ducklake", "nats", "artifact", "container", "transfer", "subscription",
+		"snowflake", "ducklake", "container", "subscription",
 		"script", "gcs", "secrets", "rhai", "wasm", "agent", "mcp", "mysql", "sqlite", "s3", "iterator",
 		"sink", "save", "ai",
 	}, name)

@@ -25,11 +25,11 @@ func TestTableNamesAreUnique(t *testing.T) {
 }
 
 func TestLookupAndNames(t *testing.T) {
-	if got := SupportedNames(); !slices.Equal(got, []string{Python, HTTP, Postgres, Shell, Noop, Playbook}) {
+	if got := SupportedNames(); !slices.Equal(got, []string{Python, HTTP, Postgres, Shell, Noop, Playbook, DuckDB, NATS, Artifact, Transfer}) {
 		t.Errorf("SupportedNames = %v", got)
 	}
-	if _, ok := Lookup("duckdb"); ok || !NoETLOnly("duckdb") {
-		t.Error("duckdb: want not supported and NoETL-only")
+	if _, ok := Lookup("snowflake"); ok || !NoETLOnly("snowflake") {
+		t.Error("snowflake: want not supported and NoETL-only")
 	}
 	if NoETLOnly(HTTP) {
 		t.Error("http is not NoETL-only")
@@ -54,7 +54,7 @@ func TestLookupAndNames(t *testing.T) {
 	}
 	for _, f := range []func(){
 		func() { Must(HTTP).Names("data") },
-		func() { Must("duckdb") },
+		func() { Must("snowflake") },
 		func() { CommonNames("url") },
 	} {
 		func() {
