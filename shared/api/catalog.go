@@ -25,7 +25,7 @@ func (a *API) register(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	content, err := o.str("content", true)
+	content, err := o.Str("content", true)
 	if err != nil {
 		return nil, err
 	}
@@ -54,12 +54,12 @@ func (a *API) register(ctx context.Context, c *call) (any, error) {
 // in resource_type (NoETL's catalog) or resource_kind (its execute).
 func checkResourceType(o obj) error {
 	for _, k := range []string{"resource_type", "resource_kind"} {
-		rt, err := o.str(k, false)
+		rt, err := o.Str(k, false)
 		if err != nil {
 			return err
 		}
 		if rt != "" && !strings.EqualFold(rt, controlplane.KindPlaybook) {
-			return invalid(o.name(k), "only %s is supported, got %q", controlplane.KindPlaybook, truncate(rt, 40))
+			return invalid(o.Name(k), "only %s is supported, got %q", controlplane.KindPlaybook, truncate(rt, 40))
 		}
 	}
 	return nil
@@ -136,7 +136,7 @@ func (a *API) listCatalogBody(ctx context.Context, c *call) (any, error) {
 		return nil, err
 	}
 	var f store.CatalogFilter
-	if f.Path, err = o.str("path", false); err != nil {
+	if f.Path, err = o.Str("path", false); err != nil {
 		return nil, err
 	}
 	limit, _, err := o.integer("limit", 1, MaxListLimit)
@@ -147,7 +147,7 @@ func (a *API) listCatalogBody(ctx context.Context, c *call) (any, error) {
 	if f.LatestOnly, err = o.boolean("latest"); err != nil {
 		return nil, err
 	}
-	cursor, err := o.str("cursor", false)
+	cursor, err := o.Str("cursor", false)
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +232,7 @@ func (a *API) catalogResource(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	path, err := o.str("path", false)
+	path, err := o.Str("path", false)
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +263,7 @@ func (a *API) catalogResource(ctx context.Context, c *call) (any, error) {
 // versionField reads version: a positive integer, a numeric string, or
 // "latest" (NoETL's clients send it), 0 meaning the latest.
 func versionField(o obj) (int, error) {
-	v, ok := o.get("version")
+	v, ok := o.Get("version")
 	if !ok {
 		return 0, nil
 	}
@@ -295,7 +295,7 @@ func (a *API) execute(ctx context.Context, c *call) (any, error) {
 		return nil, err
 	}
 	var req controlplane.ExecuteRequest
-	if req.Path, err = o.str("path", false); err != nil {
+	if req.Path, err = o.Str("path", false); err != nil {
 		return nil, err
 	}
 	if req.CatalogID, err = o.id("catalog_id", false); err != nil {
@@ -304,16 +304,16 @@ func (a *API) execute(ctx context.Context, c *call) (any, error) {
 	if req.Version, err = versionField(o); err != nil {
 		return nil, err
 	}
-	if req.Payload, err = o.object("payload", "workload"); err != nil {
+	if req.Payload, err = o.Object("payload", "workload"); err != nil {
 		return nil, err
 	}
 	if req.ParentExecutionID, err = o.id("parent_execution_id", false); err != nil {
 		return nil, err
 	}
-	if req.Pool, err = o.str("execution_pool", false); err != nil {
+	if req.Pool, err = o.Str("execution_pool", false); err != nil {
 		return nil, err
 	}
-	if req.IdempotencyKey, err = o.str("idempotency_key", false); err != nil {
+	if req.IdempotencyKey, err = o.Str("idempotency_key", false); err != nil {
 		return nil, err
 	}
 	if strings.HasPrefix(req.IdempotencyKey, controlplane.ScheduleKeyPrefix) {
@@ -419,7 +419,7 @@ func (a *API) validatePlaybook(_ context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	content, err := o.str("content", true)
+	content, err := o.Str("content", true)
 	if err != nil {
 		return nil, err
 	}

@@ -45,7 +45,7 @@ func (a *API) putCredential(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return kc.PutJSON(ctx, o.m)
+	return kc.PutJSON(ctx, o.M)
 }
 
 // GET /api/credentials?type=&q=: every credential, never its data.

@@ -37,7 +37,7 @@ const MaxJSONDepth = 1000
 // naming the field, jsonx.CheckText).
 func decodeBody(body []byte) (obj, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
-		return obj{m: map[string]any{}}, nil
+		return obj{jsonx.Fields{M: map[string]any{}}}, nil
 	}
 	if !utf8.Valid(body) {
 		return obj{}, errorf(http.StatusBadRequest, "malformed JSON: the body is not valid UTF-8 at byte %d; JSON text must be UTF-8 (encode binary data, e.g. as base64)",
@@ -60,7 +60,7 @@ func decodeBody(body []byte) (obj, error) {
 	if err := jsonx.CheckText("", m); err != nil {
 		return obj{}, &Error{Status: http.StatusUnprocessableEntity, Message: err.Error()}
 	}
-	return obj{m: m}, nil
+	return obj{jsonx.Fields{M: m}}, nil
 }
 
 func tooDeep(path string) *Error {
@@ -120,118 +120,20 @@ func jsonMessage(err error) string {
 	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
-// obj reads the fields of one JSON object; prefix is its path in the request
-// ("" for the body, "events[3]" for a batch element).
-type obj struct {
-	prefix string
-	m      map[string]any
-}
-
-func (o obj) name(k string) string {
-	if o.prefix == "" {
-		return k
-	}
-	return o.prefix + "." + k
-}
-
-// get returns a field; JSON null counts as absent.
-func (o obj) get(k string) (any, bool) {
-	v, ok := o.m[k]
-	if !ok || v == nil {
-		return nil, false
-	}
-	return v, true
-}
-
-// alias returns the first present key of keys (NoETL's aliases); two present
-// keys with different values are an error naming the second.
-func (o obj) alias(keys ...string) (string, any, bool, error) {
-	var (
-		found string
-		val   any
-	)
-	for _, k := range keys {
-		v, ok := o.get(k)
-		if !ok {
-			continue
-		}
-		if found == "" {
-			found, val = k, v
-			continue
-		}
-		if string(jsonx.MustMarshal(v)) != string(jsonx.MustMarshal(val)) {
-			return "", nil, false, invalid(o.name(k), "is an alias of %s; give one of them", o.name(found))
-		}
-	}
-	return found, val, found != "", nil
-}
-
-func (o obj) str(k string, required bool) (string, error) {
-	return o.strOf(k, required)
-}
-
-// strOf reads a string field under any of its alias keys (the first is the
-// name used when it is missing).
-func (o obj) strOf(k string, required bool, aliases ...string) (string, error) {
-	key, v, ok, err := o.alias(append([]string{k}, aliases...)...)
-	if err != nil {
-		return "", err
-	}
-	if !ok {
-		if required {
-			return "", invalid(o.name(k), "required")
-		}
-		return "", nil
-	}
-	s, isStr := v.(string)
-	if !isStr {
-		return "", invalid(o.name(key), "expected string, got %s", jsonx.TypeName(v))
-	}
-	if required && s == "" {
-		return "", invalid(o.name(key), "must not be empty")
-	}
-	return s, nil
-}
-
-// object reads an object field (nil when absent or null).
-func (o obj) object(k string, aliases ...string) (map[string]any, error) {
-	key, v, ok, err := o.alias(append([]string{k}, aliases...)...)
-	if err != nil || !ok {
-		return nil, err
-	}
-	m, isObj := v.(map[string]any)
-	if !isObj {
-		return nil, invalid(o.name(key), "expected object, got %s", jsonx.TypeName(v))
-	}
-	return m, nil
-}
-
-// array reads an array field.
-func (o obj) array(k string, required bool) ([]any, bool, error) {
-	v, ok := o.get(k)
-	if !ok {
-		if required {
-			return nil, false, invalid(o.name(k), "required")
-		}
-		return nil, false, nil
-	}
-	a, isArr := v.([]any)
-	if !isArr {
-		return nil, false, invalid(o.name(k), "expected array, got %s", jsonx.TypeName(v))
-	}
-	return a, true, nil
-}
+// obj reads the fields of one JSON object (jsonx.Fields, which NoETL's
+// workers' events are read with too) and the API's own kinds of field.
+type obj struct{ jsonx.Fields }
 
 // id reads an id: a number or a numeric string (R-I2).
 func (o obj) id(k string, required bool) (int64, error) {
-	v, ok := o.get(k)
+	v, ok := o.Get(k)
 	if !ok {
 		if required {
-			return 0, invalid(o.name(k), "required")
+			return 0, invalid(o.Name(k), "required")
 		}
 		return 0, nil
 	}
-	return parseID(o.name(k), v)
+	return parseID(o.Name(k), v)
 }
 
 func parseID(field string, v any) (int64, error) {
@@ -244,16 +146,16 @@ func parseID(field string, v any) (int64, error) {
 
 // integer reads an integral number (or a numeric string) within lo..hi.
 func (o obj) integer(k string, lo, hi int64) (int64, bool, error) {
-	v, ok := o.get(k)
+	v, ok := o.Get(k)
 	if !ok {
 		return 0, false, nil
 	}
 	n, err := toInt(v)
 	if err != nil {
-		return 0, false, invalid(o.name(k), "%s", err.Error())
+		return 0, false, invalid(o.Name(k), "%s", err.Error())
 	}
 	if n < lo || n > hi {
-		return 0, false, rangeError(o.name(k), n, lo, hi)
+		return 0, false, rangeError(o.Name(k), n, lo, hi)
 	}
 	return n, true, nil
 }
@@ -293,13 +195,13 @@ func (e *intError) Unwrap() error { return errNotInteger }
 
 // boolean reads a boolean field.
 func (o obj) boolean(k string) (bool, error) {
-	v, ok := o.get(k)
+	v, ok := o.Get(k)
 	if !ok {
 		return false, nil
 	}
 	b, isBool := v.(bool)
 	if !isBool {
-		return false, invalid(o.name(k), "expected boolean, got %s", jsonx.TypeName(v))
+		return false, invalid(o.Name(k), "expected boolean, got %s", jsonx.TypeName(v))
 	}
 	return b, nil
 }
@@ -309,7 +211,7 @@ func (o obj) boolean(k string) (bool, error) {
 // string, because a tool config value is a rendered template and `{{ x }}` renders
 // to text; a request body holds no templates. Two inputs, two rules: not a copy.
 func (o obj) number(k string) (float64, bool, error) {
-	v, ok := o.get(k)
+	v, ok := o.Get(k)
 	if !ok {
 		return 0, false, nil
 	}
@@ -319,13 +221,13 @@ func (o obj) number(k string) (float64, bool, error) {
 	case float64:
 		return x, true, nil
 	}
-	return 0, false, invalid(o.name(k), "expected number, got %s", jsonx.TypeName(v))
+	return 0, false, invalid(o.Name(k), "expected number, got %s", jsonx.TypeName(v))
 }
 
 // scalarString reads a string or an integer as a string (client event ids,
 // NoETL's numeric command ids).
 func (o obj) scalarString(k string) (string, error) {
-	v, ok := o.get(k)
+	v, ok := o.Get(k)
 	if !ok {
 		return "", nil
 	}
@@ -335,7 +237,7 @@ func (o obj) scalarString(k string) (string, error) {
 	case int64:
 		return strconv.FormatInt(x, 10), nil
 	}
-	return "", invalid(o.name(k), "expected string or integer, got %s", jsonx.TypeName(v))
+	return "", invalid(o.Name(k), "expected string or integer, got %s", jsonx.TypeName(v))
 }
 
 // Query parameters.

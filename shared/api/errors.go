@@ -10,7 +10,7 @@ import (
 	"strconv"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
-	"github.com/noetl-go/noetl/shared/noetlwire"
+	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -58,7 +58,7 @@ func classify(err error) *Error {
 		refused  *controlplane.RefusedClaim
 		invalidP *controlplane.InvalidPlaybookError
 	)
-	var field *noetlwire.FieldError
+	var field *jsonx.FieldError
 	switch {
 	case errors.As(err, &apiErr):
 		return apiErr

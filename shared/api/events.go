@@ -23,7 +23,7 @@ func readExecutionEvent(o obj) (controlplane.EventInput, error) {
 	if err != nil {
 		return controlplane.EventInput{}, err
 	}
-	in, err := noetlwire.Read(o.prefix, o.m)
+	in, err := noetlwire.Read(o.Prefix, o.M)
 	in.ExecutionID = execID
 	return in, err
 }
@@ -128,7 +128,7 @@ func (a *API) ingestBatch(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	worker, err := o.str("worker_id", false)
+	worker, err := o.Str("worker_id", false)
 	if err != nil {
 		return nil, err
 	}
@@ -149,11 +149,11 @@ func (a *API) ingestBatch(ctx context.Context, c *call) (any, error) {
 		if !ok {
 			return nil, invalid(name, "expected object, got %s", jsonx.TypeName(raw))
 		}
-		eo := obj{prefix: name, m: m}
+		eo := obj{jsonx.Fields{Prefix: name, M: m}}
 		if id, err := eo.id("execution_id", false); err != nil {
 			return nil, err
 		} else if id != 0 && id != execID {
-			return nil, invalid(eo.name("execution_id"), "%d differs from the batch's execution_id %d; a batch belongs to one execution", id, execID)
+			return nil, invalid(eo.Name("execution_id"), "%d differs from the batch's execution_id %d; a batch belongs to one execution", id, execID)
 		}
 		in, err := noetlwire.Read(name, m)
 		if err != nil {
@@ -256,7 +256,7 @@ func (a *API) claim(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	worker, err := o.str("worker_id", true)
+	worker, err := o.Str("worker_id", true)
 	if err != nil {
 		return nil, err
 	}
@@ -290,7 +290,7 @@ func (a *API) heartbeat(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	worker, err := o.str("worker_id", true)
+	worker, err := o.Str("worker_id", true)
 	if err != nil {
 		return nil, err
 	}
@@ -321,10 +321,10 @@ func (a *API) report(ctx context.Context, c *call) (any, error) {
 		return nil, err
 	}
 	r := controlplane.Report{}
-	if r.WorkerID, err = o.str("worker_id", true); err != nil {
+	if r.WorkerID, err = o.Str("worker_id", true); err != nil {
 		return nil, err
 	}
-	if r.Pool, err = o.str("pool", false); err != nil {
+	if r.Pool, err = o.Str("pool", false); err != nil {
 		return nil, err
 	}
 	if take, _, err := o.integer("take", 0, MaxTake); err != nil {
@@ -332,11 +332,11 @@ func (a *API) report(ctx context.Context, c *call) (any, error) {
 	} else {
 		r.Take = int(take)
 	}
-	list, _, err := o.array("events", false)
+	list, _, err := o.Array("events", false)
 	if err != nil {
 		return nil, err
 	}
-	claims, _, err := o.array("claims", false)
+	claims, _, err := o.Array("claims", false)
 	if err != nil {
 		return nil, err
 	}
@@ -361,7 +361,7 @@ func (a *API) report(ctx context.Context, c *call) (any, error) {
 		if !ok {
 			return nil, invalid(name, "expected object, got %s", jsonx.TypeName(raw))
 		}
-		in, err := readExecutionEvent(obj{prefix: name, m: m})
+		in, err := readExecutionEvent(obj{jsonx.Fields{Prefix: name, M: m}})
 		if err != nil {
 			return nil, err
 		}
@@ -409,7 +409,7 @@ func (a *API) report(ctx context.Context, c *call) (any, error) {
 // eventList reads a request's events array: 1..MaxBatchEvents entries (over the
 // limit is 413 with the limit named).
 func eventList(o obj) ([]any, error) {
-	list, _, err := o.array("events", true)
+	list, _, err := o.Array("events", true)
 	if err != nil {
 		return nil, err
 	}

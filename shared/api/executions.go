@@ -329,7 +329,7 @@ func (a *API) cancel(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	reason, err := o.str("reason", false)
+	reason, err := o.Str("reason", false)
 	if err != nil {
 		return nil, err
 	}
@@ -355,7 +355,7 @@ func (a *API) rerun(ctx context.Context, c *call) (any, error) {
 	if err := checkResourceType(o); err != nil {
 		return nil, err
 	}
-	workload, err := o.object("workload", "payload")
+	workload, err := o.Object("workload", "payload")
 	if err != nil {
 		return nil, err
 	}
@@ -377,7 +377,7 @@ func (a *API) finalize(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	status, err := o.str("status", true)
+	status, err := o.Str("status", true)
 	if err != nil {
 		return nil, err
 	}
@@ -385,7 +385,7 @@ func (a *API) finalize(ctx context.Context, c *call) (any, error) {
 	if status != store.ExecutionCompleted && status != store.ExecutionFailed {
 		return nil, invalid("status", "expected COMPLETED or FAILED, got %q", truncate(status, 40))
 	}
-	msg, err := o.str("error", false)
+	msg, err := o.Str("error", false)
 	if err != nil {
 		return nil, err
 	}

@@ -60,7 +60,7 @@ func (a *API) outboxMarkPublished(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	list, _, err := o.array("outbox_ids", true)
+	list, _, err := o.Array("outbox_ids", true)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func (a *API) outboxMarkFailed(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	msg, err := o.str("error", true)
+	msg, err := o.Str("error", true)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +154,7 @@ func (a *API) project(ctx context.Context, c *call) (any, error) {
 		if !ok {
 			return nil, invalid(name, "expected object, got %s", jsonx.TypeName(raw))
 		}
-		if evs[i], err = readEnvelope(obj{prefix: name, m: m}); err != nil {
+		if evs[i], err = readEnvelope(obj{jsonx.Fields{Prefix: name, M: m}}); err != nil {
 			return nil, err
 		}
 	}
@@ -180,28 +180,28 @@ func readEnvelope(o obj) (controlplane.ExternalEvent, error) {
 	if e.ExecutionID, err = o.id("execution_id", false); err != nil {
 		return e, err
 	}
-	if e.Type, err = o.strOf("event_type", false, "name"); err != nil {
+	if e.Type, err = o.Str("event_type", false, "name"); err != nil {
 		return e, err
 	}
-	if e.Step, err = o.strOf("node_name", false, "step"); err != nil {
+	if e.Step, err = o.Str("node_name", false, "step"); err != nil {
 		return e, err
 	}
-	if e.Status, err = o.str("status", false); err != nil {
+	if e.Status, err = o.Str("status", false); err != nil {
 		return e, err
 	}
-	if e.Context, err = o.object("context", "payload"); err != nil {
+	if e.Context, err = o.Object("context", "payload"); err != nil {
 		return e, err
 	}
-	if e.Meta, err = o.object("meta"); err != nil {
+	if e.Meta, err = o.Object("meta"); err != nil {
 		return e, err
 	}
-	if e.Result, err = o.object("result"); err != nil {
+	if e.Result, err = o.Object("result"); err != nil {
 		return e, err
 	}
-	if e.Error, err = o.str("error", false); err != nil {
+	if e.Error, err = o.Str("error", false); err != nil {
 		return e, err
 	}
-	if e.WorkerID, err = o.str("worker_id", false); err != nil {
+	if e.WorkerID, err = o.Str("worker_id", false); err != nil {
 		return e, err
 	}
 	if e.CommandID, err = o.scalarString("command_id"); err != nil {
@@ -211,13 +211,13 @@ func readEnvelope(o obj) (controlplane.ExternalEvent, error) {
 	// The producer's time (NoETL: timestamp, else created_at) is kept in meta;
 	// the row's created_at is the server's (R-S4).
 	for _, k := range []string{"timestamp", "created_at"} {
-		v, err := o.str(k, false)
+		v, err := o.Str(k, false)
 		if err != nil {
 			return e, err
 		}
 		if v != "" {
 			if _, err := noetlwire.ParseTime(v); err != nil {
-				return e, invalid(o.name(k), "expected a timestamp such as 2024-05-01T12:00:00Z (a zone-less one is read as UTC), got %q", truncate(v, 40))
+				return e, invalid(o.Name(k), "expected a timestamp such as 2024-05-01T12:00:00Z (a zone-less one is read as UTC), got %q", truncate(v, 40))
 			}
 			if _, ok := extra["client_created_at"]; !ok {
 				extra["client_created_at"] = v

@@ -21,7 +21,7 @@ func (a *API) registerPool(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	reg, err := noetlwire.ReadRegistration("", o.m)
+	reg, err := noetlwire.ReadRegistration("", o.M)
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +39,7 @@ func (a *API) poolHeartbeat(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	name, reg, err := noetlwire.ReadHeartbeat(o.m)
+	name, reg, err := noetlwire.ReadHeartbeat(o.M)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func (a *API) deregisterPool(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	name, err := noetlwire.ReadWorkerName(o.m)
+	name, err := noetlwire.ReadWorkerName(o.M)
 	if err != nil {
 		return nil, err
 	}

@@ -51,16 +51,16 @@ func decodeSchedule(body []byte) (controlplane.SchedulePatch, error) {
 	if err != nil {
 		return p, err
 	}
-	for _, k := range slices.Sorted(maps.Keys(o.m)) {
+	for _, k := range slices.Sorted(maps.Keys(o.M)) {
 		if !slices.Contains(scheduleFields, k) {
 			return p, invalid(k, "unknown field; a schedule has %s", strings.Join(scheduleFields, ", "))
 		}
 	}
 	str := func(k string) (*string, error) {
-		if _, ok := o.get(k); !ok {
+		if _, ok := o.Get(k); !ok {
 			return nil, nil
 		}
-		v, err := o.str(k, false)
+		v, err := o.Str(k, false)
 		return &v, err
 	}
 	num := func(k string, lo, hi int64) (*int64, error) {
@@ -73,7 +73,7 @@ func decodeSchedule(body []byte) (controlplane.SchedulePatch, error) {
 	if p.PlaybookPath, err = str("playbook_path"); err != nil {
 		return p, err
 	}
-	if v, present := o.m["playbook_version"]; present {
+	if v, present := o.M["playbook_version"]; present {
 		n := 0 // null: the latest
 		if v != nil {
 			x, _, err := o.integer("playbook_version", 1, 1<<31-1)
@@ -93,14 +93,14 @@ func decodeSchedule(body []byte) (controlplane.SchedulePatch, error) {
 	if p.Timezone, err = str("timezone"); err != nil {
 		return p, err
 	}
-	if _, ok := o.get("enabled"); ok {
+	if _, ok := o.Get("enabled"); ok {
 		b, err := o.boolean("enabled")
 		if err != nil {
 			return p, err
 		}
 		p.Enabled = &b
 	}
-	if p.InputPayload, err = o.object("input_payload"); err != nil {
+	if p.InputPayload, err = o.Object("input_payload"); err != nil {
 		return p, err
 	}
 	if p.Overlap, err = str("overlap"); err != nil {
@@ -112,7 +112,7 @@ func decodeSchedule(body []byte) (controlplane.SchedulePatch, error) {
 	if p.JitterSeconds, err = num("jitter_seconds", 0, controlplane.MaxJitterSeconds); err != nil {
 		return p, err
 	}
-	if p.Meta, err = o.object("meta"); err != nil {
+	if p.Meta, err = o.Object("meta"); err != nil {
 		return p, err
 	}
 	return p, nil
@@ -340,13 +340,13 @@ func scheduleJSON(v controlplane.ScheduleView) wire.Schedule {
 
 // time reads a required RFC 3339 time.
 func (o obj) time(k string) (time.Time, error) {
-	s, err := o.str(k, true)
+	s, err := o.Str(k, true)
 	if err != nil {
 		return time.Time{}, err
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return time.Time{}, invalid(o.name(k), "expected an RFC 3339 time such as 2024-05-01T00:00:00Z, got %q", truncate(s, 40))
+		return time.Time{}, invalid(o.Name(k), "expected an RFC 3339 time such as 2024-05-01T00:00:00Z, got %q", truncate(s, 40))
 	}
 	return t, nil
 }

@@ -27,7 +27,7 @@ func (a *API) stageResult(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := noetlwire.ReadStagedResult(o.m)
+	r, err := noetlwire.ReadStagedResult(o.M)
 	if err != nil {
 		return nil, err
 	}

@@ -31,7 +31,7 @@ func (a *API) setVariables(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := noetlwire.ReadVariables(o.m)
+	v, err := noetlwire.ReadVariables(o.M)
 	if err != nil {
 		return nil, err
 	}

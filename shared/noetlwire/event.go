@@ -32,7 +32,6 @@
 package noetlwire
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -68,17 +67,9 @@ const (
 	TypeHeartbeat = "command.heartbeat"
 )
 
-// FieldError is a request field a reader refused: the field's path and why.
-type FieldError struct {
-	Field   string
-	Message string
-}
-
-func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
-
-func fieldError(field, format string, args ...any) *FieldError {
-	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
-}
+// FieldError is a request field a reader refused (jsonx's, shared with the
+// API's own requests).
+type FieldError = jsonx.FieldError
 
 // Read reads one EventRequest object (a body, or a batch element whose path is
 // prefix): event_type (alias name), step (alias node_name), payload (alias
@@ -88,52 +79,52 @@ func fieldError(field, format string, args ...any) *FieldError {
 // Python workers write, read as UTC). Unknown fields are ignored. It does not
 // read execution_id: the route decides where the execution comes from.
 func Read(prefix string, m map[string]any) (Event, error) {
-	f := fields{prefix: prefix, m: m}
+	f := jsonx.Fields{Prefix: prefix, M: m}
 	var e Event
 	var err error
-	if e.Type, err = f.str("event_type", true, "name"); err != nil {
+	if e.Type, err = f.Str("event_type", true, "name"); err != nil {
 		return e, err
 	}
-	if e.Step, err = f.str("step", false, "node_name"); err != nil {
+	if e.Step, err = f.Str("step", false, "node_name"); err != nil {
 		return e, err
 	}
-	if e.Payload, err = f.object("payload", "context"); err != nil {
+	if e.Payload, err = f.Object("payload", "context"); err != nil {
 		return e, err
 	}
-	if e.Meta, err = f.object("meta"); err != nil {
+	if e.Meta, err = f.Object("meta"); err != nil {
 		return e, err
 	}
-	if e.WorkerID, err = f.str("worker_id", false); err != nil {
+	if e.WorkerID, err = f.Str("worker_id", false); err != nil {
 		return e, err
 	}
-	if e.ResultKind, err = f.str("result_kind", false); err != nil {
+	if e.ResultKind, err = f.Str("result_kind", false); err != nil {
 		return e, err
 	}
-	if e.ResultURI, err = f.str("result_uri", false); err != nil {
+	if e.ResultURI, err = f.Str("result_uri", false); err != nil {
 		return e, err
 	}
-	if e.EventIDs, err = f.array("event_ids"); err != nil {
+	if e.EventIDs, _, err = f.Array("event_ids", false); err != nil {
 		return e, err
 	}
-	if e.ClientEventID, err = f.scalar("event_id"); err != nil {
+	if e.ClientEventID, err = scalar(f, "event_id"); err != nil {
 		return e, err
 	}
-	if e.Status, err = f.str("status", false); err != nil {
+	if e.Status, err = f.Str("status", false); err != nil {
 		return e, err
 	}
 	for _, k := range []string{"actionable", "informative"} {
-		if v, ok := f.get(k); ok {
+		if v, ok := f.Get(k); ok {
 			if _, isBool := v.(bool); !isBool {
-				return e, fieldError(f.name(k), "expected boolean, got %s", jsonx.TypeName(v))
+				return e, jsonx.Refuse(f.Name(k), "expected boolean, got %s", jsonx.TypeName(v))
 			}
 		}
 	}
-	if e.CreatedAt, err = f.str("created_at", false); err != nil {
+	if e.CreatedAt, err = f.Str("created_at", false); err != nil {
 		return e, err
 	}
 	if e.CreatedAt != "" {
 		if _, err := ParseTime(e.CreatedAt); err != nil {
-			return e, fieldError(f.name("created_at"), "expected a timestamp such as 2024-05-01T12:00:00Z (a zone-less one is read as UTC), got %q", cut(e.CreatedAt, 40))
+			return e, jsonx.Refuse(f.Name("created_at"), "expected a timestamp such as 2024-05-01T12:00:00Z (a zone-less one is read as UTC), got %q", cut(e.CreatedAt, 40))
 		}
 	}
 	return e, nil
@@ -188,93 +179,9 @@ func Attempt(meta map[string]any) int {
 // IsHeartbeat reports whether the event is a per-command heartbeat.
 func (e *Event) IsHeartbeat() bool { return e.Type == TypeHeartbeat }
 
-// fields reads one JSON object's fields; prefix is its path in the request.
-type fields struct {
-	prefix string
-	m      map[string]any
-}
-
-func (f fields) name(k string) string {
-	if f.prefix == "" {
-		return k
-	}
-	return f.prefix + "." + k
-}
-
-// get returns a field; JSON null counts as absent.
-func (f fields) get(k string) (any, bool) {
-	v, ok := f.m[k]
-	return v, ok && v != nil
-}
-
-// first returns the first present key of k and its aliases; two present with
-// different values are an error naming the second.
-func (f fields) first(k string, aliases ...string) (string, any, error) {
-	found, val := "", any(nil)
-	for _, key := range append([]string{k}, aliases...) {
-		v, ok := f.get(key)
-		if !ok {
-			continue
-		}
-		if found == "" {
-			found, val = key, v
-			continue
-		}
-		if string(jsonx.MustMarshal(v)) != string(jsonx.MustMarshal(val)) {
-			return "", nil, fieldError(f.name(key), "is an alias of %s; give one of them", f.name(found))
-		}
-	}
-	return found, val, nil
-}
-
-func (f fields) str(k string, required bool, aliases ...string) (string, error) {
-	key, v, err := f.first(k, aliases...)
-	if err != nil {
-		return "", err
-	}
-	if key == "" {
-		if required {
-			return "", fieldError(f.name(k), "required")
-		}
-		return "", nil
-	}
-	s, ok := v.(string)
-	if !ok {
-		return "", fieldError(f.name(key), "expected string, got %s", jsonx.TypeName(v))
-	}
-	if required && s == "" {
-		return "", fieldError(f.name(key), "must not be empty")
-	}
-	return s, nil
-}
-
-func (f fields) object(k string, aliases ...string) (map[string]any, error) {
-	key, v, err := f.first(k, aliases...)
-	if err != nil || key == "" {
-		return nil, err
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, fieldError(f.name(key), "expected object, got %s", jsonx.TypeName(v))
-	}
-	return m, nil
-}
-
-func (f fields) array(k string) ([]any, error) {
-	v, ok := f.get(k)
-	if !ok {
-		return nil, nil
-	}
-	a, isArr := v.([]any)
-	if !isArr {
-		return nil, fieldError(f.name(k), "expected array, got %s", jsonx.TypeName(v))
-	}
-	return a, nil
-}
-
 // scalar reads a string or an integer as a string (client event ids).
-func (f fields) scalar(k string) (string, error) {
-	v, ok := f.get(k)
+func scalar(f jsonx.Fields, k string) (string, error) {
+	v, ok := f.Get(k)
 	if !ok {
 		return "", nil
 	}
@@ -284,7 +191,7 @@ func (f fields) scalar(k string) (string, error) {
 	case int64:
 		return strconv.FormatInt(x, 10), nil
 	}
-	return "", fieldError(f.name(k), "expected string or integer, got %s", jsonx.TypeName(v))
+	return "", jsonx.Refuse(f.Name(k), "expected string or integer, got %s", jsonx.TypeName(v))
 }
 
 func cut(s string, n int) string {

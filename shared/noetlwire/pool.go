@@ -100,7 +100,7 @@ func ReadRegistration(prefix string, m map[string]any) (Registration, error) {
 	if v, ok := m["capacity"]; ok && v != nil {
 		n, ok := regInteger(v)
 		if !ok || n < 0 || n > 1<<31-1 {
-			return r, fieldError(at("capacity"), "expected a whole number of commands from 0 to %d, got %s", 1<<31-1, regDescribe(v))
+			return r, jsonx.Refuse(at("capacity"), "expected a whole number of commands from 0 to %d, got %s", 1<<31-1, regDescribe(v))
 		}
 		c := int(n)
 		r.Capacity = &c
@@ -108,7 +108,7 @@ func ReadRegistration(prefix string, m map[string]any) (Registration, error) {
 	if v, ok := m["pid"]; ok && v != nil {
 		n, ok := regInteger(v)
 		if !ok || n < 0 {
-			return r, fieldError(at("pid"), "expected a process id (a whole number), got %s", regDescribe(v))
+			return r, jsonx.Refuse(at("pid"), "expected a process id (a whole number), got %s", regDescribe(v))
 		}
 		r.PID = n
 	}
@@ -135,10 +135,10 @@ func ReadRegistration(prefix string, m map[string]any) (Registration, error) {
 			}
 		}
 		if r.Runtime == "" {
-			return r, fieldError(at("runtime"), `an object must name the runtime in kind or type, e.g. {"kind": "rust"}`)
+			return r, jsonx.Refuse(at("runtime"), `an object must name the runtime in kind or type, e.g. {"kind": "rust"}`)
 		}
 	default:
-		return r, fieldError(at("runtime"), `expected a string such as "python" or an object such as {"kind": "rust"}, got %s`, jsonx.TypeName(rt))
+		return r, jsonx.Refuse(at("runtime"), `expected a string such as "python" or an object such as {"kind": "rust"}, got %s`, jsonx.TypeName(rt))
 	}
 	if r.Runtime == "" {
 		r.Runtime = "unknown"
@@ -187,7 +187,7 @@ func ReadHeartbeat(m map[string]any) (string, *Registration, error) {
 	case map[string]any:
 		body = v
 	default:
-		return "", nil, fieldError("registration", "expected object, got %s", jsonx.TypeName(v))
+		return "", nil, jsonx.Refuse("registration", "expected object, got %s", jsonx.TypeName(v))
 	}
 	if _, named := body["name"]; !named {
 		body = maps.Clone(body)
@@ -198,7 +198,7 @@ func ReadHeartbeat(m map[string]any) (string, *Registration, error) {
 		return "", nil, err
 	}
 	if r.Name != name {
-		return "", nil, fieldError("registration.name", "is %q but the heartbeat is for %q; give one name", r.Name, name)
+		return "", nil, jsonx.Refuse("registration.name", "is %q but the heartbeat is for %q; give one name", r.Name, name)
 	}
 	return name, &r, nil
 }
@@ -210,19 +210,19 @@ func WorkerName(field string, v any) (string, error) {
 	var s string
 	switch x := v.(type) {
 	case nil:
-		return "", fieldError(field, "required: the worker's id, e.g. worker-1")
+		return "", jsonx.Refuse(field, "required: the worker's id, e.g. worker-1")
 	case string:
 		s = strings.TrimSpace(x)
 	case int64:
 		s = strconv.FormatInt(x, 10)
 	default:
-		return "", fieldError(field, "expected string, got %s", jsonx.TypeName(v))
+		return "", jsonx.Refuse(field, "expected string, got %s", jsonx.TypeName(v))
 	}
 	switch {
 	case s == "":
-		return "", fieldError(field, "must not be empty: the worker's id, e.g. worker-1")
+		return "", jsonx.Refuse(field, "must not be empty: the worker's id, e.g. worker-1")
 	case len(s) > MaxWorkerName:
-		return "", fieldError(field, "is %d bytes; at most %d", len(s), MaxWorkerName)
+		return "", jsonx.Refuse(field, "is %d bytes; at most %d", len(s), MaxWorkerName)
 	}
 	return s, nil
 }
@@ -236,7 +236,7 @@ func regKind(at func(string) string, m map[string]any) error {
 			continue
 		}
 		if s, isStr := v.(string); !isStr || strings.TrimSpace(s) != KindWorkerPool {
-			return fieldError(at(k), "%s is not served here: only %q components register (workers)", regDescribe(v), KindWorkerPool)
+			return jsonx.Refuse(at(k), "%s is not served here: only %q components register (workers)", regDescribe(v), KindWorkerPool)
 		}
 	}
 	return nil
@@ -251,7 +251,7 @@ func regString(field string, v any) (string, error) {
 	case int64:
 		return strconv.FormatInt(x, 10), nil
 	}
-	return "", fieldError(field, "expected string, got %s", jsonx.TypeName(v))
+	return "", jsonx.Refuse(field, "expected string, got %s", jsonx.TypeName(v))
 }
 
 func regObject(field string, v any) (map[string]any, error) {
@@ -261,7 +261,7 @@ func regObject(field string, v any) (map[string]any, error) {
 	case map[string]any:
 		return x, nil
 	}
-	return nil, fieldError(field, "expected object, got %s", jsonx.TypeName(v))
+	return nil, jsonx.Refuse(field, "expected object, got %s", jsonx.TypeName(v))
 }
 
 // regInteger reads a whole number given as a JSON number or a numeric string.

@@ -1,6 +1,10 @@
 package noetlwire
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/noetl-go/noetl/shared/jsonx"
+)
 
 // StagedResult is the body of PUT /api/result/{execution_id} (NoETL's
 // ResultPutRequest): its Rust worker stages a tool result over its inline
@@ -23,27 +27,27 @@ var StageScopes = []string{"step", "execution", "workflow", "permanent"}
 // ttl, correlation, extracted, compress) are accepted and ignored: the server
 // picks its one store.
 func ReadStagedResult(m map[string]any) (StagedResult, error) {
-	f := fields{m: m}
+	f := jsonx.Fields{M: m}
 	var r StagedResult
 	var err error
-	if r.Name, err = f.str("name", true); err != nil {
+	if r.Name, err = f.Str("name", true); err != nil {
 		return r, err
 	}
 	data, ok := m["data"]
 	if !ok {
-		return r, fieldError("data", "required: the result to stage")
+		return r, jsonx.Refuse("data", "required: the result to stage")
 	}
 	r.Data = data
-	if r.Scope, err = f.str("scope", false); err != nil {
+	if r.Scope, err = f.Str("scope", false); err != nil {
 		return r, err
 	}
 	if r.Scope == "" {
 		r.Scope = "execution"
 	}
 	if !slices.Contains(StageScopes, r.Scope) {
-		return r, fieldError("scope", "%q: expected step, execution, workflow or permanent", r.Scope)
+		return r, jsonx.Refuse("scope", "%q: expected step, execution, workflow or permanent", r.Scope)
 	}
-	if r.SourceStep, err = f.str("source_step", false); err != nil {
+	if r.SourceStep, err = f.Str("source_step", false); err != nil {
 		return r, err
 	}
 	return r, nil

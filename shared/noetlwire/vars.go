@@ -4,6 +4,8 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+
+	"github.com/noetl-go/noetl/shared/jsonx"
 )
 
 // Variables is a set of execution variables as POST /api/vars/{execution_id}
@@ -32,7 +34,7 @@ var VarTypes = []string{"user_defined", "step_result", "computed", "iterator_sta
 // ReadVariables reads a vars body. Names are checked by the caller (they
 // write the durable context).
 func ReadVariables(m map[string]any) (Variables, error) {
-	f := fields{m: m}
+	f := jsonx.Fields{M: m}
 	out := Variables{Type: "user_defined", Values: map[string]any{}}
 	raw, has := m["variables"]
 	if !has {
@@ -40,15 +42,15 @@ func ReadVariables(m map[string]any) (Variables, error) {
 			out.Values[k] = v
 		}
 		if len(out.Values) == 0 {
-			return out, fieldError("body", "no variables: send {name: value}, or {variables: {name: value}}")
+			return out, jsonx.Refuse("body", "no variables: send {name: value}, or {variables: {name: value}}")
 		}
 		return out, nil
 	}
 	var err error
-	if out.SourceStep, err = f.str("source_step", false); err != nil {
+	if out.SourceStep, err = f.Str("source_step", false); err != nil {
 		return out, err
 	}
-	typ, err := f.str("var_type", false)
+	typ, err := f.Str("var_type", false)
 	if err != nil {
 		return out, err
 	}
@@ -62,40 +64,40 @@ func ReadVariables(m map[string]any) (Variables, error) {
 			e, ok := item.(map[string]any)
 			p := "variables[" + strconv.Itoa(i) + "]"
 			if !ok {
-				return out, fieldError(p, "expected object {var_name, var_value}")
+				return out, jsonx.Refuse(p, "expected object {var_name, var_value}")
 			}
-			ef := fields{prefix: p, m: e}
-			name, err := ef.str("var_name", true)
+			ef := jsonx.Fields{Prefix: p, M: e}
+			name, err := ef.Str("var_name", true)
 			if err != nil {
 				return out, err
 			}
 			if _, dup := out.Values[name]; dup {
-				return out, fieldError(ef.name("var_name"), "%q is set twice", name)
+				return out, jsonx.Refuse(ef.Name("var_name"), "%q is set twice", name)
 			}
 			out.Values[name] = e["var_value"]
-			if t, err := ef.str("var_type", false); err != nil {
+			if t, err := ef.Str("var_type", false); err != nil {
 				return out, err
 			} else if t != "" {
 				if typ != "" && t != typ {
-					return out, fieldError(ef.name("var_type"), "%q differs from another variable's %q: one request sets one type", t, typ)
+					return out, jsonx.Refuse(ef.Name("var_type"), "%q differs from another variable's %q: one request sets one type", t, typ)
 				}
 				typ = t
 			}
-			if s, err := ef.str("source_step", false); err != nil {
+			if s, err := ef.Str("source_step", false); err != nil {
 				return out, err
 			} else if s != "" {
 				out.SourceStep = s
 			}
 		}
 	default:
-		return out, fieldError("variables", "expected an object {name: value} or a list of {var_name, var_value}")
+		return out, jsonx.Refuse("variables", "expected an object {name: value} or a list of {var_name, var_value}")
 	}
 	if len(out.Values) == 0 {
-		return out, fieldError("variables", "must not be empty")
+		return out, jsonx.Refuse("variables", "must not be empty")
 	}
 	if typ != "" {
 		if !slices.Contains(VarTypes, typ) {
-			return out, fieldError("var_type", "%q: expected one of user_defined, step_result, computed, iterator_state", typ)
+			return out, jsonx.Refuse("var_type", "%q: expected one of user_defined, step_result, computed, iterator_state", typ)
 		}
 		out.Type = typ
 	}
