@@ -325,7 +325,7 @@ func textFilter(f func(string) string) filterFn {
 // ShellQuote is the `quote` filter: s (in its R-T2 text form) as one word of
 // a POSIX shell command line, as Python's shlex.quote writes it — unchanged
 // when it holds only letters, digits and @%+=:,./-_, else in single quotes,
-// each ' written '"'"'; the empty string is ''. Values rendered into a shell
+// each ' written '"'"'; the empty string is two single quotes. Values rendered into a shell
 // step's command are not quoted otherwise (NoETL's behaviour); passing them
 // through the step's env: needs no quoting at all.
 func ShellQuote(s string) string {
