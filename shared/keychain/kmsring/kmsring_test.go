@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 
 	"github.com/noetl-go/noetl/shared/config/mototest"
+	"github.com/noetl-go/noetl/shared/controlplane/cptest"
 	"github.com/noetl-go/noetl/shared/credentials"
 	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
 	"github.com/noetl-go/noetl/shared/keychain"
@@ -20,6 +21,16 @@ import (
 )
 
 func TestMain(m *testing.M) { devstacktest.Main(m) }
+
+// createKey makes a KMS key and returns its ARN.
+func createKey(ctx context.Context, t *testing.T, client *kms.Client) string {
+	t.Helper()
+	out, err := client.CreateKey(ctx, &kms.CreateKeyInput{Description: aws.String("noetl keychain test")})
+	if err != nil {
+		t.Fatalf("CreateKey: %v", err)
+	}
+	return aws.ToString(out.KeyMetadata.Arn)
+}
 
 // TestKMSRing runs the KMS key ring against moto: values sealed through an
 // alias open again, not under another credential's name, and after the alias
@@ -31,13 +42,7 @@ func TestKMSRing(t *testing.T) {
 	mototest.IsolateSDK(t)
 	cfg := mototest.Config(url)
 	client := kms.NewFromConfig(cfg)
-	newKey := func() string {
-		out, err := client.CreateKey(ctx, &kms.CreateKeyInput{Description: aws.String("noetl keychain test")})
-		if err != nil {
-			t.Fatalf("CreateKey: %v", err)
-		}
-		return aws.ToString(out.KeyMetadata.Arn)
-	}
+	newKey := func() string { return createKey(ctx, t, client) }
 	first := newKey()
 	const alias = "alias/noetl-test-keychain"
 	if _, err := client.CreateAlias(ctx, &kms.CreateAliasInput{AliasName: aws.String(alias), TargetKeyId: aws.String(first)}); err != nil {
@@ -97,28 +102,12 @@ func TestKMSRotationAfterAliasMove(t *testing.T) {
 	mototest.IsolateSDK(t)
 	cfg := mototest.Config(url)
 	client := kms.NewFromConfig(cfg)
-	newKey := func() string {
-		out, err := client.CreateKey(ctx, &kms.CreateKeyInput{Description: aws.String("noetl keychain rotation test")})
-		if err != nil {
-			t.Fatalf("CreateKey: %v", err)
-		}
-		return aws.ToString(out.KeyMetadata.Arn)
-	}
-	first, second := newKey(), newKey()
+	first, second := createKey(ctx, t, client), createKey(ctx, t, client)
 	const alias = "alias/noetl-test-rotation"
 	if _, err := client.CreateAlias(ctx, &kms.CreateAliasInput{AliasName: aws.String(alias), TargetKeyId: aws.String(first)}); err != nil {
 		t.Fatal(err)
 	}
-	pg := devstacktest.Postgres(t, 0)
-	scfg := store.Config{ClusterDSN: pg.ClusterDSN, ShardDSNs: pg.ShardDSNs, MaxConns: 4}
-	if err := store.Migrate(ctx, scfg); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(ctx, scfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := cptest.New(t, 0).Store
 	ring, err := kmsring.New(cfg, alias)
 	if err != nil {
 		t.Fatal(err)
