@@ -169,4 +169,11 @@ func TestDuckDBAsToolUser(t *testing.T) {
 	}
 	same(t, "after a cancel", ok(t, run(t, r, "7", map[string]any{"kind": "duckdb", "query": "SELECT count(*) AS n FROM n"}))["rows"],
 		[]any{map[string]any{"n": 2510}})
+
+	// The workers of one engine (noetl dev's) share one helper, so an
+	// execution's file is opened once.
+	e := duckdb.New()
+	if e.AsUser(u, dataDir, nil) != e.AsUser(u, dataDir, nil) {
+		t.Fatal("two registries over one engine got helpers of their own")
+	}
 }
