@@ -41,12 +41,16 @@ type ClaimsOf struct {
 // its live claims, of the one command commandID when it is not empty.
 func LiveClaims(ctx context.Context, q Querier, executionID int64, commandID string) (ClaimsOf, error) {
 	var out ClaimsOf
+	// The statuses as literals, so the planner uses the partial index of an
+	// execution's active commands; one command by its key when named.
+	which, args := "", []any{executionID}
+	if commandID != "" {
+		which, args = " AND c.command_id = $2", append(args, commandID)
+	}
 	rows, err := q.Query(ctx, `SELECT e.path, e.pool, e.status, c.command_id, c.step, c.worker_id, c.attempt, c.context
 		FROM execution e LEFT JOIN command c ON c.execution_id = e.execution_id
-			AND c.status IN ($3, $4) AND c.worker_id IS NOT NULL AND c.lease_expires_at > now()
-			AND ($2 = '' OR c.command_id = $2)
-		WHERE e.execution_id = $1 ORDER BY c.command_id`,
-		executionID, commandID, CommandClaimed, CommandRunning)
+			AND c.status IN ('`+CommandClaimed+`', '`+CommandRunning+`') AND c.worker_id IS NOT NULL AND c.lease_expires_at > now()`+which+`
+		WHERE e.execution_id = $1 ORDER BY c.command_id`, args...)
 	if err != nil {
 		return out, fmt.Errorf("store: live claims of execution %d: %w", executionID, err)
 	}
