@@ -50,10 +50,10 @@ func (s *Service) claimFor(ctx context.Context, alias string, scope credscope.Sc
 	case store.ExecutionCompleted, store.ExecutionFailed, store.ExecutionCancelled:
 		return store.ClaimHeld{}, fmt.Sprintf("execution %d is %s; credential data is given only while an execution runs", executionID, ex.Status)
 	}
-	if err := scope.Playbook(alias, ex.Path); err != nil {
+	if err := scope.Playbook(ex.Path); err != nil {
 		return store.ClaimHeld{}, err.Error()
 	}
-	if err := scope.Pool(alias, ex.Pool); err != nil {
+	if err := scope.Pool(ex.Pool); err != nil {
 		return store.ClaimHeld{}, err.Error()
 	}
 	for _, c := range ex.Claims {

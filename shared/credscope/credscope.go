@@ -188,22 +188,22 @@ func anyMatch(globs []string, s string) bool {
 }
 
 // Playbook says why an execution of the playbook at path may not use the
-// credential named alias, or nil.
-func (s Scope) Playbook(alias, path string) error {
+// credential, or nil (the keychain names the credential).
+func (s Scope) Playbook(path string) error {
 	if len(s.Playbooks) == 0 || anyMatch(s.Playbooks, path) {
 		return nil
 	}
-	return fmt.Errorf("credential %q may be used only by playbooks %s (its scope.playbooks); this execution runs %q",
-		alias, strings.Join(s.Playbooks, ", "), path)
+	return fmt.Errorf("may be used only by playbooks %s (its scope.playbooks); this execution runs %q",
+		strings.Join(s.Playbooks, ", "), path)
 }
 
 // Pool says why an execution in pool may not use the credential, or nil.
-func (s Scope) Pool(alias, pool string) error {
+func (s Scope) Pool(pool string) error {
 	if len(s.Pools) == 0 || anyMatch(s.Pools, pool) {
 		return nil
 	}
-	return fmt.Errorf("credential %q may be used only in pools %s (its scope.pools); this execution runs in pool %q",
-		alias, strings.Join(s.Pools, ", "), pool)
+	return fmt.Errorf("may be used only in pools %s (its scope.pools); this execution runs in pool %q",
+		strings.Join(s.Pools, ", "), pool)
 }
 
 // AllowsHost reports whether one of hosts (scope.hosts entries) names

@@ -52,13 +52,13 @@ func TestRead(t *testing.T) {
 
 func TestRules(t *testing.T) {
 	s := Scope{Playbooks: []string{"finance/**"}, Pools: []string{"secure"}, Hosts: []string{"api.github.com", "*.example.com", "db.internal:5432"}}
-	if s.Playbook("gh", "finance/eu/daily") != nil || s.Pool("gh", "secure") != nil {
+	if s.Playbook("finance/eu/daily") != nil || s.Pool("secure") != nil {
 		t.Fatal("allowed uses refused")
 	}
-	if err := s.Playbook("gh", "tests/exfil"); err == nil || !strings.Contains(err.Error(), "scope.playbooks") || !strings.Contains(err.Error(), "tests/exfil") {
+	if err := s.Playbook("tests/exfil"); err == nil || !strings.Contains(err.Error(), "scope.playbooks") || !strings.Contains(err.Error(), "tests/exfil") {
 		t.Fatalf("a playbook outside the scope: %v", err)
 	}
-	if err := s.Pool("gh", "shared"); err == nil || !strings.Contains(err.Error(), "scope.pools") {
+	if err := s.Pool("shared"); err == nil || !strings.Contains(err.Error(), "scope.pools") {
 		t.Fatalf("a pool outside the scope: %v", err)
 	}
 	for _, c := range []struct {
@@ -78,7 +78,7 @@ func TestRules(t *testing.T) {
 			t.Errorf("the refusal does not name the rule: %v", err)
 		}
 	}
-	if Host("gh", nil, "anywhere", 1) != nil || (Scope{}).Playbook("gh", "x") != nil {
+	if Host("gh", nil, "anywhere", 1) != nil || (Scope{}).Playbook("x") != nil {
 		t.Fatal("an empty scope refuses")
 	}
 }
