@@ -205,6 +205,9 @@ func (r *Registry) buildRequest(ctx context.Context, cfg map[string]any) (*http.
 		if err != nil {
 			return nil, nil, err
 		}
+		if err := CheckCredentialHost(alias, cred, req.URL.Hostname(), urlPort(req.URL)); err != nil {
+			return nil, nil, err
+		}
 		before := headerNames(req.Header)
 		if err := applyHTTPCredential(req, alias, cred); err != nil {
 			return nil, nil, err

@@ -151,6 +151,10 @@ func newTransport(insecure, guard bool) *http.Transport {
 type Call struct {
 	ExecutionID string
 	Step        string
+	// CommandID and Attempt are the claim the tools run under: the keychain
+	// answers a credential's data to its holder only (docs/security.md).
+	CommandID string
+	Attempt   int
 }
 
 type callKey struct{}

@@ -377,7 +377,8 @@ func (w *Worker) run(ctx context.Context, cmd *wire.Command) (env pipeline.Envel
 	}()
 	// Tools that need the run's identity (python's context global, the playbook
 	// tool's parent) read it from the context.
-	ctx = tools.WithCall(ctx, tools.Call{ExecutionID: fmt.Sprint(cmd.ExecutionID), Step: cmd.NodeName})
+	ctx = tools.WithCall(ctx, tools.Call{ExecutionID: fmt.Sprint(cmd.ExecutionID), Step: cmd.NodeName,
+		CommandID: cmd.CommandID, Attempt: cmd.Attempt})
 	exec := w.cfg.Exec
 	if cmd.Action == "task_sequence" {
 		return pipeline.Run(ctx, cmd.Context, pipeline.Options{Exec: exec})
