@@ -125,7 +125,7 @@ func (s *Service) WorkerHeartbeat(ctx context.Context, name string, reg *noetlwi
 func (s *Service) extendLeases(ctx context.Context, w store.Worker) int64 {
 	var n int64
 	for i := range s.st.NumShards() {
-		k, err := store.ExtendHeldLeases(ctx, s.st.Shard(i).Pool(), w.Name, w.InstanceAt.Add(-instanceSkew), s.lease)
+		k, err := store.ExtendHeldLeases(ctx, s.st.Shard(i).Pool(), w.Name, w.InstanceAt.Add(-instanceSkew), s.limits)
 		if err != nil {
 			s.log.WarnContext(ctx, "extending a worker's leases failed", "worker_id", w.Name, "shard", i, "error", err.Error())
 			continue
