@@ -12,22 +12,22 @@ import (
 // fails with class timeout, otherwise it expires, and the engine applies the
 // step's retry policy (txn.endLease; R-L2, R-L3).
 func (s *Service) expireLeases(ctx context.Context, sh *store.Shard, r *DrainReport) error {
-	timedOut := 0
+	// By command id: a transaction withTx runs again counts each once.
+	late := map[string]bool{}
+	ended := 0
 	err := s.sweepBatches(ctx, sh,
 		func(q store.Querier) ([]store.Command, error) {
 			return store.LockEndedLeases(ctx, q, s.limits, sweepBatch)
 		},
 		func(t *txn, x *execution, k *command) error {
-			late, err := t.endLease(x, k)
-			if late {
-				timedOut++
+			timedOut, err := t.endLease(x, k)
+			if timedOut {
+				late[k.row.CommandID] = true
 			}
 			return err
 		},
-		&r.Expired)
-	// The batches counted every ended lease; those past their deadline are
-	// reported apart. A batch that failed counted nothing.
-	r.Expired -= timedOut
-	r.TimedOut += timedOut
+		&ended)
+	r.Expired += max(ended-len(late), 0)
+	r.TimedOut += len(late)
 	return err
 }
