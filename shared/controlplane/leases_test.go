@@ -96,3 +96,42 @@ func TestPoolHeartbeatsEndAtTheTimeLimit(t *testing.T) {
 		t.Fatalf("status %s", v.Row.Status)
 	}
 }
+
+// TestOurWorkersPoolBeatKeepsNoLease: our worker heartbeats each command it
+// runs, so its pool beat extends no lease: a command it holds but no longer
+// runs (a result it cannot deliver) ends with its lease and is retried.
+// NoETL's Rust worker, which heartbeats no command, keeps its leases by the
+// pool beat.
+func TestOurWorkersPoolBeatKeepsNoLease(t *testing.T) {
+	s := newStack(t, func(c *controlplane.Config) { c.Lease = 2 * time.Second })
+	s.register(t, threeStepsNoDelay)
+	sh := func(id int64) *store.Shard { sh, _ := s.st.ShardFor(id); return sh }
+	for _, c := range []struct {
+		runtime string
+		extends int64
+	}{{"go", 0}, {"rust", 1}} {
+		name := "beater-" + c.runtime
+		if _, err := s.svc.RegisterWorker(s.ctx, noetlwire.Registration{Name: name, Pool: "shared", Runtime: c.runtime, Instance: "1"}); err != nil {
+			t.Fatal(err)
+		}
+		st, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: "tests/three"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := s.pending(t, st.ExecutionID)[0]
+		if _, err := s.svc.Claim(s.ctx, cmd.IssuedEventID, name, true); err != nil {
+			t.Fatal(err)
+		}
+		before, _ := storetest.Command(s.ctx, sh(st.ExecutionID).Pool(), cmd.CommandID)
+		time.Sleep(20 * time.Millisecond)
+		w, _, err := s.svc.WorkerHeartbeat(s.ctx, name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, _ := storetest.Command(s.ctx, sh(st.ExecutionID).Pool(), cmd.CommandID)
+		if w.LeasesExtended != c.extends || after.LeaseExpiresAt.After(before.LeaseExpiresAt) != (c.extends == 1) {
+			t.Errorf("a %s worker's pool beat extended %d leases (%v → %v), want %d", c.runtime, w.LeasesExtended,
+				before.LeaseExpiresAt, after.LeaseExpiresAt, c.extends)
+		}
+	}
+}
