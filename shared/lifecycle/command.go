@@ -64,9 +64,6 @@ const (
 	Start Actor = "start"
 	// Report is the holder's command.completed or command.failed (R-L8).
 	Report Actor = "report"
-	// Heartbeat extends a held command's lease: the command heartbeat and
-	// the pool heartbeat (LeaseEnd). It never changes the status.
-	Heartbeat Actor = "heartbeat"
 	// Sweep ends a lease that ended (Ended): the drain's lease job, or a
 	// claim on it (R-L4).
 	Sweep Actor = "sweep"
