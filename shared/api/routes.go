@@ -213,6 +213,10 @@ func Routes() []Route {
 		{Method: "GET", Path: "/api/pool/status", Function: FnStatus, Scope: api | worker, ID: "poolStatus", Tokenless: true,
 			Summary: "NoETL's pool telemetry (the answering process's database connections) and the registry's totals",
 			Reply:   shapeOf[wire.PoolStatus](), handle: (*API).poolStatus},
+		{Method: "GET", Path: "/api/doctor", Function: FnStatus, Scope: api, ID: "doctor",
+			Summary: "The executions that break the liveness invariant (nothing will move them, or their commands wait on a drain that is not running), each with why",
+			Query:   []Param{param("limit", integer(), "how many to list, at most 1000; default 100")},
+			Reply:   shapeOf[wire.Doctor](), handle: (*API).doctor},
 
 		// The keychain in NoETL's credential API (credentials.go): users manage
 		// credentials; a worker reads one's data for the execution it runs.

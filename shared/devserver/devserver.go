@@ -113,6 +113,9 @@ type Server struct {
 	API        *api.API
 	// Postgres is the throwaway server, nil when DatabaseURL was given.
 	Postgres *devstack.Postgres
+	// EmbeddedNATS is the embedded NATS server, nil when NATSURL was given
+	// (tests stop and restart it).
+	EmbeddedNATS *devstack.NATS
 	// Results is the result store workers of this stack share; nil: none.
 	Results resultstore.Store
 	// KeyRing seals the keychain's credentials: a key file, or a KMS key.
@@ -181,6 +184,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 			return nil, fmt.Errorf("start NATS: %w", err)
 		}
 		s.closers = append(s.closers, n.Shutdown)
+		s.EmbeddedNATS = n
 		overrides[config.EnvNATSURL] = n.URL()
 	}
 
