@@ -192,6 +192,15 @@ func HeldBySQL(worker, attempt string) string {
 	return HeldSQL + " AND worker_id = " + worker + " AND (" + attempt + "::int = 0 OR attempt = " + attempt + "::int)"
 }
 
+// Live: held by a worker under a lease that has not run out, the claim
+// whose holder may read its step's credentials (issue 33).
+func Live(r Row, c Clock) bool {
+	return Held(r) && r.WorkerID != "" && r.LeaseExpiresAt.After(c.Now)
+}
+
+// LiveSQL is Live in SQL.
+var LiveSQL = HeldSQL + " AND worker_id IS NOT NULL AND worker_id <> '' AND lease_expires_at > now()"
+
 // Claimable: a pending command whose available_at has come (R-L7).
 func Claimable(r Row, c Clock) bool { return r.Status == Pending && !r.AvailableAt.After(c.Now) }
 

@@ -3,14 +3,16 @@ package store
 import (
 	"context"
 	"fmt"
+
+	"github.com/noetl-go/noetl/shared/lifecycle"
 )
 
 // The keychain's question to an execution's shard: is a command of it held
 // right now, and by whom (issue 33: credential data only to the holder of a
 // live claim whose step names the credential). A read of the command table
 // kept apart from the command lifecycle's own statements (command.go): it
-// writes nothing, and its notion of live is the claim one (CLAIMED or
-// RUNNING, a holder, a lease that has not run out).
+// writes nothing, and its notion of live is lifecycle.Live (held by a
+// worker under a lease that has not run out).
 
 // ClaimAsk is the claim a reader of a credential's data presents; each
 // field may be empty (NoETL's Rust worker sends none of them).
@@ -41,15 +43,16 @@ type ClaimsOf struct {
 // its live claims, of the one command commandID when it is not empty.
 func LiveClaims(ctx context.Context, q Querier, executionID int64, commandID string) (ClaimsOf, error) {
 	var out ClaimsOf
-	// The statuses as literals, so the planner uses the partial index of an
-	// execution's active commands; one command by its key when named.
+	// lifecycle.LiveSQL spells its statuses as literals, so the planner uses
+	// the partial index of an execution's active commands; one command by
+	// its key when named.
 	which, args := "", []any{executionID}
 	if commandID != "" {
-		which, args = " AND c.command_id = $2", append(args, commandID)
+		which, args = " AND command_id = $2", append(args, commandID)
 	}
 	rows, err := q.Query(ctx, `SELECT e.path, e.pool, e.status, c.command_id, c.step, c.worker_id, c.attempt, c.context
-		FROM execution e LEFT JOIN command c ON c.execution_id = e.execution_id
-			AND c.status IN ('`+CommandClaimed+`', '`+CommandRunning+`') AND c.worker_id IS NOT NULL AND c.lease_expires_at > now()`+which+`
+		FROM execution e LEFT JOIN LATERAL (SELECT command_id, step, worker_id, attempt, context FROM command
+			WHERE execution_id = e.execution_id AND `+lifecycle.LiveSQL+which+`) c ON true
 		WHERE e.execution_id = $1 ORDER BY c.command_id`, args...)
 	if err != nil {
 		return out, fmt.Errorf("store: live claims of execution %d: %w", executionID, err)

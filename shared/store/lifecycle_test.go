@@ -106,6 +106,7 @@ func TestGuardsMatchSQL(t *testing.T) {
 		guard{"Held", lifecycle.HeldSQL, nil, lifecycle.Held},
 		guard{"Active", lifecycle.ActiveSQL, nil, lifecycle.Active},
 		guard{"Claimable", lifecycle.ClaimableSQL, nil, func(r lifecycle.Row) bool { return lifecycle.Claimable(r, clk) }},
+		guard{"Live", lifecycle.LiveSQL, nil, func(r lifecycle.Row) bool { return lifecycle.Live(r, clk) }},
 	)
 	for _, h := range []struct {
 		worker  string

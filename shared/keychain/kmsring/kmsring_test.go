@@ -112,7 +112,7 @@ func TestKMSRotationAfterAliasMove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := credentials.New(st, ring, nil, nil)
+	svc := credentials.New(st, ring, nil)
 	put := func(name string) {
 		if _, _, err := svc.Put(ctx, credentials.Input{Name: name, Type: "generic", Data: map[string]any{"secret": name + "-value"}}); err != nil {
 			t.Fatal(err)
