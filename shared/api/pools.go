@@ -2,10 +2,12 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strings"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/noetlwire"
 	"github.com/noetl-go/noetl/shared/wire"
 )
@@ -43,7 +45,11 @@ func (a *API) poolHeartbeat(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, recreated, err := a.svc.WorkerHeartbeat(ctx, name, reg)
+	running, err := runningOf(o.M)
+	if err != nil {
+		return nil, err
+	}
+	w, recreated, err := a.svc.WorkerHeartbeat(ctx, name, reg, running)
 	if err != nil {
 		return nil, err
 	}
@@ -51,6 +57,24 @@ func (a *API) poolHeartbeat(ctx context.Context, c *call) (any, error) {
 		return registered("recreated", w), nil
 	}
 	return registered("ok", w), nil
+}
+
+// runningOf reads a heartbeat's running: the command ids our worker runs
+// now; nil when absent (NoETL's workers).
+func runningOf(m map[string]any) ([]string, error) {
+	list, present, err := jsonx.Fields{M: m}.Array("running", false)
+	if err != nil || !present || list == nil {
+		return nil, err
+	}
+	out := make([]string, len(list))
+	for i, v := range list {
+		s, ok := v.(string)
+		if !ok {
+			return nil, jsonx.Refuse(fmt.Sprintf("running[%d]", i), "expected a command id (string), got %s", jsonx.TypeName(v))
+		}
+		out[i] = s
+	}
+	return out, nil
 }
 
 func registered(status string, w *controlplane.Worker) wire.PoolRegistered {

@@ -148,6 +148,15 @@ type ResultKey struct {
 	URI   string     `json:"uri,omitempty"` // KindReference only
 }
 
+// Stored is the key under which the value is read: a reference is named by
+// its URI alone, whichever step's result it is.
+func (k ResultKey) Stored() ResultKey {
+	if k.Kind == KindReference {
+		return ResultKey{Kind: KindReference, Index: -1, URI: k.URI}
+	}
+	return k
+}
+
 func (k ResultKey) String() string {
 	if k.Kind == KindReference {
 		return fmt.Sprintf("%s/%s", k.Kind, k.URI)

@@ -270,6 +270,9 @@ type ItemTool func(it pipeline.Item) pipeline.Envelope
 // runPipeline runs a pipeline command the way the worker does.
 func (s *Sim) runPipeline(c *Cmd) Reply {
 	payload := jsonx.Clone(c.Payload).(map[string]any) // what crosses the wire is a copy
+	if _, err := pipeline.ResolveRefs(context.Background(), payload, s.readRef); err != nil {
+		return Reply{Status: "error", Error: err.Error()}
+	}
 	env := pipeline.Run(context.Background(), payload, pipeline.Options{
 		Exec: func(_ context.Context, it pipeline.Item) pipeline.Envelope {
 			t, ok := s.Items[it.Label]
@@ -286,6 +289,16 @@ func (s *Sim) runPipeline(c *Cmd) Reply {
 		r.Error = env.Error.Message
 	}
 	return r
+}
+
+// readRef reads a result stored by reference, as the worker reads its result
+// store.
+func (s *Sim) readRef(_ context.Context, uri string) (any, error) {
+	v, ok := s.Results[engine.ResultKey{Kind: engine.KindReference, Index: -1, URI: uri}]
+	if !ok {
+		return nil, fmt.Errorf("no result stored at %s", uri)
+	}
+	return v, nil
 }
 
 // RunToEnd runs commands until none is pending, within a bound on attempts.
@@ -349,7 +362,7 @@ func (s *Sim) Result(step string) any {
 		return nil
 	}
 	if st.ResultRef != nil {
-		return s.Results[*st.ResultRef]
+		return s.Results[st.ResultRef.Stored()]
 	}
 	return st.Result
 }
