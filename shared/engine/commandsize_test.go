@@ -1,7 +1,9 @@
 package engine_test
 
 import (
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -82,7 +84,7 @@ workflow:
 		rc, _ := issuedContext(t, s, step)["render_context"].(map[string]any)
 		m, _ := rc["start"].(map[string]any)
 		if m[pipeline.RefLoadKey] == nil || m["items"] != nil {
-			t.Fatalf("%s's command carries start as %v, want its reference marker", step, m)
+			t.Fatalf("%s's command carries start with keys %v, want its reference marker", step, slices.Sorted(maps.Keys(m)))
 		}
 		if ref, _ := m["_ref"].(map[string]any); ref["ref"] != "file:///results/start.json" {
 			t.Fatalf("%s's marker has _ref %v", step, m["_ref"])
