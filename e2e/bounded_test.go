@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -118,12 +120,19 @@ func lastIssued(evs []wire.Event, stepName string) map[string]any {
 
 // TestSixtyMBResult: a python step returning a 60 MB string, read by the next
 // step, with the product's defaults. Read by the code (context, as NoETL's
-// python reads it) it travels by reference and the run completes; rendered
-// into the next step's input it cannot be made small, so that step fails at
-// dispatch naming the key and the size. Either way the run ends, no lease
-// expires, nothing is retried.
+// python reads it) it travels as the worker's reference; rendered into the
+// next step's input, the server puts that value in the result store as a
+// part of the command (engine.CommandInlineBytes): either way the command is
+// small, the step reads all 60 MB and the run completes. A command that
+// cannot be made small (a hundred values of 50 KB, none a part) fails its
+// step at dispatch naming the key and the size. No lease expires, nothing is
+// retried.
 func TestSixtyMBResult(t *testing.T) {
 	shared.startWorkers(t, "sixty", 2)
+	many := ""
+	for i := range 100 {
+		many += fmt.Sprintf("k%d: \"{{ 'x' * 50000 }}\", ", i)
+	}
 	path := registerYAML(t, `apiVersion: noetl.io/v2
 kind: Playbook
 metadata: {name: sixty_mb, path: e2e/sixty_mb}
@@ -131,7 +140,8 @@ workflow:
   - step: start
     tool: {kind: noop}
     next:
-      - {step: gen}
+      - {step: gen, when: "{{ workload.mode != 'many' }}"}
+      - {step: by_many, when: "{{ workload.mode == 'many' }}"}
   - step: gen
     tool: {kind: python, code: "result = 'x' * 60000000"}
     next:
@@ -140,9 +150,11 @@ workflow:
   - step: by_code
     tool: {kind: python, code: "result = {'length': len(context['gen'])}"}
   - step: by_input
-    tool: {kind: python, input: {data: "{{ gen }}"}, code: "result = len(data)"}
+    tool: {kind: python, input: {data: "{{ gen }}"}, code: "result = {'length': len(data)}"}
+  - step: by_many
+    tool: {kind: python, input: {`+strings.TrimSuffix(many, ", ")+`}, code: "result = 1"}
 `)
-	for _, tc := range []struct{ mode, status, step string }{{"code", "COMPLETED", "by_code"}, {"input", "FAILED", "by_input"}} {
+	for _, tc := range []struct{ mode, status, step string }{{"code", "COMPLETED", "by_code"}, {"input", "COMPLETED", "by_input"}, {"many", "FAILED", "by_many"}} {
 		t.Run(tc.mode, func(t *testing.T) {
 			id, view := shared.runSummary(t, wire.ExecuteRequest{Path: path, Pool: "sixty", Payload: map[string]any{"mode": tc.mode}})
 			if view.Status != tc.status {
@@ -151,16 +163,20 @@ workflow:
 			evs := shared.events(t, id)
 			got, errText := exitOf(evs, tc.step)
 			switch tc.mode {
-			case "code":
+			case "code", "input":
 				if m, _ := got.(map[string]any); m["length"] != int64(60000000) {
-					t.Fatalf("by_code read %v, want the whole 60 MB", got)
+					t.Fatalf("%s read %v, want the whole 60 MB", tc.step, got)
 				}
-			case "input":
-				if !strings.Contains(errText, "over the limit of 4194304 (engine.MaxCommandBytes, 4 MiB); args.data is 60000002 bytes") {
-					t.Fatalf("by_input's error %q must name the key and the size", errText)
+				b, _ := jsonx.Marshal(map[string]any(lastIssued(evs, tc.step)))
+				if len(b) > 64<<10 {
+					t.Fatalf("%s's command carries %d bytes; the 60 MB must travel by reference", tc.step, len(b))
 				}
-				if n := count(evs, "command.issued", "by_input"); n != 0 {
-					t.Fatalf("by_input was issued %d times; a command over the limit is never issued", n)
+			case "many":
+				if !regexp.MustCompile(`^command: \d+ bytes of JSON, over the limit of 4194304 \(engine.MaxCommandBytes, 4 MiB\); args is \d+ bytes`).MatchString(errText) {
+					t.Fatalf("by_many's error %q must name the key and the sizes", errText)
+				}
+				if n := count(evs, "command.issued", "by_many"); n != 0 {
+					t.Fatalf("by_many was issued %d times; a command over the limit is never issued", n)
 				}
 			}
 			if n := count(evs, "command.expired", "") + count(evs, "command.retry", ""); n != 0 {

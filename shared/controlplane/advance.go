@@ -345,6 +345,9 @@ func (t *txn) advance(x *execution, trigger store.Event) (*engine.Outcome, store
 		snap = work
 		break
 	}
+	if err := t.s.storeParts(t.ctx, out.Parts); err != nil {
+		return nil, trigger, err
+	}
 	if t.s.cfg.Observer != nil {
 		t.s.cfg.Observer.Orchestrated(engine.CanonicalType(trigger.EventType), time.Since(started))
 	}

@@ -1,7 +1,10 @@
 package engine_test
 
 import (
+	"context"
+	"fmt"
 	"maps"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -9,6 +12,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
+	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
 )
 
@@ -137,5 +141,66 @@ workflow:
 		if s.Status() != wantStatus || s.StepStatus("after") != after {
 			t.Fatalf("%s: status %s, after %s; want %s, %s", onError, s.Status(), s.StepStatus("after"), wantStatus, after)
 		}
+	}
+}
+
+// TestCommandParts: with a result store (Config.PartRef), a command over
+// engine.CommandInlineBytes has its large values put there as parts, carried
+// as references the worker loads (pipeline.ResolveRefs), so it is issued
+// small and runs with its whole input; a command that cannot be made small
+// enough (many values, none large) still fails at dispatch naming the key.
+func TestCommandParts(t *testing.T) {
+	src := `
+workflow:
+  - step: start
+    tool: {kind: noop}
+    next: reader
+  - step: reader
+    tool: {kind: python, code: "result = 1", input: {blob: "{{ start.blob }}", small: 1}}
+`
+	s := sim(t, src)
+	s.Engine = engine.New(engine.Config{PartRef: func(id int64, name, hash string) string {
+		return fmt.Sprintf("noetl://execution/%d/result/%s/%s", id, name, hash)
+	}})
+	blob := strings.Repeat("b", engine.MaxCommandBytes+1)
+	s.Tools = map[string]enginetest.Tool{
+		"start": func(*enginetest.Cmd) enginetest.Reply { return enginetest.Reply{Data: map[string]any{"blob": blob}} },
+		"reader": func(c *enginetest.Cmd) enginetest.Reply {
+			b, _ := jsonx.Marshal(c.Payload)
+			if len(b) > engine.CommandInlineBytes {
+				return enginetest.Reply{Status: "error", Error: fmt.Sprintf("the command carries %d bytes", len(b))}
+			}
+			payload := jsonx.Clone(c.Payload).(map[string]any)
+			if _, err := pipeline.ResolveRefs(context.Background(), payload, func(_ context.Context, uri string) (any, error) {
+				return s.Results[engine.ResultKey{Kind: engine.KindReference, Index: -1, URI: uri}], nil
+			}); err != nil {
+				return enginetest.Reply{Status: "error", Error: err.Error()}
+			}
+			args := payload["args"].(map[string]any)
+			tc := payload["tool_config"].(map[string]any)["args"].(map[string]any)
+			return enginetest.Reply{Data: map[string]any{"n": int64(len(args["blob"].(string))), "tc": int64(len(tc["blob"].(string))), "small": args["small"]}}
+		},
+	}
+	run(t, s, nil)
+	if want := map[string]any{"n": int64(len(blob)), "tc": int64(len(blob)), "small": int64(1)}; !reflect.DeepEqual(s.Result("reader"), want) {
+		t.Fatalf("reader ran with %v (status %s), want its whole input %v", s.Result("reader"), s.Status(), want)
+	}
+	m, _ := issuedContext(t, s, "reader")["args"].(map[string]any)["blob"].(map[string]any)
+	load, _ := m[pipeline.RefLoadKey].(map[string]any)
+	if uri, _ := load["uri"].(string); !strings.HasPrefix(uri, "noetl://execution/4242/result/reader.args.blob/") || load["part"] != true {
+		t.Fatalf("reader's command carries blob as %v, want a part's reference", load)
+	}
+
+	// Many values, none large enough to be a part: not made small enough.
+	many := "workflow:\n  - step: start\n    tool:\n      kind: python\n      code: \"result = 1\"\n      input:\n"
+	for i := range 100 {
+		many += fmt.Sprintf("        k%d: \"{{ 'x' * 50000 }}\"\n", i)
+	}
+	s = sim(t, many)
+	s.Engine = engine.New(engine.Config{PartRef: func(id int64, name, hash string) string { return "noetl://x/" + hash }})
+	run(t, s, nil)
+	if msg := s.Snapshot().Steps["start"].Error; s.Status() != engine.StatusFailed ||
+		!regexp.MustCompile(`^command: \d+ bytes of JSON, over the limit of 4194304 \(engine.MaxCommandBytes, 4 MiB\); args is \d+ bytes`).MatchString(msg) {
+		t.Fatalf("status %s, error %q: want the step failed naming args and the sizes", s.Status(), msg)
 	}
 }

@@ -22,6 +22,11 @@ type Config struct {
 	InlineResultBytes int
 	// MaxLoopItems bounds a loop's collection.
 	MaxLoopItems int
+	// PartRef names a part of a large command (commandsize.go) the caller
+	// stores in its result store: a reference of the execution, from the
+	// part's name and content hash. Nil (no result store): a command over
+	// MaxCommandBytes fails its step.
+	PartRef func(executionID int64, name, id string) string
 }
 
 // Defaults of Config.
@@ -91,7 +96,7 @@ type decider struct {
 	// iterations issued at once multiply the allowance. Exceeding it is a render
 	// error like any other: deterministic, never retried, on_error applies (R-L6).
 	budget *tmpl.Budget
-	// sizeBuf is scratch space for measuring commands (checkCommandSize).
+	// sizeBuf is scratch space for measuring commands (boundCommand).
 	sizeBuf []byte
 }
 
@@ -547,7 +552,7 @@ func (d *decider) issue(step *Step, st *StepState, it *iteration) {
 		d.renderFailed(step, "tool", err)
 		return
 	}
-	if err := checkCommandSize(payload, &d.sizeBuf); err != nil {
+	if err := d.boundCommand(step, payload); err != nil {
 		d.renderFailed(step, "command", err)
 		return
 	}

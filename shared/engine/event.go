@@ -204,6 +204,9 @@ type Outcome struct {
 	Cancelled []string
 	// Writes to store outside the snapshot.
 	Writes []ResultWrite
+	// Parts of large commands to put in the result store before commit
+	// (commandsize.go).
+	Parts []CommandPart
 	// Finished is set when the trigger ended a command for good (no retry): how
 	// the store should close the command's row.
 	Finished *Finished

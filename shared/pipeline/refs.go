@@ -36,19 +36,27 @@ func RefMarker(uri string, labels []string) map[string]any {
 	return map[string]any{RefLoadKey: load, "_ref": RefOf(uri)}
 }
 
+// PartMarker is the marker of a value of a command the server put in the
+// result store at uri (a part of a large command, the engine's
+// commandsize.go): loaded as it was, without _ref.
+func PartMarker(uri string) map[string]any {
+	return map[string]any{RefLoadKey: map[string]any{"uri": uri, "part": true}, "_ref": RefOf(uri)}
+}
+
 // RefOf is NoETL's _ref marker of a result stored at uri, which playbooks test
 // for and hand to the artifact tool.
 func RefOf(uri string) map[string]any {
 	return map[string]any{"kind": "result_ref", "ref": uri, "uri": uri}
 }
 
-// refMarker reads a marker: its URI and labels; ok false for any other value.
-func refMarker(v any) (uri string, labels []string, ok bool) {
+// refMarker reads a marker: its URI, labels and whether it is a part; ok
+// false for any other value.
+func refMarker(v any) (uri string, labels []string, part, ok bool) {
 	m, _ := v.(map[string]any)
 	load, _ := m[RefLoadKey].(map[string]any)
 	uri, _ = load["uri"].(string)
 	if uri == "" {
-		return "", nil, false
+		return "", nil, false, false
 	}
 	if ls, isList := load["results"].([]any); isList {
 		labels = []string{}
@@ -58,38 +66,43 @@ func refMarker(v any) (uri string, labels []string, ok bool) {
 			}
 		}
 	}
-	return uri, labels, true
+	part, _ = load["part"].(bool)
+	return uri, labels, part, true
 }
 
-// ResolveRefs replaces the markers among a command payload's render_context
-// values with what templates see of those results: the stored data, with
-// _ref added to an object, and a pipeline step's `results` view (label →
-// that item's data). read reads and decodes one stored result. The payload
-// is changed in place (render_context is replaced by a copy, so a map shared
-// with the caller is not written). It says how many it loaded.
+// ResolveRefs replaces the markers in a command payload (the members of its
+// render_context, args, tool_config, tool_config.args and iteration) with
+// what they stand for: a step's result as templates see it (the stored data,
+// with _ref added to an object, and a pipeline step's `results` view: label
+// → that item's data), or a part of the command as it was. read reads and
+// decodes one stored value; each is read once. The payload's maps are
+// changed in place. It says how many values it loaded.
 func ResolveRefs(ctx context.Context, payload map[string]any, read func(ctx context.Context, uri string) (any, error)) (int, error) {
-	rc, _ := payload["render_context"].(map[string]any)
-	var names []string
-	for name, v := range rc {
-		if _, _, ok := refMarker(v); ok {
-			names = append(names, name)
+	tc, _ := payload["tool_config"].(map[string]any)
+	containers := []any{payload["render_context"], payload["args"], tc, tc["args"], payload["iteration"]}
+	loaded := map[string]any{}
+	for _, c := range containers {
+		m, _ := c.(map[string]any)
+		for _, name := range slices.Sorted(maps.Keys(m)) {
+			uri, labels, part, ok := refMarker(m[name])
+			if !ok {
+				continue
+			}
+			v, have := loaded[uri]
+			if !have {
+				var err error
+				if v, err = read(ctx, uri); err != nil {
+					return 0, fmt.Errorf("the step reads %s, stored by reference at %s: %w", name, uri, err)
+				}
+				loaded[uri] = v
+			}
+			if !part {
+				v = refView(v, uri, labels)
+			}
+			m[name] = v
 		}
 	}
-	if len(names) == 0 {
-		return 0, nil
-	}
-	slices.Sort(names)
-	rc = maps.Clone(rc)
-	for _, name := range names {
-		uri, labels, _ := refMarker(rc[name])
-		v, err := read(ctx, uri)
-		if err != nil {
-			return 0, fmt.Errorf("the step reads %s's result, stored by reference at %s: %w", name, uri, err)
-		}
-		rc[name] = refView(v, uri, labels)
-	}
-	payload["render_context"] = rc
-	return len(names), nil
+	return len(loaded), nil
 }
 
 // refView is a loaded result as templates see it (the engine's stepView of a

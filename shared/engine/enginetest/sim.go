@@ -148,6 +148,14 @@ func (s *Sim) commit(ev engine.Event, out *engine.Outcome, snapshot []byte) {
 	for _, w := range out.Writes {
 		s.Results[w.Key] = w.Value
 	}
+	for _, p := range out.Parts {
+		// The result store, as the worker reads it.
+		v, err := jsonx.Decode(p.Data)
+		if err != nil {
+			panic(fmt.Sprintf("part %s is not JSON: %v", p.URI, err))
+		}
+		s.Results[engine.ResultKey{Kind: engine.KindReference, Index: -1, URI: p.URI}] = v
+	}
 	for _, c := range out.Commands {
 		s.Commands[c.ID] = &Cmd{Command: c, Status: "PENDING", AvailableAt: c.AvailableAt}
 	}
