@@ -192,14 +192,14 @@ workflow:
 // says so once per answer (an error naming the limit), reports its results
 // again without asking for commands, and never backs off as if the server
 // were down; the commands it lost expire within their lease, its pool
-// heartbeats notwithstanding (they name only what it runs), and are retried,
+// heartbeats notwithstanding (our worker's extend no lease), and are retried,
 // and the run ends (FAILED: no attempt can be delivered to this worker).
 func TestAnswerOverWorkerLimit(t *testing.T) {
 	var logs lockedBuffer
 	shared.startWorkers(t, "small-answers", 1, func(w *worker.Standard) {
 		w.MaxAnswerBytes = 16 << 10
 		// Beats faster than the lease: they must not keep the commands the
-		// worker lost (it names what it runs).
+		// worker lost (its pool beats extend no lease, controlplane/workers.go).
 		w.PoolHeartbeat = lease / 6
 		w.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	})

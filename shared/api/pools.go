@@ -2,12 +2,10 @@ package api
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"strings"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
-	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/noetlwire"
 	"github.com/noetl-go/noetl/shared/wire"
 )
@@ -45,11 +43,7 @@ func (a *API) poolHeartbeat(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	running, err := runningOf(o.M)
-	if err != nil {
-		return nil, err
-	}
-	w, recreated, err := a.svc.WorkerHeartbeat(ctx, name, reg, running)
+	w, recreated, err := a.svc.WorkerHeartbeat(ctx, name, reg)
 	if err != nil {
 		return nil, err
 	}
@@ -57,24 +51,6 @@ func (a *API) poolHeartbeat(ctx context.Context, c *call) (any, error) {
 		return registered("recreated", w), nil
 	}
 	return registered("ok", w), nil
-}
-
-// runningOf reads a heartbeat's running: the command ids our worker runs
-// now; nil when absent (NoETL's workers).
-func runningOf(m map[string]any) ([]string, error) {
-	list, present, err := jsonx.Fields{M: m}.Array("running", false)
-	if err != nil || !present || list == nil {
-		return nil, err
-	}
-	out := make([]string, len(list))
-	for i, v := range list {
-		s, ok := v.(string)
-		if !ok {
-			return nil, jsonx.Refuse(fmt.Sprintf("running[%d]", i), "expected a command id (string), got %s", jsonx.TypeName(v))
-		}
-		out[i] = s
-	}
-	return out, nil
 }
 
 func registered(status string, w *controlplane.Worker) wire.PoolRegistered {

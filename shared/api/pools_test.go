@@ -116,24 +116,6 @@ func TestWorkerRegistry(t *testing.T) {
 	if r.json["leases_extended"] != int64(0) {
 		t.Errorf("another worker's beat extended %v leases, want none (fenced by holder)", r.json["leases_extended"])
 	}
-	// Our worker names what it runs: a beat keeps only those, so a command it
-	// holds but no longer runs (a result it cannot report, a command from an
-	// answer it could not read) is left to expire (issue 28).
-	before = lease()
-	time.Sleep(20 * time.Millisecond)
-	r = must(t, a, 200, call{method: "POST", target: "/api/worker/pool/heartbeat", token: worker, body: map[string]any{"name": py, "running": []any{}}})
-	if r.json["leases_extended"] != int64(0) || !lease().Equal(before) {
-		t.Errorf("a beat running nothing extended %v leases (lease %v → %v), want none", r.json["leases_extended"], before, lease())
-	}
-	r = must(t, a, 200, call{method: "POST", target: "/api/worker/pool/heartbeat", token: worker, body: map[string]any{"name": py, "running": []any{"other:command:1"}}})
-	if r.json["leases_extended"] != int64(0) || !lease().Equal(before) {
-		t.Errorf("a beat running another command extended %v leases, want none", r.json["leases_extended"])
-	}
-	r = must(t, a, 200, call{method: "POST", target: "/api/worker/pool/heartbeat", token: worker, body: map[string]any{"name": py, "running": []any{commandID}}})
-	if r.json["leases_extended"] != int64(1) || !lease().After(before) {
-		t.Errorf("a beat running %s extended %v leases, want its 1", commandID, r.json["leases_extended"])
-	}
-	must(t, a, 422, call{method: "POST", target: "/api/worker/pool/heartbeat", token: worker, body: map[string]any{"name": py, "running": []any{int64(1)}}})
 
 	// A new process under the same id (a restarted worker) keeps nothing its
 	// predecessor held: neither its registration nor its beats extend it.

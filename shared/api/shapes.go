@@ -225,8 +225,7 @@ func poolRegisterBody() *Shape { return object(registrationProps(req)...) }
 
 func poolHeartbeatBody() *Shape {
 	return object(req("name", scalar()), opt("component_type", enum("worker_pool")), opt("kind", enum("worker_pool")),
-		opt("registration", object(registrationProps(opt)...).doc("recreates the registration of a worker the registry lost")),
-		opt("running", array(str()).doc("ours: the command ids the worker is running now; the beat extends only their leases (absent: every command the worker holds, as for NoETL's workers)")))
+		opt("registration", object(registrationProps(opt)...).doc("recreates the registration of a worker the registry lost")))
 }
 
 func poolDeregisterBody() *Shape {

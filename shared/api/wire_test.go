@@ -36,7 +36,7 @@ func TestClientRequestsMatchDocument(t *testing.T) {
 		{"POST", "/api/worker/report", wire.Report{WorkerID: "w", Claims: []wire.ID{9}}},
 		{"POST", "/api/worker/pool/register", wire.PoolRegistration{Name: "w", ComponentType: "worker_pool", Runtime: "go",
 			Status: "ready", Capacity: 4, PID: 7, Hostname: "h", Labels: wire.Object{"pool_name": "shared"}, Meta: wire.Object{"started_at": "t"}}},
-		{"POST", "/api/worker/pool/heartbeat", wire.PoolHeartbeat{Name: "w", Running: []string{"1:a:2"}}},
+		{"POST", "/api/worker/pool/heartbeat", wire.PoolBeat{Name: "w"}},
 		{"POST", "/api/worker/pool/deregister", wire.PoolBeat{Name: "w"}},
 		{"POST", "/api/schedules", wire.ScheduleRequest{PlaybookPath: "a/b", PlaybookVersion: 2, Cron: "0 * * * *", Timezone: "Europe/Berlin",
 			Enabled: new(true), InputPayload: map[string]any{"k": "v"}, Overlap: "buffer_one", CatchupSeconds: 30, JitterSeconds: new(int64(5)),

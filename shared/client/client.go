@@ -536,15 +536,11 @@ func (c *Client) RegisterWorker(ctx context.Context, r wire.PoolRegistration) (*
 	return &out, nil
 }
 
-// WorkerHeartbeat is a worker's pool heartbeat, naming the commands it is
-// running (the beat extends only their leases); a 404 (StatusOf) means the
+// WorkerHeartbeat is a worker's pool heartbeat; a 404 (StatusOf) means the
 // registry does not know it: register again.
-func (c *Client) WorkerHeartbeat(ctx context.Context, name string, running []string) (*wire.PoolRegistered, error) {
+func (c *Client) WorkerHeartbeat(ctx context.Context, name string) (*wire.PoolRegistered, error) {
 	var out wire.PoolRegistered
-	if running == nil {
-		running = []string{} // an empty list says nothing runs; none would mean all
-	}
-	if _, err := c.do(ctx, http.MethodPost, "/api/worker/pool/heartbeat", wire.PoolHeartbeat{Name: name, Running: running}, true, &out); err != nil {
+	if _, err := c.do(ctx, http.MethodPost, "/api/worker/pool/heartbeat", wire.PoolBeat{Name: name}, true, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

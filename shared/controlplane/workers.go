@@ -94,16 +94,15 @@ func (s *Service) RegisterWorker(ctx context.Context, r noetlwire.Registration) 
 		s.log.InfoContext(ctx, "worker registered", "worker_id", r.Name, "pool", r.Pool, "runtime", r.Runtime)
 		return w, nil
 	}
-	w.LeasesExtended = s.extendLeases(ctx, row, nil)
+	w.LeasesExtended = s.extendLeases(ctx, row)
 	return w, nil
 }
 
 // WorkerHeartbeat is a pool heartbeat: the worker is seen now and its
-// commands' leases are extended: those in running when the worker says
-// what it runs (ours), else all it holds. A worker the registry does not
-// know is ErrNotFound, unless the beat carries its registration (NoETL's
+// commands' leases are extended. A worker the registry does not know is
+// ErrNotFound, unless the beat carries its registration (NoETL's
 // auto-recreation), which is then recorded: recreated says so.
-func (s *Service) WorkerHeartbeat(ctx context.Context, name string, reg *noetlwire.Registration, running []string) (*Worker, bool, error) {
+func (s *Service) WorkerHeartbeat(ctx context.Context, name string, reg *noetlwire.Registration) (*Worker, bool, error) {
 	row, err := store.TouchWorker(ctx, s.st.Cluster(), name)
 	if errors.Is(err, store.ErrNotFound) {
 		if reg == nil {
@@ -116,17 +115,17 @@ func (s *Service) WorkerHeartbeat(ctx context.Context, name string, reg *noetlwi
 		return nil, false, err
 	}
 	w := s.view(row)
-	w.LeasesExtended = s.extendLeases(ctx, row, running)
+	w.LeasesExtended = s.extendLeases(ctx, row)
 	return w, false, nil
 }
 
 // extendLeases extends the leases the worker's current instance holds, on
 // every shard. A shard that fails is logged and skipped: the beat still
 // counts, and the next one tries again well within the lease.
-func (s *Service) extendLeases(ctx context.Context, w store.Worker, only []string) int64 {
+func (s *Service) extendLeases(ctx context.Context, w store.Worker) int64 {
 	var n int64
 	for i := range s.st.NumShards() {
-		k, err := store.ExtendHeldLeases(ctx, s.st.Shard(i).Pool(), w.Name, w.InstanceAt.Add(-instanceSkew), s.lease, only)
+		k, err := store.ExtendHeldLeases(ctx, s.st.Shard(i).Pool(), w.Name, w.InstanceAt.Add(-instanceSkew), s.lease)
 		if err != nil {
 			s.log.WarnContext(ctx, "extending a worker's leases failed", "worker_id", w.Name, "shard", i, "error", err.Error())
 			continue

@@ -194,18 +194,15 @@ func ExtendLease(ctx context.Context, q Querier, commandID, workerID string, att
 // since (the worker's current instance registered then) become now + lease.
 // A lapsed lease is left to the sweep, and a command some transaction is
 // changing right now (a report completing it) is skipped rather than waited
-// for: the next beat gets it. only, when not nil, limits it to those
-// commands (the ones the worker says it runs). It returns how many leases it
-// extended.
-func ExtendHeldLeases(ctx context.Context, q Querier, workerID string, since time.Time, lease time.Duration, only []string) (int64, error) {
+// for: the next beat gets it. It returns how many leases it extended.
+func ExtendHeldLeases(ctx context.Context, q Querier, workerID string, since time.Time, lease time.Duration) (int64, error) {
 	tag, err := q.Exec(ctx, `
 		UPDATE command SET lease_expires_at = now() + $3::interval, updated_at = now()
 		WHERE command_id = ANY (ARRAY(
 			SELECT command_id FROM command
 			WHERE worker_id = $1 AND status IN ('CLAIMED', 'RUNNING') AND lease_expires_at > now()
 			  AND deadline_at - make_interval(secs => timeout_seconds) >= $2
-			  AND ($4::text[] IS NULL OR command_id = ANY ($4::text[]))
-			ORDER BY command_id FOR UPDATE SKIP LOCKED))`, workerID, since, lease, only)
+			ORDER BY command_id FOR UPDATE SKIP LOCKED))`, workerID, since, lease)
 	if err != nil {
 		return 0, fmt.Errorf("store: extend the leases of worker %s: %w", workerID, err)
 	}

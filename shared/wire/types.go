@@ -362,18 +362,10 @@ type PoolRegistration struct {
 	Meta          Object `json:"meta"`
 }
 
-// PoolBeat is the body of POST /api/worker/pool/deregister our worker sends.
+// PoolBeat is the body of POST /api/worker/pool/heartbeat and of
+// /api/worker/pool/deregister our worker sends.
 type PoolBeat struct {
 	Name string `json:"name"`
-}
-
-// PoolHeartbeat is the body of POST /api/worker/pool/heartbeat our worker
-// sends: Running lists the commands it is running now (never nil), so the
-// beat keeps only their leases, not those of commands it finished but could
-// not report or never got (NoETL's workers send no list: all it holds).
-type PoolHeartbeat struct {
-	Name    string   `json:"name"`
-	Running []string `json:"running"`
 }
 
 // PoolRegistered answers a register or a pool heartbeat (NoETL's

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"slices"
 	"sync"
 	"time"
 
@@ -21,41 +20,6 @@ import (
 // and deregisters when it stops. The registry is for people and NoETL's
 // clients, not for running commands: a server that refuses it is logged and
 // retried, never a reason to stop.
-
-// runningSet is the commands a worker is running now (their tools run): what
-// its pool heartbeat names, so a command it finished but cannot report, or
-// one handed to it in an answer it could not read, is not kept alive by the
-// beat: its lease ends and it is retried (R-L3).
-type runningSet struct {
-	mu  sync.Mutex
-	set map[string]struct{}
-}
-
-func (s *runningSet) add(id string) {
-	s.mu.Lock()
-	if s.set == nil {
-		s.set = map[string]struct{}{}
-	}
-	s.set[id] = struct{}{}
-	s.mu.Unlock()
-}
-
-func (s *runningSet) remove(id string) {
-	s.mu.Lock()
-	delete(s.set, id)
-	s.mu.Unlock()
-}
-
-func (s *runningSet) ids() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]string, 0, len(s.set))
-	for id := range s.set {
-		out = append(out, id)
-	}
-	slices.Sort(out)
-	return out
-}
 
 // registration is what the worker registers: NoETL's fields, runtime "go",
 // its pool in labels.pool_name, and meta.started_at, which makes each process
@@ -99,7 +63,7 @@ func (w *Worker) keepRegistered(ctx context.Context, every time.Duration) (stop 
 			}
 			var err error
 			if registered {
-				_, err = w.cfg.Client.WorkerHeartbeat(ctx, w.cfg.WorkerID, w.running.ids())
+				_, err = w.cfg.Client.WorkerHeartbeat(ctx, w.cfg.WorkerID)
 			} else if _, err = w.cfg.Client.RegisterWorker(ctx, reg); err == nil {
 				registered = true
 			}

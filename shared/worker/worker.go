@@ -86,7 +86,6 @@ type Worker struct {
 	// availability: one backoff per outage, shared by every caller.
 	server, nats *outage
 	rep          atomic.Pointer[reporter] // the running reporter, for the log lines
-	running      runningSet               // what the pool heartbeat keeps alive
 }
 
 // New returns a worker.
@@ -291,13 +290,11 @@ func (w *Worker) execute(ctx context.Context, rep *reporter, cmd *wire.Command) 
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	lost := make(chan struct{})
-	w.running.add(cmd.CommandID)
 	stopBeat := w.heartbeat(runCtx, cmd, cancel, lost, log)
 	started := time.Now()
 	env, settle := w.runCommand(runCtx, cmd)
 	env = w.mask(cmd, env)
-	stopBeat()
-	w.running.remove(cmd.CommandID) // from here the result keeps nothing alive: the report delivers it or the lease ends
+	stopBeat() // from here the result keeps nothing alive: the report delivers it or the lease ends
 	select {
 	case <-lost:
 		log.Warn("lease lost while running; dropping the result")
