@@ -371,3 +371,46 @@ func (b *browser) countNodes(t *testing.T, sel string) int {
 	b.run(t, "count "+sel, chromedp.Evaluate(`document.querySelectorAll('`+sel+`').length`, &n))
 	return n
 }
+
+// TestDashboardShowsStalledExecutions: an execution that nothing will move
+// (its command rows ended behind the engine's back, as a bug would leave
+// them) is listed above the executions with why (GET /api/doctor), and the
+// list drops it once it is ended.
+func TestDashboardShowsStalledExecutions(t *testing.T) {
+	s := shared
+	ctx := context.Background()
+	if _, err := s.cl.Register(ctx, slowPlaybook); err != nil {
+		t.Fatal(err)
+	}
+	// A pool no worker serves: nothing claims its command meanwhile.
+	id, err := s.cl.Execute(ctx, wire.ExecuteRequest{Path: "dash/slow", Pool: "dash-nobody"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, err := s.srv.Store.ShardFor(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sh.Pool().Exec(ctx, `UPDATE command SET status = 'COMPLETED' WHERE execution_id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	exec := strconv.FormatInt(id, 10)
+
+	needDashboard(t)
+	b := newBrowser(t, 1280, 800)
+	b.run(t, "open the list", chromedp.Navigate(s.srv.URL+"/"),
+		chromedp.WaitVisible(`#stalled tr[data-stalled="`+exec+`"]`, chromedp.ByQuery))
+	var why string
+	b.run(t, "read why", chromedp.Text(`#stalled tr[data-stalled="`+exec+`"] .reason`, &why, chromedp.ByQuery))
+	if !strings.Contains(why, "nothing will move it") {
+		t.Fatalf("the stalled execution's reason reads %q", why)
+	}
+	if href := b.attr(t, `#stalled tr[data-stalled="`+exec+`"] a`, "href"); href != "#/executions/"+exec {
+		t.Fatalf("the stalled execution links to %q", href)
+	}
+	b.shot(t, "stalled")
+	if _, err := s.cl.Cancel(ctx, id, "the test ends it"); err != nil {
+		t.Fatal(err)
+	}
+	b.waitJS(t, "the stalled list to empty", `document.querySelector('#stalled').hidden === true`)
+}

@@ -81,7 +81,21 @@ type Config struct {
 	// credentials rotate` reseals under the new key.
 	KeychainKeyArn          string
 	KeychainPreviousKeyArns []string
+	// ApiThrottleRate and ApiThrottleBurst throttle every route of the HTTP
+	// API (requests per second, burst); ReservedConcurrency bounds each
+	// function's instances (0: no reservation). Requests without a token
+	// still invoke a function: these bound what that costs.
+	ApiThrottleRate, ApiThrottleBurst float64
+	ReservedConcurrency               int
 }
+
+// Throttling defaults (template.yaml's ApiThrottleRateLimit,
+// ApiThrottleBurstLimit and FunctionReservedConcurrency).
+const (
+	defaultThrottleRate        = 200
+	defaultThrottleBurst       = 400
+	defaultReservedConcurrency = 25
+)
 
 // ConfigFromContext reads the stack configuration from the CDK context.
 // Values given with -c arrive as strings, cdk.json ones as JSON values.
@@ -117,6 +131,9 @@ func ConfigFromContext(node constructs.Node) (Config, error) {
 		OutboxLagAlarmS:    defaultLagAlarmS,
 
 		ResultRetentionDays: defaultResultRetentionD,
+		ApiThrottleRate:     defaultThrottleRate,
+		ApiThrottleBurst:    defaultThrottleBurst,
+		ReservedConcurrency: defaultReservedConcurrency,
 	}
 	if c.Stage == "" {
 		c.Stage = defaultStage
@@ -168,7 +185,15 @@ func ConfigFromContext(node constructs.Node) (Config, error) {
 		}
 		c.Shards = n
 	}
-	for key, dst := range map[string]*float64{"minAcu": &c.MinACU, "maxAcu": &c.MaxACU, "outboxLagAlarmSeconds": &c.OutboxLagAlarmS} {
+	if s := get("reservedConcurrency"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n > 1000 {
+			return c, fmt.Errorf("context reservedConcurrency=%q: want the instances each function may run, 0 (no reservation) to 1000", s)
+		}
+		c.ReservedConcurrency = n
+	}
+	for key, dst := range map[string]*float64{"minAcu": &c.MinACU, "maxAcu": &c.MaxACU, "outboxLagAlarmSeconds": &c.OutboxLagAlarmS,
+		"apiThrottleRate": &c.ApiThrottleRate, "apiThrottleBurst": &c.ApiThrottleBurst} {
 		if s := get(key); s != "" {
 			f, err := strconv.ParseFloat(s, 64)
 			if err != nil || f < 0 {
@@ -332,15 +357,30 @@ func NewStack(scope constructs.Construct, id string, props *awscdk.StackProps, c
 	// The keychain's key (shared/keychain): only the functions config-env.json
 	// gives NOETL_KEYCHAIN_KMS_KEY_ID (the keychain function) may use it.
 	var keychainKey awskms.IKey
+	var ownKey awskms.Key // the stack's own key: its policy names the keychain function below
 	if c.KeychainKeyArn != "" {
 		keychainKey = awskms.Key_FromKeyArn(stack, jsii.String("KeychainKey"), jsii.String(c.KeychainKeyArn))
 	} else {
+		// An explicit key policy, as template.yaml's (the default trusts every
+		// principal of the account whose IAM policies allow kms:Decrypt): the
+		// account administers the key, without using it.
 		key := awskms.NewKey(stack, jsii.String("KeychainKey"), &awskms.KeyProps{
 			Description:       jsii.String(fmt.Sprintf("NoETL %s: seals the keychain's credentials", c.Stage)),
 			EnableKeyRotation: jsii.Bool(true),
 			Alias:             jsii.String(fmt.Sprintf("alias/noetl-%s-keychain", c.Stage)),
 			RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
+			Policy: awsiam.NewPolicyDocument(&awsiam.PolicyDocumentProps{Statements: &[]awsiam.PolicyStatement{
+				awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+					Sid:        jsii.String("AccountAdministersTheKey"),
+					Principals: &[]awsiam.IPrincipal{awsiam.NewAccountRootPrincipal()},
+					Actions: jsii.Strings("kms:Create*", "kms:Describe*", "kms:Enable*", "kms:List*", "kms:Put*", "kms:Update*",
+						"kms:Revoke*", "kms:Disable*", "kms:Get*", "kms:Delete*", "kms:TagResource", "kms:UntagResource",
+						"kms:ScheduleKeyDeletion", "kms:CancelKeyDeletion", "kms:RotateKeyOnDemand"),
+					Resources: jsii.Strings("*"),
+				}),
+			}}),
 		})
+		ownKey = key
 		// Same logical id as template.yaml's.
 		key.Node().DefaultChild().(awskms.CfnKey).OverrideLogicalId(jsii.String("KeychainKey"))
 		keychainKey = key
@@ -366,6 +406,10 @@ func NewStack(scope constructs.Construct, id string, props *awscdk.StackProps, c
 		ApiName:       jsii.String("noetl-" + c.Stage),
 		Description:   jsii.String("NoETL API (" + c.Stage + ")"),
 		CorsPreflight: cors,
+	})
+	// Every route throttled (template.yaml's DefaultRouteSettings).
+	api.DefaultStage().Node().DefaultChild().(awsapigatewayv2.CfnStage).SetDefaultRouteSettings(&awsapigatewayv2.CfnStage_RouteSettingsProperty{
+		ThrottlingRateLimit: jsii.Number(c.ApiThrottleRate), ThrottlingBurstLimit: jsii.Number(c.ApiThrottleBurst),
 	})
 	serverURL := c.ServerURL
 	if serverURL == "" {
@@ -451,22 +495,27 @@ func NewStack(scope constructs.Construct, id string, props *awscdk.StackProps, c
 		if f.Name == "schedules" {
 			name = jsii.String(schedulesFnName)
 		}
+		var reserved *float64
+		if c.ReservedConcurrency > 0 {
+			reserved = jsii.Number(float64(c.ReservedConcurrency))
+		}
 		fn := awslambda.NewFunction(stack, jsii.String(f.LogicalID), &awslambda.FunctionProps{
-			FunctionName:   name,
-			Description:    jsii.String(f.Description),
-			Runtime:        awslambda.Runtime_PROVIDED_AL2023(),
-			Architecture:   awslambda.Architecture_ARM_64(),
-			Handler:        jsii.String("bootstrap"),
-			Code:           awslambda.Code_FromAsset(jsii.String(filepath.Join(c.AssetDir, f.Name)), nil),
-			Environment:    &env,
-			MemorySize:     jsii.Number(512),
-			Timeout:        awscdk.Duration_Seconds(jsii.Number(f.TimeoutSeconds)),
-			Tracing:        awslambda.Tracing_ACTIVE,
-			LoggingFormat:  awslambda.LoggingFormat_JSON,
-			LogGroup:       logs,
-			Vpc:            vpc,
-			VpcSubnets:     &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_WITH_EGRESS},
-			SecurityGroups: &[]awsec2.ISecurityGroup{fnSG},
+			FunctionName:                 name,
+			ReservedConcurrentExecutions: reserved,
+			Description:                  jsii.String(f.Description),
+			Runtime:                      awslambda.Runtime_PROVIDED_AL2023(),
+			Architecture:                 awslambda.Architecture_ARM_64(),
+			Handler:                      jsii.String("bootstrap"),
+			Code:                         awslambda.Code_FromAsset(jsii.String(filepath.Join(c.AssetDir, f.Name)), nil),
+			Environment:                  &env,
+			MemorySize:                   jsii.Number(512),
+			Timeout:                      awscdk.Duration_Seconds(jsii.Number(f.TimeoutSeconds)),
+			Tracing:                      awslambda.Tracing_ACTIVE,
+			LoggingFormat:                awslambda.LoggingFormat_JSON,
+			LogGroup:                     logs,
+			Vpc:                          vpc,
+			VpcSubnets:                   &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_WITH_EGRESS},
+			SecurityGroups:               &[]awsec2.ISecurityGroup{fnSG},
 		})
 		// Same logical ids as template.yaml.
 		fn.Node().DefaultChild().(awslambda.CfnFunction).OverrideLogicalId(jsii.String(f.LogicalID))
@@ -513,6 +562,15 @@ func NewStack(scope constructs.Construct, id string, props *awscdk.StackProps, c
 				Actions:   jsii.Strings("kms:GenerateDataKey", "kms:Decrypt", "kms:DescribeKey"),
 				Resources: &[]*string{keychainKey.KeyArn()},
 			}))
+			if ownKey != nil {
+				// The key policy names the function's role: only it may use the key.
+				ownKey.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+					Sid:        jsii.String("KeychainFunctionUsesTheKey"),
+					Principals: &[]awsiam.IPrincipal{fn.Role()},
+					Actions:    jsii.Strings("kms:GenerateDataKey", "kms:Decrypt", "kms:DescribeKey"),
+					Resources:  jsii.Strings("*"),
+				}), jsii.Bool(false))
+			}
 			if len(c.KeychainPreviousKeyArns) > 0 {
 				fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 					Sid:       jsii.String("OpenUnderPreviousKeys"),

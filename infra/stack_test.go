@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -47,6 +48,7 @@ func testConfig(t *testing.T, shards int) Config {
 		Stage: "test", Shards: shards, AssetDir: dummyAssets(t),
 		RoutesFile: "../routes.json", ConfigEnvFile: "../config-env.json",
 		LogLevel: "info", MinACU: 0.5, MaxACU: 4, OutboxLagAlarmS: 300, ResultRetentionDays: 30,
+		ApiThrottleRate: 200, ApiThrottleBurst: 400, ReservedConcurrency: 25,
 	}
 }
 
@@ -713,6 +715,7 @@ func TestKeychainKey(t *testing.T) {
 		t.Errorf("output KeychainKeyArn = %v", out)
 	}
 	checkPermissionsWith(t, x, 1, "", "", "", nil)
+	checkKeyPolicy(t, x, k)
 
 	c := testConfig(t, 1)
 	c.KeychainKeyArn = "arn:aws:kms:eu-west-1:123456789012:key/11111111-2222-3333-4444-555555555555"
@@ -726,6 +729,96 @@ func TestKeychainKey(t *testing.T) {
 		t.Errorf("keychain env %v", env)
 	}
 	checkPermissionsWith(t, x, 1, "", "", c.KeychainKeyArn, c.KeychainPreviousKeyArns)
+}
+
+// kmsUse are the KMS actions that use a key's material.
+var kmsUse = []string{"kms:Encrypt", "kms:Decrypt", "kms:ReEncryptFrom", "kms:ReEncryptTo", "kms:GenerateDataKey",
+	"kms:GenerateDataKeyWithoutPlaintext", "kms:GenerateDataKeyPair", "kms:GenerateDataKeyPairWithoutPlaintext"}
+
+// grantsUse reports whether an action pattern (kms:*, kms:Re*, …) covers a use of the key.
+func grantsUse(action string) bool {
+	for _, u := range kmsUse {
+		if ok, _ := path.Match(action, u); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// checkKeyPolicy is issue 33's finding 10: the keychain key has an explicit
+// key policy in which only the keychain function's role may use the key and
+// the account root keeps administration (AWS's default key policy lets any
+// principal of the account whose IAM policies allow kms:Decrypt use it).
+func checkKeyPolicy(t *testing.T, x tpl, k resource) {
+	t.Helper()
+	doc, _ := k.Properties["KeyPolicy"].(map[string]any)
+	stmts, _ := doc["Statement"].([]any)
+	role := ref(x.Resources["KeychainFunction"].Properties["Role"])
+	var users, admins []string
+	for _, raw := range stmts {
+		st := raw.(map[string]any)
+		principal := ref(st["Principal"].(map[string]any)["AWS"])
+		acts, _ := st["Action"].([]any)
+		if a, ok := st["Action"].(string); ok {
+			acts = []any{a}
+		}
+		var use, all []string
+		for _, a := range acts {
+			all = append(all, a.(string))
+			if grantsUse(a.(string)) {
+				use = append(use, a.(string))
+			}
+		}
+		if st["Effect"] != "Allow" || st["Condition"] != nil {
+			t.Errorf("key policy statement %v: want a plain Allow", st["Sid"])
+		}
+		switch {
+		case len(use) > 0:
+			slices.Sort(all)
+			users = append(users, principal+" "+strings.Join(all, ","))
+		case strings.Contains(principal, ":root"):
+			for _, a := range all {
+				if ok, _ := path.Match(a, "kms:PutKeyPolicy"); ok {
+					admins = append(admins, principal)
+				}
+			}
+		}
+	}
+	want := []string{role + " kms:Decrypt,kms:DescribeKey,kms:GenerateDataKey"}
+	if !slices.Equal(users, want) || !strings.HasPrefix(role, "GetAtt:KeychainFunction") {
+		t.Errorf("the keychain key's policy lets %q use it; want only the keychain function's role: %q", users, want)
+	}
+	if len(admins) != 1 {
+		t.Errorf("the keychain key's policy: %d statements keep the account root its administrator (kms:PutKeyPolicy), want 1", len(admins))
+	}
+}
+
+// TestThrottling is issue 33's finding 10: every route of the HTTP API is
+// throttled and every function's concurrency is reserved, so requests
+// without a token (which still invoke a function) cost a bounded rate.
+func TestThrottling(t *testing.T) {
+	x := synth(t, testConfig(t, 1))
+	stages := x.ofType("AWS::ApiGatewayV2::Stage")
+	if len(stages) != 1 {
+		t.Fatalf("%d stages, want the default one", len(stages))
+	}
+	for id, st := range stages {
+		drs, _ := st.Properties["DefaultRouteSettings"].(map[string]any)
+		if drs["ThrottlingRateLimit"] != float64(200) || drs["ThrottlingBurstLimit"] != float64(400) {
+			t.Errorf("%s: DefaultRouteSettings %v, want a rate limit of 200/s and a burst of 400", id, drs)
+		}
+	}
+	for _, f := range Functions() {
+		if got := x.Resources[f.LogicalID].Properties["ReservedConcurrentExecutions"]; got != float64(25) {
+			t.Errorf("%s: ReservedConcurrentExecutions %v, want 25", f.LogicalID, got)
+		}
+	}
+	c := testConfig(t, 1)
+	c.ReservedConcurrency = 0
+	x = synth(t, c)
+	if got, has := x.Resources["KeychainFunction"].Properties["ReservedConcurrentExecutions"]; has {
+		t.Errorf("reservedConcurrency=0: ReservedConcurrentExecutions %v, want none", got)
+	}
 }
 
 // resultsBucket returns the results bucket's logical id.

@@ -33,7 +33,11 @@ Checks on the generated CloudFormation, each naming the file to fix:
   - the keychain's KMS key: created with yearly rotation unless one is given,
     and exactly the functions config-env.json gives NOETL_KEYCHAIN_KMS_KEY_ID
     get it and may use it (kms:GenerateDataKey, kms:Decrypt, kms:DescribeKey on
-    that key alone; kms:Decrypt alone on previous keys);
+    that key alone; kms:Decrypt alone on previous keys); the created key's
+    explicit key policy lets only the keychain function's role use it, the
+    account root administer it;
+  - throttling: the HTTP API's routes throttled, every function's
+    concurrency reserved;
   - an ApiUrl output exists;
   - samconfig.toml's dev and prod deploy settings override only declared
     parameters.
@@ -43,6 +47,7 @@ Usage: scripts/sam_transform.py [--template template.yaml] [--out build/template
 
 import argparse
 import copy
+import fnmatch
 import json
 import os
 import re
@@ -326,14 +331,65 @@ def check_keychain(cfn, env_file, c):
     pol = res.get(KEYCHAIN_POLICY)
     if not c.check(pol is not None, f"template.yaml: no {KEYCHAIN_POLICY}"):
         return
+    # The IAM policy names a key given by ARN only; the stack's own key
+    # grants the function in its key policy (check_key_policy).
     stmts = statements(pol["Properties"]["PolicyDocument"])
     use = [s for s in stmts if "kms:GenerateDataKey" in actions(s)]
-    c.check(len(use) == 1 and use[0].get("Resource") == want_arn and set(actions(use[0])) == {"kms:GenerateDataKey", "kms:Decrypt", "kms:DescribeKey"},
-            f"template.yaml: {KEYCHAIN_POLICY} must allow kms:GenerateDataKey, kms:Decrypt and kms:DescribeKey on the keychain key only: {stmts}")
+    c.check(len(use) == 1 and use[0].get("Resource") == {"Ref": "KeychainKmsKeyArn"} and set(actions(use[0])) == {"kms:GenerateDataKey", "kms:Decrypt", "kms:DescribeKey"},
+            f"template.yaml: {KEYCHAIN_POLICY} must allow kms:GenerateDataKey, kms:Decrypt and kms:DescribeKey on KeychainKmsKeyArn only: {stmts}")
+    check_key_policy(key, c)
     for s in stmts:
         if s not in use:
             c.check(actions(s) == ["kms:Decrypt"] and s.get("Resource") == {"Ref": "KeychainPreviousKmsKeyArns"},
                     f"template.yaml: {KEYCHAIN_POLICY}'s other statements may only kms:Decrypt under KeychainPreviousKmsKeyArns: {s}")
+
+
+# What uses a key's material; the account may administer the key, not use it.
+KMS_USE = ("kms:Encrypt", "kms:Decrypt", "kms:ReEncryptFrom", "kms:ReEncryptTo", "kms:GenerateDataKey",
+           "kms:GenerateDataKeyWithoutPlaintext", "kms:GenerateDataKeyPair", "kms:GenerateDataKeyPairWithoutPlaintext")
+
+
+def grants_use(action):
+    """Whether an action pattern (kms:*, kms:Re*, ...) covers a use of the key."""
+    return any(fnmatch.fnmatchcase(u, action) for u in KMS_USE)
+
+
+def check_key_policy(key, c):
+    """Issue 33's finding 10: an explicit key policy in which only the keychain
+    function's role may use the key and the account root keeps
+    administration (AWS's default key policy lets any principal of the
+    account whose IAM policies allow kms:Decrypt on * use it)."""
+    kp = key["Properties"].get("KeyPolicy")
+    if not c.check(isinstance(kp, dict), f"template.yaml: {KEYCHAIN_KEY} has no explicit KeyPolicy"):
+        return
+    users, admins = [], []
+    for st in kp.get("Statement", []):
+        principal = st.get("Principal", {}).get("AWS") if isinstance(st.get("Principal"), dict) else st.get("Principal")
+        uses = [a for a in actions(st) if grants_use(a)]
+        c.check(st.get("Effect") == "Allow" and "Condition" not in st, f"template.yaml: {KEYCHAIN_KEY} key policy statement {st.get('Sid')}: want a plain Allow")
+        if uses:
+            users.append((principal, sorted(actions(st))))
+        elif "root" in json.dumps(principal):
+            admins.append(st)
+    c.check(users == [({"Fn::GetAtt": ["KeychainFunctionRole", "Arn"]}, ["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey"])],
+            f"template.yaml: {KEYCHAIN_KEY}'s key policy lets {users} use the key; want only the keychain function's role (KeychainFunctionRole)")
+    c.check(len(admins) == 1 and any(fnmatch.fnmatchcase("kms:PutKeyPolicy", a) for a in actions(admins[0])),
+            f"template.yaml: {KEYCHAIN_KEY}'s key policy must keep the account root as its administrator (kms:PutKeyPolicy), so the key cannot be locked out")
+
+
+def check_throttling(cfn, c):
+    """Issue 33's finding 10: every route throttled, every function's
+    concurrency reserved (bounded), so requests without a token cost a
+    bounded rate of invocations."""
+    res = cfn["Resources"]
+    stages = [r for r in res.values() if r["Type"] == "AWS::ApiGatewayV2::Stage"]
+    drs = stages[0]["Properties"].get("DefaultRouteSettings", {}) if len(stages) == 1 else {}
+    c.check(drs.get("ThrottlingRateLimit") == {"Ref": "ApiThrottleRateLimit"} and drs.get("ThrottlingBurstLimit") == {"Ref": "ApiThrottleBurstLimit"},
+            f"template.yaml: the HTTP API's stage throttles routes at {drs}, want ApiThrottleRateLimit and ApiThrottleBurstLimit")
+    want = {"Fn::If": ["HasReservedConcurrency", {"Ref": "FunctionReservedConcurrency"}, {"Ref": "AWS::NoValue"}]}
+    for fn, lid in FUNCTIONS.items():
+        got = res.get(lid, {}).get("Properties", {}).get("ReservedConcurrentExecutions")
+        c.check(got == want, f"template.yaml: {lid} ReservedConcurrentExecutions is {got}, want FunctionReservedConcurrency")
 
 
 def check_results(cfn, env_file, c):
@@ -421,6 +477,7 @@ def main():
     check_policies(cfn, c)
     check_results(cfn, env_file, c)
     check_keychain(cfn, env_file, c)
+    check_throttling(cfn, c)
     check_samconfig(args.samconfig, sam.get("Parameters", {}), c)
     c.check("ApiUrl" in cfn.get("Outputs", {}), "template.yaml: the ApiUrl output is missing")
 

@@ -72,6 +72,7 @@ type cliStack struct {
 	ctx context.Context
 	url string
 	dir string
+	srv *devserver.Server
 }
 
 func startCLIStack(t *testing.T) *cliStack {
@@ -111,7 +112,7 @@ func startCLIStack(t *testing.T) *cliStack {
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = w.Run(wctx) }()
 	}
-	return &cliStack{t: t, ctx: ctx, url: srv.URL, dir: t.TempDir()}
+	return &cliStack{t: t, ctx: ctx, url: srv.URL, dir: t.TempDir(), srv: srv}
 }
 
 // testLog sends worker logs to the test log.
@@ -418,6 +419,44 @@ func TestClientCommands(t *testing.T) {
 		code, out, errOut = s.cli("replay", slowID, "--verify", "--json")
 		if v, _ := decode(t, out)["verify"].(map[string]any); code != exitOK || v["consistent"] != true {
 			t.Fatalf("replay of the cancelled run: exit %d verify %v\n%s", code, v, errOut)
+		}
+	})
+
+	// noetl doctor: nothing to name, then an execution that nothing will
+	// move (its command ended behind the engine's back, as a bug would
+	// leave it), named with why and exit 1; json is the route's answer.
+	t.Run("doctor", func(t *testing.T) {
+		if code, out, errOut := s.cli("doctor"); code != exitOK || out != "every running execution has something that will move it\n" {
+			t.Fatalf("doctor: exit %d\n%s%s", code, out, errOut)
+		}
+		code, out, errOut := s.cli("exec", "cli/echo", "--pool", "cli-nobody", "--json")
+		if code != exitOK {
+			t.Fatalf("exec: exit %d\n%s%s", code, out, errOut)
+		}
+		id := decode(t, out)["execution_id"].(string)
+		n, _ := strconv.ParseInt(id, 10, 64)
+		sh, err := s.srv.Store.ShardFor(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sh.Pool().Exec(s.ctx, `UPDATE command SET status = 'COMPLETED' WHERE execution_id = $1`, n); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errOut = s.cli("doctor")
+		if code != exitFail || !strings.HasPrefix(out, id+"  cli/echo  RUNNING") || !strings.Contains(out, "nothing will move it") ||
+			!strings.HasSuffix(out, "1 execution(s) stalled\n") {
+			t.Fatalf("doctor with a stalled execution: exit %d\n%s%s", code, out, errOut)
+		}
+		code, out, _ = s.cli("doctor", "--json")
+		stalled, _ := decode(t, out)["stalled"].([]any)
+		if code != exitFail || len(stalled) != 1 || stalled[0].(map[string]any)["execution_id"] != id {
+			t.Fatalf("doctor --json: exit %d\n%s", code, out)
+		}
+		if code, _, errOut := s.cli("cancel", id); code != exitOK {
+			t.Fatalf("cancel: exit %d\n%s", code, errOut)
+		}
+		if code, _, _ := s.cli("doctor"); code != exitOK {
+			t.Fatalf("doctor after the cancel: exit %d", code)
 		}
 	})
 

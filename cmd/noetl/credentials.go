@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/config"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/wire"
 )
@@ -73,16 +74,20 @@ func readDoc(path string, stdin io.Reader) (map[string]any, error) {
 }
 
 func runCredentialSet(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
-	file := fs.String("f", "", "a credential file in NoETL's shape {name, type, data, tags, description, meta} (JSON or YAML; - for stdin)")
+	file := fs.String("f", "", "a credential file in NoETL's shape {name, type, data, tags, description, meta} and our scope (JSON or YAML; - for stdin)")
 	typ := fs.String("type", "", "postgres, bearer, api_key, basic, http, generic, … (default generic)")
 	data := fs.String("data", "", "a JSON or YAML file holding the credential's data object (- for stdin)")
 	tags := fs.String("tags", "", "comma-separated tags")
 	desc := fs.String("description", "", "what the credential is for")
+	playbooks := fs.String("allow-playbooks", "", "comma-separated playbook path globs whose executions may use it (scope.playbooks; * in a segment, ** across)")
+	pools := fs.String("allow-pools", "", "comma-separated pools whose executions may use it (scope.pools)")
+	hosts := fs.String("allow-hosts", "", "comma-separated hosts the worker may send it to: host, host:port or *.domain (scope.hosts)")
 	if code, ok := parseFlags(fs, args, "credentials set NAME [flags]  |  credentials set -f FILE",
 		"Creates or replaces a credential. Its data comes from --data FILE (or -f FILE in NoETL's credential shape);\n"+
-			"- reads stdin. The server seals it before storing it.\n\n"+
-			"  noetl credentials set pg_prod --type postgres --data pg.json\n"+
-			"  echo '{\"token\": \"…\"}' | noetl credentials set github --type bearer --data -"); !ok {
+			"- reads stdin. The server seals it before storing it. --allow-* set its scope (docs/security.md);\n"+
+			"without them a replace keeps the stored scope.\n\n"+
+			"  noetl credentials set pg_prod --type postgres --data pg.json --allow-playbooks 'finance/**' --allow-hosts db.internal\n"+
+			"  echo '{\"token\": \"…\"}' | noetl credentials set github --type bearer --data - --allow-hosts api.github.com"); !ok {
 		return code
 	}
 	var r wire.CredentialRequest
@@ -99,7 +104,7 @@ func runCredentialSet(ctx context.Context, c *conn, fs *flag.FlagSet, args []str
 			CredentialType string `json:"credential_type"`
 		}
 		if err := dec.Decode(&in); err != nil {
-			return fail(stderr, "credentials set", fmt.Errorf("%s: %w (fields: name, type, data, tags, description, meta)", *file, err))
+			return fail(stderr, "credentials set", fmt.Errorf("%s: %w (fields: name, type, data, tags, description, meta, scope)", *file, err))
 		}
 		r = in.CredentialRequest
 		if r.Type == "" {
@@ -129,15 +134,23 @@ func runCredentialSet(ctx context.Context, c *conn, fs *flag.FlagSet, args []str
 		r.Type = *typ
 	}
 	if *tags != "" {
-		r.Tags = nil
-		for _, t := range strings.Split(*tags, ",") {
-			if t = strings.TrimSpace(t); t != "" {
-				r.Tags = append(r.Tags, t)
-			}
-		}
+		r.Tags = config.SplitList(*tags)
 	}
 	if *desc != "" {
 		r.Description = *desc
+	}
+	if *playbooks != "" || *pools != "" || *hosts != "" {
+		if r.Scope == nil {
+			r.Scope = &wire.CredentialScope{}
+		}
+		for _, f := range []struct {
+			flag string
+			dst  *[]string
+		}{{*playbooks, &r.Scope.Playbooks}, {*pools, &r.Scope.Pools}, {*hosts, &r.Scope.Hosts}} {
+			if list := config.SplitList(f.flag); len(list) > 0 {
+				*f.dst = list
+			}
+		}
 	}
 	cred, err := c.client().PutCredential(ctx, r)
 	if err != nil {
@@ -203,6 +216,11 @@ func runCredentialGet(ctx context.Context, c *conn, fs *flag.FlagSet, args []str
 	}
 	fmt.Fprintf(stdout, "name         %s\nid           %d\ntype         %s\ntags         %s\ndescription  %s\nsealed under %s\ncreated      %s\nupdated      %s\n",
 		cr.Name, cr.ID, cr.Type, orDash(strings.Join(cr.Tags, ",")), orDash(cr.Description), cr.KeyID, cr.CreatedAt.Text(), cr.UpdatedAt.Text())
+	scope := wire.CredentialScope{}
+	if cr.Scope != nil {
+		scope = *cr.Scope
+	}
+	fmt.Fprintf(stdout, "playbooks    %s\npools        %s\nhosts        %s\n", orAny(scope.Playbooks), orAny(scope.Pools), orAny(scope.Hosts))
 	return exitOK
 }
 
@@ -301,4 +319,12 @@ func runCredentialRotate(ctx context.Context, c *conn, fs *flag.FlagSet, args []
 		}
 		req.NewKey = false
 	}
+}
+
+// orAny is a scope list as shown: "any" when empty.
+func orAny(list []string) string {
+	if len(list) == 0 {
+		return "any"
+	}
+	return strings.Join(list, ", ")
 }

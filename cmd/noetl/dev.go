@@ -47,6 +47,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	pprofAddr := fs.String("pprof", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6060; empty: off")
 	toolUser := toolUserFlag(fs)
 	dataDir := dataDirFlag(fs)
+	allowLinkLocal := allowLinkLocalFlag(fs)
 	if code, ok := parseFlags(fs, args, "dev [flags]", "Runs the whole stack in one process: a throwaway Postgres (cluster + 2 shards) unless a\n"+
 		"database URL is given, an embedded NATS unless a NATS URL is given, the API on "+"127.0.0.1:8082 serving\n"+
 		"every function's routes, in-process workers and the scheduled drain. It registers the examples,\n"+
@@ -75,7 +76,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	code, err := d.run(ctx, devserver.Options{Listen: *listen, DatabaseURL: *databaseURL, ShardURLs: *shardURLs,
 		NATSURL: *natsURL, ResultStore: *resultStore, DrainEvery: *drainEvery, Logger: logger, LogLevel: level, Out: stdout},
 		devRun{workers: *workers, concurrency: *concurrency, inlineLimit: *inlineLimit, examples: *examples, demo: *demo, exit: *exit, python: *python,
-			toolUser: *toolUser, dataDir: *dataDir})
+			toolUser: *toolUser, dataDir: *dataDir, allowLinkLocal: *allowLinkLocal})
 	if err != nil {
 		fmt.Fprintf(stderr, "noetl dev: %v\n", err)
 		return exitFail
@@ -91,6 +92,7 @@ type devRun struct {
 	python               string
 	toolUser             string
 	dataDir              string
+	allowLinkLocal       bool
 }
 
 type dev struct {
@@ -137,7 +139,8 @@ func (d dev) run(ctx context.Context, o devserver.Options, r devRun) (int, error
 		w, err := worker.Standard{Server: s.URL, Token: workerToken, APIToken: apiToken,
 			JS: s.JS, Pool: notify.PoolShared, ID: fmt.Sprintf("dev-worker-%d", i+1), Concurrency: r.concurrency,
 			Python: r.python, Credentials: creds, Results: s.Results, InlineLimit: r.inlineLimit, Logger: d.logger,
-			ToolUser: r.toolUser, Secrets: d.secrets, DuckDB: engine, DataDir: r.dataDir}.Build(ctx)
+			ToolUser: r.toolUser, Secrets: d.secrets, DuckDB: engine, DataDir: r.dataDir,
+			AllowLinkLocal: r.allowLinkLocal}.Build(ctx)
 		if err != nil {
 			return exitFail, err
 		}

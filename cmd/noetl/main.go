@@ -46,6 +46,7 @@ func commands() map[string]command {
 		"replay":      {"fold an execution's event log (or a log file with --events) into its projections", runReplay},
 		"schedules":   {"create, list, pause, resume, trigger, backfill and delete schedules (cron or interval runs)", runSchedules},
 		"workers":     {"list the workers registered with the server (ours and NoETL's): who is alive, how busy", runWorkers},
+		"doctor":      {"list the running executions that nothing will move (the liveness invariant), each with why", runDoctor},
 		"routes":      {"print routes.json (every API route and its Lambda function); --write: regenerate the files derived from the routes", runRoutes},
 	}
 }

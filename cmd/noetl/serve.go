@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -125,6 +126,9 @@ func warnOpen(s *devserver.Server, stderr io.Writer, logger *slog.Logger, who st
 	fmt.Fprintln(stderr, strings.Repeat("!", 78))
 	fmt.Fprintf(stderr, "!! %s is RUNNING OPEN: no token configured, every route is unauthenticated.\n", who)
 	fmt.Fprintln(stderr, "!! Set NOETL_API_TOKEN, NOETL_WORKER_TOKEN and NOETL_INTERNAL_API_TOKEN to require tokens.")
+	if slices.Contains(s.Config.CORSOrigins, "*") {
+		fmt.Fprintf(stderr, "!! %s=* on an open stack: EVERY web page you open can drive it. List origins instead.\n", config.EnvCORSOrigins)
+	}
 	fmt.Fprintln(stderr, strings.Repeat("!", 78))
 	logger.Warn("RUNNING OPEN: no API token configured")
 }

@@ -33,6 +33,11 @@ func dataDirFlag(fs *flag.FlagSet) *string {
 	return fs.String("data-dir", os.Getenv("NOETL_DATA_DIR"), "where duckdb steps keep their default database files, one per execution (env NOETL_DATA_DIR; default <temp dir>/noetl-data)")
 }
 
+// allowLinkLocalFlag is --allow-link-local of the commands that run workers.
+func allowLinkLocalFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("allow-link-local", tools.AllowLinkLocalFromEnv(), "let http, transfer and script-source steps reach link-local and cloud metadata\naddresses such as 169.254.169.254 (env "+tools.LinkLocalEnv+"=true); default: refused")
+}
+
 // toolUserFlag is --tool-user of the commands that run workers.
 func toolUserFlag(fs *flag.FlagSet) *string {
 	return fs.String("tool-user", envOr("NOETL_TOOL_USER", tools.DefaultToolUser()),
@@ -54,6 +59,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	inlineLimit := fs.Int("inline-limit", worker.DefaultInlineLimit, "largest result (bytes of JSON) posted inline")
 	dataDir := dataDirFlag(fs)
 	toolUser := toolUserFlag(fs)
+	allowLinkLocal := allowLinkLocalFlag(fs)
 	if code, ok := parseFlags(fs, args, "worker [flags]", "Runs a worker: pulls commands of a pool from NATS, claims and runs them.\nCredentials for auth: aliases come from NOETL_CREDENTIALS_FILE and NOETL_CREDENTIAL_<ALIAS> (R-P4).\n"+
 		"Give tokens in the environment, not as flags: any user can read a process's arguments."); !ok {
 		return code
@@ -79,7 +85,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	w, err := worker.Standard{Server: *server, Token: *token, APIToken: *apiToken, JS: js, Pool: *pool, ID: *id,
 		Concurrency: *concurrency, Python: *python, Results: results, InlineLimit: *inlineLimit, Logger: log,
-		ToolUser: *toolUser, DuckDB: duckdb.New(), DataDir: *dataDir}.Build(ctx)
+		ToolUser: *toolUser, DuckDB: duckdb.New(), DataDir: *dataDir, AllowLinkLocal: *allowLinkLocal}.Build(ctx)
 	if err != nil {
 		return fail(stderr, "worker", err)
 	}

@@ -184,7 +184,7 @@ func startStack(t *testing.T, o options) *stack {
 // startWorker runs one worker of pool until the test ends.
 func (st *stack) startWorker(t *testing.T, pool string, concurrency int) {
 	t.Helper()
-	w, err := worker.Standard{Server: st.srv.URL, JS: st.srv.JS, Pool: pool, ID: t.Name() + "-worker",
+	w, err := worker.Standard{Server: st.srv.URL, JS: st.srv.JS, Pool: pool, ID: t.Name() + "-" + pool,
 		Concurrency: concurrency, Python: "python3", Logger: st.workerLog.logger()}.Build(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -37,7 +37,7 @@ func openKeychain(ctx context.Context, cfg *config.Config) (lambdafn.NewKeychain
 		}
 		ring = r
 	}
-	return func(st *store.Store, svc *controlplane.Service, log *slog.Logger) api.Keychain {
-		return credentials.New(st, ring, svc, log)
+	return func(st *store.Store, _ *controlplane.Service, log *slog.Logger) api.Keychain {
+		return credentials.New(st, ring, log)
 	}, nil
 }

@@ -121,8 +121,12 @@ type Options struct {
 	MaxBodyBytes int64
 	// MaxPlaybookBytes limits a playbook's content (default 512 KiB).
 	MaxPlaybookBytes int64
-	// CORSOrigins lists allowed browser origins, or "*"; empty: same-origin only.
+	// CORSOrigins lists allowed browser origins, or "*"; empty: same-origin
+	// only. A request from another origin is refused (guard.go).
 	CORSOrigins []string
+	// Hosts is the Host headers the API answers (guard.go); nil: any (behind
+	// API Gateway). The local server sets it (devserver).
+	Hosts *HostRule
 	// Version is reported by the health route.
 	Version string
 	// Database checks the databases; nil pings the cluster and every shard pool.
@@ -222,7 +226,9 @@ type call struct {
 type caller struct {
 	scopes config.Scope
 	open   bool
-	token  string // fingerprint, never the token
+	// tokenless: admitted without a token from a tokenless worker network.
+	tokenless bool
+	token     string // fingerprint, never the token
 }
 
 // scopeLabel names the caller's scopes for logs and the credential read log.
@@ -255,6 +261,9 @@ func (a *API) serve(ctx context.Context, r *Request, function string) (resp *Res
 		a.finish(ctx, r, resp, routeKey, time.Since(start))
 	}()
 
+	if e := a.guard(r); e != nil {
+		return a.errorResponse(e)
+	}
 	rt, params, allow, ok := a.route(r)
 	if !ok {
 		if r.Method == http.MethodOptions && a.cors.Enabled() && (len(allow) > 0 || a.cors.IsPreflight(r.Method, r.Header)) {
@@ -271,16 +280,12 @@ func (a *API) serve(ctx context.Context, r *Request, function string) (resp *Res
 	if function != "" && rt.Function != function {
 		return a.errorResponse(errorf(http.StatusNotFound, "route %s is served by the %s function, not %s", routeKey, rt.Function, function))
 	}
-	who, aerr := a.authorize(r, rt)
+	who, aerr := a.admit(r, rt, int64(len(r.Body)))
 	if aerr != nil {
 		return a.errorResponse(aerr)
 	}
 	if err := checkParams(r.Query, params); err != nil {
 		return a.errorResponse(err)
-	}
-	if limit := max(a.opts.MaxBodyBytes, rt.MaxBody); int64(len(r.Body)) > limit {
-		return a.errorResponse(errorf(http.StatusRequestEntityTooLarge,
-			"request body is %d bytes; the limit is %d bytes", len(r.Body), limit))
 	}
 	if rt.handle == nil { // a route declared without a handler: a bug (TestOpenAPIMatchesServedRoutes), said plainly
 		return a.errorResponse(errorf(http.StatusNotImplemented, "%s is not implemented", routeKey))
@@ -342,9 +347,11 @@ func (a *API) authorize(r *Request, rt Route) (caller, *Error) {
 	}
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		if rt.Scope&config.ScopeWorker != 0 && a.tokenlessWorker(r) {
-			// The worker scope alone; the read log names the address.
-			return caller{scopes: config.ScopeWorker, token: "none, from " + r.SourceIP}, nil
+		if rt.Tokenless && r.Header.Get("Origin") == "" && a.tokenlessWorker(r) {
+			// The worker scope alone, on the routes a worker needs for its
+			// own commands. A browser (it sends Origin) is no worker: a page
+			// in that network gets nothing without a token.
+			return caller{scopes: config.ScopeWorker, tokenless: true, token: "none, from " + r.SourceIP}, nil
 		}
 		return caller{}, unauthorized("missing bearer token: send Authorization: Bearer <token>")
 	}

@@ -677,17 +677,24 @@ func TestCORS(t *testing.T) {
 	if r := must(t, s.API, 405, call{method: "DELETE", target: "/api/catalog/5", token: tAPI, header: hdr}); r.Header.Get("Access-Control-Allow-Origin") == "" {
 		t.Fatalf("405 without CORS headers: %v", r.Header)
 	}
-	r = must(t, s.API, 200, call{method: "GET", target: "/api/catalog", token: tAPI, header: http.Header{"Origin": {"https://evil.example"}}})
+	// A foreign origin is refused outright (guard.go), not only left
+	// without CORS headers: a request a page may send without a preflight
+	// would otherwise still run.
+	r = must(t, s.API, 403, call{method: "GET", target: "/api/catalog", token: tAPI, header: http.Header{"Origin": {"https://evil.example"}}})
 	if r.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Fatal("a foreign origin was allowed")
 	}
-	// Without CORS configured, no header and OPTIONS is a 405.
+	// Without CORS configured, the API's own origin only: no CORS header,
+	// another origin refused.
 	plain := apitest.New(t, apitest.Options{})
-	r = must(t, plain.API, 200, call{method: "GET", target: "/api/catalog", token: tAPI, header: hdr})
+	own := http.Header{"Origin": {"http://127.0.0.1:8082"}, "Host": {"127.0.0.1:8082"}}
+	r = must(t, plain.API, 200, call{method: "GET", target: "/api/catalog", token: tAPI, header: own})
 	if r.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Fatal("CORS header without CORS configured")
 	}
-	must(t, plain.API, 405, call{method: "OPTIONS", target: "/api/catalog", header: hdr})
+	must(t, plain.API, 403, call{method: "GET", target: "/api/catalog", token: tAPI, header: hdr})
+	must(t, plain.API, 403, call{method: "OPTIONS", target: "/api/catalog", header: hdr})
+	must(t, plain.API, 405, call{method: "OPTIONS", target: "/api/catalog", header: own})
 }
 
 // syncBuffer collects log output written from several goroutines.
@@ -716,7 +723,7 @@ func TestRequestIDAndLogs(t *testing.T) {
 	logger := slog.New(api.LogHandler(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	f := newFixture(t, apitest.Options{Logger: logger})
 	req := &api.Request{Method: "POST", Path: fmt.Sprintf("/api/commands/%d/claim", f.command), RequestID: "req-abc-123",
-		Header: http.Header{"Authorization": {"Bearer " + tWorker}}, Body: []byte(`{"worker_id": "w9"}`)}
+		Header: http.Header{"Authorization": {"Bearer " + tWorker}, "Content-Type": {"application/json"}}, Body: []byte(`{"worker_id": "w9"}`)}
 	resp := f.s.API.Serve(t.Context(), req)
 	if resp.Status != 200 || resp.Header.Get("X-Request-Id") != "req-abc-123" {
 		t.Fatalf("claim: %d %v %s", resp.Status, resp.Header, resp.Body)

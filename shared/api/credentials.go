@@ -20,7 +20,7 @@ import (
 // never route a credential request, and their binaries link none of its code.
 type Keychain interface {
 	PutJSON(ctx context.Context, body map[string]any) (wire.Credential, error)
-	GetJSON(ctx context.Context, identifier string, read store.CredentialRead, mayReadData bool) (wire.Credential, error)
+	GetJSON(ctx context.Context, identifier string, read store.CredentialRead, mayReadData bool, claim store.ClaimAsk) (wire.Credential, error)
 	ListJSON(ctx context.Context, typ, query string) (wire.CredentialList, error)
 	DeleteJSON(ctx context.Context, identifier string) (wire.CredentialDeleted, error)
 	ReadsJSON(ctx context.Context, identifier string, executionID int64, limit int) (wire.CredentialReads, error)
@@ -57,9 +57,11 @@ func (a *API) listCredentials(ctx context.Context, c *call) (any, error) {
 	return kc.ListJSON(ctx, c.req.Query.Get("type"), c.req.Query.Get("q"))
 }
 
-// GET /api/credentials/{identifier}?include_data=&execution_id=&worker_id=:
-// one credential by id or name; its data only to the worker scope for a
-// running execution. Every read is logged.
+// GET /api/credentials/{identifier}?include_data=&execution_id=&command_id=&worker_id=&attempt=:
+// one credential by id or name; its data only to the worker scope, for a
+// running execution, to the holder of a live claim whose step names the
+// credential (shared/credentials, claim.go): command_id, worker_id and
+// attempt name the claim. Every read is logged.
 func (a *API) getCredential(ctx context.Context, c *call) (any, error) {
 	q := c.req.Query
 	include := false
@@ -81,9 +83,14 @@ func (a *API) getCredential(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	attempt, _, err := queryInt(q, "attempt", 1, 1<<30)
+	if err != nil {
+		return nil, err
+	}
+	claim := store.ClaimAsk{CommandID: q.Get("command_id"), WorkerID: q.Get("worker_id"), Attempt: int(attempt)}
 	read := store.CredentialRead{IncludeData: include, ExecutionID: eid, Scope: c.auth.scopeLabel(), Token: c.auth.token,
-		WorkerID: q.Get("worker_id"), RequestID: c.req.RequestID}
-	return kc.GetJSON(ctx, c.params["identifier"], read, c.auth.scopes.Has(config.ScopeWorker))
+		RequestID: c.req.RequestID}
+	return kc.GetJSON(ctx, c.params["identifier"], read, c.auth.scopes.Has(config.ScopeWorker) && !c.auth.tokenless, claim)
 }
 
 // DELETE /api/credentials/{identifier}.

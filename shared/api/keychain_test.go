@@ -101,7 +101,8 @@ func TestKeychainAtRest(t *testing.T) {
 	if tags, _ := one.json["tags"].([]any); len(tags) != 2 || tags[0] != "db" || one.str("description") != "the production database" {
 		t.Fatalf("metadata: %s", one.Body)
 	}
-	got := must(t, a, 200, call{method: "GET", target: "/api/credentials/pg_prod?include_data=true&execution_id=" + itoa(f.exec), token: apitest.WorkerToken})
+	c := heldClaim(t, f.s, "tests/uses_pg", "", "w1", apitest.WorkerToken, "pg_prod")
+	got := must(t, a, 200, call{method: "GET", target: "/api/credentials/pg_prod?" + c.query(), token: apitest.WorkerToken})
 	if d, _ := got.json["data"].(map[string]any); d["db_password"] != kcPassword || d["db_port"] != "5432" {
 		t.Fatalf("the worker's read: %s", got.Body)
 	}
@@ -129,7 +130,8 @@ func TestKeychainAtRest(t *testing.T) {
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // TestCredentialDataRefusals: a credential's data is answered only to the
-// worker scope for a running execution. The api scope, a worker without an
+// worker scope for a running execution (to a live claim naming it:
+// TestCredentialDataNeedsLiveClaim). The api scope, a worker without an
 // execution, with an unknown one and with a finished one are each refused
 // with 403 naming why; every read is in the read log, with its outcome.
 func TestCredentialDataRefusals(t *testing.T) {
@@ -137,7 +139,8 @@ func TestCredentialDataRefusals(t *testing.T) {
 	a := f.s.API
 	must(t, a, 200, call{method: "POST", target: "/api/credentials", token: apitest.APIToken, body: map[string]any{
 		"name": "api_prod", "type": "bearer", "data": map[string]any{"token": kcToken}}})
-	exec := itoa(f.exec)
+	c := heldClaim(t, f.s, "tests/uses_api", "", "w9", apitest.WorkerToken, "api_prod")
+	exec := itoa(c.exec)
 	refused := func(token, query, why string) {
 		t.Helper()
 		r := must(t, a, 403, call{method: "GET", target: "/api/credentials/api_prod?include_data=true" + query, token: token})
@@ -148,7 +151,7 @@ func TestCredentialDataRefusals(t *testing.T) {
 	refused(apitest.APIToken, "&execution_id="+exec, "only to the worker scope")
 	refused(apitest.WorkerToken, "", "needs execution_id")
 	refused(apitest.WorkerToken, "&execution_id="+unknownExec, "is not known")
-	served := must(t, a, 200, call{method: "GET", target: "/api/credentials/api_prod?include_data=true&worker_id=w9&execution_id=" + exec, token: apitest.WorkerToken})
+	served := must(t, a, 200, call{method: "GET", target: "/api/credentials/api_prod?" + c.query(), token: apitest.WorkerToken})
 	if d, _ := served.json["data"].(map[string]any); d["token"] != kcToken {
 		t.Fatalf("served: %s", served.Body)
 	}
@@ -195,8 +198,9 @@ func TestKeychainRotation(t *testing.T) {
 	if r2.str("key_id") != r.str("key_id") || r2.json["resealed"] != int64(2) || r2.json["remaining"] != int64(0) {
 		t.Fatalf("second rotation call: %s", r2.Body)
 	}
+	c := heldClaim(t, f.s, "tests/uses_r", "", "w1", apitest.WorkerToken, "r1", "r2", "r3")
 	for _, n := range []string{"r1", "r2", "r3"} {
-		got := must(t, a, 200, call{method: "GET", target: "/api/credentials/" + n + "?include_data=true&execution_id=" + itoa(f.exec), token: apitest.WorkerToken})
+		got := must(t, a, 200, call{method: "GET", target: "/api/credentials/" + n + "?" + c.query(), token: apitest.WorkerToken})
 		if d, _ := got.json["data"].(map[string]any); d["secret"] != n+"-secret-value" || got.str("key_id") != r.str("key_id") {
 			t.Errorf("%s after rotation: %s", n, got.Body)
 		}

@@ -21,6 +21,9 @@ type call struct {
 	body                  any // string or []byte: raw; anything else: JSON-encoded
 	header                http.Header
 	source                string // the peer's address (Request.SourceIP)
+	// noContentType sends a body without the Content-Type the helper
+	// otherwise adds.
+	noContentType bool
 }
 
 // result is the answer, with the JSON body decoded (jsonx: ints stay int64).
@@ -58,6 +61,9 @@ func serve(t testing.TB, a interface {
 		if req.Body, err = jsonx.Marshal(b); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if len(req.Body) > 0 && req.Header.Get("Content-Type") == "" && !c.noContentType {
+		req.Header.Set("Content-Type", "application/json") // what every client sends (guard.go)
 	}
 	resp := a.Serve(context.Background(), req)
 	out := result{Response: resp}

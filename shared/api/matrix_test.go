@@ -149,6 +149,8 @@ func matrixCases() []routeCase {
 		{method: "GET", target: "/api/worker/pools", token: api,
 			wrongTarget: "/api/worker/pools?limit=all", field: "limit"},
 		{method: "GET", target: "/api/pool/status", token: worker},
+		{method: "GET", target: "/api/doctor", token: api, wrongScope: worker,
+			wrongTarget: "/api/doctor?limit=0", field: "limit"},
 		{method: "GET", target: "/api/executions", token: api, wrongScope: worker,
 			wrongTarget: "/api/executions?parent_execution_id=abc", field: "parent_execution_id"},
 		{method: "GET", target: "/api/executions/{exec}?page=1&page_size=10", token: api, wrongScope: worker,

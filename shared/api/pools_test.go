@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -216,10 +217,17 @@ func TestTokenlessWorkers(t *testing.T) {
 	for _, src := range []string{"10.1.2.3", "127.0.0.1", "::ffff:10.1.200.4"} {
 		must(t, a, 200, register(src))
 		must(t, a, 200, call{method: "GET", target: "/api/pool/status", source: src})
-		must(t, a, 200, call{method: "GET", target: "/api/worker/pools", source: src})
 		must(t, a, 200, call{method: "GET", target: "/api/executions/" + strconv.FormatInt(on.exec, 10) + "/cancellation-check", source: src})
 		must(t, a, 200, call{method: "GET", target: "/api/commands/" + strconv.FormatInt(on.command, 10), source: src})
-		// The worker scope only: the user's routes and the internal ones stay shut.
+		// The routes a worker needs for its own commands only: the registry's
+		// listing, variables and credentials need a token (docs/security.md),
+		// the user's routes and the internal ones stay shut.
+		must(t, a, 401, call{method: "GET", target: "/api/worker/pools", source: src})
+		must(t, a, 401, call{method: "POST", target: "/api/vars/" + strconv.FormatInt(on.exec, 10), body: map[string]any{"planted": "x"}, source: src})
+		must(t, a, 401, call{method: "GET", target: "/api/vars/" + strconv.FormatInt(on.exec, 10), source: src})
+		must(t, a, 401, call{method: "GET", target: "/api/credentials/" + matrixCredential + "?include_data=true&execution_id=" + strconv.FormatInt(on.exec, 10), source: src})
+		// A browser is no worker: a page in that network (it sends Origin) gets nothing.
+		must(t, a, 401, call{method: "GET", target: "/api/pool/status", source: src, header: http.Header{"Origin": {"http://127.0.0.1"}, "Host": {"127.0.0.1"}}})
 		must(t, a, 401, call{method: "POST", target: "/api/execute", body: map[string]any{"path": "tests/three"}, source: src})
 		must(t, a, 401, call{method: "GET", target: "/api/executions", source: src})
 		must(t, a, 401, call{method: "POST", target: "/api/catalog/register", body: map[string]any{"content": apitest.ThreeSteps}, source: src})
@@ -249,7 +257,10 @@ func TestInternalTokenHoldsWorkerScope(t *testing.T) {
 	must(t, a, 200, call{method: "POST", target: "/api/worker/pool/heartbeat", token: tok, body: map[string]any{"name": "rust-1"}})
 	must(t, a, 200, call{method: "GET", target: "/api/pool/status", token: tok})
 	must(t, a, 200, call{method: "POST", target: "/api/commands/" + itoa(f.command) + "/claim", token: tok, body: map[string]any{"worker_id": "rust-1"}})
-	cred := must(t, a, 200, call{method: "GET", target: "/api/credentials/" + matrixCredential + "?include_data=true&execution_id=" + exec, token: tok})
+	// NoETL's Rust worker reads a credential with execution_id alone, under
+	// a claim (its own) whose step names it.
+	held := heldClaim(t, f.s, "tests/uses_matrix", "", "rust-1", tok, matrixCredential)
+	cred := must(t, a, 200, call{method: "GET", target: "/api/credentials/" + matrixCredential + "?include_data=true&execution_id=" + itoa(held.exec), token: tok})
 	if d, _ := cred.json["data"].(map[string]any); d["token"] != "matrix-secret-token" {
 		t.Fatalf("credential data to the internal token: %s", cred.Body)
 	}

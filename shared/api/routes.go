@@ -47,6 +47,12 @@ type Route struct {
 	Function string
 	// Scope is the token scope the route needs (R-A3); 0 means open (health).
 	Scope config.Scope
+	// Tokenless: a worker route a request without a token from a tokenless
+	// worker network may reach (NOETL_TOKENLESS_WORKER_NETWORKS): what a
+	// worker needs for its own commands (claim, events, heartbeats, its
+	// registration, the pool status, the cancellation check), never
+	// credentials, variables or staged results (docs/security.md).
+	Tokenless bool
 
 	// ID is the OpenAPI operationId (what a generated client names the call).
 	ID string
@@ -166,47 +172,51 @@ func Routes() []Route {
 			Summary: "Start an execution of a registered playbook",
 			Body:    executeBody(), Reply: shapeOf[wire.Started](), handle: (*API).execute},
 
-		{Method: "POST", Path: "/api/events", Function: FnIngest, Scope: worker, ID: "postEvent",
+		{Method: "POST", Path: "/api/events", Function: FnIngest, Scope: worker, ID: "postEvent", Tokenless: true,
 			Summary: "Append one event (NoETL's EventRequest); orchestration runs for completions and failures",
 			Body:    eventBody(), Reply: shapeOf[wire.Ingested](), handle: (*API).ingest},
-		{Method: "POST", Path: "/api/events/batch", Function: FnIngest, Scope: worker, ID: "postEvents",
+		{Method: "POST", Path: "/api/events/batch", Function: FnIngest, Scope: worker, ID: "postEvents", Tokenless: true,
 			Summary: "Append events of one execution, all or nothing",
 			Body:    batchBody(), Reply: shapeOf[wire.IngestedBatch](), handle: (*API).ingestBatch},
-		{Method: "POST", Path: "/api/worker/report", Function: FnIngest, Scope: worker, ID: "workerReport",
+		{Method: "POST", Path: "/api/worker/report", Function: FnIngest, Scope: worker, ID: "workerReport", Tokenless: true,
 			Summary: "Our worker's one request per step: events of any executions, claims, and commands taken",
 			Body:    reportBody(), Reply: shapeOf[wire.Reported](), handle: (*API).report},
 
-		{Method: "GET", Path: "/api/commands/{event_id}", Function: FnClaim, Scope: worker, ID: "getCommand",
+		{Method: "GET", Path: "/api/commands/{event_id}", Function: FnClaim, Scope: worker, ID: "getCommand", Tokenless: true,
 			Summary: "A command's body without claiming it",
 			Reply:   shapeOf[wire.Command](), handle: (*API).getCommand},
-		{Method: "POST", Path: "/api/commands/{event_id}/claim", Function: FnClaim, Scope: worker, ID: "claimCommand",
+		{Method: "POST", Path: "/api/commands/{event_id}/claim", Function: FnClaim, Scope: worker, ID: "claimCommand", Tokenless: true,
 			Summary: "Claim a command (events.md §4); 409 when another worker holds it, 429 before a retry is due",
 			Body:    claimBody(), Reply: shapeOf[wire.Command](), handle: (*API).claim},
-		{Method: "POST", Path: "/api/commands/{event_id}/heartbeat", Function: FnClaim, Scope: worker, ID: "heartbeatCommand",
+		{Method: "POST", Path: "/api/commands/{event_id}/heartbeat", Function: FnClaim, Scope: worker, ID: "heartbeatCommand", Tokenless: true,
 			Summary: "Extend a claimed command's lease",
 			Body:    heartbeatBody(), Reply: shapeOf[wire.Lease](), handle: (*API).heartbeat},
 
 		// The worker registry in NoETL's shapes (pools.go): NoETL's Python
 		// worker re-registers every 15 s as its heartbeat, its Rust worker
 		// beats on /heartbeat; NoETL's worker reads /api/pool/status.
-		{Method: "POST", Path: "/api/worker/pool/register", Function: FnClaim, Scope: worker, ID: "registerWorker",
+		{Method: "POST", Path: "/api/worker/pool/register", Function: FnClaim, Scope: worker, ID: "registerWorker", Tokenless: true,
 			Summary: "Register a worker (NoETL's pool registration, also its Python worker's heartbeat); the same process again extends its commands' leases",
 			Body:    poolRegisterBody(), Reply: shapeOf[wire.PoolRegistered](), handle: (*API).registerPool},
-		{Method: "POST", Path: "/api/worker/pool/heartbeat", Function: FnClaim, Scope: worker, ID: "heartbeatWorker",
+		{Method: "POST", Path: "/api/worker/pool/heartbeat", Function: FnClaim, Scope: worker, ID: "heartbeatWorker", Tokenless: true,
 			Summary: "A worker's pool heartbeat: it is alive, and the leases of the commands it holds are extended; 404 for an unregistered worker",
 			Body:    poolHeartbeatBody(), Reply: shapeOf[wire.PoolRegistered](), handle: (*API).poolHeartbeat},
-		{Method: "POST", Path: "/api/worker/pool/deregister", Function: FnClaim, Scope: worker, ID: "deregisterWorker",
+		{Method: "POST", Path: "/api/worker/pool/deregister", Function: FnClaim, Scope: worker, ID: "deregisterWorker", Tokenless: true,
 			Summary: "Mark a worker offline (NoETL's workers call it as they stop)",
 			Body:    poolDeregisterBody(), Reply: shapeOf[wire.PoolDeregistered](), handle: (*API).deregisterPool},
-		{Method: "DELETE", Path: "/api/worker/pool/deregister", Function: FnClaim, Scope: worker, ID: "deregisterWorkerDelete",
+		{Method: "DELETE", Path: "/api/worker/pool/deregister", Function: FnClaim, Scope: worker, ID: "deregisterWorkerDelete", Tokenless: true,
 			Summary: "NoETL's server's method for the same deregistration",
 			Body:    poolDeregisterBody(), Reply: shapeOf[wire.PoolDeregistered](), handle: (*API).deregisterPool},
 		{Method: "GET", Path: "/api/worker/pools", Function: FnStatus, Scope: api | worker, ID: "listWorkers",
 			Summary: "The worker registry: who is alive, how busy (commands held), by name",
 			Query:   workerPoolsQuery(), Reply: shapeOf[wire.WorkerPools](), handle: (*API).listWorkerPools},
-		{Method: "GET", Path: "/api/pool/status", Function: FnStatus, Scope: api | worker, ID: "poolStatus",
+		{Method: "GET", Path: "/api/pool/status", Function: FnStatus, Scope: api | worker, ID: "poolStatus", Tokenless: true,
 			Summary: "NoETL's pool telemetry (the answering process's database connections) and the registry's totals",
 			Reply:   shapeOf[wire.PoolStatus](), handle: (*API).poolStatus},
+		{Method: "GET", Path: "/api/doctor", Function: FnStatus, Scope: api, ID: "doctor",
+			Summary: "The executions that break the liveness invariant (nothing will move them, or their commands wait on a drain that is not running), each with why",
+			Query:   []Param{param("limit", integer(), "how many to list, at most 1000; default 100")},
+			Reply:   shapeOf[wire.Doctor](), handle: (*API).doctor},
 
 		// The keychain in NoETL's credential API (credentials.go): users manage
 		// credentials; a worker reads one's data for the execution it runs.
@@ -262,7 +272,7 @@ func Routes() []Route {
 		{Method: "GET", Path: "/api/executions/{id}/status", Function: FnStatus, Scope: api, ID: "getExecutionStatus",
 			Summary: "An execution's status and progress (events.md §6)",
 			Reply:   shapeOf[wire.Status](), handle: (*API).status},
-		{Method: "GET", Path: "/api/executions/{id}/cancellation-check", Function: FnStatus, Scope: api | worker, ID: "cancellationCheck",
+		{Method: "GET", Path: "/api/executions/{id}/cancellation-check", Function: FnStatus, Scope: api | worker, ID: "cancellationCheck", Tokenless: true,
 			Summary: "Whether an execution is cancelled (NoETL's workers ask before running a command)",
 			Reply:   shapeOf[wire.CancellationCheck](), handle: (*API).cancellationCheck},
 		{Method: "POST", Path: "/api/executions/{id}/cancel", Function: FnStatus, Scope: api, ID: "cancelExecution",

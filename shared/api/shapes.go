@@ -369,6 +369,7 @@ func credentialBody() *Shape {
 		opt("meta", object().doc("metadata, not secret")),
 		opt("tags", &Shape{OneOf: []*Shape{array(str()), str()}, Doc: "a list, or a comma-separated string"}),
 		opt("description", str()),
+		opt("scope", shapeOf[wire.CredentialScope]().doc("ours: where the credential may be used; absent or null keeps the stored scope, {} clears it (docs/security.md)")),
 	)
 }
 
@@ -379,10 +380,12 @@ func credentialsQuery() []Param {
 
 func credentialQuery() []Param {
 	return []Param{
-		param("include_data", boolean(), "answer the data too: the worker scope only, with execution_id of a running execution"),
+		param("include_data", boolean(), "answer the data too: the worker scope only, for a running execution the credential's scope allows, to the holder of a live claim whose step names the credential"),
 		param("execution_id", str(), "the execution the credential is read for (logged)"),
 		param("parent_execution_id", str(), "NoETL's; accepted, not used"),
-		param("worker_id", str(), "the reading worker (logged)"),
+		param("command_id", str(), "the claimed command the data is for (our worker sends it)"),
+		param("worker_id", str(), "the worker holding that claim"),
+		param("attempt", integer(), "the claim's attempt (R-L8's fence)"),
 	}
 }
 

@@ -566,6 +566,16 @@ func (c *Client) Workers(ctx context.Context, q url.Values) (*wire.WorkerPools, 
 	return &out, nil
 }
 
+// Doctor returns GET /api/doctor: the executions that break the liveness
+// invariant, at most limit of them.
+func (c *Client) Doctor(ctx context.Context, limit int) (*wire.Doctor, error) {
+	var out wire.Doctor
+	if _, err := c.do(ctx, http.MethodGet, "/api/doctor?limit="+strconv.Itoa(limit), nil, true, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // PoolStatus returns GET /api/pool/status.
 func (c *Client) PoolStatus(ctx context.Context) (*wire.PoolStatus, error) {
 	var out wire.PoolStatus

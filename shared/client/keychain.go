@@ -41,11 +41,14 @@ func (c *Client) Credentials(ctx context.Context, typ, q string) (*wire.Credenti
 }
 
 // CredentialQuery is what a credential read asks for: its data for an
-// execution (the worker scope, a running execution), and who reads it.
+// execution (the worker scope, a running execution), and the claim it is
+// read under (the command, its holder and attempt).
 type CredentialQuery struct {
 	IncludeData bool
 	ExecutionID int64
+	CommandID   string
 	WorkerID    string
+	Attempt     int
 }
 
 // Credential reads a credential by id or name. A 404 (an unknown one) is an
@@ -58,8 +61,14 @@ func (c *Client) Credential(ctx context.Context, identifier string, q Credential
 	if q.ExecutionID != 0 {
 		v.Set("execution_id", strconv.FormatInt(q.ExecutionID, 10))
 	}
+	if q.CommandID != "" {
+		v.Set("command_id", q.CommandID)
+	}
 	if q.WorkerID != "" {
 		v.Set("worker_id", q.WorkerID)
+	}
+	if q.Attempt > 0 {
+		v.Set("attempt", strconv.Itoa(q.Attempt))
 	}
 	path := credentialPath(identifier)
 	if len(v) > 0 {

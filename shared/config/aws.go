@@ -341,7 +341,7 @@ type stringOrList []string
 func (l *stringOrList) UnmarshalJSON(b []byte) error {
 	var one string
 	if err := json.Unmarshal(b, &one); err == nil {
-		*l = splitList(one)
+		*l = SplitList(one)
 		return nil
 	}
 	var many []string

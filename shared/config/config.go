@@ -42,6 +42,7 @@ const (
 	EnvCORSOrigins        = "NOETL_CORS_ORIGINS"
 	EnvResultStore        = "NOETL_RESULT_STORE"
 	EnvTokenlessWorkers   = "NOETL_TOKENLESS_WORKER_NETWORKS"
+	EnvAllowedHosts       = "NOETL_ALLOWED_HOSTS"
 	EnvKeychainKMSKeyID   = "NOETL_KEYCHAIN_KMS_KEY_ID"
 	EnvKeychainKeyFile    = "NOETL_KEYCHAIN_KEY_FILE"
 	// The EventBridge Scheduler entries the schedules function keeps in
@@ -104,6 +105,10 @@ type Config struct {
 	MaxBodyBytes int64
 	LogLevel     slog.Level
 	CORSOrigins  []string
+	// AllowedHosts are the host names the local server answers besides its
+	// listen address, loopback names and NOETL_SERVER_URL's host ("*": any
+	// Host header; api.HostRule). Local server only.
+	AllowedHosts []string
 
 	// ResultStore is the URL of the store of results posted by reference
 	// (worker.md §1): file:///absolute/dir or s3://bucket/prefix; empty =
@@ -190,6 +195,7 @@ func (c *Config) LogValue() slog.Value {
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
 		slog.String("log_level", c.LogLevel.String()),
 		slog.Any("cors_origins", c.CORSOrigins),
+		slog.Any("allowed_hosts", c.AllowedHosts),
 		slog.String("result_store", redactURL(c.ResultStore)),
 		slog.String("keychain_kms_key_id", c.KeychainKMSKeyID),
 		slog.String("keychain_key_file", c.KeychainKeyFile),
@@ -207,7 +213,7 @@ func names() []string {
 		EnvDBSSLMode, EnvDBMaxConns, EnvMigrateOnStart, EnvNATSURL,
 		EnvNATSCredsSecretARN, EnvServerURL, EnvAPIToken, EnvWorkerToken,
 		EnvInternalToken, EnvInternalTokenOld, EnvAPITokensSecretARN, EnvAllowOpen, EnvLeaseSeconds,
-		EnvMaxBodyBytes, EnvLogLevel, EnvCORSOrigins, EnvResultStore, EnvTokenlessWorkers, EnvKeychainKMSKeyID, EnvKeychainKeyFile,
+		EnvMaxBodyBytes, EnvLogLevel, EnvCORSOrigins, EnvResultStore, EnvTokenlessWorkers, EnvAllowedHosts, EnvKeychainKMSKeyID, EnvKeychainKeyFile,
 		EnvSchedulerGroup, EnvSchedulerTargetARN, EnvSchedulerRoleARN,
 		EnvLambdaFunctionName, EnvAWSRegion, EnvAWSEndpointURL,
 	}
@@ -377,7 +383,7 @@ func parseEnv(e env) (*Config, pending, error) {
 	}
 
 	// Tokens.
-	c.Tokens = Tokens{API: splitList(e[EnvAPIToken]), Worker: splitList(e[EnvWorkerToken]), Internal: append(splitList(e[EnvInternalToken]), splitList(e[EnvInternalTokenOld])...)}
+	c.Tokens = Tokens{API: SplitList(e[EnvAPIToken]), Worker: SplitList(e[EnvWorkerToken]), Internal: append(SplitList(e[EnvInternalToken]), SplitList(e[EnvInternalTokenOld])...)}
 	if e[EnvAPITokensSecretARN] != "" {
 		if !c.Tokens.Empty() {
 			add(fmt.Errorf("both %s and %s/%s/%s are set: keep the tokens in the secret in AWS or in the env vars locally, not both",
@@ -409,6 +415,8 @@ func parseEnv(e env) (*Config, pending, error) {
 	c.LogLevel, err = logLevel(e[EnvLogLevel])
 	add(err)
 	c.CORSOrigins, err = corsOrigins(e[EnvCORSOrigins])
+	add(err)
+	c.AllowedHosts, err = allowedHosts(e[EnvAllowedHosts])
 	add(err)
 
 	// Large results.
@@ -481,17 +489,39 @@ func logLevel(v string) (slog.Level, error) {
 }
 
 func corsOrigins(v string) ([]string, error) {
-	list := splitList(v)
-	for _, o := range list {
-		if o == "*" {
+	return starList(EnvCORSOrigins, v, "allows every origin", "origins", func(o string) error {
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+			return fmt.Errorf("%s: %q is not an origin; use scheme://host[:port] such as https://app.example.com, or *", EnvCORSOrigins, o)
+		}
+		return nil
+	})
+}
+
+// allowedHosts reads NOETL_ALLOWED_HOSTS: host names or addresses (no
+// scheme, no port), or * alone.
+func allowedHosts(v string) ([]string, error) {
+	return starList(EnvAllowedHosts, v, "answers every Host header", "names", func(h string) error {
+		if _, err := netip.ParseAddr(h); err != nil && strings.ContainsAny(h, "/:@[] ") {
+			return fmt.Errorf("%s: %q is not a host name; give names such as noetl.internal or addresses such as 10.0.0.5, without scheme or port", EnvAllowedHosts, h)
+		}
+		return nil
+	})
+}
+
+// starList reads the comma-separated list v of the variable name: entries
+// that pass check, or * alone.
+func starList(name, v, star, entries string, check func(string) error) ([]string, error) {
+	list := SplitList(v)
+	for _, e := range list {
+		if e == "*" {
 			if len(list) > 1 {
-				return nil, fmt.Errorf("%s=%q: '*' allows every origin and cannot be combined with others; use '*' alone or list origins", EnvCORSOrigins, v)
+				return nil, fmt.Errorf("%s=%q: '*' %s and cannot be combined with others; use '*' alone or list %s", name, v, star, entries)
 			}
 			continue
 		}
-		u, err := url.Parse(o)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
-			return nil, fmt.Errorf("%s: %q is not an origin; use scheme://host[:port] such as https://app.example.com, or *", EnvCORSOrigins, o)
+		if err := check(e); err != nil {
+			return nil, err
 		}
 	}
 	return list, nil
@@ -596,7 +626,7 @@ func checkResultStore(v string) error {
 // refused: that is every address, the whole worker API open to anyone.
 func networks(v string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
-	for _, s := range splitList(v) {
+	for _, s := range SplitList(v) {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
 			a, aerr := netip.ParseAddr(s)
@@ -613,9 +643,9 @@ func networks(v string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// splitList splits a comma-separated value, dropping blanks so that an empty
+// SplitList splits a comma-separated value, dropping blanks so that an empty
 // token can never be configured by accident.
-func splitList(v string) []string {
+func SplitList(v string) []string {
 	var out []string
 	for _, s := range strings.Split(v, ",") {
 		if s = strings.TrimSpace(s); s != "" {

@@ -52,7 +52,11 @@
 //	NOETL_LEASE_SECONDS           command claim lease (R-L1)                                          60
 //	NOETL_MAX_BODY_BYTES          request body limit; at most 6 MiB in Lambda (sync payload limit)    1048576
 //	NOETL_LOG_LEVEL               debug | info | warn | error                                         info
-//	NOETL_CORS_ORIGINS            comma-separated allowed origins, or *; empty = same-origin only     (empty)
+//	NOETL_CORS_ORIGINS            comma-separated allowed origins, or *; empty = same-origin only.    (empty)
+//	                              A request carrying another Origin is refused (403)
+//	NOETL_ALLOWED_HOSTS           host names the local server answers besides its listen address,    (none)
+//	                              loopback names and NOETL_SERVER_URL's host; * = any. Other Host
+//	                              headers get 421 (DNS rebinding). Local mode
 //	NOETL_RESULT_STORE            where results posted by reference live (worker.md §1):              (none: such
 //	                              file:///absolute/dir on one machine, s3://bucket/prefix in AWS      results get 422)
 //	                              (set on the ingest function only); the server reads only URIs

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/store"
@@ -50,6 +51,12 @@ type txn struct {
 	// before the lock; the lock leaves out the state of a row still at the
 	// pinned seq (store.LockSet.KnownStates).
 	pinned map[int64]snapEntry
+	// cause is who causes the trigger being advanced, for the command
+	// transitions it decides: "" is a worker's report.
+	cause lifecycle.Actor
+	// fault is a command transition the lifecycle does not allow
+	// (lifecycle.Check): a bug, refused at commit.
+	fault error
 }
 
 // execution is one execution locked by a txn, with its snapshot decoded once
@@ -229,9 +236,10 @@ func (t *txn) execution(id int64) (*execution, error) {
 	return nil, Errorf(ErrNotFound, "execution %d not found", id)
 }
 
-// changeCommand records a change of a command row: applied at once to the row
-// the txn holds, and written at commit.
-func (t *txn) changeCommand(id string, ch store.CommandChange) {
+// changeCommand records a change of a command row, caused by by: checked
+// against the command lifecycle (lifecycle.Check), applied at once to the
+// row the txn holds, and written at commit.
+func (t *txn) changeCommand(id string, ch store.CommandChange, by lifecycle.Actor) {
 	ch.CommandID = id
 	k := t.cmds[id]
 	if k == nil {
@@ -239,6 +247,9 @@ func (t *txn) changeCommand(id string, ch store.CommandChange) {
 		// is known, and only it is written.
 		k = &command{row: store.Command{CommandID: id}}
 		t.cmds[id] = k
+	}
+	if err := lifecycle.Check(k.row.Status, ch.Status, by); err != nil && t.fault == nil {
+		t.fault = fmt.Errorf("command %s: %w", id, err)
 	}
 	ch.Apply(&k.row)
 	if k.isNew {
@@ -376,7 +387,11 @@ func (t *txn) gather(x *execution, out *engine.Outcome) {
 		default:
 			status = store.CommandFailed
 		}
-		t.changeCommand(f.CommandID, store.CommandChange{Status: status})
+		by := t.cause
+		if by == "" {
+			by = lifecycle.Report
+		}
+		t.changeCommand(f.CommandID, store.CommandChange{Status: status}, by)
 	}
 	for _, w := range out.Writes {
 		t.ch.Results = append(t.ch.Results, store.StepResult{StepResultKey: storeKey(w.Key), ExecutionID: x.row.ExecutionID, Result: w.Value})
@@ -394,11 +409,11 @@ func (t *txn) gather(x *execution, out *engine.Outcome) {
 	}
 	for _, r := range out.Retries {
 		t.changeCommand(r.CommandID, store.CommandChange{Status: store.CommandPending, Attempt: r.Attempt,
-			AvailableAt: r.AvailableAt, Release: true})
+			AvailableAt: r.AvailableAt, Release: true}, lifecycle.Engine)
 		t.announce = append(t.announce, r.CommandID)
 	}
 	for _, id := range out.Cancelled {
-		t.changeCommand(id, store.CommandChange{Status: store.CommandCancelled})
+		t.changeCommand(id, store.CommandChange{Status: store.CommandCancelled}, lifecycle.Engine)
 	}
 }
 
@@ -425,9 +440,10 @@ func (t *txn) claim(x *execution, k *command, workerID string, started bool) err
 	if started {
 		status = store.CommandRunning
 	}
-	lease := t.now.Add(t.s.lease)
+	deadline := lifecycle.Deadline(t.now, k.row.TimeoutSeconds)
+	lease := lifecycle.LeaseEnd(t.now, deadline, t.s.limits)
 	t.changeCommand(k.row.CommandID, store.CommandChange{Status: status, Hold: true, WorkerID: workerID,
-		LeaseExpiresAt: lease, DeadlineAt: t.now.Add(time.Duration(max(k.row.TimeoutSeconds, 1)) * time.Second)})
+		LeaseExpiresAt: lease, DeadlineAt: deadline}, lifecycle.Claim)
 	meta := map[string]any{"command_id": k.row.CommandID, "attempt": int64(k.row.Attempt), "worker_id": workerID,
 		"lease_expires_at": lease.UTC().Format(time.RFC3339Nano)}
 	if started {
@@ -441,6 +457,9 @@ func (t *txn) claim(x *execution, k *command, workerID string, started bool) err
 // commit writes everything gathered with COMMIT in one round trip, then
 // publishes the notifications of commands nobody took here.
 func (t *txn) commit() error {
+	if t.fault != nil {
+		return t.fault
+	}
 	for _, x := range t.order {
 		if !x.dirty && !x.isNew {
 			continue

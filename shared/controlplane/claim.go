@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -114,15 +115,14 @@ func (t *txn) claimOne(x *execution, k *command, workerID string, start bool) (*
 	if terminal(x.row.Status) {
 		return nil, refuse(ClaimTerminal, "Execution is already %s", x.row.Status), nil
 	}
-	held := k.row.Status == store.CommandClaimed || k.row.Status == store.CommandRunning
-	if held && t.leaseLapsed(k) {
-		// R-L4: a claim on an expired lease runs the sweep transition first.
-		if err := t.expire(x, k); err != nil {
+	if lifecycle.Ended(k.row.Lifecycle(), t.clock(), t.s.limits) {
+		// R-L4: a claim on a lease that ended runs the sweep transition first.
+		if _, err := t.endLease(x, k); err != nil {
 			return nil, nil, err
 		}
 	}
-	switch k.row.Status {
-	case store.CommandClaimed, store.CommandRunning:
+	switch {
+	case lifecycle.Held(k.row.Lifecycle()):
 		if k.row.WorkerID == workerID && start {
 			return bodyOf(k.row), nil, nil // idempotent: our worker asks again
 		}
@@ -130,14 +130,14 @@ func (t *txn) claimOne(x *execution, k *command, workerID string, start bool) (*
 			return nil, refuse(ClaimActive, "Command is being claimed: %s already holds it (a second notification of one command)", workerID), nil
 		}
 		return nil, refuse(ClaimActive, "Command already claimed by %s", k.row.WorkerID), nil
-	case store.CommandPending:
-	case store.CommandExpired:
+	case k.row.Status == store.CommandPending:
+	case k.row.Status == store.CommandExpired:
 		return nil, refuse(ClaimTerminal, "command %s lease expired and no attempt is left", k.row.CommandID), nil
 	default:
 		return nil, refuse(ClaimTerminal, "command %s is %s", k.row.CommandID, k.row.Status), nil
 	}
 	// The retry is due from the expiry event's time, which may be after now.
-	if at := t.eventTime(x); k.row.AvailableAt.After(at) {
+	if at := t.eventTime(x); !lifecycle.Claimable(k.row.Lifecycle(), lifecycle.Clock{Now: at}) {
 		return nil, &TooEarlyError{After: k.row.AvailableAt.Sub(at)}, nil // R-L7
 	}
 	if err := t.claim(x, k, workerID, start); err != nil {
@@ -146,22 +146,37 @@ func (t *txn) claimOne(x *execution, k *command, workerID string, start bool) (*
 	return bodyOf(k.row), nil, nil
 }
 
-// expire records a lease expiry and lets the engine decide: a retry (attempt + 1)
-// or the step's failure (R-L3). The txn holds both locks.
-func (t *txn) expire(x *execution, k *command) error {
-	t.changeCommand(k.row.CommandID, store.CommandChange{Status: store.CommandExpired})
-	_, _, err := t.advance(x, store.Event{EventType: engine.EvCommandExpired, NodeName: k.row.Step, Status: "EXPIRED",
-		CommandID: k.row.CommandID, WorkerID: k.row.WorkerID,
-		Meta: map[string]any{"command_id": k.row.CommandID, "attempt": int64(k.row.Attempt), "worker_id": k.row.WorkerID}})
-	return err
+// endLease is the sweep transition of a held command whose lease ended
+// (lifecycle.Ended), for the lease job and a claim on it (R-L4): past its
+// deadline and grace it fails with class timeout (R-L2), otherwise it
+// expires; the engine then applies the step's retry policy (R-L3). The txn
+// holds both locks.
+func (t *txn) endLease(x *execution, k *command) (timedOut bool, err error) {
+	c := k.row
+	meta := map[string]any{"command_id": c.CommandID, "attempt": int64(c.Attempt), "worker_id": c.WorkerID}
+	ev := store.Event{EventType: engine.EvCommandExpired, NodeName: c.Step, Status: "EXPIRED", CommandID: c.CommandID,
+		WorkerID: c.WorkerID, Meta: meta}
+	if timedOut = lifecycle.TimedOut(c.Lifecycle(), t.clock(), t.s.limits); timedOut {
+		meta["class"] = engine.ClassTimeout
+		ev.EventType, ev.Status = engine.EvCommandFailed, "FAILED"
+		ev.Error = fmt.Sprintf("the command ran past its timeout of %ds", c.TimeoutSeconds)
+	}
+	status := store.CommandExpired
+	if timedOut {
+		status = store.CommandFailed
+	}
+	// Written whatever the engine makes of the event: the row leaves its
+	// holder now.
+	t.changeCommand(c.CommandID, store.CommandChange{Status: status}, lifecycle.Sweep)
+	t.cause = lifecycle.Sweep
+	defer func() { t.cause = "" }()
+	_, _, err = t.advance(x, ev)
+	return timedOut, err
 }
 
-// leaseLapsed reports whether a held command's lease has run out and may be
-// taken from its holder: not within a lease of the database becoming
-// reachable again, as the lease-expiry job (store.LockExpiredLeases), since
-// the holder could not heartbeat meanwhile.
-func (t *txn) leaseLapsed(k *command) bool {
-	return !k.row.LeaseExpiresAt.After(t.now) && !t.now.Before(t.reachableSince.Add(t.s.lease))
+// clock is what the lifecycle's guards compare with in this txn.
+func (t *txn) clock() lifecycle.Clock {
+	return lifecycle.Clock{Now: t.now, ReachableSince: t.reachableSince}
 }
 
 // Heartbeat extends the lease of a command the worker holds (R-L1: no event),
@@ -186,10 +201,10 @@ func (s *Service) extendLease(ctx context.Context, sh *store.Shard, executionID 
 	if terminal(exec.Status) {
 		return time.Time{}, Errorf(ErrConflict, "execution %d is already %s", exec.ExecutionID, exec.Status)
 	}
-	until, err := store.ExtendLease(ctx, sh.Pool(), commandID, workerID, attempt, s.lease)
+	until, err := store.ExtendLease(ctx, sh.Pool(), commandID, workerID, attempt, s.limits)
 	switch {
 	case errors.Is(err, store.ErrConflict):
-		return time.Time{}, Errorf(ErrConflict, "command %s is not held by %s (attempt %d); stop and drop the result", commandID, workerID, attempt)
+		return time.Time{}, Errorf(ErrConflict, "command %s is not held by %s (attempt %d), or ran past its time limit; stop and drop the result", commandID, workerID, attempt)
 	case errors.Is(err, store.ErrNotFound):
 		return time.Time{}, Errorf(ErrNotFound, "command %s not found", commandID)
 	case err != nil:

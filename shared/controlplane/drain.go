@@ -17,7 +17,7 @@ type DrainReport struct {
 	PublishFailed     int           `json:"publish_failed"`
 	Expired           int           `json:"expired"`
 	TimedOut          int           `json:"timed_out"`
-	RetriesAnnounced  int           `json:"retries_announced"`
+	Reannounced       int           `json:"reannounced"`
 	ChildrenCancelled int           `json:"children_cancelled"`
 	OutboxDeleted     int64         `json:"outbox_deleted"`
 	OutboxPending     int64         `json:"outbox_pending"`
@@ -32,8 +32,8 @@ const sweepBatch = 100
 const outboxMaxDelay = 5 * time.Minute
 
 // Drain is the scheduled run (api.md, last section): on every shard it publishes
-// the outbox, expires leases (R-L4), fails commands past their deadline (R-L2),
-// announces due retries, re-drives the cancel cascade of ended parents (R-R10),
+// the outbox, ends leases that ended (R-L4; past the deadline, R-L2), announces
+// again pending commands nobody claimed, re-drives the cancel cascade of ended parents (R-R10),
 // deletes old published rows, and measures the outbox lag. It is safe to run
 // concurrently with itself: every claim uses SKIP LOCKED.
 func (s *Service) Drain(ctx context.Context, maxBatch int) (*DrainReport, error) {
@@ -54,11 +54,11 @@ func (s *Service) Drain(ctx context.Context, maxBatch int) (*DrainReport, error)
 	// A run that did nothing says so only at debug: it runs every minute
 	// (EventBridge), or every few seconds locally, outages included.
 	level := slog.LevelDebug
-	if r.Published+r.PublishFailed+r.Expired+r.TimedOut+r.RetriesAnnounced+r.ChildrenCancelled > 0 || r.OutboxDeleted > 0 {
+	if r.Published+r.PublishFailed+r.Expired+r.TimedOut+r.Reannounced+r.ChildrenCancelled > 0 || r.OutboxDeleted > 0 {
 		level = slog.LevelInfo
 	}
 	s.log.Log(ctx, level, "drain", "published", r.Published, "publish_failed", r.PublishFailed, "expired", r.Expired,
-		"timed_out", r.TimedOut, "retries_announced", r.RetriesAnnounced, "children_cancelled", r.ChildrenCancelled,
+		"timed_out", r.TimedOut, "reannounced", r.Reannounced, "children_cancelled", r.ChildrenCancelled,
 		"outbox_pending", r.OutboxPending, "outbox_lag_seconds", r.OutboxLagSeconds)
 	return r, nil
 }
@@ -79,9 +79,8 @@ func (s *Service) drainJobs(maxBatch int) []drainJob {
 		{"outbox", func(ctx context.Context, sh *store.Shard, r *DrainReport) error {
 			return s.publishOutbox(ctx, sh, maxBatch, r)
 		}},
-		{"lease expiry", s.expireLeases},
-		{"deadlines", s.failPastDeadline},
-		{"retries", s.announceRetries},
+		{"leases", s.expireLeases},
+		{"announce again", s.announceAgain},
 		{"orphans", s.cancelOrphans},
 		{"cleanup", s.cleanOutbox},
 		{"outbox stats", s.measureOutbox},

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/noetlwire"
 	"github.com/noetl-go/noetl/shared/redact"
 	"github.com/noetl-go/noetl/shared/store"
@@ -291,14 +292,14 @@ func (t *txn) fence(x *execution, e *store.Event) (string, error) {
 		return "", Errorf(ErrNotFound, "command %s not found in execution %d", e.CommandID, x.row.ExecutionID)
 	}
 	c := k.row
-	if c.Status != store.CommandClaimed && c.Status != store.CommandRunning {
-		return fmt.Sprintf("command %s is %s, not held by a worker; the event was stored and ignored", c.CommandID, c.Status), nil
-	}
 	attempt := noetlwire.Attempt(e.Meta)
 	switch {
+	case lifecycle.HeldBy(c.Lifecycle(), e.WorkerID, attempt):
+	case !lifecycle.Held(c.Lifecycle()):
+		return fmt.Sprintf("command %s is %s, not held by a worker; the event was stored and ignored", c.CommandID, c.Status), nil
 	case attempt > 0 && attempt != c.Attempt:
 		return fmt.Sprintf("attempt %d of command %s is not the current attempt %d; the event was stored and ignored", attempt, c.CommandID, c.Attempt), nil
-	case c.WorkerID != "" && e.WorkerID != c.WorkerID:
+	default:
 		by := e.WorkerID
 		if by == "" {
 			by = "a report without worker_id"
@@ -306,7 +307,7 @@ func (t *txn) fence(x *execution, e *store.Event) (string, error) {
 		return fmt.Sprintf("command %s is held by %s, not %s; the event was stored and ignored", c.CommandID, c.WorkerID, by), nil
 	}
 	if typ == engine.EvCommandStarted && c.Status == store.CommandClaimed {
-		t.changeCommand(c.CommandID, store.CommandChange{Status: store.CommandRunning})
+		t.changeCommand(c.CommandID, store.CommandChange{Status: store.CommandRunning}, lifecycle.Start)
 	}
 	return "", nil
 }

@@ -6,14 +6,28 @@ import (
 	"github.com/noetl-go/noetl/shared/store"
 )
 
-// expireLeases is the lease-expiry job: commands whose worker stopped
-// heartbeating lose their lease, and the engine decides a retry or the
-// failure (R-L3, R-L4).
+// expireLeases is the lease job: a held command whose lease ended
+// (lifecycle.Ended: its holder stopped heartbeating, or its deadline and
+// grace passed, heartbeats or not) leaves its holder; past its deadline it
+// fails with class timeout, otherwise it expires, and the engine applies the
+// step's retry policy (txn.endLease; R-L2, R-L3).
 func (s *Service) expireLeases(ctx context.Context, sh *store.Shard, r *DrainReport) error {
-	return s.sweepBatches(ctx, sh,
+	// By command id: a transaction withTx runs again counts each once.
+	late := map[string]bool{}
+	ended := 0
+	err := s.sweepBatches(ctx, sh,
 		func(q store.Querier) ([]store.Command, error) {
-			return store.LockExpiredLeases(ctx, q, s.lease, sweepBatch)
+			return store.LockEndedLeases(ctx, q, s.limits, sweepBatch)
 		},
-		func(t *txn, x *execution, k *command) error { return t.expire(x, k) },
-		&r.Expired)
+		func(t *txn, x *execution, k *command) error {
+			timedOut, err := t.endLease(x, k)
+			if timedOut {
+				late[k.row.CommandID] = true
+			}
+			return err
+		},
+		&ended)
+	r.Expired += max(ended-len(late), 0)
+	r.TimedOut += len(late)
+	return err
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/store"
 )
@@ -295,7 +296,7 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 			x := t.execs[k.row.ExecutionID]
 			// New commands only: a retried one was read without its payload,
 			// and announcing it is what its backoff expects (R-L7).
-			if !k.isNew || k.row.Status != store.CommandPending || x.row.Pool != r.Pool || k.row.AvailableAt.After(t.eventTime(x)) {
+			if !k.isNew || x.row.Pool != r.Pool || !lifecycle.Claimable(k.row.Lifecycle(), lifecycle.Clock{Now: t.eventTime(x)}) {
 				continue
 			}
 			size := commandBytes(k.row)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/store"
 )
@@ -43,9 +44,13 @@ type Config struct {
 	// Lease is the claim lease (R-L1); default 60 s.
 	Lease time.Duration
 	// DeadlineGrace is added to a command's deadline before the sweeper fails it
-	// with class timeout (R-L2); default 30 s.
+	// with class timeout (R-L2); default 30 s. No lease lasts past it
+	// (lifecycle.LeaseEnd).
 	DeadlineGrace time.Duration
-	Engine        engine.Config
+	// Reannounce is when a pending command nobody claimed is announced
+	// again (lifecycle.ReannounceDue); default lifecycle.DefaultReannounce.
+	Reannounce lifecycle.Reannounce
+	Engine     engine.Config
 	// Results reads worker results posted by reference (result_kind "ref",
 	// worker.md §1). Nil means none are accepted: such events answer 422.
 	Results resultstore.Store
@@ -83,16 +88,18 @@ const DefaultMaxStateBytes = 8 << 20
 
 // Service is the control plane. It is safe for concurrent use.
 type Service struct {
-	cfg    Config
-	st     *store.Store
-	eng    *engine.Engine
-	log    *slog.Logger
-	ids    *idPool
-	books  *playbookCache
-	snaps  *snapCache
-	lease  time.Duration
-	grace  time.Duration
-	server string
+	cfg   Config
+	st    *store.Store
+	eng   *engine.Engine
+	log   *slog.Logger
+	ids   *idPool
+	books *playbookCache
+	snaps *snapCache
+	// limits are the lease rules (lifecycle.Limits): every lease and its
+	// end are decided from them.
+	limits     lifecycle.Limits
+	reannounce lifecycle.Reannounce
+	server     string
 }
 
 // New returns a Service over an opened store.
@@ -108,6 +115,12 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.DeadlineGrace <= 0 {
 		cfg.DeadlineGrace = 30 * time.Second
+	}
+	if cfg.Reannounce.First <= 0 {
+		cfg.Reannounce.First = lifecycle.DefaultReannounce.First
+	}
+	if cfg.Reannounce.Max < cfg.Reannounce.First {
+		cfg.Reannounce.Max = max(cfg.Reannounce.First, lifecycle.DefaultReannounce.Max)
 	}
 	if cfg.PlaybookCache <= 0 {
 		cfg.PlaybookCache = 256
@@ -136,7 +149,7 @@ func New(cfg Config) (*Service, error) {
 	return &Service{
 		cfg: cfg, st: cfg.Store, eng: engine.New(cfg.Engine), log: cfg.Logger,
 		ids: newIDPool(cfg.IDBlock), books: newPlaybookCache(cfg.PlaybookCache, cfg.PlaybookCacheBytes), snaps: newSnapCache(cfg.SnapshotCacheBytes),
-		lease: cfg.Lease, grace: cfg.DeadlineGrace, server: cfg.ServerURL,
+		limits: lifecycle.Limits{Lease: cfg.Lease, Grace: cfg.DeadlineGrace}, reannounce: cfg.Reannounce, server: cfg.ServerURL,
 	}, nil
 }
 
@@ -144,7 +157,7 @@ func New(cfg Config) (*Service, error) {
 func (s *Service) Store() *store.Store { return s.st }
 
 // Lease is the configured claim lease.
-func (s *Service) Lease() time.Duration { return s.lease }
+func (s *Service) Lease() time.Duration { return s.limits.Lease }
 
 // defaultIDBlock is how many ids one refill takes from a shard's sequence.
 // Unused ids of a block are simply never used: the space is 2^53 per shard

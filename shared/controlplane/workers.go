@@ -31,6 +31,10 @@ import (
 //     registration's instance). So a live pool keeps its commands, a dead one
 //     loses them within one lease, and a worker id reused by a restarted
 //     process does not keep alive what the dead process held.
+//     Our worker's beats extend none (selfBeating): it heartbeats each
+//     command it runs, so a command it holds but no longer runs (a result
+//     it cannot deliver) ends with its lease. No beat keeps a lease past the
+//     command's time limit (lifecycle.LeaseEnd).
 //   - In flight: the commands a worker holds under a live lease, counted from
 //     the command rows (not what the worker says): true whichever worker
 //     generation it is, and zero within a lease of a crash.
@@ -119,13 +123,23 @@ func (s *Service) WorkerHeartbeat(ctx context.Context, name string, reg *noetlwi
 	return w, false, nil
 }
 
+// selfBeating are the runtimes whose workers heartbeat every command they
+// run (ours, shared/worker): their pool beats extend no lease, so a lease
+// lasts only while its command runs. NoETL's workers keep the pool beat's
+// extension: the Rust worker heartbeats no command, and the Python worker's
+// registration is its beat (issue 18).
+var selfBeating = map[string]bool{"go": true}
+
 // extendLeases extends the leases the worker's current instance holds, on
 // every shard. A shard that fails is logged and skipped: the beat still
 // counts, and the next one tries again well within the lease.
 func (s *Service) extendLeases(ctx context.Context, w store.Worker) int64 {
+	if selfBeating[w.Runtime] {
+		return 0
+	}
 	var n int64
 	for i := range s.st.NumShards() {
-		k, err := store.ExtendHeldLeases(ctx, s.st.Shard(i).Pool(), w.Name, w.InstanceAt.Add(-instanceSkew), s.lease)
+		k, err := store.ExtendHeldLeases(ctx, s.st.Shard(i).Pool(), w.Name, w.InstanceAt.Add(-instanceSkew), s.limits)
 		if err != nil {
 			s.log.WarnContext(ctx, "extending a worker's leases failed", "worker_id", w.Name, "shard", i, "error", err.Error())
 			continue

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/credscope"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/keychain"
 	"github.com/noetl-go/noetl/shared/store"
@@ -33,26 +34,20 @@ var (
 	errNoKey     = controlplane.ErrUnavailable
 )
 
-// Executions answers whether an execution runs (controlplane.Service).
-type Executions interface {
-	Status(ctx context.Context, id int64) (*controlplane.StatusView, error)
-}
-
 // Service is the keychain.
 type Service struct {
-	st    *store.Store
-	ring  keychain.KeyRing
-	execs Executions
-	log   *slog.Logger
+	st   *store.Store
+	ring keychain.KeyRing
+	log  *slog.Logger
 }
 
 // New returns the keychain over st. ring may be nil: credentials can then
 // be listed and deleted, not stored or read with data.
-func New(st *store.Store, ring keychain.KeyRing, execs Executions, log *slog.Logger) *Service {
+func New(st *store.Store, ring keychain.KeyRing, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{st: st, ring: ring, execs: execs, log: log}
+	return &Service{st: st, ring: ring, log: log}
 }
 
 // Input is a credential to create or replace (NoETL's
@@ -64,6 +59,9 @@ type Input struct {
 	Meta        map[string]any
 	Tags        []string
 	Description string
+	// Scope replaces the stored scope when set; nil keeps it (a client that
+	// knows no scope never widens one).
+	Scope *credscope.Scope
 }
 
 // Credential is a keychain entry as served: Data only when it was asked for
@@ -75,6 +73,7 @@ type Credential struct {
 	Meta        map[string]any
 	Tags        []string
 	Description string
+	Scope       credscope.Scope
 	KeyID       string
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
@@ -114,8 +113,14 @@ func (s *Service) Put(ctx context.Context, in Input) (Credential, bool, error) {
 	if err != nil {
 		return Credential{}, false, err
 	}
+	var scope map[string]any
+	if in.Scope != nil {
+		if scope, err = jsonx.DecodeObject(jsonx.MustMarshal(in.Scope)); err != nil {
+			return Credential{}, false, err
+		}
+	}
 	row, created, err := store.PutCredential(ctx, s.st.Cluster(), store.Credential{Name: in.Name, Type: in.Type, Meta: in.Meta,
-		Tags: in.Tags, Description: in.Description, KeyID: sealed.KeyID, WrappedKey: sealed.WrappedKey, Nonce: sealed.Nonce,
+		Tags: in.Tags, Description: in.Description, Scope: scope, KeyID: sealed.KeyID, WrappedKey: sealed.WrappedKey, Nonce: sealed.Nonce,
 		Ciphertext: sealed.Ciphertext})
 	if err != nil {
 		return Credential{}, false, err
@@ -124,21 +129,37 @@ func (s *Service) Put(ctx context.Context, in Input) (Credential, bool, error) {
 	return credentialOf(row), created, nil
 }
 
+// credentialOf is a stored credential as served. A stored scope that no
+// longer reads (it was checked when stored) fails closed: every playbook,
+// pool and host is refused, naming the problem.
 func credentialOf(r store.Credential) Credential {
-	return Credential{ID: r.CredentialID, Name: r.Name, Type: r.Type, Meta: r.Meta, Tags: r.Tags, Description: r.Description,
+	c := Credential{ID: r.CredentialID, Name: r.Name, Type: r.Type, Meta: r.Meta, Tags: r.Tags, Description: r.Description,
 		KeyID: r.KeyID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	if r.Scope != nil {
+		scope, err := credscope.Read(r.Scope)
+		if err != nil {
+			none := []string{"(unreadable stored scope: " + err.Error() + ")"}
+			scope = credscope.Scope{Playbooks: none, Pools: none, Hosts: []string{"invalid.invalid"}}
+		}
+		c.Scope = scope
+	}
+	return c
 }
 
 // Get reads a credential by id or name: read is the read as it is logged
-// (who asks: scope, token fingerprint, worker, request; for which
-// execution; whether with the data), mayReadData whether the reader may have
-// data (the worker scope; an API without tokens). The data is given only
-// when asked for, to such a reader, for a running execution named by
-// read.ExecutionID; otherwise the request is refused (ErrForbidden, naming
-// why). Every read, served or not, is logged without the data; a read that
-// cannot be logged is not served.
-func (s *Service) Get(ctx context.Context, identifier string, read store.CredentialRead, mayReadData bool) (Credential, error) {
+// (who asks: scope, token fingerprint, request; for which execution; whether
+// with the data), mayReadData whether the reader holds the worker scope (or
+// the API runs without tokens), ask the claim it presents. The
+// data is given only when asked for, to the worker scope (or an API without
+// tokens), for a running execution named by read.ExecutionID that the
+// credential's scope allows, to the holder of a live claim whose step names
+// the credential (claim.go); otherwise the request is refused (ErrForbidden,
+// naming why). Every read, served or not, is logged without the data, a
+// served one with the claim's worker and command (never what the request
+// said); a read that cannot be logged is not served.
+func (s *Service) Get(ctx context.Context, identifier string, read store.CredentialRead, mayReadData bool, ask store.ClaimAsk) (Credential, error) {
 	read.Name, read.CredentialID, read.Outcome, read.Reason = identifier, 0, "", ""
+	read.WorkerID, read.CommandID = "", ""
 	row, err := store.GetCredential(ctx, s.st.Cluster(), identifier)
 	if errors.Is(err, store.ErrNotFound) {
 		read.Outcome = store.ReadNotFound
@@ -156,7 +177,8 @@ func (s *Service) Get(ctx context.Context, identifier string, read store.Credent
 		read.Outcome = store.ReadServed
 		return c, s.logRead(ctx, read)
 	}
-	if why := s.dataRefusal(ctx, read, mayReadData); why != "" {
+	claim, why := s.dataRefusal(ctx, c, read, mayReadData, ask)
+	if why != "" {
 		read.Outcome, read.Reason = store.ReadRefused, why
 		if lerr := s.logRead(ctx, read); lerr != nil {
 			return Credential{}, lerr
@@ -177,32 +199,26 @@ func (s *Service) Get(ctx context.Context, identifier string, read store.Credent
 	if err != nil {
 		return Credential{}, fmt.Errorf("credential %q: its data is not a JSON object: %w", row.Name, err)
 	}
-	read.Outcome = store.ReadServed
+	read.Outcome, read.WorkerID, read.CommandID = store.ReadServed, claim.WorkerID, claim.CommandID
 	if err := s.logRead(ctx, read); err != nil {
 		return Credential{}, err
 	}
-	s.log.InfoContext(ctx, "credential data served", "credential", row.Name, "execution_id", read.ExecutionID, "scope", read.Scope, "worker_id", read.WorkerID)
+	s.log.InfoContext(ctx, "credential data served", "credential", row.Name, "execution_id", read.ExecutionID, "scope", read.Scope,
+		"worker_id", read.WorkerID, "command_id", read.CommandID)
 	c.Data = data
 	return c, nil
 }
 
-// dataRefusal says why a read may not have the data, or "".
-func (s *Service) dataRefusal(ctx context.Context, r store.CredentialRead, mayReadData bool) string {
+// dataRefusal finds the claim a read of c's data is answered for, or says
+// why there is none.
+func (s *Service) dataRefusal(ctx context.Context, c Credential, r store.CredentialRead, mayReadData bool, ask store.ClaimAsk) (store.ClaimHeld, string) {
 	if !mayReadData {
-		return fmt.Sprintf("include_data=true is answered only to the worker scope; this token has the %s scope", r.Scope)
+		return store.ClaimHeld{}, fmt.Sprintf("include_data=true is answered only to the worker scope; this token has the %s scope", r.Scope)
 	}
 	if r.ExecutionID == 0 {
-		return "include_data=true needs execution_id, the running execution the credential is for"
+		return store.ClaimHeld{}, "include_data=true needs execution_id, the running execution the credential is for"
 	}
-	st, err := s.execs.Status(ctx, r.ExecutionID)
-	if err != nil {
-		return fmt.Sprintf("execution %d is not known here", r.ExecutionID)
-	}
-	switch st.Status {
-	case store.ExecutionCompleted, store.ExecutionFailed, store.ExecutionCancelled:
-		return fmt.Sprintf("execution %d is %s; credential data is given only while an execution runs", r.ExecutionID, st.Status)
-	}
-	return ""
+	return s.claimFor(ctx, c.Name, c.Scope, r.ExecutionID, ask)
 }
 
 func (s *Service) logRead(ctx context.Context, r store.CredentialRead) error {

@@ -2,11 +2,13 @@ package credentials
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
 
+	"github.com/noetl-go/noetl/shared/credscope"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/noetlwire"
 	"github.com/noetl-go/noetl/shared/store"
@@ -72,8 +74,10 @@ func object(body map[string]any, key string) (map[string]any, error) {
 
 // ReadInput reads NoETL's CredentialCreateRequest: name, type (alias
 // credential_type, default generic), data (an object), meta, tags (a list,
-// or NoETL's comma-separated string), description. Its errors are
-// noetlwire.FieldErrors naming the field.
+// or NoETL's comma-separated string), description; and ours, scope
+// ({playbooks, pools, hosts}: shared/credscope; absent or null keeps the
+// stored scope, {} clears it). Its errors are noetlwire.FieldErrors naming
+// the field.
 func ReadInput(body map[string]any) (Input, error) {
 	var in Input
 	name, err := text(body, "name")
@@ -108,6 +112,17 @@ func ReadInput(body map[string]any) (Input, error) {
 	if in.Description, err = text(body, "description"); err != nil {
 		return in, err
 	}
+	if v := body["scope"]; v != nil {
+		scope, err := credscope.Read(v)
+		if err != nil {
+			var fe *credscope.FieldError
+			if errors.As(err, &fe) {
+				return in, invalid(fe.Field, "%s", fe.Message)
+			}
+			return in, err
+		}
+		in.Scope = &scope
+	}
 	in.Tags = []string{}
 	switch x := body["tags"].(type) {
 	case nil:
@@ -137,8 +152,13 @@ func (c Credential) JSON() wire.Credential {
 	if tags == nil {
 		tags = []string{}
 	}
-	return wire.Credential{ID: wire.ID(c.ID), Name: c.Name, Type: c.Type, Meta: c.Meta, Tags: tags, Description: c.Description,
+	out := wire.Credential{ID: wire.ID(c.ID), Name: c.Name, Type: c.Type, Meta: c.Meta, Tags: tags, Description: c.Description,
 		KeyID: c.KeyID, CreatedAt: wire.At(c.CreatedAt), UpdatedAt: wire.At(c.UpdatedAt), Data: c.Data}
+	if !c.Scope.Empty() {
+		scope := c.Scope
+		out.Scope = &scope
+	}
+	return out
 }
 
 // readJSON is a logged read in the reply shape.
@@ -146,7 +166,7 @@ func readJSON(r store.CredentialRead) wire.CredentialRead {
 	return wire.CredentialRead{ReadID: wire.ID(r.ReadID), ReadAt: wire.At(r.ReadAt), Name: r.Name,
 		CredentialID: wire.OptID(r.CredentialID), ExecutionID: wire.OptID(r.ExecutionID), IncludeData: r.IncludeData,
 		Outcome: r.Outcome, Reason: wire.OptString(r.Reason), Scope: r.Scope, Token: wire.OptString(r.Token),
-		WorkerID: wire.OptString(r.WorkerID), RequestID: wire.OptString(r.RequestID)}
+		WorkerID: wire.OptString(r.WorkerID), CommandID: wire.OptString(r.CommandID), RequestID: wire.OptString(r.RequestID)}
 }
 
 // The API's routes (api.Keychain): NoETL's shapes over the Service.
@@ -167,8 +187,8 @@ func (s *Service) PutJSON(ctx context.Context, body map[string]any) (wire.Creden
 }
 
 // GetJSON is GET /api/credentials/{identifier} (Get).
-func (s *Service) GetJSON(ctx context.Context, identifier string, read store.CredentialRead, mayReadData bool) (wire.Credential, error) {
-	c, err := s.Get(ctx, identifier, read, mayReadData)
+func (s *Service) GetJSON(ctx context.Context, identifier string, read store.CredentialRead, mayReadData bool, claim store.ClaimAsk) (wire.Credential, error) {
+	c, err := s.Get(ctx, identifier, read, mayReadData, claim)
 	return c.JSON(), err
 }
 

@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -112,6 +113,9 @@ type Server struct {
 	API        *api.API
 	// Postgres is the throwaway server, nil when DatabaseURL was given.
 	Postgres *devstack.Postgres
+	// EmbeddedNATS is the embedded NATS server, nil when NATSURL was given
+	// (tests stop and restart it).
+	EmbeddedNATS *devstack.NATS
 	// Results is the result store workers of this stack share; nil: none.
 	Results resultstore.Store
 	// KeyRing seals the keychain's credentials: a key file, or a KMS key.
@@ -180,6 +184,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 			return nil, fmt.Errorf("start NATS: %w", err)
 		}
 		s.closers = append(s.closers, n.Shutdown)
+		s.EmbeddedNATS = n
 		overrides[config.EnvNATSURL] = n.URL()
 	}
 
@@ -240,10 +245,10 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	}
 	deps := lambdafn.Deps{Store: s.Store, Publisher: lambdafn.PublisherOf(notify.NewPublisher(s.JS, notify.StreamOptions{})),
 		NATS: lambdafn.NATSChecker(s.NATS), Config: cfg, Results: s.Results, Logger: o.Logger, WorkerTTL: o.WorkerTTL,
-		Keychain: func(st *store.Store, svc *controlplane.Service, log *slog.Logger) api.Keychain {
-			return credentials.New(st, s.KeyRing, svc, log)
+		Keychain: func(st *store.Store, _ *controlplane.Service, log *slog.Logger) api.Keychain {
+			return credentials.New(st, s.KeyRing, log)
 		},
-		Dashboard: dashboard.Files{}}
+		Dashboard: dashboard.Files{}, Hosts: hostRule(ln.Addr().String(), cfg)}
 	metrics := localgw.NewMetrics(serverStats{s}, cfg.Tokens)
 	deps.Recorder, deps.Observer = metrics, metrics
 	if s.API, err = deps.Build(cfg.ServerURL); err != nil {
@@ -265,7 +270,8 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 			s.schedules = h
 		}
 	}
-	gw, err := localgw.New(handlers, localgw.Options{Metrics: metrics, CORS: api.NewCORS(cfg.CORSOrigins), Logger: o.Logger})
+	gw, err := localgw.New(handlers, localgw.Options{Metrics: metrics, CORS: api.NewCORS(cfg.CORSOrigins), Admit: s.API.Admit,
+		Logger: o.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -285,6 +291,17 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		go s.scheduleLoop(tickCtx, o.ScheduleEvery, o.Logger)
 	}
 	return s, nil
+}
+
+// hostRule is the Host headers the local server answers (api.HostRule):
+// its listen address, loopback names, the host of the URL workers are told
+// to call (NOETL_SERVER_URL) and NOETL_ALLOWED_HOSTS.
+func hostRule(listen string, cfg *config.Config) *api.HostRule {
+	names := slices.Clone(cfg.AllowedHosts)
+	if u, err := url.Parse(cfg.ServerURL); err == nil && u.Hostname() != "" {
+		names = append(names, u.Hostname())
+	}
+	return api.NewHostRule(listen, names...)
 }
 
 // serverStats reads the service at scrape time (it is built after the

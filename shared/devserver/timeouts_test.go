@@ -72,7 +72,7 @@ func TestTrickledRequestCutOff(t *testing.T) {
 	addr := strings.TrimPrefix(s.URL, "http://")
 	body := `{"path": "` + strings.Repeat("x", 100) + `"}`
 	for _, tc := range []struct{ name, head, rest, want string }{
-		{"body", "POST /api/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+		{"body", "POST /api/execute HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\nContent-Length: " +
 			strconv.Itoa(len(body)) + "\r\n\r\n", body, "HTTP/1.1 400 "},
 		{"headers", "GET /api/health HTTP/1.1\r\n", "Host: x\r\nX-Slow: " + strings.Repeat("y", 100) + "\r\n\r\n", ""},
 	} {

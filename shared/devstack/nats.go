@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -132,6 +133,28 @@ func (n *NATS) Up() error {
 	}
 	if n.srv != nil {
 		return nil
+	}
+	return n.start()
+}
+
+// Restart stops the server and starts it again on the same port with an
+// empty store: a restart that loses every stream and the messages in them,
+// as a JetStream on memory storage, or a lost volume, does.
+func (n *NATS) Restart() error {
+	n.Down()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.shut {
+		return errors.New("devstack: nats: Restart after Shutdown")
+	}
+	entries, err := os.ReadDir(n.storeDir)
+	if err != nil {
+		return fmt.Errorf("devstack: nats: empty the store: %w", err)
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(n.storeDir, e.Name())); err != nil {
+			return fmt.Errorf("devstack: nats: empty the store: %w", err)
+		}
 	}
 	return n.start()
 }

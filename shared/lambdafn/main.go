@@ -260,6 +260,9 @@ type Deps struct {
 	Schedules controlplane.ScheduleSync
 	// Dashboard serves the web dashboard; nil: not this function's.
 	Dashboard api.Dashboard
+	// Hosts is the Host headers the API answers; nil: any (API Gateway owns
+	// the host). The local server sets it.
+	Hosts *api.HostRule
 }
 
 // Build makes a service and its API for serverURL (no I/O).
@@ -276,7 +279,7 @@ func (d Deps) Build(serverURL string) (*api.API, error) {
 	}
 	return api.New(svc, api.Options{Tokens: d.Config.Tokens, TokenlessWorkers: d.Config.TokenlessWorkers, MaxBodyBytes: d.Config.MaxBodyBytes,
 		CORSOrigins: d.Config.CORSOrigins, Version: Version(), NATS: d.NATS, Recorder: d.Recorder, Logger: d.Logger, Dashboard: d.Dashboard,
-		Keychain: kc}), nil
+		Keychain: kc, Hosts: d.Hosts}), nil
 }
 
 // NewKeychain makes the keychain over a function's store and service

@@ -47,7 +47,11 @@ type Options struct {
 	// (an unknown route's 404, the preflight of a path without routes, its
 	// 400/413/502), as API Gateway's CORS configuration covers them in AWS;
 	// nil: none. The functions apply the same policy to theirs.
-	CORS   *api.CORS
+	CORS *api.CORS
+	// Admit is asked before a request's body is read (api.API.Admit): the
+	// functions' own rules on Host, Origin, token, size and Content-Type, so
+	// a refused request costs no body read whatever it sends. nil: none.
+	Admit  func(ctx context.Context, r *api.Request, bodyLength int64) *api.Response
 	Logger *slog.Logger
 }
 
@@ -113,6 +117,15 @@ func New(handlers map[string]any, opts Options) (*Gateway, error) {
 // ServeHTTP implements http.Handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	requestID := requestIDOf(r)
+	if g.opts.Admit != nil {
+		header := r.Header.Clone()
+		header.Set("Host", r.Host)
+		if resp := g.opts.Admit(r.Context(), &api.Request{Method: r.Method, Path: r.URL.Path, Header: header,
+			RequestID: requestID, SourceIP: sourceIPOf(r)}, r.ContentLength); resp != nil {
+			g.writeResponse(w, r, requestID, resp)
+			return
+		}
+	}
 	if r.URL.Path == "/metrics" && g.opts.Metrics != nil {
 		w.Header().Set("X-Request-Id", requestID)
 		g.opts.Metrics.ServeHTTP(w, r)
@@ -135,15 +148,21 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		route = g.routeFor(r.URL.Path, allow[0])
 		routeKey, params = "$default", nil
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, g.opts.MaxBodyBytes+1))
-	if err != nil {
-		g.writeError(w, r, requestID, http.StatusBadRequest, "reading the request body: "+err.Error())
-		return
-	}
-	if int64(len(body)) > g.opts.MaxBodyBytes {
-		g.writeError(w, r, requestID, http.StatusRequestEntityTooLarge,
-			fmt.Sprintf("request body is over the gateway's limit of %d bytes", g.opts.MaxBodyBytes))
-		return
+	var body []byte
+	if ok { // a 405 or a preflight reads no body
+		if r.ContentLength > g.opts.MaxBodyBytes {
+			g.writeError(w, r, requestID, http.StatusRequestEntityTooLarge, g.tooLarge())
+			return
+		}
+		var err error
+		if body, err = io.ReadAll(io.LimitReader(r.Body, g.opts.MaxBodyBytes+1)); err != nil {
+			g.writeError(w, r, requestID, http.StatusBadRequest, "reading the request body: "+err.Error())
+			return
+		}
+		if int64(len(body)) > g.opts.MaxBodyBytes {
+			g.writeError(w, r, requestID, http.StatusRequestEntityTooLarge, g.tooLarge())
+			return
+		}
 	}
 	ev := ToEvent(r, body, routeKey, params, requestID)
 	payload, err := json.Marshal(ev)
@@ -163,6 +182,19 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.log.ErrorContext(r.Context(), "bad function response", "function", route.Function, "error", err.Error())
 		g.writeError(w, r, requestID, http.StatusBadGateway, "the "+route.Function+" function returned a malformed response")
 	}
+}
+
+func (g *Gateway) tooLarge() string {
+	return fmt.Sprintf("request body is over the gateway's limit of %d bytes (API Gateway's HTTP API payload limit)", g.opts.MaxBodyBytes)
+}
+
+// sourceIPOf is the TCP peer's address, as API Gateway's sourceIp.
+func sourceIPOf(r *http.Request) string {
+	ip, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return ip
 }
 
 // routeFor is a route of path with the given method (from Find's allow).
@@ -213,10 +245,7 @@ func ToEvent(r *http.Request, body []byte, routeKey string, params map[string]st
 			qsp[k] = strings.Join(vs, ",")
 		}
 	}
-	sourceIP, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		sourceIP = r.RemoteAddr
-	}
+	sourceIP := sourceIPOf(r)
 	if xff := headers["x-forwarded-for"]; xff != "" {
 		headers["x-forwarded-for"] = xff + ", " + sourceIP
 	} else {

@@ -34,6 +34,7 @@ func TestMain(m *testing.M) { devstacktest.Main(m) }
 type server struct {
 	s       *apitest.Stack
 	srv     *httptest.Server
+	gw      *localgw.Gateway
 	metrics *localgw.Metrics
 
 	mu     sync.Mutex
@@ -78,10 +79,12 @@ func newServer(t *testing.T, opts apitest.Options) *server {
 			return h.Handle(ctx, ev)
 		}
 	}
-	gw, err := localgw.New(handlers, localgw.Options{Metrics: sv.metrics, CORS: api.NewCORS(opts.CORSOrigins)})
+	// As devserver wires it: the API's admission before any body is read.
+	gw, err := localgw.New(handlers, localgw.Options{Metrics: sv.metrics, CORS: api.NewCORS(opts.CORSOrigins), Admit: stack.API.Admit})
 	if err != nil {
 		t.Fatal(err)
 	}
+	sv.gw = gw
 	sv.srv = httptest.NewServer(gw)
 	t.Cleanup(sv.srv.Close)
 	return sv
@@ -113,6 +116,9 @@ func (sv *server) do(t *testing.T, method, path, token string, body any, hdr htt
 	req, err := http.NewRequest(method, sv.srv.URL+path, rdr)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if rdr != nil {
+		req.Header.Set("Content-Type", "application/json") // what every client sends
 	}
 	for k, vs := range hdr {
 		req.Header[k] = vs

@@ -130,6 +130,13 @@ func MsgID(commandID string, attempt int) string {
 	return commandID + ":" + strconv.Itoa(attempt)
 }
 
+// AgainMsgID is the Nats-Msg-Id of a command's announcement again at at
+// (lifecycle.ReannounceDue): MsgID with the time, so that JetStream, which
+// drops a repeated id within its duplicate window, takes each one.
+func AgainMsgID(commandID string, attempt int, at time.Time) string {
+	return MsgID(commandID, attempt) + ":r" + strconv.FormatInt(at.UnixMicro(), 10)
+}
+
 // Body is NoETL's notification body. Ids are JSON integers here (R-I2: NATS keeps
 // NoETL's integers); encoding/json writes int64 exactly.
 type Body struct {

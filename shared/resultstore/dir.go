@@ -62,13 +62,16 @@ func (d *dirStore) Put(_ context.Context, name string, data []byte) (string, err
 }
 
 // rel returns the path, relative to the root, of the file a URI names when it
-// lies inside the root.
+// lies inside the root. A path that is not clean (`.`, `..`, `//`) names
+// nothing, as in the S3 store: a check on the path as written (whose
+// execution it is) would otherwise read another object than the one it
+// checked.
 func (d *dirStore) rel(uri string) (string, bool) {
 	u, err := url.Parse(uri)
-	if err != nil || u.Scheme != "file" || (u.Host != "" && u.Host != "localhost") {
+	if err != nil || u.Scheme != "file" || (u.Host != "" && u.Host != "localhost") || filepath.Clean(u.Path) != u.Path {
 		return "", false
 	}
-	p, ok := strings.CutPrefix(filepath.Clean(u.Path), d.root+string(filepath.Separator))
+	p, ok := strings.CutPrefix(u.Path, d.root+string(filepath.Separator))
 	return p, ok && p != ""
 }
 

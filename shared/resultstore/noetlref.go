@@ -98,10 +98,28 @@ func Resolve(ctx context.Context, st Store, uri string, executionID int64) ([]by
 		}
 		return st.Get(ctx, ObjectURI(st, ref.Object()))
 	}
+	if hasDotSegment(uri) {
+		return nil, fmt.Errorf("%s: a result reference may not hold . or .. segments", cutText(uri, 200))
+	}
 	if !st.Owns(uri) {
 		return nil, fmt.Errorf("%s is not inside the result store %s", cutText(uri, 200), st.URL())
 	}
 	return st.Get(ctx, uri)
+}
+
+// hasDotSegment reports whether a URI's path (percent-decoded) has a . or ..
+// segment: such a path names another object than it spells.
+func hasDotSegment(uri string) bool {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return false // not a store's URI either: Owns refuses it
+	}
+	for _, seg := range strings.Split(u.Path, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 func cutText(s string, n int) string {

@@ -207,8 +207,9 @@ func TestDirOwns(t *testing.T) {
 		{fileURI(root + "/x.json"), true},
 		{fileURI(root + "/a/b/c.json"), true},
 		{"file://localhost" + root + "/x.json", true},
-		{fileURI(root + "/a/../x.json"), true}, // cleans to root/x.json
-		{fileURI(root), false},                 // the root itself is no object
+		{fileURI(root + "/a/../x.json"), false}, // not clean: names no object (issue 33, finding 7)
+		{fileURI(root + "/a//x.json"), false},
+		{fileURI(root), false}, // the root itself is no object
 		{fileURI(root + "/"), false},
 		{fileURI(root + "/."), false},
 		{fileURI(root + "/../x.json"), false},

@@ -171,7 +171,7 @@ func (a *availability) TraceConnectEnd(ctx context.Context, data pgx.TraceConnec
 
 // MarkReachable records that the shard database is reachable again after an
 // outage (shard_info.reachable_since): no lease on it expires until a
-// lease's time has passed since (LockExpiredLeases), so the holders, which
+// lease's time has passed since (lifecycle.Ended), so the holders, which
 // could not heartbeat during the outage, report first.
 func MarkReachable(ctx context.Context, q Querier) error {
 	_, err := q.Exec(ctx, `UPDATE shard_info SET reachable_since = now()`)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/noetl-go/noetl/shared/lifecycle"
 )
 
 // LockSet is what a transaction locks and reads in its first round trip, in
@@ -155,7 +157,7 @@ func (t *Tx) Lock(ctx context.Context, ls *LockSet) error {
 	}
 	// Read after the locks are held: the clock of this transaction's events,
 	// and since when the database is reachable (see reachableFor).
-	t.Queue(`SELECT clock_timestamp(), (SELECT greatest(pg_postmaster_start_time(), reachable_since) FROM shard_info WHERE singleton)`).QueryRow(func(row pgx.Row) error {
+	t.Queue(`SELECT clock_timestamp(), ` + lifecycle.ReachableSinceSQL).QueryRow(func(row pgx.Row) error {
 		if err := row.Scan(&ls.Now, &ls.ReachableSince); err != nil {
 			return err
 		}
@@ -192,6 +194,9 @@ type CommandChange struct {
 	WorkerID       string
 	LeaseExpiresAt time.Time
 	DeadlineAt     time.Time
+	// AnnouncedAt, when set, records an announcement again
+	// (lifecycle.ReannounceDue); Release clears it.
+	AnnouncedAt time.Time
 }
 
 // Merge applies a later change of the same command onto c.
@@ -206,6 +211,10 @@ func (c *CommandChange) Merge(later CommandChange) {
 	if later.Hold || later.Release {
 		c.Hold, c.Release = later.Hold, later.Release
 		c.WorkerID, c.LeaseExpiresAt, c.DeadlineAt = later.WorkerID, later.LeaseExpiresAt, later.DeadlineAt
+		c.AnnouncedAt = time.Time{}
+	}
+	if !later.AnnouncedAt.IsZero() {
+		c.AnnouncedAt = later.AnnouncedAt
 	}
 }
 
@@ -221,9 +230,12 @@ func (c CommandChange) Apply(row *Command) {
 	}
 	switch {
 	case c.Hold:
-		row.WorkerID, row.LeaseExpiresAt, row.DeadlineAt = c.WorkerID, c.LeaseExpiresAt, c.DeadlineAt
+		row.WorkerID, row.LeaseExpiresAt, row.DeadlineAt, row.AnnouncedAt = c.WorkerID, c.LeaseExpiresAt, c.DeadlineAt, time.Time{}
 	case c.Release:
-		row.WorkerID, row.LeaseExpiresAt, row.DeadlineAt = "", time.Time{}, time.Time{}
+		row.WorkerID, row.LeaseExpiresAt, row.DeadlineAt, row.AnnouncedAt = "", time.Time{}, time.Time{}, time.Time{}
+	}
+	if !c.AnnouncedAt.IsZero() {
+		row.AnnouncedAt = c.AnnouncedAt
 	}
 }
 
@@ -234,12 +246,13 @@ func updateCommandsStmt(changes []CommandChange) (string, []any) {
 	n := len(changes)
 	ids, statuses, workers := make([]string, n), make([]string, n), make([]*string, n)
 	attempts := make([]int32, n)
-	available, leases, deadlines := make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
+	available, leases, deadlines, announced := make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
 	hold, release := make([]bool, n), make([]bool, n)
 	for i, c := range changes {
 		ids[i], statuses[i], attempts[i] = c.CommandID, c.Status, int32(c.Attempt)
 		available[i], hold[i], release[i] = nullTime(c.AvailableAt), c.Hold, c.Release
 		workers[i], leases[i], deadlines[i] = nullString(c.WorkerID), nullTime(c.LeaseExpiresAt), nullTime(c.DeadlineAt)
+		announced[i] = nullTime(c.AnnouncedAt)
 	}
 	return `
 		UPDATE command c SET status = u.status,
@@ -248,12 +261,13 @@ func updateCommandsStmt(changes []CommandChange) (string, []any) {
 			worker_id = CASE WHEN u.hold THEN u.worker_id WHEN u.release THEN NULL ELSE c.worker_id END,
 			lease_expires_at = CASE WHEN u.hold THEN u.lease WHEN u.release THEN NULL ELSE c.lease_expires_at END,
 			deadline_at = CASE WHEN u.hold THEN u.deadline WHEN u.release THEN NULL ELSE c.deadline_at END,
+			announced_at = CASE WHEN u.announced IS NOT NULL THEN u.announced WHEN u.hold OR u.release THEN NULL ELSE c.announced_at END,
 			updated_at = now()
 		FROM unnest($1::text[], $2::text[], $3::int[], $4::timestamptz[], $5::boolean[], $6::boolean[],
-			$7::text[], $8::timestamptz[], $9::timestamptz[])
-			AS u(command_id, status, attempt, available_at, hold, release, worker_id, lease, deadline)
+			$7::text[], $8::timestamptz[], $9::timestamptz[], $10::timestamptz[])
+			AS u(command_id, status, attempt, available_at, hold, release, worker_id, lease, deadline, announced)
 		WHERE c.command_id = u.command_id AND c.command_id = ANY($1)`,
-		[]any{ids, statuses, attempts, available, hold, release, workers, leases, deadlines}
+		[]any{ids, statuses, attempts, available, hold, release, workers, leases, deadlines, announced}
 }
 
 // Changes is what one transaction writes. Write queues it as a few multi-row

@@ -7,17 +7,19 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/noetl-go/noetl/shared/lifecycle"
 )
 
-// Command statuses; the row follows its command to the end.
+// Command statuses, as the command lifecycle (shared/lifecycle) names them.
 const (
-	CommandPending   = "PENDING"
-	CommandClaimed   = "CLAIMED"
-	CommandRunning   = "RUNNING"
-	CommandCompleted = "COMPLETED"
-	CommandFailed    = "FAILED"
-	CommandCancelled = "CANCELLED"
-	CommandExpired   = "EXPIRED"
+	CommandPending   = lifecycle.Pending
+	CommandClaimed   = lifecycle.Claimed
+	CommandRunning   = lifecycle.Running
+	CommandCompleted = lifecycle.Completed
+	CommandFailed    = lifecycle.Failed
+	CommandCancelled = lifecycle.Cancelled
+	CommandExpired   = lifecycle.Expired
 )
 
 // DefaultTimeoutSeconds is a command's timeout when the step sets none (R-L2).
@@ -38,34 +40,43 @@ type Command struct {
 	DeadlineAt     time.Time // claimed_at + timeout (R-L2); zero until claimed
 	TimeoutSeconds int
 	AvailableAt    time.Time // not claimable before (retry backoff, R-L7)
+	AnnouncedAt    time.Time // last announced again (lifecycle.ReannounceDue); zero: never
 	Context        map[string]any
 	Meta           map[string]any
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 }
 
+// Lifecycle is what the lifecycle's guards read of the row.
+func (c Command) Lifecycle() lifecycle.Row {
+	return lifecycle.Row{Status: c.Status, WorkerID: c.WorkerID, Attempt: c.Attempt, LeaseExpiresAt: c.LeaseExpiresAt,
+		DeadlineAt: c.DeadlineAt, AvailableAt: c.AvailableAt, AnnouncedAt: c.AnnouncedAt}
+}
+
 // commandStateColumns reads a command without its payload (context and
 // meta come back nil), for decisions that do not need it.
 const commandStateColumns = `command_id, execution_id, issued_event_id, step, tool_kind, status, attempt, max_attempts,
-	worker_id, lease_expires_at, deadline_at, timeout_seconds, available_at, NULL::jsonb, NULL::jsonb, created_at, updated_at`
+	worker_id, lease_expires_at, deadline_at, timeout_seconds, available_at, announced_at, NULL::jsonb, NULL::jsonb, created_at, updated_at`
 
 const commandColumns = `command_id, execution_id, issued_event_id, step, tool_kind, status, attempt, max_attempts,
-	worker_id, lease_expires_at, deadline_at, timeout_seconds, available_at, context, meta, created_at, updated_at`
+	worker_id, lease_expires_at, deadline_at, timeout_seconds, available_at, announced_at, context, meta, created_at, updated_at`
 
 func scanCommand(row pgx.Row) (Command, error) {
 	var (
 		c                 Command
 		workerID          *string
 		lease, deadline   *time.Time
+		announced         *time.Time
 		ctxJSON, metaJSON []byte
 	)
 	err := row.Scan(&c.CommandID, &c.ExecutionID, &c.IssuedEventID, &c.Step, &c.ToolKind, &c.Status, &c.Attempt,
-		&c.MaxAttempts, &workerID, &lease, &deadline, &c.TimeoutSeconds, &c.AvailableAt, &ctxJSON, &metaJSON,
+		&c.MaxAttempts, &workerID, &lease, &deadline, &c.TimeoutSeconds, &c.AvailableAt, &announced, &ctxJSON, &metaJSON,
 		&c.CreatedAt, &c.UpdatedAt)
 	if err != nil {
 		return c, err
 	}
 	c.WorkerID, c.LeaseExpiresAt, c.DeadlineAt = derefString(workerID), derefTime(lease), derefTime(deadline)
+	c.AnnouncedAt = derefTime(announced)
 	c.AvailableAt, c.CreatedAt, c.UpdatedAt = c.AvailableAt.UTC(), c.CreatedAt.UTC(), c.UpdatedAt.UTC()
 	if c.Context, err = decodeObject(ctxJSON, "context"); err != nil {
 		return c, err
@@ -169,17 +180,16 @@ func commandStateError(ctx context.Context, q Querier, what, commandID string) e
 	return fmt.Errorf("store: %s: %w: status %s, worker %q", what, ErrConflict, status, derefString(worker))
 }
 
-// ExtendLease is a heartbeat: the lease of a CLAIMED/RUNNING command held by workerID
-// (and attempt, when > 0) becomes now + lease. It still succeeds after the lease time
-// passed if no sweep or reclaim happened (the holder is still the holder, R-L8).
-// Anything else is ErrConflict. Heartbeats write no events (R-L1).
-func ExtendLease(ctx context.Context, q Querier, commandID, workerID string, attempt int, lease time.Duration) (time.Time, error) {
+// ExtendLease is a command heartbeat: the lease of the command held by
+// workerID (at attempt, when > 0) is extended (lifecycle.LeaseEnd). It still
+// succeeds after the lease time passed if no sweep or reclaim happened (the
+// holder is still the holder, R-L8), but not once the command's deadline and
+// grace have passed: then it is ErrConflict, as anything else is. Heartbeats
+// write no events (R-L1).
+func ExtendLease(ctx context.Context, q Querier, commandID, workerID string, attempt int, l lifecycle.Limits) (time.Time, error) {
 	var until time.Time
-	err := q.QueryRow(ctx, `
-		UPDATE command SET lease_expires_at = now() + $3::interval, updated_at = now()
-		WHERE command_id = $1 AND worker_id = $2 AND status IN ('CLAIMED', 'RUNNING')
-		  AND ($4::int = 0 OR attempt = $4::int)
-		RETURNING lease_expires_at`, commandID, workerID, lease, attempt).Scan(&until)
+	err := q.QueryRow(ctx, extendLeasesSQL(`command_id = $3 AND `+lifecycle.HeldBySQL("$4", "$5"))+` RETURNING lease_expires_at`,
+		l.Lease, l.Grace, commandID, workerID, attempt).Scan(&until)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return until, commandStateError(ctx, q, "heartbeat command "+commandID+" by "+workerID, commandID)
 	}
@@ -190,23 +200,32 @@ func ExtendLease(ctx context.Context, q Querier, commandID, workerID string, att
 }
 
 // ExtendHeldLeases is a pool heartbeat's effect on one shard: the live
-// leases of the CLAIMED/RUNNING commands workerID holds and claimed at or after
-// since (the worker's current instance registered then) become now + lease.
-// A lapsed lease is left to the sweep, and a command some transaction is
-// changing right now (a report completing it) is skipped rather than waited
-// for: the next beat gets it. It returns how many leases it extended.
-func ExtendHeldLeases(ctx context.Context, q Querier, workerID string, since time.Time, lease time.Duration) (int64, error) {
-	tag, err := q.Exec(ctx, `
-		UPDATE command SET lease_expires_at = now() + $3::interval, updated_at = now()
-		WHERE command_id = ANY (ARRAY(
+// leases of the commands workerID holds and claimed at or after since (the
+// worker's current instance registered then) are extended
+// (lifecycle.LeaseEnd). A lapsed lease is left to the sweep, and a command
+// some transaction is changing right now (a report completing it) is
+// skipped rather than waited for: the next beat gets it. It returns how many
+// leases it extended.
+func ExtendHeldLeases(ctx context.Context, q Querier, workerID string, since time.Time, l lifecycle.Limits) (int64, error) {
+	tag, err := q.Exec(ctx, extendLeasesSQL(`command_id = ANY (ARRAY(
 			SELECT command_id FROM command
-			WHERE worker_id = $1 AND status IN ('CLAIMED', 'RUNNING') AND lease_expires_at > now()
-			  AND deadline_at - make_interval(secs => timeout_seconds) >= $2
-			ORDER BY command_id FOR UPDATE SKIP LOCKED))`, workerID, since, lease)
+			WHERE `+lifecycle.HeldBySQL("$3", "0")+` AND lease_expires_at > now()
+			  AND deadline_at - make_interval(secs => timeout_seconds) >= $4
+			ORDER BY command_id FOR UPDATE SKIP LOCKED))`), l.Lease, l.Grace, workerID, since)
 	if err != nil {
 		return 0, fmt.Errorf("store: extend the leases of worker %s: %w", workerID, err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// extendLeasesSQL is the one statement that extends leases: the commands
+// where selects ($1 the lease, $2 the grace) keep their holder until
+// lifecycle.LeaseEnd, while that is still ahead (past its deadline and grace
+// a command is the sweep's, not its holder's).
+func extendLeasesSQL(where string) string {
+	end := lifecycle.LeaseEndSQL("$1", "$2")
+	return `UPDATE command SET lease_expires_at = ` + end + `, updated_at = now()
+		WHERE ` + where + ` AND ` + end + ` > now()`
 }
 
 // HeldCounts counts the commands each worker holds under a live lease: its
@@ -214,7 +233,7 @@ func ExtendHeldLeases(ctx context.Context, q Querier, workerID string, since tim
 func HeldCounts(ctx context.Context, q Querier, names []string) (map[string]int, error) {
 	rows, err := q.Query(ctx, `
 		SELECT worker_id, count(*) FROM command
-		WHERE status IN ('CLAIMED', 'RUNNING') AND lease_expires_at > now()
+		WHERE `+lifecycle.HeldSQL+` AND lease_expires_at > now()
 		  AND ($1::text[] IS NULL OR worker_id = ANY($1))
 		GROUP BY worker_id`, names)
 	if err != nil {
@@ -235,8 +254,8 @@ func HeldCounts(ctx context.Context, q Querier, names []string) (map[string]int,
 // CANCELLED and returns them (cancel, finalize, R-R9/R-R10). Lock the execution first.
 func CancelActiveCommands(ctx context.Context, q Querier, executionID int64) ([]Command, error) {
 	cmds, err := collectCommands(q.Query(ctx, `
-		UPDATE command SET status = 'CANCELLED', updated_at = now()
-		WHERE execution_id = $1 AND status IN ('PENDING', 'CLAIMED', 'RUNNING')
+		UPDATE command SET status = '`+lifecycle.Cancelled+`', updated_at = now()
+		WHERE execution_id = $1 AND `+lifecycle.ActiveSQL+`
 		RETURNING `+commandColumns, executionID))
 	if err != nil {
 		return nil, fmt.Errorf("store: cancel commands of execution %d: %w", executionID, err)
@@ -251,36 +270,17 @@ func CancelActiveCommands(ctx context.Context, q Querier, executionID int64) ([]
 // it locks and returns those executions' matching commands. limit bounds the
 // candidate commands (1..1000); executions skipped are picked up by the next run.
 
-// LockExpiredLeases returns CLAIMED/RUNNING commands whose lease has run out,
-// once the database has been reachable for quiet (the lease; see
-// reachableFor).
-func LockExpiredLeases(ctx context.Context, tx Querier, quiet time.Duration, limit int) ([]Command, error) {
-	return lockForSweep(ctx, tx, "expired leases", limit,
-		`status IN ('CLAIMED', 'RUNNING') AND lease_expires_at <= now() AND `+reachableFor("$2"), "lease_expires_at", quiet)
+// LockEndedLeases returns held commands whose lease ended
+// (lifecycle.Ended): it ran out, or the deadline and grace passed, once the
+// database has been reachable for a lease.
+func LockEndedLeases(ctx context.Context, tx Querier, l lifecycle.Limits, limit int) ([]Command, error) {
+	return lockForSweep(ctx, tx, "ended leases", limit, lifecycle.EndedSQL("$2", "$3"), "lease_expires_at", l.Lease, l.Grace)
 }
 
-// LockPastDeadline returns CLAIMED/RUNNING commands past deadline + grace (R-L2),
-// heartbeats or not, once the database has been reachable for quiet: a
-// worker that finished in time but could not report during an outage
-// reports first.
-func LockPastDeadline(ctx context.Context, tx Querier, grace, quiet time.Duration, limit int) ([]Command, error) {
-	return lockForSweep(ctx, tx, "past-deadline commands", limit,
-		`status IN ('CLAIMED', 'RUNNING') AND deadline_at <= now() - $2::interval AND `+reachableFor("$3"), "deadline_at", grace, quiet)
-}
-
-// reachableFor is the condition that the database has been reachable for the
-// interval in param: since the server started (a restart, a crash) and since
-// a server process last saw it come back (MarkReachable). The sweeps that
-// judge a worker by its silence wait that long after an outage, during which
-// no worker could be heard.
-func reachableFor(param string) string {
-	return `now() >= (SELECT greatest(pg_postmaster_start_time(), reachable_since) FROM shard_info WHERE singleton) + ` + param + `::interval`
-}
-
-// LockDueRetries returns PENDING retries (attempt > 1) whose available_at has come.
-func LockDueRetries(ctx context.Context, tx Querier, limit int) ([]Command, error) {
-	return lockForSweep(ctx, tx, "due retries", limit,
-		`status = 'PENDING' AND attempt > 1 AND available_at <= now()`, "available_at")
+// LockReannounceDue returns pending commands of any attempt due to be
+// announced again (lifecycle.ReannounceDue).
+func LockReannounceDue(ctx context.Context, tx Querier, a lifecycle.Reannounce, limit int) ([]Command, error) {
+	return lockForSweep(ctx, tx, "announcements due again", limit, lifecycle.ReannounceDueSQL("$2", "$3"), "available_at", a.First, a.Max)
 }
 
 // lockForSweep: cond may use $2.. (extra); $1 is the limit in step one and the

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/store"
 	"github.com/noetl-go/noetl/shared/store/storetest"
 )
@@ -75,24 +76,24 @@ func TestCommandLifecycle(t *testing.T) {
 		t.Errorf("a change of a missing command created it: %v", err)
 	}
 
-	until, err := store.ExtendLease(ctx, db, cmds[1].CommandID, "w1", 1, 2*time.Minute)
+	until, err := store.ExtendLease(ctx, db, cmds[1].CommandID, "w1", 1, lifecycle.Limits{Lease: 2 * time.Minute, Grace: time.Minute})
 	if err != nil || !until.After(claimed.LeaseExpiresAt) {
 		t.Errorf("heartbeat: %v %v", until, err)
 	}
-	if _, err := store.ExtendLease(ctx, db, cmds[1].CommandID, "w2", 0, time.Minute); !errors.Is(err, store.ErrConflict) {
+	if _, err := store.ExtendLease(ctx, db, cmds[1].CommandID, "w2", 0, lifecycle.Limits{Lease: time.Minute, Grace: time.Minute}); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("heartbeat by another worker: %v", err)
 	}
-	if _, err := store.ExtendLease(ctx, db, cmds[1].CommandID, "w1", 2, time.Minute); !errors.Is(err, store.ErrConflict) {
+	if _, err := store.ExtendLease(ctx, db, cmds[1].CommandID, "w1", 2, lifecycle.Limits{Lease: time.Minute, Grace: time.Minute}); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("heartbeat for another attempt: %v", err)
 	}
-	if _, err := store.ExtendLease(ctx, db, cmds[0].CommandID, "w1", 0, time.Minute); !errors.Is(err, store.ErrConflict) {
+	if _, err := store.ExtendLease(ctx, db, cmds[0].CommandID, "w1", 0, lifecycle.Limits{Lease: time.Minute, Grace: time.Minute}); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("heartbeat of a PENDING command: %v", err)
 	}
 	if c := change(t, sh, store.CommandChange{CommandID: cmds[1].CommandID, Status: store.CommandRunning}); c.Status != store.CommandRunning ||
 		c.WorkerID != "w1" || c.LeaseExpiresAt.IsZero() || !c.DeadlineAt.Equal(claimed.DeadlineAt) {
 		t.Errorf("running keeps the holder: %+v", c)
 	}
-	if _, err := store.ExtendLease(ctx, db, cmds[1].CommandID, "w1", 1, time.Minute); err != nil {
+	if _, err := store.ExtendLease(ctx, db, cmds[1].CommandID, "w1", 1, lifecycle.Limits{Lease: time.Minute, Grace: time.Minute}); err != nil {
 		t.Errorf("heartbeat while RUNNING: %v", err)
 	}
 
@@ -103,7 +104,7 @@ func TestCommandLifecycle(t *testing.T) {
 		retried.IssuedEventID != cmds[1].IssuedEventID || retried.Context["code"] != "print(1)" {
 		t.Fatalf("retry: %+v", retried)
 	}
-	if _, err := store.ExtendLease(ctx, db, cmds[1].CommandID, "w1", 1, time.Minute); !errors.Is(err, store.ErrConflict) {
+	if _, err := store.ExtendLease(ctx, db, cmds[1].CommandID, "w1", 1, lifecycle.Limits{Lease: time.Minute, Grace: time.Minute}); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("heartbeat after the retry was scheduled: %v", err)
 	}
 
@@ -291,20 +292,27 @@ func TestSweeperQueries(t *testing.T) {
 		return ids(got)
 	}
 
-	if got, want := sweep(func(tx pgx.Tx) ([]store.Command, error) { return store.LockExpiredLeases(ctx, tx, 0, 100) }),
-		sorted(cmds[0].CommandID, cmds2[0].CommandID); !slices.Equal(got, want) {
-		t.Errorf("expired leases %v, want %v", got, want)
+	ended := func(grace time.Duration) func(tx pgx.Tx) ([]store.Command, error) {
+		return func(tx pgx.Tx) ([]store.Command, error) {
+			return store.LockEndedLeases(ctx, tx, lifecycle.Limits{Grace: grace}, 100)
+		}
 	}
-	if got, want := sweep(func(tx pgx.Tx) ([]store.Command, error) { return store.LockPastDeadline(ctx, tx, time.Minute, 0, 100) }),
-		sorted(cmds[2].CommandID); !slices.Equal(got, want) {
-		t.Errorf("past deadline %v, want %v", got, want)
+	if got, want := sweep(ended(time.Minute)), sorted(cmds[0].CommandID, cmds[2].CommandID, cmds2[0].CommandID); !slices.Equal(got, want) {
+		t.Errorf("ended leases (a lapsed lease, a deadline past its grace) %v, want %v", got, want)
 	}
-	if got := sweep(func(tx pgx.Tx) ([]store.Command, error) { return store.LockPastDeadline(ctx, tx, time.Hour, 0, 100) }); len(got) != 0 {
-		t.Errorf("past deadline with an hour's grace: %v", got)
+	if got, want := sweep(ended(time.Hour)), sorted(cmds[0].CommandID, cmds2[0].CommandID); !slices.Equal(got, want) {
+		t.Errorf("ended leases with an hour's grace: %v, want %v", got, want)
 	}
-	if got, want := sweep(func(tx pgx.Tx) ([]store.Command, error) { return store.LockDueRetries(ctx, tx, 100) }),
-		sorted(cmds[3].CommandID); !slices.Equal(got, want) {
-		t.Errorf("due retries %v, want %v", got, want)
+	due := func(first time.Duration) func(tx pgx.Tx) ([]store.Command, error) {
+		return func(tx pgx.Tx) ([]store.Command, error) {
+			return store.LockReannounceDue(ctx, tx, lifecycle.Reannounce{First: first, Max: time.Hour}, 100)
+		}
+	}
+	if got, want := sweep(due(0)), sorted(cmds[3].CommandID, cmds[5].CommandID); !slices.Equal(got, want) {
+		t.Errorf("due to be announced again (a due retry, a first attempt): %v, want %v", got, want)
+	}
+	if got := sweep(due(time.Hour)); len(got) != 0 {
+		t.Errorf("due to be announced again an hour after: %v", got)
 	}
 
 	// An execution held by another transaction (live ingest) is skipped, not waited for.
@@ -313,7 +321,7 @@ func TestSweeperQueries(t *testing.T) {
 	defer cancel()
 	var got []store.Command
 	err := pgx.BeginFunc(bounded, db, func(tx pgx.Tx) (err error) {
-		got, err = store.LockExpiredLeases(bounded, tx, 0, 100)
+		got, err = store.LockEndedLeases(bounded, tx, lifecycle.Limits{Grace: time.Hour}, 100)
 		return err
 	})
 	if err != nil {
@@ -330,17 +338,20 @@ func TestSweeperQueries(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx1.Rollback(ctx)
-	first, err := store.LockExpiredLeases(ctx, tx1, 0, 100)
+	first, err := store.LockEndedLeases(ctx, tx1, lifecycle.Limits{Grace: time.Hour}, 100)
 	if err != nil || len(first) != 2 {
 		t.Fatalf("first sweep: %v %v", ids(first), err)
 	}
 	var second []store.Command
-	inTx(t, db, func(tx pgx.Tx) (err error) { second, err = store.LockExpiredLeases(ctx, tx, 0, 100); return err })
+	inTx(t, db, func(tx pgx.Tx) (err error) {
+		second, err = store.LockEndedLeases(ctx, tx, lifecycle.Limits{Grace: time.Hour}, 100)
+		return err
+	})
 	if len(second) != 0 {
 		t.Errorf("second sweep got %v while the first holds them", ids(second))
 	}
 	_ = e2
-	if _, err := store.LockExpiredLeases(ctx, tx1, 0, 0); err == nil {
+	if _, err := store.LockEndedLeases(ctx, tx1, lifecycle.Limits{}, 0); err == nil {
 		t.Error("limit 0 accepted")
 	}
 }

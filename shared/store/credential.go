@@ -20,27 +20,33 @@ type Credential struct {
 	Meta         map[string]any
 	Tags         []string
 	Description  string
-	KeyID        string
-	WrappedKey   []byte
-	Nonce        []byte
-	Ciphertext   []byte
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// Scope is the credential's scope as JSON (shared/credscope reads it);
+	// nil: none. PutCredential keeps the stored scope when it is nil.
+	Scope      map[string]any
+	KeyID      string
+	WrappedKey []byte
+	Nonce      []byte
+	Ciphertext []byte
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }
 
-const credentialColumns = `credential_id, name, type, meta, tags, description, key_id, wrapped_key, nonce, ciphertext, created_at, updated_at`
+const credentialColumns = `credential_id, name, type, meta, tags, description, scope, key_id, wrapped_key, nonce, ciphertext, created_at, updated_at`
 
 func scanCredential(row pgx.Row) (Credential, error) {
 	var c Credential
-	var meta []byte
+	var meta, scope []byte
 	var desc *string
-	err := row.Scan(&c.CredentialID, &c.Name, &c.Type, &meta, &c.Tags, &desc, &c.KeyID, &c.WrappedKey, &c.Nonce, &c.Ciphertext,
+	err := row.Scan(&c.CredentialID, &c.Name, &c.Type, &meta, &c.Tags, &desc, &scope, &c.KeyID, &c.WrappedKey, &c.Nonce, &c.Ciphertext,
 		&c.CreatedAt, &c.UpdatedAt)
 	if err != nil {
 		return c, err
 	}
 	c.Description, c.CreatedAt, c.UpdatedAt = derefString(desc), c.CreatedAt.UTC(), c.UpdatedAt.UTC()
 	if c.Meta, err = decodeObject(meta, "credential.meta"); err != nil {
+		return c, err
+	}
+	if c.Scope, err = decodeObject(scope, "credential.scope"); err != nil {
 		return c, err
 	}
 	if c.Tags == nil {
@@ -50,12 +56,22 @@ func scanCredential(row pgx.Row) (Credential, error) {
 }
 
 // PutCredential creates the credential named c.Name, or replaces its type,
-// meta, tags, description and sealed data (NoETL's create-or-update). created
-// says which.
+// meta, tags, description and sealed data (NoETL's create-or-update), and its
+// scope when c.Scope is set: a client that knows no scope (NoETL's GUI
+// editing a credential) never widens one. created says which.
 func PutCredential(ctx context.Context, q Querier, c Credential) (Credential, bool, error) {
 	meta, err := objectJSON(c.Meta)
 	if err != nil {
 		return Credential{}, false, err
+	}
+	scope, err := objectJSON(c.Scope)
+	if err != nil {
+		return Credential{}, false, err
+	}
+	var scopeText *string
+	if scope != nil {
+		s := string(scope)
+		scopeText = &s
 	}
 	tags := c.Tags
 	if tags == nil {
@@ -68,13 +84,14 @@ func PutCredential(ctx context.Context, q Querier, c Credential) (Credential, bo
 	}
 	var created bool
 	row := q.QueryRow(ctx, `
-		INSERT INTO credential (name, type, meta, tags, description, key_id, wrapped_key, nonce, ciphertext)
-		VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8, $9)
+		INSERT INTO credential (name, type, meta, tags, description, key_id, wrapped_key, nonce, ciphertext, scope)
+		VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8, $9, $10::jsonb)
 		ON CONFLICT (name) DO UPDATE SET type = EXCLUDED.type, meta = EXCLUDED.meta, tags = EXCLUDED.tags,
 			description = EXCLUDED.description, key_id = EXCLUDED.key_id, wrapped_key = EXCLUDED.wrapped_key,
-			nonce = EXCLUDED.nonce, ciphertext = EXCLUDED.ciphertext, updated_at = now()
+			nonce = EXCLUDED.nonce, ciphertext = EXCLUDED.ciphertext, scope = COALESCE(EXCLUDED.scope, credential.scope),
+			updated_at = now()
 		RETURNING `+credentialColumns+`, (xmax = 0)`,
-		c.Name, c.Type, metaText, tags, nullString(c.Description), c.KeyID, c.WrappedKey, c.Nonce, c.Ciphertext)
+		c.Name, c.Type, metaText, tags, nullString(c.Description), c.KeyID, c.WrappedKey, c.Nonce, c.Ciphertext, scopeText)
 	out, err := scanCredential(scanExtra{row, &created})
 	if err != nil {
 		return Credential{}, false, wrapWrite(fmt.Errorf("store: put credential %q: %w", c.Name, err))
@@ -212,8 +229,11 @@ type CredentialRead struct {
 	Reason       string
 	Scope        string
 	Token        string // a fingerprint of the bearer token, never the token
-	WorkerID     string
-	RequestID    string
+	// WorkerID and CommandID are the claim a read was answered for: the
+	// holder and the command whose step names the credential.
+	WorkerID  string
+	CommandID string
+	RequestID string
 }
 
 // Outcomes of a credential read.
@@ -228,10 +248,10 @@ const CredentialReadRetention = 90 * 24 * time.Hour
 
 // RecordCredentialRead appends a read to the log.
 func RecordCredentialRead(ctx context.Context, q Querier, r CredentialRead) error {
-	_, err := q.Exec(ctx, `INSERT INTO credential_read (name, credential_id, execution_id, include_data, outcome, reason, scope, token, worker_id, request_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+	_, err := q.Exec(ctx, `INSERT INTO credential_read (name, credential_id, execution_id, include_data, outcome, reason, scope, token, worker_id, request_id, command_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
 		r.Name, nullInt64(r.CredentialID), nullInt64(r.ExecutionID), r.IncludeData, r.Outcome, nullString(r.Reason), r.Scope,
-		nullString(r.Token), nullString(r.WorkerID), nullString(r.RequestID))
+		nullString(r.Token), nullString(r.WorkerID), nullString(r.RequestID), nullString(r.CommandID))
 	if err != nil {
 		return fmt.Errorf("store: record a read of credential %q: %w", r.Name, err)
 	}
@@ -251,7 +271,7 @@ func ListCredentialReads(ctx context.Context, q Querier, f CredentialReadFilter)
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
-	rows, err := q.Query(ctx, `SELECT read_id, read_at, name, credential_id, execution_id, include_data, outcome, reason, scope, token, worker_id, request_id
+	rows, err := q.Query(ctx, `SELECT read_id, read_at, name, credential_id, execution_id, include_data, outcome, reason, scope, token, worker_id, request_id, command_id
 		FROM credential_read WHERE ($1 = '' OR name = $1) AND ($2 = 0 OR execution_id = $2)
 		ORDER BY read_id DESC LIMIT $3`, f.Name, f.ExecutionID, f.Limit)
 	if err != nil {
@@ -262,12 +282,13 @@ func ListCredentialReads(ctx context.Context, q Querier, f CredentialReadFilter)
 	for rows.Next() {
 		var r CredentialRead
 		var cid, eid *int64
-		var reason, token, worker, req *string
-		if err := rows.Scan(&r.ReadID, &r.ReadAt, &r.Name, &cid, &eid, &r.IncludeData, &r.Outcome, &reason, &r.Scope, &token, &worker, &req); err != nil {
+		var reason, token, worker, req, command *string
+		if err := rows.Scan(&r.ReadID, &r.ReadAt, &r.Name, &cid, &eid, &r.IncludeData, &r.Outcome, &reason, &r.Scope, &token, &worker, &req, &command); err != nil {
 			return nil, err
 		}
 		r.ReadAt, r.CredentialID, r.ExecutionID = r.ReadAt.UTC(), derefInt64(cid), derefInt64(eid)
 		r.Reason, r.Token, r.WorkerID, r.RequestID = derefString(reason), derefString(token), derefString(worker), derefString(req)
+		r.CommandID = derefString(command)
 		out = append(out, r)
 	}
 	return out, rows.Err()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
 	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/store"
 	"github.com/noetl-go/noetl/shared/store/storetest"
 )
@@ -90,7 +91,7 @@ func TestExecModes(t *testing.T) {
 				Hold: true, WorkerID: "w", LeaseExpiresAt: time.Now().Add(time.Minute), DeadlineAt: time.Now().Add(time.Hour)}}}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := store.ExtendLease(ctx, db, cmdID, "w", 1, time.Minute); err != nil {
+			if _, err := store.ExtendLease(ctx, db, cmdID, "w", 1, lifecycle.Limits{Lease: time.Minute, Grace: time.Minute}); err != nil {
 				t.Fatal(err)
 			}
 			if err := write(ctx, sh, &store.Changes{Commands: []store.CommandChange{{CommandID: cmdID, Status: store.CommandPending,
@@ -98,13 +99,10 @@ func TestExecModes(t *testing.T) {
 				t.Fatal(err)
 			}
 			err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-				if _, err := store.LockDueRetries(ctx, tx, 10); err != nil {
+				if _, err := store.LockReannounceDue(ctx, tx, lifecycle.DefaultReannounce, 10); err != nil {
 					return err
 				}
-				if _, err := store.LockPastDeadline(ctx, tx, time.Minute, 0, 10); err != nil {
-					return err
-				}
-				_, err := store.LockExpiredLeases(ctx, tx, 0, 10)
+				_, err := store.LockEndedLeases(ctx, tx, lifecycle.Limits{Grace: time.Minute}, 10)
 				return err
 			})
 			if err != nil {

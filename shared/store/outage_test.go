@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -31,12 +32,15 @@ func TestLeasesWaitAfterAnOutage(t *testing.T) {
 	mustExec(t, db, `UPDATE command SET deadline_at = now() - interval '10 minutes' WHERE command_id = $1`, cmds[1].CommandID)
 	sweep := func(quiet time.Duration) (expired, late int) {
 		inTx(t, db, func(tx pgx.Tx) error {
-			e, err := store.LockExpiredLeases(ctx, tx, quiet, 100)
-			if err != nil {
-				return err
+			ended, err := store.LockEndedLeases(ctx, tx, lifecycle.Limits{Lease: quiet, Grace: time.Minute}, 100)
+			for _, c := range ended {
+				switch c.CommandID {
+				case cmds[0].CommandID:
+					expired++
+				case cmds[1].CommandID:
+					late++
+				}
 			}
-			l, err := store.LockPastDeadline(ctx, tx, time.Minute, quiet, 100)
-			expired, late = len(e), len(l)
 			return err
 		})
 		return expired, late

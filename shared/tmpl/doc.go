@@ -22,6 +22,8 @@
 //     trimmed (2024-05-06T05:08:09.123Z), so replays render the same text (R-T4);
 //   - a trailing newline is kept, and `{# #}` is text: comments are not in the dialect;
 //   - bool is the `when` rule (WhenTrue); round keeps integers integral;
+//   - `quote`, which Jinja lacks, shell-escapes a value as Python's shlex.quote
+//     does (ShellQuote), for values rendered into shell commands;
 //   - a render budget (budget.go) stops runaway templates: every helper draws what
 //     it builds from it, at most MaxRenderBytes (16 MiB) of text, MaxRenderElements
 //     (1 000 000) list items and map entries and MaxLoopIterations (1 000 000) loop

@@ -80,6 +80,7 @@ var filters = func() map[string]*filterDef {
 		"upper":      fdef("upper", textFilter(strings.ToUpper)),
 		"capitalize": fdef("capitalize", textFilter(capitalize)),
 		"title":      fdef("title", textFilter(jinjaTitle)),
+		"quote":      fdef("quote", textFilter(ShellQuote)),
 		"trim":       fdef("trim", pure(fTrim), "chars", nil),
 		"replace":    fdef("replace", fReplace, "old", required, "new", required, "count", nil),
 		"split":      fdef("split", pure(fSplit), "sep", nil, "maxsplit", int64(-1)),
@@ -319,6 +320,27 @@ func fFromJSON(x any, _ []any) (any, error) {
 
 func textFilter(f func(string) string) filterFn {
 	return func(_ *Budget, x any, _ []any) (any, error) { return f(Text(x)), nil }
+}
+
+// ShellQuote is the `quote` filter: s (in its R-T2 text form) as one word of
+// a POSIX shell command line, as Python's shlex.quote writes it — unchanged
+// when it holds only letters, digits and @%+=:,./-_, else in single quotes,
+// each ' written '"'"'; the empty string is two single quotes. Values rendered into a shell
+// step's command are not quoted otherwise (NoETL's behaviour); passing them
+// through the step's env: needs no quoting at all.
+func ShellQuote(s string) string {
+	if s == "" {
+		return "''"
+	}
+	safe := true
+	for i := 0; i < len(s) && safe; i++ {
+		c := s[i]
+		safe = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("@%+=:,./-_", c) >= 0
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
 }
 
 func capitalize(s string) string {

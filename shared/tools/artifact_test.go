@@ -146,3 +146,36 @@ func TestTransferPostgres(t *testing.T) {
 		t.Fatalf("snowflake: %+v", env.Error)
 	}
 }
+
+// TestArtifactDotDot (issue 33, finding 7): a reference that climbs out of
+// the step's execution with `..` (…/42/../43/…, also percent-encoded) is
+// refused, not read: the store's one parser (resultstore.Resolve) refuses
+// . and .. segments, so the execution check compares the path that is read.
+func TestArtifactDotDot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := resultstore.Open(ctx, "file://"+t.TempDir(), resultstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Put(ctx, "43/43:start:9/attempt-1.json", []byte(`{"secret": "of execution 43"}`)); err != nil {
+		t.Fatal(err)
+	}
+	r := New(Options{Results: st})
+	base := strings.TrimRight(st.URL(), "/")
+	for _, uri := range []string{
+		base + "/42/../43/43:start:9/attempt-1.json",
+		base + "/42/%2e%2e/43/43:start:9/attempt-1.json",
+		base + "/42/./../43/43:start:9/attempt-1.json",
+	} {
+		ctx, cancel := context.WithTimeout(WithCall(context.Background(), Call{ExecutionID: "42", Step: "load"}), time.Minute)
+		env := execCtx(ctx, r, map[string]any{"kind": "artifact", "uri": uri}, nil)
+		cancel()
+		if env.Status != pipeline.StatusError || !strings.Contains(env.Error.Message, "may not hold . or .. segments") {
+			t.Errorf("%s: %+v (data %v), want it refused for its .. segment", uri, env.Error, env.Data)
+		}
+		if strings.Contains(fmt.Sprint(env.Data), "of execution 43") {
+			t.Errorf("%s: read another execution's result: %v", uri, env.Data)
+		}
+	}
+}

@@ -5,10 +5,16 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
+	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/noetl-go/noetl/shared/credscope"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/redact"
 	"github.com/noetl-go/noetl/shared/tools/kinds"
@@ -36,6 +42,9 @@ type Credential struct {
 	Database string
 	DSN      string
 	Extra    map[string]any
+	// AllowedHosts are the hosts the credential may be sent to (its keychain
+	// scope.hosts; empty: any). CheckCredentialHost applies them.
+	AllowedHosts []string
 }
 
 // CredentialMap is an in-memory credential store: alias → credential.
@@ -366,4 +375,66 @@ func authAlias(cfg map[string]any) (string, error) {
 	default:
 		return "", fmt.Errorf("%s: expected a credential alias, got %s", k, jsonx.TypeName(v))
 	}
+}
+
+// Where a credential may be sent (issue 33, docs/security.md "Credential
+// scope"): the keychain delivers a credential's scope.hosts with its data,
+// and each tool checks them where it applies the credential, before
+// anything is sent.
+
+// CheckCredentialHost says why the credential alias may not be sent to
+// host:port (its scope.hosts; none: anywhere), or nil.
+func CheckCredentialHost(alias string, c Credential, host string, port int) error {
+	return credscope.Host(alias, c.AllowedHosts, host, port)
+}
+
+// checkPostgresHosts says why a postgres connection may not carry the
+// credential alias: each host it dials must be the credential's own (its
+// host, or its DSN's hosts) or one its scope.hosts lists. A step's host:
+// cannot move a credential to another server unless the credential allows
+// that server. A credential naming no host is judged by its scope.hosts
+// alone.
+func checkPostgresHosts(alias string, c Credential, pc *pgconn.Config) error {
+	own := map[string]bool{}
+	if c.Host != "" {
+		own[strings.ToLower(c.Host)] = true
+	}
+	if c.DSN != "" {
+		if cpc, err := pgconn.ParseConfig(c.DSN); err == nil {
+			own[strings.ToLower(cpc.Host)] = true
+			for _, f := range cpc.Fallbacks {
+				own[strings.ToLower(f.Host)] = true
+			}
+		}
+	}
+	dial := []*pgconn.FallbackConfig{{Host: pc.Host, Port: pc.Port}}
+	dial = append(dial, pc.Fallbacks...)
+	for _, d := range dial {
+		switch {
+		case own[strings.ToLower(d.Host)]:
+		case len(own) == 0:
+			if err := CheckCredentialHost(alias, c, d.Host, int(d.Port)); err != nil {
+				return err
+			}
+		case !credscope.AllowsHost(c.AllowedHosts, d.Host, int(d.Port)):
+			return fmt.Errorf("credential %q is for host %s; this step sends it to %s, which its scope.hosts does not list (add the host to the credential's scope to allow it)",
+				alias, strings.Join(slices.Sorted(maps.Keys(own)), ", "), d.Host)
+		}
+	}
+	return nil
+}
+
+// urlPort is u's port, else its scheme's default (http 80, https 443,
+// nats and tls 4222).
+func urlPort(u *url.URL) int {
+	if p, err := strconv.Atoi(u.Port()); err == nil {
+		return p
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "https", "wss":
+		return 443
+	case "nats", "tls":
+		return 4222
+	}
+	return 80
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -41,6 +42,40 @@ type SQLDB interface {
 	Extensions() []string
 	Close() error
 }
+
+// SQLEngineAsUser is an SQLEngine that can run its databases as the tool
+// user (the duckdb engine: in a helper process of the worker's binary running
+// as that user), so a step's SQL reads and writes files with that user's
+// rights, never the worker's. A registry with a tool user runs its engine
+// through AsUser; an engine that cannot is refused (errEngineAsUser).
+type SQLEngineAsUser interface {
+	SQLEngine
+	// AsUser returns the engine running as u, with dataDir (the tools' data
+	// directory, which it makes u's) as its working directory. It starts
+	// nothing yet; Open does.
+	AsUser(u *User, dataDir string, log *slog.Logger) SQLEngine
+}
+
+// errEngineAsUser is the error of a duckdb step when the engine cannot run as
+// the tool user.
+var errEngineAsUser = errors.New("this worker's DuckDB engine cannot run as the tool user, and runs no SQL as the worker's own user " +
+	"(it would read and write files the steps may not)")
+
+// sqlEngine picks the engine a registry's duckdb steps use: as the tool user
+// when there is one.
+func sqlEngine(e SQLEngine, u *User, dataDir string, log *slog.Logger) SQLEngine {
+	if e == nil || u == nil {
+		return e
+	}
+	if as, ok := e.(SQLEngineAsUser); ok {
+		return as.AsUser(u, dataDir, log)
+	}
+	return refusedEngine{}
+}
+
+type refusedEngine struct{}
+
+func (refusedEngine) Open(context.Context, string) (SQLDB, error) { return nil, errEngineAsUser }
 
 // errNoDuckDB is the error of a duckdb step on a worker without the engine.
 var errNoDuckDB = errors.New("this worker has no DuckDB engine: it is linked into noetl binaries built with cgo " +
@@ -140,8 +175,15 @@ func offlineExtension(name string, bundled []string) error {
 // file under the data dir.
 func (r *Registry) duckdbPath(ctx context.Context, cfg map[string]any) (string, error) {
 	path, err := stringField(cfg, keyNames(kinds.DuckDB, "database")...)
-	if err != nil || path != "" {
-		return path, err
+	if err != nil {
+		return "", err
+	}
+	if path == ":memory:" {
+		return path, nil
+	}
+	if path != "" {
+		// Relative to the worker's directory, wherever the engine runs.
+		return filepath.Abs(path)
 	}
 	id := CallFrom(ctx).ExecutionID
 	if id == "" {

@@ -61,6 +61,10 @@ func (r *Registry) runHTTP(ctx context.Context, it pipeline.Item) pipeline.Envel
 		if ctx.Err() != nil {
 			return ctxEnvelope(ctx, "http: "+target)
 		}
+		var guard *addressGuardError
+		if errors.As(err, &guard) {
+			return failure(pipeline.KindTool, fmt.Sprintf("http: %s: %v", target, guard))
+		}
 		// Refused, reset, DNS, TLS, a dial timeout: the request did not get an answer.
 		var urlErr *url.Error
 		if errors.As(err, &urlErr) {
@@ -122,6 +126,9 @@ func (r *Registry) buildRequest(ctx context.Context, cfg map[string]any) (*http.
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, nil, fmt.Errorf("url %q: expected an http or https URL", rawURL)
+	}
+	if err := r.guardURL(u); err != nil {
+		return nil, nil, err
 	}
 	method, err := stringField(cfg, keyNames(kinds.HTTP, "method")...)
 	if err != nil {
@@ -190,6 +197,7 @@ func (r *Registry) buildRequest(ctx context.Context, cfg map[string]any) (*http.
 	if err != nil {
 		return nil, nil, err
 	}
+	var credHeaders []string // what the credential set, dropped on a redirect to another host
 	if alias, err := authAlias(cfg); err != nil {
 		return nil, nil, err
 	} else if alias != "" {
@@ -197,8 +205,17 @@ func (r *Registry) buildRequest(ctx context.Context, cfg map[string]any) (*http.
 		if err != nil {
 			return nil, nil, err
 		}
+		if err := CheckCredentialHost(alias, cred, req.URL.Hostname(), urlPort(req.URL)); err != nil {
+			return nil, nil, err
+		}
+		before := headerNames(req.Header)
 		if err := applyHTTPCredential(req, alias, cred); err != nil {
 			return nil, nil, err
+		}
+		for name := range req.Header {
+			if !before[name] {
+				credHeaders = append(credHeaders, name)
+			}
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(headers)) {
@@ -218,14 +235,7 @@ func (r *Registry) buildRequest(ctx context.Context, cfg map[string]any) (*http.
 	if err != nil {
 		return nil, nil, err
 	}
-	client := &http.Client{Transport: r.transport}
-	if !verify {
-		client.Transport = r.insecureTransport
-	}
-	if !follow {
-		client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	}
-	return req, client, nil
+	return req, r.httpClient(verify, follow, credHeaders), nil
 }
 
 // applyHTTPCredential sets Authorization (and extra headers) from a credential.

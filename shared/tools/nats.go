@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	neturl "net/url"
 	"path"
 	"slices"
 	"strings"
@@ -103,6 +104,13 @@ func (r *Registry) natsConn(ctx context.Context, cfg map[string]any) (jetstream.
 		token = cmp.Or(extraString(cred.Extra, "token", "nats_token"), token)
 		if url == "" {
 			return nil, nil, fmt.Errorf("credential %q names no NATS server (give it url)", alias)
+		}
+		for _, server := range strings.Split(url, ",") {
+			if u, err := neturl.Parse(strings.TrimSpace(server)); err == nil && u.Host != "" {
+				if err := CheckCredentialHost(alias, cred, u.Hostname(), urlPort(u)); err != nil {
+					return nil, nil, err
+				}
+			}
 		}
 	}
 	if url == "" {

@@ -307,7 +307,8 @@ func (r *Registry) pgConfig(ctx context.Context, cfg map[string]any) (*pgconn.Co
 	if err != nil {
 		return nil, err
 	}
-	if dsn == "" && alias != "" {
+	usesCred := dsn == "" && alias != ""
+	if usesCred {
 		if cred, err = r.lookupCredential(ctx, alias); err != nil {
 			return nil, err
 		}
@@ -376,6 +377,11 @@ func (r *Registry) pgConfig(ctx context.Context, cfg map[string]any) (*pgconn.Co
 			pc.Password = v
 		case "dbname":
 			pc.Database = v
+		}
+	}
+	if usesCred {
+		if err := checkPostgresHosts(alias, cred, pc); err != nil {
+			return nil, err
 		}
 	}
 	if _, ok := pc.RuntimeParams["application_name"]; !ok {

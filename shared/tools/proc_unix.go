@@ -21,6 +21,11 @@ func setProcAttr(cmd *exec.Cmd, u *User) {
 	}
 }
 
+// RunAs makes cmd start as u (nil: as the worker) in a process group of its
+// own: the one rule every tool that runs code follows (runProcess, and the
+// duckdb engine's helper process).
+func RunAs(cmd *exec.Cmd, u *User) { setProcAttr(cmd, u) }
+
 // LookupUser finds the account tools run as, by name or numeric uid. It
 // returns nil when that is the worker's own user (nothing to switch).
 func LookupUser(name string) (*User, error) {

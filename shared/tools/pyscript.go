@@ -86,7 +86,7 @@ func (r *Registry) pythonSource(ctx context.Context, cfg map[string]any) (code, 
 func (r *Registry) loadScript(ctx context.Context, v any) (string, string, error) {
 	switch s := v.(type) {
 	case string:
-		return readScriptFile(s)
+		return r.readScriptFile(ctx, s)
 	case map[string]any:
 		return r.loadScriptObject(ctx, s)
 	}
@@ -142,7 +142,7 @@ func (r *Registry) loadScriptObject(ctx context.Context, s map[string]any) (stri
 		if uri == "" {
 			return "", "", errors.New("script.uri: required (the script's path)")
 		}
-		return readScriptFile(uri)
+		return r.readScriptFile(ctx, uri)
 	case "http":
 		return r.scriptHTTP(ctx, uri, src)
 	case "s3", "gcs":
@@ -153,10 +153,30 @@ func (r *Registry) loadScriptObject(ctx context.Context, s map[string]any) (stri
 	return "", "", fmt.Errorf("script.source.type: expected file, inline, http, s3 or gcs, got %q", typ)
 }
 
-func readScriptFile(path string) (string, string, error) {
+// readScriptFile reads a script file (python's, or the SQL of postgres and
+// duckdb) with the tool user's rights: through cat running as that user
+// when there is one, so a step cannot have the worker read (and show in an
+// error) a file only the worker's user may read. A relative path is the
+// worker's.
+func (r *Registry) readScriptFile(ctx context.Context, path string) (string, string, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return "", "", fmt.Errorf("script %s: %w", path, err)
+	}
+	if r.user != nil {
+		res := runProcess(ctx, procSpec{Path: "/bin/cat", Args: []string{"--", abs}, Dir: "/", Env: baseEnv(),
+			User: r.user, MaxOutput: MaxScript + 1})
+		switch {
+		case res.Stopped:
+			return "", "", fmt.Errorf("script %s: reading it stopped: %w", abs, context.Cause(ctx))
+		case res.Err != nil:
+			return "", "", fmt.Errorf("script %s: %w%s", abs, res.Err, r.userNote())
+		case res.ExitCode != 0:
+			return "", "", fmt.Errorf("script %s: %s (read as the tool user %s)", abs, lastLine(res.Stderr), r.user.Name)
+		case len(res.Stdout) > MaxScript:
+			return "", "", fmt.Errorf("script %s is larger than %d bytes (MaxScript)", abs, MaxScript)
+		}
+		return res.Stdout, abs, nil
 	}
 	f, err := os.Open(abs)
 	if err != nil {
@@ -191,6 +211,9 @@ func (r *Registry) scriptHTTP(ctx context.Context, uri string, src map[string]an
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 		return "", "", fmt.Errorf("script: %q is not an http(s) URL", target)
 	}
+	if err := r.guardURL(u); err != nil {
+		return "", "", fmt.Errorf("script: %w", err)
+	}
 	method, err := stringField(src, "method")
 	if err != nil {
 		return "", "", fmt.Errorf("script.source.%w", err)
@@ -220,7 +243,7 @@ func (r *Registry) scriptHTTP(ctx context.Context, uri string, src map[string]an
 			req.Header.Set(k, tmpl.Text(v))
 		}
 	}
-	resp, err := (&http.Client{Transport: r.transport}).Do(req)
+	resp, err := r.httpClient(true, true, nil).Do(req)
 	if err != nil {
 		return "", "", fmt.Errorf("script: %s %s: %w", req.Method, redactURL(u), err)
 	}

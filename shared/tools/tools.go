@@ -48,11 +48,16 @@ type Options struct {
 	// worker's); nil: only file:// references outside any store are refused.
 	Results resultstore.Store
 	// DuckDB is the embedded DuckDB engine (shared/tools/duckdb, which needs cgo:
-	// the worker binary plugs it in); nil: duckdb steps fail saying so.
+	// the worker binary plugs it in); nil: duckdb steps fail saying so. With
+	// a User it runs as that user (SQLEngineAsUser).
 	DuckDB SQLEngine
 	// DataDir holds the duckdb tool's default database files, one per
 	// execution (default <temp dir>/noetl-data).
 	DataDir string
+	// AllowLinkLocal lets the http, transfer and script-source tools reach
+	// link-local and cloud metadata addresses (netguard.go; LinkLocalEnv);
+	// false refuses them.
+	AllowLinkLocal bool
 }
 
 // DefaultMaxOutput is the default bound on captured stdout and stderr, each.
@@ -71,6 +76,8 @@ type Registry struct {
 	results   resultstore.Store
 	duckdb    SQLEngine
 	dataDir   string
+	// allowLinkLocal turns the address guard off (netguard.go).
+	allowLinkLocal bool
 	// claimsEnded are cursor claims' transactions seen ended (AwaitClaim).
 	claimsEnded txidSet
 	// Two shared transports so connections are pooled across calls; verify_ssl: false
@@ -93,6 +100,8 @@ func New(opts Options) *Registry {
 		results:   opts.Results,
 		duckdb:    opts.DuckDB,
 		dataDir:   opts.DataDir,
+
+		allowLinkLocal: opts.AllowLinkLocal,
 	}
 	if r.dataDir == "" {
 		r.dataDir = filepath.Join(os.TempDir(), "noetl-data")
@@ -109,15 +118,22 @@ func New(opts Options) *Registry {
 	if r.maxOutput <= 0 {
 		r.maxOutput = DefaultMaxOutput
 	}
-	r.transport = newTransport(false)
-	r.insecureTransport = newTransport(true)
+	r.duckdb = sqlEngine(r.duckdb, r.user, r.dataDir, r.log)
+	r.transport = newTransport(false, !r.allowLinkLocal)
+	r.insecureTransport = newTransport(true, !r.allowLinkLocal)
 	return r
 }
 
-func newTransport(insecure bool) *http.Transport {
+// newTransport is a pooled transport; guard refuses connections to
+// link-local and metadata addresses (guardDial).
+func newTransport(insecure, guard bool) *http.Transport {
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	if guard {
+		dialer.Control = guardDial
+	}
 	t := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           dialer.DialContext,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          100,
 		IdleConnTimeout:       90 * time.Second,
@@ -135,6 +151,10 @@ func newTransport(insecure bool) *http.Transport {
 type Call struct {
 	ExecutionID string
 	Step        string
+	// CommandID and Attempt are the claim the tools run under: the keychain
+	// answers a credential's data to its holder only (docs/security.md).
+	CommandID string
+	Attempt   int
 }
 
 type callKey struct{}

@@ -304,6 +304,9 @@ func (r *Registry) httpRecords(ctx context.Context, src map[string]any, chunk in
 	if err != nil {
 		return 0, fmt.Errorf("source: %w", err)
 	}
+	if err := r.guardURL(req.URL); err != nil {
+		return 0, fmt.Errorf("source: %w", err)
+	}
 	headers, err := mapField(src, "headers")
 	if err != nil {
 		return 0, fmt.Errorf("source.%w", err)
@@ -314,7 +317,7 @@ func (r *Registry) httpRecords(ctx context.Context, src map[string]any, chunk in
 		}
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := (&http.Client{Transport: r.transport}).Do(req)
+	resp, err := r.httpClient(true, true, nil).Do(req)
 	if err != nil {
 		return 0, fmt.Errorf("source: %s %s: %w", req.Method, redactURL(req.URL), err)
 	}

@@ -4,6 +4,7 @@ package tools
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,10 +13,14 @@ import (
 	"github.com/noetl-go/noetl/shared/pipeline"
 )
 
-// toolUser is nobody, for tests that switch users; they need root.
+// toolUser is nobody, for tests that switch users; they need root (CI runs
+// as root: there a test that cannot run fails).
 func toolUser(t *testing.T) *User {
 	t.Helper()
 	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("running tools as another user needs root, and CI is set: run the tests as root")
+		}
 		t.Skip("running tools as another user needs root")
 	}
 	u, err := LookupUser("nobody")
@@ -90,4 +95,52 @@ func TestCheckUser(t *testing.T) {
 	if _, err := LookupUser("no-such-user-here"); err == nil || !strings.Contains(err.Error(), "no-such-user-here") {
 		t.Fatalf("unknown user: %v", err)
 	}
+}
+
+// rootOnlyFile writes content to a file only root may read (0600) in a
+// folder anyone may enter (0755), so only the file's own mode stops the tool
+// user; it returns the file and the folder.
+func rootOnlyFile(t *testing.T, name, content string) (file, dir string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "noetl-root-only-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file = filepath.Join(dir, name)
+	if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file, dir
+}
+
+// TestScriptAsToolUser (issue 33, finding 2): a step's script file is read
+// with the tool user's rights, so a root-only file is refused (and its
+// content appears nowhere in the step's answer) while a file the tool user
+// may read runs.
+func TestScriptAsToolUser(t *testing.T) {
+	u := toolUser(t)
+	python := ResolvePython(context.Background(), "python3", u)
+	r := New(Options{User: u, Python: python})
+	secret, dir := rootOnlyFile(t, "secret.py", "root-only-script-content-4711 = 1\nresult = 'root-only-result-4711'\n")
+	for _, script := range []any{secret, map[string]any{"uri": secret, "source": "file"}} {
+		env := execTool(t, r, map[string]any{"kind": "python", "script": script}, nil)
+		mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "Permission denied")
+		if !strings.Contains(env.Error.Message, "read as the tool user nobody") {
+			t.Errorf("the error does not say who read it: %q", env.Error.Message)
+		}
+		if all := fmt.Sprint(env.Error, env.Data, env.Stdout, env.Stderr); strings.Contains(all, "-4711") {
+			t.Fatalf("the root-only script leaked: %s", all)
+		}
+	}
+	public := filepath.Join(dir, "public.py")
+	if err := os.WriteFile(public, []byte("result = {'uid': os.getuid()}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := execTool(t, r, map[string]any{"kind": "python", "script": public}, nil)
+	mustSucceed(t, env)
+	same(t, "a script the tool user may read", env.Data, map[string]any{"uid": int64(u.UID)})
 }

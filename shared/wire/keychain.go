@@ -1,22 +1,25 @@
 package wire
 
+import "github.com/noetl-go/noetl/shared/credscope"
+
 // ---- keychain, execution variables, staged results (NoETL's worker services) ----
 
 // Credential is a keychain entry in NoETL's CredentialResponse shape. Data is
 // there only when GET /api/credentials/{identifier}?include_data=true was
 // answered to a worker for a running execution.
 type Credential struct {
-	ID          ID       `json:"id"`
-	Name        string   `json:"name" doc:"the alias playbooks name (auth: <name>)"`
-	Type        string   `json:"type" doc:"postgres, bearer, api_key, basic, http, generic, … (NoETL's credential types)"`
-	Meta        Object   `json:"meta,omitempty" doc:"metadata, not secret"`
-	Tags        []string `json:"tags"`
-	Description string   `json:"description,omitempty"`
-	KeyID       string   `json:"key_id" doc:"the keychain key the data is sealed under (a key file's key id or a KMS key ARN)"`
-	CreatedAt   Time     `json:"created_at"`
-	UpdatedAt   Time     `json:"updated_at"`
-	Data        Object   `json:"data,omitempty" doc:"the credential's data: only with include_data=true, to the worker scope, for a running execution"`
-	Created     *bool    `json:"created,omitempty" doc:"POST only: true when the credential is new, false when it was replaced"`
+	ID          ID               `json:"id"`
+	Name        string           `json:"name" doc:"the alias playbooks name (auth: <name>)"`
+	Type        string           `json:"type" doc:"postgres, bearer, api_key, basic, http, generic, … (NoETL's credential types)"`
+	Meta        Object           `json:"meta,omitempty" doc:"metadata, not secret"`
+	Tags        []string         `json:"tags"`
+	Description string           `json:"description,omitempty"`
+	Scope       *CredentialScope `json:"scope,omitempty" doc:"where the credential may be used (ours; absent: anywhere); a worker reading the data gets the hosts it may send it to"`
+	KeyID       string           `json:"key_id" doc:"the keychain key the data is sealed under (a key file's key id or a KMS key ARN)"`
+	CreatedAt   Time             `json:"created_at"`
+	UpdatedAt   Time             `json:"updated_at"`
+	Data        Object           `json:"data,omitempty" doc:"the credential's data: only with include_data=true, to the worker scope, for a running execution"`
+	Created     *bool            `json:"created,omitempty" doc:"POST only: true when the credential is new, false when it was replaced"`
 }
 
 // CredentialRequest is the body of POST /api/credentials our client sends
@@ -28,7 +31,12 @@ type CredentialRequest struct {
 	Meta        Object   `json:"meta,omitempty"`
 	Tags        []string `json:"tags,omitempty"`
 	Description string   `json:"description,omitempty"`
+	// Scope: nil keeps the stored scope; an empty one clears it.
+	Scope *CredentialScope `json:"scope,omitempty"`
 }
+
+// CredentialScope is a credential's scope (shared/credscope owns its rules).
+type CredentialScope = credscope.Scope
 
 // CredentialList answers GET /api/credentials (NoETL's CredentialListResponse).
 type CredentialList struct {
@@ -60,7 +68,8 @@ type CredentialRead struct {
 	Reason       OptString `json:"reason"`
 	Scope        string    `json:"scope" doc:"the reader's token scope (open: the API runs without tokens)"`
 	Token        OptString `json:"token" doc:"a fingerprint of the reader's token (sha256 prefix), never the token"`
-	WorkerID     OptString `json:"worker_id"`
+	WorkerID     OptString `json:"worker_id" doc:"a served read: the worker holding the claim it was answered for (from the command, never from the request)"`
+	CommandID    OptString `json:"command_id" doc:"a served read: the command whose step names the credential"`
 	RequestID    OptString `json:"request_id"`
 }
 

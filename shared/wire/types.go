@@ -587,3 +587,22 @@ type ScheduleDeleted struct {
 	ScheduleID ID   `json:"schedule_id"`
 	Deleted    bool `json:"deleted"`
 }
+
+// Doctor answers GET /api/doctor: the executions that break the liveness
+// invariant (controlplane.Doctor), each with why.
+type Doctor struct {
+	Stalled        []Stalled `json:"stalled" doc:"RUNNING or FAILING executions that nothing will move, or whose commands wait on a drain that is not running"`
+	OverdueSeconds float64   `json:"overdue_seconds" doc:"how long a command may wait on the drain before its execution is named"`
+}
+
+// Stalled is one execution GET /api/doctor names.
+type Stalled struct {
+	ExecutionID     ID     `json:"execution_id"`
+	Path            string `json:"path"`
+	Status          string `json:"status" enum:"RUNNING,FAILING"`
+	UpdatedAt       Time   `json:"updated_at" doc:"when its row last changed"`
+	Active          int    `json:"active" doc:"its commands pending or held"`
+	Stale           int    `json:"stale" doc:"of which waited on the drain past overdue_seconds"`
+	RunningChildren int    `json:"running_children"`
+	Reason          string `json:"reason"`
+}

@@ -57,6 +57,9 @@ type Standard struct {
 	// (default <temp dir>/noetl-data).
 	DuckDB  tools.SQLEngine
 	DataDir string
+	// AllowLinkLocal lets the http, transfer and script-source tools reach
+	// link-local and cloud metadata addresses (tools.LinkLocalEnv).
+	AllowLinkLocal bool
 }
 
 // Build returns the configured worker.
@@ -97,7 +100,8 @@ func (s Standard) Build(ctx context.Context) (*Worker, error) {
 	}
 	python := tools.ResolvePython(ctx, s.Python, user)
 	reg := tools.New(tools.Options{Credentials: maskingCredentials{creds, secrets}, Children: &Children{Client: client.New(s.Server, apiToken)},
-		Python: python, User: user, Logger: logger, NATS: s.JS, Results: s.Results, DuckDB: s.DuckDB, DataDir: s.DataDir})
+		Python: python, User: user, Logger: logger, NATS: s.JS, Results: s.Results, DuckDB: s.DuckDB, DataDir: s.DataDir,
+		AllowLinkLocal: s.AllowLinkLocal})
 	if err := reg.CheckUser(ctx); err != nil {
 		return nil, err
 	}

@@ -169,23 +169,33 @@ func (w *Worker) Run(ctx context.Context) error {
 		// Fetch returns each message as it arrives; the wait only bounds an
 		// empty pull.
 		batch, err := cons.Fetch(free, jetstream.FetchMaxWait(time.Second))
+		if err == nil {
+			for msg := range batch.Messages() {
+				if !w.slots.acquire(ctx, 1) {
+					_ = msg.Nak()
+					continue
+				}
+				w.handle(rep, msg)
+			}
+			if err = batch.Error(); errors.Is(err, jetstream.ErrNoMessages) {
+				err = nil
+			}
+		}
 		if err != nil {
 			if ctx.Err() == nil {
+				// One outage, one backoff. A NATS that restarted without
+				// its stream has no consumer left to answer ("no
+				// responders"): the pool's consumer is made again once the
+				// stream is back (the server makes it at its next publish,
+				// and announces pending commands again).
 				w.nats.failed(tk, fmt.Errorf("fetch notifications: %w", err), 0)
+				if c, err := w.consumer(ctx); err == nil {
+					cons = c
+				}
 			}
 			continue
 		}
 		w.nats.succeeded(tk)
-		for msg := range batch.Messages() {
-			if !w.slots.acquire(ctx, 1) {
-				_ = msg.Nak()
-				continue
-			}
-			w.handle(rep, msg)
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && ctx.Err() == nil {
-			w.log.WarnContext(ctx, "fetch ended with an error", "error", err.Error())
-		}
 	}
 	// Take nothing more; let what runs finish and be reported (the reporter
 	// keeps trying an unavailable server during the grace period).
@@ -385,7 +395,8 @@ func (w *Worker) run(ctx context.Context, cmd *wire.Command) (env pipeline.Envel
 	}()
 	// Tools that need the run's identity (python's context global, the playbook
 	// tool's parent) read it from the context.
-	ctx = tools.WithCall(ctx, tools.Call{ExecutionID: fmt.Sprint(cmd.ExecutionID), Step: cmd.NodeName})
+	ctx = tools.WithCall(ctx, tools.Call{ExecutionID: fmt.Sprint(cmd.ExecutionID), Step: cmd.NodeName,
+		CommandID: cmd.CommandID, Attempt: cmd.Attempt})
 	if err := w.loadReferences(ctx, cmd); err != nil {
 		return errorEnvelope(err.Error())
 	}

@@ -121,7 +121,7 @@ func (s *Stack) Build(serverURL string) (*api.API, error) {
 	}
 	nc := s.NATS
 	return api.New(svc, api.Options{Tokens: s.Tokens, TokenlessWorkers: s.opts.TokenlessWorkers, MaxBodyBytes: s.opts.MaxBodyBytes, CORSOrigins: s.opts.CORSOrigins,
-		Version: "test", Recorder: s.opts.Recorder, Logger: s.opts.Logger, Keychain: credentials.New(s.Store, s.KeyRing, svc, s.opts.Logger), Dashboard: dashboard.Files{},
+		Version: "test", Recorder: s.opts.Recorder, Logger: s.opts.Logger, Keychain: credentials.New(s.Store, s.KeyRing, s.opts.Logger), Dashboard: dashboard.Files{},
 		NATS: func(context.Context) error {
 			if !nc.Running() {
 				return errors.New("the embedded NATS server is down")

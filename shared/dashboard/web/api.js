@@ -164,6 +164,14 @@ export async function triggerSchedule(id) {
 
 // listWorkers reads the worker registry (NoETL's {items, count}): who is
 // alive and how busy. state: alive, ready, expired, offline, or '' for all.
+// doctor lists the executions that break the liveness invariant (GET
+// /api/doctor): nothing will move them, or their commands wait on a drain
+// that is not running; each has a reason.
+export async function doctor() {
+  const { data } = await call('GET', '/api/doctor', { query: { limit: 100 } });
+  return data.stalled || [];
+}
+
 export async function listWorkers({ state } = {}) {
   const { data } = await call('GET', '/api/worker/pools', { query: { status: state } });
   return Array.isArray(data) ? data : (data.items || []);

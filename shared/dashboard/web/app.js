@@ -184,8 +184,17 @@ async function executionsView(query) {
   h('label', { for: 'f-status' }, 'Status', statusSel),
   h('label', { for: 'f-path' }, 'Path', pathIn),
   h('button', { type: 'submit' }, 'Filter'));
+  // Executions nothing will move (GET /api/doctor), above the list.
+  const stalledRows = h('tbody');
+  const stalled = h('section', { id: 'stalled', class: 'stalled', hidden: true, 'aria-labelledby': 'stalled-title' },
+    h('h2', { id: 'stalled-title' }, 'Stalled executions'),
+    h('p', { class: 'hint' }, 'Running, with nothing that will move them, or waiting on a scheduled drain that is not running (noetl doctor).'),
+    h('div', { class: 'table-wrap' }, h('table', {},
+      h('thead', {}, h('tr', {}, ['Execution', 'Status', 'Path', 'Why'].map((c) => h('th', { scope: 'col' }, c)))),
+      stalledRows)));
   view.replaceChildren(
     h('h1', {}, filters.parent ? `Children of execution ${filters.parent}` : 'Executions'),
+    stalled,
     form,
     h('div', { class: 'table-wrap' }, h('table', { id: 'executions' },
       h('thead', {}, h('tr', {}, ['Execution', 'Status', 'Path', 'Version', 'Started', 'Duration', 'Parent'].map((c) => h('th', { scope: 'col' }, c)))),
@@ -193,7 +202,13 @@ async function executionsView(query) {
     h('div', { class: 'pager' }, cursor ? h('a', { href: '#/executions?' + withoutCursor(query) }, '← First page') : null, next));
 
   const load = async () => {
-    const page = await api.listExecutions({ ...filters, cursor });
+    const [page, stuck] = await Promise.all([api.listExecutions({ ...filters, cursor }), api.doctor()]);
+    stalledRows.replaceChildren(...stuck.map((s) => h('tr', { 'data-stalled': s.execution_id },
+      h('td', {}, execLink(s.execution_id)),
+      h('td', {}, badge(s.status)),
+      h('td', {}, s.path),
+      h('td', { class: 'reason' }, s.reason))));
+    stalled.hidden = stuck.length === 0;
     tbody.replaceChildren(...page.executions.map((e) => h('tr', { 'data-execution': e.execution_id },
       h('td', {}, execLink(e.execution_id)),
       h('td', {}, badge(e.status)),

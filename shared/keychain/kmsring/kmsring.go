@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
@@ -37,9 +36,6 @@ type API interface {
 type Ring struct {
 	api   API
 	keyID string
-
-	mu  sync.Mutex
-	arn string // the configured key's ARN, once described
 }
 
 // New returns a ring over keyID with the client cfg builds.
@@ -84,14 +80,11 @@ func (r *Ring) Unwrap(ctx context.Context, keyID string, wrapped []byte, aad str
 }
 
 // Current implements keychain.KeyRing: the ARN of the key the configured id
-// names now (asked once per process; an alias repointed later is seen by new
-// function instances).
+// names now, asked of KMS on every call (DescribeKey resolves an alias), so
+// that once an alias is repointed, rotation in a running process compares
+// each row with the key new data keys are made under, not with the key the
+// alias named when the process started.
 func (r *Ring) Current(ctx context.Context) (string, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.arn != "" {
-		return r.arn, nil
-	}
 	out, err := r.api.DescribeKey(ctx, &kms.DescribeKeyInput{KeyId: aws.String(r.keyID)})
 	if err != nil {
 		return "", fmt.Errorf("kms DescribeKey %s: %w", r.keyID, err)
@@ -99,6 +92,5 @@ func (r *Ring) Current(ctx context.Context) (string, error) {
 	if out.KeyMetadata == nil || aws.ToString(out.KeyMetadata.Arn) == "" {
 		return "", fmt.Errorf("kms DescribeKey %s: no key ARN in the answer", r.keyID)
 	}
-	r.arn = aws.ToString(out.KeyMetadata.Arn)
-	return r.arn, nil
+	return aws.ToString(out.KeyMetadata.Arn), nil
 }

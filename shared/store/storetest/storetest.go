@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -34,7 +35,7 @@ func Command(ctx context.Context, q store.Querier, commandID string) (store.Comm
 func ActiveCommands(ctx context.Context, q store.Querier, executionID int64) ([]store.Command, error) {
 	rows, err := q.Query(ctx, `
 		SELECT issued_event_id FROM command
-		WHERE execution_id = $1 AND status IN ('PENDING', 'CLAIMED', 'RUNNING')
+		WHERE execution_id = $1 AND `+lifecycle.ActiveSQL+`
 		ORDER BY created_at, command_id`, executionID)
 	if err != nil {
 		return nil, fmt.Errorf("storetest: active commands of execution %d: %w", executionID, err)

@@ -32,8 +32,9 @@ import (
 
 // Engine opens DuckDB databases. The zero value is not usable; use New.
 type Engine struct {
-	mu  sync.Mutex
-	dbs map[string]*shared // open files by absolute path
+	mu      sync.Mutex
+	dbs     map[string]*shared       // open files by absolute path
+	helpers map[string]*helperEngine // the engine as tool users (helper.go)
 }
 
 type shared struct {
@@ -43,7 +44,7 @@ type shared struct {
 }
 
 // New returns an engine.
-func New() *Engine { return &Engine{dbs: map[string]*shared{}} }
+func New() *Engine { return &Engine{dbs: map[string]*shared{}, helpers: map[string]*helperEngine{}} }
 
 var _ tools.SQLEngine = (*Engine)(nil)
 

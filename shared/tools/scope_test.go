@@ -1,0 +1,85 @@
+package tools
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/noetl-go/noetl/shared/pipeline"
+)
+
+// TestCredentialHostScope is issue 33's finding 3, its worker half: an http
+// step with auth: <alias> and a URL of one's own received the Bearer token,
+// and a postgres step's host: sent the credential's password to that host.
+// Now a credential whose scope lists hosts is sent to those only, and a
+// postgres step cannot move a credential off its own host unless its scope
+// lists the new one: the step fails naming the rule, and nothing reaches
+// the other host.
+func TestCredentialHostScope(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"auth": "` + r.Header.Get("Authorization") + `"}`))
+	}))
+	t.Cleanup(srv.Close)
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+
+	// A listener standing in for a foreign Postgres: it counts connections.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var dials atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			dials.Add(1)
+			c.Close()
+		}
+	}()
+	_, pgPort, _ := net.SplitHostPort(ln.Addr().String())
+	pgp, _ := strconv.Atoi(pgPort)
+
+	r := New(Options{Credentials: CredentialMap{
+		"gh":         {Kind: "bearer", Extra: map[string]any{"token": "gh-secret-token"}, AllowedHosts: []string{"api.github.com"}},
+		"gh_local":   {Kind: "bearer", Extra: map[string]any{"token": "gh-secret-token"}, AllowedHosts: []string{"127.0.0.1:" + port}},
+		"open":       {Kind: "bearer", Extra: map[string]any{"token": "open-secret-token"}},
+		"pg":         {Kind: "postgres", Host: "db.internal", Port: pgp, User: "etl", Password: "pg-secret-password", Database: "w"},
+		"pg_movable": {Kind: "postgres", Host: "db.internal", Port: pgp, User: "etl", Password: "pg-secret-password", Database: "w", AllowedHosts: []string{"127.0.0.1"}},
+	}})
+
+	// http: the URL's host must be one the credential lists.
+	env := execTool(t, r, httpCfg(srv.URL+"/echo", "auth", "gh"), nil)
+	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, `credential "gh" may be sent only to api.github.com (its scope.hosts)`)
+	if hits.Load() != 0 {
+		t.Fatalf("the refused step reached the server %d times", hits.Load())
+	}
+	mustSucceed(t, execTool(t, r, httpCfg(srv.URL+"/echo", "auth", "gh_local"), nil))
+	mustSucceed(t, execTool(t, r, httpCfg(srv.URL+"/echo", "auth", "open"), nil)) // no scope: anywhere (NoETL's design)
+	if hits.Load() != 2 {
+		t.Fatalf("the allowed steps reached the server %d times, want 2", hits.Load())
+	}
+
+	// postgres: host: moves the password to another server.
+	pg := func(alias string) pipeline.Envelope {
+		return execTool(t, r, map[string]any{"kind": "postgres", "auth": alias, "host": "127.0.0.1", "query": "SELECT 1"}, nil)
+	}
+	mustFail(t, pg("pg"), pipeline.StatusError, pipeline.KindTool, `credential "pg" is for host db.internal; this step sends it to 127.0.0.1, which its scope.hosts does not list`)
+	if dials.Load() != 0 {
+		t.Fatalf("the refused step dialled the other host %d times", dials.Load())
+	}
+	// Allowed by the scope: it dials (and fails there: the listener is no Postgres).
+	mustFail(t, pg("pg_movable"), pipeline.StatusError, pipeline.KindConnection, "127.0.0.1:"+pgPort)
+	if dials.Load() == 0 {
+		t.Fatal("the allowed override never dialled")
+	}
+}
