@@ -183,7 +183,10 @@ func TestHostileInputsUnderAddressSpaceLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer logFile.Close()
-	serve := limited(bin, "serve", "--listen", "127.0.0.1:0", "--drain-every", "500ms", "--shards", "1")
+	// One result store for both, as a deployment has: results over the
+	// worker's 64 KiB go there (the replace case reads one).
+	results := "file://" + filepath.Join(dir, "results")
+	serve := limited(bin, "serve", "--listen", "127.0.0.1:0", "--drain-every", "500ms", "--shards", "1", "--result-store", results)
 	serve.Env = append(os.Environ(), "NOETL_DATABASE_URL=", "NOETL_SHARD_URLS=", "NOETL_NATS_URL=", "NOETL_API_TOKEN=",
 		"NOETL_WORKER_TOKEN=", "NOETL_INTERNAL_TOKEN=", "NOETL_INTERNAL_API_TOKEN=", "NOETL_LISTEN=", "NOETL_SERVER_URL=", "NOETL_LOG_LEVEL=warn")
 	stdout, err := serve.StdoutPipe()
@@ -246,7 +249,7 @@ func TestHostileInputsUnderAddressSpaceLimit(t *testing.T) {
 
 	// --tool-user=: the test's directory is root's alone.
 	worker := exec.Command(bin, "worker", "--server", url, "--nats", natsURL, "--pool", "hostile", "--id", "hostile-worker",
-		"--concurrency", "4", "--tool-user=")
+		"--concurrency", "4", "--tool-user=", "--result-store", results)
 	worker.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	worker.Env = append(os.Environ(), "TMPDIR="+dir, "NOETL_WORKER_TOKEN=", "NOETL_API_TOKEN=")
 	worker.Stderr = testWriter{t}

@@ -9,7 +9,7 @@ import (
 )
 
 // TestLargeResultsByReference: worker.md §1 — results over the worker's inline
-// limit (256 KiB of JSON by default) are stored in the result store and posted
+// limit (64 KiB of JSON by default) are stored in the result store and posted
 // by reference; the server reads them back when a later template needs them,
 // for a single step and for loop iterations. The log keeps only references.
 func TestLargeResultsByReference(t *testing.T) {

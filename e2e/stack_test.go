@@ -118,13 +118,20 @@ func (s *stack) register(t testing.TB, file string) string {
 // run executes a catalog path and waits for its end.
 func (s *stack) run(t testing.TB, req wire.ExecuteRequest) (int64, *wire.Execution) {
 	t.Helper()
+	return s.runWith(t, req, s.cl.Wait)
+}
+
+// runWith executes a catalog path and waits for its end with wait.
+func (s *stack) runWith(t testing.TB, req wire.ExecuteRequest,
+	wait func(context.Context, int64, time.Duration) (*wire.Execution, error)) (int64, *wire.Execution) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	id, err := s.cl.Execute(ctx, req)
 	if err != nil {
 		t.Fatalf("execute %s: %v", req.Path, err)
 	}
-	view, err := s.cl.Wait(ctx, id, 100*time.Millisecond)
+	view, err := wait(ctx, id, 100*time.Millisecond)
 	if err != nil {
 		t.Fatalf("execution %d of %s: %v", id, req.Path, err)
 	}

@@ -41,6 +41,9 @@ type Client struct {
 	// the waits and move a clock of their own instead).
 	sleep func(ctx context.Context, d time.Duration) error
 	now   func() time.Time
+	// maxAnswer bounds one answer read into memory; MaxAnswerBytes unless
+	// WithMaxAnswerBytes says otherwise.
+	maxAnswer int
 }
 
 // Option configures a Client.
@@ -50,6 +53,12 @@ type Option func(*Client)
 // instead of the client's own pooled transport.
 func WithTransport(rt http.RoundTripper) Option {
 	return func(c *Client) { c.http.Transport = rt }
+}
+
+// WithMaxAnswerBytes bounds the answers the client reads (default
+// MaxAnswerBytes); a larger answer is an *AnswerTooLargeError.
+func WithMaxAnswerBytes(n int) Option {
+	return func(c *Client) { c.maxAnswer = n }
 }
 
 // maxIdlePerHost keeps a connection per concurrent request to one server: a
@@ -63,7 +72,7 @@ func New(baseURL, token string, opts ...Option) *Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = maxIdlePerHost, maxIdlePerHost
 	c := &Client{base: strings.TrimRight(baseURL, "/"), token: token,
-		http: &http.Client{Timeout: 60 * time.Second, Transport: tr}, Retries: 5, Patience: 2 * time.Minute}
+		http: &http.Client{Timeout: 60 * time.Second, Transport: tr}, Retries: 5, Patience: 2 * time.Minute, maxAnswer: MaxAnswerBytes}
 	for _, o := range opts {
 		o(c)
 	}
@@ -96,7 +105,7 @@ func StatusOf(err error) int {
 // later: no answer at all, or 502, 503 or 504. The caller's own context
 // ending is not.
 func Unavailable(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || TooLarge(err) {
 		return false
 	}
 	switch StatusOf(err) {
@@ -104,6 +113,14 @@ func Unavailable(err error) bool {
 		return true
 	}
 	return false
+}
+
+// TooLarge reports whether err is an answer over the client's limit
+// (*AnswerTooLargeError): the server answered, and asking again gets the
+// same answer, so it is a refusal, never an outage.
+func TooLarge(err error) bool {
+	var e *AnswerTooLargeError
+	return errors.As(err, &e)
 }
 
 // RetryAfterOf is the Retry-After of an *Error, 0 when it has none.
@@ -138,7 +155,7 @@ func (c *Client) do(ctx context.Context, method, path string, body any, idempote
 		if err == nil {
 			return hdr, nil
 		}
-		if s := StatusOf(err); !idempotent || (s != 0 && s < 500) || ctx.Err() != nil {
+		if s := StatusOf(err); !idempotent || (s != 0 && s < 500) || TooLarge(err) || ctx.Err() != nil {
 			return nil, err // the server answered, or must not be asked twice
 		}
 		wait := Backoff(i)
@@ -205,12 +222,16 @@ func (c *Client) once(ctx context.Context, method, path string, payload []byte, 
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))
+	tooLarge := &AnswerTooLargeError{Method: method, Path: path, Limit: c.maxAnswer, Bytes: resp.ContentLength}
+	if resp.ContentLength > int64(c.maxAnswer) {
+		return nil, tooLarge // not read at all
+	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, int64(c.maxAnswer)+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: read the answer: %w", method, path, err)
 	}
-	if len(raw) > MaxAnswerBytes {
-		return nil, &AnswerTooLargeError{Method: method, Path: path, Limit: MaxAnswerBytes}
+	if len(raw) > c.maxAnswer {
+		return nil, tooLarge
 	}
 	if resp.StatusCode >= 300 {
 		e := &Error{Status: resp.StatusCode, Message: strings.TrimSpace(string(raw))}
@@ -238,17 +259,31 @@ func (c *Client) once(ctx context.Context, method, path string, payload []byte, 
 // MaxAnswerBytes bounds one answer the client reads into memory.
 const MaxAnswerBytes = 64 << 20
 
-// AnswerTooLargeError is an answer over MaxAnswerBytes: it is not read, and the
-// error says which limit it passed (an execution's whole view can; its summary,
-// ?view=summary, and its paged events cannot).
+// AnswerTooLargeError is an answer over the client's limit (MaxAnswerBytes
+// by default): it is not read, and the error says which limit it passed (an
+// execution's whole view can; its summary, ?view=summary, and its paged
+// events cannot).
 type AnswerTooLargeError struct {
 	Method, Path string
 	Limit        int
+	Bytes        int64 // the answer's Content-Length; -1 when not given
 }
 
 func (e *AnswerTooLargeError) Error() string {
-	return fmt.Sprintf("%s %s: the answer is larger than this client's limit of %d MiB (client.MaxAnswerBytes); ask for less (GET /api/executions/{id}?view=summary leaves out the steps, the events route pages)",
-		e.Method, e.Path, e.Limit>>20)
+	size := "larger than"
+	if e.Bytes > 0 {
+		size = fmt.Sprintf("%d bytes, over", e.Bytes)
+	}
+	return fmt.Sprintf("%s %s: the answer is %s this client's limit of %s (client.MaxAnswerBytes); ask for less (GET /api/executions/{id}?view=summary leaves out the steps, the events route pages)",
+		e.Method, e.Path, size, sizeText(e.Limit))
+}
+
+// sizeText is n bytes in MiB when whole, else in bytes.
+func sizeText(n int) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // ID reads an id given as a number or a numeric string (a NATS

@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/noetl-go/noetl/shared/engine"
-	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/resultstore"
@@ -357,6 +355,9 @@ func (t *txn) advance(x *execution, trigger store.Event) (*engine.Outcome, store
 		}
 		snap = work
 		break
+	}
+	if err := t.s.storeParts(t.ctx, out.Parts); err != nil {
+		return nil, trigger, err
 	}
 	if t.s.cfg.Observer != nil {
 		t.s.cfg.Observer.Orchestrated(engine.CanonicalType(trigger.EventType), time.Since(started))
@@ -723,21 +724,16 @@ func (s *Service) readReference(ctx context.Context, executionID int64, uri stri
 	if s.cfg.Results == nil {
 		return nil, fmt.Errorf("the result at %s was stored by reference, but this server has no result store (set NOETL_RESULT_STORE)", uri)
 	}
-	loc, pointer, _ := strings.Cut(uri, "#")
-	b, err := resultstore.Resolve(ctx, s.cfg.Results, loc, executionID)
-	if err != nil {
-		return nil, fmt.Errorf("read the result stored by reference at %s: %w", uri, err)
-	}
-	v, err := jsonx.Decode(b)
-	if err != nil {
-		return nil, fmt.Errorf("the result stored at %s is not JSON: %w", uri, err)
-	}
-	if v, err = jsonx.Pointer(v, pointer); err != nil {
-		return nil, Errorf(ErrInvalid, "the result stored by reference at %s: %v", uri, err)
-	}
-	if err := jsonx.CheckText("data", v); err != nil {
-		// Never posted, so never checked by the API: refused (422) like a NUL posted inline.
-		return nil, Errorf(ErrInvalid, "the result stored by reference at %s: %v", uri, err)
+	v, err := resultstore.ReadJSON(ctx, s.cfg.Results, uri, executionID)
+	var bad *resultstore.ValueError
+	switch {
+	case errors.As(err, &bad), errors.Is(err, resultstore.ErrTooLarge):
+		// Never posted, so never checked by the API: refused (422) like a NUL
+		// or a body over its limit posted inline; the worker reports the
+		// command failed, saying why.
+		return nil, Errorf(ErrInvalid, "%v", err)
+	case err != nil:
+		return nil, err
 	}
 	return v, nil
 }

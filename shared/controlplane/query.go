@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -97,7 +98,16 @@ func (s *Service) execution(ctx context.Context, id int64, steps bool) (*Executi
 		}
 		v.Steps[step.Name] = StepView{Status: st.Status, Result: st.Result, Attempts: st.Attempts, Visits: st.Visits,
 			StartedAt: st.EnteredAt, CompletedAt: st.ExitedAt, Error: st.Error}
-		if st.ResultRef != nil {
+		switch {
+		case st.ResultRef == nil:
+		case st.ResultRef.Kind == engine.KindReference && s.cfg.Results == nil:
+			// A function without the result store (AWS: only ingest reads
+			// it) shows where the result is, as NoETL shows a result by
+			// reference.
+			sv := v.Steps[step.Name]
+			sv.Result = map[string]any{"_ref": pipeline.RefOf(st.ResultRef.URI)}
+			v.Steps[step.Name] = sv
+		default:
 			refs = append(refs, *st.ResultRef)
 		}
 	}

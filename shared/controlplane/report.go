@@ -5,7 +5,10 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"time"
 
+	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/store"
@@ -221,10 +224,10 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 	outcomes := map[int]ReportedEvent{}
 	claimed := map[int]error{}
 	var bodies []*CommandBody
-	taken := 0
+	taken, takenBytes := 0, 0
 	defer func() {
 		if err != nil {
-			budget.giveBack(taken)
+			budget.giveBack(taken, takenBytes)
 		}
 	}()
 	err = s.withTx(ctx, sh, ls, func(t *txn) error {
@@ -232,8 +235,8 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 		clear(outcomes)
 		clear(claimed)
 		bodies = nil
-		budget.giveBack(taken)
-		taken = 0
+		budget.giveBack(taken, takenBytes)
+		taken, takenBytes = 0, 0
 		for _, id := range ids {
 			x, xerr := t.execution(id)
 			for _, i := range part.execs[id] {
@@ -269,14 +272,24 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 				claimed[i] = err
 				continue
 			}
+			size := commandBytes(k.row)
+			if !budget.fits(size) {
+				// The answer is full: the worker claims it again in a later report.
+				claimed[i] = &TooEarlyError{After: time.Second}
+				continue
+			}
+			takenBytes += size
 			body, refusal, err := t.claimOne(x, k, r.WorkerID, true)
 			if err != nil {
 				return err
 			}
 			claimed[i] = refusal
-			if body != nil {
-				bodies = append(bodies, body)
+			if body == nil {
+				budget.giveBack(0, size)
+				takenBytes -= size
+				continue
 			}
+			bodies = append(bodies, body)
 		}
 		for _, id := range t.announce {
 			k := t.cmds[id]
@@ -286,10 +299,12 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 			if !k.isNew || x.row.Pool != r.Pool || !lifecycle.Claimable(k.row.Lifecycle(), lifecycle.Clock{Now: t.eventTime(x)}) {
 				continue
 			}
-			if !budget.take() {
-				break
+			size := commandBytes(k.row)
+			if !budget.take(size) {
+				break // a command that does not fit goes by notification and claim
 			}
 			taken++
+			takenBytes += size
 			if err := t.claim(x, k, r.WorkerID, true); err != nil {
 				return err
 			}
@@ -309,25 +324,57 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 	return bodies, nil
 }
 
-// takeBudget is how many commands a report may still hand out, shared by its
-// shards' transactions.
+// takeBudget is how many commands a report may still hand out, and how many
+// bytes of commands its answer carries so far, shared by its shards'
+// transactions. An answer carries commands up to answerCommandBytes, so it
+// stays under what the worker's client reads (client.MaxAnswerBytes) and
+// what a Lambda may answer; its first command always goes (the engine keeps
+// each under engine.MaxCommandBytes).
 type takeBudget struct {
-	mu   sync.Mutex
-	left int
+	mu    sync.Mutex
+	left  int
+	bytes int
 }
 
-func (b *takeBudget) take() bool {
+// answerCommandBytes bounds the commands of one report's answer.
+const answerCommandBytes = engine.MaxCommandBytes
+
+// take reserves one of the commands and size bytes for one handed out.
+func (b *takeBudget) take(size int) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.left <= 0 {
+	if b.left <= 0 || !b.fitsLocked(size) {
 		return false
 	}
 	b.left--
+	b.bytes += size
 	return true
 }
 
-func (b *takeBudget) giveBack(n int) {
+// fits reserves size bytes for a claimed command.
+func (b *takeBudget) fits(size int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.fitsLocked(size) {
+		return false
+	}
+	b.bytes += size
+	return true
+}
+
+func (b *takeBudget) fitsLocked(size int) bool {
+	return b.bytes == 0 || b.bytes+size <= answerCommandBytes
+}
+
+func (b *takeBudget) giveBack(n, bytes int) {
 	b.mu.Lock()
 	b.left += n
+	b.bytes -= bytes
 	b.mu.Unlock()
+}
+
+// commandBytes is a command's payload size as JSON, as its answer carries it.
+func commandBytes(c store.Command) int {
+	b, _ := jsonx.Marshal(c.Context)
+	return len(b) + len(c.CommandID) + len(c.Step) + 256 // and its other fields
 }

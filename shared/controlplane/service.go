@@ -110,6 +110,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Lease <= 0 {
 		cfg.Lease = 60 * time.Second
 	}
+	if cfg.Results != nil && cfg.Engine.PartRef == nil {
+		cfg.Engine.PartRef = partRef // large commands go in parts (parts.go)
+	}
 	if cfg.DeadlineGrace <= 0 {
 		cfg.DeadlineGrace = 30 * time.Second
 	}

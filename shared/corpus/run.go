@@ -76,12 +76,6 @@ const CorpusDatabase = "noetl_corpus"
 // or through a workload value such as pg_auth.)
 var Aliases = []string{"pg_local", "pg_k8s", "test_postgres", "noetl_connection", "pg_trade", "pg_auth", "postgres", "noetl"}
 
-// NoETLInlineLimit is the corpus workers' inline limit: NoETL's worker
-// stores results over 64 KiB by reference, and playbooks that test for its
-// _ref marker (test_output_select) size their results just over it, under
-// our worker's default.
-const NoETLInlineLimit = 64 << 10
-
 // NATSAlias is the credential alias of the corpus's nats steps: it names the
 // stack's NATS.
 const NATSAlias = "nats_credential"
@@ -148,7 +142,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	for i := range o.Workers {
 		w, err := worker.Standard{Server: srv.URL, Token: token, APIToken: apiToken, JS: srv.JS, Pool: "shared",
 			ID: fmt.Sprintf("corpus-worker-%d", i+1), Concurrency: o.Concurrency, Python: o.Python,
-			Credentials: creds, Results: srv.Results, InlineLimit: NoETLInlineLimit, Logger: o.Logger, ToolUser: o.ToolUser, DuckDB: o.DuckDB,
+			Credentials: creds, Results: srv.Results, Logger: o.Logger, ToolUser: o.ToolUser, DuckDB: o.DuckDB,
 			DataDir: s.tmp}.Build(ctx)
 		if err != nil {
 			return nil, err

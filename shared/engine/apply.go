@@ -322,5 +322,6 @@ func resultKeyOf(v any) *ResultKey {
 	if _, ok := m["index"]; ok {
 		k.Index = jsonx.Int(m["index"])
 	}
+	k.URI, _ = m["uri"].(string)
 	return k
 }

@@ -91,7 +91,7 @@ func (d *decider) commandPayload(step *Step, visit int, b *bindings) (map[string
 	}
 	rc := map[string]any{}
 	for _, r := range slices.Sorted(maps.Keys(roots)) {
-		if v, ok := d.lookup(r, b); ok {
+		if v, ok := d.shipped(r, b); ok {
 			rc[r] = v
 		}
 	}
@@ -122,7 +122,7 @@ func (d *decider) codeContext(names []string, b *bindings) map[string]any {
 		if !codeContextName(n) {
 			continue
 		}
-		if v, ok := d.lookup(n, b); ok {
+		if v, ok := d.shipped(n, b); ok {
 			rc[n] = v
 		}
 	}

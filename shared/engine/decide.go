@@ -22,6 +22,11 @@ type Config struct {
 	InlineResultBytes int
 	// MaxLoopItems bounds a loop's collection.
 	MaxLoopItems int
+	// PartRef names a part of a large command (commandsize.go) the caller
+	// stores in its result store: a reference of the execution, from the
+	// part's name and content hash. Nil (no result store): a command over
+	// MaxCommandBytes fails its step.
+	PartRef func(executionID int64, name, id string) string
 }
 
 // Defaults of Config.
@@ -91,6 +96,8 @@ type decider struct {
 	// iterations issued at once multiply the allowance. Exceeding it is a render
 	// error like any other: deterministic, never retried, on_error applies (R-L6).
 	budget *tmpl.Budget
+	// sizeBuf is scratch space for measuring commands (boundCommand).
+	sizeBuf []byte
 }
 
 func (d *decider) decide() {
@@ -174,6 +181,10 @@ func (d *decider) scheduleRetry(oc cmdOutcome) {
 
 func (d *decider) singleEnded(step *Step, st *StepState, oc cmdOutcome) {
 	switch {
+	case oc.ok && oc.ref != "" && !step.usesPolicy():
+		// Stored by reference, it stays there: read only if a template reads
+		// it (set, next, a later step), never copied into the shard.
+		d.complete(step, st, storedResult{oc.ref}, nil, "", oc.ref)
 	case oc.ok:
 		data, updates := splitContextUpdates(d.resultData(oc))
 		d.complete(step, st, data, updates, "", oc.ref)
@@ -541,6 +552,10 @@ func (d *decider) issue(step *Step, st *StepState, it *iteration) {
 		d.renderFailed(step, "tool", err)
 		return
 	}
+	if err := d.boundCommand(step, payload); err != nil {
+		d.renderFailed(step, "command", err)
+		return
+	}
 	index := -1
 	var extra map[string]any
 	if it != nil {
@@ -681,6 +696,10 @@ func collection(v any, limit int) ([]any, error) {
 // with the arcs that fired, then the successors are re-checked. ref is the URI
 // the worker stored the result at, when it did (the step's _ref in templates).
 func (d *decider) complete(step *Step, st *StepState, result any, updates map[string]any, errMsg, ref string) {
+	stored, _ := result.(storedResult)
+	if stored.uri != "" {
+		result = nil // loaded if the step's set or next reads it (bindings.stored)
+	}
 	v := st.Visit
 	exit := map[string]any{"visit": int64(v.N)}
 	if errMsg != "" {
@@ -691,7 +710,7 @@ func (d *decider) complete(step *Step, st *StepState, result any, updates map[st
 	}
 	if d.s.Status != StatusRunning {
 		// A late completion while failing is recorded, never routed (R-R9).
-		d.putResult(exit, step, v.N, result)
+		d.putResult(exit, step, v.N, result, stored.uri)
 		d.emit(Event{Type: EvStepExit, Step: step.Name, Status: StatusCompleted, Context: exit})
 		return
 	}
@@ -703,7 +722,7 @@ func (d *decider) complete(step *Step, st *StepState, result any, updates map[st
 	if step.Loop != nil {
 		eventName = "loop.done"
 	}
-	b := &bindings{arcSet: v.ArcSet, phase: true, output: result, errMsg: errMsg, self: step.Name, selfResult: result,
+	b := &bindings{arcSet: v.ArcSet, phase: true, output: result, stored: stored.uri, errMsg: errMsg, self: step.Name,
 		event: map[string]any{"name": eventName, "step": step.Name, "status": StatusCompleted}}
 	values, err := d.renderSet(step.Set, b)
 	if err != nil {
@@ -722,13 +741,23 @@ func (d *decider) complete(step *Step, st *StepState, result any, updates map[st
 	if len(fired) > 0 {
 		exit["fired"] = fired
 	}
-	d.putResult(exit, step, v.N, result)
+	d.putResult(exit, step, v.N, result, stored.uri)
 	d.emit(Event{Type: EvStepExit, Step: step.Name, Status: StatusCompleted, Context: exit})
 	d.stepEnded(step)
 }
 
-// putResult records a result in a step.exit context, by reference when large (R-S1).
-func (d *decider) putResult(exit map[string]any, step *Step, visit int, result any) {
+// storedResult is a step's result the worker stored by reference at uri,
+// not read.
+type storedResult struct{ uri string }
+
+// putResult records a result in a step.exit context, by reference when large
+// (R-S1): one the worker stored (storedURI) by its reference, read from the
+// result store when needed.
+func (d *decider) putResult(exit map[string]any, step *Step, visit int, result any, storedURI string) {
+	if storedURI != "" {
+		exit["result_ref"] = map[string]any{"kind": string(KindReference), "step": step.Name, "visit": int64(visit), "index": int64(-1), "uri": storedURI}
+		return
+	}
 	b, err := jsonx.Marshal(result)
 	if err == nil && len(b) > d.e.cfg.InlineResultBytes {
 		key := ResultKey{Kind: KindStepResult, Step: step.Name, Visit: visit, Index: -1}

@@ -148,6 +148,15 @@ type ResultKey struct {
 	URI   string     `json:"uri,omitempty"` // KindReference only
 }
 
+// Stored is the key under which the value is read: a reference is named by
+// its URI alone, whichever step's result it is.
+func (k ResultKey) Stored() ResultKey {
+	if k.Kind == KindReference {
+		return ResultKey{Kind: KindReference, Index: -1, URI: k.URI}
+	}
+	return k
+}
+
 func (k ResultKey) String() string {
 	if k.Kind == KindReference {
 		return fmt.Sprintf("%s/%s", k.Kind, k.URI)
@@ -195,6 +204,9 @@ type Outcome struct {
 	Cancelled []string
 	// Writes to store outside the snapshot.
 	Writes []ResultWrite
+	// Parts of large commands to put in the result store before commit
+	// (commandsize.go).
+	Parts []CommandPart
 	// Finished is set when the trigger ended a command for good (no retry): how
 	// the store should close the command's row.
 	Finished *Finished

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/tmpl"
 )
 
@@ -15,12 +16,14 @@ type bindings struct {
 	iter   *iteration
 	// phase is true while evaluating a finished step's set and arcs: output, error
 	// and event are bound (dsl.md §5, R-W2).
-	phase      bool
-	output     any
-	errMsg     string
-	event      map[string]any
-	self       string // the finishing step, bound to its new result (dsl.md §4.6)
-	selfResult any
+	phase  bool
+	output any
+	// stored is where the worker stored the finishing step's result (then
+	// output is nil): it is read only if a template reads it.
+	stored string
+	errMsg string
+	event  map[string]any
+	self   string // the finishing step, bound to its new result, output (dsl.md §4.6)
 	// extra are names bound above everything else: a cursor claim's
 	// __frame_max_rows, __frame_policy and __worker_slot_id (NoETL's).
 	extra map[string]any
@@ -30,6 +33,15 @@ type iteration struct {
 	index, total int
 	iterator     string
 	item         any
+}
+
+// result is the finishing step's result (output, its own name), read from
+// the result store when the worker stored it there.
+func (b *bindings) result(d *decider) any {
+	if b.stored != "" {
+		return d.load(ResultKey{Kind: KindReference, Index: -1, URI: b.stored})
+	}
+	return b.output
 }
 
 func (it *iteration) vars() map[string]any {
@@ -54,7 +66,15 @@ func (d *decider) env(roots []string, b *bindings) tmpl.Env {
 // lookup resolves a top-level name with dsl.md §5's precedence, highest first:
 // arc set, iteration variables, ids, ctx, step results, workload. Reserved names
 // always mean their binding (R-T7, R-W5).
-func (d *decider) lookup(name string, b *bindings) (any, bool) {
+func (d *decider) lookup(name string, b *bindings) (any, bool) { return d.resolve(name, b, false) }
+
+// shipped is lookup for a value a command carries to the worker
+// (render_context): a step result the worker stored by reference is its
+// reference marker, which the worker that runs the command loads
+// (pipeline.RefMarker), so the server neither reads it back nor sends it.
+func (d *decider) shipped(name string, b *bindings) (any, bool) { return d.resolve(name, b, true) }
+
+func (d *decider) resolve(name string, b *bindings, byRef bool) (any, bool) {
 	if v, ok := b.extra[name]; ok {
 		return v, true
 	}
@@ -92,7 +112,7 @@ func (d *decider) lookup(name string, b *bindings) (any, bool) {
 		}
 		return b.iter.vars()[name], true
 	case "output":
-		return b.output, b.phase
+		return b.result(d), b.phase
 	case "error":
 		if !b.phase {
 			return nil, false
@@ -122,7 +142,12 @@ func (d *decider) lookup(name string, b *bindings) (any, bool) {
 		return v, true
 	}
 	if b.self == name {
-		return d.stepView(name, b.selfResult), true
+		return d.stepView(name, b.result(d)), true
+	}
+	if byRef {
+		if m, ok := d.resultMarker(name); ok {
+			return m, true
+		}
 	}
 	if v, ok := d.stepResult(name); ok {
 		return d.stepView(name, v), true
@@ -148,17 +173,35 @@ func (d *decider) stepResult(name string) (any, bool) {
 	}
 	v := st.Result
 	if st.ResultRef != nil {
-		v = d.load(*st.ResultRef)
+		v = d.load(st.ResultRef.Stored())
 	}
 	if m, ok := v.(map[string]any); ok && st.ResultURI != "" {
 		// The worker stored it by reference (worker.md §1): NoETL marks such a
 		// result with _ref, which playbooks test for and hand to the artifact
 		// tool.
 		m = maps.Clone(m)
-		m["_ref"] = map[string]any{"kind": "result_ref", "ref": st.ResultURI, "uri": st.ResultURI}
+		m["_ref"] = pipeline.RefOf(st.ResultURI)
 		return m, true
 	}
 	return v, true
+}
+
+// resultMarker is the reference marker of a step's latest result when the
+// worker stored it by reference and templates see it as stored (a single
+// tool's or a pipeline's result; a loop's list is assembled by the server).
+func (d *decider) resultMarker(name string) (map[string]any, bool) {
+	st, step := d.s.Steps[name], d.pb.byName[name]
+	if st == nil || !st.Bound || st.ResultURI == "" || step == nil || step.Loop != nil {
+		return nil, false
+	}
+	var labels []string
+	if len(step.Pipeline) > 0 {
+		labels = make([]string, len(step.Pipeline))
+		for i, it := range step.Pipeline {
+			labels[i] = it.Label
+		}
+	}
+	return pipeline.RefMarker(st.ResultURI, labels), true
 }
 
 // stepView is how templates see a step's result under the step's own name: a loop
@@ -221,7 +264,7 @@ func (d *decider) stepsView(b *bindings) map[string]any {
 		}
 		result, _ := d.stepResult(step.Name)
 		if b.self == step.Name {
-			result = b.selfResult
+			result = b.result(d)
 		}
 		var errv any
 		if st.Error != "" {

@@ -111,6 +111,10 @@ type completion struct {
 	// broken counts the server's 500s for it: a bug of ours, not an outage,
 	// so it is given up after a few.
 	broken int
+	// quiet sends it in a report that asks for no commands and claims none:
+	// the answer to a report carrying it was over the client's limit, so
+	// the server took it but the worker never read what it said.
+	quiet bool
 	// settle, when set, learns whether the server took the event (a cursor
 	// claim commits its rows only then); called once, when that is known.
 	settle func(accepted bool)
@@ -238,7 +242,7 @@ func (r *reporter) loop() {
 		if send {
 			batch = r.q[:batchLen(r.q)]
 			r.q = r.q[len(batch):]
-			if len(batch) == 0 || !batch[0].solo {
+			if len(batch) == 0 || !(batch[0].solo || batch[0].quiet) {
 				claims = r.claims[:min(len(r.claims), maxReportEvents-len(batch))]
 				r.claims = r.claims[len(claims):]
 			}
@@ -300,7 +304,7 @@ func (r *reporter) send(tk ticket, batch []completion, claims []claim) {
 	w := r.w
 	held := len(batch) + len(claims)
 	take := 0
-	if !w.stopping.Load() {
+	if !w.stopping.Load() && !slices.ContainsFunc(batch, func(c completion) bool { return c.quiet }) {
 		grabbed := w.slots.grab()
 		held += grabbed
 		take = len(batch) + grabbed
@@ -405,6 +409,20 @@ func (r *reporter) failed(tk ticket, batch []completion, err error) {
 	status := client.StatusOf(err)
 	switch {
 	case r.ctx.Err() != nil: // abandoned at shutdown: Run says what is dropped
+		r.requeue(batch)
+	case client.TooLarge(err):
+		// The server answered: it took the events, and the commands it
+		// handed out in that answer are lost to this worker (their leases
+		// expire and they are retried, R-L3). A refusal, not an outage:
+		// the events go again in a report that asks for nothing, whose
+		// answer is small, to learn their outcomes (a re-post is
+		// idempotent).
+		w.server.succeeded(tk)
+		w.log.Error("the server's answer to a report was over this worker's answer limit; the commands it carried are lost to this worker and run again when their leases expire; reporting the results again without asking for commands",
+			"error", err.Error(), "results", len(batch))
+		for i := range batch {
+			batch[i].quiet = true
+		}
 		r.requeue(batch)
 	case status >= 400 && status < 500 && status != http.StatusTooManyRequests:
 		w.server.succeeded(tk) // it answered

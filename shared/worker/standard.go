@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -36,7 +37,12 @@ type Standard struct {
 	// Transport, when set, carries the worker's requests to the server (the
 	// bench counts them); default the client's own pooled transport.
 	Transport http.RoundTripper
-	Logger    *slog.Logger
+	// MaxAnswerBytes bounds the server's answers the worker reads; default
+	// client.MaxAnswerBytes.
+	MaxAnswerBytes int
+	// PoolHeartbeat: see Config.
+	PoolHeartbeat time.Duration
+	Logger        *slog.Logger
 	// ToolUser runs python and shell as that account (a name or uid, see
 	// tools.LookupUser); "": as the worker. `noetl worker` defaults it to
 	// tools.DefaultToolUser().
@@ -106,6 +112,10 @@ func (s Standard) Build(ctx context.Context) (*Worker, error) {
 	if s.Transport != nil {
 		opts = append(opts, client.WithTransport(s.Transport))
 	}
+	if s.MaxAnswerBytes > 0 {
+		opts = append(opts, client.WithMaxAnswerBytes(s.MaxAnswerBytes))
+	}
 	return New(Config{Client: client.New(s.Server, s.Token, opts...), JS: s.JS, Pool: s.Pool, WorkerID: s.ID,
-		Concurrency: s.Concurrency, Exec: reg.Exec, Claim: reg.Claim, AwaitClaim: reg.AwaitClaim, Results: s.Results, InlineLimit: s.InlineLimit, Logger: logger, Secrets: secrets})
+		Concurrency: s.Concurrency, Exec: reg.Exec, Claim: reg.Claim, AwaitClaim: reg.AwaitClaim, Results: s.Results, InlineLimit: s.InlineLimit, Logger: logger, Secrets: secrets,
+		PoolHeartbeat: s.PoolHeartbeat})
 }

@@ -54,6 +54,9 @@ type Config struct {
 	// cursor block) to end before the iteration runs (shared/tools' Registry.
 	// AwaitClaim). Nil: iterations run at once.
 	AwaitClaim func(ctx context.Context, cursor map[string]any) error
+	// PoolHeartbeat is how often the worker beats in the registry; default
+	// noetlwire.PoolHeartbeatInterval (NoETL's workers' 15 s).
+	PoolHeartbeat time.Duration
 	// Grace is how long shutdown waits for running commands before abandoning
 	// them to lease expiry; default 30 s.
 	Grace time.Duration
@@ -68,8 +71,10 @@ type Config struct {
 	Secrets *redact.Secrets
 }
 
-// DefaultInlineLimit is the largest result data posted inline (worker.md §1).
-const DefaultInlineLimit = 256 << 10
+// DefaultInlineLimit is the largest result data posted inline (worker.md §1):
+// NoETL's 64 KiB, which its playbooks test for (a result over it carries
+// _ref).
+const DefaultInlineLimit = 64 << 10
 
 // Worker runs commands of one pool.
 type Worker struct {
@@ -104,6 +109,9 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Grace <= 0 {
 		cfg.Grace = 30 * time.Second
 	}
+	if cfg.PoolHeartbeat <= 0 {
+		cfg.PoolHeartbeat = noetlwire.PoolHeartbeatInterval
+	}
 	if cfg.InlineLimit <= 0 {
 		cfg.InlineLimit = DefaultInlineLimit
 	}
@@ -136,7 +144,7 @@ func (w *Worker) watchDependencies() {
 func (w *Worker) Run(ctx context.Context) error {
 	// Registered while it runs, commands finishing in the grace period
 	// included; deregistered last.
-	defer w.keepRegistered(context.WithoutCancel(ctx), noetlwire.PoolHeartbeatInterval)()
+	defer w.keepRegistered(context.WithoutCancel(ctx), w.cfg.PoolHeartbeat)()
 	cons, err := w.consumer(ctx)
 	if err != nil {
 		return nil // stopped before NATS came back
@@ -296,7 +304,7 @@ func (w *Worker) execute(ctx context.Context, rep *reporter, cmd *wire.Command) 
 	started := time.Now()
 	env, settle := w.runCommand(runCtx, cmd)
 	env = w.mask(cmd, env)
-	stopBeat()
+	stopBeat() // from here the result keeps nothing alive: the report delivers it or the lease ends
 	select {
 	case <-lost:
 		log.Warn("lease lost while running; dropping the result")
@@ -389,6 +397,9 @@ func (w *Worker) run(ctx context.Context, cmd *wire.Command) (env pipeline.Envel
 	// tool's parent) read it from the context.
 	ctx = tools.WithCall(ctx, tools.Call{ExecutionID: fmt.Sprint(cmd.ExecutionID), Step: cmd.NodeName,
 		CommandID: cmd.CommandID, Attempt: cmd.Attempt})
+	if err := w.loadReferences(ctx, cmd); err != nil {
+		return errorEnvelope(err.Error())
+	}
 	exec := w.cfg.Exec
 	if cmd.Action == "task_sequence" {
 		return pipeline.Run(ctx, cmd.Context, pipeline.Options{Exec: exec})
@@ -398,6 +409,18 @@ func (w *Worker) run(ctx context.Context, cmd *wire.Command) (env pipeline.Envel
 		return errorEnvelope(err.Error())
 	}
 	return exec(ctx, item)
+}
+
+// loadReferences reads the results the command names by reference
+// (pipeline.RefMarker) from the result store into its render_context.
+func (w *Worker) loadReferences(ctx context.Context, cmd *wire.Command) error {
+	_, err := pipeline.ResolveRefs(ctx, cmd.Context, func(ctx context.Context, uri string) (any, error) {
+		if w.cfg.Results == nil {
+			return nil, errors.New("this worker has no result store; give it the server's (noetl worker --result-store)")
+		}
+		return resultstore.ReadJSON(ctx, w.cfg.Results, uri, int64(cmd.ExecutionID))
+	})
+	return err
 }
 
 // itemOf decodes a single tool's command (NoETL's shape: context.tool_config
@@ -441,18 +464,21 @@ func errorEnvelope(msg string) pipeline.Envelope {
 // lapses meanwhile, and the server gives its holder a lease's time after an
 // outage before it takes it away.
 func (w *Worker) heartbeat(ctx context.Context, cmd *wire.Command, cancel context.CancelFunc, lost chan struct{}, log *slog.Logger) (stop func()) {
-	lease := time.Until(cmd.LeaseExpiresAt.Time)
-	if lease <= 0 {
-		lease = 60 * time.Second
+	// Each beat comes a third of the remaining lease after the last: the
+	// first one at once when the command arrives with little of its lease
+	// left (a long transaction or a slow answer spent it).
+	expires := cmd.LeaseExpiresAt.Time
+	if expires.IsZero() {
+		expires = time.Now().Add(60 * time.Second)
 	}
-	every := max(lease/3, 100*time.Millisecond)
+	next := func() time.Duration { return max(time.Until(expires)/3, 100*time.Millisecond) }
 	ctx, stopBeats := context.WithCancel(ctx)
 	var once sync.Once
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(every)
+		t := time.NewTimer(next())
 		defer t.Stop()
 		for {
 			select {
@@ -460,11 +486,16 @@ func (w *Worker) heartbeat(ctx context.Context, cmd *wire.Command, cancel contex
 				return
 			case <-t.C:
 			}
+			t.Reset(max(time.Second, next()))
 			tk, _, ok := w.server.admit()
 			if !ok {
 				continue // another request probes the server
 			}
-			_, err := w.cfg.Client.Heartbeat(ctx, int64(cmd.EventID), w.cfg.WorkerID, cmd.Attempt)
+			until, err := w.cfg.Client.Heartbeat(ctx, int64(cmd.EventID), w.cfg.WorkerID, cmd.Attempt)
+			if err == nil && !until.IsZero() {
+				expires = until
+				t.Reset(next())
+			}
 			switch {
 			case ctx.Err() != nil:
 				return

@@ -148,6 +148,14 @@ func (s *Sim) commit(ev engine.Event, out *engine.Outcome, snapshot []byte) {
 	for _, w := range out.Writes {
 		s.Results[w.Key] = w.Value
 	}
+	for _, p := range out.Parts {
+		// The result store, as the worker reads it.
+		v, err := jsonx.Decode(p.Data)
+		if err != nil {
+			panic(fmt.Sprintf("part %s is not JSON: %v", p.URI, err))
+		}
+		s.Results[engine.ResultKey{Kind: engine.KindReference, Index: -1, URI: p.URI}] = v
+	}
 	for _, c := range out.Commands {
 		s.Commands[c.ID] = &Cmd{Command: c, Status: "PENDING", AvailableAt: c.AvailableAt}
 	}
@@ -270,6 +278,9 @@ type ItemTool func(it pipeline.Item) pipeline.Envelope
 // runPipeline runs a pipeline command the way the worker does.
 func (s *Sim) runPipeline(c *Cmd) Reply {
 	payload := jsonx.Clone(c.Payload).(map[string]any) // what crosses the wire is a copy
+	if _, err := pipeline.ResolveRefs(context.Background(), payload, s.readRef); err != nil {
+		return Reply{Status: "error", Error: err.Error()}
+	}
 	env := pipeline.Run(context.Background(), payload, pipeline.Options{
 		Exec: func(_ context.Context, it pipeline.Item) pipeline.Envelope {
 			t, ok := s.Items[it.Label]
@@ -286,6 +297,16 @@ func (s *Sim) runPipeline(c *Cmd) Reply {
 		r.Error = env.Error.Message
 	}
 	return r
+}
+
+// readRef reads a result stored by reference, as the worker reads its result
+// store.
+func (s *Sim) readRef(_ context.Context, uri string) (any, error) {
+	v, ok := s.Results[engine.ResultKey{Kind: engine.KindReference, Index: -1, URI: uri}]
+	if !ok {
+		return nil, fmt.Errorf("no result stored at %s", uri)
+	}
+	return v, nil
 }
 
 // RunToEnd runs commands until none is pending, within a bound on attempts.
@@ -349,7 +370,7 @@ func (s *Sim) Result(step string) any {
 		return nil
 	}
 	if st.ResultRef != nil {
-		return s.Results[*st.ResultRef]
+		return s.Results[st.ResultRef.Stored()]
 	}
 	return st.Result
 }
