@@ -1,9 +1,13 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/wire"
 	"github.com/noetl-go/noetl/shared/worker"
 )
@@ -74,10 +78,17 @@ workflow:
 	shared.verify(t, id)
 }
 
-// TestLargeResultWithoutStore: a worker with no result store fails a step whose
-// result is over its inline limit, saying what to change, and keeps running.
+// TestLargeResultWithoutStore: a worker with no result store of its own
+// (noetl worker without --result-store) hands a result over its inline limit
+// to the server (PUT /api/result) and posts its noetl:// reference; the next
+// step reads it three ways (its code's context, a template in its input,
+// the artifact tool through _ref), each through the server (GET
+// /api/result/resolve), and the run completes. A result the server's route
+// cannot take (over wire.MaxStagedResultBytes) is never sent: its step
+// fails at once naming the size, the limit and --result-store, and the
+// worker keeps serving.
 func TestLargeResultWithoutStore(t *testing.T) {
-	shared.startWorkers(t, "big-no-store", 1, func(w *worker.Standard) { w.Results, w.InlineLimit = nil, 1024 })
+	shared.startWorkers(t, "big-no-store", 1, func(w *worker.Standard) { w.Results = nil })
 	path := registerYAML(t, `apiVersion: noetl.io/v2
 kind: Playbook
 metadata: {name: big_no_store, path: e2e/big_no_store}
@@ -85,13 +96,70 @@ workflow:
   - step: start
     tool:
       kind: python
+      input: {size: "{{ workload.size }}"}
       code: |
-        result = {"blob": "z" * 5000}
+        result = {"blob": "z" * size}
+    next: by_code
+  - step: by_code
+    tool: {kind: python, code: "result = {'length': len(context['start']['blob'])}"}
+    next: by_input
+  - step: by_input
+    tool: {kind: python, input: {blob: "{{ start.blob }}"}, code: "result = {'length': len(blob)}"}
+    next: by_artifact
+  - step: by_artifact
+    tool: {kind: artifact, action: get, result_ref: "{{ start._ref }}"}
 `)
-	_, view := shared.run(t, wire.ExecuteRequest{Path: path, Pool: "big-no-store"})
+	const size = 100 << 10
+	id, view := shared.runSummary(t, wire.ExecuteRequest{Path: path, Pool: "big-no-store", Payload: map[string]any{"size": int64(size)}})
+	if view.Status != "COMPLETED" {
+		t.Fatalf("status %v error %s, want COMPLETED", view.Status, view.Error)
+	}
+	evs := shared.events(t, id)
+	staged := func(name string) (string, map[string]any) {
+		for _, e := range evs {
+			if e.EventType == "command.completed" && string(e.NodeName) == name {
+				ref, _ := e.Result["reference"].(map[string]any)
+				uri, _ := ref["logical_uri"].(string)
+				if !strings.HasPrefix(uri, fmt.Sprintf("noetl://execution/%d/result/", id)) {
+					t.Fatalf("%s's result was posted as %q, want a noetl:// reference of execution %d (staged with the server)", name, uri, id)
+				}
+				v, err := resultstore.ReadJSON(context.Background(), shared.srv.Results, uri, id)
+				if err != nil {
+					t.Fatalf("%s's staged result: %v", name, err)
+				}
+				m, _ := v.(map[string]any)
+				return uri, m
+			}
+		}
+		t.Fatalf("no command.completed of %s", name)
+		return "", nil
+	}
+	uri, start := staged("start")
+	if blob, _ := start["blob"].(string); len(blob) != size {
+		t.Fatalf("the server keeps start's blob as %d bytes, want %d", len(blob), size)
+	}
+	for _, name := range []string{"by_code", "by_input"} {
+		if got, _ := exitOf(evs, name); !reflect.DeepEqual(got, map[string]any{"length": int64(size)}) {
+			t.Fatalf("%s read %v, want the whole blob (%d)", name, got, size)
+		}
+	}
+	// The artifact tool's answer holds the blob again: staged in its turn.
+	_, art := staged("by_artifact")
+	if data, _ := art["data"].(map[string]any); art["uri"] != uri || data["blob"] != start["blob"] {
+		t.Fatalf("the artifact tool read %.200v, want start's result from %s", art, uri)
+	}
+	if n := count(evs, "command.expired", "") + count(evs, "command.retry", ""); n != 0 {
+		t.Fatalf("%d expiries and retries; the run must end within its leases", n)
+	}
+	shared.verify(t, id)
+
+	// Over what the server's route takes: never sent, the step fails at once.
+	_, view = shared.runSummary(t, wire.ExecuteRequest{Path: path, Pool: "big-no-store", Payload: map[string]any{"size": int64(6 << 20)}})
 	e := string(view.Error)
-	if view.Status != "FAILED" || !strings.Contains(e, "inline limit of 1024") || !strings.Contains(e, "--result-store") {
-		t.Fatalf("status %v error %q, want FAILED naming the inline limit and --result-store", view.Status, e)
+	for _, want := range []string{"is 6291467 bytes of JSON", "inline limit of 65536", "at most 5242880 bytes (5 MiB, wire.MaxStagedResultBytes)", "--result-store"} {
+		if view.Status != "FAILED" || !strings.Contains(e, want) {
+			t.Fatalf("status %v error %q, want FAILED naming %q", view.Status, e, want)
+		}
 	}
 	small := registerYAML(t, `apiVersion: noetl.io/v2
 kind: Playbook

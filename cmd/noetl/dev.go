@@ -41,7 +41,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	exit := fs.Bool("exit", false, "stop after the demo (exit 0 when it COMPLETED, 1 otherwise)")
 	drainEvery := fs.Duration("drain-every", 2*time.Second, "scheduled outbox run interval (the EventBridge stand-in)")
 	python := fs.String("python", envOr("NOETL_PYTHON", "python3"), "python interpreter (env NOETL_PYTHON)")
-	resultStore := fs.String("result-store", os.Getenv("NOETL_RESULT_STORE"), "where workers store results too large to post inline, file:///dir or s3://bucket/prefix (env NOETL_RESULT_STORE); empty: a temporary directory")
+	resultStore := fs.String("result-store", os.Getenv("NOETL_RESULT_STORE"), "where workers store results too large to post inline, file:///dir or s3://bucket/prefix (env NOETL_RESULT_STORE); empty: a temporary directory, or with --database-url <data dir>/noetl/results")
 	inlineLimit := fs.Int("inline-limit", worker.DefaultInlineLimit, "largest result (bytes of JSON) workers post inline; larger ones go to the result store")
 	verbose := fs.Bool("v", false, "print the stack's JSON logs")
 	pprofAddr := fs.String("pprof", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6060; empty: off")

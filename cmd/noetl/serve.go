@@ -16,6 +16,7 @@ import (
 	"github.com/noetl-go/noetl/shared/config"
 	"github.com/noetl-go/noetl/shared/devserver"
 	"github.com/noetl-go/noetl/shared/redact"
+	"github.com/noetl-go/noetl/shared/wire"
 )
 
 // serveFlags are `noetl serve`'s settings; the environment supplies the
@@ -45,7 +46,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&f.shards, "shards", 2, "shard databases of the throwaway Postgres")
 	fs.BoolVar(&f.migrate, "migrate", false, "apply migrations to the given databases (the throwaway one is always migrated)")
 	fs.StringVar(&f.resultStore, "result-store", os.Getenv("NOETL_RESULT_STORE"),
-		"where workers store results too large to post inline, file:///dir or s3://bucket/prefix ($NOETL_RESULT_STORE);\nempty: a temporary directory with the throwaway Postgres, else none")
+		"where results too large to post inline are kept, file:///dir or s3://bucket/prefix ($NOETL_RESULT_STORE): workers with\nthis store write there, workers without one hand them to the server; empty: a temporary directory with the throwaway\nPostgres, else <data dir>/noetl/results ($XDG_DATA_HOME or ~/.local/share)")
 	fs.StringVar(&f.pprof, "pprof", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6060; empty: off")
 	fs.DurationVar(&f.drainEvery, "drain-every", time.Minute,
 		"invoke the outbox function's scheduled run this often, standing in for EventBridge (0: never)")
@@ -96,9 +97,8 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	if f.natsURL == "" {
 		fmt.Fprintf(stdout, "noetl serve: embedded NATS at %s (workers: noetl worker --nats %s)\n", s.NATSURL, s.NATSURL)
 	}
-	if s.Results != nil {
-		fmt.Fprintf(stdout, "noetl serve: large results by reference in %s (workers: noetl worker --result-store %s)\n", s.Results.URL(), s.Results.URL())
-	}
+	fmt.Fprintf(stdout, "noetl serve: large results by reference in %s (workers without --result-store hand them to the server, up to %d MiB each; on this machine: noetl worker --result-store %s)\n",
+		s.Results.URL(), wire.MaxStagedResultBytes>>20, s.Results.URL())
 	fmt.Fprintf(stdout, "noetl serve: credentials sealed with %s\n", s.KeyRing.Describe())
 	warnOpen(s, stderr, logger, "noetl serve")
 	fmt.Fprintf(stdout, "noetl serve: listening on %s\n", s.URL)

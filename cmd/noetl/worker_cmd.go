@@ -55,7 +55,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	host, _ := os.Hostname()
 	id := fs.String("id", fmt.Sprintf("%s-%d", host, os.Getpid()), "worker id")
 	python := fs.String("python", envOr("NOETL_PYTHON", "python3"), "python interpreter (env NOETL_PYTHON)")
-	resultStore := fs.String("result-store", os.Getenv("NOETL_RESULT_STORE"), "where results too large to post inline go, file:///dir or s3://bucket/prefix: the server's store (env NOETL_RESULT_STORE); empty: such results fail their step")
+	resultStore := fs.String("result-store", os.Getenv("NOETL_RESULT_STORE"), "where results too large to post inline go, file:///dir or s3://bucket/prefix: the server's store (env NOETL_RESULT_STORE);\nempty: the worker hands them to the server (PUT /api/result, up to 5 MiB each; a larger one fails its step, naming this flag)")
 	inlineLimit := fs.Int("inline-limit", worker.DefaultInlineLimit, "largest result (bytes of JSON) posted inline")
 	dataDir := dataDirFlag(fs)
 	toolUser := toolUserFlag(fs)

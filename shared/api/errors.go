@@ -102,6 +102,8 @@ func classify(err error) *Error {
 		return errorf(http.StatusForbidden, "%s", err.Error())
 	case errors.Is(err, controlplane.ErrUnavailable):
 		return errorf(http.StatusServiceUnavailable, "%s", err.Error())
+	case errors.Is(err, controlplane.ErrNotConfigured):
+		return errorf(http.StatusNotImplemented, "%s", err.Error())
 	case errors.Is(err, controlplane.ErrConflict), errors.Is(err, store.ErrConflict):
 		return errorf(http.StatusConflict, "%s", err.Error())
 	case store.Transient(err):

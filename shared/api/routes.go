@@ -254,7 +254,7 @@ func Routes() []Route {
 		// Results staged by reference (staged.go), NoETL's result store routes.
 		{Method: "PUT", Path: "/api/result/{execution_id}", Function: FnIngest, Scope: worker, ID: "stageResult",
 			Summary: "Stage a result too large for an event; answers its noetl:// reference",
-			Body:    stagedBody(), Reply: shapeOf[wire.StagedResult](), MaxBody: MaxStagedResultBytes, handle: (*API).stageResult},
+			Body:    stagedBody(), Reply: shapeOf[wire.StagedResult](), MaxBody: wire.MaxStagedResultBytes, handle: (*API).stageResult},
 		{Method: "GET", Path: "/api/result/resolve", Function: FnIngest, Scope: api | worker, ID: "resolveResult",
 			Summary: "The value a result reference names",
 			Query:   []Param{{Name: "ref", Required: true, Shape: str(), Doc: "noetl://execution/<execution_id>/result/<name>/<id>, or a URI inside the result store"}},

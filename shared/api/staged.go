@@ -11,12 +11,6 @@ import (
 // Rust worker stages a tool result over its inline budget with PUT and posts
 // the reference; GET /api/result/resolve reads a reference back.
 
-// MaxStagedResultBytes is the body limit of PUT /api/result/{execution_id}:
-// under Lambda's 6 MiB request payload, and far over NoETL's Rust worker's
-// 100 KiB inline budget. A larger result gets 413, and that worker then
-// reports the step failed (noetlwire.Result) rather than losing the data.
-const MaxStagedResultBytes = 5 << 20
-
 // PUT /api/result/{execution_id} {name, data, scope?, source_step?}.
 func (a *API) stageResult(ctx context.Context, c *call) (any, error) {
 	id, err := a.executionParam(c)

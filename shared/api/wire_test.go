@@ -47,6 +47,7 @@ func TestClientRequestsMatchDocument(t *testing.T) {
 		{"POST", "/api/credentials", wire.CredentialRequest{Name: "pg", Type: "postgres", Data: wire.Object{"password": "x"},
 			Meta: wire.Object{"env": "prod"}, Tags: []string{"db"}, Description: "d"}},
 		{"POST", "/api/credentials/rotate", wire.RotateRequest{NewKey: true, Limit: 10}},
+		{"PUT", "/api/result/{execution_id}", wire.StageRequest{Name: "12:s:7/attempt-1.json", Data: json.RawMessage(`{"rows":[1,2]}`)}},
 	} {
 		raw, err := jsonx.Marshal(c.body)
 		if err != nil {

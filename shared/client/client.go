@@ -525,6 +525,33 @@ func (c *Client) Report(ctx context.Context, r wire.Report) (*wire.Reported, err
 	return &out, nil
 }
 
+// StageResult hands the server a result too large to post inline (PUT
+// /api/result/{execution_id}, at most wire.MaxStagedResultBytes of body)
+// and returns its noetl:// reference. It is sent once: the worker waits
+// out an unavailable server itself.
+func (c *Client) StageResult(ctx context.Context, executionID int64, r wire.StageRequest) (*wire.StagedResult, error) {
+	var out wire.StagedResult
+	payload, err := jsonx.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode PUT /api/result: %w", err)
+	}
+	if _, err := c.once(ctx, http.MethodPut, "/api/result/"+strconv.FormatInt(executionID, 10), payload, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ResolveResult reads the JSON a result reference names (GET
+// /api/result/resolve): a noetl:// reference, or a URI inside the server's
+// result store. It is sent once, like StageResult.
+func (c *Client) ResolveResult(ctx context.Context, ref string) ([]byte, error) {
+	var out json.RawMessage
+	if _, err := c.once(ctx, http.MethodGet, "/api/result/resolve?ref="+url.QueryEscape(ref), nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ---- the worker registry ----
 
 // RegisterWorker registers (or re-registers) a worker.

@@ -16,8 +16,12 @@ var (
 	// data outside a running execution's worker).
 	ErrForbidden = errors.New("forbidden") // 403
 	// ErrUnavailable: the server lacks what the request needs (a keychain
-	// key, a result store); the message names the setting.
+	// key); the message names the setting.
 	ErrUnavailable = errors.New("unavailable") // 503
+	// ErrNotConfigured: the server was given no result store. Not a 503:
+	// asking again gets the same answer, so no client may wait for it as
+	// for an outage (our worker fails the step with the message).
+	ErrNotConfigured = errors.New("not configured") // 501
 )
 
 // Errorf wraps a kind with a message: errors.Is(err, kind) holds and Error() is

@@ -13,6 +13,7 @@ import (
 	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/noetlwire"
 	"github.com/noetl-go/noetl/shared/redact"
+	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -323,8 +324,10 @@ func (s *Service) prepare(in EventInput) (store.Event, error) {
 }
 
 // checkReference accepts a result posted by reference only when this server
-// can read it back: the URI must lie inside the configured result store, so a
-// worker cannot make the server read an arbitrary file or bucket.
+// can read it back: the URI must lie inside the configured result store, or
+// be a noetl:// reference of the event's execution (a result staged with
+// PUT /api/result), so a worker cannot make the server read an arbitrary
+// file or bucket.
 func (s *Service) checkReference(in EventInput) error {
 	if !strings.EqualFold(in.ResultKind, "ref") || in.ResultURI == "" {
 		return nil
@@ -332,6 +335,18 @@ func (s *Service) checkReference(in EventInput) error {
 	rs := s.cfg.Results
 	if rs == nil {
 		return fmt.Errorf("result_uri: %s cannot be read back: this server has no result store; set NOETL_RESULT_STORE (noetl serve --result-store) to the store the workers write to", in.ResultURI)
+	}
+	if loc, _, _ := strings.Cut(in.ResultURI, "#"); resultstore.IsNoETLRef(loc) {
+		// Staged with this server (PUT /api/result): an object of its store,
+		// of the execution the reference names.
+		ref, err := resultstore.ParseNoETLRef(loc)
+		if err != nil {
+			return fmt.Errorf("result_uri: %w", err)
+		}
+		if ref.ExecutionID != in.ExecutionID {
+			return fmt.Errorf("result_uri: %s is a result of execution %d, not of this event's execution %d", in.ResultURI, ref.ExecutionID, in.ExecutionID)
+		}
+		return nil
 	}
 	if !rs.Owns(in.ResultURI) {
 		return fmt.Errorf("result_uri: %s is outside this server's result store %s; point the worker's --result-store at it", in.ResultURI, rs.URL())

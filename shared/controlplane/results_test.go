@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/noetlwire"
 	"github.com/noetl-go/noetl/shared/resultstore"
 )
 
@@ -69,6 +70,13 @@ func TestResultsByReference(t *testing.T) {
 		t.Fatalf("a reference outside the store: %v, want 422 naming result_uri and the store", err)
 	}
 
+	// A staged result's noetl:// reference is of its own execution only.
+	other := ev("call.done", "COMPLETED", "other")
+	other.ResultKind, other.ResultURI = "ref", resultstore.NoETLRef{ExecutionID: st.ExecutionID + 1, Name: "start", ID: "00112233aabb"}.String()
+	if _, err := s.svc.Ingest(s.ctx, other); !isKind(err, controlplane.ErrInvalid) || !strings.Contains(err.Error(), "result_uri") || !strings.Contains(err.Error(), "not of this event's execution") {
+		t.Fatalf("a noetl:// reference of another execution: %v, want 422 naming result_uri", err)
+	}
+
 	done := ev("call.done", "COMPLETED", "done")
 	done.ResultKind, done.ResultURI = "ref", uri
 	done.Payload = map[string]any{"result": map[string]any{"status": "success", "duration_ms": int64(5)}}
@@ -115,5 +123,10 @@ func TestResultsByReference(t *testing.T) {
 	orphan.ResultKind, orphan.ResultURI = "ref", uri
 	if _, err := plain.Ingest(s.ctx, orphan); !isKind(err, controlplane.ErrInvalid) || !strings.Contains(err.Error(), "NOETL_RESULT_STORE") {
 		t.Fatalf("a reference without a store: %v, want 422 saying how to configure one", err)
+	}
+	// Staging with it is refused as what it is, a server not configured for
+	// it (501), never as an outage a worker would wait out.
+	if _, err := plain.StageResult(s.ctx, st.ExecutionID, noetlwire.StagedResult{Name: "start", Data: int64(1)}); !isKind(err, controlplane.ErrNotConfigured) || !strings.Contains(err.Error(), "NOETL_RESULT_STORE") {
+		t.Fatalf("staging without a store: %v, want ErrNotConfigured naming NOETL_RESULT_STORE", err)
 	}
 }

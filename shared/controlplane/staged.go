@@ -31,7 +31,7 @@ type Staged struct {
 
 func (s *Service) results() (resultstore.Store, error) {
 	if s.cfg.Results == nil {
-		return nil, Errorf(ErrUnavailable, "this server has no result store: set NOETL_RESULT_STORE (file:///dir, or s3://bucket/prefix in AWS)")
+		return nil, Errorf(ErrNotConfigured, "this server has no result store: set NOETL_RESULT_STORE (file:///dir, or s3://bucket/prefix in AWS)")
 	}
 	return s.cfg.Results, nil
 }

@@ -61,9 +61,11 @@ type Options struct {
 	// NATSURL names an existing NATS; empty: an embedded JetStream, stream created.
 	NATSURL string
 	// ResultStore is where workers store results too large to post inline
-	// (file:///dir or s3://bucket/prefix, worker.md §1). Empty: a temporary
-	// directory when the database is throwaway too, else none (such results
-	// are then refused with a 422 that says so).
+	// (file:///dir or s3://bucket/prefix, worker.md §1), and where workers
+	// without a store of their own stage them through the API. Empty: a
+	// temporary directory when the database is throwaway too (both go when
+	// the stack stops), else resultstore.DefaultDir (the user's data
+	// directory), which must outlive the stack as the database does.
 	ResultStore string
 	// KeyFile is the keychain's key file, created (mode 0600) when missing.
 	// Empty: NOETL_KEYCHAIN_KEY_FILE; else, with NOETL_KEYCHAIN_KMS_KEY_ID
@@ -116,7 +118,7 @@ type Server struct {
 	// EmbeddedNATS is the embedded NATS server, nil when NATSURL was given
 	// (tests stop and restart it).
 	EmbeddedNATS *devstack.NATS
-	// Results is the result store workers of this stack share; nil: none.
+	// Results is the stack's result store (see Options.ResultStore).
 	Results resultstore.Store
 	// KeyRing seals the keychain's credentials: a key file, or a KMS key.
 	KeyRing keychain.KeyRing
@@ -318,13 +320,16 @@ func (st serverStats) CommandCounts(ctx context.Context) (map[string]int64, erro
 
 func (st serverStats) DBWork() store.CounterSnapshot { return st.s.DBCounter.Snapshot() }
 
-// openResults opens the result store, or a temporary one for a throwaway stack.
+// openResults opens the result store (see Options.ResultStore).
 func (s *Server) openResults(ctx context.Context, o Options) error {
 	raw := o.ResultStore
-	if raw == "" {
-		if o.DatabaseURL != "" {
-			return nil
+	if raw == "" && o.DatabaseURL != "" {
+		var err error
+		if raw, err = resultstore.DefaultDir(); err != nil {
+			return err
 		}
+	}
+	if raw == "" {
 		dir, err := os.MkdirTemp("", "noetl-results-")
 		if err != nil {
 			return fmt.Errorf("result store: %w", err)

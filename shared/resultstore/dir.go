@@ -7,8 +7,33 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 )
+
+// DefaultDir is the store `noetl serve` keeps when given a database but no
+// store, so results over a worker's inline limit work with no setting: the
+// directory noetl/results under the user's data directory ($XDG_DATA_HOME,
+// else ~/.local/share; on macOS ~/Library/Application Support, on Windows
+// %AppData%), as file:///… It must outlive the server as the database does.
+func DefaultDir() (string, error) {
+	base := os.Getenv("XDG_DATA_HOME")
+	if !filepath.IsAbs(base) {
+		var err error
+		switch runtime.GOOS {
+		case "darwin", "windows", "ios", "plan9":
+			base, err = os.UserConfigDir()
+		default:
+			if base, err = os.UserHomeDir(); err == nil {
+				base = filepath.Join(base, ".local", "share")
+			}
+		}
+		if err != nil {
+			return "", fmt.Errorf("result store: no default directory (%w); name one with NOETL_RESULT_STORE", err)
+		}
+	}
+	return (&url.URL{Scheme: "file", Path: filepath.Join(base, "noetl", "results")}).String(), nil
+}
 
 // dirStore keeps results as files under one directory.
 type dirStore struct {

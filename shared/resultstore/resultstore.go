@@ -2,7 +2,8 @@
 // §1): the worker puts the bytes and posts the event with result_kind "ref" and
 // the object's URI; the server reads them back when the engine needs the step's
 // result. Two stores exist: a local directory (file:///dir, for one machine)
-// and S3 (s3://bucket/prefix, in AWS).
+// and S3 (s3://bucket/prefix, in AWS). A worker with neither reaches its
+// server's store through the API (shared/worker's serverResults, a Resolver).
 //
 // The server reads only URIs inside its own configured store (Owns): a worker
 // must not be able to make it read an arbitrary file or bucket.
@@ -28,8 +29,9 @@ var ErrTooLarge = errors.New("resultstore: the stored result is larger than the 
 
 // Store is where large results live.
 type Store interface {
-	// Put stores data under name (a relative slash-separated path) and returns
-	// the object's URI.
+	// Put stores data under name (a relative slash-separated path that
+	// begins with the execution's id, <execution_id>/…: a result belongs to
+	// one execution) and returns the object's URI.
 	Put(ctx context.Context, name string, data []byte) (string, error)
 	// Get reads the object a URI of this store names.
 	Get(ctx context.Context, uri string) ([]byte, error)
@@ -37,6 +39,13 @@ type Store interface {
 	Owns(uri string) bool
 	// URL is the store's own URL.
 	URL() string
+}
+
+// Resolver is a store that reads every reference itself, noetl:// ones
+// included, rather than through Get of an object URI: the server's store
+// reached through its API, which checks what it owns.
+type Resolver interface {
+	ResolveRef(ctx context.Context, uri string) ([]byte, error)
 }
 
 // Options configure Open.

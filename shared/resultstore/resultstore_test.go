@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -343,6 +344,32 @@ func TestDefaultMaxBytes(t *testing.T) {
 		}
 		if got, err := s.Get(ctx, uri); err != nil || len(got) != len(data) {
 			t.Errorf("MaxBytes %d: Get of 1 MiB: %d bytes, %v", limit, len(got), err)
+		}
+	}
+}
+
+// TestDefaultDir: `noetl serve` given a database keeps results under the
+// user's data directory, as it keeps the keychain's key under the
+// configuration directory: $XDG_DATA_HOME when absolute, else ~/.local/share.
+func TestDefaultDir(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the XDG layout is Linux's") // macOS and Windows use their configuration directory
+	}
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	for _, tc := range []struct{ xdg, want string }{
+		{"", "file://" + home + "/.local/share/noetl/results"},
+		{"relative/data", "file://" + home + "/.local/share/noetl/results"},
+		{home + "/xdg", "file://" + home + "/xdg/noetl/results"},
+	} {
+		t.Setenv("XDG_DATA_HOME", tc.xdg)
+		got, err := resultstore.DefaultDir()
+		if err != nil || got != tc.want {
+			t.Errorf("XDG_DATA_HOME=%q: %q %v, want %q", tc.xdg, got, err, tc.want)
+		}
+		st, err := resultstore.Open(context.Background(), got, resultstore.Options{})
+		if err != nil || st.URL() != tc.want {
+			t.Errorf("XDG_DATA_HOME=%q: the default does not open as a store: %v", tc.xdg, err)
 		}
 	}
 }

@@ -1,6 +1,10 @@
 package wire
 
-import "github.com/noetl-go/noetl/shared/credscope"
+import (
+	"encoding/json"
+
+	"github.com/noetl-go/noetl/shared/credscope"
+)
 
 // ---- keychain, execution variables, staged results (NoETL's worker services) ----
 
@@ -121,6 +125,23 @@ type Variables struct {
 // VariableValue is one variable of a Variables list.
 type VariableValue struct {
 	Value Value `json:"value"`
+}
+
+// MaxStagedResultBytes is the body limit of PUT /api/result/{execution_id}:
+// under Lambda's 6 MiB request payload, and far over NoETL's Rust worker's
+// 100 KiB inline budget. A larger result gets 413 (our worker does not send
+// it: it fails the step naming the size, this limit and --result-store), and
+// NoETL's Rust worker then reports the step failed (noetlwire.Result) rather
+// than losing the data.
+const MaxStagedResultBytes = 5 << 20
+
+// StageRequest is what our worker sends to PUT /api/result/{execution_id}
+// when it has no result store of its own: a name for the result (the
+// command's id and attempt; NoETL's workers send the step's name) and the
+// step's data, already JSON.
+type StageRequest struct {
+	Name string          `json:"name"`
+	Data json.RawMessage `json:"data"`
 }
 
 // StagedResult answers PUT /api/result/{execution_id} (NoETL's

@@ -146,6 +146,14 @@ func (o *outage) succeeded(t ticket) {
 	o.log.Info(o.what+" is available again", "down_for", time.Since(since).Round(time.Millisecond).String(), "failed_attempts", tries)
 }
 
+// abandoned notes that a request ended with no verdict (its caller's
+// context ended): a probe's turn passes to the next request.
+func (o *outage) abandoned(t ticket) {
+	o.mu.Lock()
+	o.landed(t)
+	o.mu.Unlock()
+}
+
 // landed ends a probe, waking whoever waits for one. Hold o.mu.
 func (o *outage) landed(t ticket) {
 	if t.probe {

@@ -99,15 +99,6 @@ func (s Standard) Build(ctx context.Context) (*Worker, error) {
 		}
 	}
 	python := tools.ResolvePython(ctx, s.Python, user)
-	reg := tools.New(tools.Options{Credentials: maskingCredentials{creds, secrets}, Children: &Children{Client: client.New(s.Server, apiToken)},
-		Python: python, User: user, Logger: logger, NATS: s.JS, Results: s.Results, DuckDB: s.DuckDB, DataDir: s.DataDir,
-		AllowLinkLocal: s.AllowLinkLocal})
-	if err := reg.CheckUser(ctx); err != nil {
-		return nil, err
-	}
-	if user != nil {
-		logger.Info("python and shell steps run as "+user.String(), "python", python)
-	}
 	var opts []client.Option
 	if s.Transport != nil {
 		opts = append(opts, client.WithTransport(s.Transport))
@@ -115,7 +106,21 @@ func (s Standard) Build(ctx context.Context) (*Worker, error) {
 	if s.MaxAnswerBytes > 0 {
 		opts = append(opts, client.WithMaxAnswerBytes(s.MaxAnswerBytes))
 	}
-	return New(Config{Client: client.New(s.Server, s.Token, opts...), JS: s.JS, Pool: s.Pool, WorkerID: s.ID,
-		Concurrency: s.Concurrency, Exec: reg.Exec, Claim: reg.Claim, AwaitClaim: reg.AwaitClaim, Results: s.Results, InlineLimit: s.InlineLimit, Logger: logger, Secrets: secrets,
+	cl := client.New(s.Server, s.Token, opts...)
+	results := s.Results
+	if results == nil {
+		results = ServerResults(cl) // the worker's and its artifact tool's
+	}
+	reg := tools.New(tools.Options{Credentials: maskingCredentials{creds, secrets}, Children: &Children{Client: client.New(s.Server, apiToken)},
+		Python: python, User: user, Logger: logger, NATS: s.JS, Results: results, DuckDB: s.DuckDB, DataDir: s.DataDir,
+		AllowLinkLocal: s.AllowLinkLocal})
+	if err := reg.CheckUser(ctx); err != nil {
+		return nil, err
+	}
+	if user != nil {
+		logger.Info("python and shell steps run as "+user.String(), "python", python)
+	}
+	return New(Config{Client: cl, JS: s.JS, Pool: s.Pool, WorkerID: s.ID,
+		Concurrency: s.Concurrency, Exec: reg.Exec, Claim: reg.Claim, AwaitClaim: reg.AwaitClaim, Results: results, InlineLimit: s.InlineLimit, Logger: logger, Secrets: secrets,
 		PoolHeartbeat: s.PoolHeartbeat})
 }

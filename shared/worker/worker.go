@@ -61,8 +61,10 @@ type Config struct {
 	// them to lease expiry; default 30 s.
 	Grace time.Duration
 	// Results stores results whose data is larger than InlineLimit bytes of
-	// JSON; they are posted by reference (worker.md §1). Without a store such
-	// a result fails the command with an error that says so.
+	// JSON; they are posted by reference (worker.md §1), and the references
+	// commands name are read from it. Nil: the server's store, through its
+	// API (ServerResults), which takes results up to
+	// wire.MaxStagedResultBytes; a larger one fails its step saying so.
 	Results     resultstore.Store
 	InlineLimit int
 	Logger      *slog.Logger
@@ -120,6 +122,12 @@ func New(cfg Config) (*Worker, error) {
 	}
 	w := &Worker{cfg: cfg, log: cfg.Logger.With("worker_id", cfg.WorkerID, "pool", cfg.Pool), slots: newSlots(cfg.Concurrency)}
 	w.watchDependencies()
+	if w.cfg.Results == nil {
+		w.cfg.Results = ServerResults(cfg.Client)
+	}
+	if sr, ok := w.cfg.Results.(*serverResults); ok {
+		sr.server = w.server // its requests share the worker's view of the server
+	}
 	return w, nil
 }
 
@@ -415,9 +423,6 @@ func (w *Worker) run(ctx context.Context, cmd *wire.Command) (env pipeline.Envel
 // (pipeline.RefMarker) from the result store into its render_context.
 func (w *Worker) loadReferences(ctx context.Context, cmd *wire.Command) error {
 	_, err := pipeline.ResolveRefs(ctx, cmd.Context, func(ctx context.Context, uri string) (any, error) {
-		if w.cfg.Results == nil {
-			return nil, errors.New("this worker has no result store; give it the server's (noetl worker --result-store)")
-		}
 		return resultstore.ReadJSON(ctx, w.cfg.Results, uri, int64(cmd.ExecutionID))
 	})
 	return err
@@ -498,6 +503,7 @@ func (w *Worker) heartbeat(ctx context.Context, cmd *wire.Command, cancel contex
 			}
 			switch {
 			case ctx.Err() != nil:
+				w.server.abandoned(tk)
 				return
 			case client.StatusOf(err) == http.StatusConflict:
 				w.server.succeeded(tk)
@@ -532,14 +538,11 @@ func (w *Worker) offload(ctx context.Context, cmd *wire.Command, env pipeline.En
 		return pipeline.Envelope{Status: pipeline.StatusError, DurationMs: env.DurationMs,
 			Error: &pipeline.ErrorInfo{Message: msg, Kind: pipeline.KindTool}}, ""
 	}
-	if w.cfg.Results == nil {
-		return fail(fmt.Sprintf("the result is %d bytes of JSON, over the worker's inline limit of %d; give the worker a result store (noetl worker --result-store) or raise --inline-limit",
-			len(b), w.cfg.InlineLimit))
-	}
 	name := fmt.Sprintf("%d/%s/attempt-%d.json", cmd.ExecutionID, url.PathEscape(cmd.CommandID), cmd.Attempt)
 	uri, err := w.cfg.Results.Put(ctx, name, b)
 	if err != nil {
-		return fail(fmt.Sprintf("storing the %d-byte result by reference failed: %v", len(b), err))
+		return fail(fmt.Sprintf("the result is %d bytes of JSON, over the worker's inline limit of %d (--inline-limit), and storing it by reference failed: %v",
+			len(b), w.cfg.InlineLimit, err))
 	}
 	return env, uri
 }
