@@ -12,8 +12,9 @@ import (
 // outage is what the worker knows of one dependency's availability (the
 // server, NATS), shared by everything that calls it: one outage, one
 // backoff, two log lines. While the dependency is up every request goes.
-// Once one finds it unavailable, the requests already in flight that fail
-// too do not move the backoff again (they were sent before anyone knew);
+// Once one finds it unavailable, the requests already in flight neither move
+// the backoff again when they fail nor end the outage when they succeed
+// (they were sent before anyone knew);
 // after that one probe at a time goes, each after a capped exponential
 // backoff with jitter (client.Backoff, at least the server's Retry-After),
 // and the first that succeeds ends the outage for all.
@@ -130,11 +131,14 @@ func (o *outage) failed(t ticket, err error, retryAfter time.Duration) {
 	}
 }
 
-// succeeded notes that a request got an answer.
+// succeeded notes that a request got an answer. Only a request sent since
+// the outage began (a probe) ends it: one already in flight when it began
+// may have been answered before, and ending the outage on it would say the
+// server is back while it is not, then start the outage again.
 func (o *outage) succeeded(t ticket) {
 	o.mu.Lock()
 	o.landed(t)
-	if !o.down {
+	if !o.down || t.epoch != o.epoch {
 		o.mu.Unlock()
 		return
 	}

@@ -69,6 +69,7 @@ func (w *Worker) keepRegistered(ctx context.Context, every time.Duration) (stop 
 			}
 			switch {
 			case ctx.Err() != nil:
+				w.server.abandoned(tk)
 				return
 			case client.Unavailable(err) || client.StatusOf(err) >= 500:
 				w.server.failed(tk, fmt.Errorf("worker registry: %w", err), client.RetryAfterOf(err))
