@@ -96,6 +96,9 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	if f.natsURL == "" {
 		fmt.Fprintf(stdout, "noetl serve: embedded NATS at %s (workers: noetl worker --nats %s)\n", s.NATSURL, s.NATSURL)
 	}
+	if bus := s.Config.CommandBus; bus.Mode.Bus() {
+		fmt.Fprintf(stdout, "noetl serve: commands announced to %s\n", bus.Describe())
+	}
 	if s.Results != nil {
 		fmt.Fprintf(stdout, "noetl serve: large results by reference in %s (workers: noetl worker --result-store %s)\n", s.Results.URL(), s.Results.URL())
 	}
