@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"net/url"
@@ -21,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/noetl-go/noetl/shared/commandbus/bustest"
 	"github.com/noetl-go/noetl/shared/jsonx"
 )
 
@@ -29,6 +31,14 @@ import (
 // NATS (src/nats/), and 5.120.0 for everything after the claim, which is the
 // same in both (../shared/conformance/noetl-worker/RUST-CONTRACT.md cites
 // file:line for each fact). What it sends, and when, is the real worker's:
+//
+//   - commands from NoETL's command bus when it has a claim address
+//     (5.91.2 and later: NOETL_COMMAND_BUS=ehdb,
+//     NOETL_COMMAND_BUS_CLAIM_ADDR): {"Next": {member, filter
+//     commands.<pool>.>}} on one connection to the claim coordinator, the
+//     record's payload being the notification, {"Ack"|"Nack": {sort_key}}
+//     on another, a failed call retried every 250 ms
+//     (shared/commandbus/bustest's Claimer); else from NATS, as 5.91.1:
 //
 //   - at start: stream NOETL_COMMANDS looked up by name (created with
 //     [noetl.commands, noetl.commands.>] when absent); durable pull consumer
@@ -43,8 +53,8 @@ import (
 //
 //   - per notification ({execution_id, event_id, command_id (string or
 //     number), step, server_url, execution_pool?}, one per pull of up to
-//     2 s): a pool other than its filter's segment is acked and skipped;
-//     else POST <server_url>/api/commands/{event_id}/claim {worker_id};
+//     2 s, or per bus record): a pool other than its filter's segment is
+//     acked and skipped; else POST <server_url>/api/commands/{event_id}/claim {worker_id};
 //     200/201 acks and runs the command (up to WORKER_MAX_CONCURRENT at
 //     once), 409 acks, anything else naks;
 //
@@ -73,6 +83,7 @@ import (
 type rustWorker struct {
 	server    string // NOETL_SERVER_URL: the pool calls; commands go to their server_url
 	nc        *nats.Conn
+	claimAddr string // NOETL_COMMAND_BUS_CLAIM_ADDR: set, commands come from the bus (5.91.2+)
 	id        string // WORKER_ID
 	pool      string // WORKER_POOL_NAME
 	filter    string // NOETL_FEED_FILTER_SUBJECT
@@ -120,27 +131,21 @@ func (w *rustWorker) segment() string {
 	return ""
 }
 
+// rustMsg is one notification as a command source hands it over: a NATS
+// message (5.91.1) or a bus record (5.91.2 and later).
+type rustMsg interface {
+	Data() []byte
+	Ack() error
+	Nak() error
+}
+
 // run subscribes, registers and serves commands until ctx ends.
 func (w *rustWorker) run(ctx context.Context) error {
-	js, err := jetstream.New(w.nc)
+	next, retry, closeSource, err := w.source(ctx)
 	if err != nil {
 		return err
 	}
-	if _, err := js.Stream(ctx, noetlStream); errors.Is(err, jetstream.ErrStreamNotFound) {
-		_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: noetlStream, Subjects: []string{noetlSubject, noetlSubject + ".>"}})
-		if err != nil {
-			return fmt.Errorf("create stream %s: %w", noetlStream, err)
-		}
-	} else if err != nil {
-		return fmt.Errorf("stream %s: %w", noetlStream, err)
-	}
-	cons, err := js.Consumer(ctx, noetlStream, noetlConsumer)
-	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		cons, err = js.CreateConsumer(ctx, noetlStream, jetstream.ConsumerConfig{Durable: noetlConsumer, FilterSubject: w.filter, AckPolicy: jetstream.AckExplicitPolicy})
-	}
-	if err != nil {
-		return fmt.Errorf("consumer %s: %w", noetlConsumer, err)
-	}
+	defer closeSource()
 	if status, _ := w.call(ctx, http.MethodPost, w.server, "/api/worker/pool/register", "", map[string]any{"name": w.id, "component_type": "worker_pool",
 		"runtime": map[string]any{"kind": "rust", "worker_public_key": w.sealed}, "status": "ready", "hostname": "rust-double",
 		"labels": map[string]any{"pool_name": w.pool}}); status/100 != 2 {
@@ -163,15 +168,15 @@ func (w *rustWorker) run(ctx context.Context) error {
 	close(w.ready)
 	slots := make(chan struct{}, w.slots)
 	for ctx.Err() == nil {
-		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(rustFetchWait))
+		msgs, err := next(ctx)
 		if err != nil {
 			select {
 			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
+			case <-time.After(retry):
 			}
 			continue
 		}
-		for m := range batch.Messages() {
+		for _, m := range msgs {
 			select {
 			case slots <- struct{}{}:
 			case <-ctx.Done():
@@ -187,6 +192,70 @@ func (w *rustWorker) run(ctx context.Context) error {
 	}
 	return nil
 }
+
+// source is where commands come from: with a claim address (5.91.2 and
+// later, NOETL_COMMAND_BUS=ehdb) the bus's claim coordinator, Next on one
+// connection and acks on another, a failed call retried every 250 ms;
+// without (5.91.1) the NATS stream and durable consumer, one message per
+// pull of up to 2 s.
+func (w *rustWorker) source(ctx context.Context) (next func(context.Context) ([]rustMsg, error), retry time.Duration, closeFn func(), err error) {
+	if w.claimAddr != "" {
+		h := fnv.New32a()
+		h.Write([]byte(w.id))
+		c := bustest.NewClaimer(w.claimAddr, h.Sum32()|1, "commands."+w.segment()+".>")
+		next = func(ctx context.Context) ([]rustMsg, error) {
+			a, err := c.Next(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return []rustMsg{busRecord{ctx: ctx, c: c, a: a}}, nil
+		}
+		return next, 250 * time.Millisecond, c.Close, nil
+	}
+	js, err := jetstream.New(w.nc)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	if _, err := js.Stream(ctx, noetlStream); errors.Is(err, jetstream.ErrStreamNotFound) {
+		_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: noetlStream, Subjects: []string{noetlSubject, noetlSubject + ".>"}})
+		if err != nil {
+			return nil, 0, nil, fmt.Errorf("create stream %s: %w", noetlStream, err)
+		}
+	} else if err != nil {
+		return nil, 0, nil, fmt.Errorf("stream %s: %w", noetlStream, err)
+	}
+	cons, err := js.Consumer(ctx, noetlStream, noetlConsumer)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		cons, err = js.CreateConsumer(ctx, noetlStream, jetstream.ConsumerConfig{Durable: noetlConsumer, FilterSubject: w.filter, AckPolicy: jetstream.AckExplicitPolicy})
+	}
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("consumer %s: %w", noetlConsumer, err)
+	}
+	next = func(context.Context) ([]rustMsg, error) {
+		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(rustFetchWait))
+		if err != nil {
+			return nil, err
+		}
+		var out []rustMsg
+		for m := range batch.Messages() {
+			out = append(out, m)
+		}
+		return out, nil
+	}
+	return next, 100 * time.Millisecond, func() {}, nil
+}
+
+// busRecord is a record the claim coordinator handed out: its payload is
+// the notification; ack and nack go by its sort key.
+type busRecord struct {
+	ctx context.Context
+	c   *bustest.Claimer
+	a   bustest.ClaimAnswer
+}
+
+func (r busRecord) Data() []byte { return []byte(r.a.Record.Payload) }
+func (r busRecord) Ack() error   { return r.c.Ack(context.WithoutCancel(r.ctx), r.a.SortKey) }
+func (r busRecord) Nak() error   { return r.c.Nack(context.WithoutCancel(r.ctx), r.a.SortKey) }
 
 // rustNotification is the notification as the worker decodes it.
 type rustNotification struct {
@@ -226,7 +295,7 @@ type rustCommand struct {
 	Meta        map[string]any `json:"meta"`
 }
 
-func (w *rustWorker) handle(ctx context.Context, m jetstream.Msg) {
+func (w *rustWorker) handle(ctx context.Context, m rustMsg) {
 	var n rustNotification
 	if err := json.Unmarshal(m.Data(), &n); err != nil {
 		_ = m.Nak()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/api"
 	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/commandbus"
 	"github.com/noetl-go/noetl/shared/devserver"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/redact"
@@ -119,6 +120,13 @@ func (d dev) run(ctx context.Context, o devserver.Options, r devRun) (int, error
 		fmt.Fprintf(d.out, "noetl dev: throwaway Postgres, cluster database %s\n", s.ClusterDSN)
 	}
 	fmt.Fprintf(d.out, "noetl dev: NATS at %s\n", s.NATSURL)
+	if bus := s.Config.CommandBus; bus.Mode.Bus() {
+		fmt.Fprintf(d.out, "noetl dev: commands announced to %s\n", bus.Describe())
+		if !bus.Mode.NATS() && r.workers > 0 {
+			fmt.Fprintf(d.errw, "noetl dev: %s=%s: the %d workers of this stack listen on NATS and will get no command; use %s=shadow to feed both\n",
+				commandbus.EnvMode, bus.Mode, r.workers, commandbus.EnvMode)
+		}
+	}
 	if s.Results != nil {
 		fmt.Fprintf(d.out, "noetl dev: results over %d bytes go to %s\n", r.inlineLimit, s.Results.URL())
 	}

@@ -97,6 +97,9 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	if f.natsURL == "" {
 		fmt.Fprintf(stdout, "noetl serve: embedded NATS at %s (workers: noetl worker --nats %s)\n", s.NATSURL, s.NATSURL)
 	}
+	if bus := s.Config.CommandBus; bus.Mode.Bus() {
+		fmt.Fprintf(stdout, "noetl serve: commands announced to %s\n", bus.Describe())
+	}
 	fmt.Fprintf(stdout, "noetl serve: large results by reference in %s (workers without --result-store hand them to the server, up to %d MiB each; on this machine: noetl worker --result-store %s)\n",
 		s.Results.URL(), wire.MaxStagedResultBytes>>20, s.Results.URL())
 	fmt.Fprintf(stdout, "noetl serve: credentials sealed with %s\n", s.KeyRing.Describe())

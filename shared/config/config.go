@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/noetl-go/noetl/shared/commandbus"
 )
 
 // Environment variable names (see the package doc for the contract).
@@ -51,6 +53,11 @@ const (
 	EnvSchedulerGroup     = "NOETL_SCHEDULER_GROUP"
 	EnvSchedulerTargetARN = "NOETL_SCHEDULER_TARGET_ARN"
 	EnvSchedulerRoleARN   = "NOETL_SCHEDULER_ROLE_ARN"
+	// NoETL's command bus (shared/commandbus, docs/noetl-compat.md): where
+	// command notifications go besides (or instead of) NATS.
+	EnvCommandBus           = commandbus.EnvMode
+	EnvCommandBusWriters    = commandbus.EnvWriters
+	EnvCommandBusShardCount = commandbus.EnvShardCount
 
 	EnvLambdaFunctionName = "AWS_LAMBDA_FUNCTION_NAME"
 	EnvAWSRegion          = "AWS_REGION"
@@ -125,6 +132,10 @@ type Config struct {
 	// Scheduler names the EventBridge Scheduler entries of the schedules;
 	// a zero Scheduler: none (a local loop fires the schedules).
 	Scheduler Scheduler
+	// CommandBus says whether command notifications go to NATS, to NoETL's
+	// command bus writers, or to both (commandbus.Settings). Local server
+	// only: Load refuses a bus mode in Lambda.
+	CommandBus commandbus.Settings
 
 	// The AWS SDK settings Load read (AWSConfig uses them).
 	awsRegion, awsEndpoint string
@@ -200,6 +211,8 @@ func (c *Config) LogValue() slog.Value {
 		slog.String("keychain_kms_key_id", c.KeychainKMSKeyID),
 		slog.String("keychain_key_file", c.KeychainKeyFile),
 		slog.String("scheduler_group", c.Scheduler.Group),
+		slog.String("command_bus", string(c.CommandBus.Mode)),
+		slog.Any("command_bus_writers", c.CommandBus.Writers),
 	)
 }
 
@@ -215,6 +228,7 @@ func names() []string {
 		EnvInternalToken, EnvInternalTokenOld, EnvAPITokensSecretARN, EnvAllowOpen, EnvLeaseSeconds,
 		EnvMaxBodyBytes, EnvLogLevel, EnvCORSOrigins, EnvResultStore, EnvTokenlessWorkers, EnvAllowedHosts, EnvKeychainKMSKeyID, EnvKeychainKeyFile,
 		EnvSchedulerGroup, EnvSchedulerTargetARN, EnvSchedulerRoleARN,
+		EnvCommandBus, EnvCommandBusWriters, EnvCommandBusShardCount,
 		EnvLambdaFunctionName, EnvAWSRegion, EnvAWSEndpointURL,
 	}
 }
@@ -438,6 +452,14 @@ func parseEnv(e env) (*Config, pending, error) {
 	// Schedules' scheduler entries.
 	c.Scheduler = Scheduler{Group: e[EnvSchedulerGroup], TargetARN: e[EnvSchedulerTargetARN], RoleARN: e[EnvSchedulerRoleARN]}
 	add(checkScheduler(c.Scheduler))
+
+	// NoETL's command bus.
+	c.CommandBus, err = commandbus.ParseSettings(e[EnvCommandBus], e[EnvCommandBusWriters], e[EnvCommandBusShardCount])
+	add(err)
+	if err == nil && c.CommandBus.Mode.Bus() && c.InLambda {
+		add(fmt.Errorf("%s=%s is set in Lambda: the command bus is published to by the local server (noetl serve, noetl dev) only; "+
+			"in AWS NoETL's workers take commands from NATS (NoETL's Rust worker up to 5.91.1, its Python worker): unset it", EnvCommandBus, c.CommandBus.Mode))
+	}
 
 	if len(errs) > 0 {
 		return nil, p, errors.Join(errs...)

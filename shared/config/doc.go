@@ -69,6 +69,15 @@
 //	                              schedules function only, with the two below; docs/schedules.md)     entries)
 //	NOETL_SCHEDULER_TARGET_ARN    the function the entries invoke (the schedules function)            (none)
 //	NOETL_SCHEDULER_ROLE_ARN      the role EventBridge Scheduler invokes it with                      (none)
+//	NOETL_COMMAND_BUS             where command notifications go: nats (NATS only), ehdb (NoETL's     nats
+//	                              command bus only, as NoETL's Rust server: NoETL's Rust worker
+//	                              >= 5.91.2 is fed, nothing listening on NATS is), shadow (both).
+//	                              Local mode: refused in Lambda (docs/noetl-compat.md)
+//	NOETL_COMMAND_BUS_WRITER_ADDRS
+//	                              the bus writers' ingest addresses, <shard>@host:port,              (none; required
+//	                              comma-separated (NoETL's host-mode worker's ingest bind)           with ehdb/shadow)
+//	NOETL_COMMAND_SHARD_COUNT     the bus's shard count, as the writers' own; an execution's          1
+//	                              commands go to the writer of its shard (XXH64 of its id)
 //	AWS_LAMBDA_FUNCTION_NAME      set by the Lambda runtime: selects the Lambda defaults above        -
 //	AWS_REGION                    region for Secrets Manager / SSM / S3                               SDK default chain
 //	AWS_ENDPOINT_URL              endpoint override (moto, LocalStack)                                SDK default

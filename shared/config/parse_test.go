@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/noetl-go/noetl/shared/commandbus"
 )
 
 func TestParseDBSecret(t *testing.T) {
@@ -152,5 +154,28 @@ func TestKeychainSettings(t *testing.T) {
 		if _, _, err := parseEnv(tc.e); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want %q", tc.e, err, tc.want)
 		}
+	}
+}
+
+// TestCommandBusSettings: NoETL's three variables reach Config.CommandBus;
+// unset is NATS only; a bus mode is refused in Lambda, and its errors name
+// the variable.
+func TestCommandBusSettings(t *testing.T) {
+	base := env{EnvDatabaseURL: "postgres://u@h/d"}
+	c, _, err := parseEnv(base)
+	if err != nil || c.CommandBus.Mode != commandbus.ModeNATS || c.CommandBus.ShardCount != 1 {
+		t.Fatalf("default: %+v %v", c.CommandBus, err)
+	}
+	e := env{EnvDatabaseURL: "postgres://u@h/d", EnvCommandBus: "ehdb", EnvCommandBusWriters: "0@127.0.0.1:9100,1@127.0.0.1:9200", EnvCommandBusShardCount: "2"}
+	c, _, err = parseEnv(e)
+	if err != nil || c.CommandBus.Mode != commandbus.ModeBus || c.CommandBus.ShardCount != 2 || len(c.CommandBus.Writers) != 2 || c.CommandBus.Writers[1].Addr != "127.0.0.1:9200" {
+		t.Fatalf("ehdb: %+v %v", c.CommandBus, err)
+	}
+	e[EnvLambdaFunctionName], e[EnvAllowOpen] = "noetl-execute", "true"
+	if _, _, err := parseEnv(e); err == nil || !strings.Contains(err.Error(), "NOETL_COMMAND_BUS=ehdb is set in Lambda") {
+		t.Errorf("in Lambda: %v", err)
+	}
+	if _, _, err := parseEnv(env{EnvDatabaseURL: "postgres://u@h/d", EnvCommandBus: "shadow"}); err == nil || !strings.Contains(err.Error(), "needs NOETL_COMMAND_BUS_WRITER_ADDRS") {
+		t.Errorf("shadow without writers: %v", err)
 	}
 }

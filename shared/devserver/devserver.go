@@ -28,6 +28,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/noetl-go/noetl/shared/api"
+	"github.com/noetl-go/noetl/shared/commandbus"
 	"github.com/noetl-go/noetl/shared/config"
 	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/credentials"
@@ -245,7 +246,13 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if err := s.openKeyRing(ctx, o, cfg); err != nil {
 		return nil, err
 	}
-	deps := lambdafn.Deps{Store: s.Store, Publisher: lambdafn.PublisherOf(notify.NewPublisher(s.JS, notify.StreamOptions{})),
+	// Notifications go to NATS, to NoETL's command bus, or both
+	// (NOETL_COMMAND_BUS): one publisher, so an outbox row is published only
+	// once every channel took it.
+	pub := commandbus.New(cfg.CommandBus, lambdafn.PublisherOf(notify.NewPublisher(s.JS, notify.StreamOptions{})),
+		commandbus.Options{Logger: o.Logger})
+	s.closers = append(s.closers, pub.Close)
+	deps := lambdafn.Deps{Store: s.Store, Publisher: pub,
 		NATS: lambdafn.NATSChecker(s.NATS), Config: cfg, Results: s.Results, Logger: o.Logger, WorkerTTL: o.WorkerTTL,
 		Keychain: func(st *store.Store, _ *controlplane.Service, log *slog.Logger) api.Keychain {
 			return credentials.New(st, s.KeyRing, log)
