@@ -197,7 +197,7 @@ func runExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// A key of its own makes the request safe to send again, so the client
 	// rides out a server whose database is failing over (503, Retry-After).
-	id, err := cl.Execute(ctx, wire.ExecuteRequest{Path: path, Version: *version, Payload: payload, Pool: *pool,
+	id, err := cl.Execute(ctx, wire.ExecuteRequest{Path: path, Version: wire.Version(*version), Payload: payload, Pool: *pool,
 		IdempotencyKey: "cli-" + rand.Text()})
 	if err != nil {
 		return fail(stderr, "exec", err)

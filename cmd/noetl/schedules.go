@@ -77,6 +77,16 @@ func scheduleFile(path string) (wire.ScheduleRequest, error) {
 	return r, nil
 }
 
+// given is v's address, or nil for the zero value: a flag left at its zero
+// sends no field.
+func given[T comparable](v T) *T {
+	var zero T
+	if v == zero {
+		return nil
+	}
+	return &v
+}
+
 func wholeSeconds(flagName string, d time.Duration) (int64, error) {
 	if d%time.Second != 0 || d < 0 {
 		return 0, fmt.Errorf("--%s %s: give whole seconds (e.g. 30s, 5m, 1h)", flagName, d)
@@ -114,23 +124,23 @@ func runScheduleCreate(ctx context.Context, c *conn, fs *flag.FlagSet, args []st
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "path":
-			r.PlaybookPath = *path
+			r.PlaybookPath = given(*path)
 		case "version":
-			r.PlaybookVersion = *version
+			r.PlaybookVersion = given(*version)
 		case "cron":
-			r.Cron, r.IntervalSeconds = *cron, 0
+			r.Cron, r.IntervalSeconds = given(*cron), nil
 		case "every":
 			n, err := wholeSeconds("every", *every)
 			errs = append(errs, err)
-			r.IntervalSeconds, r.Cron = n, ""
+			r.IntervalSeconds, r.Cron = given(n), nil
 		case "timezone":
-			r.Timezone = *tz
+			r.Timezone = given(*tz)
 		case "overlap":
-			r.Overlap = *overlap
+			r.Overlap = given(*overlap)
 		case "catchup":
 			n, err := wholeSeconds("catchup", *catchup)
 			errs = append(errs, err)
-			r.CatchupSeconds = n
+			r.CatchupSeconds = given(n)
 		case "jitter":
 			n, err := wholeSeconds("jitter", *jitter)
 			errs = append(errs, err)
@@ -148,7 +158,7 @@ func runScheduleCreate(ctx context.Context, c *conn, fs *flag.FlagSet, args []st
 	for k, v := range sets {
 		r.InputPayload[k] = v
 	}
-	if r.PlaybookPath == "" {
+	if r.PlaybookPath == nil {
 		fmt.Fprintln(stderr, "noetl schedules create: give the playbook with --path (or playbook_path in -f FILE)")
 		return exitUsage
 	}

@@ -287,10 +287,10 @@ func (a *API) serve(ctx context.Context, r *Request, function string) (resp *Res
 	if err := checkParams(r.Query, params); err != nil {
 		return a.errorResponse(err)
 	}
-	if rt.handle == nil { // a route declared without a handler: a bug (TestOpenAPIMatchesServedRoutes), said plainly
+	if rt.handler.run == nil { // a route declared without a handler: a bug (TestOpenAPIMatchesServedRoutes), said plainly
 		return a.errorResponse(errorf(http.StatusNotImplemented, "%s is not implemented", routeKey))
 	}
-	body, err := rt.handle(a, ctx, &call{req: r, route: rt, params: params, attrs: attrs, auth: who})
+	body, err := rt.handler.run(a, ctx, &call{req: r, route: rt, params: params, attrs: attrs, auth: who})
 	if err != nil {
 		e := classify(err)
 		if e.Status >= 500 && e.Status != http.StatusServiceUnavailable { // an outage is logged by the store, once

@@ -20,25 +20,17 @@ import (
 )
 
 // POST /api/catalog/register {content: yaml or base64 yaml, resource_type?}
-func (a *API) register(ctx context.Context, c *call) (any, error) {
-	o, err := decodeBody(c.req.Body)
-	if err != nil {
-		return nil, err
+func (a *API) register(ctx context.Context, c *call, r wire.RegisterRequest) (wire.Registered, error) {
+	if err := playbookKind("resource_type", r.ResourceType); err != nil {
+		return wire.Registered{}, err
 	}
-	content, err := o.Str("content", true)
+	text, err := a.playbookContentOf(r.Content)
 	if err != nil {
-		return nil, err
-	}
-	if err := checkResourceType(o); err != nil {
-		return nil, err
-	}
-	text, err := a.playbookContentOf(content)
-	if err != nil {
-		return nil, err
+		return wire.Registered{}, err
 	}
 	reg, err := a.svc.Register(ctx, text)
 	if err != nil {
-		return nil, err
+		return wire.Registered{}, err
 	}
 	warnings := make([]string, len(reg.Warnings))
 	for i, w := range reg.Warnings {
@@ -50,17 +42,11 @@ func (a *API) register(ctx context.Context, c *call) (any, error) {
 	}, nil
 }
 
-// checkResourceType refuses a kind of resource other than a playbook, named
-// in resource_type (NoETL's catalog) or resource_kind (its execute).
-func checkResourceType(o obj) error {
-	for _, k := range []string{"resource_type", "resource_kind"} {
-		rt, err := o.Str(k, false)
-		if err != nil {
-			return err
-		}
-		if rt != "" && !strings.EqualFold(rt, controlplane.KindPlaybook) {
-			return invalid(o.Name(k), "only %s is supported, got %q", controlplane.KindPlaybook, truncate(rt, 40))
-		}
+// playbookKind refuses a kind of resource other than a playbook, named in
+// resource_type (NoETL's catalog) or resource_kind (its execute).
+func playbookKind(field, kind string) error {
+	if kind != "" && !strings.EqualFold(kind, controlplane.KindPlaybook) {
+		return invalid(field, "only %s is supported, got %q", controlplane.KindPlaybook, jsonx.Cut(kind, 40))
 	}
 	return nil
 }
@@ -114,7 +100,7 @@ func (a *API) listCatalogQuery(ctx context.Context, c *call) (any, error) {
 			f.LatestOnly = true
 		case "false", "0":
 		default:
-			return nil, invalid("latest", "expected true or false, got %q", truncate(s, 40))
+			return nil, invalid("latest", "expected true or false, got %q", jsonx.Cut(s, 40))
 		}
 	}
 	if s := q.Get("cursor"); s != "" {
@@ -127,33 +113,15 @@ func (a *API) listCatalogQuery(ctx context.Context, c *call) (any, error) {
 
 // POST /api/catalog/list {path?, limit?, cursor?, latest?, resource_type?}:
 // NoETL's spelling of GET /api/catalog.
-func (a *API) listCatalogBody(ctx context.Context, c *call) (any, error) {
-	o, err := decodeBody(c.req.Body)
-	if err != nil {
-		return nil, err
+func (a *API) listCatalogBody(ctx context.Context, c *call, r wire.CatalogListRequest) (wire.CatalogPage, error) {
+	if err := playbookKind("resource_type", r.ResourceType); err != nil {
+		return wire.CatalogPage{}, err
 	}
-	if err := checkResourceType(o); err != nil {
-		return nil, err
-	}
-	var f store.CatalogFilter
-	if f.Path, err = o.Str("path", false); err != nil {
-		return nil, err
-	}
-	limit, _, err := o.integer("limit", 1, MaxListLimit)
-	if err != nil {
-		return nil, err
-	}
-	f.Limit = int(limit)
-	if f.LatestOnly, err = o.boolean("latest"); err != nil {
-		return nil, err
-	}
-	cursor, err := o.Str("cursor", false)
-	if err != nil {
-		return nil, err
-	}
-	if cursor != "" {
-		if f.After, err = decodeCatalogCursor(cursor); err != nil {
-			return nil, err
+	f := store.CatalogFilter{Path: r.Path, Limit: r.Limit, LatestOnly: r.Latest}
+	if r.Cursor != "" {
+		var err error
+		if f.After, err = decodeCatalogCursor(r.Cursor); err != nil {
+			return wire.CatalogPage{}, err
 		}
 	}
 	return a.listCatalog(ctx, f)
@@ -165,14 +133,14 @@ func (a *API) listCatalogBody(ctx context.Context, c *call) (any, error) {
 // hold (6 MB) at any page size.
 const MaxCatalogPageBytes = 2 << 20
 
-func (a *API) listCatalog(ctx context.Context, f store.CatalogFilter) (any, error) {
+func (a *API) listCatalog(ctx context.Context, f store.CatalogFilter) (wire.CatalogPage, error) {
 	if f.Limit == 0 {
 		f.Limit = DefaultListLimit
 	}
 	f.MaxContentBytes = MaxCatalogPageBytes
 	entries, err := a.svc.ListCatalog(ctx, f)
 	if err != nil {
-		return nil, err
+		return wire.CatalogPage{}, err
 	}
 	out := wire.CatalogPage{Entries: make([]wire.CatalogSummary, len(entries))}
 	size := 0
@@ -220,58 +188,23 @@ func (a *API) getCatalog(ctx context.Context, c *call) (any, error) {
 
 // POST /api/catalog/resource {catalog_id} or {path, version?}: NoETL's spelling
 // of GET /api/catalog/{catalog_id}, also by path.
-func (a *API) catalogResource(ctx context.Context, c *call) (any, error) {
-	o, err := decodeBody(c.req.Body)
-	if err != nil {
-		return nil, err
+func (a *API) catalogResource(ctx context.Context, c *call, r wire.CatalogResourceRequest) (wire.CatalogEntry, error) {
+	if err := playbookKind("resource_type", r.ResourceType); err != nil {
+		return wire.CatalogEntry{}, err
 	}
-	if err := checkResourceType(o); err != nil {
-		return nil, err
-	}
-	id, err := o.id("catalog_id", false)
-	if err != nil {
-		return nil, err
-	}
-	path, err := o.Str("path", false)
-	if err != nil {
-		return nil, err
-	}
-	version, err := versionField(o)
-	if err != nil {
-		return nil, err
-	}
-	var e store.CatalogEntry
-	switch {
-	case id != 0 && path != "":
-		return nil, invalid("catalog_id", "give exactly one of path and catalog_id, not both")
-	case id != 0:
-		if version != 0 {
-			return nil, invalid("version", "a catalog_id names one version already; give version with path only")
-		}
-		e, err = a.svc.Catalog(ctx, id)
-	case path != "":
-		e, err = a.svc.CatalogByPath(ctx, path, version)
-	default:
-		return nil, invalid("path", "required: give the playbook's path or its catalog_id")
+	var (
+		e   store.CatalogEntry
+		err error
+	)
+	if r.CatalogID != 0 {
+		e, err = a.svc.Catalog(ctx, int64(r.CatalogID))
+	} else {
+		e, err = a.svc.CatalogByPath(ctx, r.Path, int(r.Version))
 	}
 	if err != nil {
-		return nil, err
+		return wire.CatalogEntry{}, err
 	}
 	return catalogEntry(e), nil
-}
-
-// versionField reads version: a positive integer, a numeric string, or
-// "latest" (NoETL's clients send it), 0 meaning the latest.
-func versionField(o obj) (int, error) {
-	v, ok := o.Get("version")
-	if !ok {
-		return 0, nil
-	}
-	if s, isStr := v.(string); isStr && strings.EqualFold(strings.TrimSpace(s), "latest") {
-		return 0, nil
-	}
-	n, _, err := o.integer("version", 1, 1<<31-1)
-	return int(n), err
 }
 
 func catalogSummary(e store.CatalogEntry) wire.CatalogSummary {
@@ -284,61 +217,6 @@ func catalogEntry(e store.CatalogEntry) wire.CatalogEntry {
 	return wire.CatalogEntry{CatalogSummary: catalogSummary(e), Content: e.Content}
 }
 
-// POST /api/execute {path?, catalog_id?, version?, payload|workload, parent_execution_id?,
-// execution_pool?, idempotency_key?}
-func (a *API) execute(ctx context.Context, c *call) (any, error) {
-	o, err := decodeBody(c.req.Body)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkResourceType(o); err != nil {
-		return nil, err
-	}
-	var req controlplane.ExecuteRequest
-	if req.Path, err = o.Str("path", false); err != nil {
-		return nil, err
-	}
-	if req.CatalogID, err = o.id("catalog_id", false); err != nil {
-		return nil, err
-	}
-	if req.Version, err = versionField(o); err != nil {
-		return nil, err
-	}
-	if req.Payload, err = o.Object("payload", "workload"); err != nil {
-		return nil, err
-	}
-	if req.ParentExecutionID, err = o.id("parent_execution_id", false); err != nil {
-		return nil, err
-	}
-	if req.Pool, err = o.Str("execution_pool", false); err != nil {
-		return nil, err
-	}
-	if req.IdempotencyKey, err = o.Str("idempotency_key", false); err != nil {
-		return nil, err
-	}
-	if strings.HasPrefix(req.IdempotencyKey, controlplane.ScheduleKeyPrefix) {
-		return nil, invalid("idempotency_key", "keys starting with %q are the schedules' own (one per due time); choose another", controlplane.ScheduleKeyPrefix)
-	}
-	switch {
-	case req.Path != "" && req.CatalogID != 0:
-		return nil, invalid("catalog_id", "give exactly one of path and catalog_id, not both")
-	case req.Path == "" && req.CatalogID == 0:
-		return nil, invalid("path", "required: give the playbook's path or its catalog_id")
-	case req.CatalogID != 0:
-		// A catalog_id names one version already; NoETL's clients (its GUI's
-		// terminal) send that entry's version beside it, and NoETL's servers
-		// ignore it: so do we.
-		req.Version = 0
-	}
-	st, err := a.svc.Execute(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	c.attrs.setExecution(st.ExecutionID)
-	return wire.Started{ExecutionID: wire.ID(st.ExecutionID), Status: "started",
-		CommandsGenerated: st.CommandsGenerated, Existing: st.Existing}, nil
-}
-
 // GET /api/catalog/{path+}/ui_schema?version=: the form of a playbook's
 // workload (NoETL's ui_schema, which its GUI's Run dialog draws), inferred
 // from the values the workload declares.
@@ -348,7 +226,7 @@ func (a *API) uiSchema(ctx context.Context, c *call) (any, error) {
 	if s := c.req.Query.Get("version"); s != "" && !strings.EqualFold(s, "latest") {
 		n, _, err := queryInt(c.req.Query, "version", 1, 1<<31-1)
 		if err != nil {
-			return nil, invalid("version", "expected a version number or latest, got %q", truncate(s, 40))
+			return nil, invalid("version", "expected a version number or latest, got %q", jsonx.Cut(s, 40))
 		}
 		version = int(n)
 	}
@@ -414,18 +292,10 @@ func (a *API) playbookContent(ctx context.Context, c *call) (any, error) {
 
 // POST /api/catalog/playbooks/validate {content}: what register would say of
 // a playbook, without registering it.
-func (a *API) validatePlaybook(_ context.Context, c *call) (any, error) {
-	o, err := decodeBody(c.req.Body)
+func (a *API) validatePlaybook(_ context.Context, c *call, r wire.ValidateRequest) (wire.Validation, error) {
+	text, err := a.playbookContentOf(r.Content)
 	if err != nil {
-		return nil, err
-	}
-	content, err := o.Str("content", true)
-	if err != nil {
-		return nil, err
-	}
-	text, err := a.playbookContentOf(content)
-	if err != nil {
-		return nil, err
+		return wire.Validation{}, err
 	}
 	_, diags := engine.Parse([]byte(text))
 	out := wire.Validation{Valid: !diags.HasErrors(), Errors: []string{}, Warnings: []string{}, Problems: problems(diags)}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/noetl-go/noetl/shared/config"
+	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/store"
 	"github.com/noetl-go/noetl/shared/wire"
 )
@@ -19,7 +20,7 @@ import (
 // noetl dev and noetl serve have one (Options.Keychain): the other functions
 // never route a credential request, and their binaries link none of its code.
 type Keychain interface {
-	PutJSON(ctx context.Context, body map[string]any) (wire.Credential, error)
+	PutJSON(ctx context.Context, r wire.CredentialRequest) (wire.Credential, error)
 	GetJSON(ctx context.Context, identifier string, read store.CredentialRead, mayReadData bool, claim store.ClaimAsk) (wire.Credential, error)
 	ListJSON(ctx context.Context, typ, query string) (wire.CredentialList, error)
 	DeleteJSON(ctx context.Context, identifier string) (wire.CredentialDeleted, error)
@@ -36,16 +37,12 @@ func (a *API) keychain() (Keychain, error) {
 }
 
 // POST /api/credentials: create or replace (NoETL's upsert by name).
-func (a *API) putCredential(ctx context.Context, c *call) (any, error) {
-	o, err := decodeBody(c.req.Body)
-	if err != nil {
-		return nil, err
-	}
+func (a *API) putCredential(ctx context.Context, c *call, r wire.CredentialRequest) (wire.Credential, error) {
 	kc, err := a.keychain()
 	if err != nil {
-		return nil, err
+		return wire.Credential{}, err
 	}
-	return kc.PutJSON(ctx, o.M)
+	return kc.PutJSON(ctx, r)
 }
 
 // GET /api/credentials?type=&q=: every credential, never its data.
@@ -68,7 +65,7 @@ func (a *API) getCredential(ctx context.Context, c *call) (any, error) {
 	if s := q.Get("include_data"); s != "" {
 		b, err := strconv.ParseBool(s)
 		if err != nil {
-			return nil, invalid("include_data", "expected true or false, got %q", truncate(s, 20))
+			return nil, invalid("include_data", "expected true or false, got %q", jsonx.Cut(s, 20))
 		}
 		include = b
 	}
@@ -125,22 +122,10 @@ func (a *API) listCredentialReads(ctx context.Context, c *call) (any, error) {
 
 // POST /api/credentials/rotate {new_key?, limit?}: reseal credentials under
 // the keychain's current key (with new_key, a new one first: key files only).
-func (a *API) rotateCredentials(ctx context.Context, c *call) (any, error) {
-	o, err := decodeBody(c.req.Body)
-	if err != nil {
-		return nil, err
-	}
-	newKey, err := o.boolean("new_key")
-	if err != nil {
-		return nil, err
-	}
-	limit, _, err := o.integer("limit", 1, 1000)
-	if err != nil {
-		return nil, err
-	}
+func (a *API) rotateCredentials(ctx context.Context, c *call, r wire.RotateRequest) (wire.Rotation, error) {
 	kc, err := a.keychain()
 	if err != nil {
-		return nil, err
+		return wire.Rotation{}, err
 	}
-	return kc.RotateJSON(ctx, newKey, int(limit))
+	return kc.RotateJSON(ctx, r.NewKey, r.Limit)
 }

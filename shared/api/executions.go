@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/replay"
 	"github.com/noetl-go/noetl/shared/store"
 	"github.com/noetl-go/noetl/shared/wire"
@@ -62,7 +63,7 @@ func (a *API) listExecutions(ctx context.Context, c *call) (any, error) {
 	if s := q.Get("status"); s != "" {
 		f.Status = strings.ToUpper(s)
 		if !slices.Contains(executionStatuses, f.Status) {
-			return nil, invalid("status", "expected one of %s, got %q", strings.Join(executionStatuses, ", "), truncate(s, 40))
+			return nil, invalid("status", "expected one of %s, got %q", strings.Join(executionStatuses, ", "), jsonx.Cut(s, 40))
 		}
 	}
 	if f.CatalogID, err = queryID(q, "catalog_id"); err != nil {
@@ -166,7 +167,7 @@ func (a *API) getExecution(ctx context.Context, c *call) (any, error) {
 	case "summary":
 		summary = true
 	default:
-		return nil, invalid("view", "expected full or summary, got %q", truncate(view, 40))
+		return nil, invalid("view", "expected full or summary, got %q", jsonx.Cut(view, 40))
 	}
 	get := a.svc.Execution
 	if summary {
@@ -320,21 +321,13 @@ func statusJSON(v *controlplane.StatusView) wire.Status {
 }
 
 // POST /api/executions/{id}/cancel {reason?}
-func (a *API) cancel(ctx context.Context, c *call) (any, error) {
+func (a *API) cancel(ctx context.Context, c *call, r wire.CancelRequest) (wire.Ended, error) {
 	id, err := executionID(c)
 	if err != nil {
-		return nil, err
+		return wire.Ended{}, err
 	}
-	o, err := decodeBody(c.req.Body)
-	if err != nil {
-		return nil, err
-	}
-	reason, err := o.Str("reason", false)
-	if err != nil {
-		return nil, err
-	}
-	if err := a.svc.Cancel(ctx, id, reason); err != nil {
-		return nil, err
+	if err := a.svc.Cancel(ctx, id, r.Reason); err != nil {
+		return wire.Ended{}, err
 	}
 	return wire.Ended{ExecutionID: wire.ID(id), Status: store.ExecutionCancelled,
 		Message: "Execution cancellation requested"}, nil
@@ -343,54 +336,33 @@ func (a *API) cancel(ctx context.Context, c *call) (any, error) {
 // POST /api/executions/{id}/rerun {workload|payload?}: the same playbook
 // version again, with the execution's workload, the given keys replacing its
 // keys (controlplane.Rerun).
-func (a *API) rerun(ctx context.Context, c *call) (any, error) {
+func (a *API) rerun(ctx context.Context, c *call, r wire.RerunRequest) (wire.Started, error) {
 	id, err := executionID(c)
 	if err != nil {
-		return nil, err
+		return wire.Started{}, err
 	}
-	o, err := decodeBody(c.req.Body)
+	if err := playbookKind("resource_kind", r.ResourceKind); err != nil {
+		return wire.Started{}, err
+	}
+	st, err := a.svc.Rerun(ctx, id, r.Workload)
 	if err != nil {
-		return nil, err
+		return wire.Started{}, err
 	}
-	if err := checkResourceType(o); err != nil {
-		return nil, err
-	}
-	workload, err := o.Object("workload", "payload")
-	if err != nil {
-		return nil, err
-	}
-	st, err := a.svc.Rerun(ctx, id, workload)
-	if err != nil {
-		return nil, err
-	}
-	return wire.Started{ExecutionID: wire.ID(st.ExecutionID), Status: "started",
-		CommandsGenerated: st.CommandsGenerated, Existing: st.Existing}, nil
+	return started(st), nil
 }
 
 // POST /api/executions/{id}/finalize {status: COMPLETED|FAILED, error?}
-func (a *API) finalize(ctx context.Context, c *call) (any, error) {
+func (a *API) finalize(ctx context.Context, c *call, r wire.FinalizeRequest) (wire.Ended, error) {
 	id, err := executionID(c)
 	if err != nil {
-		return nil, err
+		return wire.Ended{}, err
 	}
-	o, err := decodeBody(c.req.Body)
-	if err != nil {
-		return nil, err
-	}
-	status, err := o.Str("status", true)
-	if err != nil {
-		return nil, err
-	}
-	status = strings.ToUpper(status)
+	status := strings.ToUpper(r.Status)
 	if status != store.ExecutionCompleted && status != store.ExecutionFailed {
-		return nil, invalid("status", "expected COMPLETED or FAILED, got %q", truncate(status, 40))
+		return wire.Ended{}, invalid("status", "expected COMPLETED or FAILED, got %q", jsonx.Cut(status, 40))
 	}
-	msg, err := o.Str("error", false)
-	if err != nil {
-		return nil, err
-	}
-	if err := a.svc.Finalize(ctx, id, status, msg); err != nil {
-		return nil, err
+	if err := a.svc.Finalize(ctx, id, status, r.Error); err != nil {
+		return wire.Ended{}, err
 	}
 	return wire.Ended{ExecutionID: wire.ID(id), Status: status,
 		Message: "Execution finalized with status: " + status}, nil

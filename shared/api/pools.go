@@ -16,36 +16,20 @@ import (
 // NoETL's workers send; controlplane/workers.go owns the lifecycle.
 
 // POST /api/worker/pool/register: NoETL's registration (noetlwire.Registration).
-func (a *API) registerPool(ctx context.Context, c *call) (any, error) {
-	o, err := decodeBody(c.req.Body)
-	if err != nil {
-		return nil, err
-	}
-	reg, err := noetlwire.ReadRegistration("", o.M)
-	if err != nil {
-		return nil, err
-	}
+func (a *API) registerPool(ctx context.Context, c *call, reg noetlwire.Registration) (wire.PoolRegistered, error) {
 	w, err := a.svc.RegisterWorker(ctx, reg)
 	if err != nil {
-		return nil, err
+		return wire.PoolRegistered{}, err
 	}
 	return registered("ok", w), nil
 }
 
 // POST /api/worker/pool/heartbeat {name, registration?}: 404 for a worker
 // the registry does not know, unless registration says who it is.
-func (a *API) poolHeartbeat(ctx context.Context, c *call) (any, error) {
-	o, err := decodeBody(c.req.Body)
+func (a *API) poolHeartbeat(ctx context.Context, c *call, h noetlwire.PoolHeartbeat) (wire.PoolRegistered, error) {
+	w, recreated, err := a.svc.WorkerHeartbeat(ctx, h.Name, h.Registration)
 	if err != nil {
-		return nil, err
-	}
-	name, reg, err := noetlwire.ReadHeartbeat(o.M)
-	if err != nil {
-		return nil, err
-	}
-	w, recreated, err := a.svc.WorkerHeartbeat(ctx, name, reg)
-	if err != nil {
-		return nil, err
+		return wire.PoolRegistered{}, err
 	}
 	if recreated {
 		return registered("recreated", w), nil
@@ -60,20 +44,12 @@ func registered(status string, w *controlplane.Worker) wire.PoolRegistered {
 
 // POST or DELETE /api/worker/pool/deregister {name}: the worker is offline.
 // An unknown name is not an error (NoETL's Python server answers ok too).
-func (a *API) deregisterPool(ctx context.Context, c *call) (any, error) {
-	o, err := decodeBody(c.req.Body)
+func (a *API) deregisterPool(ctx context.Context, c *call, d noetlwire.Deregistration) (wire.PoolDeregistered, error) {
+	found, err := a.svc.DeregisterWorker(ctx, d.Name)
 	if err != nil {
-		return nil, err
+		return wire.PoolDeregistered{}, err
 	}
-	name, err := noetlwire.ReadWorkerName(o.M)
-	if err != nil {
-		return nil, err
-	}
-	found, err := a.svc.DeregisterWorker(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return wire.PoolDeregistered{Status: "ok", Name: name, Kind: noetlwire.KindWorkerPool, Found: found}, nil
+	return wire.PoolDeregistered{Status: "ok", Name: d.Name, Kind: noetlwire.KindWorkerPool, Found: found}, nil
 }
 
 // GET /api/worker/pools?runtime=&status=&pool=&limit=: the registry.

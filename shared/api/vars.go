@@ -22,22 +22,14 @@ func (a *API) executionParam(c *call) (int64, error) {
 }
 
 // POST /api/vars/{execution_id}: NoETL's three body shapes (noetlwire.ReadVariables).
-func (a *API) setVariables(ctx context.Context, c *call) (any, error) {
+func (a *API) setVariables(ctx context.Context, c *call, v noetlwire.Variables) (wire.VariablesSet, error) {
 	id, err := a.executionParam(c)
 	if err != nil {
-		return nil, err
-	}
-	o, err := decodeBody(c.req.Body)
-	if err != nil {
-		return nil, err
-	}
-	v, err := noetlwire.ReadVariables(o.M)
-	if err != nil {
-		return nil, err
+		return wire.VariablesSet{}, err
 	}
 	eventID, err := a.svc.SetVariables(ctx, id, v, c.req.Query.Get("worker_id"))
 	if err != nil {
-		return nil, err
+		return wire.VariablesSet{}, err
 	}
 	return wire.VariablesSet{ExecutionID: wire.ID(id), VariablesSet: len(v.Values), VarNames: v.Names(), Status: "ok",
 		EventID: wire.ID(eventID)}, nil

@@ -160,6 +160,22 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// ParseTime reads a producer's timestamp: RFC 3339, or the zone-less ISO form
+// NoETL's Python workers and Postgres' timestamp columns write (UTC).
+func ParseTime(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	var err error
+	for _, layout := range []string{"2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999"} {
+		var t time.Time
+		if t, err = time.Parse(layout, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, err
+}
+
 // Object is a JSON object in jsonx's convention, never null: nil is written
 // as {}. Convert it (map[string]any(o)) before passing it on as an any: code
 // that walks jsonx values switches on map[string]any, not on this type.
