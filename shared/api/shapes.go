@@ -9,15 +9,14 @@ import (
 )
 
 // The JSON shapes of the routes' requests and answers, as Routes declares
-// them and the OpenAPI document (openapi.go) publishes them. Answers are
-// shared/wire's types, which the handlers write and shared/client reads; their
-// shapes are derived from those types (shapeOf), so the document, the server
-// and the client cannot disagree. Request bodies are validated by hand
-// (decode.go, for field-path messages and NoETL's aliases); their shapes are
-// written here, beside the decoders, and the package's tests check every
-// request the API accepts and every request type our client sends against
-// them. Each shape is a function returning a fresh value: no package-level
-// state.
+// them and the OpenAPI document (openapi.go) publishes them. Both are
+// shared/wire's types: the handlers write the answers and shared/client reads
+// them (shapeOf); our client sends the requests and the server reads them
+// with jsonx.Read (bodyOf); so the document, the server and the client cannot
+// disagree. Written here by hand: the query parameters, the bodies NoETL's
+// workers send in several shapes (read by shared/noetlwire: the pool routes,
+// vars, staged results) and the internal routes' answers. Each shape is a
+// function returning a fresh value: no package-level state.
 
 // Shape is a JSON shape: the subset of OpenAPI 3.0's schema object the API
 // needs.

@@ -2,10 +2,14 @@ package api_test
 
 import (
 	"encoding/json"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/noetl-go/noetl/shared/api"
+	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/wire"
 )
@@ -122,6 +126,29 @@ func TestWireIDs(t *testing.T) {
 		}
 		if c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
 			t.Errorf("%s: %v, want an error saying %q", c.in, err, c.err)
+		}
+	}
+}
+
+// TestRequestLimits: a limit a request type's tags declare (what the decoder
+// enforces and the document states) is the one the rest of the code knows.
+func TestRequestLimits(t *testing.T) {
+	for _, c := range []struct {
+		typ   reflect.Type
+		field string
+		tag   string
+		want  int64
+	}{
+		{reflect.TypeFor[wire.ScheduleRequest](), "CatchupSeconds", "max", controlplane.MaxCatchupSeconds},
+		{reflect.TypeFor[wire.ScheduleRequest](), "JitterSeconds", "max", controlplane.MaxJitterSeconds},
+		{reflect.TypeFor[wire.BatchRequest](), "Events", "max", api.MaxBatchEvents},
+		{reflect.TypeFor[wire.ProjectRequest](), "Events", "max", api.MaxBatchEvents},
+		{reflect.TypeFor[wire.CatalogListRequest](), "Limit", "max", api.MaxListLimit},
+		{reflect.TypeFor[wire.MarkPublishedRequest](), "OutboxIDs", "max", api.MaxListLimit},
+	} {
+		f, _ := c.typ.FieldByName(c.field)
+		if got, err := strconv.ParseInt(f.Tag.Get(c.tag), 10, 64); err != nil || got != c.want {
+			t.Errorf("%s.%s: %s:%q, want %d", c.typ.Name(), c.field, c.tag, f.Tag.Get(c.tag), c.want)
 		}
 	}
 }
