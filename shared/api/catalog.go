@@ -86,12 +86,12 @@ func playbookText(content string) string {
 }
 
 // GET /api/catalog?path=&limit=&cursor=&latest=
-func (a *API) listCatalogQuery(ctx context.Context, c *call) (any, error) {
+func (a *API) listCatalogQuery(ctx context.Context, c *call) (wire.CatalogPage, error) {
 	q := c.req.Query
 	f := store.CatalogFilter{Path: q.Get("path")}
 	limit, _, err := queryInt(q, "limit", 1, MaxListLimit)
 	if err != nil {
-		return nil, err
+		return wire.CatalogPage{}, err
 	}
 	f.Limit = int(limit)
 	if s := q.Get("latest"); s != "" {
@@ -100,12 +100,12 @@ func (a *API) listCatalogQuery(ctx context.Context, c *call) (any, error) {
 			f.LatestOnly = true
 		case "false", "0":
 		default:
-			return nil, invalid("latest", "expected true or false, got %q", jsonx.Cut(s, 40))
+			return wire.CatalogPage{}, invalid("latest", "expected true or false, got %q", jsonx.Cut(s, 40))
 		}
 	}
 	if s := q.Get("cursor"); s != "" {
 		if f.After, err = decodeCatalogCursor(s); err != nil {
-			return nil, err
+			return wire.CatalogPage{}, err
 		}
 	}
 	return a.listCatalog(ctx, f)
@@ -156,14 +156,14 @@ func (a *API) listCatalog(ctx context.Context, f store.CatalogFilter) (wire.Cata
 }
 
 // GET /api/catalog/{catalog_id}
-func (a *API) getCatalog(ctx context.Context, c *call) (any, error) {
+func (a *API) getCatalog(ctx context.Context, c *call) (wire.CatalogDetail, error) {
 	id, err := parseID("catalog_id", c.params["catalog_id"])
 	if err != nil {
-		return nil, err
+		return wire.CatalogDetail{}, err
 	}
 	e, err := a.svc.Catalog(ctx, id)
 	if err != nil {
-		return nil, err
+		return wire.CatalogDetail{}, err
 	}
 	out := wire.CatalogDetail{CatalogEntry: catalogEntry(e)}
 	// Ours, beside NoETL's fields (its alias POST /api/catalog/resource stays
@@ -179,7 +179,7 @@ func (a *API) getCatalog(ctx context.Context, c *call) (any, error) {
 			g, err = jsonx.DecodeObject(b)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("catalog %d: the step graph: %w", id, err)
+			return wire.CatalogDetail{}, fmt.Errorf("catalog %d: the step graph: %w", id, err)
 		}
 		out.Graph = g
 	}
@@ -220,23 +220,23 @@ func catalogEntry(e store.CatalogEntry) wire.CatalogEntry {
 // GET /api/catalog/{path+}/ui_schema?version=: the form of a playbook's
 // workload (NoETL's ui_schema, which its GUI's Run dialog draws), inferred
 // from the values the workload declares.
-func (a *API) uiSchema(ctx context.Context, c *call) (any, error) {
+func (a *API) uiSchema(ctx context.Context, c *call) (wire.UISchema, error) {
 	path := c.params["path"]
 	version := 0
 	if s := c.req.Query.Get("version"); s != "" && !strings.EqualFold(s, "latest") {
 		n, _, err := queryInt(c.req.Query, "version", 1, 1<<31-1)
 		if err != nil {
-			return nil, invalid("version", "expected a version number or latest, got %q", jsonx.Cut(s, 40))
+			return wire.UISchema{}, invalid("version", "expected a version number or latest, got %q", jsonx.Cut(s, 40))
 		}
 		version = int(n)
 	}
 	e, err := a.svc.CatalogByPath(ctx, path, version)
 	if err != nil {
-		return nil, err
+		return wire.UISchema{}, err
 	}
 	fields, diags := engine.WorkloadForm([]byte(e.Content))
 	if fields == nil {
-		return nil, fmt.Errorf("catalog %d: the workload form: %s", e.CatalogID, diags)
+		return wire.UISchema{}, fmt.Errorf("catalog %d: the workload form: %s", e.CatalogID, diags)
 	}
 	doc, _ := engine.Document([]byte(e.Content))
 	md, _ := doc["metadata"].(map[string]any)
@@ -270,10 +270,10 @@ func uiFields(fs []engine.FormField) []wire.UIField {
 // GET /api/catalog/playbook/content?playbook_id=: a playbook's YAML, by
 // catalog_id or by path (its latest version); what NoETL's GUI asks for to
 // draw a playbook's flow.
-func (a *API) playbookContent(ctx context.Context, c *call) (any, error) {
+func (a *API) playbookContent(ctx context.Context, c *call) (wire.PlaybookContent, error) {
 	ref := c.req.Query.Get("playbook_id")
 	if ref == "" {
-		return nil, invalid("playbook_id", "required: a catalog_id or a playbook path")
+		return wire.PlaybookContent{}, invalid("playbook_id", "required: a catalog_id or a playbook path")
 	}
 	var (
 		e   store.CatalogEntry
@@ -285,7 +285,7 @@ func (a *API) playbookContent(ctx context.Context, c *call) (any, error) {
 		e, err = a.svc.CatalogByPath(ctx, ref, 0)
 	}
 	if err != nil {
-		return nil, err
+		return wire.PlaybookContent{}, err
 	}
 	return wire.PlaybookContent{CatalogID: wire.ID(e.CatalogID), Path: e.Path, Version: e.Version, Content: e.Content}, nil
 }

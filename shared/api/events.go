@@ -179,14 +179,14 @@ func commandBody(b *controlplane.CommandBody, status string) wire.Command {
 
 // GET /api/commands/{event_id}: the command without claiming it, masked;
 // status is the command's own (PENDING, CLAIMED, …).
-func (a *API) getCommand(ctx context.Context, c *call) (any, error) {
+func (a *API) getCommand(ctx context.Context, c *call) (wire.Command, error) {
 	id, err := parseID("event_id", c.params["event_id"])
 	if err != nil {
-		return nil, err
+		return wire.Command{}, err
 	}
 	b, err := a.svc.Command(ctx, id)
 	if err != nil {
-		return nil, err
+		return wire.Command{}, err
 	}
 	c.attrs.setExecution(b.ExecutionID)
 	c.attrs.setCommand(b.CommandID)
@@ -194,7 +194,7 @@ func (a *API) getCommand(ctx context.Context, c *call) (any, error) {
 	// answer carries what the worker needs to run the step).
 	workload, err := a.svc.Workload(ctx, b.ExecutionID)
 	if err != nil {
-		return nil, err
+		return wire.Command{}, err
 	}
 	m := maskerFor(workload)
 	masked := *b

@@ -156,10 +156,10 @@ func progress(status string, done, total int) int {
 // execution with one page of its events, newest first, paged NoETL's way.
 // view=summary leaves out the steps and the events: what a client waiting for
 // the outcome needs, at a size that does not grow with the steps' results.
-func (a *API) getExecution(ctx context.Context, c *call) (any, error) {
+func (a *API) getExecution(ctx context.Context, c *call) (wire.Execution, error) {
 	id, err := executionID(c)
 	if err != nil {
-		return nil, err
+		return wire.Execution{}, err
 	}
 	summary := false
 	switch view := c.req.Query.Get("view"); view {
@@ -167,7 +167,7 @@ func (a *API) getExecution(ctx context.Context, c *call) (any, error) {
 	case "summary":
 		summary = true
 	default:
-		return nil, invalid("view", "expected full or summary, got %q", jsonx.Cut(view, 40))
+		return wire.Execution{}, invalid("view", "expected full or summary, got %q", jsonx.Cut(view, 40))
 	}
 	get := a.svc.Execution
 	if summary {
@@ -176,22 +176,22 @@ func (a *API) getExecution(ctx context.Context, c *call) (any, error) {
 	q := c.req.Query
 	page, size := int64(1), int64(DefaultEventsPageSize)
 	if n, ok, err := queryInt(q, "page", 1, 1<<31-1); err != nil {
-		return nil, err
+		return wire.Execution{}, err
 	} else if ok {
 		page = n
 	}
 	if n, ok, err := queryInt(q, "page_size", 1, MaxEventsPageSize); err != nil {
-		return nil, err
+		return wire.Execution{}, err
 	} else if ok {
 		size = n
 	}
 	since, err := queryID(q, "since_event_id")
 	if err != nil {
-		return nil, err
+		return wire.Execution{}, err
 	}
 	v, err := get(ctx, id)
 	if err != nil {
-		return nil, err
+		return wire.Execution{}, err
 	}
 	m := maskerFor(v.Row.Workload)
 	done := v.Status.CompletedSteps + v.Status.FailedSteps + v.Status.SkippedSteps
@@ -219,9 +219,9 @@ func (a *API) getExecution(ctx context.Context, c *call) (any, error) {
 	if since != 0 {
 		if after, err = a.svc.EventSeq(ctx, id, since); err != nil {
 			if errors.Is(err, controlplane.ErrNotFound) {
-				return nil, invalid("since_event_id", "%d is not an event of execution %d; give the event_id of one of its events", since, id)
+				return wire.Execution{}, invalid("since_event_id", "%d is not an event of execution %d; give the event_id of one of its events", since, id)
 			}
-			return nil, err
+			return wire.Execution{}, err
 		}
 	}
 	last := v.Row.LastSeq
@@ -232,11 +232,11 @@ func (a *API) getExecution(ctx context.Context, c *call) (any, error) {
 		_, evs, err = a.svc.ExecutionEvents(ctx, store.EventFilter{ExecutionID: id, AfterSeq: max(after, until-size),
 			UntilSeq: until, Limit: int(size), Desc: true})
 		if err != nil {
-			return nil, err
+			return wire.Execution{}, err
 		}
 	}
 	if out.Events, err = a.eventsJSON(ctx, v.Row, m, evs); err != nil {
-		return nil, err
+		return wire.Execution{}, err
 	}
 	pages := max(1, (total+size-1)/size)
 	out.Pagination = wire.EventsPagination{Page: int(page), PageSize: int(size), TotalEvents: total, TotalPages: pages,
@@ -254,41 +254,37 @@ const (
 
 // GET /api/executions/{id}/cancellation-check: what NoETL's workers ask
 // before running a command. O(1): read from the execution row.
-func (a *API) cancellationCheck(ctx context.Context, c *call) (any, error) {
-	id, err := executionID(c)
+func (a *API) cancellationCheck(ctx context.Context, c *call) (wire.CancellationCheck, error) {
+	v, err := a.statusView(ctx, c)
 	if err != nil {
-		return nil, err
+		return wire.CancellationCheck{}, err
 	}
-	v, err := a.svc.Status(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return wire.CancellationCheck{ExecutionID: wire.ID(id), IsCancelled: v.IsCancelled, Status: v.Status}, nil
+	return wire.CancellationCheck{ExecutionID: wire.ID(v.ExecutionID), IsCancelled: v.IsCancelled, Status: v.Status}, nil
 }
 
 // GET /api/executions/{id}/events?after_seq=&limit=&event_type=&step=
-func (a *API) listEvents(ctx context.Context, c *call) (any, error) {
+func (a *API) listEvents(ctx context.Context, c *call) (wire.EventPage, error) {
 	id, err := executionID(c)
 	if err != nil {
-		return nil, err
+		return wire.EventPage{}, err
 	}
 	q := c.req.Query
 	f := store.EventFilter{ExecutionID: id, EventType: q.Get("event_type"), Step: q.Get("step"), Limit: DefaultListLimit}
 	if f.AfterSeq, _, err = queryInt(q, "after_seq", 0, 1<<62); err != nil {
-		return nil, err
+		return wire.EventPage{}, err
 	}
 	if n, ok, err := queryInt(q, "limit", 1, MaxListLimit); err != nil {
-		return nil, err
+		return wire.EventPage{}, err
 	} else if ok {
 		f.Limit = int(n)
 	}
 	row, evs, err := a.svc.ExecutionEvents(ctx, f)
 	if err != nil {
-		return nil, err
+		return wire.EventPage{}, err
 	}
 	out := wire.EventPage{}
 	if out.Events, err = a.eventsJSON(ctx, row, maskerFor(row.Workload), evs); err != nil {
-		return nil, err
+		return wire.EventPage{}, err
 	}
 	if len(evs) == f.Limit {
 		out.NextAfterSeq = &evs[len(evs)-1].Seq
@@ -297,16 +293,21 @@ func (a *API) listEvents(ctx context.Context, c *call) (any, error) {
 }
 
 // GET /api/executions/{id}/status (events.md §6)
-func (a *API) status(ctx context.Context, c *call) (any, error) {
+func (a *API) status(ctx context.Context, c *call) (wire.Status, error) {
+	v, err := a.statusView(ctx, c)
+	if err != nil {
+		return wire.Status{}, err
+	}
+	return statusJSON(v), nil
+}
+
+// statusView is the status of the execution the path names.
+func (a *API) statusView(ctx context.Context, c *call) (*controlplane.StatusView, error) {
 	id, err := executionID(c)
 	if err != nil {
 		return nil, err
 	}
-	v, err := a.svc.Status(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return statusJSON(v), nil
+	return a.svc.Status(ctx, id)
 }
 
 func statusJSON(v *controlplane.StatusView) wire.Status {

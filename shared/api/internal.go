@@ -8,7 +8,6 @@ import (
 	"maps"
 	"time"
 
-	"github.com/noetl-go/noetl/shared/ids"
 	"github.com/noetl-go/noetl/shared/wire"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
@@ -19,44 +18,40 @@ import (
 
 // POST /api/internal/outbox/claim {limit?} (default 100): a limit outside
 // 1..1000 is clamped into it, as NoETL's server does (its claim_batch).
-func (a *API) outboxClaim(ctx context.Context, c *call, r wire.OutboxClaimRequest) (any, error) {
+func (a *API) outboxClaim(ctx context.Context, c *call, r wire.OutboxClaimRequest) (wire.OutboxClaimed, error) {
 	limit := int64(DefaultListLimit)
 	if r.Limit != nil {
 		limit = min(max(*r.Limit, 1), MaxListLimit)
 	}
 	rows, err := a.svc.ClaimOutbox(ctx, int(limit))
 	if err != nil {
-		return nil, err
+		return wire.OutboxClaimed{}, err
 	}
-	out := make([]any, len(rows))
+	out := wire.OutboxClaimed{Rows: make([]wire.OutboxRow, len(rows)), Claimed: len(rows)}
 	for i, r := range rows {
 		payload, err := jsonx.Decode(r.Payload)
 		if err != nil {
-			return nil, fmt.Errorf("outbox row %d: decode payload: %w", r.OutboxID, err)
+			return wire.OutboxClaimed{}, fmt.Errorf("outbox row %d: decode payload: %w", r.OutboxID, err)
 		}
-		out[i] = map[string]any{
-			"outbox_id": ids.Format(r.OutboxID), "event_id": ids.Format(r.EventID), "execution_id": ids.Format(r.ExecutionID),
-			"subject": r.Subject, "msg_id": r.MsgID, "payload": payload, "attempts": int64(r.Attempts),
-			// NoETL's publisher decodes payload by codec; ours are plain JSON.
-			"payload_codec": "json",
-		}
+		out.Rows[i] = wire.OutboxRow{OutboxID: wire.ID(r.OutboxID), EventID: wire.ID(r.EventID), ExecutionID: wire.ID(r.ExecutionID),
+			Subject: r.Subject, MsgID: r.MsgID, Payload: wire.Value{V: payload}, Attempts: r.Attempts, PayloadCodec: "json"}
 	}
-	return map[string]any{"rows": out, "claimed": int64(len(out))}, nil
+	return out, nil
 }
 
 // POST /api/internal/outbox/mark-published {outbox_ids: [...]} → {marked}
 // (NoETL's name; updated is kept for this project's earlier callers); ids that
 // are unknown or already published are not counted.
-func (a *API) outboxMarkPublished(ctx context.Context, c *call, r wire.MarkPublishedRequest) (any, error) {
+func (a *API) outboxMarkPublished(ctx context.Context, c *call, r wire.MarkPublishedRequest) (wire.OutboxMarked, error) {
 	ids := make([]int64, len(r.OutboxIDs))
 	for i, id := range r.OutboxIDs {
 		ids[i] = int64(id)
 	}
 	n, err := a.svc.MarkOutboxPublished(ctx, ids)
 	if err != nil {
-		return nil, err
+		return wire.OutboxMarked{}, err
 	}
-	return map[string]any{"marked": n, "updated": n}, nil
+	return wire.OutboxMarked{Marked: n, Updated: n}, nil
 }
 
 // POST /api/internal/outbox/mark-failed {outbox_id, error, attempts?,
@@ -64,26 +59,26 @@ func (a *API) outboxMarkPublished(ctx context.Context, c *call, r wire.MarkPubli
 // contract): the row backs off min(max_delay_seconds (default 300),
 // 2^min(8, attempts-1)) seconds. attempts defaults to the row's own count,
 // which the claim raised (NoETL defaults it to 1: the same after one claim).
-func (a *API) outboxMarkFailed(ctx context.Context, c *call, r wire.MarkFailedRequest) (any, error) {
+func (a *API) outboxMarkFailed(ctx context.Context, c *call, r wire.MarkFailedRequest) (wire.OutboxFailed, error) {
 	maxDelay := controlplane.OutboxMaxDelay
 	if r.MaxDelaySeconds != nil {
 		maxDelay = time.Duration(*r.MaxDelaySeconds * float64(time.Second))
 	}
 	d, err := a.svc.MarkOutboxFailed(ctx, int64(r.OutboxID), r.Error, r.Attempts, maxDelay)
 	if err != nil {
-		return nil, err
+		return wire.OutboxFailed{}, err
 	}
-	return map[string]any{"marked": true, "available_at_in": int64(d.Round(time.Second) / time.Second)}, nil
+	return wire.OutboxFailed{Marked: true, AvailableAtIn: int64(d.Round(time.Second) / time.Second)}, nil
 }
 
 // GET /api/internal/outbox/pending-count → {pending}: rows a claim would take
 // now (NoETL's count: not those in flight or backing off).
-func (a *API) outboxPendingCount(ctx context.Context, _ *call) (any, error) {
+func (a *API) outboxPendingCount(ctx context.Context, _ *call) (wire.OutboxPending, error) {
 	n, err := a.svc.OutboxClaimableCount(ctx)
 	if err != nil {
-		return nil, err
+		return wire.OutboxPending{}, err
 	}
-	return map[string]any{"pending": n}, nil
+	return wire.OutboxPending{Pending: n}, nil
 }
 
 // POST /api/internal/events/project {events: [envelope]}: external
@@ -93,7 +88,7 @@ func (a *API) outboxPendingCount(ctx context.Context, _ *call) (any, error) {
 // payload), meta, result, error, worker_id, command_id, and stage_id,
 // frame_id, aggregate_type, aggregate_id (kept in meta, where replay reads
 // them).
-func (a *API) project(ctx context.Context, c *call, r wire.ProjectRequest) (any, error) {
+func (a *API) project(ctx context.Context, c *call, r wire.ProjectRequest) (wire.Projected, error) {
 	evs := make([]controlplane.ExternalEvent, len(r.Events))
 	for i, e := range r.Events {
 		evs[i] = externalEvent(e)
@@ -104,9 +99,9 @@ func (a *API) project(ctx context.Context, c *call, r wire.ProjectRequest) (any,
 			a.log.WarnContext(ctx, "project stopped at an unknown execution; earlier executions' events were committed",
 				"projected", res.Projected)
 		}
-		return nil, err
+		return wire.Projected{}, err
 	}
-	return map[string]any{"projected": int64(res.Projected), "duplicates": int64(res.Duplicates), "skipped": int64(res.Skipped)}, nil
+	return wire.Projected{Projected: res.Projected, Duplicates: res.Duplicates, Skipped: res.Skipped}, nil
 }
 
 // externalEvent is an envelope as the service projects it: the producer's

@@ -53,11 +53,11 @@ func (a *API) deregisterPool(ctx context.Context, c *call, d noetlwire.Deregistr
 }
 
 // GET /api/worker/pools?runtime=&status=&pool=&limit=: the registry.
-func (a *API) listWorkerPools(ctx context.Context, c *call) (any, error) {
+func (a *API) listWorkerPools(ctx context.Context, c *call) (wire.WorkerPools, error) {
 	q := c.req.Query
 	limit, ok, err := queryInt(q, "limit", 1, MaxListLimit)
 	if err != nil {
-		return nil, err
+		return wire.WorkerPools{}, err
 	}
 	if !ok {
 		limit = MaxListLimit
@@ -66,7 +66,7 @@ func (a *API) listWorkerPools(ctx context.Context, c *call) (any, error) {
 	ws, err := a.svc.Workers(ctx, controlplane.WorkerQuery{Pool: q.Get("pool"), Runtime: strings.ToLower(q.Get("runtime")),
 		State: strings.ToLower(q.Get("status")), Limit: int(limit)})
 	if err != nil {
-		return nil, err
+		return wire.WorkerPools{}, err
 	}
 	out := wire.WorkerPools{Items: make([]wire.WorkerPool, len(ws)), Count: len(ws),
 		Runtime: wire.OptString(q.Get("runtime")), Status: wire.OptString(q.Get("status"))}
@@ -88,10 +88,10 @@ func (a *API) listWorkerPools(ctx context.Context, c *call) (any, error) {
 // when utilization passes 0.8, slots_available reaches 0 or requests wait,
 // so the numbers are what this process can still take: connections not in
 // use (pgx opens them lazily, so idle ones would understate it).
-func (a *API) poolStatus(ctx context.Context, _ *call) (any, error) {
+func (a *API) poolStatus(ctx context.Context, _ *call) (wire.PoolStatus, error) {
 	p, err := a.svc.PoolStatus(ctx)
 	if err != nil {
-		return nil, err
+		return wire.PoolStatus{}, err
 	}
 	free := max(p.Pools.Max-p.Pools.Acquired, 0)
 	util := 0.0

@@ -37,10 +37,10 @@ func (a *API) createSchedule(ctx context.Context, c *call, r wire.ScheduleReques
 }
 
 // GET /api/schedules?limit=&cursor=
-func (a *API) listSchedules(ctx context.Context, c *call) (any, error) {
+func (a *API) listSchedules(ctx context.Context, c *call) (wire.SchedulePage, error) {
 	limit, _, err := queryInt(c.req.Query, "limit", 1, MaxListLimit)
 	if err != nil {
-		return nil, err
+		return wire.SchedulePage{}, err
 	}
 	if limit == 0 {
 		limit = DefaultListLimit
@@ -49,15 +49,15 @@ func (a *API) listSchedules(ctx context.Context, c *call) (any, error) {
 	if s := c.req.Query.Get("cursor"); s != "" {
 		parts, err := cursorParts(s, scheduleCursorTag, 2)
 		if err != nil {
-			return nil, err
+			return wire.SchedulePage{}, err
 		}
 		if after, err = strconv.ParseInt(parts[1], 10, 64); err != nil {
-			return nil, badCursor()
+			return wire.SchedulePage{}, badCursor()
 		}
 	}
 	rows, err := a.svc.ListSchedules(ctx, after, int(limit))
 	if err != nil {
-		return nil, err
+		return wire.SchedulePage{}, err
 	}
 	out := wire.SchedulePage{Schedules: make([]wire.Schedule, len(rows))}
 	for i, r := range rows {
@@ -70,14 +70,14 @@ func (a *API) listSchedules(ctx context.Context, c *call) (any, error) {
 }
 
 // GET /api/schedules/{id}
-func (a *API) getSchedule(ctx context.Context, c *call) (any, error) {
+func (a *API) getSchedule(ctx context.Context, c *call) (wire.Schedule, error) {
 	id, err := scheduleID(c)
 	if err != nil {
-		return nil, err
+		return wire.Schedule{}, err
 	}
 	v, err := a.svc.Schedule(ctx, id)
 	if err != nil {
-		return nil, err
+		return wire.Schedule{}, err
 	}
 	return scheduleJSON(*v), nil
 }
@@ -96,13 +96,13 @@ func (a *API) updateSchedule(ctx context.Context, c *call, r wire.ScheduleReques
 }
 
 // DELETE /api/schedules/{id}
-func (a *API) deleteSchedule(ctx context.Context, c *call) (any, error) {
+func (a *API) deleteSchedule(ctx context.Context, c *call) (wire.ScheduleDeleted, error) {
 	id, err := scheduleID(c)
 	if err != nil {
-		return nil, err
+		return wire.ScheduleDeleted{}, err
 	}
 	if err := a.svc.DeleteSchedule(ctx, id); err != nil {
-		return nil, err
+		return wire.ScheduleDeleted{}, err
 	}
 	return wire.ScheduleDeleted{ScheduleID: wire.ID(id), Deleted: true}, nil
 }
@@ -139,14 +139,14 @@ func (a *API) backfillSchedule(ctx context.Context, c *call, r wire.BackfillRequ
 }
 
 // GET /api/schedules/{id}/runs?limit=&cursor=
-func (a *API) listScheduleRuns(ctx context.Context, c *call) (any, error) {
+func (a *API) listScheduleRuns(ctx context.Context, c *call) (wire.ScheduleRunPage, error) {
 	id, err := scheduleID(c)
 	if err != nil {
-		return nil, err
+		return wire.ScheduleRunPage{}, err
 	}
 	limit, _, err := queryInt(c.req.Query, "limit", 1, MaxListLimit)
 	if err != nil {
-		return nil, err
+		return wire.ScheduleRunPage{}, err
 	}
 	if limit == 0 {
 		limit = DefaultListLimit
@@ -158,18 +158,18 @@ func (a *API) listScheduleRuns(ctx context.Context, c *call) (any, error) {
 	if s := c.req.Query.Get("cursor"); s != "" {
 		parts, err := cursorParts(s, runCursorTag, 3)
 		if err != nil {
-			return nil, err
+			return wire.ScheduleRunPage{}, err
 		}
 		nanos, err1 := strconv.ParseInt(parts[1], 10, 64)
 		run, err2 := strconv.ParseInt(parts[2], 10, 64)
 		if err1 != nil || err2 != nil {
-			return nil, badCursor()
+			return wire.ScheduleRunPage{}, badCursor()
 		}
 		before, beforeRun = time.Unix(0, nanos).UTC(), run
 	}
 	rows, err := a.svc.ScheduleRuns(ctx, id, before, beforeRun, int(limit))
 	if err != nil {
-		return nil, err
+		return wire.ScheduleRunPage{}, err
 	}
 	out := wire.ScheduleRunPage{Runs: make([]wire.ScheduleRun, len(rows))}
 	for i, r := range rows {

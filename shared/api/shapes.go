@@ -216,29 +216,6 @@ func replayQuery() []Param {
 	}
 }
 
-func outboxClaimReply() *Shape {
-	return object(
-		req("rows", array(object(
-			req("outbox_id", id()), req("event_id", id()), req("execution_id", id()),
-			req("subject", str()), req("msg_id", str()), req("payload", anyJSON()),
-			req("attempts", integer()), req("payload_codec", enum("json")),
-		))),
-		req("claimed", integer()),
-	)
-}
-
-func markPublishedReply() *Shape {
-	return object(req("marked", integer()), req("updated", integer()))
-}
-
-func markFailedReply() *Shape {
-	return object(req("marked", boolean()), req("available_at_in", integer().doc("seconds until the retry")))
-}
-
-func projectReply() *Shape {
-	return object(req("projected", integer()), req("duplicates", integer()), req("skipped", integer()))
-}
-
 func credentialsQuery() []Param {
 	return []Param{param("type", str(), "only credentials of this type"),
 		param("q", str(), "only credentials whose name or description contains this (any case)")}

@@ -498,3 +498,49 @@ type Stalled struct {
 	RunningChildren int    `json:"running_children"`
 	Reason          string `json:"reason"`
 }
+
+// ---- the internal routes (NoETL's outbox publisher, external events) ----
+
+// OutboxClaimed answers POST /api/internal/outbox/claim.
+type OutboxClaimed struct {
+	Rows    []OutboxRow `json:"rows"`
+	Claimed int         `json:"claimed"`
+}
+
+// OutboxRow is one claimed outbox row, to publish on Subject with MsgID.
+type OutboxRow struct {
+	OutboxID    ID     `json:"outbox_id"`
+	EventID     ID     `json:"event_id"`
+	ExecutionID ID     `json:"execution_id"`
+	Subject     string `json:"subject"`
+	MsgID       string `json:"msg_id"`
+	Payload     Value  `json:"payload"`
+	Attempts    int    `json:"attempts"`
+	// NoETL's publisher decodes payload by codec; ours are plain JSON.
+	PayloadCodec string `json:"payload_codec" enum:"json"`
+}
+
+// OutboxMarked answers POST /api/internal/outbox/mark-published: marked is
+// NoETL's name, updated this project's earlier one.
+type OutboxMarked struct {
+	Marked  int64 `json:"marked"`
+	Updated int64 `json:"updated"`
+}
+
+// OutboxFailed answers POST /api/internal/outbox/mark-failed.
+type OutboxFailed struct {
+	Marked        bool  `json:"marked"`
+	AvailableAtIn int64 `json:"available_at_in" doc:"seconds until the retry"`
+}
+
+// OutboxPending answers GET /api/internal/outbox/pending-count.
+type OutboxPending struct {
+	Pending int64 `json:"pending"`
+}
+
+// Projected answers POST /api/internal/events/project.
+type Projected struct {
+	Projected  int `json:"projected"`
+	Duplicates int `json:"duplicates"`
+	Skipped    int `json:"skipped"`
+}
