@@ -116,7 +116,9 @@ func printJSON(w io.Writer, v any) {
 }
 
 // executionID reads the one positional execution id.
-func executionID(fs *flag.FlagSet, stderr io.Writer) (int64, bool) { return idArg(fs, stderr, "an", "execution") }
+func executionID(fs *flag.FlagSet, stderr io.Writer) (int64, bool) {
+	return idArg(fs, stderr, "an", "execution")
+}
 
 // idArg reads the one positional argument as the id of a kind of thing
 // (article: "a" or "an" before it).

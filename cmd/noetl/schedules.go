@@ -39,7 +39,9 @@ func runSchedules(ctx context.Context, args []string, stdout, stderr io.Writer) 
 }
 
 // scheduleIDArg reads the one positional schedule id.
-func scheduleIDArg(fs *flag.FlagSet, stderr io.Writer) (int64, bool) { return idArg(fs, stderr, "a", "schedule") }
+func scheduleIDArg(fs *flag.FlagSet, stderr io.Writer) (int64, bool) {
+	return idArg(fs, stderr, "a", "schedule")
+}
 
 // scheduleFile reads a schedule from YAML (or JSON): the API's field names.
 // An unknown key is an error naming it.
