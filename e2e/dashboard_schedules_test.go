@@ -28,7 +28,7 @@ workflow:
   - step: start
     tool: {kind: noop}
 `)
-	sc, err := s.cl.CreateSchedule(ctx, wire.ScheduleRequest{PlaybookPath: path, IntervalSeconds: 3600, InputPayload: map[string]any{"from": "dashboard"}})
+	sc, err := s.cl.CreateSchedule(ctx, wire.ScheduleRequest{PlaybookPath: new(path), IntervalSeconds: new(int64(3600)), InputPayload: map[string]any{"from": "dashboard"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -242,7 +242,7 @@ func TestScheduleIntervalTwoServers(t *testing.T) {
 	cl, clB := client.New(a.url, ""), client.New(b.url, "")
 	ctx := context.Background()
 	path := register(t, cl, tickSchedPlaybook)
-	sc, err := clB.CreateSchedule(ctx, wire.ScheduleRequest{PlaybookPath: path, IntervalSeconds: 1, Overlap: schedule.OverlapAllow})
+	sc, err := clB.CreateSchedule(ctx, wire.ScheduleRequest{PlaybookPath: new(path), IntervalSeconds: new(int64(1)), Overlap: new(schedule.OverlapAllow)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +328,7 @@ func TestScheduleOverlapSkip(t *testing.T) {
 	cl := client.New(srv.url, "")
 	ctx := context.Background()
 	path := register(t, cl, slowSchedPlaybook)
-	sc, err := cl.CreateSchedule(ctx, wire.ScheduleRequest{PlaybookPath: path, IntervalSeconds: 1})
+	sc, err := cl.CreateSchedule(ctx, wire.ScheduleRequest{PlaybookPath: new(path), IntervalSeconds: new(int64(1))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,8 +393,8 @@ func TestScheduleCatchupAfterOutage(t *testing.T) {
 	cl := client.New(srv.url, "")
 	ctx := context.Background()
 	path := register(t, cl, tickSchedPlaybook)
-	sc, err := cl.CreateSchedule(ctx, wire.ScheduleRequest{PlaybookPath: path, IntervalSeconds: 1, CatchupSeconds: 3,
-		Overlap: schedule.OverlapAllow})
+	sc, err := cl.CreateSchedule(ctx, wire.ScheduleRequest{PlaybookPath: new(path), IntervalSeconds: new(int64(1)), CatchupSeconds: new(int64(3)),
+		Overlap: new(schedule.OverlapAllow)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -476,7 +476,7 @@ func TestScheduleBackfill(t *testing.T) {
 	ctx := context.Background()
 	path := register(t, cl, tickSchedPlaybook)
 	// Paused: its own due times stay out of the way; a backfill runs anyway.
-	sc, err := cl.CreateSchedule(ctx, wire.ScheduleRequest{PlaybookPath: path, Cron: "*/10 * * * *", Timezone: "America/New_York",
+	sc, err := cl.CreateSchedule(ctx, wire.ScheduleRequest{PlaybookPath: new(path), Cron: new("*/10 * * * *"), Timezone: new("America/New_York"),
 		Enabled: new(false)})
 	if err != nil {
 		t.Fatal(err)

@@ -203,9 +203,9 @@ workflow:
 	if n := count(s.events(t, kept), "command.expired", "start"); n != 0 {
 		t.Fatalf("the beating worker's command expired %d times, want never", n)
 	}
-	err := s.cl.PostEvent(ctx, wire.EventRequest{ExecutionID: wire.ID(kept), Step: "start", EventType: "command.completed", Status: "success",
+	err := s.cl.PostEvent(ctx, wire.EventRequest{ExecutionID: wire.ID(kept), EventFields: wire.EventFields{Step: "start", EventType: "command.completed", Status: "success",
 		WorkerID: "rust-keeper", Payload: wire.Object{"command_id": keptCmd, "result": map[string]any{"status": "success", "data": map[string]any{"kept": true}}},
-		Meta: wire.OptObject{"command_id": keptCmd, "attempt": int64(1)}})
+		Meta: wire.OptObject{"command_id": keptCmd, "attempt": int64(1)}}})
 	if err != nil {
 		t.Fatal(err)
 	}

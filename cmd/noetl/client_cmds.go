@@ -36,6 +36,14 @@ func (c *conn) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.asJSON, "json", false, "print JSON for scripts")
 }
 
+// clientFlags is a client command's flag set with the flags every client
+// command shares.
+func clientFlags(name string, stderr io.Writer) (*conn, *flag.FlagSet) {
+	c, fs := &conn{}, newFlags(name, stderr)
+	c.register(fs)
+	return c, fs
+}
+
 func (c *conn) client() *client.Client { return client.New(c.server, c.token) }
 
 // parseFlags parses args, printing usage on error; ok false means return code.
@@ -74,6 +82,34 @@ func fail(stderr io.Writer, cmd string, err error) int {
 	return exitFail
 }
 
+// oneArg parses a command's flags and its one positional argument, which
+// read reads (executionID, scheduleIDArg, nameArg); ok false means return
+// code.
+func oneArg[T any](fs *flag.FlagSet, args []string, stderr io.Writer, usage, help string,
+	read func(*flag.FlagSet, io.Writer) (T, bool)) (v T, code int, ok bool) {
+	if code, ok := parseFlags(fs, args, usage, help); !ok {
+		return v, code, false
+	}
+	if v, ok = read(fs, stderr); !ok {
+		return v, exitUsage, false
+	}
+	return v, 0, true
+}
+
+// reply ends a client command: a failed call is reported under the
+// command's name, the answer printed as JSON with --json, or else as text
+// writes it (text's result is the exit code).
+func (c *conn) reply(stdout, stderr io.Writer, cmd string, answer any, err error, text func() int) int {
+	if err != nil {
+		return fail(stderr, cmd, err)
+	}
+	if c.asJSON {
+		printJSON(stdout, answer)
+		return exitOK
+	}
+	return text()
+}
+
 func printJSON(w io.Writer, v any) {
 	b, _ := jsonx.Marshal(v)
 	fmt.Fprintln(w, string(b))
@@ -81,23 +117,27 @@ func printJSON(w io.Writer, v any) {
 
 // executionID reads the one positional execution id.
 func executionID(fs *flag.FlagSet, stderr io.Writer) (int64, bool) {
+	return idArg(fs, stderr, "an", "execution")
+}
+
+// idArg reads the one positional argument as the id of a kind of thing
+// (article: "a" or "an" before it).
+func idArg(fs *flag.FlagSet, stderr io.Writer, article, kind string) (int64, bool) {
 	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "give exactly one execution id")
+		fmt.Fprintf(stderr, "give exactly one %s id\n", kind)
 		fs.Usage()
 		return 0, false
 	}
 	id, err := strconv.ParseInt(fs.Arg(0), 10, 64)
 	if err != nil || id <= 0 {
-		fmt.Fprintf(stderr, "%q is not an execution id (a positive integer)\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "%q is not %s %s id (a positive integer)\n", fs.Arg(0), article, kind)
 		return 0, false
 	}
 	return id, true
 }
 
 func runRegister(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var c conn
-	fs := newFlags("register", stderr)
-	c.register(fs)
+	c, fs := clientFlags("register", stderr)
 	if code, ok := parseFlags(fs, args, "register [flags] FILE...", "Registers playbook files; the server validates them and answers every problem."); !ok {
 		return code
 	}
@@ -155,9 +195,7 @@ func (s setFlags) Set(kv string) error {
 }
 
 func runExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var c conn
-	fs := newFlags("exec", stderr)
-	c.register(fs)
+	c, fs := clientFlags("exec", stderr)
 	sets := setFlags{}
 	fs.Var(sets, "set", "payload value key=value (repeatable; JSON values allowed)")
 	payloadFile := fs.String("payload", "", "JSON file with the payload (--set values win)")
@@ -197,7 +235,7 @@ func runExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// A key of its own makes the request safe to send again, so the client
 	// rides out a server whose database is failing over (503, Retry-After).
-	id, err := cl.Execute(ctx, wire.ExecuteRequest{Path: path, Version: *version, Payload: payload, Pool: *pool,
+	id, err := cl.Execute(ctx, wire.ExecuteRequest{Path: path, Version: wire.Version(*version), Payload: payload, Pool: *pool,
 		IdempotencyKey: "cli-" + rand.Text()})
 	if err != nil {
 		return fail(stderr, "exec", err)
@@ -246,38 +284,26 @@ func runExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var c conn
-	fs := newFlags("status", stderr)
-	c.register(fs)
-	if code, ok := parseFlags(fs, args, "status [flags] EXECUTION_ID", "Shows an execution's status, current step and progress."); !ok {
+	c, fs := clientFlags("status", stderr)
+	id, code, ok := oneArg(fs, args, stderr, "status [flags] EXECUTION_ID", "Shows an execution's status, current step and progress.", executionID)
+	if !ok {
 		return code
 	}
-	id, ok := executionID(fs, stderr)
-	if !ok {
-		return exitUsage
-	}
 	st, err := c.client().Status(ctx, id)
-	if err != nil {
-		return fail(stderr, "status", err)
-	}
-	if c.asJSON {
-		printJSON(stdout, st)
+	return c.reply(stdout, stderr, "status", st, err, func() int {
+		p := st.Progress
+		fmt.Fprintf(stdout, "execution %d: %s\n", id, st.Status)
+		if st.CurrentStep != "" {
+			fmt.Fprintf(stdout, "current step: %s\n", st.CurrentStep)
+		}
+		fmt.Fprintf(stdout, "steps: %d total, %d completed, %d running, %d failed, %d skipped\n",
+			p.TotalSteps, p.CompletedSteps, p.RunningSteps, p.FailedSteps, p.SkippedSteps)
 		return exitOK
-	}
-	p := st.Progress
-	fmt.Fprintf(stdout, "execution %d: %s\n", id, st.Status)
-	if st.CurrentStep != "" {
-		fmt.Fprintf(stdout, "current step: %s\n", st.CurrentStep)
-	}
-	fmt.Fprintf(stdout, "steps: %d total, %d completed, %d running, %d failed, %d skipped\n",
-		p.TotalSteps, p.CompletedSteps, p.RunningSteps, p.FailedSteps, p.SkippedSteps)
-	return exitOK
+	})
 }
 
 func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var c conn
-	fs := newFlags("watch", stderr)
-	c.register(fs)
+	c, fs := clientFlags("watch", stderr)
 	fs.Lookup("json").Usage = "print the execution view (as exec --wait --json prints it) as one JSON line each time it changes; the last line is the final view"
 	every := fs.Duration("every", 500*time.Millisecond, "refresh interval")
 	if code, ok := parseFlags(fs, args, "watch [flags] EXECUTION_ID", "Follows an execution until it ends: a step table and a progress bar, or with --json a stream of\n"+
@@ -376,9 +402,7 @@ func isTerminal(w io.Writer) bool {
 }
 
 func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var c conn
-	fs := newFlags("events", stderr)
-	c.register(fs)
+	c, fs := clientFlags("events", stderr)
 	if code, ok := parseFlags(fs, args, "events [flags] EXECUTION_ID", "Lists an execution's events in order."); !ok {
 		return code
 	}
@@ -408,35 +432,23 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var c conn
-	fs := newFlags("cancel", stderr)
-	c.register(fs)
+	c, fs := clientFlags("cancel", stderr)
 	fs.Lookup("json").Usage = `print the API's answer as JSON: {"execution_id": "ID", "status": "CANCELLED"}`
 	reason := fs.String("reason", "cancelled from the CLI", "why")
-	if code, ok := parseFlags(fs, args, "cancel [flags] EXECUTION_ID", "Cancels an execution and its children. Cancelling a cancelled execution succeeds again;\n"+
-		"a COMPLETED or FAILED one is a conflict (exit 1)."); !ok {
+	id, code, ok := oneArg(fs, args, stderr, "cancel [flags] EXECUTION_ID", "Cancels an execution and its children. Cancelling a cancelled execution succeeds again;\n"+
+		"a COMPLETED or FAILED one is a conflict (exit 1).", executionID)
+	if !ok {
 		return code
 	}
-	id, ok := executionID(fs, stderr)
-	if !ok {
-		return exitUsage
-	}
 	answer, err := c.client().Cancel(ctx, id, *reason)
-	if err != nil {
-		return fail(stderr, "cancel", err)
-	}
-	if c.asJSON {
-		printJSON(stdout, answer)
+	return c.reply(stdout, stderr, "cancel", answer, err, func() int {
+		fmt.Fprintf(stdout, "execution %d cancelled\n", id)
 		return exitOK
-	}
-	fmt.Fprintf(stdout, "execution %d cancelled\n", id)
-	return exitOK
+	})
 }
 
 func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var c conn
-	fs := newFlags("replay", stderr)
-	c.register(fs)
+	c, fs := clientFlags("replay", stderr)
 	eventsFile := fs.String("events", "", "fold this JSON log file offline (rows shaped like the parity data set) instead of asking a server")
 	asOfEvent := fs.String("as-of-event-id", "", "cutoff: fold up to this event id (inclusive)")
 	asOfPos := fs.String("as-of-position", "", "cutoff: fold up to this sequence number (inclusive)")

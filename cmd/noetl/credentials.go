@@ -153,19 +153,14 @@ func runCredentialSet(ctx context.Context, c *conn, fs *flag.FlagSet, args []str
 		}
 	}
 	cred, err := c.client().PutCredential(ctx, r)
-	if err != nil {
-		return fail(stderr, "credentials set", err)
-	}
-	if c.asJSON {
-		printJSON(stdout, cred)
+	return c.reply(stdout, stderr, "credentials set", cred, err, func() int {
+		verb := "replaced"
+		if cred.Created != nil && *cred.Created {
+			verb = "created"
+		}
+		fmt.Fprintf(stdout, "%s credential %s (id %d, type %s), sealed under %s\n", verb, cred.Name, cred.ID, cred.Type, cred.KeyID)
 		return exitOK
-	}
-	verb := "replaced"
-	if cred.Created != nil && *cred.Created {
-		verb = "created"
-	}
-	fmt.Fprintf(stdout, "%s credential %s (id %d, type %s), sealed under %s\n", verb, cred.Name, cred.ID, cred.Type, cred.KeyID)
-	return exitOK
+	})
 }
 
 func runCredentialList(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
@@ -181,39 +176,32 @@ func runCredentialList(ctx context.Context, c *conn, fs *flag.FlagSet, args []st
 	if err != nil {
 		return fail(stderr, "credentials list", err)
 	}
-	if c.asJSON {
-		printJSON(stdout, list.Items)
+	return c.reply(stdout, stderr, "credentials list", list.Items, nil, func() int {
+		if len(list.Items) == 0 {
+			fmt.Fprintln(stdout, "no credentials (add one: noetl credentials set NAME --type postgres --data FILE)")
+			return exitOK
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tTYPE\tID\tTAGS\tUPDATED\tDESCRIPTION")
+		for _, cr := range list.Items {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", cr.Name, cr.Type, cr.ID, orDash(strings.Join(cr.Tags, ",")), cr.UpdatedAt.Text(), orDash(cr.Description))
+		}
+		tw.Flush()
 		return exitOK
-	}
-	if len(list.Items) == 0 {
-		fmt.Fprintln(stdout, "no credentials (add one: noetl credentials set NAME --type postgres --data FILE)")
-		return exitOK
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tTYPE\tID\tTAGS\tUPDATED\tDESCRIPTION")
-	for _, cr := range list.Items {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", cr.Name, cr.Type, cr.ID, orDash(strings.Join(cr.Tags, ",")), cr.UpdatedAt.Text(), orDash(cr.Description))
-	}
-	tw.Flush()
-	return exitOK
+	})
 }
 
 func runCredentialGet(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
-	if code, ok := parseFlags(fs, args, "credentials get NAME [flags]", "Shows a credential's metadata. Its data is given only to workers, for the execution they run."); !ok {
+	name, code, ok := oneArg(fs, args, stderr, "credentials get NAME [flags]", "Shows a credential's metadata. Its data is given only to workers, for the execution they run.", nameArg)
+	if !ok {
 		return code
 	}
-	name, ok := nameArg(fs, stderr)
-	if !ok {
-		return exitUsage
-	}
 	cr, err := c.client().Credential(ctx, name, client.CredentialQuery{})
-	if err != nil {
-		return fail(stderr, "credentials get", err)
-	}
-	if c.asJSON {
-		printJSON(stdout, cr)
-		return exitOK
-	}
+	return c.reply(stdout, stderr, "credentials get", cr, err, func() int { return printCredential(stdout, cr) })
+}
+
+// printCredential shows a credential's metadata and scope.
+func printCredential(stdout io.Writer, cr *wire.Credential) int {
 	fmt.Fprintf(stdout, "name         %s\nid           %d\ntype         %s\ntags         %s\ndescription  %s\nsealed under %s\ncreated      %s\nupdated      %s\n",
 		cr.Name, cr.ID, cr.Type, orDash(strings.Join(cr.Tags, ",")), orDash(cr.Description), cr.KeyID, cr.CreatedAt.Text(), cr.UpdatedAt.Text())
 	scope := wire.CredentialScope{}
@@ -225,50 +213,40 @@ func runCredentialGet(ctx context.Context, c *conn, fs *flag.FlagSet, args []str
 }
 
 func runCredentialDelete(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
-	if code, ok := parseFlags(fs, args, "credentials delete NAME [flags]", "Deletes a credential; steps naming it fail from then on."); !ok {
+	name, code, ok := oneArg(fs, args, stderr, "credentials delete NAME [flags]", "Deletes a credential; steps naming it fail from then on.", nameArg)
+	if !ok {
 		return code
 	}
-	name, ok := nameArg(fs, stderr)
-	if !ok {
-		return exitUsage
-	}
 	d, err := c.client().DeleteCredential(ctx, name)
-	if err != nil {
-		return fail(stderr, "credentials delete", err)
-	}
-	if c.asJSON {
-		printJSON(stdout, d)
+	return c.reply(stdout, stderr, "credentials delete", d, err, func() int {
+		fmt.Fprintf(stdout, "deleted credential %s (id %d)\n", name, d.ID)
 		return exitOK
-	}
-	fmt.Fprintf(stdout, "deleted credential %s (id %d)\n", name, d.ID)
-	return exitOK
+	})
 }
 
 func runCredentialReads(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	exec := fs.Int64("execution", 0, "only reads for this execution")
 	limit := fs.Int("limit", 100, "at most this many, newest first (up to 1000)")
-	if code, ok := parseFlags(fs, args, "credentials reads NAME [flags]", "Lists who read a credential (scope, token fingerprint, worker), for which execution, and what was answered."); !ok {
-		return code
-	}
-	name, ok := nameArg(fs, stderr)
+	name, code, ok := oneArg(fs, args, stderr, "credentials reads NAME [flags]", "Lists who read a credential (scope, token fingerprint, worker), for which execution, and what was answered.", nameArg)
 	if !ok {
-		return exitUsage
+		return code
 	}
 	reads, err := c.client().CredentialReads(ctx, name, *exec, *limit)
 	if err != nil {
 		return fail(stderr, "credentials reads", err)
 	}
-	if c.asJSON {
-		printJSON(stdout, reads.Items)
-		return exitOK
-	}
-	if len(reads.Items) == 0 {
+	return c.reply(stdout, stderr, "credentials reads", reads.Items, nil, func() int { return printReads(stdout, name, reads.Items) })
+}
+
+// printReads is a credential's read log as a table.
+func printReads(stdout io.Writer, name string, reads []wire.CredentialRead) int {
+	if len(reads) == 0 {
 		fmt.Fprintf(stdout, "no reads of %s\n", name)
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WHEN\tOUTCOME\tDATA\tEXECUTION\tSCOPE\tTOKEN\tWORKER\tREASON")
-	for _, r := range reads.Items {
+	for _, r := range reads {
 		execText := "-"
 		if r.ExecutionID != 0 {
 			execText = strconv.FormatInt(int64(r.ExecutionID), 10)

@@ -10,9 +10,7 @@ import (
 // noetl doctor: the executions that break the liveness invariant
 // (GET /api/doctor). It exits 1 when it names any, so scripts can alarm.
 func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var c conn
-	fs := newFlags("doctor", stderr)
-	c.register(fs)
+	c, fs := clientFlags("doctor", stderr)
 	fs.Lookup("json").Usage = "print the answer of GET /api/doctor"
 	limit := fs.Int("limit", 100, "how many executions to list, at most 1000")
 	if code, ok := parseFlags(fs, args, "doctor [flags]", "Checks that every running execution has something that will move it: a command pending\n"+

@@ -38,19 +38,9 @@ func runSchedules(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}}.run(ctx, args, stdout, stderr)
 }
 
-// scheduleID reads the one positional schedule id.
+// scheduleIDArg reads the one positional schedule id.
 func scheduleIDArg(fs *flag.FlagSet, stderr io.Writer) (int64, bool) {
-	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "give exactly one schedule id")
-		fs.Usage()
-		return 0, false
-	}
-	id, err := strconv.ParseInt(fs.Arg(0), 10, 64)
-	if err != nil || id <= 0 {
-		fmt.Fprintf(stderr, "%q is not a schedule id (a positive integer)\n", fs.Arg(0))
-		return 0, false
-	}
-	return id, true
+	return idArg(fs, stderr, "a", "schedule")
 }
 
 // scheduleFile reads a schedule from YAML (or JSON): the API's field names.
@@ -75,6 +65,16 @@ func scheduleFile(path string) (wire.ScheduleRequest, error) {
 		return r, fmt.Errorf("%s: %w (fields: playbook_path, playbook_version, cron, interval_seconds, timezone, enabled, input_payload, overlap, catchup_seconds, jitter_seconds, meta)", path, err)
 	}
 	return r, nil
+}
+
+// given is v's address, or nil for the zero value: a flag left at its zero
+// sends no field.
+func given[T comparable](v T) *T {
+	var zero T
+	if v == zero {
+		return nil
+	}
+	return &v
 }
 
 func wholeSeconds(flagName string, d time.Duration) (int64, error) {
@@ -114,23 +114,23 @@ func runScheduleCreate(ctx context.Context, c *conn, fs *flag.FlagSet, args []st
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "path":
-			r.PlaybookPath = *path
+			r.PlaybookPath = given(*path)
 		case "version":
-			r.PlaybookVersion = *version
+			r.PlaybookVersion = given(*version)
 		case "cron":
-			r.Cron, r.IntervalSeconds = *cron, 0
+			r.Cron, r.IntervalSeconds = given(*cron), nil
 		case "every":
 			n, err := wholeSeconds("every", *every)
 			errs = append(errs, err)
-			r.IntervalSeconds, r.Cron = n, ""
+			r.IntervalSeconds, r.Cron = given(n), nil
 		case "timezone":
-			r.Timezone = *tz
+			r.Timezone = given(*tz)
 		case "overlap":
-			r.Overlap = *overlap
+			r.Overlap = given(*overlap)
 		case "catchup":
 			n, err := wholeSeconds("catchup", *catchup)
 			errs = append(errs, err)
-			r.CatchupSeconds = n
+			r.CatchupSeconds = given(n)
 		case "jitter":
 			n, err := wholeSeconds("jitter", *jitter)
 			errs = append(errs, err)
@@ -148,20 +148,15 @@ func runScheduleCreate(ctx context.Context, c *conn, fs *flag.FlagSet, args []st
 	for k, v := range sets {
 		r.InputPayload[k] = v
 	}
-	if r.PlaybookPath == "" {
+	if r.PlaybookPath == nil {
 		fmt.Fprintln(stderr, "noetl schedules create: give the playbook with --path (or playbook_path in -f FILE)")
 		return exitUsage
 	}
 	s, err := c.client().CreateSchedule(ctx, r)
-	if err != nil {
-		return fail(stderr, "schedules create", err)
-	}
-	if c.asJSON {
-		printJSON(stdout, s)
+	return c.reply(stdout, stderr, "schedules create", s, err, func() int {
+		fmt.Fprintf(stdout, "created schedule %d: %s %s, next run %s\n", s.ScheduleID, s.PlaybookPath, when(*s), at(s.NextRunAt))
 		return exitOK
-	}
-	fmt.Fprintf(stdout, "created schedule %d: %s %s, next run %s\n", s.ScheduleID, s.PlaybookPath, when(*s), at(s.NextRunAt))
-	return exitOK
+	})
 }
 
 // when says when a schedule is due.
@@ -199,10 +194,11 @@ func runScheduleList(ctx context.Context, c *conn, fs *flag.FlagSet, args []stri
 		}
 		cursor = string(page.NextCursor)
 	}
-	if c.asJSON {
-		printJSON(stdout, all)
-		return exitOK
-	}
+	return c.reply(stdout, stderr, "schedules list", all, nil, func() int { return printSchedules(stdout, all) })
+}
+
+// printSchedules is the schedules as a table.
+func printSchedules(stdout io.Writer, all []wire.Schedule) int {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tPLAYBOOK\tWHEN\tSTATE\tNEXT RUN\tLAST RUN\tLAST EXECUTION\tLAST STATUS")
 	for _, s := range all {
@@ -232,23 +228,15 @@ func orDash(s string) string {
 }
 
 func runScheduleGet(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
-	if code, ok := parseFlags(fs, args, "schedules get [flags] SCHEDULE_ID", "Shows one schedule."); !ok {
+	id, code, ok := oneArg(fs, args, stderr, "schedules get [flags] SCHEDULE_ID", "Shows one schedule.", scheduleIDArg)
+	if !ok {
 		return code
 	}
-	id, ok := scheduleIDArg(fs, stderr)
-	if !ok {
-		return exitUsage
-	}
 	s, err := c.client().Schedule(ctx, id)
-	if err != nil {
-		return fail(stderr, "schedules get", err)
-	}
-	if c.asJSON {
-		printJSON(stdout, s)
+	return c.reply(stdout, stderr, "schedules get", s, err, func() int {
+		printSchedule(stdout, *s)
 		return exitOK
-	}
-	printSchedule(stdout, *s)
-	return exitOK
+	})
 }
 
 func printSchedule(w io.Writer, s wire.Schedule) {
@@ -281,67 +269,48 @@ func runScheduleResume(ctx context.Context, c *conn, fs *flag.FlagSet, args []st
 
 func setEnabled(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer, enabled bool) int {
 	verb := map[bool]string{true: "resume", false: "pause"}[enabled]
-	if code, ok := parseFlags(fs, args, "schedules "+verb+" [flags] SCHEDULE_ID", "Sets the schedule's enabled flag."); !ok {
+	id, code, ok := oneArg(fs, args, stderr, "schedules "+verb+" [flags] SCHEDULE_ID", "Sets the schedule's enabled flag.", scheduleIDArg)
+	if !ok {
 		return code
 	}
-	id, ok := scheduleIDArg(fs, stderr)
-	if !ok {
-		return exitUsage
-	}
 	s, err := c.client().UpdateSchedule(ctx, id, wire.ScheduleRequest{Enabled: &enabled})
-	if err != nil {
-		return fail(stderr, "schedules "+verb, err)
-	}
-	if c.asJSON {
-		printJSON(stdout, s)
+	return c.reply(stdout, stderr, "schedules "+verb, s, err, func() int {
+		if enabled {
+			fmt.Fprintf(stdout, "schedule %d resumed, next run %s\n", id, at(s.NextRunAt))
+		} else {
+			fmt.Fprintf(stdout, "schedule %d paused\n", id)
+		}
 		return exitOK
-	}
-	if enabled {
-		fmt.Fprintf(stdout, "schedule %d resumed, next run %s\n", id, at(s.NextRunAt))
-	} else {
-		fmt.Fprintf(stdout, "schedule %d paused\n", id)
-	}
-	return exitOK
+	})
 }
 
 func runScheduleTrigger(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
-	if code, ok := parseFlags(fs, args, "schedules trigger [flags] SCHEDULE_ID", "Runs the schedule now under its overlap policy (skip: not while a run is going)."); !ok {
+	id, code, ok := oneArg(fs, args, stderr, "schedules trigger [flags] SCHEDULE_ID", "Runs the schedule now under its overlap policy (skip: not while a run is going).", scheduleIDArg)
+	if !ok {
 		return code
 	}
-	id, ok := scheduleIDArg(fs, stderr)
-	if !ok {
-		return exitUsage
-	}
 	r, err := c.client().TriggerSchedule(ctx, id)
-	if err != nil {
-		return fail(stderr, "schedules trigger", err)
-	}
-	if c.asJSON {
-		printJSON(stdout, r)
+	return c.reply(stdout, stderr, "schedules trigger", r, err, func() int {
+		switch r.Outcome {
+		case "started":
+			fmt.Fprintf(stdout, "schedule %d: started execution %d (watch it: noetl watch %d)\n", id, r.ExecutionID, r.ExecutionID)
+		case "buffered":
+			fmt.Fprintf(stdout, "schedule %d: the run waits for the one going (overlap buffer_one)\n", id)
+		default:
+			fmt.Fprintf(stdout, "schedule %d: %s: %s\n", id, r.Outcome, r.Reason)
+			return exitFail
+		}
 		return exitOK
-	}
-	switch r.Outcome {
-	case "started":
-		fmt.Fprintf(stdout, "schedule %d: started execution %d (watch it: noetl watch %d)\n", id, r.ExecutionID, r.ExecutionID)
-	case "buffered":
-		fmt.Fprintf(stdout, "schedule %d: the run waits for the one going (overlap buffer_one)\n", id)
-	default:
-		fmt.Fprintf(stdout, "schedule %d: %s: %s\n", id, r.Outcome, r.Reason)
-		return exitFail
-	}
-	return exitOK
+	})
 }
 
 func runScheduleBackfill(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	from := fs.String("from", "", "the range's start, RFC 3339 (e.g. 2024-05-01T00:00:00Z)")
 	to := fs.String("to", "", "the range's end, RFC 3339, not in the future")
-	if code, ok := parseFlags(fs, args, "schedules backfill [flags] --from TIME --to TIME SCHEDULE_ID",
-		"Runs every due time of [from, to] once, in order, under the overlap policy (skip and buffer_one: one after the other)."); !ok {
-		return code
-	}
-	id, ok := scheduleIDArg(fs, stderr)
+	id, code, ok := oneArg(fs, args, stderr, "schedules backfill [flags] --from TIME --to TIME SCHEDULE_ID",
+		"Runs every due time of [from, to] once, in order, under the overlap policy (skip and buffer_one: one after the other).", scheduleIDArg)
 	if !ok {
-		return exitUsage
+		return code
 	}
 	parse := func(name, v string) (time.Time, error) {
 		t, err := time.Parse(time.RFC3339Nano, v)
@@ -356,56 +325,39 @@ func runScheduleBackfill(ctx context.Context, c *conn, fs *flag.FlagSet, args []
 		return fail(stderr, "schedules backfill", err)
 	}
 	r, err := c.client().BackfillSchedule(ctx, id, f, t)
-	if err != nil {
-		return fail(stderr, "schedules backfill", err)
-	}
-	if c.asJSON {
-		printJSON(stdout, r)
+	return c.reply(stdout, stderr, "schedules backfill", r, err, func() int {
+		fmt.Fprintf(stdout, "schedule %d: backfilling %d due times, %s to %s (noetl schedules runs %d)\n", id, r.DueTimes, at(r.From), at(r.To), id)
 		return exitOK
-	}
-	fmt.Fprintf(stdout, "schedule %d: backfilling %d due times, %s to %s (noetl schedules runs %d)\n", id, r.DueTimes, at(r.From), at(r.To), id)
-	return exitOK
+	})
 }
 
 func runScheduleDelete(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
-	if code, ok := parseFlags(fs, args, "schedules delete [flags] SCHEDULE_ID", "Deletes a schedule and its log; the runs it started go on."); !ok {
+	id, code, ok := oneArg(fs, args, stderr, "schedules delete [flags] SCHEDULE_ID", "Deletes a schedule and its log; the runs it started go on.", scheduleIDArg)
+	if !ok {
 		return code
 	}
-	id, ok := scheduleIDArg(fs, stderr)
-	if !ok {
-		return exitUsage
-	}
-	if err := c.client().DeleteSchedule(ctx, id); err != nil {
-		return fail(stderr, "schedules delete", err)
-	}
-	if c.asJSON {
-		printJSON(stdout, map[string]any{"schedule_id": strconv.FormatInt(id, 10), "deleted": true})
+	err := c.client().DeleteSchedule(ctx, id)
+	return c.reply(stdout, stderr, "schedules delete", map[string]any{"schedule_id": strconv.FormatInt(id, 10), "deleted": true}, err, func() int {
+		fmt.Fprintf(stdout, "schedule %d deleted\n", id)
 		return exitOK
-	}
-	fmt.Fprintf(stdout, "schedule %d deleted\n", id)
-	return exitOK
+	})
 }
 
 func runScheduleRuns(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	limit := fs.Int("limit", 50, "rows to show (newest first)")
-	if code, ok := parseFlags(fs, args, "schedules runs [flags] SCHEDULE_ID", "Lists the schedule's runs and the due times it skipped, newest first."); !ok {
+	id, code, ok := oneArg(fs, args, stderr, "schedules runs [flags] SCHEDULE_ID", "Lists the schedule's runs and the due times it skipped, newest first.", scheduleIDArg)
+	if !ok {
 		return code
 	}
-	id, ok := scheduleIDArg(fs, stderr)
-	if !ok {
-		return exitUsage
-	}
 	page, err := c.client().ScheduleRuns(ctx, id, "", *limit)
-	if err != nil {
-		return fail(stderr, "schedules runs", err)
-	}
-	if c.asJSON {
-		printJSON(stdout, page)
-		return exitOK
-	}
+	return c.reply(stdout, stderr, "schedules runs", page, err, func() int { return printRuns(stdout, page.Runs) })
+}
+
+// printRuns is a schedule's log as a table.
+func printRuns(stdout io.Writer, runs []wire.ScheduleRun) int {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DUE\tOUTCOME\tORIGIN\tEXECUTION\tSTATUS\tNOTE")
-	for _, r := range page.Runs {
+	for _, r := range runs {
 		exec, note := "-", ""
 		if r.ExecutionID != 0 {
 			exec = strconv.FormatInt(int64(r.ExecutionID), 10)

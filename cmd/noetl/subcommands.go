@@ -46,8 +46,6 @@ func (g subcommandGroup) run(ctx context.Context, args []string, stdout, stderr 
 		usage(stderr)
 		return exitUsage
 	}
-	var c conn
-	fs := newFlags(g.name+" "+args[0], stderr)
-	c.register(fs)
-	return sc.run(ctx, &c, fs, args[1:], stdout, stderr)
+	c, fs := clientFlags(g.name+" "+args[0], stderr)
+	return sc.run(ctx, c, fs, args[1:], stdout, stderr)
 }

@@ -15,9 +15,7 @@ import (
 )
 
 func runWorkers(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var c conn
-	fs := newFlags("workers", stderr)
-	c.register(fs)
+	c, fs := clientFlags("workers", stderr)
 	fs.Lookup("json").Usage = "print the registry as GET /api/worker/pools answers it (NoETL's {items, count} with our fields)"
 	status := fs.String("status", "", "only workers in this state: alive (every live one), ready, expired, offline")
 	pool := fs.String("pool", "", "only workers of this pool")
@@ -37,15 +35,10 @@ func runWorkers(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 	}
 	ws, err := c.client().Workers(ctx, q)
-	if err != nil {
-		return fail(stderr, "workers", err)
-	}
-	if c.asJSON {
-		printJSON(stdout, ws)
+	return c.reply(stdout, stderr, "workers", ws, err, func() int {
+		renderWorkers(stdout, ws.Items, time.Now())
 		return exitOK
-	}
-	renderWorkers(stdout, ws.Items, time.Now())
-	return exitOK
+	})
 }
 
 // renderWorkers prints the live workers first, then the others, each by name,

@@ -5,7 +5,8 @@
 // Request and write the Response back; nothing here knows either transport.
 //
 // Every route is declared once, in Routes (routes.go): its method, path,
-// Lambda function, token scope, handler and request and response shapes.
+// Lambda function, token scope and handler, whose request and answer types
+// give its shapes.
 // Dispatch, the OpenAPI document served at GET /api/openapi.json, routes.json
 // (read by the CDK stack) and template.yaml's route events derive from it.
 //
@@ -19,7 +20,10 @@
 //     conflicts, 429 with Retry-After for a claim before a retry is due
 //     (R-L7). Replay's parameter errors are NoETL's 400s (R-A2).
 //   - Request JSON is decoded with shared/jsonx (integral numbers stay int64)
-//     and validated by hand; ids are accepted as numbers or numeric strings.
+//     into the route's request type, declared once in shared/wire
+//     (requests.go) and read by jsonx.Read; ids are accepted as numbers or
+//     numeric strings. Every route runs the one skeleton (handle in
+//     routes.go): decode, call, answer.
 //   - What the store cannot keep is refused before anything is written
 //     (decodeBody, checkParams): a NUL character in any key or value of a
 //     body, the query string or a path parameter, or text there that is not
@@ -52,13 +56,14 @@ import (
 	"github.com/noetl-go/noetl/shared/config"
 	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/wire"
 )
 
 // Limits (api.md §1).
 const (
 	DefaultMaxBodyBytes     = 1 << 20
 	DefaultMaxPlaybookBytes = 512 << 10
-	MaxBatchEvents          = 500
+	MaxBatchEvents          = wire.MaxBatchEvents
 	MaxListLimit            = 1000
 	DefaultListLimit        = 100
 )
@@ -287,10 +292,10 @@ func (a *API) serve(ctx context.Context, r *Request, function string) (resp *Res
 	if err := checkParams(r.Query, params); err != nil {
 		return a.errorResponse(err)
 	}
-	if rt.handle == nil { // a route declared without a handler: a bug (TestOpenAPIMatchesServedRoutes), said plainly
+	if rt.handler.run == nil { // a route declared without a handler: a bug (TestOpenAPIMatchesServedRoutes), said plainly
 		return a.errorResponse(errorf(http.StatusNotImplemented, "%s is not implemented", routeKey))
 	}
-	body, err := rt.handle(a, ctx, &call{req: r, route: rt, params: params, attrs: attrs, auth: who})
+	body, err := rt.handler.run(a, ctx, &call{req: r, route: rt, params: params, attrs: attrs, auth: who})
 	if err != nil {
 		e := classify(err)
 		if e.Status >= 500 && e.Status != http.StatusServiceUnavailable { // an outage is logged by the store, once

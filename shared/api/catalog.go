@@ -20,25 +20,17 @@ import (
 )
 
 // POST /api/catalog/register {content: yaml or base64 yaml, resource_type?}
-func (a *API) register(ctx context.Context, c *call) (any, error) {
-	o, err := decodeBody(c.req.Body)
-	if err != nil {
-		return nil, err
+func (a *API) register(ctx context.Context, c *call, r wire.RegisterRequest) (wire.Registered, error) {
+	if err := playbookKind("resource_type", r.ResourceType); err != nil {
+		return wire.Registered{}, err
 	}
-	content, err := o.Str("content", true)
+	text, err := a.playbookContentOf(r.Content)
 	if err != nil {
-		return nil, err
-	}
-	if err := checkResourceType(o); err != nil {
-		return nil, err
-	}
-	text, err := a.playbookContentOf(content)
-	if err != nil {
-		return nil, err
+		return wire.Registered{}, err
 	}
 	reg, err := a.svc.Register(ctx, text)
 	if err != nil {
-		return nil, err
+		return wire.Registered{}, err
 	}
 	warnings := make([]string, len(reg.Warnings))
 	for i, w := range reg.Warnings {
@@ -50,17 +42,11 @@ func (a *API) register(ctx context.Context, c *call) (any, error) {
 	}, nil
 }
 
-// checkResourceType refuses a kind of resource other than a playbook, named
-// in resource_type (NoETL's catalog) or resource_kind (its execute).
-func checkResourceType(o obj) error {
-	for _, k := range []string{"resource_type", "resource_kind"} {
-		rt, err := o.Str(k, false)
-		if err != nil {
-			return err
-		}
-		if rt != "" && !strings.EqualFold(rt, controlplane.KindPlaybook) {
-			return invalid(o.Name(k), "only %s is supported, got %q", controlplane.KindPlaybook, truncate(rt, 40))
-		}
+// playbookKind refuses a kind of resource other than a playbook, named in
+// resource_type (NoETL's catalog) or resource_kind (its execute).
+func playbookKind(field, kind string) error {
+	if kind != "" && !strings.EqualFold(kind, controlplane.KindPlaybook) {
+		return invalid(field, "only %s is supported, got %q", controlplane.KindPlaybook, jsonx.Cut(kind, 40))
 	}
 	return nil
 }
@@ -100,12 +86,12 @@ func playbookText(content string) string {
 }
 
 // GET /api/catalog?path=&limit=&cursor=&latest=
-func (a *API) listCatalogQuery(ctx context.Context, c *call) (any, error) {
+func (a *API) listCatalogQuery(ctx context.Context, c *call) (wire.CatalogPage, error) {
 	q := c.req.Query
 	f := store.CatalogFilter{Path: q.Get("path")}
 	limit, _, err := queryInt(q, "limit", 1, MaxListLimit)
 	if err != nil {
-		return nil, err
+		return wire.CatalogPage{}, err
 	}
 	f.Limit = int(limit)
 	if s := q.Get("latest"); s != "" {
@@ -114,12 +100,12 @@ func (a *API) listCatalogQuery(ctx context.Context, c *call) (any, error) {
 			f.LatestOnly = true
 		case "false", "0":
 		default:
-			return nil, invalid("latest", "expected true or false, got %q", truncate(s, 40))
+			return wire.CatalogPage{}, invalid("latest", "expected true or false, got %q", jsonx.Cut(s, 40))
 		}
 	}
 	if s := q.Get("cursor"); s != "" {
 		if f.After, err = decodeCatalogCursor(s); err != nil {
-			return nil, err
+			return wire.CatalogPage{}, err
 		}
 	}
 	return a.listCatalog(ctx, f)
@@ -127,33 +113,15 @@ func (a *API) listCatalogQuery(ctx context.Context, c *call) (any, error) {
 
 // POST /api/catalog/list {path?, limit?, cursor?, latest?, resource_type?}:
 // NoETL's spelling of GET /api/catalog.
-func (a *API) listCatalogBody(ctx context.Context, c *call) (any, error) {
-	o, err := decodeBody(c.req.Body)
-	if err != nil {
-		return nil, err
+func (a *API) listCatalogBody(ctx context.Context, c *call, r wire.CatalogListRequest) (wire.CatalogPage, error) {
+	if err := playbookKind("resource_type", r.ResourceType); err != nil {
+		return wire.CatalogPage{}, err
 	}
-	if err := checkResourceType(o); err != nil {
-		return nil, err
-	}
-	var f store.CatalogFilter
-	if f.Path, err = o.Str("path", false); err != nil {
-		return nil, err
-	}
-	limit, _, err := o.integer("limit", 1, MaxListLimit)
-	if err != nil {
-		return nil, err
-	}
-	f.Limit = int(limit)
-	if f.LatestOnly, err = o.boolean("latest"); err != nil {
-		return nil, err
-	}
-	cursor, err := o.Str("cursor", false)
-	if err != nil {
-		return nil, err
-	}
-	if cursor != "" {
-		if f.After, err = decodeCatalogCursor(cursor); err != nil {
-			return nil, err
+	f := store.CatalogFilter{Path: r.Path, Limit: r.Limit, LatestOnly: r.Latest}
+	if r.Cursor != "" {
+		var err error
+		if f.After, err = decodeCatalogCursor(r.Cursor); err != nil {
+			return wire.CatalogPage{}, err
 		}
 	}
 	return a.listCatalog(ctx, f)
@@ -165,14 +133,14 @@ func (a *API) listCatalogBody(ctx context.Context, c *call) (any, error) {
 // hold (6 MB) at any page size.
 const MaxCatalogPageBytes = 2 << 20
 
-func (a *API) listCatalog(ctx context.Context, f store.CatalogFilter) (any, error) {
+func (a *API) listCatalog(ctx context.Context, f store.CatalogFilter) (wire.CatalogPage, error) {
 	if f.Limit == 0 {
 		f.Limit = DefaultListLimit
 	}
 	f.MaxContentBytes = MaxCatalogPageBytes
 	entries, err := a.svc.ListCatalog(ctx, f)
 	if err != nil {
-		return nil, err
+		return wire.CatalogPage{}, err
 	}
 	out := wire.CatalogPage{Entries: make([]wire.CatalogSummary, len(entries))}
 	size := 0
@@ -188,14 +156,14 @@ func (a *API) listCatalog(ctx context.Context, f store.CatalogFilter) (any, erro
 }
 
 // GET /api/catalog/{catalog_id}
-func (a *API) getCatalog(ctx context.Context, c *call) (any, error) {
+func (a *API) getCatalog(ctx context.Context, c *call) (wire.CatalogDetail, error) {
 	id, err := parseID("catalog_id", c.params["catalog_id"])
 	if err != nil {
-		return nil, err
+		return wire.CatalogDetail{}, err
 	}
 	e, err := a.svc.Catalog(ctx, id)
 	if err != nil {
-		return nil, err
+		return wire.CatalogDetail{}, err
 	}
 	out := wire.CatalogDetail{CatalogEntry: catalogEntry(e)}
 	// Ours, beside NoETL's fields (its alias POST /api/catalog/resource stays
@@ -211,7 +179,7 @@ func (a *API) getCatalog(ctx context.Context, c *call) (any, error) {
 			g, err = jsonx.DecodeObject(b)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("catalog %d: the step graph: %w", id, err)
+			return wire.CatalogDetail{}, fmt.Errorf("catalog %d: the step graph: %w", id, err)
 		}
 		out.Graph = g
 	}
@@ -220,58 +188,23 @@ func (a *API) getCatalog(ctx context.Context, c *call) (any, error) {
 
 // POST /api/catalog/resource {catalog_id} or {path, version?}: NoETL's spelling
 // of GET /api/catalog/{catalog_id}, also by path.
-func (a *API) catalogResource(ctx context.Context, c *call) (any, error) {
-	o, err := decodeBody(c.req.Body)
-	if err != nil {
-		return nil, err
+func (a *API) catalogResource(ctx context.Context, c *call, r wire.CatalogResourceRequest) (wire.CatalogEntry, error) {
+	if err := playbookKind("resource_type", r.ResourceType); err != nil {
+		return wire.CatalogEntry{}, err
 	}
-	if err := checkResourceType(o); err != nil {
-		return nil, err
-	}
-	id, err := o.id("catalog_id", false)
-	if err != nil {
-		return nil, err
-	}
-	path, err := o.Str("path", false)
-	if err != nil {
-		return nil, err
-	}
-	version, err := versionField(o)
-	if err != nil {
-		return nil, err
-	}
-	var e store.CatalogEntry
-	switch {
-	case id != 0 && path != "":
-		return nil, invalid("catalog_id", "give exactly one of path and catalog_id, not both")
-	case id != 0:
-		if version != 0 {
-			return nil, invalid("version", "a catalog_id names one version already; give version with path only")
-		}
-		e, err = a.svc.Catalog(ctx, id)
-	case path != "":
-		e, err = a.svc.CatalogByPath(ctx, path, version)
-	default:
-		return nil, invalid("path", "required: give the playbook's path or its catalog_id")
+	var (
+		e   store.CatalogEntry
+		err error
+	)
+	if r.CatalogID != 0 {
+		e, err = a.svc.Catalog(ctx, int64(r.CatalogID))
+	} else {
+		e, err = a.svc.CatalogByPath(ctx, r.Path, int(r.Version))
 	}
 	if err != nil {
-		return nil, err
+		return wire.CatalogEntry{}, err
 	}
 	return catalogEntry(e), nil
-}
-
-// versionField reads version: a positive integer, a numeric string, or
-// "latest" (NoETL's clients send it), 0 meaning the latest.
-func versionField(o obj) (int, error) {
-	v, ok := o.Get("version")
-	if !ok {
-		return 0, nil
-	}
-	if s, isStr := v.(string); isStr && strings.EqualFold(strings.TrimSpace(s), "latest") {
-		return 0, nil
-	}
-	n, _, err := o.integer("version", 1, 1<<31-1)
-	return int(n), err
 }
 
 func catalogSummary(e store.CatalogEntry) wire.CatalogSummary {
@@ -284,81 +217,26 @@ func catalogEntry(e store.CatalogEntry) wire.CatalogEntry {
 	return wire.CatalogEntry{CatalogSummary: catalogSummary(e), Content: e.Content}
 }
 
-// POST /api/execute {path?, catalog_id?, version?, payload|workload, parent_execution_id?,
-// execution_pool?, idempotency_key?}
-func (a *API) execute(ctx context.Context, c *call) (any, error) {
-	o, err := decodeBody(c.req.Body)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkResourceType(o); err != nil {
-		return nil, err
-	}
-	var req controlplane.ExecuteRequest
-	if req.Path, err = o.Str("path", false); err != nil {
-		return nil, err
-	}
-	if req.CatalogID, err = o.id("catalog_id", false); err != nil {
-		return nil, err
-	}
-	if req.Version, err = versionField(o); err != nil {
-		return nil, err
-	}
-	if req.Payload, err = o.Object("payload", "workload"); err != nil {
-		return nil, err
-	}
-	if req.ParentExecutionID, err = o.id("parent_execution_id", false); err != nil {
-		return nil, err
-	}
-	if req.Pool, err = o.Str("execution_pool", false); err != nil {
-		return nil, err
-	}
-	if req.IdempotencyKey, err = o.Str("idempotency_key", false); err != nil {
-		return nil, err
-	}
-	if strings.HasPrefix(req.IdempotencyKey, controlplane.ScheduleKeyPrefix) {
-		return nil, invalid("idempotency_key", "keys starting with %q are the schedules' own (one per due time); choose another", controlplane.ScheduleKeyPrefix)
-	}
-	switch {
-	case req.Path != "" && req.CatalogID != 0:
-		return nil, invalid("catalog_id", "give exactly one of path and catalog_id, not both")
-	case req.Path == "" && req.CatalogID == 0:
-		return nil, invalid("path", "required: give the playbook's path or its catalog_id")
-	case req.CatalogID != 0:
-		// A catalog_id names one version already; NoETL's clients (its GUI's
-		// terminal) send that entry's version beside it, and NoETL's servers
-		// ignore it: so do we.
-		req.Version = 0
-	}
-	st, err := a.svc.Execute(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	c.attrs.setExecution(st.ExecutionID)
-	return wire.Started{ExecutionID: wire.ID(st.ExecutionID), Status: "started",
-		CommandsGenerated: st.CommandsGenerated, Existing: st.Existing}, nil
-}
-
 // GET /api/catalog/{path+}/ui_schema?version=: the form of a playbook's
 // workload (NoETL's ui_schema, which its GUI's Run dialog draws), inferred
 // from the values the workload declares.
-func (a *API) uiSchema(ctx context.Context, c *call) (any, error) {
+func (a *API) uiSchema(ctx context.Context, c *call) (wire.UISchema, error) {
 	path := c.params["path"]
 	version := 0
 	if s := c.req.Query.Get("version"); s != "" && !strings.EqualFold(s, "latest") {
 		n, _, err := queryInt(c.req.Query, "version", 1, 1<<31-1)
 		if err != nil {
-			return nil, invalid("version", "expected a version number or latest, got %q", truncate(s, 40))
+			return wire.UISchema{}, invalid("version", "expected a version number or latest, got %q", jsonx.Cut(s, 40))
 		}
 		version = int(n)
 	}
 	e, err := a.svc.CatalogByPath(ctx, path, version)
 	if err != nil {
-		return nil, err
+		return wire.UISchema{}, err
 	}
 	fields, diags := engine.WorkloadForm([]byte(e.Content))
 	if fields == nil {
-		return nil, fmt.Errorf("catalog %d: the workload form: %s", e.CatalogID, diags)
+		return wire.UISchema{}, fmt.Errorf("catalog %d: the workload form: %s", e.CatalogID, diags)
 	}
 	doc, _ := engine.Document([]byte(e.Content))
 	md, _ := doc["metadata"].(map[string]any)
@@ -392,10 +270,10 @@ func uiFields(fs []engine.FormField) []wire.UIField {
 // GET /api/catalog/playbook/content?playbook_id=: a playbook's YAML, by
 // catalog_id or by path (its latest version); what NoETL's GUI asks for to
 // draw a playbook's flow.
-func (a *API) playbookContent(ctx context.Context, c *call) (any, error) {
+func (a *API) playbookContent(ctx context.Context, c *call) (wire.PlaybookContent, error) {
 	ref := c.req.Query.Get("playbook_id")
 	if ref == "" {
-		return nil, invalid("playbook_id", "required: a catalog_id or a playbook path")
+		return wire.PlaybookContent{}, invalid("playbook_id", "required: a catalog_id or a playbook path")
 	}
 	var (
 		e   store.CatalogEntry
@@ -407,25 +285,17 @@ func (a *API) playbookContent(ctx context.Context, c *call) (any, error) {
 		e, err = a.svc.CatalogByPath(ctx, ref, 0)
 	}
 	if err != nil {
-		return nil, err
+		return wire.PlaybookContent{}, err
 	}
 	return wire.PlaybookContent{CatalogID: wire.ID(e.CatalogID), Path: e.Path, Version: e.Version, Content: e.Content}, nil
 }
 
 // POST /api/catalog/playbooks/validate {content}: what register would say of
 // a playbook, without registering it.
-func (a *API) validatePlaybook(_ context.Context, c *call) (any, error) {
-	o, err := decodeBody(c.req.Body)
+func (a *API) validatePlaybook(_ context.Context, c *call, r wire.ValidateRequest) (wire.Validation, error) {
+	text, err := a.playbookContentOf(r.Content)
 	if err != nil {
-		return nil, err
-	}
-	content, err := o.Str("content", true)
-	if err != nil {
-		return nil, err
-	}
-	text, err := a.playbookContentOf(content)
-	if err != nil {
-		return nil, err
+		return wire.Validation{}, err
 	}
 	_, diags := engine.Parse([]byte(text))
 	out := wire.Validation{Valid: !diags.HasErrors(), Errors: []string{}, Warnings: []string{}, Problems: problems(diags)}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/noetl-go/noetl/shared/config"
+	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/store"
 	"github.com/noetl-go/noetl/shared/wire"
 )
@@ -19,7 +20,7 @@ import (
 // noetl dev and noetl serve have one (Options.Keychain): the other functions
 // never route a credential request, and their binaries link none of its code.
 type Keychain interface {
-	PutJSON(ctx context.Context, body map[string]any) (wire.Credential, error)
+	PutJSON(ctx context.Context, r wire.CredentialRequest) (wire.Credential, error)
 	GetJSON(ctx context.Context, identifier string, read store.CredentialRead, mayReadData bool, claim store.ClaimAsk) (wire.Credential, error)
 	ListJSON(ctx context.Context, typ, query string) (wire.CredentialList, error)
 	DeleteJSON(ctx context.Context, identifier string) (wire.CredentialDeleted, error)
@@ -36,23 +37,19 @@ func (a *API) keychain() (Keychain, error) {
 }
 
 // POST /api/credentials: create or replace (NoETL's upsert by name).
-func (a *API) putCredential(ctx context.Context, c *call) (any, error) {
-	o, err := decodeBody(c.req.Body)
-	if err != nil {
-		return nil, err
-	}
+func (a *API) putCredential(ctx context.Context, c *call, r wire.CredentialRequest) (wire.Credential, error) {
 	kc, err := a.keychain()
 	if err != nil {
-		return nil, err
+		return wire.Credential{}, err
 	}
-	return kc.PutJSON(ctx, o.M)
+	return kc.PutJSON(ctx, r)
 }
 
 // GET /api/credentials?type=&q=: every credential, never its data.
-func (a *API) listCredentials(ctx context.Context, c *call) (any, error) {
+func (a *API) listCredentials(ctx context.Context, c *call) (wire.CredentialList, error) {
 	kc, err := a.keychain()
 	if err != nil {
-		return nil, err
+		return wire.CredentialList{}, err
 	}
 	return kc.ListJSON(ctx, c.req.Query.Get("type"), c.req.Query.Get("q"))
 }
@@ -62,30 +59,30 @@ func (a *API) listCredentials(ctx context.Context, c *call) (any, error) {
 // running execution, to the holder of a live claim whose step names the
 // credential (shared/credentials, claim.go): command_id, worker_id and
 // attempt name the claim. Every read is logged.
-func (a *API) getCredential(ctx context.Context, c *call) (any, error) {
+func (a *API) getCredential(ctx context.Context, c *call) (wire.Credential, error) {
 	q := c.req.Query
 	include := false
 	if s := q.Get("include_data"); s != "" {
 		b, err := strconv.ParseBool(s)
 		if err != nil {
-			return nil, invalid("include_data", "expected true or false, got %q", truncate(s, 20))
+			return wire.Credential{}, invalid("include_data", "expected true or false, got %q", jsonx.Cut(s, 20))
 		}
 		include = b
 	}
 	eid, err := queryID(q, "execution_id")
 	if err != nil {
-		return nil, err
+		return wire.Credential{}, err
 	}
 	if eid != 0 {
 		c.attrs.executionID = eid
 	}
 	kc, err := a.keychain()
 	if err != nil {
-		return nil, err
+		return wire.Credential{}, err
 	}
 	attempt, _, err := queryInt(q, "attempt", 1, 1<<30)
 	if err != nil {
-		return nil, err
+		return wire.Credential{}, err
 	}
 	claim := store.ClaimAsk{CommandID: q.Get("command_id"), WorkerID: q.Get("worker_id"), Attempt: int(attempt)}
 	read := store.CredentialRead{IncludeData: include, ExecutionID: eid, Scope: c.auth.scopeLabel(), Token: c.auth.token,
@@ -94,53 +91,41 @@ func (a *API) getCredential(ctx context.Context, c *call) (any, error) {
 }
 
 // DELETE /api/credentials/{identifier}.
-func (a *API) deleteCredential(ctx context.Context, c *call) (any, error) {
+func (a *API) deleteCredential(ctx context.Context, c *call) (wire.CredentialDeleted, error) {
 	kc, err := a.keychain()
 	if err != nil {
-		return nil, err
+		return wire.CredentialDeleted{}, err
 	}
 	return kc.DeleteJSON(ctx, c.params["identifier"])
 }
 
 // GET /api/credentials/{identifier}/reads?execution_id=&limit=: the read log
 // of a credential name, newest first.
-func (a *API) listCredentialReads(ctx context.Context, c *call) (any, error) {
+func (a *API) listCredentialReads(ctx context.Context, c *call) (wire.CredentialReads, error) {
 	limit, ok, err := queryInt(c.req.Query, "limit", 1, MaxListLimit)
 	if err != nil {
-		return nil, err
+		return wire.CredentialReads{}, err
 	}
 	if !ok {
 		limit = DefaultListLimit
 	}
 	eid, err := queryID(c.req.Query, "execution_id")
 	if err != nil {
-		return nil, err
+		return wire.CredentialReads{}, err
 	}
 	kc, err := a.keychain()
 	if err != nil {
-		return nil, err
+		return wire.CredentialReads{}, err
 	}
 	return kc.ReadsJSON(ctx, c.params["identifier"], eid, int(limit))
 }
 
 // POST /api/credentials/rotate {new_key?, limit?}: reseal credentials under
 // the keychain's current key (with new_key, a new one first: key files only).
-func (a *API) rotateCredentials(ctx context.Context, c *call) (any, error) {
-	o, err := decodeBody(c.req.Body)
-	if err != nil {
-		return nil, err
-	}
-	newKey, err := o.boolean("new_key")
-	if err != nil {
-		return nil, err
-	}
-	limit, _, err := o.integer("limit", 1, 1000)
-	if err != nil {
-		return nil, err
-	}
+func (a *API) rotateCredentials(ctx context.Context, c *call, r wire.RotateRequest) (wire.Rotation, error) {
 	kc, err := a.keychain()
 	if err != nil {
-		return nil, err
+		return wire.Rotation{}, err
 	}
-	return kc.RotateJSON(ctx, newKey, int(limit))
+	return kc.RotateJSON(ctx, r.NewKey, r.Limit)
 }

@@ -9,17 +9,17 @@ import (
 
 // GET /api/doctor?limit=: the executions that break the liveness invariant
 // (controlplane.Doctor).
-func (a *API) doctor(ctx context.Context, c *call) (any, error) {
+func (a *API) doctor(ctx context.Context, c *call) (wire.Doctor, error) {
 	limit, ok, err := queryInt(c.req.Query, "limit", 1, MaxListLimit)
 	if err != nil {
-		return nil, err
+		return wire.Doctor{}, err
 	}
 	if !ok {
 		limit = 100
 	}
 	found, err := a.svc.Doctor(ctx, int(limit))
 	if err != nil {
-		return nil, err
+		return wire.Doctor{}, err
 	}
 	out := wire.Doctor{Stalled: make([]wire.Stalled, 0, len(found)), OverdueSeconds: controlplane.DoctorOverdue.Seconds()}
 	for _, f := range found {

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/noetl-go/noetl/shared/wire"
 	"math"
 	"net/http"
 	"strconv"
+
+	"github.com/noetl-go/noetl/shared/wire"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/jsonx"
@@ -46,9 +47,9 @@ func invalid(field, format string, args ...any) *Error {
 // off further on their own while it lasts (docs/outages.md).
 const RetryAfterUnavailable = 2
 
-// classify turns a service error into an API error (R-A2: validation 422,
-// unknown ids 404; conflicts 409; early claims 429 with Retry-After, R-L7;
-// the database away 503 with Retry-After). Anything else is a 500 whose
+// classify turns a service error into an API error (R-A2: validation 422, a
+// list over its limit 413, unknown ids 404; conflicts 409; early claims 429
+// with Retry-After, R-L7; the database away 503 with Retry-After). Anything else is a 500 whose
 // message does not leak internals; the caller logs the cause.
 func classify(err error) *Error {
 	var (
@@ -58,12 +59,17 @@ func classify(err error) *Error {
 		refused  *controlplane.RefusedClaim
 		invalidP *controlplane.InvalidPlaybookError
 	)
-	var field *jsonx.FieldError
+	var (
+		field   *jsonx.FieldError
+		tooMany *jsonx.TooMany
+	)
 	switch {
 	case errors.As(err, &apiErr):
 		return apiErr
 	case errors.As(err, &field):
 		return invalid(field.Field, "%s", field.Message)
+	case errors.As(err, &tooMany):
+		return errorf(http.StatusRequestEntityTooLarge, "%s", tooMany.Error())
 	case errors.As(err, &tooEarly):
 		secs := int64(math.Ceil(tooEarly.After.Seconds()))
 		if secs < 1 {

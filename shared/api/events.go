@@ -5,27 +5,21 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
-	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/noetlwire"
 	"github.com/noetl-go/noetl/shared/wire"
 )
 
-// readExecutionEvent reads an event that names its execution (noetlwire.Read
-// owns the rest of the EventRequest).
-func readExecutionEvent(o obj) (controlplane.EventInput, error) {
-	execID, err := o.id("execution_id", true)
-	if err != nil {
-		return controlplane.EventInput{}, err
-	}
-	in, err := noetlwire.Read(o.Prefix, o.M)
-	in.ExecutionID = execID
-	return in, err
+// eventInput is a posted event as the service ingests it (noetlwire owns
+// what NoETL's fields mean).
+func eventInput(executionID wire.ID, f wire.EventFields) controlplane.EventInput {
+	in := noetlwire.FromRequest(f)
+	in.ExecutionID = int64(executionID)
+	return in
 }
 
 // MaxIdempotencyKey bounds an Idempotency-Key header.
@@ -54,15 +48,8 @@ func requestOf(c *call) (*controlplane.Request, error) {
 // refuses (R-L8, R-R10) is stored flagged ignored and answered 200 with the
 // reason in `ignored`, as NoETL's server takes it: NoETL's workers retry a
 // refused event and then report the command failed, which helps nobody.
-func (a *API) ingest(ctx context.Context, c *call) (any, error) {
-	o, err := decodeBody(c.req.Body)
-	if err != nil {
-		return nil, err
-	}
-	in, err := readExecutionEvent(o)
-	if err != nil {
-		return nil, err
-	}
+func (a *API) ingest(ctx context.Context, c *call, r wire.EventRequest) (wire.Ingested, error) {
+	in := eventInput(r.ExecutionID, r.EventFields)
 	c.attrs.setExecution(in.ExecutionID)
 	if id := in.CommandID(); id != "" {
 		c.attrs.setCommand(id)
@@ -72,14 +59,14 @@ func (a *API) ingest(ctx context.Context, c *call) (any, error) {
 	}
 	req, err := requestOf(c)
 	if err != nil {
-		return nil, err
+		return wire.Ingested{}, err
 	}
 	start := time.Now()
 	res, err := a.svc.IngestBatch(ctx, in.ExecutionID, []controlplane.EventInput{in}, req)
 	a.recordIngest([]string{in.Type}, err, time.Since(start))
 	var fenced *controlplane.FencedError
 	if err != nil && !errors.As(err, &fenced) {
-		return nil, err
+		return wire.Ingested{}, err
 	}
 	out := wire.Ingested{Status: "ok", EventID: wire.ID(res[0].EventID),
 		CommandsGenerated: res[0].CommandsGenerated, Duplicate: res[0].Duplicate}
@@ -92,24 +79,24 @@ func (a *API) ingest(ctx context.Context, c *call) (any, error) {
 // heartbeatEvent is a command.heartbeat posted as an event: the lease of the
 // command it names (payload or meta command_id) is extended if the worker
 // (worker_id, top level or in the payload) holds it.
-func (a *API) heartbeatEvent(ctx context.Context, in controlplane.EventInput) (any, error) {
+func (a *API) heartbeatEvent(ctx context.Context, in controlplane.EventInput) (wire.Ingested, error) {
 	id := in.CommandID()
 	if id == "" {
-		return nil, invalid("payload.command_id", "required: the command the heartbeat keeps (NoETL's {command_id, worker_id})")
+		return wire.Ingested{}, invalid("payload.command_id", "required: the command the heartbeat keeps (NoETL's {command_id, worker_id})")
 	}
 	worker := in.WorkerID
 	if worker == "" {
 		worker, _ = in.Payload["worker_id"].(string)
 	}
 	if worker == "" {
-		return nil, invalid("worker_id", "required: the worker holding the command")
+		return wire.Ingested{}, invalid("worker_id", "required: the worker holding the command")
 	}
 	until, err := a.svc.HeartbeatCommand(ctx, in.ExecutionID, id, worker, in.Attempt())
 	if errors.Is(err, controlplane.ErrConflict) {
 		return wire.Ingested{Status: "ok", Ignored: err.Error()}, nil
 	}
 	if err != nil {
-		return nil, err
+		return wire.Ingested{}, err
 	}
 	at := wire.At(until)
 	return wire.Ingested{Status: "ok", LeaseExpiresAt: &at}, nil
@@ -119,49 +106,18 @@ func (a *API) heartbeatEvent(ctx context.Context, in controlplane.EventInput) (a
 // nothing, orchestrating every triggering event in order. Heartbeats in a
 // batch extend leases and take no event id ("0"); fenced events are answered
 // as on /api/events.
-func (a *API) ingestBatch(ctx context.Context, c *call) (any, error) {
-	o, err := decodeBody(c.req.Body)
-	if err != nil {
-		return nil, err
-	}
-	execID, err := o.id("execution_id", true)
-	if err != nil {
-		return nil, err
-	}
-	worker, err := o.Str("worker_id", false)
-	if err != nil {
-		return nil, err
-	}
-	list, err := eventList(o)
-	if err != nil {
-		return nil, err
-	}
+func (a *API) ingestBatch(ctx context.Context, c *call, r wire.BatchRequest) (wire.IngestedBatch, error) {
 	req, err := requestOf(c)
 	if err != nil {
-		return nil, err
+		return wire.IngestedBatch{}, err
 	}
 	var ins, beats []controlplane.EventInput
 	var slots []int // position in the answer of each of ins
 	var types []string
-	for i, raw := range list {
-		name := fmt.Sprintf("events[%d]", i)
-		m, ok := raw.(map[string]any)
-		if !ok {
-			return nil, invalid(name, "expected object, got %s", jsonx.TypeName(raw))
-		}
-		eo := obj{jsonx.Fields{Prefix: name, M: m}}
-		if id, err := eo.id("execution_id", false); err != nil {
-			return nil, err
-		} else if id != 0 && id != execID {
-			return nil, invalid(eo.Name("execution_id"), "%d differs from the batch's execution_id %d; a batch belongs to one execution", id, execID)
-		}
-		in, err := noetlwire.Read(name, m)
-		if err != nil {
-			return nil, err
-		}
-		in.ExecutionID = execID
+	for i, e := range r.Events {
+		in := eventInput(r.ExecutionID, e.EventFields)
 		if in.WorkerID == "" {
-			in.WorkerID = worker
+			in.WorkerID = r.WorkerID
 		}
 		if in.IsHeartbeat() {
 			beats = append(beats, in)
@@ -169,11 +125,12 @@ func (a *API) ingestBatch(ctx context.Context, c *call) (any, error) {
 		}
 		ins, slots, types = append(ins, in), append(slots, i), append(types, in.Type)
 	}
+	execID := int64(r.ExecutionID)
 	c.attrs.setExecution(execID)
-	out := wire.IngestedBatch{Status: "ok", EventIDs: make([]wire.ID, len(list))}
+	out := wire.IngestedBatch{Status: "ok", EventIDs: make([]wire.ID, len(r.Events))}
 	for _, b := range beats {
 		if _, err := a.heartbeatEvent(ctx, b); err != nil {
-			return nil, err
+			return wire.IngestedBatch{}, err
 		}
 	}
 	if len(ins) == 0 {
@@ -184,7 +141,7 @@ func (a *API) ingestBatch(ctx context.Context, c *call) (any, error) {
 	a.recordIngest(types, err, time.Since(start))
 	var fenced *controlplane.FencedError
 	if err != nil && !errors.As(err, &fenced) {
-		return nil, err
+		return wire.IngestedBatch{}, err
 	}
 	for i, r := range res {
 		out.EventIDs[slots[i]] = wire.ID(r.EventID)
@@ -222,14 +179,14 @@ func commandBody(b *controlplane.CommandBody, status string) wire.Command {
 
 // GET /api/commands/{event_id}: the command without claiming it, masked;
 // status is the command's own (PENDING, CLAIMED, …).
-func (a *API) getCommand(ctx context.Context, c *call) (any, error) {
+func (a *API) getCommand(ctx context.Context, c *call) (wire.Command, error) {
 	id, err := parseID("event_id", c.params["event_id"])
 	if err != nil {
-		return nil, err
+		return wire.Command{}, err
 	}
 	b, err := a.svc.Command(ctx, id)
 	if err != nil {
-		return nil, err
+		return wire.Command{}, err
 	}
 	c.attrs.setExecution(b.ExecutionID)
 	c.attrs.setCommand(b.CommandID)
@@ -237,7 +194,7 @@ func (a *API) getCommand(ctx context.Context, c *call) (any, error) {
 	// answer carries what the worker needs to run the step).
 	workload, err := a.svc.Workload(ctx, b.ExecutionID)
 	if err != nil {
-		return nil, err
+		return wire.Command{}, err
 	}
 	m := maskerFor(workload)
 	masked := *b
@@ -247,24 +204,12 @@ func (a *API) getCommand(ctx context.Context, c *call) (any, error) {
 
 // POST /api/commands/{event_id}/claim {worker_id, start?}: start (our
 // worker's) records the start with the claim, so no command.started follows.
-func (a *API) claim(ctx context.Context, c *call) (any, error) {
+func (a *API) claim(ctx context.Context, c *call, r wire.ClaimRequest) (wire.Command, error) {
 	id, err := parseID("event_id", c.params["event_id"])
 	if err != nil {
-		return nil, err
+		return wire.Command{}, err
 	}
-	o, err := decodeBody(c.req.Body)
-	if err != nil {
-		return nil, err
-	}
-	worker, err := o.Str("worker_id", true)
-	if err != nil {
-		return nil, err
-	}
-	start, err := o.boolean("start")
-	if err != nil {
-		return nil, err
-	}
-	b, err := a.svc.Claim(ctx, id, worker, start)
+	b, err := a.svc.Claim(ctx, id, r.WorkerID, r.Start)
 	if rec := a.opts.Recorder; rec != nil {
 		status := http.StatusOK
 		if err != nil {
@@ -273,7 +218,7 @@ func (a *API) claim(ctx context.Context, c *call) (any, error) {
 		rec.Claim(status)
 	}
 	if err != nil {
-		return nil, err
+		return wire.Command{}, err
 	}
 	c.attrs.setExecution(b.ExecutionID)
 	c.attrs.setCommand(b.CommandID)
@@ -281,32 +226,17 @@ func (a *API) claim(ctx context.Context, c *call) (any, error) {
 }
 
 // POST /api/commands/{event_id}/heartbeat {worker_id, attempt?}
-func (a *API) heartbeat(ctx context.Context, c *call) (any, error) {
+func (a *API) heartbeat(ctx context.Context, c *call, r wire.HeartbeatRequest) (wire.Lease, error) {
 	id, err := parseID("event_id", c.params["event_id"])
 	if err != nil {
-		return nil, err
+		return wire.Lease{}, err
 	}
-	o, err := decodeBody(c.req.Body)
+	until, err := a.svc.Heartbeat(ctx, id, r.WorkerID, r.Attempt)
 	if err != nil {
-		return nil, err
-	}
-	worker, err := o.Str("worker_id", true)
-	if err != nil {
-		return nil, err
-	}
-	attempt, _, err := o.integer("attempt", 1, 1<<31-1)
-	if err != nil {
-		return nil, err
-	}
-	until, err := a.svc.Heartbeat(ctx, id, worker, int(attempt))
-	if err != nil {
-		return nil, err
+		return wire.Lease{}, err
 	}
 	return wire.Lease{LeaseExpiresAt: wire.At(until)}, nil
 }
-
-// MaxTake bounds how many commands one report can take.
-const MaxTake = 1000
 
 // POST /api/worker/report {worker_id, pool?, take?, events?: [EventRequest
 // with execution_id], claims?: [command.issued event id]}: our worker's one
@@ -315,64 +245,21 @@ const MaxTake = 1000
 // to take of the commands the events issued come back claimed and started
 // too. Each event and each claim gets its own status: one refused (404, 409,
 // 422, 429) does not refuse the others.
-func (a *API) report(ctx context.Context, c *call) (any, error) {
-	o, err := decodeBody(c.req.Body)
-	if err != nil {
-		return nil, err
+func (a *API) report(ctx context.Context, c *call, req wire.Report) (wire.Reported, error) {
+	r := controlplane.Report{WorkerID: req.WorkerID, Pool: req.Pool, Take: req.Take}
+	for _, id := range req.Claims {
+		r.Claims = append(r.Claims, int64(id))
 	}
-	r := controlplane.Report{}
-	if r.WorkerID, err = o.Str("worker_id", true); err != nil {
-		return nil, err
-	}
-	if r.Pool, err = o.Str("pool", false); err != nil {
-		return nil, err
-	}
-	if take, _, err := o.integer("take", 0, MaxTake); err != nil {
-		return nil, err
-	} else {
-		r.Take = int(take)
-	}
-	list, _, err := o.Array("events", false)
-	if err != nil {
-		return nil, err
-	}
-	claims, _, err := o.Array("claims", false)
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case len(list)+len(claims) == 0:
-		return nil, invalid("events", "give at least one event or claim")
-	case len(list)+len(claims) > MaxBatchEvents:
-		return nil, errorf(http.StatusRequestEntityTooLarge, "events and claims: %d in one request; the limit is %d",
-			len(list)+len(claims), MaxBatchEvents)
-	}
-	for i, raw := range claims {
-		id, err := parseID(fmt.Sprintf("claims[%d]", i), raw)
-		if err != nil {
-			return nil, err
-		}
-		r.Claims = append(r.Claims, id)
-	}
-	types := make([]string, len(list))
-	for i, raw := range list {
-		name := fmt.Sprintf("events[%d]", i)
-		m, ok := raw.(map[string]any)
-		if !ok {
-			return nil, invalid(name, "expected object, got %s", jsonx.TypeName(raw))
-		}
-		in, err := readExecutionEvent(obj{jsonx.Fields{Prefix: name, M: m}})
-		if err != nil {
-			return nil, err
-		}
-		r.Events = append(r.Events, in)
-		types[i] = in.Type
+	types := make([]string, len(req.Events))
+	for i, e := range req.Events {
+		r.Events = append(r.Events, eventInput(e.ExecutionID, e.EventFields))
+		types[i] = e.EventType
 	}
 	start := time.Now()
 	out, err := a.svc.Report(ctx, r)
 	a.recordIngest(types, err, time.Since(start))
 	if err != nil {
-		return nil, err
+		return wire.Reported{}, err
 	}
 	res := wire.Reported{Status: "ok", Events: make([]wire.EventOutcome, len(out.Events)),
 		Claims: make([]wire.ClaimOutcome, len(out.Claims)), Commands: make([]wire.Command, len(out.Commands))}
@@ -404,20 +291,4 @@ func (a *API) report(ctx context.Context, c *call) (any, error) {
 		res.Commands[i] = commandBody(b, "ok")
 	}
 	return res, nil
-}
-
-// eventList reads a request's events array: 1..MaxBatchEvents entries (over the
-// limit is 413 with the limit named).
-func eventList(o obj) ([]any, error) {
-	list, _, err := o.Array("events", true)
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case len(list) == 0:
-		return nil, invalid("events", "at least one event is required")
-	case len(list) > MaxBatchEvents:
-		return nil, errorf(http.StatusRequestEntityTooLarge, "events: %d events in one request; the limit is %d", len(list), MaxBatchEvents)
-	}
-	return list, nil
 }

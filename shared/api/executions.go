@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/replay"
 	"github.com/noetl-go/noetl/shared/store"
 	"github.com/noetl-go/noetl/shared/wire"
@@ -62,7 +63,7 @@ func (a *API) listExecutions(ctx context.Context, c *call) (any, error) {
 	if s := q.Get("status"); s != "" {
 		f.Status = strings.ToUpper(s)
 		if !slices.Contains(executionStatuses, f.Status) {
-			return nil, invalid("status", "expected one of %s, got %q", strings.Join(executionStatuses, ", "), truncate(s, 40))
+			return nil, invalid("status", "expected one of %s, got %q", strings.Join(executionStatuses, ", "), jsonx.Cut(s, 40))
 		}
 	}
 	if f.CatalogID, err = queryID(q, "catalog_id"); err != nil {
@@ -155,10 +156,10 @@ func progress(status string, done, total int) int {
 // execution with one page of its events, newest first, paged NoETL's way.
 // view=summary leaves out the steps and the events: what a client waiting for
 // the outcome needs, at a size that does not grow with the steps' results.
-func (a *API) getExecution(ctx context.Context, c *call) (any, error) {
+func (a *API) getExecution(ctx context.Context, c *call) (wire.Execution, error) {
 	id, err := executionID(c)
 	if err != nil {
-		return nil, err
+		return wire.Execution{}, err
 	}
 	summary := false
 	switch view := c.req.Query.Get("view"); view {
@@ -166,7 +167,7 @@ func (a *API) getExecution(ctx context.Context, c *call) (any, error) {
 	case "summary":
 		summary = true
 	default:
-		return nil, invalid("view", "expected full or summary, got %q", truncate(view, 40))
+		return wire.Execution{}, invalid("view", "expected full or summary, got %q", jsonx.Cut(view, 40))
 	}
 	get := a.svc.Execution
 	if summary {
@@ -175,22 +176,22 @@ func (a *API) getExecution(ctx context.Context, c *call) (any, error) {
 	q := c.req.Query
 	page, size := int64(1), int64(DefaultEventsPageSize)
 	if n, ok, err := queryInt(q, "page", 1, 1<<31-1); err != nil {
-		return nil, err
+		return wire.Execution{}, err
 	} else if ok {
 		page = n
 	}
 	if n, ok, err := queryInt(q, "page_size", 1, MaxEventsPageSize); err != nil {
-		return nil, err
+		return wire.Execution{}, err
 	} else if ok {
 		size = n
 	}
 	since, err := queryID(q, "since_event_id")
 	if err != nil {
-		return nil, err
+		return wire.Execution{}, err
 	}
 	v, err := get(ctx, id)
 	if err != nil {
-		return nil, err
+		return wire.Execution{}, err
 	}
 	m := maskerFor(v.Row.Workload)
 	done := v.Status.CompletedSteps + v.Status.FailedSteps + v.Status.SkippedSteps
@@ -218,9 +219,9 @@ func (a *API) getExecution(ctx context.Context, c *call) (any, error) {
 	if since != 0 {
 		if after, err = a.svc.EventSeq(ctx, id, since); err != nil {
 			if errors.Is(err, controlplane.ErrNotFound) {
-				return nil, invalid("since_event_id", "%d is not an event of execution %d; give the event_id of one of its events", since, id)
+				return wire.Execution{}, invalid("since_event_id", "%d is not an event of execution %d; give the event_id of one of its events", since, id)
 			}
-			return nil, err
+			return wire.Execution{}, err
 		}
 	}
 	last := v.Row.LastSeq
@@ -231,11 +232,11 @@ func (a *API) getExecution(ctx context.Context, c *call) (any, error) {
 		_, evs, err = a.svc.ExecutionEvents(ctx, store.EventFilter{ExecutionID: id, AfterSeq: max(after, until-size),
 			UntilSeq: until, Limit: int(size), Desc: true})
 		if err != nil {
-			return nil, err
+			return wire.Execution{}, err
 		}
 	}
 	if out.Events, err = a.eventsJSON(ctx, v.Row, m, evs); err != nil {
-		return nil, err
+		return wire.Execution{}, err
 	}
 	pages := max(1, (total+size-1)/size)
 	out.Pagination = wire.EventsPagination{Page: int(page), PageSize: int(size), TotalEvents: total, TotalPages: pages,
@@ -253,41 +254,37 @@ const (
 
 // GET /api/executions/{id}/cancellation-check: what NoETL's workers ask
 // before running a command. O(1): read from the execution row.
-func (a *API) cancellationCheck(ctx context.Context, c *call) (any, error) {
-	id, err := executionID(c)
+func (a *API) cancellationCheck(ctx context.Context, c *call) (wire.CancellationCheck, error) {
+	v, err := a.statusView(ctx, c)
 	if err != nil {
-		return nil, err
+		return wire.CancellationCheck{}, err
 	}
-	v, err := a.svc.Status(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return wire.CancellationCheck{ExecutionID: wire.ID(id), IsCancelled: v.IsCancelled, Status: v.Status}, nil
+	return wire.CancellationCheck{ExecutionID: wire.ID(v.ExecutionID), IsCancelled: v.IsCancelled, Status: v.Status}, nil
 }
 
 // GET /api/executions/{id}/events?after_seq=&limit=&event_type=&step=
-func (a *API) listEvents(ctx context.Context, c *call) (any, error) {
+func (a *API) listEvents(ctx context.Context, c *call) (wire.EventPage, error) {
 	id, err := executionID(c)
 	if err != nil {
-		return nil, err
+		return wire.EventPage{}, err
 	}
 	q := c.req.Query
 	f := store.EventFilter{ExecutionID: id, EventType: q.Get("event_type"), Step: q.Get("step"), Limit: DefaultListLimit}
 	if f.AfterSeq, _, err = queryInt(q, "after_seq", 0, 1<<62); err != nil {
-		return nil, err
+		return wire.EventPage{}, err
 	}
 	if n, ok, err := queryInt(q, "limit", 1, MaxListLimit); err != nil {
-		return nil, err
+		return wire.EventPage{}, err
 	} else if ok {
 		f.Limit = int(n)
 	}
 	row, evs, err := a.svc.ExecutionEvents(ctx, f)
 	if err != nil {
-		return nil, err
+		return wire.EventPage{}, err
 	}
 	out := wire.EventPage{}
 	if out.Events, err = a.eventsJSON(ctx, row, maskerFor(row.Workload), evs); err != nil {
-		return nil, err
+		return wire.EventPage{}, err
 	}
 	if len(evs) == f.Limit {
 		out.NextAfterSeq = &evs[len(evs)-1].Seq
@@ -296,16 +293,21 @@ func (a *API) listEvents(ctx context.Context, c *call) (any, error) {
 }
 
 // GET /api/executions/{id}/status (events.md §6)
-func (a *API) status(ctx context.Context, c *call) (any, error) {
+func (a *API) status(ctx context.Context, c *call) (wire.Status, error) {
+	v, err := a.statusView(ctx, c)
+	if err != nil {
+		return wire.Status{}, err
+	}
+	return statusJSON(v), nil
+}
+
+// statusView is the status of the execution the path names.
+func (a *API) statusView(ctx context.Context, c *call) (*controlplane.StatusView, error) {
 	id, err := executionID(c)
 	if err != nil {
 		return nil, err
 	}
-	v, err := a.svc.Status(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return statusJSON(v), nil
+	return a.svc.Status(ctx, id)
 }
 
 func statusJSON(v *controlplane.StatusView) wire.Status {
@@ -320,21 +322,13 @@ func statusJSON(v *controlplane.StatusView) wire.Status {
 }
 
 // POST /api/executions/{id}/cancel {reason?}
-func (a *API) cancel(ctx context.Context, c *call) (any, error) {
+func (a *API) cancel(ctx context.Context, c *call, r wire.CancelRequest) (wire.Ended, error) {
 	id, err := executionID(c)
 	if err != nil {
-		return nil, err
+		return wire.Ended{}, err
 	}
-	o, err := decodeBody(c.req.Body)
-	if err != nil {
-		return nil, err
-	}
-	reason, err := o.Str("reason", false)
-	if err != nil {
-		return nil, err
-	}
-	if err := a.svc.Cancel(ctx, id, reason); err != nil {
-		return nil, err
+	if err := a.svc.Cancel(ctx, id, r.Reason); err != nil {
+		return wire.Ended{}, err
 	}
 	return wire.Ended{ExecutionID: wire.ID(id), Status: store.ExecutionCancelled,
 		Message: "Execution cancellation requested"}, nil
@@ -343,54 +337,33 @@ func (a *API) cancel(ctx context.Context, c *call) (any, error) {
 // POST /api/executions/{id}/rerun {workload|payload?}: the same playbook
 // version again, with the execution's workload, the given keys replacing its
 // keys (controlplane.Rerun).
-func (a *API) rerun(ctx context.Context, c *call) (any, error) {
+func (a *API) rerun(ctx context.Context, c *call, r wire.RerunRequest) (wire.Started, error) {
 	id, err := executionID(c)
 	if err != nil {
-		return nil, err
+		return wire.Started{}, err
 	}
-	o, err := decodeBody(c.req.Body)
+	if err := playbookKind("resource_kind", r.ResourceKind); err != nil {
+		return wire.Started{}, err
+	}
+	st, err := a.svc.Rerun(ctx, id, r.Workload)
 	if err != nil {
-		return nil, err
+		return wire.Started{}, err
 	}
-	if err := checkResourceType(o); err != nil {
-		return nil, err
-	}
-	workload, err := o.Object("workload", "payload")
-	if err != nil {
-		return nil, err
-	}
-	st, err := a.svc.Rerun(ctx, id, workload)
-	if err != nil {
-		return nil, err
-	}
-	return wire.Started{ExecutionID: wire.ID(st.ExecutionID), Status: "started",
-		CommandsGenerated: st.CommandsGenerated, Existing: st.Existing}, nil
+	return started(st), nil
 }
 
 // POST /api/executions/{id}/finalize {status: COMPLETED|FAILED, error?}
-func (a *API) finalize(ctx context.Context, c *call) (any, error) {
+func (a *API) finalize(ctx context.Context, c *call, r wire.FinalizeRequest) (wire.Ended, error) {
 	id, err := executionID(c)
 	if err != nil {
-		return nil, err
+		return wire.Ended{}, err
 	}
-	o, err := decodeBody(c.req.Body)
-	if err != nil {
-		return nil, err
-	}
-	status, err := o.Str("status", true)
-	if err != nil {
-		return nil, err
-	}
-	status = strings.ToUpper(status)
+	status := strings.ToUpper(r.Status)
 	if status != store.ExecutionCompleted && status != store.ExecutionFailed {
-		return nil, invalid("status", "expected COMPLETED or FAILED, got %q", truncate(status, 40))
+		return wire.Ended{}, invalid("status", "expected COMPLETED or FAILED, got %q", jsonx.Cut(status, 40))
 	}
-	msg, err := o.Str("error", false)
-	if err != nil {
-		return nil, err
-	}
-	if err := a.svc.Finalize(ctx, id, status, msg); err != nil {
-		return nil, err
+	if err := a.svc.Finalize(ctx, id, status, r.Error); err != nil {
+		return wire.Ended{}, err
 	}
 	return wire.Ended{ExecutionID: wire.ID(id), Status: status,
 		Message: "Execution finalized with status: " + status}, nil

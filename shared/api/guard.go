@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/noetl-go/noetl/shared/jsonx"
 )
 
 // The rules a request passes before its body is read (docs/security.md,
@@ -98,14 +100,14 @@ func (a *API) guard(r *Request) *Error {
 	host := r.Header.Get("Host")
 	if !a.opts.Hosts.Allows(host) {
 		return errorf(http.StatusMisdirectedRequest,
-			"this server does not answer for host %q: call it by its listen address or a loopback name, or add the name to NOETL_ALLOWED_HOSTS", truncate(host, 100))
+			"this server does not answer for host %q: call it by its listen address or a loopback name, or add the name to NOETL_ALLOWED_HOSTS", jsonx.Cut(host, 100))
 	}
 	origin := r.Header.Get("Origin")
 	if origin == "" || a.cors.allowed(origin) != "" || sameOrigin(origin, host) {
 		return nil
 	}
 	return errorf(http.StatusForbidden,
-		"requests from origin %q are refused: a page may call this API only from its own origin or one listed in NOETL_CORS_ORIGINS", truncate(origin, 100))
+		"requests from origin %q are refused: a page may call this API only from its own origin or one listed in NOETL_CORS_ORIGINS", jsonx.Cut(origin, 100))
 }
 
 // sameOrigin reports whether origin (scheme://host[:port]) is the API's own:
@@ -147,7 +149,7 @@ func checkContentType(ct string) *Error {
 		ct = "none"
 	}
 	return errorf(http.StatusUnsupportedMediaType,
-		"request bodies must be JSON sent as Content-Type: application/json (curl: --json or -H 'Content-Type: application/json'); this one is %s", truncate(ct, 100))
+		"request bodies must be JSON sent as Content-Type: application/json (curl: --json or -H 'Content-Type: application/json'); this one is %s", jsonx.Cut(ct, 100))
 }
 
 // Admit is what the local gateway asks before it reads a request's body:

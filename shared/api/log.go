@@ -2,9 +2,10 @@ package api
 
 import (
 	"context"
-	"github.com/noetl-go/noetl/shared/ids"
 	"log/slog"
 	"sync"
+
+	"github.com/noetl-go/noetl/shared/ids"
 )
 
 // logAttrs are the ids of the request being served, filled in as the handler

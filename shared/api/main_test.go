@@ -13,7 +13,7 @@ import (
 	"github.com/noetl-go/noetl/shared/jsonx"
 )
 
-func TestMain(m *testing.M) { devstacktest.Main(m) }
+func TestMain(m *testing.M) { devstacktest.Main(m, startExample) }
 
 // call is one request through the API layer (transport-free).
 type call struct {

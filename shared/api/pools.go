@@ -16,36 +16,20 @@ import (
 // NoETL's workers send; controlplane/workers.go owns the lifecycle.
 
 // POST /api/worker/pool/register: NoETL's registration (noetlwire.Registration).
-func (a *API) registerPool(ctx context.Context, c *call) (any, error) {
-	o, err := decodeBody(c.req.Body)
-	if err != nil {
-		return nil, err
-	}
-	reg, err := noetlwire.ReadRegistration("", o.M)
-	if err != nil {
-		return nil, err
-	}
+func (a *API) registerPool(ctx context.Context, c *call, reg noetlwire.Registration) (wire.PoolRegistered, error) {
 	w, err := a.svc.RegisterWorker(ctx, reg)
 	if err != nil {
-		return nil, err
+		return wire.PoolRegistered{}, err
 	}
 	return registered("ok", w), nil
 }
 
 // POST /api/worker/pool/heartbeat {name, registration?}: 404 for a worker
 // the registry does not know, unless registration says who it is.
-func (a *API) poolHeartbeat(ctx context.Context, c *call) (any, error) {
-	o, err := decodeBody(c.req.Body)
+func (a *API) poolHeartbeat(ctx context.Context, c *call, h noetlwire.PoolHeartbeat) (wire.PoolRegistered, error) {
+	w, recreated, err := a.svc.WorkerHeartbeat(ctx, h.Name, h.Registration)
 	if err != nil {
-		return nil, err
-	}
-	name, reg, err := noetlwire.ReadHeartbeat(o.M)
-	if err != nil {
-		return nil, err
-	}
-	w, recreated, err := a.svc.WorkerHeartbeat(ctx, name, reg)
-	if err != nil {
-		return nil, err
+		return wire.PoolRegistered{}, err
 	}
 	if recreated {
 		return registered("recreated", w), nil
@@ -60,28 +44,20 @@ func registered(status string, w *controlplane.Worker) wire.PoolRegistered {
 
 // POST or DELETE /api/worker/pool/deregister {name}: the worker is offline.
 // An unknown name is not an error (NoETL's Python server answers ok too).
-func (a *API) deregisterPool(ctx context.Context, c *call) (any, error) {
-	o, err := decodeBody(c.req.Body)
+func (a *API) deregisterPool(ctx context.Context, c *call, d noetlwire.Deregistration) (wire.PoolDeregistered, error) {
+	found, err := a.svc.DeregisterWorker(ctx, d.Name)
 	if err != nil {
-		return nil, err
+		return wire.PoolDeregistered{}, err
 	}
-	name, err := noetlwire.ReadWorkerName(o.M)
-	if err != nil {
-		return nil, err
-	}
-	found, err := a.svc.DeregisterWorker(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return wire.PoolDeregistered{Status: "ok", Name: name, Kind: noetlwire.KindWorkerPool, Found: found}, nil
+	return wire.PoolDeregistered{Status: "ok", Name: d.Name, Kind: noetlwire.KindWorkerPool, Found: found}, nil
 }
 
 // GET /api/worker/pools?runtime=&status=&pool=&limit=: the registry.
-func (a *API) listWorkerPools(ctx context.Context, c *call) (any, error) {
+func (a *API) listWorkerPools(ctx context.Context, c *call) (wire.WorkerPools, error) {
 	q := c.req.Query
 	limit, ok, err := queryInt(q, "limit", 1, MaxListLimit)
 	if err != nil {
-		return nil, err
+		return wire.WorkerPools{}, err
 	}
 	if !ok {
 		limit = MaxListLimit
@@ -90,7 +66,7 @@ func (a *API) listWorkerPools(ctx context.Context, c *call) (any, error) {
 	ws, err := a.svc.Workers(ctx, controlplane.WorkerQuery{Pool: q.Get("pool"), Runtime: strings.ToLower(q.Get("runtime")),
 		State: strings.ToLower(q.Get("status")), Limit: int(limit)})
 	if err != nil {
-		return nil, err
+		return wire.WorkerPools{}, err
 	}
 	out := wire.WorkerPools{Items: make([]wire.WorkerPool, len(ws)), Count: len(ws),
 		Runtime: wire.OptString(q.Get("runtime")), Status: wire.OptString(q.Get("status"))}
@@ -112,10 +88,10 @@ func (a *API) listWorkerPools(ctx context.Context, c *call) (any, error) {
 // when utilization passes 0.8, slots_available reaches 0 or requests wait,
 // so the numbers are what this process can still take: connections not in
 // use (pgx opens them lazily, so idle ones would understate it).
-func (a *API) poolStatus(ctx context.Context, _ *call) (any, error) {
+func (a *API) poolStatus(ctx context.Context, _ *call) (wire.PoolStatus, error) {
 	p, err := a.svc.PoolStatus(ctx)
 	if err != nil {
-		return nil, err
+		return wire.PoolStatus{}, err
 	}
 	free := max(p.Pools.Max-p.Pools.Acquired, 0)
 	util := 0.0

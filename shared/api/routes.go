@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -70,9 +71,48 @@ type Route struct {
 	// (a staged result); 0: the API's limit.
 	MaxBody int64
 
-	// handle serves the route (a method expression: the table is built
-	// without an API).
-	handle func(a *API, ctx context.Context, c *call) (any, error)
+	// handler serves the route: handle or get over a method expression (the
+	// table is built without an API). Body and Reply default to its shapes.
+	handler handler
+}
+
+// handler is a route's handler with the shapes of the request it reads and
+// the answer it writes.
+type handler struct {
+	run   func(a *API, ctx context.Context, c *call) (any, error)
+	body  func() *Shape // nil: the route reads no body
+	reply func() *Shape // nil: the route declares its answer (Reply)
+}
+
+// handle is the one skeleton of a route that reads a body: the body decoded
+// into Req by decodeBody's rules and jsonx.Read (a refusal is the 422 naming
+// the field, or 413 for a list over its limit), then h, whose answer is
+// written as JSON. The OpenAPI document describes the body from Req
+// (bodyOf) and the answer from Resp (shapeOf).
+func handle[Req, Resp any](h func(a *API, ctx context.Context, c *call, req Req) (Resp, error)) handler {
+	return handler{body: bodyOf[Req], reply: replyOf[Resp], run: func(a *API, ctx context.Context, c *call) (any, error) {
+		var req Req
+		if err := decodeInto(c.req.Body, &req); err != nil {
+			return nil, err
+		}
+		return h(a, ctx, c, req)
+	}}
+}
+
+// get is handle for a route that reads no body (its input is the path and
+// the query).
+func get[Resp any](h func(a *API, ctx context.Context, c *call) (Resp, error)) handler {
+	return handler{reply: replyOf[Resp], run: func(a *API, ctx context.Context, c *call) (any, error) {
+		return h(a, ctx, c)
+	}}
+}
+
+// replyOf is the shape of an answer type; nil for any (the route declares it).
+func replyOf[Resp any]() *Shape {
+	if reflect.TypeFor[Resp]().Kind() == reflect.Interface {
+		return nil
+	}
+	return shapeOf[Resp]()
 }
 
 // Key is the route's key as declared: "POST /api/commands/{event_id}/claim".
@@ -132,186 +172,194 @@ func Routes() []Route {
 	rs := []Route{
 		{Method: "GET", Path: "/api/health", Function: FnStatus, ID: "health",
 			Summary: "Health of the API and its dependencies; 503 when one is down (R-A1: open)",
-			Reply:   shapeOf[wire.Health](), handle: (*API).health},
+			Reply:   shapeOf[wire.Health](), handler: get((*API).health)},
 		{Method: "GET", Path: "/api/openapi.json", Function: FnStatus, ID: "openapi",
 			Summary: "This OpenAPI 3 document (open: it holds no data)",
-			Reply:   object(), handle: (*API).openapi},
+			Reply:   object(), handler: get((*API).openapi)},
 		// The dashboard's page and files (dashboard.go): open, they hold no data.
 		{Method: "GET", Path: "/", Function: FnStatus, ID: "dashboard",
-			Summary: "The web dashboard's page", HTML: true, handle: (*API).dashboardIndex},
+			Summary: "The web dashboard's page", HTML: true, handler: get((*API).dashboardIndex)},
 		{Method: "GET", Path: "/ui/{asset}", Function: FnStatus, ID: "dashboardAsset",
-			Summary: "One of the web dashboard's files", HTML: true, handle: (*API).dashboardAsset},
+			Summary: "One of the web dashboard's files", HTML: true, handler: get((*API).dashboardAsset)},
 
 		{Method: "POST", Path: "/api/catalog/register", Function: FnCatalog, Scope: api, ID: "registerPlaybook",
 			Summary: "Register a playbook (idempotent: the same content as the latest version is that version)",
-			Body:    registerBody(), Reply: shapeOf[wire.Registered](), handle: (*API).register},
+			handler: handle((*API).register)},
 		{Method: "GET", Path: "/api/catalog", Function: FnCatalog, Scope: api, ID: "listCatalog",
 			Summary: "List catalog entries, newest first, paged by cursor",
-			Query:   catalogQuery(), Reply: shapeOf[wire.CatalogPage](), handle: (*API).listCatalogQuery},
+			Query:   catalogQuery(), handler: get((*API).listCatalogQuery)},
 		{Method: "GET", Path: "/api/catalog/{catalog_id}", Function: FnCatalog, Scope: api, ID: "getCatalogEntry",
 			Summary: "One catalog entry with its content, step graph and problems",
-			Reply:   shapeOf[wire.CatalogDetail](), handle: (*API).getCatalog},
+			handler: get((*API).getCatalog)},
 		{Method: "POST", Path: "/api/catalog/list", Function: FnCatalog, Scope: api, ID: "listCatalogPost",
 			Summary: "NoETL's alias of GET /api/catalog, the filter in the body",
-			Body:    catalogListBody(), Reply: shapeOf[wire.CatalogPage](), handle: (*API).listCatalogBody},
+			handler: handle((*API).listCatalogBody)},
 		{Method: "POST", Path: "/api/catalog/resource", Function: FnCatalog, Scope: api, ID: "getCatalogResource",
 			Summary: "NoETL's alias of GET /api/catalog/{catalog_id}: by catalog_id, or path and version",
-			Body:    catalogResourceBody(), Reply: shapeOf[wire.CatalogEntry](), handle: (*API).catalogResource},
+			handler: handle((*API).catalogResource)},
 		// What NoETL's GUI asks of the catalog besides (docs/noetl-compat.md, "The GUI").
 		{Method: "GET", Path: "/api/catalog/{path+}/ui_schema", Function: FnCatalog, Scope: api, ID: "getUISchema",
 			Summary: "The form of a playbook's workload, inferred from the values it declares (NoETL's ui_schema)",
-			Query:   uiSchemaQuery(), Reply: shapeOf[wire.UISchema](), handle: (*API).uiSchema},
+			Query:   uiSchemaQuery(), handler: get((*API).uiSchema)},
 		{Method: "GET", Path: "/api/catalog/playbook/content", Function: FnCatalog, Scope: api, ID: "getPlaybookContent",
 			Summary: "A playbook's YAML by catalog_id or path (NoETL's GUI draws its flow from it)",
-			Query:   playbookContentQuery(), Reply: shapeOf[wire.PlaybookContent](), handle: (*API).playbookContent},
+			Query:   playbookContentQuery(), handler: get((*API).playbookContent)},
 		{Method: "POST", Path: "/api/catalog/playbooks/validate", Function: FnCatalog, Scope: api, ID: "validatePlaybook",
 			Summary: "What register would say of a playbook, without registering it",
-			Body:    validateBody(), Reply: shapeOf[wire.Validation](), handle: (*API).validatePlaybook},
+			handler: handle((*API).validatePlaybook)},
 
 		{Method: "POST", Path: "/api/execute", Function: FnExecute, Scope: api, ID: "execute",
 			Summary: "Start an execution of a registered playbook",
-			Body:    executeBody(), Reply: shapeOf[wire.Started](), handle: (*API).execute},
+			handler: handle((*API).execute)},
 
 		{Method: "POST", Path: "/api/events", Function: FnIngest, Scope: worker, ID: "postEvent", Tokenless: true,
 			Summary: "Append one event (NoETL's EventRequest); orchestration runs for completions and failures",
-			Body:    eventBody(), Reply: shapeOf[wire.Ingested](), handle: (*API).ingest},
+			handler: handle((*API).ingest)},
 		{Method: "POST", Path: "/api/events/batch", Function: FnIngest, Scope: worker, ID: "postEvents", Tokenless: true,
 			Summary: "Append events of one execution, all or nothing",
-			Body:    batchBody(), Reply: shapeOf[wire.IngestedBatch](), handle: (*API).ingestBatch},
+			handler: handle((*API).ingestBatch)},
 		{Method: "POST", Path: "/api/worker/report", Function: FnIngest, Scope: worker, ID: "workerReport", Tokenless: true,
 			Summary: "Our worker's one request per step: events of any executions, claims, and commands taken",
-			Body:    reportBody(), Reply: shapeOf[wire.Reported](), handle: (*API).report},
+			handler: handle((*API).report)},
 
 		{Method: "GET", Path: "/api/commands/{event_id}", Function: FnClaim, Scope: worker, ID: "getCommand", Tokenless: true,
 			Summary: "A command's body without claiming it",
-			Reply:   shapeOf[wire.Command](), handle: (*API).getCommand},
+			handler: get((*API).getCommand)},
 		{Method: "POST", Path: "/api/commands/{event_id}/claim", Function: FnClaim, Scope: worker, ID: "claimCommand", Tokenless: true,
 			Summary: "Claim a command (events.md §4); 409 when another worker holds it, 429 before a retry is due",
-			Body:    claimBody(), Reply: shapeOf[wire.Command](), handle: (*API).claim},
+			handler: handle((*API).claim)},
 		{Method: "POST", Path: "/api/commands/{event_id}/heartbeat", Function: FnClaim, Scope: worker, ID: "heartbeatCommand", Tokenless: true,
 			Summary: "Extend a claimed command's lease",
-			Body:    heartbeatBody(), Reply: shapeOf[wire.Lease](), handle: (*API).heartbeat},
+			handler: handle((*API).heartbeat)},
 
 		// The worker registry in NoETL's shapes (pools.go): NoETL's Python
 		// worker re-registers every 15 s as its heartbeat, its Rust worker
 		// beats on /heartbeat; NoETL's worker reads /api/pool/status.
 		{Method: "POST", Path: "/api/worker/pool/register", Function: FnClaim, Scope: worker, ID: "registerWorker", Tokenless: true,
 			Summary: "Register a worker (NoETL's pool registration, also its Python worker's heartbeat); the same process again extends its commands' leases",
-			Body:    poolRegisterBody(), Reply: shapeOf[wire.PoolRegistered](), handle: (*API).registerPool},
+			Body:    poolRegisterBody(), handler: handle((*API).registerPool)},
 		{Method: "POST", Path: "/api/worker/pool/heartbeat", Function: FnClaim, Scope: worker, ID: "heartbeatWorker", Tokenless: true,
 			Summary: "A worker's pool heartbeat: it is alive, and the leases of the commands it holds are extended; 404 for an unregistered worker",
-			Body:    poolHeartbeatBody(), Reply: shapeOf[wire.PoolRegistered](), handle: (*API).poolHeartbeat},
+			Body:    poolHeartbeatBody(), handler: handle((*API).poolHeartbeat)},
 		{Method: "POST", Path: "/api/worker/pool/deregister", Function: FnClaim, Scope: worker, ID: "deregisterWorker", Tokenless: true,
 			Summary: "Mark a worker offline (NoETL's workers call it as they stop)",
-			Body:    poolDeregisterBody(), Reply: shapeOf[wire.PoolDeregistered](), handle: (*API).deregisterPool},
+			Body:    poolDeregisterBody(), handler: handle((*API).deregisterPool)},
 		{Method: "DELETE", Path: "/api/worker/pool/deregister", Function: FnClaim, Scope: worker, ID: "deregisterWorkerDelete", Tokenless: true,
 			Summary: "NoETL's server's method for the same deregistration",
-			Body:    poolDeregisterBody(), Reply: shapeOf[wire.PoolDeregistered](), handle: (*API).deregisterPool},
+			Body:    poolDeregisterBody(), handler: handle((*API).deregisterPool)},
 		{Method: "GET", Path: "/api/worker/pools", Function: FnStatus, Scope: api | worker, ID: "listWorkers",
 			Summary: "The worker registry: who is alive, how busy (commands held), by name",
-			Query:   workerPoolsQuery(), Reply: shapeOf[wire.WorkerPools](), handle: (*API).listWorkerPools},
+			Query:   workerPoolsQuery(), handler: get((*API).listWorkerPools)},
 		{Method: "GET", Path: "/api/pool/status", Function: FnStatus, Scope: api | worker, ID: "poolStatus", Tokenless: true,
 			Summary: "NoETL's pool telemetry (the answering process's database connections) and the registry's totals",
-			Reply:   shapeOf[wire.PoolStatus](), handle: (*API).poolStatus},
+			handler: get((*API).poolStatus)},
 		{Method: "GET", Path: "/api/doctor", Function: FnStatus, Scope: api, ID: "doctor",
 			Summary: "The executions that break the liveness invariant (nothing will move them, or their commands wait on a drain that is not running), each with why",
 			Query:   []Param{param("limit", integer(), "how many to list, at most 1000; default 100")},
-			Reply:   shapeOf[wire.Doctor](), handle: (*API).doctor},
+			handler: get((*API).doctor)},
 
 		// The keychain in NoETL's credential API (credentials.go): users manage
 		// credentials; a worker reads one's data for the execution it runs.
 		{Method: "GET", Path: "/api/credentials", Function: FnKeychain, Scope: api, ID: "listCredentials",
 			Summary: "List credentials (never their data)",
-			Query:   credentialsQuery(), Reply: shapeOf[wire.CredentialList](), handle: (*API).listCredentials},
+			Query:   credentialsQuery(), handler: get((*API).listCredentials)},
 		{Method: "POST", Path: "/api/credentials", Function: FnKeychain, Scope: api, ID: "putCredential",
 			Summary: "Create or replace a credential by name; its data is stored sealed",
-			Body:    credentialBody(), Reply: shapeOf[wire.Credential](), handle: (*API).putCredential},
+			handler: handle((*API).putCredential)},
 		{Method: "POST", Path: "/api/credentials/rotate", Function: FnKeychain, Scope: api, ID: "rotateCredentials",
 			Summary: "Reseal credentials under the current key; repeat until remaining is 0",
-			Body:    rotateBody(), Reply: shapeOf[wire.Rotation](), handle: (*API).rotateCredentials},
+			handler: handle((*API).rotateCredentials)},
 		{Method: "GET", Path: "/api/credentials/{identifier}", Function: FnKeychain, Scope: api | worker, ID: "getCredential",
 			Summary: "A credential by id or name; its data only to the worker scope for a running execution; every read is logged",
-			Query:   credentialQuery(), Reply: shapeOf[wire.Credential](), handle: (*API).getCredential},
+			Query:   credentialQuery(), handler: get((*API).getCredential)},
 		{Method: "DELETE", Path: "/api/credentials/{identifier}", Function: FnKeychain, Scope: api, ID: "deleteCredential",
 			Summary: "Delete a credential by id or name",
-			Reply:   shapeOf[wire.CredentialDeleted](), handle: (*API).deleteCredential},
+			handler: get((*API).deleteCredential)},
 		{Method: "GET", Path: "/api/credentials/{identifier}/reads", Function: FnKeychain, Scope: api, ID: "listCredentialReads",
 			Summary: "A credential's reads (never the data), newest first",
-			Query:   readsQuery(), Reply: shapeOf[wire.CredentialReads](), handle: (*API).listCredentialReads},
+			Query:   readsQuery(), handler: get((*API).listCredentialReads)},
 
 		// Execution variables (vars.go): the execution's durable context.
 		{Method: "POST", Path: "/api/vars/{execution_id}", Function: FnIngest, Scope: api | worker, ID: "setVariables",
 			Summary: "Set variables of a running execution: one ctx.updated event; later steps read ctx.<name>",
 			Query:   []Param{param("worker_id", str(), "the worker setting them (recorded)")},
-			Body:    varsBody(), Reply: shapeOf[wire.VariablesSet](), handle: (*API).setVariables},
+			Body:    varsBody(), handler: handle((*API).setVariables)},
 		{Method: "GET", Path: "/api/vars/{execution_id}", Function: FnStatus, Scope: api | worker, ID: "listVariables",
 			Summary: "An execution's variables (its durable context)",
-			Reply:   shapeOf[wire.Variables](), handle: (*API).listVariables},
+			handler: get((*API).listVariables)},
 		{Method: "GET", Path: "/api/vars/{execution_id}/{var_name}", Function: FnStatus, Scope: api | worker, ID: "getVariable",
 			Summary: "One variable of an execution; 404 when unset",
-			Reply:   shapeOf[wire.Variable](), handle: (*API).getVariable},
+			handler: get((*API).getVariable)},
 
 		// Results staged by reference (staged.go), NoETL's result store routes.
 		{Method: "PUT", Path: "/api/result/{execution_id}", Function: FnIngest, Scope: worker, ID: "stageResult",
 			Summary: "Stage a result too large for an event; answers its noetl:// reference",
-			Body:    stagedBody(), Reply: shapeOf[wire.StagedResult](), MaxBody: wire.MaxStagedResultBytes, handle: (*API).stageResult},
+			Body:    stagedBody(), MaxBody: wire.MaxStagedResultBytes, handler: handle((*API).stageResult)},
 		{Method: "GET", Path: "/api/result/resolve", Function: FnIngest, Scope: api | worker, ID: "resolveResult",
 			Summary: "The value a result reference names",
 			Query:   []Param{{Name: "ref", Required: true, Shape: str(), Doc: "noetl://execution/<execution_id>/result/<name>/<id>, or a URI inside the result store"}},
-			Reply:   anyJSON(), handle: (*API).resolveResult},
+			Reply:   anyJSON(), handler: get((*API).resolveResult)},
 
 		{Method: "GET", Path: "/api/executions", Function: FnStatus, Scope: api, ID: "listExecutions",
 			Summary: "List executions, newest first; the next page's cursor is in the X-Next-Cursor and Link headers",
-			Query:   executionsQuery(), Reply: array(shapeOf[wire.ExecutionSummary]()), handle: (*API).listExecutions},
+			Query:   executionsQuery(), Reply: array(shapeOf[wire.ExecutionSummary]()), handler: get((*API).listExecutions)},
 		{Method: "GET", Path: "/api/executions/{id}", Function: FnStatus, Scope: api, ID: "getExecution",
 			Summary: "An execution with its steps, context, result and one page of its events, newest first (view=summary: without the steps and the events)",
-			Query:   executionQuery(), Reply: shapeOf[wire.Execution](), handle: (*API).getExecution},
+			Query:   executionQuery(), handler: get((*API).getExecution)},
 		{Method: "GET", Path: "/api/executions/{id}/events", Function: FnStatus, Scope: api, ID: "listExecutionEvents",
 			Summary: "An execution's event log, paged by seq",
-			Query:   eventsQuery(), Reply: shapeOf[wire.EventPage](), handle: (*API).listEvents},
+			Query:   eventsQuery(), handler: get((*API).listEvents)},
 		{Method: "GET", Path: "/api/executions/{id}/status", Function: FnStatus, Scope: api, ID: "getExecutionStatus",
 			Summary: "An execution's status and progress (events.md §6)",
-			Reply:   shapeOf[wire.Status](), handle: (*API).status},
+			handler: get((*API).status)},
 		{Method: "GET", Path: "/api/executions/{id}/cancellation-check", Function: FnStatus, Scope: api | worker, ID: "cancellationCheck", Tokenless: true,
 			Summary: "Whether an execution is cancelled (NoETL's workers ask before running a command)",
-			Reply:   shapeOf[wire.CancellationCheck](), handle: (*API).cancellationCheck},
+			handler: get((*API).cancellationCheck)},
 		{Method: "POST", Path: "/api/executions/{id}/cancel", Function: FnStatus, Scope: api, ID: "cancelExecution",
 			Summary: "Cancel an execution and its children; 409 when it already ended otherwise",
-			Body:    cancelBody(), Reply: shapeOf[wire.Ended](), handle: (*API).cancel},
+			handler: handle((*API).cancel)},
 		{Method: "POST", Path: "/api/executions/{id}/stop", Function: FnStatus, Scope: api, ID: "stopExecution",
 			Summary: "The cancel route under the name NoETL's GUI calls",
-			Body:    cancelBody(), Reply: shapeOf[wire.Ended](), handle: (*API).cancel},
+			handler: handle((*API).cancel)},
 		{Method: "POST", Path: "/api/executions/{id}/rerun", Function: FnExecute, Scope: api, ID: "rerunExecution",
 			Summary: "Start the execution's playbook version again with its workload, the given keys replacing its keys",
-			Body:    rerunBody(), Reply: shapeOf[wire.Started](), handle: (*API).rerun},
+			handler: handle((*API).rerun)},
 		{Method: "POST", Path: "/api/executions/{id}/finalize", Function: FnStatus, Scope: api, ID: "finalizeExecution",
 			Summary: "Force an execution to COMPLETED or FAILED (an operator's action)",
-			Body:    finalizeBody(), Reply: shapeOf[wire.Ended](), handle: (*API).finalize},
+			handler: handle((*API).finalize)},
 
 		{Method: "GET", Path: "/api/executions/{id}/replay", Function: FnReplay, Scope: api, ID: "replayExecution",
 			Summary: "Fold an execution's event log into its projections (replay.md); parameter errors are 400 (R-A2)",
-			Query:   replayQuery(), Reply: object(), handle: (*API).replayByPath},
+			Query:   replayQuery(), Reply: object(), handler: get((*API).replayByPath)},
 		{Method: "GET", Path: "/api/replay/state", Function: FnReplay, Scope: api, ID: "replayState",
 			Summary: "NoETL's path of the replay route, the execution in the query",
-			Query:   append([]Param{execID}, replayQuery()...), Reply: object(), handle: (*API).replayByQuery},
+			Query:   append([]Param{execID}, replayQuery()...), Reply: object(), handler: get((*API).replayByQuery)},
 
 		{Method: "POST", Path: "/api/internal/outbox/claim", Function: FnOutbox, Scope: internal, ID: "outboxClaim",
 			Summary: "Claim outbox rows to publish",
-			Body:    outboxClaimBody(), Reply: outboxClaimReply(), handle: (*API).outboxClaim},
+			handler: handle((*API).outboxClaim)},
 		{Method: "POST", Path: "/api/internal/outbox/mark-published", Function: FnOutbox, Scope: internal, ID: "outboxMarkPublished",
 			Summary: "Mark outbox rows published",
-			Body:    markPublishedBody(), Reply: markPublishedReply(), handle: (*API).outboxMarkPublished},
+			handler: handle((*API).outboxMarkPublished)},
 		{Method: "POST", Path: "/api/internal/outbox/mark-failed", Function: FnOutbox, Scope: internal, ID: "outboxMarkFailed",
 			Summary: "Record a failed publish; the row is retried after a backoff",
-			Body:    markFailedBody(), Reply: markFailedReply(), handle: (*API).outboxMarkFailed},
+			handler: handle((*API).outboxMarkFailed)},
 		{Method: "GET", Path: "/api/internal/outbox/pending-count", Function: FnOutbox, Scope: internal, ID: "outboxPendingCount",
 			Summary: "How many outbox rows wait to be published (what an autoscaler reads)",
-			Reply:   object(req("pending", integer())), handle: (*API).outboxPendingCount},
+			handler: get((*API).outboxPendingCount)},
 		{Method: "POST", Path: "/api/internal/events/project", Function: FnOutbox, Scope: internal, ID: "projectEvents",
 			Summary: "Append external informative events without orchestration, idempotent by event_id (R-A4)",
-			Body:    projectBody(), Reply: projectReply(), handle: (*API).project},
+			handler: handle((*API).project)},
 	}
 	rs = append(rs, scheduleRoutes()...)
+	for i, r := range rs {
+		if r.Body == nil && r.handler.body != nil {
+			rs[i].Body = r.handler.body()
+		}
+		if r.Reply == nil && r.handler.reply != nil {
+			rs[i].Reply = r.handler.reply()
+		}
+	}
 	slices.SortFunc(rs, func(a, b Route) int {
 		return cmp.Or(cmp.Compare(a.GatewayPath(), b.GatewayPath()), cmp.Compare(a.Method, b.Method), cmp.Compare(a.Path, b.Path))
 	})
@@ -325,28 +373,28 @@ func scheduleRoutes() []Route {
 	return []Route{
 		{Method: "POST", Path: "/api/schedules", Function: FnSchedules, Scope: api, ID: "createSchedule",
 			Summary: "Create a schedule: a playbook started on a cron or an interval, once per due time",
-			Body:    scheduleBody(), Reply: shapeOf[wire.Schedule](), handle: (*API).createSchedule},
+			handler: handle((*API).createSchedule)},
 		{Method: "GET", Path: "/api/schedules", Function: FnSchedules, Scope: api, ID: "listSchedules",
 			Summary: "List schedules by id, paged by cursor",
-			Query:   pageQuery(), Reply: shapeOf[wire.SchedulePage](), handle: (*API).listSchedules},
+			Query:   pageQuery(), handler: get((*API).listSchedules)},
 		{Method: "GET", Path: "/api/schedules/{id}", Function: FnSchedules, Scope: api, ID: "getSchedule",
 			Summary: "One schedule with its next and last run",
-			Reply:   shapeOf[wire.Schedule](), handle: (*API).getSchedule},
+			handler: get((*API).getSchedule)},
 		{Method: "PATCH", Path: "/api/schedules/{id}", Function: FnSchedules, Scope: api, ID: "updateSchedule",
 			Summary: "Change a schedule; enabled false pauses, true resumes from the next due time (no burst)",
-			Body:    scheduleBody(), Reply: shapeOf[wire.Schedule](), handle: (*API).updateSchedule},
+			handler: handle((*API).updateSchedule)},
 		{Method: "DELETE", Path: "/api/schedules/{id}", Function: FnSchedules, Scope: api, ID: "deleteSchedule",
 			Summary: "Delete a schedule and its run log (its runs go on)",
-			Reply:   shapeOf[wire.ScheduleDeleted](), handle: (*API).deleteSchedule},
+			handler: get((*API).deleteSchedule)},
 		{Method: "POST", Path: "/api/schedules/{id}/trigger", Function: FnSchedules, Scope: api, ID: "triggerSchedule",
 			Summary: "Run a schedule now, under its overlap policy",
-			Body:    object(), Reply: shapeOf[wire.Triggered](), handle: (*API).triggerSchedule},
+			handler: handle((*API).triggerSchedule)},
 		{Method: "POST", Path: "/api/schedules/{id}/backfill", Function: FnSchedules, Scope: api, ID: "backfillSchedule",
 			Summary: "Run every due time of a past range once, in order, under the overlap policy",
-			Body:    backfillBody(), Reply: shapeOf[wire.Backfilled](), handle: (*API).backfillSchedule},
+			handler: handle((*API).backfillSchedule)},
 		{Method: "GET", Path: "/api/schedules/{id}/runs", Function: FnSchedules, Scope: api, ID: "listScheduleRuns",
 			Summary: "A schedule's log: runs started and due times skipped, newest first",
-			Query:   pageQuery(), Reply: shapeOf[wire.ScheduleRunPage](), handle: (*API).listScheduleRuns},
+			Query:   pageQuery(), handler: get((*API).listScheduleRuns)},
 	}
 }
 

@@ -2,21 +2,21 @@ package api
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/noetl-go/noetl/shared/wire"
 )
 
 // The JSON shapes of the routes' requests and answers, as Routes declares
-// them and the OpenAPI document (openapi.go) publishes them. Answers are
-// shared/wire's types, which the handlers write and shared/client reads; their
-// shapes are derived from those types (shapeOf), so the document, the server
-// and the client cannot disagree. Request bodies are validated by hand
-// (decode.go, for field-path messages and NoETL's aliases); their shapes are
-// written here, beside the decoders, and the package's tests check every
-// request the API accepts and every request type our client sends against
-// them. Each shape is a function returning a fresh value: no package-level
-// state.
+// them and the OpenAPI document (openapi.go) publishes them. Both are
+// shared/wire's types: the handlers write the answers and shared/client reads
+// them (shapeOf); our client sends the requests and the server reads them
+// with jsonx.Read (bodyOf); so the document, the server and the client cannot
+// disagree. Written here by hand: the query parameters, the bodies NoETL's
+// workers send in several shapes (read by shared/noetlwire: the pool routes,
+// vars, staged results) and the internal routes' answers. Each shape is a
+// function returning a fresh value: no package-level state.
 
 // Shape is a JSON shape: the subset of OpenAPI 3.0's schema object the API
 // needs.
@@ -115,13 +115,6 @@ func errorShape() *Shape {
 	)
 }
 
-func registerBody() *Shape {
-	return object(
-		req("content", str().doc("the playbook's YAML, or that YAML base64-encoded")),
-		opt("resource_type", str().doc(`"Playbook" (the only kind)`)),
-	)
-}
-
 func catalogQuery() []Param {
 	return []Param{
 		param("path", str(), "only entries whose path contains this"),
@@ -129,78 +122,6 @@ func catalogQuery() []Param {
 		param("latest", boolean(), "only each path's latest version"),
 		param("cursor", str(), "the previous page's next_cursor"),
 	}
-}
-
-func catalogListBody() *Shape {
-	return object(
-		opt("path", str()), opt("limit", intIn()), opt("latest", boolean()),
-		opt("cursor", str()), opt("resource_type", str()),
-	)
-}
-
-func catalogResourceBody() *Shape {
-	return object(opt("catalog_id", idIn()), opt("path", str()), opt("version", anyJSON().doc(`a version number, or "latest"`)),
-		opt("resource_type", str()))
-}
-
-func executeBody() *Shape {
-	return object(
-		opt("path", str().doc("exactly one of path and catalog_id")),
-		opt("catalog_id", idIn()),
-		opt("version", anyJSON().doc(`with path: a version number, or "latest" (default); with catalog_id: ignored, as NoETL does`)),
-		opt("payload", object().doc("the workload's overrides (alias workload)")),
-		opt("workload", object()),
-		opt("parent_execution_id", idIn()),
-		opt("execution_pool", str()),
-		opt("idempotency_key", str().doc("a repeated key answers the first execution")),
-		opt("resource_kind", str().doc(`NoETL's: "playbook" (the only kind)`)),
-		opt("merge", boolean().doc("NoETL's: the payload is always merged over the playbook's workload, key by key")),
-	)
-}
-
-// eventFields are NoETL's EventRequest fields after execution_id.
-func eventFields() []Prop {
-	return []Prop{
-		opt("step", str()), opt("node_name", str().doc("alias of step")),
-		opt("event_type", str().doc("required (or its alias name)")), opt("name", str().doc("alias of event_type")),
-		opt("payload", object().doc("NoETL's workers put the tool's output in payload.response and {status: COMPLETED|FAILED, context} in payload.result (docs/noetl-compat.md)")), opt("context", object().doc("alias of payload")),
-		opt("meta", object()),
-		opt("worker_id", str()),
-		opt("result_kind", str()),
-		opt("result_uri", str()),
-		opt("event_ids", array(idIn())),
-		opt("actionable", boolean()),
-		opt("informative", boolean()),
-		opt("event_id", scalar().doc("the client's id: re-posting it is idempotent")),
-		opt("status", str()),
-		opt("created_at", str().doc("kept in meta.client_created_at")),
-	}
-}
-
-func eventBody() *Shape {
-	return object(append([]Prop{req("execution_id", idIn())}, eventFields()...)...)
-}
-
-func batchBody() *Shape {
-	return object(req("execution_id", idIn()), opt("worker_id", str()),
-		req("events", array(object(eventFields()...)).doc("1 to 500 events")))
-}
-
-func reportBody() *Shape {
-	return object(
-		req("worker_id", str()), opt("pool", str()),
-		opt("take", intIn().doc("how many issued commands to take, claimed and started (at most 1000)")),
-		opt("events", array(object(append([]Prop{req("execution_id", idIn())}, eventFields()...)...))),
-		opt("claims", array(idIn()).doc("command.issued event ids to claim and start")),
-	)
-}
-
-func claimBody() *Shape {
-	return object(req("worker_id", str()), opt("start", boolean().doc("also mark the command started")))
-}
-
-func heartbeatBody() *Shape {
-	return object(req("worker_id", str()), opt("attempt", intIn().doc("the claim's attempt (fences a stale holder)")))
 }
 
 // registrationProps are NoETL's registration fields (noetlwire.Registration);
@@ -275,29 +196,12 @@ func executionQuery() []Param {
 	}
 }
 
-func cancelBody() *Shape {
-	return object(opt("reason", str()), opt("cascade", boolean().doc("NoETL's; children are always cancelled")))
-}
-
-func rerunBody() *Shape {
-	return object(opt("workload", object().doc("keys replacing the execution's workload's")),
-		opt("payload", object().doc("alias of workload")), opt("resource_kind", str().doc(`"playbook" (the only kind)`)))
-}
-
 func uiSchemaQuery() []Param {
 	return []Param{param("version", str(), `a version number, or "latest" (default)`)}
 }
 
 func playbookContentQuery() []Param {
 	return []Param{{Name: "playbook_id", Required: true, Shape: str(), Doc: "a catalog_id, or a playbook path (its latest version)"}}
-}
-
-func validateBody() *Shape {
-	return object(req("content", str().doc("the playbook's YAML, or that YAML base64-encoded")))
-}
-
-func finalizeBody() *Shape {
-	return object(req("status", str().doc("COMPLETED or FAILED, in any case")), opt("error", str()))
 }
 
 func replayQuery() []Param {
@@ -310,67 +214,6 @@ func replayQuery() []Param {
 		param("verify", boolean(), "compare the fold with the stored projections"),
 		param("diff_from", str(), "a second cutoff to diff against (replay.md)"),
 	}
-}
-
-func outboxClaimBody() *Shape {
-	return object(opt("limit", intIn().doc("default 100; a value outside 1..1000 is clamped into it (as NoETL's server does)")))
-}
-
-func outboxClaimReply() *Shape {
-	return object(
-		req("rows", array(object(
-			req("outbox_id", id()), req("event_id", id()), req("execution_id", id()),
-			req("subject", str()), req("msg_id", str()), req("payload", anyJSON()),
-			req("attempts", integer()), req("payload_codec", enum("json")),
-		))),
-		req("claimed", integer()),
-	)
-}
-
-func markPublishedBody() *Shape { return object(req("outbox_ids", array(idIn()))) }
-
-func markPublishedReply() *Shape {
-	return object(req("marked", integer()), req("updated", integer()))
-}
-
-func markFailedBody() *Shape {
-	return object(req("outbox_id", idIn()), req("error", str()), opt("attempts", intIn()),
-		opt("max_delay_seconds", number()))
-}
-
-func markFailedReply() *Shape {
-	return object(req("marked", boolean()), req("available_at_in", integer().doc("seconds until the retry")))
-}
-
-func projectBody() *Shape {
-	return object(req("events", array(object(
-		req("event_id", idIn()), opt("execution_id", idIn().doc("without it the envelope is skipped")),
-		opt("event_type", str()), opt("name", str().doc("alias of event_type")),
-		opt("node_name", str()), opt("step", str().doc("alias of node_name")),
-		opt("status", str()), opt("context", object()), opt("payload", object().doc("alias of context")),
-		opt("meta", object()), opt("result", object()), opt("error", str()), opt("worker_id", str()),
-		opt("command_id", scalar()),
-		opt("timestamp", str().doc("the producer's time, kept in meta.client_created_at")), opt("created_at", str()),
-		opt("stage_id", scalar().doc("kept in meta, as are the five below")), opt("frame_id", scalar()),
-		opt("aggregate_type", scalar()), opt("aggregate_id", scalar()), opt("node_id", scalar()), opt("node_type", scalar()),
-	)).doc("1 to 500 envelopes (the replay data set's row shape)")))
-}
-
-func projectReply() *Shape {
-	return object(req("projected", integer()), req("duplicates", integer()), req("skipped", integer()))
-}
-
-func credentialBody() *Shape {
-	return object(
-		req("name", str().doc("the alias playbooks name with auth: (letters, digits, _ . : @ -)")),
-		opt("type", str().doc("postgres, bearer, api_key, basic, http, generic (default), …")),
-		opt("credential_type", str().doc("alias of type")),
-		req("data", object().doc("the secret fields, e.g. {\"user\", \"password\", \"host\", \"port\", \"database\"} or {\"token\"}")),
-		opt("meta", object().doc("metadata, not secret")),
-		opt("tags", &Shape{OneOf: []*Shape{array(str()), str()}, Doc: "a list, or a comma-separated string"}),
-		opt("description", str()),
-		opt("scope", shapeOf[wire.CredentialScope]().doc("ours: where the credential may be used; absent or null keeps the stored scope, {} clears it (docs/security.md)")),
-	)
 }
 
 func credentialsQuery() []Param {
@@ -393,11 +236,6 @@ func readsQuery() []Param {
 	return []Param{param("execution_id", str(), "only reads for this execution"), param("limit", integer(), "at most 1000 (default 100)")}
 }
 
-func rotateBody() *Shape {
-	return object(opt("new_key", boolean().doc("make a new current key first (a key file; with KMS, point the key id at a new key instead)")),
-		opt("limit", intIn().doc("credentials to reseal in this call, 1..1000 (default 100)")))
-}
-
 func varsBody() *Shape {
 	return &Shape{Type: "object", Doc: "NoETL's Python server's {variables: {name: value}, var_type?, source_step?}, its Rust server's " +
 		"{variables: [{var_name, var_value, var_type?, source_step?}]}, or its Rust worker's {name: value}",
@@ -415,15 +253,53 @@ func stagedBody() *Shape {
 	)
 }
 
-// shapeOf is the shape of a shared/wire type: its `json` tags name the
-// properties (omitempty: optional, else required), `doc` describes them and
-// `enum` lists a string's values.
-func shapeOf[T any]() *Shape { return shapeOfType(reflect.TypeFor[T](), map[reflect.Type]bool{}) }
+// shapeOf is the shape of a shared/wire answer type: its `json` tags name
+// the properties (omitempty: optional, else required), `doc` describes them
+// and `enum` lists a string's values.
+func shapeOf[T any]() *Shape {
+	return shapeOfType(reflect.TypeFor[T](), shaping{open: map[reflect.Type]bool{}})
+}
 
-// shapeOfType is t's shape; open holds the structs being described, so a
-// recursive type (a field's children) is described once, its nested uses as
-// objects of the same shape.
-func shapeOfType(t reflect.Type, open map[reflect.Type]bool) *Shape {
+// bodyOf is the shape of a request type (shared/wire's requests.go), as
+// jsonx.Read reads it: ids and integers as numbers or numeric strings,
+// NoETL's aliases as properties of their own, `required` fields required,
+// a doc's {min} and {max} filled in from the field's bounds.
+func bodyOf[T any]() *Shape {
+	return shapeOfType(reflect.TypeFor[T](), shaping{open: map[reflect.Type]bool{}, request: true})
+}
+
+// shaping is how a type is being described: open holds the structs being
+// described, so a recursive type (a field's children) is described once,
+// its nested uses as objects of the same shape; request says the type is a
+// request's, read by jsonx.Read.
+type shaping struct {
+	open    map[reflect.Type]bool
+	request bool
+}
+
+func shapeOfType(t reflect.Type, sh shaping) *Shape {
+	if sh.request {
+		switch t {
+		case reflect.TypeFor[wire.ID]():
+			return idIn()
+		case reflect.TypeFor[wire.Version](), reflect.TypeFor[wire.Value]():
+			return anyJSON()
+		case reflect.TypeFor[wire.Scalar]():
+			return scalar()
+		case reflect.TypeFor[wire.ClientTime](), reflect.TypeFor[wire.Time]():
+			return str()
+		case reflect.TypeFor[wire.Tags]():
+			return &Shape{OneOf: []*Shape{array(str()), str()}}
+		case reflect.TypeFor[wire.Object](), reflect.TypeFor[wire.OptObject](), reflect.TypeFor[map[string]any]():
+			return object()
+		}
+		switch t.Kind() {
+		case reflect.Int, reflect.Int64:
+			return intIn()
+		case reflect.Pointer: // a pointer says whether the field was given
+			return shapeOfType(t.Elem(), sh)
+		}
+	}
 	switch t {
 	case reflect.TypeFor[wire.ID]():
 		return id()
@@ -451,45 +327,92 @@ func shapeOfType(t reflect.Type, open map[reflect.Type]bool) *Shape {
 		return integer()
 	case reflect.Float64:
 		return number()
+	case reflect.Interface:
+		return anyJSON()
 	case reflect.Pointer:
-		return shapeOfType(t.Elem(), open).orNull()
+		return shapeOfType(t.Elem(), sh).orNull()
 	case reflect.Slice:
-		return array(shapeOfType(t.Elem(), open))
+		return array(shapeOfType(t.Elem(), sh))
 	case reflect.Map:
-		return mapOf(shapeOfType(t.Elem(), open))
+		return mapOf(shapeOfType(t.Elem(), sh))
 	case reflect.Struct:
-		if open[t] {
+		if sh.open[t] {
 			return object().doc("the same shape as the object it is in")
 		}
-		open[t] = true
-		defer delete(open, t)
-		return object(propsOf(t, open)...)
+		sh.open[t] = true
+		defer delete(sh.open, t)
+		return object(propsOf(t, sh)...)
 	}
 	panic("api: no JSON shape for " + t.String()) // a wire type using a kind this does not know: a bug
 }
 
 // propsOf lists a struct's JSON properties, embedded structs' inline (as
-// encoding/json writes them).
-func propsOf(t reflect.Type, open map[reflect.Type]bool) []Prop {
+// encoding/json writes them and jsonx.Read reads them).
+func propsOf(t reflect.Type, sh shaping) []Prop {
 	var props []Prop
 	for f := range t.Fields() {
 		tag := f.Tag.Get("json")
 		if f.Anonymous && tag == "" {
-			props = append(props, propsOf(f.Type, open)...)
+			props = append(props, propsOf(f.Type, sh)...)
 			continue
 		}
 		name, opts, _ := strings.Cut(tag, ",")
 		if !f.IsExported() || name == "-" {
 			continue
 		}
-		p := Prop{Name: name, Required: !strings.Contains(opts, "omitempty"), Shape: shapeOfType(f.Type, open)}
-		if d := f.Tag.Get("doc"); d != "" {
-			p.Shape.Doc = d
+		if !sh.request {
+			p := Prop{Name: name, Required: !strings.Contains(opts, "omitempty"), Shape: shapeOfType(f.Type, sh)}
+			if d := f.Tag.Get("doc"); d != "" {
+				p.Shape.Doc = d
+			}
+			if e := f.Tag.Get("enum"); e != "" {
+				p.Shape.Enum = strings.Split(e, ",")
+			}
+			props = append(props, p)
+			continue
+		}
+		props = append(props, requestProps(name, f, sh)...)
+	}
+	return props
+}
+
+// requestProps are a request field's properties: its own, then one per
+// NoETL alias.
+func requestProps(name string, f reflect.StructField, sh shaping) []Prop {
+	doc := slices.Collect(strings.SplitSeq(f.Tag.Get("openapi"), ","))
+	if slices.Contains(doc, "-") {
+		return nil
+	}
+	shape := func() *Shape {
+		var s *Shape
+		switch {
+		case slices.Contains(doc, "integer"):
+			s = integer()
+		case slices.Contains(doc, "ids"):
+			s = array(idIn())
+		default:
+			s = shapeOfType(f.Type, sh)
+		}
+		if slices.Contains(doc, "nullable") {
+			s.orNull()
 		}
 		if e := f.Tag.Get("enum"); e != "" {
-			p.Shape.Enum = strings.Split(e, ",")
+			s.Enum = strings.Split(e, ",")
 		}
-		props = append(props, p)
+		return s
+	}
+	var aliases []string
+	if a := f.Tag.Get("alias"); a != "" {
+		aliases = strings.Split(a, ",")
+	}
+	required := (f.Tag.Get("required") == "true" || slices.Contains(doc, "required")) && aliases == nil
+	own := Prop{Name: name, Required: required, Shape: shape()}
+	if d := f.Tag.Get("doc"); d != "" {
+		own.Shape.Doc = strings.NewReplacer("{min}", f.Tag.Get("min"), "{max}", f.Tag.Get("max")).Replace(d)
+	}
+	props := []Prop{own}
+	for _, a := range aliases {
+		props = append(props, Prop{Name: a, Shape: shape().doc("alias of " + name)})
 	}
 	return props
 }

@@ -12,22 +12,14 @@ import (
 // the reference; GET /api/result/resolve reads a reference back.
 
 // PUT /api/result/{execution_id} {name, data, scope?, source_step?}.
-func (a *API) stageResult(ctx context.Context, c *call) (any, error) {
+func (a *API) stageResult(ctx context.Context, c *call, r noetlwire.StagedResult) (wire.StagedResult, error) {
 	id, err := a.executionParam(c)
 	if err != nil {
-		return nil, err
-	}
-	o, err := decodeBody(c.req.Body)
-	if err != nil {
-		return nil, err
-	}
-	r, err := noetlwire.ReadStagedResult(o.M)
-	if err != nil {
-		return nil, err
+		return wire.StagedResult{}, err
 	}
 	st, err := a.svc.StageResult(ctx, id, r)
 	if err != nil {
-		return nil, err
+		return wire.StagedResult{}, err
 	}
 	return wire.StagedResult{Ref: st.Ref, Store: st.Store, Scope: st.Scope, Bytes: st.Bytes, Sha256: st.Sha256}, nil
 }

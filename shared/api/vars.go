@@ -22,22 +22,14 @@ func (a *API) executionParam(c *call) (int64, error) {
 }
 
 // POST /api/vars/{execution_id}: NoETL's three body shapes (noetlwire.ReadVariables).
-func (a *API) setVariables(ctx context.Context, c *call) (any, error) {
+func (a *API) setVariables(ctx context.Context, c *call, v noetlwire.Variables) (wire.VariablesSet, error) {
 	id, err := a.executionParam(c)
 	if err != nil {
-		return nil, err
-	}
-	o, err := decodeBody(c.req.Body)
-	if err != nil {
-		return nil, err
-	}
-	v, err := noetlwire.ReadVariables(o.M)
-	if err != nil {
-		return nil, err
+		return wire.VariablesSet{}, err
 	}
 	eventID, err := a.svc.SetVariables(ctx, id, v, c.req.Query.Get("worker_id"))
 	if err != nil {
-		return nil, err
+		return wire.VariablesSet{}, err
 	}
 	return wire.VariablesSet{ExecutionID: wire.ID(id), VariablesSet: len(v.Values), VarNames: v.Names(), Status: "ok",
 		EventID: wire.ID(eventID)}, nil
@@ -53,14 +45,14 @@ func (c *call) maskVars(workload map[string]any, v any) any {
 }
 
 // GET /api/vars/{execution_id}: every variable.
-func (a *API) listVariables(ctx context.Context, c *call) (any, error) {
+func (a *API) listVariables(ctx context.Context, c *call) (wire.Variables, error) {
 	id, err := a.executionParam(c)
 	if err != nil {
-		return nil, err
+		return wire.Variables{}, err
 	}
 	vars, workload, err := a.svc.Variables(ctx, id)
 	if err != nil {
-		return nil, err
+		return wire.Variables{}, err
 	}
 	vars = c.maskVars(workload, vars).(map[string]any)
 	out := wire.Variables{ExecutionID: wire.ID(id), Variables: make(map[string]wire.VariableValue, len(vars)), Count: len(vars)}
@@ -71,15 +63,15 @@ func (a *API) listVariables(ctx context.Context, c *call) (any, error) {
 }
 
 // GET /api/vars/{execution_id}/{var_name}: one variable; 404 when unset.
-func (a *API) getVariable(ctx context.Context, c *call) (any, error) {
+func (a *API) getVariable(ctx context.Context, c *call) (wire.Variable, error) {
 	id, err := a.executionParam(c)
 	if err != nil {
-		return nil, err
+		return wire.Variable{}, err
 	}
 	name := c.params["var_name"]
 	v, workload, err := a.svc.Variable(ctx, id, name)
 	if err != nil {
-		return nil, err
+		return wire.Variable{}, err
 	}
 	v = c.maskVars(workload, map[string]any{name: v}).(map[string]any)[name] // the key rule sees the name
 	return wire.Variable{ExecutionID: wire.ID(id), VarName: name, Value: wire.Value{V: v}, VarValue: wire.Value{V: v}}, nil

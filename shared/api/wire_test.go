@@ -2,10 +2,14 @@ package api_test
 
 import (
 	"encoding/json"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/noetl-go/noetl/shared/api"
+	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/wire"
 )
@@ -17,9 +21,9 @@ import (
 // test: their shapes are derived from the wire types, and every answer the
 // package's tests see is checked against the document (serve).
 func TestClientRequestsMatchDocument(t *testing.T) {
-	event := wire.EventRequest{ExecutionID: 12, Step: "s", EventType: "command.completed", Status: "success",
+	event := wire.EventRequest{ExecutionID: 12, EventFields: wire.EventFields{Step: "s", EventType: "command.completed", Status: "success",
 		Payload: wire.Object{"result": map[string]any{"n": int64(1)}}, Meta: wire.OptObject{"attempt": int64(1)},
-		WorkerID: "w", EventID: 7, ResultKind: "ref", ResultURI: "s3://b/k"}
+		WorkerID: "w", EventID: "7", ResultKind: "ref", ResultURI: "s3://b/k"}}
 	for _, c := range []struct {
 		method, path string
 		body         any
@@ -38,12 +42,12 @@ func TestClientRequestsMatchDocument(t *testing.T) {
 			Status: "ready", Capacity: 4, PID: 7, Hostname: "h", Labels: wire.Object{"pool_name": "shared"}, Meta: wire.Object{"started_at": "t"}}},
 		{"POST", "/api/worker/pool/heartbeat", wire.PoolBeat{Name: "w"}},
 		{"POST", "/api/worker/pool/deregister", wire.PoolBeat{Name: "w"}},
-		{"POST", "/api/schedules", wire.ScheduleRequest{PlaybookPath: "a/b", PlaybookVersion: 2, Cron: "0 * * * *", Timezone: "Europe/Berlin",
-			Enabled: new(true), InputPayload: map[string]any{"k": "v"}, Overlap: "buffer_one", CatchupSeconds: 30, JitterSeconds: new(int64(5)),
+		{"POST", "/api/schedules", wire.ScheduleRequest{PlaybookPath: new("a/b"), PlaybookVersion: new(2), Cron: new("0 * * * *"), Timezone: new("Europe/Berlin"),
+			Enabled: new(true), InputPayload: map[string]any{"k": "v"}, Overlap: new("buffer_one"), CatchupSeconds: new(int64(30)), JitterSeconds: new(int64(5)),
 			Meta: map[string]any{"owner": "me"}}},
 		{"PATCH", "/api/schedules/{id}", wire.ScheduleRequest{Enabled: new(false)}},
-		{"PATCH", "/api/schedules/{id}", wire.ScheduleRequest{IntervalSeconds: 60}},
-		{"POST", "/api/schedules/{id}/backfill", wire.BackfillRequest{From: "2024-01-01T00:00:00Z", To: "2024-01-02T00:00:00Z"}},
+		{"PATCH", "/api/schedules/{id}", wire.ScheduleRequest{IntervalSeconds: new(int64(60))}},
+		{"POST", "/api/schedules/{id}/backfill", wire.BackfillRequest{From: wire.At(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)), To: wire.At(time.Date(2024, 1, 2, 0, 0, 0, 0, time.UTC))}},
 		{"POST", "/api/credentials", wire.CredentialRequest{Name: "pg", Type: "postgres", Data: wire.Object{"password": "x"},
 			Meta: wire.Object{"env": "prod"}, Tags: []string{"db"}, Description: "d"}},
 		{"POST", "/api/credentials/rotate", wire.RotateRequest{NewKey: true, Limit: 10}},
@@ -123,6 +127,29 @@ func TestWireIDs(t *testing.T) {
 		}
 		if c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
 			t.Errorf("%s: %v, want an error saying %q", c.in, err, c.err)
+		}
+	}
+}
+
+// TestRequestLimits: a limit a request type's tags declare (what the decoder
+// enforces and the document states) is the one the rest of the code knows.
+func TestRequestLimits(t *testing.T) {
+	for _, c := range []struct {
+		typ   reflect.Type
+		field string
+		tag   string
+		want  int64
+	}{
+		{reflect.TypeFor[wire.ScheduleRequest](), "CatchupSeconds", "max", controlplane.MaxCatchupSeconds},
+		{reflect.TypeFor[wire.ScheduleRequest](), "JitterSeconds", "max", controlplane.MaxJitterSeconds},
+		{reflect.TypeFor[wire.BatchRequest](), "Events", "max", api.MaxBatchEvents},
+		{reflect.TypeFor[wire.ProjectRequest](), "Events", "max", api.MaxBatchEvents},
+		{reflect.TypeFor[wire.CatalogListRequest](), "Limit", "max", api.MaxListLimit},
+		{reflect.TypeFor[wire.MarkPublishedRequest](), "OutboxIDs", "max", api.MaxListLimit},
+	} {
+		f, _ := c.typ.FieldByName(c.field)
+		if got, err := strconv.ParseInt(f.Tag.Get(c.tag), 10, 64); err != nil || got != c.want {
+			t.Errorf("%s.%s: %s:%q, want %d", c.typ.Name(), c.field, c.tag, f.Tag.Get(c.tag), c.want)
 		}
 	}
 }

@@ -69,7 +69,7 @@ func (c *Client) TriggerSchedule(ctx context.Context, id int64) (*wire.Triggered
 // BackfillSchedule runs every due time of [from, to] once, in order.
 func (c *Client) BackfillSchedule(ctx context.Context, id int64, from, to time.Time) (*wire.Backfilled, error) {
 	var out wire.Backfilled
-	body := wire.BackfillRequest{From: from.UTC().Format(time.RFC3339Nano), To: to.UTC().Format(time.RFC3339Nano)}
+	body := wire.BackfillRequest{From: wire.At(from), To: wire.At(to)}
 	// Retrying is safe: a second backfill of a running one is a 409, and
 	// each due time runs once whatever asks for it.
 	if _, err := c.do(ctx, http.MethodPost, schedulePath(id)+"/backfill", body, true, &out); err != nil {

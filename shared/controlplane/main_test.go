@@ -20,7 +20,7 @@ import (
 	"github.com/noetl-go/noetl/shared/store/storetest"
 )
 
-func TestMain(m *testing.M) { devstacktest.Main(m) }
+func TestMain(m *testing.M) { devstacktest.Main(m, startExample) }
 
 // stack is a service over a fresh cluster + 2 shards and an embedded NATS.
 type stack struct {

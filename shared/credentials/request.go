@@ -2,20 +2,16 @@ package credentials
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
 
-	"github.com/noetl-go/noetl/shared/credscope"
 	"github.com/noetl-go/noetl/shared/jsonx"
-	"github.com/noetl-go/noetl/shared/noetlwire"
 	"github.com/noetl-go/noetl/shared/store"
 	"github.com/noetl-go/noetl/shared/wire"
 )
 
-// NoETL's credential shapes: the create request read here and the replies
+// NoETL's credential shapes: the create request checked here and the replies
 // (shared/wire), so that the API's routes are thin and the functions without
 // a keychain link none of this.
 
@@ -24,124 +20,26 @@ import (
 // an id.
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.:@-]{1,200}$`)
 
-func invalid(field, format string, args ...any) error {
-	return &noetlwire.FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
-}
-
-// optional reads an optional field of body: absent and null are nil.
-func optional(body map[string]any, keys ...string) (string, any, error) {
-	var (
-		found string
-		val   any
-	)
-	for _, k := range keys {
-		v := body[k]
-		if v == nil {
-			continue
-		}
-		if found == "" {
-			found, val = k, v
-		} else if string(jsonx.MustMarshal(v)) != string(jsonx.MustMarshal(val)) {
-			return "", nil, invalid(k, "is an alias of %s; give one of them", found)
-		}
-	}
-	return found, val, nil
-}
-
-func text(body map[string]any, keys ...string) (string, error) {
-	k, v, err := optional(body, keys...)
-	if err != nil || v == nil {
-		return "", err
-	}
-	s, ok := v.(string)
-	if !ok {
-		return "", invalid(k, "expected string, got %s", jsonx.TypeName(v))
-	}
-	return s, nil
-}
-
-func object(body map[string]any, key string) (map[string]any, error) {
-	v := body[key]
-	if v == nil {
-		return nil, nil
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, invalid(key, "expected object, got %s", jsonx.TypeName(v))
-	}
-	return m, nil
-}
-
-// ReadInput reads NoETL's CredentialCreateRequest: name, type (alias
-// credential_type, default generic), data (an object), meta, tags (a list,
-// or NoETL's comma-separated string), description; and ours, scope
-// ({playbooks, pools, hosts}: shared/credscope; absent or null keeps the
-// stored scope, {} clears it). Its errors are noetlwire.FieldErrors naming
-// the field.
-func ReadInput(body map[string]any) (Input, error) {
-	var in Input
-	name, err := text(body, "name")
-	if err != nil {
-		return in, err
-	}
-	in.Name = strings.TrimSpace(name)
+// NewInput checks NoETL's CredentialCreateRequest, read by jsonx.Read: the
+// name a playbook's auth: and a URL path can carry, data given, type generic
+// when none. Its errors are FieldErrors naming the field.
+func NewInput(r wire.CredentialRequest) (Input, error) {
+	in := Input{Name: strings.TrimSpace(r.Name), Type: strings.TrimSpace(r.Type), Data: r.Data, Meta: r.Meta,
+		Tags: r.Tags, Description: r.Description, Scope: r.Scope}
 	if !nameRE.MatchString(in.Name) {
-		if len(in.Name) > 60 {
-			in.Name = in.Name[:60] + "…"
-		}
-		return in, invalid("name", "%q: use 1-200 letters, digits and _ . : @ - (what auth: and a URL path can carry)", in.Name)
+		return in, jsonx.Refuse("name", "%q: use 1-200 letters, digits and _ . : @ - (what auth: and a URL path can carry)", jsonx.Cut(in.Name, 60))
 	}
 	if _, err := strconv.ParseInt(in.Name, 10, 64); err == nil {
-		return in, invalid("name", "%q: digits only would be read as an id; add a letter", in.Name)
+		return in, jsonx.Refuse("name", "%q: digits only would be read as an id; add a letter", in.Name)
 	}
-	if in.Type, err = text(body, "type", "credential_type"); err != nil {
-		return in, err
-	}
-	if in.Type = strings.TrimSpace(in.Type); in.Type == "" {
+	if in.Type == "" {
 		in.Type = "generic"
 	}
-	if in.Data, err = object(body, "data"); err != nil {
-		return in, err
-	}
 	if in.Data == nil {
-		return in, invalid("data", "required: the credential's secret fields as an object")
+		return in, jsonx.Refuse("data", "required: the credential's secret fields as an object")
 	}
-	if in.Meta, err = object(body, "meta"); err != nil {
-		return in, err
-	}
-	if in.Description, err = text(body, "description"); err != nil {
-		return in, err
-	}
-	if v := body["scope"]; v != nil {
-		scope, err := credscope.Read(v)
-		if err != nil {
-			var fe *credscope.FieldError
-			if errors.As(err, &fe) {
-				return in, invalid(fe.Field, "%s", fe.Message)
-			}
-			return in, err
-		}
-		in.Scope = &scope
-	}
-	in.Tags = []string{}
-	switch x := body["tags"].(type) {
-	case nil:
-	case string:
-		for _, t := range strings.Split(x, ",") {
-			if t = strings.TrimSpace(t); t != "" {
-				in.Tags = append(in.Tags, t)
-			}
-		}
-	case []any:
-		for i, t := range x {
-			s, ok := t.(string)
-			if !ok {
-				return in, invalid("tags["+strconv.Itoa(i)+"]", "expected string, got %s", jsonx.TypeName(t))
-			}
-			in.Tags = append(in.Tags, s)
-		}
-	default:
-		return in, invalid("tags", "expected a list of strings or a comma-separated string, got %s", jsonx.TypeName(x))
+	if in.Tags == nil {
+		in.Tags = []string{}
 	}
 	return in, nil
 }
@@ -171,9 +69,9 @@ func readJSON(r store.CredentialRead) wire.CredentialRead {
 
 // The API's routes (api.Keychain): NoETL's shapes over the Service.
 
-// PutJSON is POST /api/credentials: the body read, the credential stored.
-func (s *Service) PutJSON(ctx context.Context, body map[string]any) (wire.Credential, error) {
-	in, err := ReadInput(body)
+// PutJSON is POST /api/credentials: the request checked, the credential stored.
+func (s *Service) PutJSON(ctx context.Context, r wire.CredentialRequest) (wire.Credential, error) {
+	in, err := NewInput(r)
 	if err != nil {
 		return wire.Credential{}, err
 	}

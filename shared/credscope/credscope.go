@@ -17,6 +17,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/noetl-go/noetl/shared/jsonx"
 )
 
 // Scope lists where a credential may be used; an empty list allows
@@ -34,12 +36,16 @@ const MaxEntries = 100
 func (s Scope) Empty() bool { return len(s.Playbooks) == 0 && len(s.Pools) == 0 && len(s.Hosts) == 0 }
 
 // FieldError is a scope entry that does not parse, naming it
-// (scope.hosts[2]).
-type FieldError struct {
-	Field, Message string
-}
+// (scope.hosts[2]): jsonx's, which the API answers 422.
+type FieldError = jsonx.FieldError
 
-func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
+// ReadJSON reads a request's scope field (Read; its paths start at scope),
+// for jsonx.Read.
+func (s *Scope) ReadJSON(_ string, v any) error {
+	r, err := Read(v)
+	*s = r
+	return err
+}
 
 // Read reads a scope from its JSON value ({playbooks, pools, hosts}, each a
 // list of strings) and checks every entry.
@@ -47,13 +53,13 @@ func Read(v any) (Scope, error) {
 	var s Scope
 	m, ok := v.(map[string]any)
 	if !ok {
-		return s, &FieldError{"scope", fmt.Sprintf("expected an object {playbooks, pools, hosts}, got %T", v)}
+		return s, jsonx.Refuse("scope", "expected an object {playbooks, pools, hosts}, got %T", v)
 	}
 	for k := range m {
 		switch k {
 		case "playbooks", "pools", "hosts":
 		default:
-			return s, &FieldError{"scope." + k, "unknown; a scope lists playbooks, pools and hosts"}
+			return s, jsonx.Refuse("scope."+k, "unknown; a scope lists playbooks, pools and hosts")
 		}
 	}
 	for _, f := range []struct {
@@ -67,20 +73,20 @@ func Read(v any) (Scope, error) {
 		}
 		list, ok := raw.([]any)
 		if !ok {
-			return s, &FieldError{"scope." + f.key, fmt.Sprintf("expected a list of strings, got %T", raw)}
+			return s, jsonx.Refuse("scope."+f.key, "expected a list of strings, got %T", raw)
 		}
 		if len(list) > MaxEntries {
-			return s, &FieldError{"scope." + f.key, fmt.Sprintf("%d entries; at most %d (MaxEntries)", len(list), MaxEntries)}
+			return s, jsonx.Refuse("scope."+f.key, "%d entries; at most %d (MaxEntries)", len(list), MaxEntries)
 		}
 		for i, e := range list {
 			field := fmt.Sprintf("scope.%s[%d]", f.key, i)
 			str, ok := e.(string)
 			if !ok {
-				return s, &FieldError{field, fmt.Sprintf("expected a string, got %T", e)}
+				return s, jsonx.Refuse(field, "expected a string, got %T", e)
 			}
 			str = strings.TrimSpace(str)
 			if msg := f.check(str); msg != "" {
-				return s, &FieldError{field, fmt.Sprintf("%q: %s", str, msg)}
+				return s, jsonx.Refuse(field, "%q: %s", str, msg)
 			}
 			*f.dst = append(*f.dst, str)
 		}

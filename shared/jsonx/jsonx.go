@@ -1,6 +1,9 @@
 // Package jsonx holds the project's one JSON value convention, shared by the
 // engine, templates, store and replay: objects are map[string]any, arrays []any,
 // integral numbers int64 (ids above 2^53 survive, R-T10), other numbers float64.
+// Requests are read in it too: Fields and Read (fields.go, read.go) read a
+// decoded object into a request's Go type, refusing a field with a FieldError
+// that names its path.
 package jsonx
 
 import (

@@ -34,9 +34,9 @@ package noetlwire
 import (
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/wire"
 )
 
 // Event is one event a worker or client posts (NoETL's EventRequest), read.
@@ -72,78 +72,26 @@ const (
 type FieldError = jsonx.FieldError
 
 // Read reads one EventRequest object (a body, or a batch element whose path is
-// prefix): event_type (alias name), step (alias node_name), payload (alias
-// context), meta (null is none), worker_id, result_kind, result_uri, event_ids,
-// actionable, informative, event_id (the client's id: re-posting it is
-// idempotent), status and created_at (RFC 3339, or the zone-less ISO form NoETL's
-// Python workers write, read as UTC). Unknown fields are ignored. It does not
-// read execution_id: the route decides where the execution comes from.
+// prefix) as wire.EventFields declares it: event_type (alias name), step
+// (alias node_name), payload (alias context), meta (null is none), worker_id,
+// result_kind, result_uri, event_ids, actionable, informative, event_id (the
+// client's id: re-posting it is idempotent), status and created_at (RFC 3339,
+// or the zone-less ISO form NoETL's Python workers write, read as UTC).
+// Unknown fields are ignored. It does not read execution_id: the route
+// decides where the execution comes from.
 func Read(prefix string, m map[string]any) (Event, error) {
-	f := jsonx.Fields{Prefix: prefix, M: m}
-	var e Event
-	var err error
-	if e.Type, err = f.Str("event_type", true, "name"); err != nil {
-		return e, err
+	var r wire.EventFields
+	if err := jsonx.Read(jsonx.Fields{Prefix: prefix, M: m}, &r); err != nil {
+		return Event{}, err
 	}
-	if e.Step, err = f.Str("step", false, "node_name"); err != nil {
-		return e, err
-	}
-	if e.Payload, err = f.Object("payload", "context"); err != nil {
-		return e, err
-	}
-	if e.Meta, err = f.Object("meta"); err != nil {
-		return e, err
-	}
-	if e.WorkerID, err = f.Str("worker_id", false); err != nil {
-		return e, err
-	}
-	if e.ResultKind, err = f.Str("result_kind", false); err != nil {
-		return e, err
-	}
-	if e.ResultURI, err = f.Str("result_uri", false); err != nil {
-		return e, err
-	}
-	if e.EventIDs, _, err = f.Array("event_ids", false); err != nil {
-		return e, err
-	}
-	if e.ClientEventID, err = scalar(f, "event_id"); err != nil {
-		return e, err
-	}
-	if e.Status, err = f.Str("status", false); err != nil {
-		return e, err
-	}
-	for _, k := range []string{"actionable", "informative"} {
-		if v, ok := f.Get(k); ok {
-			if _, isBool := v.(bool); !isBool {
-				return e, jsonx.Refuse(f.Name(k), "expected boolean, got %s", jsonx.TypeName(v))
-			}
-		}
-	}
-	if e.CreatedAt, err = f.Str("created_at", false); err != nil {
-		return e, err
-	}
-	if e.CreatedAt != "" {
-		if _, err := ParseTime(e.CreatedAt); err != nil {
-			return e, jsonx.Refuse(f.Name("created_at"), "expected a timestamp such as 2024-05-01T12:00:00Z (a zone-less one is read as UTC), got %q", cut(e.CreatedAt, 40))
-		}
-	}
-	return e, nil
+	return FromRequest(r), nil
 }
 
-// ParseTime reads a producer's timestamp: RFC 3339, or the zone-less ISO form
-// NoETL's Python workers and Postgres' timestamp columns write (UTC).
-func ParseTime(s string) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
-	}
-	var err error
-	for _, layout := range []string{"2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999"} {
-		var t time.Time
-		if t, err = time.Parse(layout, s); err == nil {
-			return t.UTC(), nil
-		}
-	}
-	return time.Time{}, err
+// FromRequest is the event a read EventRequest posts.
+func FromRequest(r wire.EventFields) Event {
+	return Event{Step: r.Step, Type: r.EventType, Payload: r.Payload, Meta: r.Meta, WorkerID: r.WorkerID,
+		ClientEventID: string(r.EventID), Status: r.Status, ResultKind: r.ResultKind, ResultURI: r.ResultURI,
+		EventIDs: r.EventIDs, CreatedAt: string(r.CreatedAt)}
 }
 
 // CommandID is the command an event reports on: meta.command_id, else
@@ -178,28 +126,6 @@ func Attempt(meta map[string]any) int {
 
 // IsHeartbeat reports whether the event is a per-command heartbeat.
 func (e *Event) IsHeartbeat() bool { return e.Type == TypeHeartbeat }
-
-// scalar reads a string or an integer as a string (client event ids).
-func scalar(f jsonx.Fields, k string) (string, error) {
-	v, ok := f.Get(k)
-	if !ok {
-		return "", nil
-	}
-	switch x := v.(type) {
-	case string:
-		return x, nil
-	case int64:
-		return strconv.FormatInt(x, 10), nil
-	}
-	return "", jsonx.Refuse(f.Name(k), "expected string or integer, got %s", jsonx.TypeName(v))
-}
-
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
 
 // lower is strings.ToLower of a string value, "" for anything else.
 func lower(v any) string {

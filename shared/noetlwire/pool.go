@@ -291,3 +291,37 @@ func regDescribe(v any) string {
 	}
 	return jsonx.TypeName(v)
 }
+
+// The pool routes' bodies as request types (jsonx.Reader): the API decodes
+// them as it decodes its own, and the readers above say what they hold.
+
+// ReadJSON reads a register body (ReadRegistration).
+func (r *Registration) ReadJSON(path string, v any) (err error) {
+	m, _ := v.(map[string]any)
+	*r, err = ReadRegistration(path, m)
+	return err
+}
+
+// PoolHeartbeat is the body of POST /api/worker/pool/heartbeat: the worker,
+// and the registration that recreates it when the registry lost it.
+type PoolHeartbeat struct {
+	Name         string
+	Registration *Registration
+}
+
+// ReadJSON reads a pool heartbeat (ReadHeartbeat).
+func (h *PoolHeartbeat) ReadJSON(_ string, v any) (err error) {
+	m, _ := v.(map[string]any)
+	h.Name, h.Registration, err = ReadHeartbeat(m)
+	return err
+}
+
+// Deregistration is the body of POST or DELETE /api/worker/pool/deregister.
+type Deregistration struct{ Name string }
+
+// ReadJSON reads a deregistration (ReadWorkerName).
+func (d *Deregistration) ReadJSON(_ string, v any) (err error) {
+	m, _ := v.(map[string]any)
+	d.Name, err = ReadWorkerName(m)
+	return err
+}

@@ -52,3 +52,10 @@ func ReadStagedResult(m map[string]any) (StagedResult, error) {
 	}
 	return r, nil
 }
+
+// ReadJSON reads a PUT /api/result body as a request type (ReadStagedResult).
+func (r *StagedResult) ReadJSON(_ string, v any) (err error) {
+	m, _ := v.(map[string]any)
+	*r, err = ReadStagedResult(m)
+	return err
+}

@@ -103,3 +103,10 @@ func ReadVariables(m map[string]any) (Variables, error) {
 	}
 	return out, nil
 }
+
+// ReadJSON reads a vars body as a request type (ReadVariables).
+func (v *Variables) ReadJSON(_ string, raw any) (err error) {
+	m, _ := raw.(map[string]any)
+	*v, err = ReadVariables(m)
+	return err
+}

@@ -12,7 +12,7 @@ import (
 	"github.com/noetl-go/noetl/shared/store"
 )
 
-func TestMain(m *testing.M) { devstacktest.Main(m) }
+func TestMain(m *testing.M) { devstacktest.Main(m, openExample) }
 
 func testContext(t *testing.T) context.Context {
 	t.Helper()

@@ -26,19 +26,6 @@ type Credential struct {
 	Created     *bool            `json:"created,omitempty" doc:"POST only: true when the credential is new, false when it was replaced"`
 }
 
-// CredentialRequest is the body of POST /api/credentials our client sends
-// (NoETL's CredentialCreateRequest).
-type CredentialRequest struct {
-	Name        string   `json:"name"`
-	Type        string   `json:"type,omitempty"`
-	Data        Object   `json:"data"`
-	Meta        Object   `json:"meta,omitempty"`
-	Tags        []string `json:"tags,omitempty"`
-	Description string   `json:"description,omitempty"`
-	// Scope: nil keeps the stored scope; an empty one clears it.
-	Scope *CredentialScope `json:"scope,omitempty"`
-}
-
 // CredentialScope is a credential's scope (shared/credscope owns its rules).
 type CredentialScope = credscope.Scope
 
@@ -80,12 +67,6 @@ type CredentialRead struct {
 // CredentialReads answers GET /api/credentials/{identifier}/reads.
 type CredentialReads struct {
 	Items []CredentialRead `json:"items"`
-}
-
-// RotateRequest is the body of POST /api/credentials/rotate our client sends.
-type RotateRequest struct {
-	NewKey bool `json:"new_key,omitempty"`
-	Limit  int  `json:"limit,omitempty"`
 }
 
 // Rotation answers POST /api/credentials/rotate.

@@ -17,23 +17,6 @@ type Registered struct {
 	Warnings  []string `json:"warnings"`
 }
 
-// RegisterRequest is the body of POST /api/catalog/register our client sends.
-type RegisterRequest struct {
-	Content string `json:"content"`
-}
-
-// ExecuteRequest is the body of POST /api/execute our client sends: Path or
-// CatalogID.
-type ExecuteRequest struct {
-	Path              string `json:"path,omitempty"`
-	CatalogID         ID     `json:"catalog_id,omitempty"`
-	Version           int    `json:"version,omitempty"`
-	Payload           Object `json:"payload"`
-	ParentExecutionID ID     `json:"parent_execution_id,omitempty"`
-	Pool              string `json:"execution_pool,omitempty"`
-	IdempotencyKey    string `json:"idempotency_key,omitempty"`
-}
-
 // Started answers POST /api/execute.
 type Started struct {
 	ExecutionID       ID     `json:"execution_id"`
@@ -153,11 +136,6 @@ type CancellationCheck struct {
 	Status      string `json:"status"`
 }
 
-// CancelRequest is the body of POST /api/executions/{id}/cancel.
-type CancelRequest struct {
-	Reason string `json:"reason"`
-}
-
 // Ended answers POST /api/executions/{id}/cancel and …/finalize.
 type Ended struct {
 	ExecutionID ID     `json:"execution_id"`
@@ -197,41 +175,9 @@ type Command struct {
 	WorkerID       OptString `json:"worker_id"`
 }
 
-// ClaimRequest is the body of POST /api/commands/{event_id}/claim. Start
-// records the start with the claim (the caller runs the command at once), so
-// no command.started is posted.
-type ClaimRequest struct {
-	WorkerID string `json:"worker_id"`
-	Start    bool   `json:"start,omitempty"`
-}
-
-// HeartbeatRequest is the body of POST /api/commands/{event_id}/heartbeat.
-type HeartbeatRequest struct {
-	WorkerID string `json:"worker_id"`
-	Attempt  int    `json:"attempt"`
-}
-
 // Lease answers a heartbeat.
 type Lease struct {
 	LeaseExpiresAt Time `json:"lease_expires_at"`
-}
-
-// EventRequest is one event a worker posts (NoETL's EventRequest), alone to
-// POST /api/events or in a Report.
-type EventRequest struct {
-	ExecutionID ID        `json:"execution_id"`
-	Step        string    `json:"step"`
-	EventType   string    `json:"event_type"`
-	Status      string    `json:"status"`
-	Payload     Object    `json:"payload"`
-	Meta        OptObject `json:"meta"`
-	WorkerID    string    `json:"worker_id"`
-	// EventID is the client's id: re-posting it is idempotent.
-	EventID ID `json:"event_id,omitempty"`
-	// ResultKind "ref" with ResultURI posts the result by reference: the data
-	// lives at that URI in the result store, not in the payload.
-	ResultKind string `json:"result_kind,omitempty"`
-	ResultURI  string `json:"result_uri,omitempty"`
 }
 
 // Ingested answers POST /api/events.
@@ -253,17 +199,6 @@ type IngestedBatch struct {
 	CommandsGenerated int    `json:"commands_generated"`
 	Ignored           string `json:"ignored,omitempty" doc:"why events were stored flagged ignored and not folded (the first reason)"`
 	IgnoredEventIDs   []ID   `json:"ignored_event_ids,omitempty" doc:"the events stored ignored"`
-}
-
-// Report is our worker's one request per step (POST /api/worker/report): the
-// events of any number of executions, the commands it claims (their
-// command.issued event ids), and how many more commands it can start now.
-type Report struct {
-	WorkerID string         `json:"worker_id"`
-	Pool     string         `json:"pool"`
-	Take     int            `json:"take"`
-	Events   []EventRequest `json:"events,omitempty"`
-	Claims   []ID           `json:"claims,omitempty"`
 }
 
 // Reported answers a Report: one outcome per event and per claim, in order,
@@ -346,27 +281,6 @@ type Problem struct {
 }
 
 // ---- the worker registry (NoETL's pool routes) ----
-
-// PoolRegistration is the body of POST /api/worker/pool/register our worker
-// sends: NoETL's registration (its Python worker's fields; the Rust worker's
-// runtime object and labels.pool_name are read too).
-type PoolRegistration struct {
-	Name          string `json:"name"`
-	ComponentType string `json:"component_type"`
-	Runtime       string `json:"runtime"`
-	Status        string `json:"status"`
-	Capacity      int    `json:"capacity"`
-	PID           int    `json:"pid"`
-	Hostname      string `json:"hostname"`
-	Labels        Object `json:"labels"`
-	Meta          Object `json:"meta"`
-}
-
-// PoolBeat is the body of POST /api/worker/pool/heartbeat and of
-// /api/worker/pool/deregister our worker sends.
-type PoolBeat struct {
-	Name string `json:"name"`
-}
 
 // PoolRegistered answers a register or a pool heartbeat (NoETL's
 // RuntimeRegistrationResponse and RuntimeHeartbeatResponse).
@@ -543,22 +457,6 @@ type ScheduleRunPage struct {
 	NextCursor OptString     `json:"next_cursor" doc:"null on the last page"`
 }
 
-// ScheduleRequest is the body of POST /api/schedules and PATCH
-// /api/schedules/{id} our client sends (PATCH: only the fields given change).
-type ScheduleRequest struct {
-	PlaybookPath    string         `json:"playbook_path,omitempty"`
-	PlaybookVersion int            `json:"playbook_version,omitempty"`
-	Cron            string         `json:"cron,omitempty"`
-	IntervalSeconds int64          `json:"interval_seconds,omitempty"`
-	Timezone        string         `json:"timezone,omitempty"`
-	Enabled         *bool          `json:"enabled,omitempty"`
-	InputPayload    map[string]any `json:"input_payload,omitempty"`
-	Overlap         string         `json:"overlap,omitempty"`
-	CatchupSeconds  int64          `json:"catchup_seconds,omitempty"`
-	JitterSeconds   *int64         `json:"jitter_seconds,omitempty"`
-	Meta            map[string]any `json:"meta,omitempty"`
-}
-
 // Triggered answers POST /api/schedules/{id}/trigger.
 type Triggered struct {
 	ScheduleID  ID        `json:"schedule_id"`
@@ -566,12 +464,6 @@ type Triggered struct {
 	Outcome     string    `json:"outcome" enum:"started,buffered,skipped,failed" doc:"the overlap policy decides"`
 	ExecutionID OptID     `json:"execution_id"`
 	Reason      OptString `json:"reason"`
-}
-
-// BackfillRequest is the body of POST /api/schedules/{id}/backfill.
-type BackfillRequest struct {
-	From string `json:"from"`
-	To   string `json:"to"`
 }
 
 // Backfilled answers POST /api/schedules/{id}/backfill.
@@ -605,4 +497,50 @@ type Stalled struct {
 	Stale           int    `json:"stale" doc:"of which waited on the drain past overdue_seconds"`
 	RunningChildren int    `json:"running_children"`
 	Reason          string `json:"reason"`
+}
+
+// ---- the internal routes (NoETL's outbox publisher, external events) ----
+
+// OutboxClaimed answers POST /api/internal/outbox/claim.
+type OutboxClaimed struct {
+	Rows    []OutboxRow `json:"rows"`
+	Claimed int         `json:"claimed"`
+}
+
+// OutboxRow is one claimed outbox row, to publish on Subject with MsgID.
+type OutboxRow struct {
+	OutboxID    ID     `json:"outbox_id"`
+	EventID     ID     `json:"event_id"`
+	ExecutionID ID     `json:"execution_id"`
+	Subject     string `json:"subject"`
+	MsgID       string `json:"msg_id"`
+	Payload     Value  `json:"payload"`
+	Attempts    int    `json:"attempts"`
+	// NoETL's publisher decodes payload by codec; ours are plain JSON.
+	PayloadCodec string `json:"payload_codec" enum:"json"`
+}
+
+// OutboxMarked answers POST /api/internal/outbox/mark-published: marked is
+// NoETL's name, updated this project's earlier one.
+type OutboxMarked struct {
+	Marked  int64 `json:"marked"`
+	Updated int64 `json:"updated"`
+}
+
+// OutboxFailed answers POST /api/internal/outbox/mark-failed.
+type OutboxFailed struct {
+	Marked        bool  `json:"marked"`
+	AvailableAtIn int64 `json:"available_at_in" doc:"seconds until the retry"`
+}
+
+// OutboxPending answers GET /api/internal/outbox/pending-count.
+type OutboxPending struct {
+	Pending int64 `json:"pending"`
+}
+
+// Projected answers POST /api/internal/events/project.
+type Projected struct {
+	Projected  int `json:"projected"`
+	Duplicates int `json:"duplicates"`
+	Skipped    int `json:"skipped"`
 }

@@ -1,21 +1,21 @@
 // Package wire holds the JSON of the HTTP API (api.md) as Go types: what the
-// server answers and what the Go client sends. shared/api writes its answers
+// server answers and the requests it reads, which the Go client sends.
+// shared/api writes its answers
 // through these types and shared/client reads them into the same types, so a
 // renamed or retyped field fails a compile on both sides instead of a CLI at
-// run time. The OpenAPI document's answer shapes are derived from them
+// run time. The OpenAPI document's shapes are derived from them
 // (shared/api/shapes.go reads the `json` and `doc` tags), so the document
 // cannot drift either.
 //
-// The server still validates request bodies by hand (shared/api/decode.go):
-// its error messages name the field path (`events[3].event_type: required`),
-// which a struct decoder cannot do, and it accepts NoETL's aliases and loose
-// forms (ids as numbers or strings). The request types here are what our
-// client sends; a test in shared/api checks each against the route's body
-// shape.
+// The requests are declared here too (requests.go): the server reads a body
+// into its type with jsonx.Read, whose messages name the field path
+// (`events[3].event_type: required`), and the document's request shapes are
+// derived from the same tags, NoETL's aliases and limits included.
 //
 // Values follow the API's conventions: ids are decimal strings (R-I2, ID),
 // except in command bodies, which keep NoETL's integers (NumID); times are
-// RFC 3339 in UTC; what is not set is null (OptID, OptString, OptObject, Time); JSON values decode by shared/jsonx's convention (integral numbers
+// RFC 3339 in UTC; what is not set is null (OptID, OptString, OptObject,
+// Time); JSON values decode by shared/jsonx's convention (integral numbers
 // int64), so a workload's 3 stays 3 through the client.
 package wire
 
@@ -158,6 +158,22 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 	}
 	t.Time = v
 	return nil
+}
+
+// ParseTime reads a producer's timestamp: RFC 3339, or the zone-less ISO form
+// NoETL's Python workers and Postgres' timestamp columns write (UTC).
+func ParseTime(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	var err error
+	for _, layout := range []string{"2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999"} {
+		var t time.Time
+		if t, err = time.Parse(layout, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, err
 }
 
 // Object is a JSON object in jsonx's convention, never null: nil is written

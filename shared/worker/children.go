@@ -31,9 +31,11 @@ func (c *Children) Start(ctx context.Context, req tools.ChildRequest) (string, e
 	}
 	if req.Version != "" {
 		var err error
-		if r.Version, err = strconv.Atoi(req.Version); err != nil {
+		n, err := strconv.Atoi(req.Version)
+		if err != nil {
 			return "", fmt.Errorf("version %q: %w", req.Version, err)
 		}
+		r.Version = wire.Version(n)
 	}
 	if req.ParentExecutionID != "" {
 		id, err := strconv.ParseInt(req.ParentExecutionID, 10, 64)

@@ -455,9 +455,9 @@ func (r *reporter) failed(tk ticket, batch []completion, err error) {
 // without the result the server would not take.
 func refusal(c completion, workerID, why string) completion {
 	msg := fmt.Sprintf("the server refused the step's result: %s", why)
-	ev := wire.EventRequest{ExecutionID: wire.ID(c.cmd.ExecutionID), Step: c.cmd.NodeName, EventType: "command.failed", Status: "FAILED",
+	ev := wire.EventRequest{ExecutionID: wire.ID(c.cmd.ExecutionID), EventFields: wire.EventFields{Step: c.cmd.NodeName, EventType: "command.failed", Status: "FAILED",
 		Payload:  map[string]any{"command_id": c.cmd.CommandID, "error": msg},
 		Meta:     map[string]any{"command_id": c.cmd.CommandID, "attempt": int64(c.cmd.Attempt), "class": "error"},
-		WorkerID: workerID, EventID: wire.ID(clientID(c.cmd.CommandID, c.cmd.Attempt, "command.failed.refused"))}
+		WorkerID: workerID, EventID: clientID(c.cmd.CommandID, c.cmd.Attempt, "command.failed.refused")}}
 	return completion{cmd: c.cmd, event: ev, refused: true}
 }

@@ -91,9 +91,9 @@ func stepEnd(id int64, stdout string) completion {
 	cmd := &wire.Command{ExecutionID: 1024, EventID: wire.NumID(id), CommandID: "1024:s:" + strconv.FormatInt(id, 10), NodeName: "s", Attempt: 1,
 		LeaseExpiresAt: wire.At(time.Now().Add(time.Minute))}
 	env := map[string]any{"status": "success", "data": map[string]any{"stdout": stdout}}
-	return completion{cmd: cmd, event: wire.EventRequest{ExecutionID: 1024, Step: "s", EventType: "command.completed", Status: "success",
+	return completion{cmd: cmd, event: wire.EventRequest{ExecutionID: 1024, EventFields: wire.EventFields{Step: "s", EventType: "command.completed", Status: "success",
 		Payload: map[string]any{"command_id": cmd.CommandID, "result": env}, Meta: map[string]any{"command_id": cmd.CommandID, "attempt": int64(1)},
-		WorkerID: "w1"}}
+		WorkerID: "w1"}}}
 }
 
 // TestReportRefusedAsAWholeIsSplit: a report whose request is refused as a

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -385,8 +386,8 @@ func completionOf(cmd *wire.Command, env pipeline.Envelope, resultURI, workerID 
 			meta["class"] = "timeout"
 		}
 	}
-	ev := wire.EventRequest{ExecutionID: wire.ID(cmd.ExecutionID), Step: cmd.NodeName, EventType: typ, Status: status,
-		Payload: payload, Meta: meta, WorkerID: workerID, EventID: wire.ID(clientID(cmd.CommandID, cmd.Attempt, typ))}
+	ev := wire.EventRequest{ExecutionID: wire.ID(cmd.ExecutionID), EventFields: wire.EventFields{Step: cmd.NodeName, EventType: typ, Status: status,
+		Payload: payload, Meta: meta, WorkerID: workerID, EventID: clientID(cmd.CommandID, cmd.Attempt, typ)}}
 	if resultURI != "" {
 		ev.ResultKind, ev.ResultURI = "ref", resultURI
 	}
@@ -547,9 +548,10 @@ func (w *Worker) offload(ctx context.Context, cmd *wire.Command, env pipeline.En
 	return env, uri
 }
 
-// clientID is a positive id below 2^53 (JSON-safe everywhere).
-func clientID(commandID string, attempt int, typ string) int64 {
+// clientID is an event's client id: a positive integer below 2^53
+// (JSON-safe everywhere), sent as its decimal text.
+func clientID(commandID string, attempt int, typ string) wire.Scalar {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s|%d|%s", commandID, attempt, typ)
-	return int64(h.Sum64()&(1<<53-1)) | 1
+	return wire.Scalar(strconv.FormatInt(int64(h.Sum64()&(1<<53-1))|1, 10))
 }

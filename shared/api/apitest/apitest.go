@@ -58,6 +58,23 @@ type Options struct {
 	WorkerTTL time.Duration
 }
 
+func (opts Options) withDefaults() Options {
+	if opts.Shards == 0 {
+		opts.Shards = 2
+	}
+	if opts.Lease == 0 {
+		opts.Lease = 2 * time.Second
+	}
+	if opts.Logger == nil {
+		level := slog.LevelWarn
+		if os.Getenv("NOETL_TEST_LOG") != "" {
+			level = slog.LevelDebug
+		}
+		opts.Logger = slog.New(api.LogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	}
+	return opts
+}
+
 // Stack is a control plane over real databases and NATS.
 type Stack struct {
 	Ctx       context.Context
@@ -79,36 +96,57 @@ type Stack struct {
 // New starts a stack for t; everything stops when t ends.
 func New(t testing.TB, opts Options) *Stack {
 	t.Helper()
-	if opts.Shards == 0 {
-		opts.Shards = 2
-	}
-	if opts.Lease == 0 {
-		opts.Lease = 2 * time.Second
-	}
-	if opts.Logger == nil {
-		level := slog.LevelWarn
-		if os.Getenv("NOETL_TEST_LOG") != "" {
-			level = slog.LevelDebug
-		}
-		opts.Logger = slog.New(api.LogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
-	}
+	opts = opts.withDefaults()
 	cs := cptest.New(t, opts.Shards)
+	s, err := over(cs, opts, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Start is New for a caller without a *testing.T (a package's examples,
+// prepared in TestMain: devstacktest.Setup), over pg's databases (opts.Shards
+// does not apply) and n; stop closes what Start opened, not pg or n.
+func Start(ctx context.Context, pg *devstack.Postgres, n *devstack.NATS, opts Options) (s *Stack, stop func(), err error) {
+	opts = opts.withDefaults()
+	cs, closeStack, err := cptest.Start(ctx, pg, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	dir, err := os.MkdirTemp("", "apitest-")
+	if err == nil {
+		s, err = over(cs, opts, dir)
+	}
+	stop = func() {
+		closeStack()
+		_ = os.RemoveAll(dir)
+	}
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return s, stop, nil
+}
+
+// over is a stack over cs with its keychain's key file and result store in
+// dir.
+func over(cs *cptest.Stack, opts Options, dir string) (*Stack, error) {
 	s := &Stack{Ctx: cs.Ctx, PG: cs.PG, NATS: cs.NATS, Store: cs.Store, JS: cs.JS, Publisher: cs.Publisher, opts: opts}
 	if !opts.Open {
 		s.Tokens = Tokens()
 	}
 	var err error
-	dir := t.TempDir()
 	if s.KeyRing, err = keychain.OpenFile(filepath.Join(dir, "keychain.json"), true); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if s.Results, err = resultstore.Open(s.Ctx, "file://"+filepath.Join(dir, "results"), resultstore.Options{}); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if s.API, err = s.Build("http://test"); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return s
+	return s, nil
 }
 
 // Build makes a fresh service and API over the stack's store and NATS: what

@@ -54,35 +54,46 @@ func New(t testing.TB, shards int) *Stack {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
-	pg := devstacktest.Postgres(t, shards)
-	cfg := store.Config{ClusterDSN: pg.ClusterDSN, ShardDSNs: pg.ShardDSNs, MaxConns: 16}
-	if err := store.Migrate(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(ctx, cfg)
+	s, stop, err := Start(ctx, devstacktest.Postgres(t, shards), devstacktest.NATS(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(st.Close)
-	n := devstacktest.NATS(t)
+	t.Cleanup(stop)
+	return s
+}
+
+// Start builds a stack over pg and n (migrated, the stream created) for a
+// caller without a *testing.T: a package's examples, prepared in TestMain
+// (devstacktest.Setup). stop closes what Start opened, not pg or n.
+func Start(ctx context.Context, pg *devstack.Postgres, n *devstack.NATS) (s *Stack, stop func(), err error) {
+	cfg := store.Config{ClusterDSN: pg.ClusterDSN, ShardDSNs: pg.ShardDSNs, MaxConns: 16}
+	if err := store.Migrate(ctx, cfg); err != nil {
+		return nil, nil, err
+	}
+	st, err := store.Open(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
 	// No reconnect buffer: a publish while NATS is down fails instead of being
 	// replayed later, as outage tests need.
 	nc, err := nats.Connect(n.URL(), nats.ReconnectBufSize(-1))
 	if err != nil {
-		t.Fatal(err)
+		st.Close()
+		return nil, nil, err
 	}
-	t.Cleanup(nc.Close)
+	stop = func() { nc.Close(); st.Close() }
 	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
+	if err == nil {
+		_, err = notify.EnsureStream(ctx, js, notify.StreamOptions{})
 	}
-	if _, err := notify.EnsureStream(ctx, js, notify.StreamOptions{}); err != nil {
-		t.Fatal(err)
+	if err != nil {
+		stop()
+		return nil, nil, err
 	}
 	pub := notify.NewPublisher(js, notify.StreamOptions{})
 	return &Stack{Ctx: ctx, PG: pg, NATS: n, Store: st, Conn: nc, JS: js,
 		Publisher: controlplane.PublisherFunc(func(ctx context.Context, subject, msgID string, data []byte) error {
 			_, err := pub.Publish(ctx, subject, msgID, data)
 			return err
-		})}
+		})}, stop, nil
 }

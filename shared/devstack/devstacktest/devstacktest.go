@@ -12,7 +12,9 @@
 //	}
 //
 // A package that prefers to hold the state itself declares an Env in its test code
-// and calls env.Run(m) from TestMain.
+// and calls env.Run(m) from TestMain. A package with runnable examples passes
+// Main a Setup that builds the examples' fixture (an example takes no
+// *testing.T).
 package devstacktest
 
 import (
@@ -44,11 +46,38 @@ type Env struct {
 // the test: tests must run against a real Postgres.
 func (e *Env) Postgres(t testing.TB, shards int) *devstack.Postgres {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pg, started, err := e.databases(ctx, shards)
+	if started != "" {
+		t.Logf("devstacktest: %s", started)
+	}
+	if err != nil {
+		t.Fatalf("devstacktest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := pg.Stop(); err != nil {
+			t.Errorf("devstacktest: drop databases: %v", err)
+		}
+	})
+	return pg
+}
+
+// Databases is Postgres for a caller without a *testing.T (a Setup): the
+// caller drops them (Postgres.Stop).
+func (e *Env) Databases(ctx context.Context, shards int) (*devstack.Postgres, error) {
+	pg, _, err := e.databases(ctx, shards)
+	return pg, err
+}
+
+// databases starts the server on first use (started then says how) and
+// creates the databases in it.
+func (e *Env) databases(ctx context.Context, shards int) (pg *devstack.Postgres, started string, err error) {
 	e.mu.Lock()
 	closed := e.closed
 	e.mu.Unlock()
 	if closed {
-		t.Fatal("devstacktest: Env used after Close")
+		return nil, "", fmt.Errorf("devstacktest: Env used after Close")
 	}
 	e.once.Do(func() {
 		opts := e.Options
@@ -62,24 +91,14 @@ func (e *Env) Postgres(t testing.TB, shards int) *devstack.Postgres {
 			if e.server.External() {
 				where = "DATABASE_URL reached"
 			}
-			t.Logf("devstacktest: postgres %s in %s", where, e.server.StartDuration().Round(time.Millisecond))
+			started = fmt.Sprintf("postgres %s in %s", where, e.server.StartDuration().Round(time.Millisecond))
 		}
 	})
 	if e.err != nil {
-		t.Fatalf("devstacktest: postgres: %v", e.err)
+		return nil, started, fmt.Errorf("postgres: %w", e.err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	pg, err := e.server.CreateDatabases(ctx, shards)
-	if err != nil {
-		t.Fatalf("devstacktest: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := pg.Stop(); err != nil {
-			t.Errorf("devstacktest: drop databases: %v", err)
-		}
-	})
-	return pg
+	pg, err = e.server.CreateDatabases(ctx, shards)
+	return pg, started, err
 }
 
 // NATS starts an embedded JetStream server for t (about 30 ms), shut down when t ends.
@@ -106,9 +125,16 @@ func (e *Env) Close() error {
 	return nil
 }
 
-// Run runs the tests, then Close; it returns the exit code for os.Exit.
-func (e *Env) Run(m *testing.M) int {
-	code := m.Run()
+// A Setup prepares what a package's examples read before its tests run: an
+// example takes no *testing.T, so TestMain builds its fixture (databases from
+// the Env, a NATS server) into a package variable the examples use. ctx
+// lasts until the tests end; the teardown it returns runs after them.
+type Setup func(ctx context.Context, e *Env) (teardown func(), err error)
+
+// Run runs each setup, the tests, the teardowns, then Close; it returns the
+// exit code for os.Exit.
+func (e *Env) Run(m *testing.M, setups ...Setup) int {
+	code := e.run(m, setups)
 	if err := e.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		if code == 0 {
@@ -116,6 +142,20 @@ func (e *Env) Run(m *testing.M) int {
 		}
 	}
 	return code
+}
+
+func (e *Env) run(m *testing.M, setups []Setup) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, setup := range setups {
+		teardown, err := setup(ctx, e)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "devstacktest: the examples' setup: %v\n", err)
+			return 1
+		}
+		defer teardown()
+	}
+	return m.Run()
 }
 
 // shared is the one per-process Env behind Main, Postgres and NATS. It is package
@@ -127,10 +167,11 @@ var shared = struct {
 	inMain bool
 }{}
 
-// Main runs the test binary with the shared Env and exits: call it from TestMain.
-func Main(m *testing.M) {
+// Main runs the test binary with the shared Env and exits: call it from
+// TestMain, with the setups of the package's examples if it has any.
+func Main(m *testing.M, setups ...Setup) {
 	shared.inMain = true
-	os.Exit(shared.env.Run(m))
+	os.Exit(shared.env.Run(m, setups...))
 }
 
 // Postgres is Env.Postgres on the shared Env; it needs Main in TestMain.
