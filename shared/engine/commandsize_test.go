@@ -14,6 +14,7 @@ import (
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // issuedContext is the payload of the first command.issued of step.
@@ -70,9 +71,9 @@ workflow:
 		"coder": echoArgs,
 	}
 	var seen map[string]any
-	s.Items = map[string]enginetest.ItemTool{"read": func(it pipeline.Item) pipeline.Envelope {
+	s.Items = map[string]enginetest.ItemTool{"read": func(it pipeline.Item) toolresult.Envelope {
 		seen = it.Input
-		return pipeline.Envelope{Status: "success", Data: it.Input}
+		return toolresult.Envelope{Status: "success", Data: it.Input}
 	}}
 	run(t, s, nil)
 	if s.Status() != engine.StatusCompleted {

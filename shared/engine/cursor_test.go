@@ -10,7 +10,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
-	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // queue is a work table as a cursor loop's claim sees it: rows pending,
@@ -333,7 +333,7 @@ func TestCursorIterationsWaitForClaim(t *testing.T) {
 			if withTxid {
 				claims++
 				tx := fmt.Sprint("tx", claims)
-				r.Data.(map[string]any)[pipeline.ClaimTxidKey] = tx
+				r.Data.(map[string]any)[toolresult.ClaimTxidKey] = tx
 				for _, row := range r.Data.(map[string]any)["rows"].([]any) {
 					txOf[row.(map[string]any)["id"].(int64)] = tx
 				}

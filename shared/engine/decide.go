@@ -13,6 +13,7 @@ import (
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/tmpl"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // Config tunes an Engine. The zero value gives the defaults.
@@ -303,7 +304,7 @@ func (d *decider) claimEnded(step *Step, st *StepState, oc cmdOutcome) {
 // which commit the claim before reporting it.
 func claimTxid(data any) string {
 	m, _ := data.(map[string]any)
-	s, _ := m[pipeline.ClaimTxidKey].(string)
+	s, _ := m[toolresult.ClaimTxidKey].(string)
 	return s
 }
 

@@ -16,7 +16,7 @@ import (
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/tmpl"
-	"github.com/noetl-go/noetl/shared/tools/kinds"
+	"github.com/noetl-go/noetl/shared/toolkind"
 )
 
 // Parse reads, validates and analyses a playbook. It reports every problem it
@@ -78,7 +78,7 @@ var reservedNames = map[string]bool{
 // iterBindings are the names every loop iteration binds besides its iterator.
 var iterBindings = map[string]bool{"iter": true, "_index": true, "_total": true}
 
-// Tool kinds and the keys of each are shared/tools/kinds' table, which the tools read
+// Tool kinds and the keys of each are shared/toolkind' table, which the tools read
 // their config through: a key registers without a warning exactly when its tool reads it.
 
 type parser struct {
@@ -902,7 +902,7 @@ func (p *parser) admitRule(n *yaml.Node, path string) (AdmitRule, bool) {
 // toolTimeout reads a literal tool-level timeout, which doubles as the step timeout
 // when the step sets none.
 func toolTimeout(raw map[string]any) (int, bool) {
-	for _, k := range kinds.CommonNames("timeout") {
+	for _, k := range toolkind.CommonNames("timeout") {
 		switch v := raw[k].(type) {
 		case int64:
 			if v > 0 {
@@ -999,7 +999,7 @@ func (p *parser) tool(n *yaml.Node, path string, ref map[string]bool) (*Tool, *y
 	}
 	if kind == "" {
 		if kindN == nil {
-			p.errf(n, join(path, "kind"), "tool needs a kind (%s, workbook)", strings.Join(kinds.SupportedNames(), ", "))
+			p.errf(n, join(path, "kind"), "tool needs a kind (%s, workbook)", strings.Join(toolkind.SupportedNames(), ", "))
 		}
 		return nil, nil
 	}
@@ -1009,20 +1009,20 @@ func (p *parser) tool(n *yaml.Node, path string, ref map[string]bool) (*Tool, *y
 	es, specDrop := p.hoistSpec(es, kind, path)
 	raw := map[string]any{}
 	var retry *yaml.Node
-	tk, supported := kinds.Lookup(kind)
+	tk, supported := toolkind.Lookup(kind)
 	t := &Tool{Kind: kind, Supported: supported}
 	switch {
 	case t.Supported:
 		p.known(es, path, kind+" tool", tk.Accepted()...)
-	case kinds.NoETLOnly(kind):
+	case toolkind.NoETLOnly(kind):
 		p.warnf(kindN, join(path, "kind"), "tool kind %q is not supported by this server; the step will fail when dispatched (R-N1)", kind)
 	default:
-		p.errf(kindN, join(path, "kind"), "unknown tool kind %q; supported: %s, workbook", kind, strings.Join(kinds.SupportedNames(), ", "))
+		p.errf(kindN, join(path, "kind"), "unknown tool kind %q; supported: %s, workbook", kind, strings.Join(toolkind.SupportedNames(), ", "))
 		return nil, nil
 	}
 	for _, e := range es {
 		fp := join(path, e.key)
-		if key, ok := kinds.Renaming(kind, e.key); ok {
+		if key, ok := toolkind.Renaming(kind, e.key); ok {
 			if key.Twice != "" && findKey(es, key.Name) != nil {
 				p.errf(e.keyN, fp, "%s", key.Twice)
 			}
@@ -1379,7 +1379,7 @@ func (p *parser) hoistSpec(es []entry, kind, path string) ([]entry, map[string]b
 	if specN == nil || resolve(specN).Kind != yaml.MappingNode {
 		return es, nil
 	}
-	tk, supported := kinds.Lookup(kind)
+	tk, supported := toolkind.Lookup(kind)
 	if !supported {
 		return es, nil // kinds this server does not run: their spec is theirs
 	}

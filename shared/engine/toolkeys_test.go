@@ -6,17 +6,17 @@ import (
 	"testing"
 
 	"github.com/noetl-go/noetl/shared/engine"
-	"github.com/noetl-go/noetl/shared/tools/kinds"
+	"github.com/noetl-go/noetl/shared/toolkind"
 )
 
 // TestToolKeysFollowTheTable: the register-time validator accepts, for each supported
-// kind, exactly the keys of the one table the tools read through (shared/tools/kinds):
+// kind, exactly the keys of the one table the tools read through (shared/toolkind):
 // every name and alias registers without an unknown-key warning, also under tool.spec
 // where the table allows it, and a key outside it warns that it is ignored. http's
 // data is such a key: the validator once listed it, but no tool reads it (issue 13).
 func TestToolKeysFollowTheTable(t *testing.T) {
-	for _, name := range kinds.SupportedNames() {
-		kd := kinds.Must(name)
+	for _, name := range toolkind.SupportedNames() {
+		kd := toolkind.Must(name)
 		for _, key := range kd.Keys {
 			for _, name := range key.Names() {
 				for _, where := range []string{"tool", "spec"} {
@@ -42,7 +42,7 @@ func TestToolKeysFollowTheTable(t *testing.T) {
 	}
 }
 
-// TestRenamedAliasesTwice: the aliases the table renames (shared/tools/kinds,
+// TestRenamedAliasesTwice: the aliases the table renames (shared/toolkind,
 // Key.Renamed) are refused beside their key with the table's message, in either
 // order; connection_string beside connection is taken (the later one wins).
 func TestRenamedAliasesTwice(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // Canonical event types Result distinguishes (engine's names; noetlwire stays
@@ -62,12 +63,12 @@ func Result(e *Event, typ string) (result map[string]any, raw bool, err error) {
 	}
 	r, isObj := e.Payload["result"].(map[string]any)
 	if out, ok := e.Payload["response"]; ok && (typ == callDone || typ == callError) {
-		st := pipeline.StatusSuccess
+		st := toolresult.StatusSuccess
 		if typ == callError || failedLifecycle(lower(r["status"])) {
-			st = pipeline.StatusError
+			st = toolresult.StatusError
 		}
 		env := map[string]any{"status": st, "data": out}
-		if st == pipeline.StatusError {
+		if st == toolresult.StatusError {
 			env["error"] = errorOf(e.Payload, out)
 		}
 		return map[string]any{"status": st, "context": env}, true, nil
@@ -89,15 +90,15 @@ func Result(e *Event, typ string) (result map[string]any, raw bool, err error) {
 		return map[string]any{"status": st, "context": env}, false, nil
 	}
 	if ls := lower(r["status"]); lifecycle(ls) {
-		st := pipeline.StatusSuccess
+		st := toolresult.StatusSuccess
 		if failedLifecycle(ls) || typ == callError || typ == commandFailed {
-			st = pipeline.StatusError
+			st = toolresult.StatusError
 		}
 		env := map[string]any{"status": st, "data": r["context"]}
 		if ref, ok := r["reference"]; ok {
 			env["reference"] = ref
 		}
-		if st == pipeline.StatusError {
+		if st == toolresult.StatusError {
 			env["error"] = errorOf(e.Payload, r["context"])
 		}
 		return map[string]any{"status": st, "context": env}, false, nil
@@ -139,7 +140,7 @@ func referenceResult(e *Event) (map[string]any, bool, error) {
 func stagedReference(r map[string]any) (map[string]any, bool) {
 	ref, isObj := r["reference"].(map[string]any)
 	st := lower(r["status"])
-	if !isObj || (st != pipeline.StatusSuccess && st != pipeline.StatusError && st != pipeline.StatusTimeout) {
+	if !isObj || (st != toolresult.StatusSuccess && st != toolresult.StatusError && st != toolresult.StatusTimeout) {
 		return nil, false
 	}
 	switch lower(ref["kind"]) {
@@ -149,7 +150,7 @@ func stagedReference(r map[string]any) (map[string]any, bool) {
 			return nil, false
 		}
 		env := map[string]any{"status": st}
-		if st != pipeline.StatusSuccess {
+		if st != toolresult.StatusSuccess {
 			env["error"] = "the tool failed; its result was staged at " + uri
 			if ex, ok := ref["extracted"].(map[string]any); ok && ex["error"] != nil {
 				env["error"] = ex["error"]
@@ -159,7 +160,7 @@ func stagedReference(r map[string]any) (map[string]any, bool) {
 			"reference": map[string]any{"store_tier": "noetl", "logical_uri": uri + "#/data"}}, true
 	case "arrow_ipc":
 		msg := "the worker kept its result in its shared memory (PUT /api/result failed), which this server cannot read"
-		return map[string]any{"status": pipeline.StatusError, "context": map[string]any{"status": pipeline.StatusError, "error": msg}}, true
+		return map[string]any{"status": toolresult.StatusError, "context": map[string]any{"status": toolresult.StatusError, "error": msg}}, true
 	}
 	return nil, false
 }
@@ -176,11 +177,11 @@ func toolEnvelope(r map[string]any) (env map[string]any, st string) {
 		}
 	}
 	switch st = lower(env["status"]); st {
-	case pipeline.StatusSuccess, pipeline.StatusError, pipeline.StatusTimeout:
+	case toolresult.StatusSuccess, toolresult.StatusError, toolresult.StatusTimeout:
 	default:
 		return env, ""
 	}
-	if _, hasData := env["data"]; st == pipeline.StatusSuccess && wrapped && !hasData && lifecycle(lower(r["status"])) {
+	if _, hasData := env["data"]; st == toolresult.StatusSuccess && wrapped && !hasData && lifecycle(lower(r["status"])) {
 		// NoETL's Python worker's {status: COMPLETED, context: {status: "success"}}
 		// is an output without its data fields, not an envelope.
 		return env, ""
@@ -287,7 +288,7 @@ func Fit(result map[string]any, tool Tool) map[string]any {
 	}
 	env["data"] = pipeline.Merge(runOrder(out, results, tool.Labels), fitted, scalars(out["ctx"]), single)
 	if lower(out["status"]) == "failed" {
-		env["status"] = pipeline.StatusError
+		env["status"] = toolresult.StatusError
 		if e := out["error"]; e != nil {
 			env["error"] = e
 		}

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
@@ -317,5 +318,10 @@ func show(v any) string {
 	if err != nil {
 		return jsonx.TypeName(v)
 	}
+	return string(b)
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
 	return string(b)
 }

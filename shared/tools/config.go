@@ -11,7 +11,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/tmpl"
-	"github.com/noetl-go/noetl/shared/tools/kinds"
+	"github.com/noetl-go/noetl/shared/toolkind"
 )
 
 // Config readers. Values are jsonx convention values already rendered; a key that is
@@ -19,8 +19,8 @@ import (
 // wins.
 
 // keyNames is what a tool reads for one of its keys: the name and aliases from the
-// one table of tool keys (shared/tools/kinds), which the engine validates against.
-func keyNames(kind, name string) []string { return kinds.Must(kind).Names(name) }
+// one table of tool keys (shared/toolkind), which the engine validates against.
+func keyNames(kind, name string) []string { return toolkind.Must(kind).Names(name) }
 
 // valueOf is the value of the first given key (nil when none is).
 func valueOf(cfg map[string]any, keys ...string) any {

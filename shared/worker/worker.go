@@ -30,6 +30,7 @@ import (
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/redact"
 	"github.com/noetl-go/noetl/shared/resultstore"
+	"github.com/noetl-go/noetl/shared/toolresult"
 	"github.com/noetl-go/noetl/shared/tools"
 	"github.com/noetl-go/noetl/shared/wire"
 )
@@ -49,7 +50,7 @@ type Config struct {
 	// its transaction stays open until the report carrying its rows is taken
 	// (settle true) or is not (false). Nil: claims run through Exec, committed
 	// at once (as NoETL's workers run them).
-	Claim func(context.Context, pipeline.Item) (pipeline.Envelope, func(accepted bool))
+	Claim func(context.Context, pipeline.Item) (toolresult.Envelope, func(accepted bool))
 	// AwaitClaim waits for the cursor claim an iteration names (its payload's
 	// cursor block) to end before the iteration runs (shared/tools' Registry.
 	// AwaitClaim). Nil: iterations run at once.
@@ -313,9 +314,9 @@ func (w *Worker) execute(ctx context.Context, rep *reporter, cmd *wire.Command) 
 		return
 	default:
 	}
-	if runCtx.Err() == context.DeadlineExceeded && env.Status != pipeline.StatusTimeout {
-		env = pipeline.Envelope{Status: pipeline.StatusTimeout, Data: env.Data,
-			Error: &pipeline.ErrorInfo{Message: fmt.Sprintf("the step timed out after %s", timeout), Kind: pipeline.KindTimeout, Retryable: true}}
+	if runCtx.Err() == context.DeadlineExceeded && env.Status != toolresult.StatusTimeout {
+		env = toolresult.Envelope{Status: toolresult.StatusTimeout, Data: env.Data,
+			Error: &toolresult.ErrorInfo{Message: fmt.Sprintf("the step timed out after %s", timeout), Kind: toolresult.KindTimeout, Retryable: true}}
 	}
 	if env.DurationMs == 0 {
 		env.DurationMs = time.Since(started).Milliseconds()
@@ -329,13 +330,13 @@ func (w *Worker) execute(ctx context.Context, rep *reporter, cmd *wire.Command) 
 // runCommand runs a command: a cursor claim through Claim, holding its
 // transaction until settle says whether the server took its rows; anything
 // else through run (settle does nothing).
-func (w *Worker) runCommand(ctx context.Context, cmd *wire.Command) (env pipeline.Envelope, settle func(bool)) {
+func (w *Worker) runCommand(ctx context.Context, cmd *wire.Command) (env toolresult.Envelope, settle func(bool)) {
 	cursor, _ := cmd.Context["cursor"].(map[string]any)
 	if w.cfg.Claim == nil || cursor["claim"] != true {
 		if cursor != nil && w.cfg.AwaitClaim != nil {
 			if err := w.cfg.AwaitClaim(ctx, cursor); err != nil {
 				env := errorEnvelope("the iteration's cursor claim: " + err.Error())
-				env.Error.Kind = pipeline.KindConnection
+				env.Error.Kind = toolresult.KindConnection
 				return env, func(bool) {}
 			}
 		}
@@ -357,7 +358,7 @@ func (w *Worker) runCommand(ctx context.Context, cmd *wire.Command) (env pipelin
 // completionOf is the one event that ends a command on the fast path:
 // command.completed or command.failed carrying the tool's result, so no
 // call.done precedes it (R-R3).
-func completionOf(cmd *wire.Command, env pipeline.Envelope, resultURI, workerID string) completion {
+func completionOf(cmd *wire.Command, env toolresult.Envelope, resultURI, workerID string) completion {
 	result := env.Map()
 	if resultURI != "" {
 		delete(result, "data")
@@ -365,7 +366,7 @@ func completionOf(cmd *wire.Command, env pipeline.Envelope, resultURI, workerID 
 	payload := map[string]any{"command_id": cmd.CommandID, "result": result}
 	meta := map[string]any{"command_id": cmd.CommandID, "attempt": int64(cmd.Attempt)}
 	typ, status := "command.completed", "success"
-	if env.Status != pipeline.StatusSuccess {
+	if env.Status != toolresult.StatusSuccess {
 		typ, status = "command.failed", "FAILED"
 		msg := "the tool failed"
 		if env.Error != nil {
@@ -373,7 +374,7 @@ func completionOf(cmd *wire.Command, env pipeline.Envelope, resultURI, workerID 
 		}
 		payload["error"] = msg
 		meta["class"] = "error"
-		if env.Status == pipeline.StatusTimeout {
+		if env.Status == toolresult.StatusTimeout {
 			meta["class"] = "timeout"
 		}
 	}
@@ -387,7 +388,7 @@ func completionOf(cmd *wire.Command, env pipeline.Envelope, resultURI, workerID 
 
 // run executes the command's tool, turning every failure (a config it cannot
 // decode, a panic) into an error envelope so the worker keeps running.
-func (w *Worker) run(ctx context.Context, cmd *wire.Command) (env pipeline.Envelope) {
+func (w *Worker) run(ctx context.Context, cmd *wire.Command) (env toolresult.Envelope) {
 	defer func() {
 		if r := recover(); r != nil {
 			env = errorEnvelope(fmt.Sprintf("the worker panicked running the tool: %v", r))
@@ -454,8 +455,8 @@ func itemOf(cmd *wire.Command) (pipeline.Item, error) {
 	return pipeline.Item{Label: cmd.NodeName, Kind: cmd.Action, Config: config, Input: input, Attempt: 1, Context: rc}, nil
 }
 
-func errorEnvelope(msg string) pipeline.Envelope {
-	return pipeline.Envelope{Status: pipeline.StatusError, Error: &pipeline.ErrorInfo{Message: msg, Kind: pipeline.KindTool}}
+func errorEnvelope(msg string) toolresult.Envelope {
+	return toolresult.Envelope{Status: toolresult.StatusError, Error: &toolresult.ErrorInfo{Message: msg, Kind: toolresult.KindTool}}
 }
 
 // heartbeat extends the lease every third of it while the tool runs (worker.md
@@ -520,17 +521,17 @@ func (w *Worker) heartbeat(ctx context.Context, cmd *wire.Command, cancel contex
 // offload stores a successful result's data by reference when its JSON is
 // over the inline limit, returning the URI to post (worker.md §1). A result
 // that cannot be stored fails the command, saying why and what to change.
-func (w *Worker) offload(ctx context.Context, cmd *wire.Command, env pipeline.Envelope) (pipeline.Envelope, string) {
-	if env.Status != pipeline.StatusSuccess {
+func (w *Worker) offload(ctx context.Context, cmd *wire.Command, env toolresult.Envelope) (toolresult.Envelope, string) {
+	if env.Status != toolresult.StatusSuccess {
 		return env, ""
 	}
 	b, err := jsonx.Marshal(env.Data)
 	if err != nil || len(b) <= w.cfg.InlineLimit {
 		return env, "" // an unencodable result fails at the post, with the encoder's error
 	}
-	fail := func(msg string) (pipeline.Envelope, string) {
-		return pipeline.Envelope{Status: pipeline.StatusError, DurationMs: env.DurationMs,
-			Error: &pipeline.ErrorInfo{Message: msg, Kind: pipeline.KindTool}}, ""
+	fail := func(msg string) (toolresult.Envelope, string) {
+		return toolresult.Envelope{Status: toolresult.StatusError, DurationMs: env.DurationMs,
+			Error: &toolresult.ErrorInfo{Message: msg, Kind: toolresult.KindTool}}, ""
 	}
 	if w.cfg.Results == nil {
 		return fail(fmt.Sprintf("the result is %d bytes of JSON, over the worker's inline limit of %d; give the worker a result store (noetl worker --result-store) or raise --inline-limit",

@@ -16,6 +16,7 @@ import (
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // Reply is a scripted tool outcome for one command attempt.
@@ -273,7 +274,7 @@ func (s *Sim) reply(c *Cmd) Reply {
 }
 
 // ItemTool answers one attempt of one pipeline item.
-type ItemTool func(it pipeline.Item) pipeline.Envelope
+type ItemTool func(it pipeline.Item) toolresult.Envelope
 
 // runPipeline runs a pipeline command the way the worker does.
 func (s *Sim) runPipeline(c *Cmd) Reply {
@@ -282,10 +283,10 @@ func (s *Sim) runPipeline(c *Cmd) Reply {
 		return Reply{Status: "error", Error: err.Error()}
 	}
 	env := pipeline.Run(context.Background(), payload, pipeline.Options{
-		Exec: func(_ context.Context, it pipeline.Item) pipeline.Envelope {
+		Exec: func(_ context.Context, it pipeline.Item) toolresult.Envelope {
 			t, ok := s.Items[it.Label]
 			if !ok {
-				return pipeline.Envelope{Status: "error", Error: &pipeline.ErrorInfo{Message: "no scripted item " + it.Label, Kind: "tool"}}
+				return toolresult.Envelope{Status: "error", Error: &toolresult.ErrorInfo{Message: "no scripted item " + it.Label, Kind: "tool"}}
 			}
 			return t(it)
 		},

@@ -1,4 +1,4 @@
-// Package kinds is the one table of the tool kinds this project runs and the config
+// Package toolkind is the one table of the tool kinds this project runs and the config
 // keys each reads (worker.md §3). The engine validates a tool block against it when a
 // playbook is registered (an unlisted key warns that it is ignored; a key written
 // under tool.spec is hoisted to the tool), and every tool in shared/tools reads its
@@ -10,7 +10,7 @@
 //
 // The package is pure and at the bottom of the import graph: the engine may not import
 // the tools (they do I/O), and the tools may not import the engine.
-package kinds
+package toolkind
 
 import (
 	"fmt"
@@ -121,7 +121,7 @@ func CommonNames(name string) []string {
 			return key.Names()
 		}
 	}
-	panic(fmt.Sprintf("kinds: %q is not a common tool key", name))
+	panic(fmt.Sprintf("toolkind: %q is not a common tool key", name))
 }
 
 // SupportedNames are the names of the kinds this project runs, in table order.
@@ -189,7 +189,7 @@ func (kd Kind) Names(name string) []string {
 			return key.Names()
 		}
 	}
-	panic(fmt.Sprintf("kinds: %s tool reads %q, which the table does not list", kd.Name, name))
+	panic(fmt.Sprintf("toolkind: %s tool reads %q, which the table does not list", kd.Name, name))
 }
 
 // NoETLOnly reports a kind NoETL defines but this project does not run (R-N1): the
@@ -206,7 +206,7 @@ func NoETLOnly(name string) bool {
 func Must(name string) Kind {
 	kd, ok := Lookup(name)
 	if !ok {
-		panic(fmt.Sprintf("kinds: %q is not a supported tool kind", name))
+		panic(fmt.Sprintf("toolkind: %q is not a supported tool kind", name))
 	}
 	return kd
 }

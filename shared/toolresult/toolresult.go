@@ -1,4 +1,9 @@
-package pipeline
+// Package toolresult is the tool result envelope (worker.md §2): what a tool
+// returns for one attempt, its statuses and error kinds, and the rule that
+// classifies a failure (R-W6). The tools build it, the pipeline runner and the
+// engine read it, and NoETL's workers' results are read onto it; it imports
+// nothing of ours.
+package toolresult
 
 import (
 	"encoding/json"
@@ -85,8 +90,8 @@ func (e Envelope) Map() map[string]any {
 	return m
 }
 
-// retryable is R-R6: timeouts, connection errors and HTTP 429/5xx.
-func retryable(kind string) bool {
+// Retryable is R-R6: timeouts, connection errors and HTTP 429/5xx.
+func Retryable(kind string) bool {
 	switch kind {
 	case KindTimeout, KindConnection, KindRateLimit, KindServerError:
 		return true
@@ -103,10 +108,10 @@ func knownKind(kind string) bool {
 	return false
 }
 
-// classify normalises one attempt's envelope: an unknown status becomes an error, and a
+// Classify normalises one attempt's envelope: an unknown status becomes an error, and a
 // failed outcome gets an R-W6 error (kind, HTTP status, retryable) whatever the Exec
 // filled in, so rules see one shape. It also returns the HTTP status (0 when none).
-func classify(env Envelope, kind string) (Envelope, int) {
+func Classify(env Envelope, kind string) (Envelope, int) {
 	httpStatus := 0
 	if kind == "http" {
 		if m, ok := env.Data.(map[string]any); ok {
@@ -125,7 +130,8 @@ func classify(env Envelope, kind string) (Envelope, int) {
 	default:
 		msg := "tool returned an envelope without a valid status"
 		if env.Status != "" {
-			msg = "tool returned unknown status " + quote(env.Status)
+			quoted, _ := json.Marshal(env.Status)
+			msg = "tool returned unknown status " + string(quoted)
 		}
 		env.Status = StatusError
 		env.Error = &ErrorInfo{Message: msg}
@@ -139,7 +145,7 @@ func classify(env Envelope, kind string) (Envelope, int) {
 	}
 	e.Kind = errorKind(env.Status, e.Kind, httpStatus)
 	e.Status = httpStatus
-	e.Retryable = retryable(e.Kind)
+	e.Retryable = Retryable(e.Kind)
 	env.Error = &e
 	return env, httpStatus
 }
@@ -194,24 +200,4 @@ func statusCode(v any) int {
 		return 0
 	}
 	return int(n)
-}
-
-// ruleOutput is `output` inside policy rules (R-R6, R-W6): {status, data, error:
-// {message, kind, status, retryable} | null, http: {status}}, and response, the
-// data again (NoETL's name for a tool's output, which its playbooks read).
-func ruleOutput(env Envelope, httpStatus int) map[string]any {
-	var hs any
-	if httpStatus != 0 {
-		hs = int64(httpStatus)
-	}
-	var errMap any
-	if env.Error != nil {
-		errMap = env.Error.Map()
-	}
-	return map[string]any{"status": env.Status, "data": env.Data, "response": env.Data, "error": errMap, "http": map[string]any{"status": hs}}
-}
-
-func quote(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
 }

@@ -1,4 +1,4 @@
-package kinds
+package toolkind
 
 import (
 	"slices"
