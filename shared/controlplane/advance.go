@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/resultstore"
@@ -360,7 +361,7 @@ func (t *txn) advance(x *execution, trigger store.Event) (*engine.Outcome, store
 		return nil, trigger, err
 	}
 	if t.s.cfg.Observer != nil {
-		t.s.cfg.Observer.Orchestrated(engine.CanonicalType(trigger.EventType), time.Since(started))
+		t.s.cfg.Observer.Orchestrated(eventtype.Canonical(trigger.EventType), time.Since(started))
 	}
 	if t.ids.err != nil {
 		return nil, trigger, t.ids.err
@@ -449,7 +450,7 @@ func (t *txn) claim(x *execution, k *command, workerID string, started bool) err
 	if started {
 		meta["started"] = true
 	}
-	_, _, err := t.advance(x, store.Event{EventType: engine.EvCommandClaimed, NodeName: k.row.Step, Status: status,
+	_, _, err := t.advance(x, store.Event{EventType: eventtype.CommandClaimed, NodeName: k.row.Step, Status: status,
 		WorkerID: workerID, CommandID: k.row.CommandID, Meta: meta})
 	return err
 }
@@ -626,7 +627,7 @@ func (t *txn) encodeState(x *execution) ([]byte, error) {
 	}
 	msg := fmt.Sprintf("the execution's state grew to %d bytes, over the limit of %d (MaxStateBytes): keep large values in step results (each step's result is kept outside the state) rather than in ctx with set:",
 		len(b), t.s.cfg.MaxStateBytes)
-	if _, _, err := t.advance(x, store.Event{EventType: engine.EvPlaybookFailed, Status: store.ExecutionFailed,
+	if _, _, err := t.advance(x, store.Event{EventType: eventtype.PlaybookFailed, Status: store.ExecutionFailed,
 		Context: map[string]any{"error": msg}}); err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/store"
 )
@@ -121,7 +122,7 @@ func (t *txn) start(req ExecuteRequest, entry store.CatalogEntry, pb *engine.Pla
 		ctxv["schedule_id"] = fmt.Sprint(req.ScheduleID)
 		ctxv["scheduled_at"] = req.ScheduledAt.UTC().Format(time.RFC3339Nano)
 	}
-	out, _, err := t.advance(x, store.Event{EventType: engine.EvPlaybookStarted, Status: "STARTED", Context: ctxv, CreatedAt: at})
+	out, _, err := t.advance(x, store.Event{EventType: eventtype.PlaybookStarted, Status: "STARTED", Context: ctxv, CreatedAt: at})
 	if err != nil {
 		return nil, err
 	}

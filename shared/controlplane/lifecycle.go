@@ -3,7 +3,7 @@ package controlplane
 import (
 	"context"
 
-	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -16,7 +16,7 @@ func (s *Service) Cancel(ctx context.Context, id int64, reason string) error {
 		reason = "cancelled by request"
 	}
 	ctxv := map[string]any{"reason": reason}
-	return s.end(ctx, id, engine.EvPlaybookCancelled, store.ExecutionCancelled, ctxv, true)
+	return s.end(ctx, id, eventtype.PlaybookCancelled, store.ExecutionCancelled, ctxv, true)
 }
 
 // Finalize forces a terminal status (an operator's action): like cancel for
@@ -25,9 +25,9 @@ func (s *Service) Finalize(ctx context.Context, id int64, status, errMsg string)
 	var typ string
 	switch status {
 	case store.ExecutionCompleted:
-		typ = engine.EvPlaybookCompleted
+		typ = eventtype.PlaybookCompleted
 	case store.ExecutionFailed:
-		typ = engine.EvPlaybookFailed
+		typ = eventtype.PlaybookFailed
 	default:
 		return Errorf(ErrInvalid, "status: expected COMPLETED or FAILED, got %q", status)
 	}

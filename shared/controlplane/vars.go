@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/noetlwire"
 	"github.com/noetl-go/noetl/shared/store"
@@ -49,7 +50,7 @@ func (s *Service) SetVariables(ctx context.Context, executionID int64, v noetlwi
 		if terminal(x.row.Status) {
 			return Errorf(ErrConflict, "execution %d is already %s: its variables can no longer be set", executionID, x.row.Status)
 		}
-		_, ev, err := t.advance(x, store.Event{EventType: engine.EvCtxUpdated, Status: "CONTEXT", NodeName: v.SourceStep,
+		_, ev, err := t.advance(x, store.Event{EventType: eventtype.CtxUpdated, Status: "CONTEXT", NodeName: v.SourceStep,
 			WorkerID: workerID, Context: map[string]any{"step": v.SourceStep, "values": values}, Meta: meta})
 		if err != nil {
 			return err

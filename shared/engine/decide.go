@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/tmpl"
@@ -102,7 +103,7 @@ type decider struct {
 }
 
 func (d *decider) decide() {
-	trigType := CanonicalType(d.trig.Type)
+	trigType := eventtype.Canonical(d.trig.Type)
 	wasTerminal := d.s.Terminal()
 	oc := classify(d.s, d.trig)
 	if oc.cmd != nil && oc.final {
@@ -113,11 +114,11 @@ func (d *decider) decide() {
 		return // late events of an ended execution are recorded, never acted on (R-R10)
 	}
 	switch trigType {
-	case EvPlaybookStarted:
+	case eventtype.PlaybookStarted:
 		d.enter(d.pb.Start(), nil, false)
-	case EvCommandCompleted, EvCommandFailed, EvCommandExpired:
+	case eventtype.CommandCompleted, eventtype.CommandFailed, eventtype.CommandExpired:
 		d.commandEnded(oc)
-	case EvPlaybookCancelled, EvPlaybookCompleted, EvPlaybookFailed:
+	case eventtype.PlaybookCancelled, eventtype.PlaybookCompleted, eventtype.PlaybookFailed:
 		// Cancel or an operator's finalize (R-R10): stop everything in flight.
 		d.abort()
 		return
@@ -173,7 +174,7 @@ func (d *decider) scheduleRetry(oc cmdOutcome) {
 	delay := pipeline.RetryDelaySeconds(step.Retry.Delay, step.Retry.Backoff, k, step.Retry.MaxDelay)
 	at := d.trig.Time.Add(seconds(delay))
 	attempt := oc.cmd.Attempt + 1
-	d.emit(Event{Type: EvCommandRetry, Step: oc.cmd.Step, Status: "PENDING", CommandID: oc.id,
+	d.emit(Event{Type: eventtype.CommandRetry, Step: oc.cmd.Step, Status: "PENDING", CommandID: oc.id,
 		Context: map[string]any{"error": oc.errMsg},
 		Meta: map[string]any{"command_id": oc.id, "attempt": int64(attempt), "available_at": at.UTC().Format(timeLayout),
 			"delay_seconds": delay, "class": oc.class}})
@@ -190,7 +191,7 @@ func (d *decider) singleEnded(step *Step, st *StepState, oc cmdOutcome) {
 		data, updates := splitContextUpdates(d.resultData(oc))
 		d.complete(step, st, data, updates, "", oc.ref)
 	case d.s.Status != StatusRunning:
-		d.emit(Event{Type: EvStepExit, Step: step.Name, Status: StatusFailed,
+		d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: StatusFailed,
 			Context: map[string]any{"visit": int64(st.Visit.N), "error": oc.errMsg}})
 	case step.OnError == OnErrorContinue:
 		d.complete(step, st, map[string]any{"error": oc.errMsg}, nil, oc.errMsg, "")
@@ -207,7 +208,7 @@ func (d *decider) iterationEnded(step *Step, st *StepState, oc cmdOutcome) {
 		d.write(key, data)
 		if len(updates) > 0 && d.s.Status == StatusRunning {
 			// R-W3: applied before the next iteration renders.
-			d.emit(Event{Type: EvCtxUpdated, Step: step.Name, Status: "CONTEXT",
+			d.emit(Event{Type: eventtype.CtxUpdated, Step: step.Name, Status: "CONTEXT",
 				Context: map[string]any{"step": step.Name, "values": updates}})
 		}
 	} else {
@@ -221,7 +222,7 @@ func (d *decider) iterationEnded(step *Step, st *StepState, oc cmdOutcome) {
 	}
 	if d.s.Status != StatusRunning {
 		if v.InFlight == 0 {
-			d.emit(Event{Type: EvStepExit, Step: step.Name, Status: StatusCancelled,
+			d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: StatusCancelled,
 				Context: map[string]any{"visit": int64(v.N), "error": "the loop was stopped because the execution is failing"}})
 		}
 		return
@@ -261,7 +262,7 @@ func (d *decider) claimEnded(step *Step, st *StepState, oc cmdOutcome) {
 	}
 	if d.s.Status != StatusRunning {
 		if v.InFlight == 0 {
-			d.emit(Event{Type: EvStepExit, Step: step.Name, Status: StatusCancelled,
+			d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: StatusCancelled,
 				Context: map[string]any{"visit": int64(v.N), "error": "the loop was stopped because the execution is failing"}})
 		}
 		return
@@ -287,7 +288,7 @@ func (d *decider) claimEnded(step *Step, st *StepState, oc cmdOutcome) {
 	if tx := claimTxid(d.resultData(oc)); tx != "" && len(rows) > 0 {
 		claimed["txid"] = tx
 	}
-	d.emit(Event{Type: EvLoopClaimed, Step: step.Name, Status: "CLAIMED", CommandID: oc.id, Context: claimed})
+	d.emit(Event{Type: eventtype.LoopClaimed, Step: step.Name, Status: "CLAIMED", CommandID: oc.id, Context: claimed})
 	if len(rows) == 0 && v.InFlight == 0 {
 		d.completeLoop(step, st)
 		return
@@ -339,7 +340,7 @@ func (d *decider) enter(step *Step, arcSet map[string]any, checkWhen bool) {
 	visit := st.Visits + 1
 	if visit > step.MaxVisits {
 		// R-J8: fails the playbook whatever on_error says.
-		d.emit(Event{Type: EvStepExit, Step: step.Name, Status: StatusFailed, Context: map[string]any{
+		d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: StatusFailed, Context: map[string]any{
 			"visit": int64(st.Visits), "error": fmt.Sprintf("step %q exceeded max_visits (%d); raise spec.max_visits if the cycle is intended", step.Name, step.MaxVisits)}})
 		d.enterFailing()
 		return
@@ -353,7 +354,7 @@ func (d *decider) enter(step *Step, arcSet map[string]any, checkWhen bool) {
 			return
 		}
 		if !tmpl.WhenTrue(v) {
-			d.emit(Event{Type: EvStepSkipped, Step: step.Name, Status: "SKIPPED",
+			d.emit(Event{Type: eventtype.StepSkipped, Step: step.Name, Status: "SKIPPED",
 				Context: map[string]any{"reason": "when is false"}})
 			d.stepEnded(step)
 			return
@@ -373,7 +374,7 @@ func (d *decider) enter(step *Step, arcSet map[string]any, checkWhen bool) {
 				}
 			}
 			if !r.Allow {
-				d.emit(Event{Type: EvStepSkipped, Step: step.Name, Status: "SKIPPED",
+				d.emit(Event{Type: eventtype.StepSkipped, Step: step.Name, Status: "SKIPPED",
 					Context: map[string]any{"reason": fmt.Sprintf("admit rule %d refused", i)}})
 				d.stepEnded(step)
 				return
@@ -456,7 +457,7 @@ func (d *decider) emitEnter(step *Step, visit int, arcSet map[string]any, loop *
 			c["cursor"] = true
 		}
 	}
-	d.emit(Event{Type: EvStepEnter, Step: step.Name, Status: "ENTERED", Context: c,
+	d.emit(Event{Type: eventtype.StepEnter, Step: step.Name, Status: "ENTERED", Context: c,
 		Meta: map[string]any{"visit": int64(visit)}})
 }
 
@@ -592,7 +593,7 @@ func (d *decider) emitCommand(step *Step, st *StepState, kind string, index int,
 		meta["retry_on_status"] = anySlice(step.Retry.OnStatus)
 	}
 	maps.Copy(meta, extra)
-	ev := Event{Type: EvCommandIssued, Step: step.Name, NodeType: kind, Status: "PENDING",
+	ev := Event{Type: eventtype.CommandIssued, Step: step.Name, NodeType: kind, Status: "PENDING",
 		CommandID: cmdID, Context: payload, Meta: meta}
 	// The command id embeds the event id, so emit is inlined here to use id.
 	ev.Seq, ev.ID, ev.Time = d.s.Seq+1, id, d.trig.Time
@@ -712,11 +713,11 @@ func (d *decider) complete(step *Step, st *StepState, result any, updates map[st
 	if d.s.Status != StatusRunning {
 		// A late completion while failing is recorded, never routed (R-R9).
 		d.putResult(exit, step, v.N, result, stored.uri)
-		d.emit(Event{Type: EvStepExit, Step: step.Name, Status: StatusCompleted, Context: exit})
+		d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: StatusCompleted, Context: exit})
 		return
 	}
 	if len(updates) > 0 {
-		d.emit(Event{Type: EvCtxUpdated, Step: step.Name, Status: "CONTEXT",
+		d.emit(Event{Type: eventtype.CtxUpdated, Step: step.Name, Status: "CONTEXT",
 			Context: map[string]any{"step": step.Name, "values": updates}})
 	}
 	eventName := "step.exit"
@@ -731,7 +732,7 @@ func (d *decider) complete(step *Step, st *StepState, result any, updates map[st
 		return
 	}
 	if len(values) > 0 {
-		d.emit(Event{Type: EvCtxUpdated, Step: step.Name, Status: "CONTEXT",
+		d.emit(Event{Type: eventtype.CtxUpdated, Step: step.Name, Status: "CONTEXT",
 			Context: map[string]any{"step": step.Name, "values": values}})
 	}
 	fired, err := d.route(step, b)
@@ -743,7 +744,7 @@ func (d *decider) complete(step *Step, st *StepState, result any, updates map[st
 		exit["fired"] = fired
 	}
 	d.putResult(exit, step, v.N, result, stored.uri)
-	d.emit(Event{Type: EvStepExit, Step: step.Name, Status: StatusCompleted, Context: exit})
+	d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: StatusCompleted, Context: exit})
 	d.stepEnded(step)
 }
 
@@ -808,7 +809,7 @@ func (d *decider) failStep(step *Step, msg string) {
 	if st := d.s.Steps[step.Name]; st != nil && st.Visit != nil {
 		c["visit"] = int64(st.Visit.N)
 	}
-	d.emit(Event{Type: EvStepExit, Step: step.Name, Status: StatusFailed, Context: c})
+	d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: StatusFailed, Context: c})
 	d.enterFailing()
 }
 
@@ -820,7 +821,7 @@ func (d *decider) enterFailing() {
 	}, "the execution is failing")
 	for _, name := range touched {
 		if st := d.s.Steps[name]; st != nil && st.Visit != nil && st.Visit.InFlight == 0 {
-			d.emit(Event{Type: EvStepExit, Step: name, Status: StatusCancelled,
+			d.emit(Event{Type: eventtype.StepExit, Step: name, Status: StatusCancelled,
 				Context: map[string]any{"visit": int64(st.Visit.N), "error": "cancelled because the execution is failing"}})
 		}
 	}
@@ -842,7 +843,7 @@ func (d *decider) cancelCommands(match func(*CommandState) bool, reason string) 
 		if !slices.Contains(steps, c.Step) {
 			steps = append(steps, c.Step)
 		}
-		d.emit(Event{Type: EvCommandCancelled, Step: c.Step, Status: "CANCELLED", CommandID: id,
+		d.emit(Event{Type: eventtype.CommandCancelled, Step: c.Step, Status: "CANCELLED", CommandID: id,
 			Context: map[string]any{"reason": reason}, Meta: map[string]any{"command_id": id}})
 		d.out.Cancelled = append(d.out.Cancelled, id)
 	}
@@ -865,7 +866,7 @@ func (d *decider) closeVisits(reason string) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(d.s.Steps)) {
 		if st := d.s.Steps[name]; st.Visit != nil {
-			d.emit(Event{Type: EvStepExit, Step: name, Status: StatusCancelled,
+			d.emit(Event{Type: eventtype.StepExit, Step: name, Status: StatusCancelled,
 				Context: map[string]any{"visit": int64(st.Visit.N), "error": reason}})
 		}
 	}
@@ -917,7 +918,7 @@ func (d *decider) settle() {
 			// dsl.md §4.10: nothing running, nothing waiting, nothing failed. Orphaned
 			// commands of visits that ended early are cancelled.
 			d.cancelCommands(func(*CommandState) bool { return true }, "the execution completed")
-			d.emit(Event{Type: EvPlaybookCompleted, Status: StatusCompleted,
+			d.emit(Event{Type: eventtype.PlaybookCompleted, Status: StatusCompleted,
 				Context: map[string]any{"result": d.s.Ctx}})
 			return
 		case StatusFailing:
@@ -932,7 +933,7 @@ func (d *decider) settle() {
 			for i, f := range d.s.FailedSteps {
 				failed[i] = f
 			}
-			d.emit(Event{Type: EvPlaybookFailed, Status: StatusFailed,
+			d.emit(Event{Type: eventtype.PlaybookFailed, Status: StatusFailed,
 				Context: map[string]any{"error": d.s.Error, "failed_steps": failed}})
 			return
 		default:
@@ -970,7 +971,7 @@ func (d *decider) drain() {
 				continue
 			}
 			d.unwait(step.Name)
-			d.emit(Event{Type: EvStepSkipped, Step: step.Name, Status: "SKIPPED",
+			d.emit(Event{Type: eventtype.StepSkipped, Step: step.Name, Status: "SKIPPED",
 				Context: map[string]any{"reason": "no incoming arc can fire"}})
 			d.stepEnded(step)
 		default:

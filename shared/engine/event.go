@@ -6,60 +6,6 @@ import (
 	"time"
 )
 
-// Event types (events.md §3). Workers' and NoETL's legacy spellings are folded
-// onto these by CanonicalType.
-const (
-	EvPlaybookStarted   = "playbook.started"
-	EvPlaybookCompleted = "playbook.completed"
-	EvPlaybookFailed    = "playbook.failed"
-	EvPlaybookCancelled = "playbook.cancelled"
-	EvStepEnter         = "step.enter"
-	EvStepSkipped       = "step.skipped"
-	EvStepExit          = "step.exit"
-	EvCtxUpdated        = "ctx.updated"
-	EvCommandIssued     = "command.issued"
-	EvCommandClaimed    = "command.claimed"
-	EvCommandStarted    = "command.started"
-	EvCallDone          = "call.done"
-	EvCallError         = "call.error"
-	EvCommandCompleted  = "command.completed"
-	EvCommandFailed     = "command.failed"
-	EvCommandExpired    = "command.expired"
-	EvCommandRetry      = "command.retry"
-	EvCommandCancelled  = "command.cancelled"
-	// EvLoopClaimed records what a cursor loop's claim returned (context:
-	// visit, claimed rows, the loop's new total, drained).
-	EvLoopClaimed = "loop.claimed"
-)
-
-// CanonicalType maps NoETL's legacy underscore spellings to the dotted names.
-func CanonicalType(t string) string {
-	switch t {
-	case "playbook_started", "execution_started", "playbook.initialized", "playbook_initialized":
-		// NoETL 3.x writes playbook.initialized where 2.x wrote playbook_started.
-		return EvPlaybookStarted
-	case "playbook_completed", "execution_completed":
-		return EvPlaybookCompleted
-	case "playbook_failed", "execution_failed":
-		return EvPlaybookFailed
-	case "playbook_cancelled", "execution_cancelled":
-		return EvPlaybookCancelled
-	case "step_enter", "step_started":
-		return EvStepEnter
-	case "step_completed", "step_exit":
-		return EvStepExit
-	case "step_skipped":
-		return EvStepSkipped
-	case "action_started":
-		return EvCommandStarted
-	case "action_completed":
-		return EvCommandCompleted
-	case "action_failed", "action_error":
-		return EvCommandFailed
-	}
-	return t
-}
-
 // Event is one row of an execution's log as the engine sees it.
 type Event struct {
 	Seq       int64

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/noetl-go/noetl/shared/eventtype"
 )
 
 // cmdOutcome is what a command.completed/failed/expired means for its command.
@@ -27,8 +29,8 @@ type cmdOutcome struct {
 // and command.failed decide, using the envelope call.done recorded (R-R3).
 func classify(s *Snapshot, ev Event) cmdOutcome {
 	oc := cmdOutcome{id: commandID(ev)}
-	switch CanonicalType(ev.Type) {
-	case EvCommandCompleted, EvCommandFailed, EvCommandExpired:
+	switch eventtype.Canonical(ev.Type) {
+	case eventtype.CommandCompleted, eventtype.CommandFailed, eventtype.CommandExpired:
 	default:
 		return oc // only terminal command events have an outcome
 	}
@@ -41,8 +43,8 @@ func classify(s *Snapshot, ev Event) cmdOutcome {
 		env = envelopeOf(ev)
 	}
 	status := strings.ToLower(str(env["status"]))
-	switch CanonicalType(ev.Type) {
-	case EvCommandCompleted:
+	switch eventtype.Canonical(ev.Type) {
+	case eventtype.CommandCompleted:
 		switch {
 		case status == "timeout":
 			oc.class = ClassTimeout
@@ -53,12 +55,12 @@ func classify(s *Snapshot, ev Event) cmdOutcome {
 		default:
 			oc.ok = true
 		}
-	case EvCommandFailed:
+	case eventtype.CommandFailed:
 		oc.class = ClassError
 		if c := str(ev.Meta["class"]); c == ClassTimeout || status == "timeout" {
 			oc.class = ClassTimeout
 		}
-	case EvCommandExpired:
+	case eventtype.CommandExpired:
 		oc.class = ClassExpired
 	}
 	if oc.ok {
@@ -124,7 +126,7 @@ func httpStatus(env map[string]any) int64 {
 // event. Stored results have the shape {status, context: E} (R-R1); a producer
 // may also send the envelope flat or inside context.result.
 func envelopeOf(ev Event) map[string]any {
-	if CanonicalType(ev.Type) == EvCallError {
+	if eventtype.Canonical(ev.Type) == eventtype.CallError {
 		msg := ev.Error
 		if msg == "" {
 			msg = ErrorText(ev.Context["error"])

@@ -5,6 +5,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
+	"github.com/noetl-go/noetl/shared/eventtype"
 )
 
 // TestExecutionVariables: a variable set from outside the playbook (POST
@@ -27,7 +28,7 @@ workflow:
 		t.Fatal(err)
 	}
 	// The variable arrives while start runs, before it completes.
-	if err := s.Post(engine.Event{Type: engine.EvCtxUpdated, Status: "CONTEXT",
+	if err := s.Post(engine.Event{Type: eventtype.CtxUpdated, Status: "CONTEXT",
 		Context: map[string]any{"step": "start", "values": map[string]any{"token_len": int64(24), "who": map[string]any{"name": "ann"}}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/config"
 	"github.com/noetl-go/noetl/shared/controlplane"
-	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -64,11 +64,11 @@ func NewMetrics(stats Stats, tokens config.Tokens) *Metrics {
 // eventLabel bounds the label's values: clients choose event types freely,
 // and each label value is a time series.
 func eventLabel(t string) string {
-	switch c := engine.CanonicalType(t); c {
-	case engine.EvCommandClaimed, engine.EvCommandStarted, engine.EvCallDone, engine.EvCallError,
-		engine.EvCommandCompleted, engine.EvCommandFailed,
+	switch c := eventtype.Canonical(t); c {
+	case eventtype.CommandClaimed, eventtype.CommandStarted, eventtype.CallDone, eventtype.CallError,
+		eventtype.CommandCompleted, eventtype.CommandFailed,
 		// triggers the server itself writes (execute, the sweeper, cancel)
-		engine.EvPlaybookStarted, engine.EvCommandExpired, engine.EvPlaybookCancelled:
+		eventtype.PlaybookStarted, eventtype.CommandExpired, eventtype.PlaybookCancelled:
 		return c
 	}
 	return "other"

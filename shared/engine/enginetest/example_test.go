@@ -5,6 +5,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
+	"github.com/noetl-go/noetl/shared/eventtype"
 )
 
 // A playbook runs end to end in memory: the simulator plays the store and the
@@ -60,7 +61,7 @@ workflow:
 	for _, step := range []string{"fetch", "big_day", "quiet_day"} {
 		fmt.Printf("%s: %s\n", step, s.StepStatus(step))
 	}
-	fmt.Println("commands issued:", s.Count(engine.EvCommandIssued, ""))
+	fmt.Println("commands issued:", s.Count(eventtype.CommandIssued, ""))
 	// Output:
 	// fetch runs for region eu
 	// execution: COMPLETED

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/toolresult"
@@ -96,7 +97,7 @@ func (s *Sim) Start(payload map[string]any) error {
 		return err
 	}
 	s.Run.Workload = wl
-	return s.Post(engine.Event{Type: engine.EvPlaybookStarted, Status: "STARTED",
+	return s.Post(engine.Event{Type: eventtype.PlaybookStarted, Status: "STARTED",
 		Context: map[string]any{"workload": wl, "path": s.Run.Path}})
 }
 
@@ -220,10 +221,10 @@ func (s *Sim) Step() (bool, error) {
 func (s *Sim) Claim(c *Cmd, worker string) error {
 	c.Status = "CLAIMED"
 	meta := map[string]any{"command_id": c.ID, "attempt": int64(c.Attempt)}
-	if err := s.Post(engine.Event{Type: engine.EvCommandClaimed, Step: c.Step, Status: "CLAIMED", CommandID: c.ID, WorkerID: worker, Meta: meta}); err != nil {
+	if err := s.Post(engine.Event{Type: eventtype.CommandClaimed, Step: c.Step, Status: "CLAIMED", CommandID: c.ID, WorkerID: worker, Meta: meta}); err != nil {
 		return err
 	}
-	return s.Post(engine.Event{Type: engine.EvCommandStarted, Step: c.Step, Status: "RUNNING", CommandID: c.ID, WorkerID: worker, Meta: meta})
+	return s.Post(engine.Event{Type: eventtype.CommandStarted, Step: c.Step, Status: "RUNNING", CommandID: c.ID, WorkerID: worker, Meta: meta})
 }
 
 // Finish reports a claimed command's outcome the way workers do.
@@ -236,10 +237,10 @@ func (s *Sim) Finish(c *Cmd, r Reply) error {
 	switch {
 	case r.Expire:
 		c.Status = "EXPIRED"
-		return s.Post(engine.Event{Type: engine.EvCommandExpired, Step: c.Step, Status: "EXPIRED", CommandID: c.ID, Meta: meta})
+		return s.Post(engine.Event{Type: eventtype.CommandExpired, Step: c.Step, Status: "EXPIRED", CommandID: c.ID, Meta: meta})
 	case r.Fail:
 		c.Status = "FAILED"
-		return post(engine.EvCommandFailed, "FAILED", nil, r.Error)
+		return post(eventtype.CommandFailed, "FAILED", nil, r.Error)
 	}
 	status := r.Status
 	if status == "" {
@@ -256,11 +257,11 @@ func (s *Sim) Finish(c *Cmd, r Reply) error {
 		delete(env, "data")
 		result["reference"] = map[string]any{"store_tier": "artifact", "logical_uri": r.Ref}
 	}
-	if err := post(engine.EvCallDone, "COMPLETED", result, ""); err != nil {
+	if err := post(eventtype.CallDone, "COMPLETED", result, ""); err != nil {
 		return err
 	}
 	c.Status = "COMPLETED"
-	return post(engine.EvCommandCompleted, status, nil, "")
+	return post(eventtype.CommandCompleted, status, nil, "")
 }
 
 func (s *Sim) reply(c *Cmd) Reply {
