@@ -13,6 +13,7 @@ import (
 	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/notify"
+	"github.com/noetl-go/noetl/shared/playbook"
 	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/store"
 )
@@ -64,7 +65,7 @@ type txn struct {
 // and kept current as triggers are advanced.
 type execution struct {
 	row   store.Execution
-	pb    *engine.Playbook
+	pb    *playbook.Playbook
 	run   *engine.Run
 	snap  *engine.Snapshot
 	isNew bool // inserted by this txn (execute)
@@ -383,7 +384,7 @@ func (t *txn) gather(x *execution, out *engine.Outcome) {
 		status := store.CommandCompleted
 		switch {
 		case f.OK:
-		case f.Class == engine.ClassExpired:
+		case f.Class == playbook.ClassExpired:
 			status = store.CommandExpired
 		default:
 			status = store.CommandFailed

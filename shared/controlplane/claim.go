@@ -7,9 +7,9 @@ import (
 	"maps"
 	"time"
 
-	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/lifecycle"
+	"github.com/noetl-go/noetl/shared/playbook"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -158,7 +158,7 @@ func (t *txn) endLease(x *execution, k *command) (timedOut bool, err error) {
 	ev := store.Event{EventType: eventtype.CommandExpired, NodeName: c.Step, Status: "EXPIRED", CommandID: c.CommandID,
 		WorkerID: c.WorkerID, Meta: meta}
 	if timedOut = lifecycle.TimedOut(c.Lifecycle(), t.clock(), t.s.limits); timedOut {
-		meta["class"] = engine.ClassTimeout
+		meta["class"] = playbook.ClassTimeout
 		ev.EventType, ev.Status = eventtype.CommandFailed, "FAILED"
 		ev.Error = fmt.Sprintf("the command ran past its timeout of %ds", c.TimeoutSeconds)
 	}

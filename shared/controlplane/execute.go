@@ -10,6 +10,7 @@ import (
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/notify"
+	"github.com/noetl-go/noetl/shared/playbook"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -76,7 +77,7 @@ func (s *Service) Execute(ctx context.Context, req ExecuteRequest) (*Started, er
 // start writes the new execution with playbook.started and its first
 // commands: one round trip for the clock (and the idempotency key), one for
 // everything else with COMMIT.
-func (s *Service) start(ctx context.Context, sh *store.Shard, req ExecuteRequest, entry store.CatalogEntry, pb *engine.Playbook) (*Started, error) {
+func (s *Service) start(ctx context.Context, sh *store.Shard, req ExecuteRequest, entry store.CatalogEntry, pb *playbook.Playbook) (*Started, error) {
 	var started *Started
 	ls := &store.LockSet{IdempotencyKey: req.IdempotencyKey}
 	err := s.withTx(ctx, sh, ls, func(t *txn) (err error) {
@@ -95,7 +96,7 @@ func (s *Service) start(ctx context.Context, sh *store.Shard, req ExecuteRequest
 
 // start inserts the execution and folds playbook.started, under the lock of
 // its idempotency key.
-func (t *txn) start(req ExecuteRequest, entry store.CatalogEntry, pb *engine.Playbook) (*Started, error) {
+func (t *txn) start(req ExecuteRequest, entry store.CatalogEntry, pb *playbook.Playbook) (*Started, error) {
 	id := t.ids.next()
 	if t.ids.err != nil {
 		return nil, t.ids.err

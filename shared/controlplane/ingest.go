@@ -13,6 +13,7 @@ import (
 	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/noetlwire"
+	"github.com/noetl-go/noetl/shared/playbook"
 	"github.com/noetl-go/noetl/shared/redact"
 	"github.com/noetl-go/noetl/shared/store"
 )
@@ -244,7 +245,7 @@ func (t *txn) toolOf(x *execution, commandID string) noetlwire.Tool {
 		return noetlwire.Tool{}
 	}
 	tool := noetlwire.Tool{Kind: k.row.ToolKind}
-	if st := x.pb.Step(k.row.Step); st != nil && tool.Kind == engine.KindTaskSequence {
+	if st := x.pb.Step(k.row.Step); st != nil && tool.Kind == playbook.KindTaskSequence {
 		if st.Tool != nil {
 			tool.Single, tool.Labels, tool.Kinds = true, []string{st.Tool.Label(st.Name)}, []string{st.Tool.Kind}
 		}

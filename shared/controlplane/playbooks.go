@@ -3,7 +3,7 @@ package controlplane
 import (
 	"sync"
 
-	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/playbook"
 )
 
 // playbookCache keeps parsed playbooks by catalog id (a catalog entry never
@@ -16,15 +16,15 @@ type playbookCache struct {
 	max    int
 	budget int
 	used   int
-	books  map[int64]*engine.Playbook
+	books  map[int64]*playbook.Playbook
 	order  []int64
 }
 
 func newPlaybookCache(n, budget int) *playbookCache {
-	return &playbookCache{max: n, budget: budget, books: map[int64]*engine.Playbook{}}
+	return &playbookCache{max: n, budget: budget, books: map[int64]*playbook.Playbook{}}
 }
 
-func (c *playbookCache) get(id int64) *engine.Playbook {
+func (c *playbookCache) get(id int64) *playbook.Playbook {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.books[id]
@@ -32,7 +32,7 @@ func (c *playbookCache) get(id int64) *engine.Playbook {
 
 // put keeps a playbook unless it alone weighs more than the budget (it is
 // then parsed again when next needed).
-func (c *playbookCache) put(id int64, pb *engine.Playbook) {
+func (c *playbookCache) put(id int64, pb *playbook.Playbook) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	w := pb.Weight()

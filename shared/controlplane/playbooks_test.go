@@ -5,16 +5,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/playbook"
+	"github.com/noetl-go/noetl/shared/playbook/parser"
 )
 
 // bookWithTemplate parses a playbook whose one template is n bytes long.
-func bookWithTemplate(t *testing.T, i, n int) *engine.Playbook {
+func bookWithTemplate(t *testing.T, i, n int) *playbook.Playbook {
 	t.Helper()
 	tmpl := "{{ '" + strings.Repeat("x", n) + "' }}"
 	src := fmt.Sprintf("apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: p%d, path: tests/p%d}\nworkflow:\n"+
 		"  - step: start\n    tool: {kind: noop, result: \"%s\"}\n", i, i, tmpl)
-	pb, diags := engine.Parse([]byte(src))
+	pb, diags := parser.Parse([]byte(src))
 	if pb == nil {
 		t.Fatal(diags.Err())
 	}

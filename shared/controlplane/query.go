@@ -8,6 +8,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/playbook"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -140,7 +141,7 @@ func (s *Service) Status(ctx context.Context, id int64) (*StatusView, error) {
 	return &v, nil
 }
 
-func statusOf(row store.Execution, snap *engine.Snapshot, pb *engine.Playbook) StatusView {
+func statusOf(row store.Execution, snap *engine.Snapshot, pb *playbook.Playbook) StatusView {
 	v := StatusView{ExecutionID: row.ExecutionID, Status: row.Status, TotalSteps: len(pb.Steps),
 		IsCancelled: row.Status == store.ExecutionCancelled}
 	var latest int64

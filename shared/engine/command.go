@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/playbook"
 	"github.com/noetl-go/noetl/shared/tmpl"
 )
 
@@ -18,7 +19,7 @@ import (
 // their templates read, as NoETL's task_sequence {tasks: [{name, kind, …}],
 // remaining_actions}, and the worker renders item by item against its running
 // context (R-S3, worker.md §3).
-func (d *decider) commandPayload(step *Step, visit int, b *bindings) (map[string]any, error) {
+func (d *decider) commandPayload(step *playbook.Step, visit int, b *bindings) (map[string]any, error) {
 	args := map[string]any{}
 	if step.Input != nil {
 		in, err := d.renderValue(step.Input, b)
@@ -34,7 +35,7 @@ func (d *decider) commandPayload(step *Step, visit int, b *bindings) (map[string
 		p["iteration"] = map[string]any{"index": int64(b.iter.index), "total": int64(b.iter.total),
 			"iterator": b.iter.iterator, "item": b.iter.item}
 	}
-	if !step.usesPolicy() {
+	if !step.UsesPolicy() {
 		cfg, err := d.renderValue(step.Tool.Config, b)
 		if err != nil {
 			return nil, err
@@ -63,7 +64,7 @@ func (d *decider) commandPayload(step *Step, visit int, b *bindings) (map[string
 		}
 		p["tool_config"] = tc
 		p["args"] = merged
-		if rc := d.codeContext(step.Tool.codeNames, b); len(rc) > 0 {
+		if rc := d.codeContext(step.Tool.CodeNames, b); len(rc) > 0 {
 			p["render_context"] = rc
 		}
 		return p, nil
@@ -71,7 +72,7 @@ func (d *decider) commandPayload(step *Step, visit int, b *bindings) (map[string
 	items := step.Pipeline
 	single := false
 	if step.Tool != nil {
-		items, single = []*PipelineItem{{Label: step.Tool.Label(step.Name), Tool: step.Tool}}, true
+		items, single = []*playbook.PipelineItem{{Label: step.Tool.Label(step.Name), Tool: step.Tool}}, true
 	}
 	tasks := make([]any, len(items))
 	roots := map[string]bool{}
@@ -80,10 +81,10 @@ func (d *decider) commandPayload(step *Step, visit int, b *bindings) (map[string
 		raw["kind"] = it.Tool.Kind
 		raw["name"] = it.Label
 		tasks[i] = raw
-		for _, r := range it.Tool.roots {
+		for _, r := range it.Tool.Roots {
 			roots[r] = true
 		}
-		for _, r := range it.Tool.codeNames {
+		for _, r := range it.Tool.CodeNames {
 			if codeContextName(r) {
 				roots[r] = true
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/playbook/parser"
 	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
@@ -26,7 +27,7 @@ func conformanceSim(t *testing.T, file string) *enginetest.Sim {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pb, ds := engine.Parse(src)
+	pb, ds := parser.Parse(src)
 	if ds.HasErrors() {
 		t.Fatalf("%s: %v", file, ds.Errors())
 	}

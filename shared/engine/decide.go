@@ -13,6 +13,7 @@ import (
 	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/playbook"
 	"github.com/noetl-go/noetl/shared/tmpl"
 	"github.com/noetl-go/noetl/shared/toolresult"
 )
@@ -59,9 +60,9 @@ func New(cfg Config) *Engine {
 //
 // On a *NeedResultsError the caller loads the named values and calls again with a
 // fresh copy of the snapshot (this call may have changed snap).
-func (e *Engine) Handle(pb *Playbook, run *Run, snap *Snapshot, trigger Event, in Inputs) (out *Outcome, err error) {
-	d := &decider{e: e, pb: pb, g: pb.graph, run: run, s: snap, in: in, trig: trigger,
-		out: &Outcome{}, local: map[ResultKey]any{}, queued: newBitset(len(pb.Steps)), budget: tmpl.NewBudget()}
+func (e *Engine) Handle(pb *playbook.Playbook, run *Run, snap *Snapshot, trigger Event, in Inputs) (out *Outcome, err error) {
+	d := &decider{e: e, pb: pb, g: pb.Graph(), run: run, s: snap, in: in, trig: trigger,
+		out: &Outcome{}, local: map[ResultKey]any{}, queued: playbook.NewBitset(len(pb.Steps)), budget: tmpl.NewBudget()}
 	defer func() {
 		if r := recover(); r != nil {
 			need, ok := r.(needResults)
@@ -81,8 +82,8 @@ type needResults []ResultKey
 
 type decider struct {
 	e    *Engine
-	pb   *Playbook
-	g    *graph
+	pb   *playbook.Playbook
+	g    *playbook.Graph
 	run  *Run
 	s    *Snapshot
 	in   Inputs
@@ -92,7 +93,7 @@ type decider struct {
 	// dispatch, iteration results just reported).
 	local  map[ResultKey]any
 	work   rankHeap
-	queued bitset
+	queued playbook.Bitset
 	// budget bounds what every template rendered in this decision builds, together
 	// (tmpl.Budget): one budget per event, so neither many templates nor many
 	// iterations issued at once multiply the allowance. Exceeding it is a render
@@ -139,7 +140,7 @@ func (d *decider) emit(ev Event) {
 	d.out.Events = append(d.out.Events, ev)
 }
 
-func (d *decider) stepIndex(name string) int { return d.pb.byName[name].Index }
+func (d *decider) stepIndex(name string) int { return d.pb.Step(name).Index }
 
 // ---- command outcomes ----
 
@@ -181,9 +182,9 @@ func (d *decider) scheduleRetry(oc cmdOutcome) {
 	d.out.Retries = append(d.out.Retries, RetryOrder{CommandID: oc.id, Attempt: attempt, AvailableAt: at})
 }
 
-func (d *decider) singleEnded(step *Step, st *StepState, oc cmdOutcome) {
+func (d *decider) singleEnded(step *playbook.Step, st *StepState, oc cmdOutcome) {
 	switch {
-	case oc.ok && oc.ref != "" && !step.usesPolicy():
+	case oc.ok && oc.ref != "" && !step.UsesPolicy():
 		// Stored by reference, it stays there: read only if a template reads
 		// it (set, next, a later step), never copied into the shard.
 		d.complete(step, st, storedResult{oc.ref}, nil, "", oc.ref)
@@ -193,14 +194,14 @@ func (d *decider) singleEnded(step *Step, st *StepState, oc cmdOutcome) {
 	case d.s.Status != StatusRunning:
 		d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: StatusFailed,
 			Context: map[string]any{"visit": int64(st.Visit.N), "error": oc.errMsg}})
-	case step.OnError == OnErrorContinue:
+	case step.OnError == playbook.OnErrorContinue:
 		d.complete(step, st, map[string]any{"error": oc.errMsg}, nil, oc.errMsg, "")
 	default:
 		d.failStep(step, oc.errMsg)
 	}
 }
 
-func (d *decider) iterationEnded(step *Step, st *StepState, oc cmdOutcome) {
+func (d *decider) iterationEnded(step *playbook.Step, st *StepState, oc cmdOutcome) {
 	v := st.Visit
 	key := ResultKey{Kind: KindStepResult, Step: step.Name, Visit: v.N, Index: oc.cmd.Index}
 	if oc.ok {
@@ -213,7 +214,7 @@ func (d *decider) iterationEnded(step *Step, st *StepState, oc cmdOutcome) {
 		}
 	} else {
 		switch {
-		case step.OnError == OnErrorContinue:
+		case step.OnError == playbook.OnErrorContinue:
 			d.write(key, map[string]any{"error": oc.errMsg})
 		case d.s.Status == StatusRunning:
 			d.failStep(step, fmt.Sprintf("iteration %d: %s", oc.cmd.Index, oc.errMsg))
@@ -235,7 +236,7 @@ func (d *decider) iterationEnded(step *Step, st *StepState, oc cmdOutcome) {
 }
 
 // completeLoop completes a loop visit with its iterations' results in order.
-func (d *decider) completeLoop(step *Step, st *StepState) {
+func (d *decider) completeLoop(step *playbook.Step, st *StepState) {
 	v := st.Visit
 	keys := make([]ResultKey, v.Loop.Total)
 	for i := range keys {
@@ -250,7 +251,7 @@ func (d *decider) completeLoop(step *Step, st *StepState) {
 // stops claiming until they have ended, since they may add rows (a next page),
 // and then one more claim decides. A claim that fails after its retries fails
 // the step: on_error applies to iterations, not to the source of the rows.
-func (d *decider) claimEnded(step *Step, st *StepState, oc cmdOutcome) {
+func (d *decider) claimEnded(step *playbook.Step, st *StepState, oc cmdOutcome) {
 	v := st.Visit
 	var rows []any
 	errMsg := oc.errMsg
@@ -328,14 +329,14 @@ func claimedRows(data any) ([]any, error) {
 			}
 		}
 	}
-	return nil, fmt.Errorf("the claim returned no rows (got %s): end the claim with a statement that returns the rows it took (UPDATE … RETURNING, or SELECT)", describe(data))
+	return nil, fmt.Errorf("the claim returned no rows (got %s): end the claim with a statement that returns the rows it took (UPDATE … RETURNING, or SELECT)", jsonx.Describe(data))
 }
 
 // ---- dispatch ----
 
 // enter starts a new visit of step (dsl.md §4.2). checkWhen is false only for the
 // start step at playbook start (§4.1).
-func (d *decider) enter(step *Step, arcSet map[string]any, checkWhen bool) {
+func (d *decider) enter(step *playbook.Step, arcSet map[string]any, checkWhen bool) {
 	st := d.s.step(step.Name)
 	visit := st.Visits + 1
 	if visit > step.MaxVisits {
@@ -405,7 +406,7 @@ func (d *decider) enter(step *Step, arcSet map[string]any, checkWhen bool) {
 		}
 	}
 	limit := step.Loop.MaxInFlight
-	if step.Loop.MaxInFlightT != nil && step.Loop.Mode != ModeSequential {
+	if step.Loop.MaxInFlightT != nil && step.Loop.Mode != playbook.ModeSequential {
 		var err error
 		if limit, err = d.renderLimit(step.Loop.MaxInFlightT, b); err != nil {
 			d.emitEnter(step, visit, arcSet, nil)
@@ -427,7 +428,7 @@ func (d *decider) enter(step *Step, arcSet map[string]any, checkWhen bool) {
 		return
 	}
 	first := 1
-	if step.Loop.Mode == ModeParallel {
+	if step.Loop.Mode == playbook.ModeParallel {
 		first = min(len(items), limit)
 	}
 	for i, item := range items {
@@ -441,7 +442,7 @@ func (d *decider) enter(step *Step, arcSet map[string]any, checkWhen bool) {
 	d.fillLoop(step, d.s.Steps[step.Name])
 }
 
-func (d *decider) emitEnter(step *Step, visit int, arcSet map[string]any, loop *LoopState) {
+func (d *decider) emitEnter(step *playbook.Step, visit int, arcSet map[string]any, loop *LoopState) {
 	c := map[string]any{"visit": int64(visit)}
 	if len(arcSet) > 0 {
 		c["arc_set"] = arcSet
@@ -464,7 +465,7 @@ func (d *decider) emitEnter(step *Step, visit int, arcSet map[string]any, loop *
 // fillLoop issues iterations up to the loop's limit: one at a time in order when
 // sequential, up to max_in_flight when parallel (R-A9) or a cursor loop, whose
 // claim then asks for more rows when none is left to issue.
-func (d *decider) fillLoop(step *Step, st *StepState) {
+func (d *decider) fillLoop(step *playbook.Step, st *StepState) {
 	v := st.Visit
 	limit := d.loopLimit(step, v)
 	for st.Visit == v && v.Loop.Issued < v.Loop.Total && v.InFlight-claiming(v) < limit && d.s.Status == StatusRunning {
@@ -478,8 +479,8 @@ func (d *decider) fillLoop(step *Step, st *StepState) {
 }
 
 // loopLimit is how many iterations of the visit may be in flight at once.
-func (d *decider) loopLimit(step *Step, v *Visit) int {
-	if step.Loop.Mode == ModeSequential {
+func (d *decider) loopLimit(step *playbook.Step, v *Visit) int {
+	if step.Loop.Mode == playbook.ModeSequential {
 		return 1
 	}
 	limit := step.Loop.MaxInFlight
@@ -507,7 +508,7 @@ func claiming(v *Visit) int {
 // (a postgres statement, which NoETL's workers run too) whose payload's cursor
 // block tells ours to hold the claim's transaction open until the server has
 // its rows (shared/worker).
-func (d *decider) claim(step *Step, st *StepState) {
+func (d *decider) claim(step *playbook.Step, st *StepState) {
 	v := st.Visit
 	if v == nil || v.Loop == nil || d.s.Status != StatusRunning || v.Loop.Claiming || v.Loop.Issued < v.Loop.Total || (v.Loop.Drained && v.InFlight > 0) {
 		return
@@ -547,7 +548,7 @@ func (d *decider) claim(step *Step, st *StepState) {
 
 // issue renders and emits one command. A render error is deterministic: it is
 // never retried and on_error applies (R-L6).
-func (d *decider) issue(step *Step, st *StepState, it *iteration) {
+func (d *decider) issue(step *playbook.Step, st *StepState, it *iteration) {
 	b := &bindings{arcSet: st.Visit.ArcSet, iter: it}
 	payload, err := d.commandPayload(step, st.Visit.N, b)
 	if err != nil {
@@ -580,7 +581,7 @@ func (d *decider) issue(step *Step, st *StepState, it *iteration) {
 }
 
 // emitCommand emits command.issued for a payload and hands the command out.
-func (d *decider) emitCommand(step *Step, st *StepState, kind string, index int, payload, extra map[string]any) {
+func (d *decider) emitCommand(step *playbook.Step, st *StepState, kind string, index int, payload, extra map[string]any) {
 	id := d.in.NewID()
 	cmdID := CommandID(d.run.ExecutionID, step.Name, id, index)
 	meta := map[string]any{
@@ -607,16 +608,16 @@ func (d *decider) emitCommand(step *Step, st *StepState, kind string, index int,
 }
 
 // renderFailed fails a step whose template could not render at dispatch.
-func (d *decider) renderFailed(step *Step, what string, err error) {
+func (d *decider) renderFailed(step *playbook.Step, what string, err error) {
 	msg := fmt.Sprintf("%s: %v", what, err)
-	if step.OnError == OnErrorContinue {
+	if step.OnError == playbook.OnErrorContinue {
 		d.complete(step, d.s.Steps[step.Name], map[string]any{"error": msg}, nil, msg, "")
 		return
 	}
 	d.failStep(step, msg)
 }
 
-func unsupported(step *Step) string {
+func unsupported(step *playbook.Step) string {
 	if step.Loop != nil && step.Loop.Unsupported != "" {
 		return step.Loop.Unsupported
 	}
@@ -653,7 +654,7 @@ func (d *decider) renderLimit(t *tmpl.Template, b *bindings) (int, error) {
 			return int(n), nil
 		}
 	}
-	return 0, fmt.Errorf("must render to a whole number ≥ 1, got %s", describe(v))
+	return 0, fmt.Errorf("must render to a whole number ≥ 1, got %s", jsonx.Describe(v))
 }
 
 // collection turns a rendered loop.in into items (dsl.md §4.2, R-A9).
@@ -697,7 +698,7 @@ func collection(v any, limit int) ([]any, error) {
 // complete finishes a step's visit (dsl.md §4.6): durable updates, set, step.exit
 // with the arcs that fired, then the successors are re-checked. ref is the URI
 // the worker stored the result at, when it did (the step's _ref in templates).
-func (d *decider) complete(step *Step, st *StepState, result any, updates map[string]any, errMsg, ref string) {
+func (d *decider) complete(step *playbook.Step, st *StepState, result any, updates map[string]any, errMsg, ref string) {
 	stored, _ := result.(storedResult)
 	if stored.uri != "" {
 		result = nil // loaded if the step's set or next reads it (bindings.stored)
@@ -755,7 +756,7 @@ type storedResult struct{ uri string }
 // putResult records a result in a step.exit context, by reference when large
 // (R-S1): one the worker stored (storedURI) by its reference, read from the
 // result store when needed.
-func (d *decider) putResult(exit map[string]any, step *Step, visit int, result any, storedURI string) {
+func (d *decider) putResult(exit map[string]any, step *playbook.Step, visit int, result any, storedURI string) {
 	if storedURI != "" {
 		exit["result_ref"] = map[string]any{"kind": string(KindReference), "step": step.Name, "visit": int64(visit), "index": int64(-1), "uri": storedURI}
 		return
@@ -771,7 +772,7 @@ func (d *decider) putResult(exit map[string]any, step *Step, visit int, result a
 }
 
 // route evaluates next against the updated context (dsl.md §3, §4.6).
-func (d *decider) route(step *Step, b *bindings) ([]any, error) {
+func (d *decider) route(step *playbook.Step, b *bindings) ([]any, error) {
 	if step.Next == nil {
 		return nil, nil
 	}
@@ -796,7 +797,7 @@ func (d *decider) route(step *Step, b *bindings) ([]any, error) {
 			f["set"] = values
 		}
 		fired = append(fired, f)
-		if step.Next.Mode == ModeExclusive {
+		if step.Next.Mode == playbook.ModeExclusive {
 			break
 		}
 	}
@@ -804,7 +805,7 @@ func (d *decider) route(step *Step, b *bindings) ([]any, error) {
 }
 
 // failStep fails a step fatally: the execution starts failing (R-R9).
-func (d *decider) failStep(step *Step, msg string) {
+func (d *decider) failStep(step *playbook.Step, msg string) {
 	c := map[string]any{"error": msg}
 	if st := d.s.Steps[step.Name]; st != nil && st.Visit != nil {
 		c["visit"] = int64(st.Visit.N)
@@ -877,13 +878,13 @@ func (d *decider) closeVisits(reason string) {
 // stepEnded queues what a step's end may unblock (R-J5): its successors, the
 // waiting steps whose ancestor set contains it, and itself when arcs wait in its
 // ledger (a self-loop, or arcs that arrived while it ran, R-J7).
-func (d *decider) stepEnded(step *Step) {
+func (d *decider) stepEnded(step *playbook.Step) {
 	i := step.Index
-	for _, t := range d.g.succ[i] {
+	for _, t := range d.g.Succ[i] {
 		d.push(t)
 	}
 	for _, w := range d.s.Waiting {
-		if wi := d.stepIndex(w); d.g.anc[wi].has(i) {
+		if wi := d.stepIndex(w); d.g.Anc[wi].Has(i) {
 			d.push(wi)
 		}
 	}
@@ -893,9 +894,9 @@ func (d *decider) stepEnded(step *Step) {
 }
 
 func (d *decider) push(i int) {
-	if !d.queued.has(i) {
-		d.queued.set(i)
-		heap.Push(&d.work, rankItem{i, d.g.rank[i]})
+	if !d.queued.Has(i) {
+		d.queued.Set(i)
+		heap.Push(&d.work, rankItem{i, d.g.Rank[i]})
 	}
 }
 
@@ -950,7 +951,7 @@ func (d *decider) drain() {
 		d.queued[i/64] &^= 1 << (i % 64)
 		d.out.Work.StepsExamined++
 		step := d.pb.Steps[i]
-		if !d.g.reachable[i] {
+		if !d.g.Reachable[i] {
 			continue // R-W4: never dispatched nor skipped
 		}
 		st := d.s.Steps[step.Name]
@@ -982,7 +983,7 @@ func (d *decider) drain() {
 
 // dispatch starts a visit from the ledger; arc set values merge in firing order,
 // later wins (R-J2).
-func (d *decider) dispatch(step *Step, st *StepState) {
+func (d *decider) dispatch(step *playbook.Step, st *StepState) {
 	var arcSet map[string]any
 	for _, f := range st.Ledger {
 		for _, k := range slices.Sorted(maps.Keys(f.Set)) {
@@ -995,7 +996,7 @@ func (d *decider) dispatch(step *Step, st *StepState) {
 // blocked reports whether an active step is in anc(i) (R-J3): one with a visit in
 // progress (commands or retries pending) or arcs waiting in its ledger.
 func (d *decider) blocked(i int) bool {
-	a := d.g.anc[i]
+	a := d.g.Anc[i]
 	for w, word := range a {
 		for word != 0 {
 			b := w*64 + trailingZeros(word)
@@ -1011,7 +1012,7 @@ func (d *decider) blocked(i int) bool {
 // predsFinished reports whether every forward predecessor finished or was skipped
 // (R-J4); back-edge predecessors do not count (dsl.md §4.8).
 func (d *decider) predsFinished(i int) bool {
-	for _, p := range d.g.fwdPreds[i] {
+	for _, p := range d.g.FwdPreds[i] {
 		d.out.Work.ArcsExamined++
 		st := d.s.Steps[d.pb.Steps[p].Name]
 		if st == nil || st.Visit != nil || len(st.Ledger) > 0 {
@@ -1042,10 +1043,10 @@ func (d *decider) breakDeadlock() {
 		if st == nil || len(st.Ledger) == 0 {
 			continue
 		}
-		if fallback < 0 || d.g.rank[i] < d.g.rank[fallback] {
+		if fallback < 0 || d.g.Rank[i] < d.g.Rank[fallback] {
 			fallback = i
 		}
-		if (best < 0 || d.g.rank[i] < d.g.rank[best]) && d.deadlocked(i) {
+		if (best < 0 || d.g.Rank[i] < d.g.Rank[best]) && d.deadlocked(i) {
 			best = i
 		}
 	}
@@ -1066,11 +1067,11 @@ func (d *decider) breakDeadlock() {
 // deadlocked reports whether every active step in anc(i) has i in its own anc
 // (R-J6): they block each other, and nothing else blocks i.
 func (d *decider) deadlocked(i int) bool {
-	for w, word := range d.g.anc[i] {
+	for w, word := range d.g.Anc[i] {
 		for word != 0 {
 			b := w*64 + trailingZeros(word)
 			word &= word - 1
-			if st := d.s.Steps[d.pb.Steps[b].Name]; st != nil && (st.Visit != nil || len(st.Ledger) > 0) && !d.g.anc[b].has(i) {
+			if st := d.s.Steps[d.pb.Steps[b].Name]; st != nil && (st.Visit != nil || len(st.Ledger) > 0) && !d.g.Anc[b].Has(i) {
 				return false
 			}
 		}

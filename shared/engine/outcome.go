@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/noetl-go/noetl/shared/eventtype"
+	"github.com/noetl-go/noetl/shared/playbook"
 )
 
 // cmdOutcome is what a command.completed/failed/expired means for its command.
@@ -47,21 +48,21 @@ func classify(s *Snapshot, ev Event) cmdOutcome {
 	case eventtype.CommandCompleted:
 		switch {
 		case status == "timeout":
-			oc.class = ClassTimeout
+			oc.class = playbook.ClassTimeout
 		case failedStatus(status):
-			oc.class = ClassError
+			oc.class = playbook.ClassError
 		case env == nil && failedStatus(strings.ToLower(ev.Status)):
-			oc.class = ClassError
+			oc.class = playbook.ClassError
 		default:
 			oc.ok = true
 		}
 	case eventtype.CommandFailed:
-		oc.class = ClassError
-		if c := str(ev.Meta["class"]); c == ClassTimeout || status == "timeout" {
-			oc.class = ClassTimeout
+		oc.class = playbook.ClassError
+		if c := str(ev.Meta["class"]); c == playbook.ClassTimeout || status == "timeout" {
+			oc.class = playbook.ClassTimeout
 		}
 	case eventtype.CommandExpired:
-		oc.class = ClassExpired
+		oc.class = playbook.ClassExpired
 	}
 	if oc.ok {
 		oc.data, oc.final = env["data"], true
@@ -88,19 +89,19 @@ func failedStatus(s string) bool {
 func retryable(c *CommandState, class string, env map[string]any) bool {
 	on := c.RetryOn
 	if len(on) == 0 {
-		on = []string{ClassError, ClassTimeout, ClassExpired}
+		on = []string{playbook.ClassError, playbook.ClassTimeout, playbook.ClassExpired}
 	}
 	if !slices.Contains(on, class) {
 		return false
 	}
 	limit := c.MaxAttempts
-	if class == ClassExpired {
+	if class == playbook.ClassExpired {
 		limit = max(limit, 3)
 	}
 	if c.Attempt >= limit {
 		return false
 	}
-	if class == ClassError && len(c.OnStatus) > 0 {
+	if class == playbook.ClassError && len(c.OnStatus) > 0 {
 		return slices.Contains(c.OnStatus, httpStatus(env))
 	}
 	return true
@@ -172,9 +173,9 @@ func failureMessage(ev Event, env map[string]any, class string) string {
 		}
 	}
 	switch class {
-	case ClassTimeout:
+	case playbook.ClassTimeout:
 		return "the command timed out"
-	case ClassExpired:
+	case playbook.ClassExpired:
 		return "the command's lease expired and no attempt is left"
 	}
 	if st := str(env["status"]); st != "" {

@@ -10,6 +10,7 @@ import (
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
 	"github.com/noetl-go/noetl/shared/eventtype"
+	"github.com/noetl-go/noetl/shared/playbook"
 )
 
 func ok(data any) enginetest.Tool {
@@ -1069,7 +1070,7 @@ workflow:
 	if wl["run_id"] != "run-99" || wl["from_payload"] != "{{ raw }}" || wl["literal"] != "plain" {
 		t.Fatalf("workload %v", wl)
 	}
-	if wl["job_id"] != engine.JobUUID(99) || engine.JobUUID(99) == engine.JobUUID(100) || len(engine.JobUUID(99)) != 36 {
+	if wl["job_id"] != playbook.JobUUID(99) || playbook.JobUUID(99) == playbook.JobUUID(100) || len(playbook.JobUUID(99)) != 36 {
 		t.Fatalf("job uuid %v", wl["job_id"])
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/playbook"
 	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
@@ -47,7 +48,7 @@ type Cmd struct {
 
 // Sim is one simulated execution.
 type Sim struct {
-	PB     *engine.Playbook
+	PB     *playbook.Playbook
 	Engine *engine.Engine
 	Run    *engine.Run
 	// Stored is the snapshot as the store keeps it: bytes, decoded per event.
@@ -76,7 +77,7 @@ type Sim struct {
 
 // New parses nothing: it takes a parsed playbook and returns a simulator whose
 // clock starts at a fixed instant.
-func New(pb *engine.Playbook, executionID int64) *Sim {
+func New(pb *playbook.Playbook, executionID int64) *Sim {
 	return &Sim{
 		PB: pb, Engine: engine.New(engine.Config{}),
 		Run:      &engine.Run{ExecutionID: executionID, CatalogID: 7, Path: pb.Metadata.Path, Version: 1},
@@ -268,7 +269,7 @@ func (s *Sim) reply(c *Cmd) Reply {
 	if t, ok := s.Tools[c.Step]; ok {
 		return t(c)
 	}
-	if c.ToolKind == engine.KindTaskSequence && s.Items != nil {
+	if c.ToolKind == playbook.KindTaskSequence && s.Items != nil {
 		return s.runPipeline(c)
 	}
 	return s.Default(c)
@@ -428,7 +429,7 @@ func SameState(a, b *engine.Snapshot) error {
 // it (an error within retry.max_attempts, a lease expiry within the default three
 // attempts, R-L3), so every run still completes. One in oneIn commands is
 // considered for a fault.
-func RandomFaults(rng *rand.Rand, pb *engine.Playbook, oneIn int) Tool {
+func RandomFaults(rng *rand.Rand, pb *playbook.Playbook, oneIn int) Tool {
 	return func(c *Cmd) Reply {
 		switch rng.IntN(oneIn) {
 		case 0:

@@ -1,4 +1,4 @@
-package engine_test
+package parser_test
 
 import (
 	"io/fs"
@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/playbook/parser"
 )
 
 // corpusRefused lists every playbook of NoETL's public corpus
@@ -81,7 +81,7 @@ func TestNoETLCorpus(t *testing.T) {
 			t.Logf("%s: kind %s is not a playbook; not validated", rel, m[1])
 			continue
 		}
-		pb, diags := engine.Parse(src)
+		pb, diags := parser.Parse(src)
 		errs := diags.Errors()
 		want, mustRefuse := corpusRefused[rel]
 		broken := strings.HasPrefix(rel, "broken_playbooks/")

@@ -1,10 +1,10 @@
-package engine_test
+package playbook_test
 
 import (
 	"reflect"
 	"testing"
 
-	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/playbook"
 )
 
 // TestOutline: the dashboard's graph comes from the parsed playbook, so every
@@ -29,12 +29,12 @@ workflow:
     tool: {kind: noop}
 `)
 	got := pb.Outline()
-	want := engine.Outline{Steps: []engine.OutlineStep{
+	want := playbook.Outline{Steps: []playbook.OutlineStep{
 		{Name: "start", Path: "workflow[0]", Tool: "noop", MaxAttempts: 1, Mode: "exclusive",
-			Next: []engine.OutlineArc{{To: "each", When: "{{ workload.n > 0 }}"}, {To: "done"}}},
+			Next: []playbook.OutlineArc{{To: "each", When: "{{ workload.n > 0 }}"}, {To: "done"}}},
 		{Name: "each", Path: "workflow[1]", Tool: "noop", Loop: "parallel", Iterator: "x", MaxAttempts: 3, Mode: "inclusive",
-			Next: []engine.OutlineArc{{To: "done"}}},
-		{Name: "done", Path: "workflow[2]", Tool: "noop", MaxAttempts: 1, Next: []engine.OutlineArc{}},
+			Next: []playbook.OutlineArc{{To: "done"}}},
+		{Name: "done", Path: "workflow[2]", Tool: "noop", MaxAttempts: 1, Next: []playbook.OutlineArc{}},
 	}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("outline:\n got %+v\nwant %+v", got, want)

@@ -1,4 +1,4 @@
-package engine
+package playbook
 
 // Outline is a playbook's shape for display: its steps in workflow order and
 // their arcs. The dashboard draws its step graph from it, so the graph shows

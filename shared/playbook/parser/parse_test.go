@@ -1,4 +1,4 @@
-package engine_test
+package parser_test
 
 import (
 	"os"
@@ -7,7 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/playbook"
+	"github.com/noetl-go/noetl/shared/playbook/parser"
 )
 
 // TestParseStepFields covers every field of dsl.md §2.
@@ -61,7 +62,7 @@ workflow:
 	if !reflect.DeepEqual(paths, []string{"total", "config.timeout", "plain"}) {
 		t.Errorf("set paths = %v (R-T9: ctx. prefix dropped, dots nest)", paths)
 	}
-	want := engine.Retry{MaxAttempts: 4, Delay: 2, Backoff: "exponential", MaxDelay: 10, On: []string{"error"}}
+	want := playbook.Retry{MaxAttempts: 4, Delay: 2, Backoff: "exponential", MaxDelay: 10, On: []string{"error"}}
 	if !reflect.DeepEqual(start.Retry, want) {
 		t.Errorf("retry = %+v", start.Retry)
 	}
@@ -99,10 +100,10 @@ workflow:
     tool: {kind: noop}
 `)
 	s := pb.Start()
-	if s.Timeout != engine.DefaultTimeout || s.OnError != "fail" || s.MaxVisits != 1000 {
+	if s.Timeout != playbook.DefaultTimeout || s.OnError != "fail" || s.MaxVisits != 1000 {
 		t.Errorf("defaults: timeout %d on_error %s max_visits %d", s.Timeout, s.OnError, s.MaxVisits)
 	}
-	if !reflect.DeepEqual(s.Retry, engine.Retry{MaxAttempts: 1, Delay: 1, Backoff: "fixed", MaxDelay: 300, On: []string{"error", "timeout", "expired"}}) {
+	if !reflect.DeepEqual(s.Retry, playbook.Retry{MaxAttempts: 1, Delay: 1, Backoff: "fixed", MaxDelay: 300, On: []string{"error", "timeout", "expired"}}) {
 		t.Errorf("retry defaults = %+v", s.Retry)
 	}
 	// R-A9: max_in_flight defaults to 100; sequential is the default mode.
@@ -222,11 +223,11 @@ func TestParseErrors(t *testing.T) {
 			if c.name == "wrong apiVersion" {
 				src = strings.Replace(header, "noetl.io/v2", "noetl.io/v1", 1) + "workflow:\n  - step: start\n    tool: {kind: noop}\n"
 			}
-			pb, ds := engine.Parse([]byte(src))
+			pb, ds := parser.Parse([]byte(src))
 			if pb != nil {
 				t.Errorf("a playbook with errors must not be returned")
 			}
-			if _, ok := find(ds, engine.SeverityError, c.path, c.msg); !ok {
+			if _, ok := find(ds, playbook.SeverityError, c.path, c.msg); !ok {
 				t.Fatalf("want error at %q containing %q, got:\n%v", c.path, c.msg, ds)
 			}
 		})
@@ -234,16 +235,16 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestParseMetadataErrors(t *testing.T) {
-	_, ds := engine.Parse([]byte("apiVersion: noetl.io/v2\nkind: Workflow\nmetadata: {}\nworkflow:\n  - step: start\n    tool: {kind: noop}\n"))
+	_, ds := parser.Parse([]byte("apiVersion: noetl.io/v2\nkind: Workflow\nmetadata: {}\nworkflow:\n  - step: start\n    tool: {kind: noop}\n"))
 	for _, want := range []struct{ path, msg string }{
 		{"kind", `kind must be "Playbook"`}, {"metadata.name", "required"}, {"metadata.path", "required"},
 	} {
-		if _, ok := find(ds, engine.SeverityError, want.path, want.msg); !ok {
+		if _, ok := find(ds, playbook.SeverityError, want.path, want.msg); !ok {
 			t.Errorf("missing error %v in %v", want, ds)
 		}
 	}
 	for _, src := range []string{"", "- just a list", "{{{"} {
-		_, ds := engine.Parse([]byte(src))
+		_, ds := parser.Parse([]byte(src))
 		if !ds.HasErrors() {
 			t.Errorf("Parse(%q) reported no error", src)
 		}
@@ -308,7 +309,7 @@ func TestParseWarnings(t *testing.T) {
 			if ds.HasErrors() {
 				t.Fatalf("unexpected errors: %v", ds.Errors())
 			}
-			if _, ok := find(ds, engine.SeverityWarning, c.path, c.msg); !ok {
+			if _, ok := find(ds, playbook.SeverityWarning, c.path, c.msg); !ok {
 				t.Fatalf("want warning at %q containing %q, got:\n%v", c.path, c.msg, ds)
 			}
 		})
@@ -317,7 +318,7 @@ func TestParseWarnings(t *testing.T) {
 
 // TestParseAliases covers R-N2 and R-W7 aliases.
 func TestParseAliases(t *testing.T) {
-	pb, ds := engine.Parse([]byte(`apiVersion: noetl.io/v2
+	pb, ds := parser.Parse([]byte(`apiVersion: noetl.io/v2
 kind: Playbook
 metadata: {name: t, path: /lead/slash, version: 1.0, labels: {n: 1, b: true}}
 workflow:
@@ -342,7 +343,7 @@ workflow:
 	if pb.Metadata.Path != "lead/slash" || pb.Metadata.Version != "1.0" {
 		t.Errorf("metadata = %+v (leading / stripped, version opaque)", pb.Metadata)
 	}
-	if _, ok := find(ds, engine.SeverityWarning, "metadata.path", "leading /"); !ok {
+	if _, ok := find(ds, playbook.SeverityWarning, "metadata.path", "leading /"); !ok {
 		t.Errorf("no warning for the leading /: %v", ds)
 	}
 	s := pb.Start()
@@ -369,7 +370,7 @@ func TestParseConformancePlaybooks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pb, ds := engine.Parse(src)
+		pb, ds := parser.Parse(src)
 		if ds.HasErrors() || pb == nil {
 			t.Errorf("%s: %v", filepath.Base(f), ds.Errors())
 		}
@@ -438,7 +439,7 @@ func TestParseLiteralFieldsWarn(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, ds := engine.Parse([]byte(c.src))
+			_, ds := parser.Parse([]byte(c.src))
 			var warned int
 			for _, d := range ds.Warnings() {
 				if d.Path == c.path && strings.Contains(d.Message, "never rendered") && strings.Contains(d.Message, "R-T6") {
@@ -487,11 +488,11 @@ workflow:
 // TestParseDocuments: one playbook per file; an empty trailing document is fine.
 func TestParseDocuments(t *testing.T) {
 	body := header + "workflow:\n  - step: start\n    tool: {kind: noop}\n"
-	if pb, ds := engine.Parse([]byte(body + "---\n")); pb == nil {
+	if pb, ds := parser.Parse([]byte(body + "---\n")); pb == nil {
 		t.Fatalf("a closing --- refused: %v", ds)
 	}
-	pb, ds := engine.Parse([]byte(body + "---\napiVersion: noetl.io/v2\nkind: Credential\n"))
-	if _, ok := find(ds, engine.SeverityError, "", "more than one YAML document"); pb != nil || !ok {
+	pb, ds := parser.Parse([]byte(body + "---\napiVersion: noetl.io/v2\nkind: Credential\n"))
+	if _, ok := find(ds, playbook.SeverityError, "", "more than one YAML document"); pb != nil || !ok {
 		t.Fatalf("a second document accepted: %v", ds)
 	}
 }

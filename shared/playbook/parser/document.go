@@ -1,9 +1,11 @@
-package engine
+package parser
 
 import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/noetl-go/noetl/shared/playbook"
 )
 
 // Document is a playbook's YAML read as one JSON value in jsonx's
@@ -11,8 +13,8 @@ import (
 // entry's payload. It reads the document only (no validation, no template
 // compiling), within the same expansion limits as Parse; nil with the problem
 // when the text is not a YAML mapping or passes a limit.
-func Document(src []byte) (map[string]any, Diagnostics) {
-	p := &parser{pb: &Playbook{Source: src}}
+func Document(src []byte) (map[string]any, playbook.Diagnostics) {
+	p := &parser{pb: &playbook.Playbook{Source: src}}
 	root, err := p.document(src)
 	if err != nil || !p.expand(root) {
 		return nil, p.diags
@@ -42,8 +44,8 @@ type FormField struct {
 // WorkloadForm infers the form of a playbook's workload: one field per
 // top-level key, in the order written. A playbook without a workload has no
 // fields; nil with the problem when the text cannot be read (Document's rules).
-func WorkloadForm(src []byte) ([]FormField, Diagnostics) {
-	p := &parser{pb: &Playbook{Source: src}}
+func WorkloadForm(src []byte) ([]FormField, playbook.Diagnostics) {
+	p := &parser{pb: &playbook.Playbook{Source: src}}
 	root, err := p.document(src)
 	if err != nil || !p.expand(root) {
 		return nil, p.diags

@@ -1,4 +1,4 @@
-package engine
+package playbook
 
 import (
 	"crypto/sha256"
@@ -30,11 +30,11 @@ func (p *Playbook) PrepareWorkload(executionID, catalogID int64, payload map[str
 		"job":           map[string]any{"uuid": JobUUID(executionID), "execution_id": id},
 	}
 	budget := tmpl.NewBudget()
-	for _, k := range slices.Sorted(maps.Keys(p.workloadTemplates)) {
+	for _, k := range slices.Sorted(maps.Keys(p.WorkloadTemplates)) {
 		if _, overridden := payload[k]; overridden {
 			continue
 		}
-		v, err := p.workloadTemplates[k].Render(tmpl.Env{Vars: vars, Now: now, Budget: budget})
+		v, err := p.WorkloadTemplates[k].Render(tmpl.Env{Vars: vars, Now: now, Budget: budget})
 		if err != nil {
 			return nil, fmt.Errorf("workload.%s: %w", k, err)
 		}
@@ -47,7 +47,7 @@ func (p *Playbook) PrepareWorkload(executionID, catalogID int64, payload map[str
 // RendersAtStart reports whether the workload key's default is a template
 // PrepareWorkload renders for each execution.
 func (p *Playbook) RendersAtStart(key string) bool {
-	_, ok := p.workloadTemplates[key]
+	_, ok := p.WorkloadTemplates[key]
 	return ok
 }
 

@@ -1,4 +1,4 @@
-package engine_test
+package parser_test
 
 import (
 	"os"
@@ -9,10 +9,9 @@ import (
 	"github.com/noetl-go/noetl/shared/conformance"
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
-	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/playbook"
+	"github.com/noetl-go/noetl/shared/playbook/parser"
 )
-
-func engineMarshal(v any) ([]byte, error) { return jsonx.Marshal(v) }
 
 // FuzzParse: malformed playbooks yield diagnostics, never a panic; whatever parses
 // without errors is within the expansion limits, and also starts and runs in the
@@ -44,7 +43,7 @@ func FuzzParse(f *testing.F) {
 		// the input as a crasher.
 		w := time.AfterFunc(30*time.Second, func() { panic("FuzzParse: one input ran for 30s") })
 		defer w.Stop()
-		pb, ds := engine.Parse(src)
+		pb, ds := parser.Parse(src)
 		if pb == nil {
 			if !ds.HasErrors() {
 				t.Fatal("no playbook and no error")
@@ -54,8 +53,8 @@ func FuzzParse(f *testing.F) {
 		if ds.HasErrors() {
 			t.Fatal("a playbook with errors was returned")
 		}
-		if x := pb.Expanded; x.Nodes > engine.MaxExpandedNodes || x.Bytes > engine.MaxExpandedBytes ||
-			x.Templates > engine.MaxTemplates || x.TemplateBytes > engine.MaxTemplateBytes {
+		if x := pb.Expanded; x.Nodes > playbook.MaxExpandedNodes || x.Bytes > playbook.MaxExpandedBytes ||
+			x.Templates > playbook.MaxTemplates || x.TemplateBytes > playbook.MaxTemplateBytes {
 			t.Fatalf("accepted a playbook expanding to %+v", pb.Expanded)
 		}
 		s := enginetest.New(pb, 1)

@@ -1,11 +1,12 @@
-package engine_test
+package parser_test
 
 import (
 	"fmt"
 	"strings"
 	"testing"
 
-	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/playbook"
+	"github.com/noetl-go/noetl/shared/playbook/parser"
 	"github.com/noetl-go/noetl/shared/toolkind"
 )
 
@@ -36,7 +37,7 @@ func TestToolKeysFollowTheTable(t *testing.T) {
 	}
 	for _, c := range []struct{ kind, key string }{{"http", "data"}, {"shell", "url"}, {"noop", "code"}} {
 		ds := diagnose(fmt.Sprintf("workflow:\n  - step: start\n    tool: {kind: %s, %s: 1}\n", c.kind, c.key))
-		if _, ok := find(ds, engine.SeverityWarning, "workflow[0].tool."+c.key, fmt.Sprintf("unknown key %q", c.key)); !ok {
+		if _, ok := find(ds, playbook.SeverityWarning, "workflow[0].tool."+c.key, fmt.Sprintf("unknown key %q", c.key)); !ok {
 			t.Errorf("%s tool with %s: want an unknown-key warning, got %v", c.kind, c.key, ds)
 		}
 	}
@@ -54,11 +55,11 @@ func TestRenamedAliasesTwice(t *testing.T) {
 		{"{kind: noop, input: {a: 1}, args: {a: 2}}", "tool.args", "give tool input once"},
 	} {
 		ds := diagnose("workflow:\n  - step: start\n    tool: " + c.tool + "\n")
-		if _, ok := find(ds, engine.SeverityError, c.path, c.msg); !ok {
+		if _, ok := find(ds, playbook.SeverityError, c.path, c.msg); !ok {
 			t.Errorf("%s: want error %q at %s, got %v", c.tool, c.msg, c.path, ds)
 		}
 	}
-	pb, ds := engine.Parse([]byte(header + "workflow:\n  - step: start\n    tool: {kind: postgres, connection: a, connection_string: b, query: x}\n"))
+	pb, ds := parser.Parse([]byte(header + "workflow:\n  - step: start\n    tool: {kind: postgres, connection: a, connection_string: b, query: x}\n"))
 	if ds.HasErrors() {
 		t.Fatal(ds)
 	}

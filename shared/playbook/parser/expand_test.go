@@ -1,4 +1,4 @@
-package engine_test
+package parser_test
 
 import (
 	"fmt"
@@ -8,7 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/playbook"
+	"github.com/noetl-go/noetl/shared/playbook/parser"
 )
 
 // laughs is a billion-laughs bomb in workload: levels lists of width aliases each,
@@ -32,9 +33,9 @@ func laughs(levels, width int) string {
 }
 
 // expansionError parses src, expects it refused, and returns the one error.
-func expansionError(t *testing.T, src string) engine.Diagnostic {
+func expansionError(t *testing.T, src string) playbook.Diagnostic {
 	t.Helper()
-	pb, ds := engine.Parse([]byte(src))
+	pb, ds := parser.Parse([]byte(src))
 	if pb != nil {
 		t.Fatalf("accepted a playbook expanding to %+v", pb.Expanded)
 	}
@@ -53,9 +54,9 @@ func TestAliasBombRefused(t *testing.T) {
 	if len(src) > 600 {
 		t.Fatalf("the bomb is %d bytes; the issue's is 528", len(src))
 	}
-	var d engine.Diagnostic
+	var d playbook.Diagnostic
 	allocs := testing.AllocsPerRun(1, func() { d = expansionError(t, src) })
-	if d.Path != "workload.l5[0]" || !strings.Contains(d.Message, fmt.Sprintf("more than %d YAML nodes (limit MaxExpandedNodes)", engine.MaxExpandedNodes)) ||
+	if d.Path != "workload.l5[0]" || !strings.Contains(d.Message, fmt.Sprintf("more than %d YAML nodes (limit MaxExpandedNodes)", playbook.MaxExpandedNodes)) ||
 		!strings.Contains(d.Message, "alias *l4 here adds 66430 nodes") || d.Line == 0 {
 		t.Fatalf("diagnostic %+v", d)
 	}
@@ -78,17 +79,17 @@ func TestAliasExpansionJustUnderLimit(t *testing.T) {
 		return header + "workload:\n  base: &b [" + strings.Repeat("1,", 99) + "1]\n  copies: [" +
 			strings.TrimSuffix(strings.Repeat("*b,", k), ",") + "]\n" + noopWorkflow
 	}
-	pb, ds := engine.Parse([]byte(frame(1)))
+	pb, ds := parser.Parse([]byte(frame(1)))
 	if ds.HasErrors() {
 		t.Fatal(ds)
 	}
-	k := 1 + (engine.MaxExpandedNodes-pb.Expanded.Nodes)/101
-	pb, ds = engine.Parse([]byte(frame(k)))
+	k := 1 + (playbook.MaxExpandedNodes-pb.Expanded.Nodes)/101
+	pb, ds = parser.Parse([]byte(frame(k)))
 	if ds.HasErrors() {
 		t.Fatalf("%d copies: %v", k, ds)
 	}
-	if pb.Expanded.Nodes > engine.MaxExpandedNodes || pb.Expanded.Nodes+101 <= engine.MaxExpandedNodes {
-		t.Fatalf("%d copies expand to %d nodes; want just under %d", k, pb.Expanded.Nodes, engine.MaxExpandedNodes)
+	if pb.Expanded.Nodes > playbook.MaxExpandedNodes || pb.Expanded.Nodes+101 <= playbook.MaxExpandedNodes {
+		t.Fatalf("%d copies expand to %d nodes; want just under %d", k, pb.Expanded.Nodes, playbook.MaxExpandedNodes)
 	}
 	if got := len(pb.Workload["copies"].([]any)); got != k {
 		t.Fatalf("workload.copies has %d entries, want %d", got, k)
@@ -105,7 +106,7 @@ func TestAliasBytesRefused(t *testing.T) {
 	long := strings.Repeat("x", 64<<10)
 	src := header + "workload:\n  s: &s " + long + "\n  copies: [" + strings.TrimSuffix(strings.Repeat("*s,", 80), ",") + "]\n" + noopWorkflow
 	d := expansionError(t, src)
-	want := fmt.Sprintf("more than %d bytes of YAML text (limit MaxExpandedBytes, 4 MiB)", engine.MaxExpandedBytes)
+	want := fmt.Sprintf("more than %d bytes of YAML text (limit MaxExpandedBytes, 4 MiB)", playbook.MaxExpandedBytes)
 	if !strings.HasPrefix(d.Path, "workload.copies[") || !strings.Contains(d.Message, want) {
 		t.Fatalf("diagnostic %+v", d)
 	}
@@ -156,15 +157,15 @@ func TestWorkbookReferencesCountTheirEntry(t *testing.T) {
 		}
 		return b.String()
 	}
-	pb, ds := engine.Parse([]byte(steps(3)))
+	pb, ds := parser.Parse([]byte(steps(3)))
 	if ds.HasErrors() {
 		t.Fatal(ds)
 	}
-	one, _ := engine.Parse([]byte(steps(2)))
+	one, _ := parser.Parse([]byte(steps(2)))
 	if per := pb.Expanded.Nodes - one.Expanded.Nodes; per < 5000 {
 		t.Fatalf("a reference adds %d nodes; its entry holds over 5000", per)
 	}
-	pb, ds = engine.Parse([]byte(steps(40)))
+	pb, ds = parser.Parse([]byte(steps(40)))
 	if pb != nil {
 		t.Fatalf("40 references to a 5000-node entry accepted: %+v", pb.Expanded)
 	}
@@ -180,7 +181,7 @@ func TestWorkbookReferencesCountTheirEntry(t *testing.T) {
 // bombs, never playbooks people write.
 func TestConformanceExpansionHeadroom(t *testing.T) {
 	dir := conformanceDir(t)
-	var most engine.Expansion
+	var most playbook.Expansion
 	accepted := 0
 	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() || (filepath.Ext(path) != ".yaml" && filepath.Ext(path) != ".yml") {
@@ -190,16 +191,16 @@ func TestConformanceExpansionHeadroom(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		pb, _ := engine.Parse(src)
+		pb, _ := parser.Parse(src)
 		if pb == nil {
 			return nil
 		}
 		accepted++
 		x := pb.Expanded
-		most = engine.Expansion{Nodes: max(most.Nodes, x.Nodes), Bytes: max(most.Bytes, x.Bytes),
+		most = playbook.Expansion{Nodes: max(most.Nodes, x.Nodes), Bytes: max(most.Bytes, x.Bytes),
 			Templates: max(most.Templates, x.Templates), TemplateBytes: max(most.TemplateBytes, x.TemplateBytes)}
-		if x.Nodes > engine.MaxExpandedNodes/20 || x.Bytes > engine.MaxExpandedBytes/20 ||
-			x.Templates > engine.MaxTemplates/20 || x.TemplateBytes > engine.MaxTemplateBytes/20 {
+		if x.Nodes > playbook.MaxExpandedNodes/20 || x.Bytes > playbook.MaxExpandedBytes/20 ||
+			x.Templates > playbook.MaxTemplates/20 || x.TemplateBytes > playbook.MaxTemplateBytes/20 {
 			t.Errorf("%s expands to %+v: within 20x of the limits", path, x)
 		}
 		return nil
@@ -234,11 +235,11 @@ workflow:
 
 	var many strings.Builder
 	many.WriteString(header + "workflow:\n  - step: start\n    tool:\n      kind: noop\n      input:\n")
-	for i := range engine.MaxTemplates + 1 {
+	for i := range playbook.MaxTemplates + 1 {
 		fmt.Fprintf(&many, "        k%d: \"{{ %d }}\"\n", i, i)
 	}
 	d := expansionError(t, many.String())
-	if d.Path != fmt.Sprintf("workflow[0].tool.input.k%d", engine.MaxTemplates) || !strings.Contains(d.Message, "more than 5000 templates (limit MaxTemplates)") {
+	if d.Path != fmt.Sprintf("workflow[0].tool.input.k%d", playbook.MaxTemplates) || !strings.Contains(d.Message, "more than 5000 templates (limit MaxTemplates)") {
 		t.Fatalf("diagnostic %+v", d)
 	}
 

@@ -1,14 +1,17 @@
-package engine
+package playbook_test
 
 import (
 	"reflect"
 	"testing"
+
+	"github.com/noetl-go/noetl/shared/playbook"
+	"github.com/noetl-go/noetl/shared/playbook/parser"
 )
 
-func members(pb *Playbook, b bitset) []string {
+func members(pb *playbook.Playbook, b playbook.Bitset) []string {
 	var out []string
 	for _, s := range pb.Steps {
-		if b.has(s.Index) {
+		if b.Has(s.Index) {
 			out = append(out, s.Name)
 		}
 	}
@@ -19,7 +22,7 @@ func members(pb *Playbook, b bitset) []string {
 // passing through S (never S itself); back-edge predecessors do not count toward
 // joins; preorder ranks follow arcs from start; unreachable steps are marked.
 func TestAnalyse(t *testing.T) {
-	pb, ds := Parse([]byte(`apiVersion: noetl.io/v2
+	pb, ds := parser.Parse([]byte(`apiVersion: noetl.io/v2
 kind: Playbook
 metadata: {name: g, path: g}
 workflow:
@@ -44,8 +47,8 @@ workflow:
 	if ds.HasErrors() {
 		t.Fatal(ds)
 	}
-	g := pb.graph
-	anc := func(name string) []string { return members(pb, g.anc[pb.Step(name).Index]) }
+	g := pb.Graph()
+	anc := func(name string) []string { return members(pb, g.Anc[pb.Step(name).Index]) }
 	cases := map[string][]string{
 		"start": nil,
 		"fetch": {"start", "check"}, // check reaches fetch's predecessor check
@@ -60,7 +63,7 @@ workflow:
 	}
 	fwd := func(name string) []string {
 		var out []string
-		for _, p := range g.fwdPreds[pb.Step(name).Index] {
+		for _, p := range g.FwdPreds[pb.Step(name).Index] {
 			out = append(out, pb.Steps[p].Name)
 		}
 		return out
@@ -74,11 +77,11 @@ workflow:
 	if got := fwd("done"); !reflect.DeepEqual(got, []string{"check", "side"}) {
 		t.Errorf("forward preds of done = %v: unreachable island excluded (R-W4)", got)
 	}
-	rank := func(n string) int { return g.rank[pb.Step(n).Index] }
+	rank := func(n string) int { return g.Rank[pb.Step(n).Index] }
 	if !(rank("start") < rank("fetch") && rank("fetch") < rank("check") && rank("check") < rank("done") && rank("done") < rank("side") && rank("side") < rank("island")) {
-		t.Errorf("preorder ranks %v", g.rank)
+		t.Errorf("preorder ranks %v", g.Rank)
 	}
-	if g.reachable[pb.Step("island").Index] || !g.reachable[pb.Step("done").Index] {
-		t.Errorf("reachability %v", g.reachable)
+	if g.Reachable[pb.Step("island").Index] || !g.Reachable[pb.Step("done").Index] {
+		t.Errorf("reachability %v", g.Reachable)
 	}
 }

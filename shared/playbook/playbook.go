@@ -1,4 +1,4 @@
-package engine
+package playbook
 
 import (
 	"github.com/noetl-go/noetl/shared/tmpl"
@@ -23,12 +23,13 @@ type Playbook struct {
 	Expanded Expansion
 
 	byName map[string]*Step
-	// entry is the step every execution begins with (parse.go's workflow says how
-	// it is chosen).
-	entry string
-	graph *graph
-	// workloadTemplates renders string workload values containing {{ once at start (R-W5).
-	workloadTemplates map[string]*tmpl.Template
+	// Entry names the step every execution begins with (the parser's workflow
+	// says how it is chosen).
+	Entry string
+	graph *Graph
+	// WorkloadTemplates are the string workload values holding {{, compiled:
+	// PrepareWorkload renders them once at start (R-W5).
+	WorkloadTemplates map[string]*tmpl.Template
 }
 
 // Weight estimates the memory a parsed playbook holds, in bytes, for caches
@@ -54,7 +55,7 @@ func (p *Playbook) Step(name string) *Step { return p.byName[name] }
 
 // Start is the entry step: executor.spec.entry_step, else the step named start,
 // else the first step.
-func (p *Playbook) Start() *Step { return p.byName[p.entry] }
+func (p *Playbook) Start() *Step { return p.byName[p.Entry] }
 
 // Step is one workflow step (dsl.md §2).
 type Step struct {
@@ -84,15 +85,15 @@ type Step struct {
 // task_sequence (NoETL's name, so its workers recognise it) for a pipeline and for
 // a single tool with spec.policy, which ships as a one-item pipeline.
 func (s *Step) ToolKind() string {
-	if s.usesPolicy() {
+	if s.UsesPolicy() {
 		return KindTaskSequence
 	}
 	return s.Tool.Kind
 }
 
-// usesPolicy reports whether the worker must run the step as a pipeline: a list of
+// UsesPolicy reports whether the worker must run the step as a pipeline: a list of
 // tools, or a single tool with spec.policy (worker.md §3).
-func (s *Step) usesPolicy() bool { return s.Tool == nil || s.Tool.HasPolicy }
+func (s *Step) UsesPolicy() bool { return s.Tool == nil || s.Tool.HasPolicy }
 
 // Tool is a tool invocation after workbook references were resolved.
 type Tool struct {
@@ -110,12 +111,12 @@ type Tool struct {
 	// Supported is false for kinds NoETL defines but this project does not run
 	// (R-N1): they register with a warning and fail at dispatch.
 	Supported bool
-	// roots lists the names the raw config's templates read (item set and policy
+	// Roots lists the names the raw config's templates read (item set and policy
 	// included), computed once: pipelines ship those values to the worker (R-S2, R-S3).
-	roots []string
-	// codeNames are the words a python code mentions: the render context names
+	Roots []string
+	// CodeNames are the words a python code mentions: the render context names
 	// its `context` global may read (see codeWords).
-	codeNames []string
+	CodeNames []string
 }
 
 // Label is the pipeline label of a single tool shipped as a one-item pipeline

@@ -1,4 +1,4 @@
-package engine_test
+package parser_test
 
 import (
 	"strings"
