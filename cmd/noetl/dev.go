@@ -15,7 +15,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/api"
 	"github.com/noetl-go/noetl/shared/client"
-	"github.com/noetl-go/noetl/shared/devserver"
+	"github.com/noetl-go/noetl/shared/dev/devserver"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/redact"
 	"github.com/noetl-go/noetl/shared/tools"

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/dev/devstack/devstacktest"
 	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/toolresult"
 )

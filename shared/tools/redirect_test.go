@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/dev/devstack/devstacktest"
 	"github.com/noetl-go/noetl/shared/toolresult"
 )
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/dev/devstack/devstacktest"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/toolresult"

@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/noetl-go/noetl/shared/api"
-	"github.com/noetl-go/noetl/shared/localgw"
+	"github.com/noetl-go/noetl/shared/dev/localgw"
 )
 
 // TestConcurrentInvokesGetTheirOwnAnswer: many requests at once through one

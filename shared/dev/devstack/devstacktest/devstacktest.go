@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/noetl-go/noetl/shared/devstack"
+	"github.com/noetl-go/noetl/shared/dev/devstack"
 )
 
 // Env lazily starts one Postgres server and hands out databases in it.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/conformance"
-	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/dev/devstack/devstacktest"
 )
 
 func TestMain(m *testing.M) { devstacktest.Main(m) }

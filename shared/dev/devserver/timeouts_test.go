@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/dev/devstack/devstacktest"
 )
 
 func TestMain(m *testing.M) { devstacktest.Main(m) }

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/noetl-go/noetl/shared/devstack"
+	"github.com/noetl-go/noetl/shared/dev/devstack"
 	"github.com/noetl-go/noetl/shared/store"
 )
 

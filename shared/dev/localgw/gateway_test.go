@@ -21,10 +21,10 @@ import (
 	"github.com/noetl-go/noetl/shared/api"
 	"github.com/noetl-go/noetl/shared/api/apitest"
 	"github.com/noetl-go/noetl/shared/controlplane"
-	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/dev/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/dev/localgw"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/lambdafn"
-	"github.com/noetl-go/noetl/shared/localgw"
 	"github.com/noetl-go/noetl/shared/notify"
 )
 
