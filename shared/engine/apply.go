@@ -287,23 +287,18 @@ func commandID(ev Event) string {
 	return ""
 }
 
-func stringsOf(v any) []string {
-	l, _ := v.([]any)
-	var out []string
-	for _, x := range l {
-		if s, ok := x.(string); ok {
-			out = append(out, s)
-		}
-	}
-	return out
-}
+func stringsOf(v any) []string { return elementsOf[string](v) }
 
-func int64sOf(v any) []int64 {
+func int64sOf(v any) []int64 { return elementsOf[int64](v) }
+
+// elementsOf is the elements of the list v that are Ts, in order; nil when
+// there are none.
+func elementsOf[T any](v any) []T {
 	l, _ := v.([]any)
-	var out []int64
+	var out []T
 	for _, x := range l {
-		if i, ok := x.(int64); ok {
-			out = append(out, i)
+		if t, ok := x.(T); ok {
+			out = append(out, t)
 		}
 	}
 	return out

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"math"
@@ -127,6 +128,21 @@ func mapField(cfg map[string]any, keys ...string) (map[string]any, error) {
 		return nil, fmt.Errorf("%s: expected an object, got %s", k, jsonx.TypeName(v))
 	}
 	return m, nil
+}
+
+// processSettings reads what a tool that runs a process reads besides its
+// program: its environment (env) and its time limit (timeout), the context
+// carrying the latter.
+func processSettings(ctx context.Context, cfg map[string]any, kind string) (context.Context, context.CancelFunc, []string, error) {
+	env, err := envField(cfg, kind)
+	if err != nil {
+		return ctx, func() {}, nil, err
+	}
+	ctx, cancel, _, err := withToolTimeout(ctx, cfg)
+	if err != nil {
+		return ctx, func() {}, nil, err
+	}
+	return ctx, cancel, env, nil
 }
 
 // envField reads an `env` object into NAME=value strings, values in R-T2 text form;

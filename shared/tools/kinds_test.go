@@ -60,6 +60,8 @@ func TestToolsReadEveryTableKey(t *testing.T) {
 				}
 			case fn.Name == "envField" && len(call.Args) == 2:
 				note(call.Args[1], "env")
+			case fn.Name == "processSettings" && len(call.Args) == 3:
+				note(call.Args[2], "env")
 			}
 			return true
 		})

@@ -41,11 +41,7 @@ func (r *Registry) runPython(ctx context.Context, it pipeline.Item) toolresult.E
 	default:
 		return failure(toolresult.KindTool, fmt.Sprintf("python: libs: expected an object {alias: module}, got %s", jsonx.TypeName(libs)))
 	}
-	env, err := envField(cfg, toolkind.Python)
-	if err != nil {
-		return failure(toolresult.KindTool, "python: "+err.Error())
-	}
-	ctx, cancel, _, err := withToolTimeout(ctx, cfg)
+	ctx, cancel, env, err := processSettings(ctx, cfg, toolkind.Python)
 	if err != nil {
 		return failure(toolresult.KindTool, "python: "+err.Error())
 	}

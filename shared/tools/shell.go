@@ -48,11 +48,7 @@ func (r *Registry) runShell(ctx context.Context, it pipeline.Item) toolresult.En
 	if err != nil {
 		return failure(toolresult.KindTool, "shell: "+err.Error())
 	}
-	env, err := envField(cfg, toolkind.Shell)
-	if err != nil {
-		return failure(toolresult.KindTool, "shell: "+err.Error())
-	}
-	ctx, cancel, _, err := withToolTimeout(ctx, cfg)
+	ctx, cancel, env, err := processSettings(ctx, cfg, toolkind.Shell)
 	if err != nil {
 		return failure(toolresult.KindTool, "shell: "+err.Error())
 	}

@@ -135,6 +135,11 @@ func (f *Fixture) assessments(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	writeAssessments(w, page, size)
+}
+
+// writeAssessments answers one page of assessments.
+func writeAssessments(w http.ResponseWriter, page, size int) {
 	lo, hi := window((page-1)*size, size, fixtureItems)
 	items := []any{}
 	for id := lo + 1; id <= hi; id++ {
@@ -231,12 +236,7 @@ func (f *Fixture) rateLimited(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusTooManyRequests, map[string]any{"detail": "rate limit exceeded"})
 		return
 	}
-	lo, hi := window((page-1)*size, size, fixtureItems)
-	items := []any{}
-	for id := lo + 1; id <= hi; id++ {
-		items = append(items, map[string]any{"id": id, "name": fmt.Sprintf("Assessment %d", id), "score": 50 + id%50})
-	}
-	writeJSON(w, 200, map[string]any{"data": items, "paging": map[string]any{"hasMore": hi < fixtureItems, "page": page, "pageSize": size, "total": fixtureItems}})
+	writeAssessments(w, page, size)
 }
 
 // errors answers the error a test asks for: error_type auth (401), forbidden

@@ -191,29 +191,20 @@ func (m *Metrics) write(b *bytes.Buffer) {
 	for _, k := range slices.SortedFunc(maps.Keys(m.events), comparePair) {
 		fmt.Fprintf(b, "noetl_events_ingested_total{event_type=%s,status=%s} %d\n", quote(k[0]), quote(k[1]), m.events[k])
 	}
-	header(b, "noetl_event_ingest_duration_seconds", "summary", "Time in the service (storage and orchestration) per ingest request; single events by type, batches as \"batch\".")
-	labels := make([]string, 0, len(m.ingestN))
-	for k := range m.ingestN {
-		labels = append(labels, k)
-	}
-	slices.Sort(labels)
-	for _, l := range labels {
-		fmt.Fprintf(b, "noetl_event_ingest_duration_seconds_sum{event_type=%s} %s\n", quote(l), formatFloat(m.ingestSum[l]))
-		fmt.Fprintf(b, "noetl_event_ingest_duration_seconds_count{event_type=%s} %d\n", quote(l), m.ingestN[l])
-	}
-	header(b, "noetl_orchestration_duration_seconds", "summary", "Time the engine took to decide what follows one event (stored values it asked for included), by trigger event type.")
-	for _, l := range slices.Sorted(maps.Keys(m.orchN)) {
-		fmt.Fprintf(b, "noetl_orchestration_duration_seconds_sum{event_type=%s} %s\n", quote(l), formatFloat(m.orchSum[l]))
-		fmt.Fprintf(b, "noetl_orchestration_duration_seconds_count{event_type=%s} %d\n", quote(l), m.orchN[l])
-	}
+	summary(b, "noetl_event_ingest_duration_seconds", "Time in the service (storage and orchestration) per ingest request; single events by type, batches as \"batch\".", m.ingestSum, m.ingestN)
+	summary(b, "noetl_orchestration_duration_seconds", "Time the engine took to decide what follows one event (stored values it asked for included), by trigger event type.", m.orchSum, m.orchN)
 	header(b, "noetl_claims_total", "counter", "Claim requests that reached the service, by response status.")
-	statuses := make([]string, 0, len(m.claims))
-	for k := range m.claims {
-		statuses = append(statuses, k)
-	}
-	slices.Sort(statuses)
-	for _, s := range statuses {
+	for _, s := range slices.Sorted(maps.Keys(m.claims)) {
 		fmt.Fprintf(b, "noetl_claims_total{status=%s} %d\n", quote(s), m.claims[s])
+	}
+}
+
+// summary writes a summary by event type: its sums (seconds) and counts.
+func summary(b *bytes.Buffer, name, help string, sum map[string]float64, n map[string]int64) {
+	header(b, name, "summary", help)
+	for _, l := range slices.Sorted(maps.Keys(n)) {
+		fmt.Fprintf(b, "%s_sum{event_type=%s} %s\n", name, quote(l), formatFloat(sum[l]))
+		fmt.Fprintf(b, "%s_count{event_type=%s} %d\n", name, quote(l), n[l])
 	}
 }
 
