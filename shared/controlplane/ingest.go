@@ -13,9 +13,9 @@ import (
 	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/noetlwire"
-	"github.com/noetl-go/noetl/shared/playbook"
 	"github.com/noetl-go/noetl/shared/redact"
 	"github.com/noetl-go/noetl/shared/store"
+	"github.com/noetl-go/noetl/shared/toolkind"
 )
 
 // EventInput is one event a worker or client posts (NoETL's EventRequest), as
@@ -245,7 +245,7 @@ func (t *txn) toolOf(x *execution, commandID string) noetlwire.Tool {
 		return noetlwire.Tool{}
 	}
 	tool := noetlwire.Tool{Kind: k.row.ToolKind}
-	if st := x.pb.Step(k.row.Step); st != nil && tool.Kind == playbook.KindTaskSequence {
+	if st := x.pb.Step(k.row.Step); st != nil && tool.Kind == toolkind.TaskSequence {
 		if st.Tool != nil {
 			tool.Single, tool.Labels, tool.Kinds = true, []string{st.Tool.Label(st.Name)}, []string{st.Tool.Kind}
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/playbook"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // cmdOutcome is what a command.completed/failed/expired means for its command.
@@ -206,25 +207,21 @@ func str(v any) string {
 	return s
 }
 
-// contextUpdatesKey is NoETL's name for durable ctx writes a pipeline reports
-// inside its data (R-R5).
-const contextUpdatesKey = "_context_updates"
-
 // splitContextUpdates strips _context_updates from a result's data.
 func splitContextUpdates(data any) (any, map[string]any) {
 	m, ok := data.(map[string]any)
 	if !ok {
 		return data, nil
 	}
-	updates, ok := m[contextUpdatesKey].(map[string]any)
+	updates, ok := m[toolresult.ContextUpdatesKey].(map[string]any)
 	if !ok {
-		if _, present := m[contextUpdatesKey]; !present {
+		if _, present := m[toolresult.ContextUpdatesKey]; !present {
 			return data, nil
 		}
 	}
 	out := make(map[string]any, len(m))
 	for k, v := range m {
-		if k != contextUpdatesKey {
+		if k != toolresult.ContextUpdatesKey {
 			out[k] = v
 		}
 	}

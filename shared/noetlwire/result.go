@@ -8,21 +8,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/toolkind"
 	"github.com/noetl-go/noetl/shared/toolresult"
-)
-
-// Canonical event types Result distinguishes (engine's names; noetlwire stays
-// below the engine).
-const (
-	callDone          = "call.done"
-	callError         = "call.error"
-	commandCompleted  = "command.completed"
-	commandFailed     = "command.failed"
-	kindTaskSequence  = "task_sequence"
-	kindHTTP          = "http"
-	kindPostgres      = "postgres"
-	contextUpdatesKey = "_context_updates"
 )
 
 // Result reads an event's result onto the stored shape (events.md §2):
@@ -62,9 +51,9 @@ func Result(e *Event, typ string) (result map[string]any, raw bool, err error) {
 		return nil, false, fmt.Errorf("result_kind: expected data, ref or refs, got %q", e.ResultKind)
 	}
 	r, isObj := e.Payload["result"].(map[string]any)
-	if out, ok := e.Payload["response"]; ok && (typ == callDone || typ == callError) {
+	if out, ok := e.Payload["response"]; ok && (typ == eventtype.CallDone || typ == eventtype.CallError) {
 		st := toolresult.StatusSuccess
-		if typ == callError || failedLifecycle(lower(r["status"])) {
+		if typ == eventtype.CallError || failedLifecycle(lower(r["status"])) {
 			st = toolresult.StatusError
 		}
 		env := map[string]any{"status": st, "data": out}
@@ -78,7 +67,7 @@ func Result(e *Event, typ string) (result map[string]any, raw bool, err error) {
 		return nil, false, nil
 	}
 	if !isObj {
-		if typ == callDone || typ == commandCompleted {
+		if typ == eventtype.CallDone || typ == eventtype.CommandCompleted {
 			return nil, false, fmt.Errorf("payload.result: expected a tool result object {status, data, …}, got %T", rawResult)
 		}
 		return nil, false, nil // events.md §2: non-objects are dropped
@@ -91,7 +80,7 @@ func Result(e *Event, typ string) (result map[string]any, raw bool, err error) {
 	}
 	if ls := lower(r["status"]); lifecycle(ls) {
 		st := toolresult.StatusSuccess
-		if failedLifecycle(ls) || typ == callError || typ == commandFailed {
+		if failedLifecycle(ls) || typ == eventtype.CallError || typ == eventtype.CommandFailed {
 			st = toolresult.StatusError
 		}
 		env := map[string]any{"status": st, "data": r["context"]}
@@ -103,7 +92,7 @@ func Result(e *Event, typ string) (result map[string]any, raw bool, err error) {
 		}
 		return map[string]any{"status": st, "context": env}, false, nil
 	}
-	if typ == callDone || typ == commandCompleted {
+	if typ == eventtype.CallDone || typ == eventtype.CommandCompleted {
 		st, _ := r["status"].(string)
 		return nil, false, fmt.Errorf("payload.result: expected a tool envelope {status: success|error|timeout, data, error?} (flat or as {status, context: envelope}), or NoETL's {status: COMPLETED|FAILED, context} with the output in payload.response; got status %q", st)
 	}
@@ -266,7 +255,7 @@ func Fit(result map[string]any, tool Tool) map[string]any {
 		return result
 	}
 	env = maps.Clone(env)
-	if tool.Kind != kindTaskSequence {
+	if tool.Kind != toolkind.TaskSequence {
 		env["data"] = fitOutput(tool.Kind, out)
 		return map[string]any{"status": result["status"], "context": env}
 	}
@@ -308,7 +297,7 @@ func fitOutput(kind string, out any) any {
 		return out
 	}
 	switch kind {
-	case kindHTTP:
+	case toolkind.HTTP:
 		if _, has := m["body"]; has {
 			return out
 		}
@@ -317,7 +306,7 @@ func fitOutput(kind string, out any) any {
 			m["body"] = body
 			return m
 		}
-	case kindPostgres:
+	case toolkind.Postgres:
 		n, _ := m["statement_count"].(int64)
 		if _, rows := m["rows"]; !rows && n == 0 {
 			return out

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // DefaultMaxRuns bounds tool executions per pipeline run (the jump guard).
@@ -18,7 +19,7 @@ const DefaultMaxRuns = 1000
 // reservedLabels are bindings of the running context a label would clobber.
 func reservedLabel(label string) bool {
 	switch label {
-	case "ctx", "iter", "args", "output", "_prev", "_results", "_context_updates":
+	case "ctx", "iter", "args", "output", "_prev", "_results", toolresult.ContextUpdatesKey:
 		return true
 	}
 	return false

@@ -411,14 +411,14 @@ func Merge(order []string, data map[string]any, updates map[string]any, single s
 		switch m := d.(type) {
 		case map[string]any:
 			m = maps.Clone(m)
-			m["_context_updates"] = updates
+			m[toolresult.ContextUpdatesKey] = updates
 			return m
 		case nil:
-			return map[string]any{"_context_updates": updates}
+			return map[string]any{toolresult.ContextUpdatesKey: updates}
 		default:
 			// Durable updates must not be lost and cannot ride inside a list or a
 			// scalar: fall back to the labelled form.
-			return map[string]any{single: d, "_context_updates": updates}
+			return map[string]any{single: d, toolresult.ContextUpdatesKey: updates}
 		}
 	}
 	m := map[string]any{}
@@ -431,7 +431,7 @@ func Merge(order []string, data map[string]any, updates map[string]any, single s
 		m[l] = data[l]
 	}
 	if len(updates) > 0 {
-		m["_context_updates"] = updates
+		m[toolresult.ContextUpdatesKey] = updates
 	}
 	return m
 }

@@ -2,6 +2,7 @@ package playbook
 
 import (
 	"github.com/noetl-go/noetl/shared/tmpl"
+	"github.com/noetl-go/noetl/shared/toolkind"
 )
 
 // APIVersion is the only playbook dialect accepted.
@@ -86,7 +87,7 @@ type Step struct {
 // a single tool with spec.policy, which ships as a one-item pipeline.
 func (s *Step) ToolKind() string {
 	if s.UsesPolicy() {
-		return KindTaskSequence
+		return toolkind.TaskSequence
 	}
 	return s.Tool.Kind
 }
@@ -229,7 +230,6 @@ const (
 	DefaultMaxInFlight = 100
 	DefaultRetryDelay  = 1.0
 	DefaultMaxDelay    = 300.0
-	KindTaskSequence   = "task_sequence"
 	OnErrorFail        = "fail"
 	OnErrorContinue    = "continue"
 	ModeExclusive      = "exclusive"

@@ -31,6 +31,11 @@ const (
 	Transfer = "transfer"
 )
 
+// TaskSequence is the kind a command of a pipeline carries (a list of tools,
+// or a tool with spec.policy): NoETL's name, so its workers recognise it. It is
+// no tool of its own, and not in the table.
+const TaskSequence = "task_sequence"
+
 // Key is one config key: its name and the aliases that may stand for it. When more
 // than one is given, the first given in Names order wins.
 type Key struct {

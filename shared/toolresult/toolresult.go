@@ -34,6 +34,11 @@ const (
 // whose workers wait for it to end (AwaitClaim).
 const ClaimTxidKey = "claim_txid"
 
+// ContextUpdatesKey is NoETL's name, inside a pipeline's result data, for the
+// durable ctx writes the pipeline reports (R-R5): the pipeline runner writes
+// it, the engine takes it out.
+const ContextUpdatesKey = "_context_updates"
+
 // Envelope is a tool result (worker.md §2): what Exec returns for one attempt of one
 // item, and what Run returns for the whole pipeline. Its wire form is Map (the worker
 // reports env.Map()); the struct has no JSON encoding of its own, so there is one.

@@ -24,12 +24,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/noetlwire"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/redact"
 	"github.com/noetl-go/noetl/shared/resultstore"
+	"github.com/noetl-go/noetl/shared/toolkind"
 	"github.com/noetl-go/noetl/shared/toolresult"
 	"github.com/noetl-go/noetl/shared/tools"
 	"github.com/noetl-go/noetl/shared/wire"
@@ -365,9 +367,9 @@ func completionOf(cmd *wire.Command, env toolresult.Envelope, resultURI, workerI
 	}
 	payload := map[string]any{"command_id": cmd.CommandID, "result": result}
 	meta := map[string]any{"command_id": cmd.CommandID, "attempt": int64(cmd.Attempt)}
-	typ, status := "command.completed", "success"
+	typ, status := eventtype.CommandCompleted, "success"
 	if env.Status != toolresult.StatusSuccess {
-		typ, status = "command.failed", "FAILED"
+		typ, status = eventtype.CommandFailed, "FAILED"
 		msg := "the tool failed"
 		if env.Error != nil {
 			msg = env.Error.Message
@@ -402,7 +404,7 @@ func (w *Worker) run(ctx context.Context, cmd *wire.Command) (env toolresult.Env
 		return errorEnvelope(err.Error())
 	}
 	exec := w.cfg.Exec
-	if cmd.Action == "task_sequence" {
+	if cmd.Action == toolkind.TaskSequence {
 		return pipeline.Run(ctx, cmd.Context, pipeline.Options{Exec: exec})
 	}
 	item, err := itemOf(cmd)

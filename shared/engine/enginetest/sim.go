@@ -18,6 +18,7 @@ import (
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/playbook"
+	"github.com/noetl-go/noetl/shared/toolkind"
 	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
@@ -269,7 +270,7 @@ func (s *Sim) reply(c *Cmd) Reply {
 	if t, ok := s.Tools[c.Step]; ok {
 		return t(c)
 	}
-	if c.ToolKind == playbook.KindTaskSequence && s.Items != nil {
+	if c.ToolKind == toolkind.TaskSequence && s.Items != nil {
 		return s.runPipeline(c)
 	}
 	return s.Default(c)
