@@ -16,7 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/noetl-go/noetl/shared/client"
-	"github.com/noetl-go/noetl/shared/devserver"
+	"github.com/noetl-go/noetl/shared/dev/devserver"
 	"github.com/noetl-go/noetl/shared/wire"
 )
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // pyWorker is a Go double of NoETL's Python worker (github noetl/noetl 4.26,
@@ -561,16 +562,16 @@ func (w *pyWorker) taskSequence(ctx context.Context, c *claimed) (any, string) {
 	results := map[string]any{}
 	var runs []any
 	var prev any
-	env := pipeline.Run(ctx, c.Context, pipeline.Options{Exec: func(ctx context.Context, it pipeline.Item) pipeline.Envelope {
+	env := pipeline.Run(ctx, c.Context, pipeline.Options{Exec: func(ctx context.Context, it pipeline.Item) toolresult.Envelope {
 		cfg := it.Config
 		rc, _ := c.Context["render_context"].(map[string]any)
 		out, errText := w.runKind(ctx, it.Kind, cfg, it.Input, rc)
 		runs = append(runs, map[string]any{"name": it.Label, "kind": it.Kind})
 		if errText != "" {
-			return pipeline.Envelope{Status: pipeline.StatusError, Data: out, Error: &pipeline.ErrorInfo{Message: errText, Kind: pipeline.KindTool}}
+			return toolresult.Envelope{Status: toolresult.StatusError, Data: out, Error: &toolresult.ErrorInfo{Message: errText, Kind: toolresult.KindTool}}
 		}
 		results[it.Label], prev = out, out
-		return pipeline.Envelope{Status: pipeline.StatusSuccess, Data: out}
+		return toolresult.Envelope{Status: toolresult.StatusSuccess, Data: out}
 	}})
 	seq := map[string]any{"status": "ok", "_prev": prev, "results": results, "metrics": map[string]any{"task_count": int64(len(runs)), "tasks": runs}}
 	if d, ok := env.Data.(map[string]any); ok {
@@ -578,7 +579,7 @@ func (w *pyWorker) taskSequence(ctx context.Context, c *claimed) (any, string) {
 			seq["ctx"] = u
 		}
 	}
-	if env.Status != pipeline.StatusSuccess {
+	if env.Status != toolresult.StatusSuccess {
 		msg := "task sequence failed"
 		if env.Error != nil {
 			msg = env.Error.Message

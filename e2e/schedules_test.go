@@ -19,7 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/noetl-go/noetl/shared/client"
-	"github.com/noetl-go/noetl/shared/devstack"
+	"github.com/noetl-go/noetl/shared/dev/devstack"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/schedule"
 	"github.com/noetl-go/noetl/shared/store"

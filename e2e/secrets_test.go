@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/client"
-	"github.com/noetl-go/noetl/shared/devserver"
+	"github.com/noetl-go/noetl/shared/dev/devserver"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/wire"
 )

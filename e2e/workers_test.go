@@ -16,7 +16,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/conformance"
-	"github.com/noetl-go/noetl/shared/devserver"
+	"github.com/noetl-go/noetl/shared/dev/devserver"
 	"github.com/noetl-go/noetl/shared/store/storetest"
 	"github.com/noetl-go/noetl/shared/wire"
 )

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 
-	"github.com/noetl-go/noetl/shared/bench"
+	"github.com/noetl-go/noetl/shared/dev/bench"
 )
 
 // shapeFlags collects repeated --shape/--loop values.

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/noetl-go/noetl/shared/bench"
+	"github.com/noetl-go/noetl/shared/dev/bench"
 )
 
 // TestBenchSmoke runs the real `noetl bench` binary on a tiny shape: it

@@ -14,7 +14,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/conformance"
-	"github.com/noetl-go/noetl/shared/corpus"
+	"github.com/noetl-go/noetl/shared/dev/corpus"
 	"github.com/noetl-go/noetl/shared/tools/duckdb"
 )
 
@@ -28,7 +28,7 @@ func runCorpus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	timeout := fs.Duration("timeout", 3*time.Minute, "default bound on one playbook's run")
 	workers := fs.Int("workers", 2, "in-process workers")
 	concurrency := fs.Int("concurrency", 8, "commands each worker runs at once")
-	full := fs.Bool("full", false, "run the stress playbooks at NoETL's sizes (default: smaller totals, see shared/corpus checks)")
+	full := fs.Bool("full", false, "run the stress playbooks at NoETL's sizes (default: smaller totals, see shared/dev/corpus checks)")
 	dump := fs.String("dump", "", "write each run's final execution view to this folder (one JSON file per playbook)")
 	verbose := fs.Bool("v", false, "print the stack's JSON logs")
 	toolUser := toolUserFlag(fs)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/api"
 	"github.com/noetl-go/noetl/shared/config"
-	"github.com/noetl-go/noetl/shared/devserver"
+	"github.com/noetl-go/noetl/shared/dev/devserver"
 	"github.com/noetl-go/noetl/shared/redact"
 	"github.com/noetl-go/noetl/shared/wire"
 )

@@ -7,17 +7,18 @@ import (
 	"io"
 	"os"
 
-	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/playbook"
+	"github.com/noetl-go/noetl/shared/playbook/parser"
 )
 
 // fileReport is validate's machine output for one file.
 type fileReport struct {
-	File     string              `json:"file"`
-	Valid    bool                `json:"valid"`
-	Name     string              `json:"name,omitempty"`
-	Path     string              `json:"path,omitempty"`
-	Errors   []engine.Diagnostic `json:"errors"`
-	Warnings []engine.Diagnostic `json:"warnings"`
+	File     string                `json:"file"`
+	Valid    bool                  `json:"valid"`
+	Name     string                `json:"name,omitempty"`
+	Path     string                `json:"path,omitempty"`
+	Errors   []playbook.Diagnostic `json:"errors"`
+	Warnings []playbook.Diagnostic `json:"warnings"`
 }
 
 func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
@@ -36,12 +37,12 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	var reports []fileReport
 	failed := false
 	for _, f := range fs.Args() {
-		r := fileReport{File: f, Errors: []engine.Diagnostic{}, Warnings: []engine.Diagnostic{}}
+		r := fileReport{File: f, Errors: []playbook.Diagnostic{}, Warnings: []playbook.Diagnostic{}}
 		src, err := os.ReadFile(f)
 		if err != nil {
-			r.Errors = append(r.Errors, engine.Diagnostic{Severity: engine.SeverityError, Message: fmt.Sprintf("cannot read the file: %v", err)})
+			r.Errors = append(r.Errors, playbook.Diagnostic{Severity: playbook.SeverityError, Message: fmt.Sprintf("cannot read the file: %v", err)})
 		} else {
-			pb, diags := engine.Parse(src)
+			pb, diags := parser.Parse(src)
 			r.Errors = append(r.Errors, diags.Errors()...)
 			r.Warnings = append(r.Warnings, diags.Warnings()...)
 			if pb != nil {

@@ -1,7 +1,7 @@
 // Package api is the transport-free HTTP API of the control plane (api.md):
 // routing, authentication, validation, limits and the JSON shapes of every
 // route. A Lambda function (shared/lambdafn) and the local server
-// (shared/localgw, through the same Lambda adapter) turn their transport into a
+// (shared/dev/localgw, through the same Lambda adapter) turn their transport into a
 // Request and write the Response back; nothing here knows either transport.
 //
 // Every route is declared once, in Routes (routes.go): its method, path,

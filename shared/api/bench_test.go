@@ -15,7 +15,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/api"
 	"github.com/noetl-go/noetl/shared/controlplane"
-	"github.com/noetl-go/noetl/shared/devstack"
+	"github.com/noetl-go/noetl/shared/dev/devstack"
 	"github.com/noetl-go/noetl/shared/ids"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/store"

@@ -12,8 +12,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
-	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/playbook"
+	"github.com/noetl-go/noetl/shared/playbook/parser"
 	"github.com/noetl-go/noetl/shared/redact"
 	"github.com/noetl-go/noetl/shared/store"
 	"github.com/noetl-go/noetl/shared/wire"
@@ -170,7 +171,7 @@ func (a *API) getCatalog(ctx context.Context, c *call) (wire.CatalogDetail, erro
 	// as NoETL has it): the step graph the dashboard draws and the parser's
 	// problems (a registered playbook has warnings at most), each at its
 	// YAML path.
-	pb, diags := engine.Parse([]byte(e.Content))
+	pb, diags := parser.Parse([]byte(e.Content))
 	out.Problems = problems(diags)
 	if pb != nil {
 		b, err := json.Marshal(pb.Outline())
@@ -208,7 +209,7 @@ func (a *API) catalogResource(ctx context.Context, c *call, r wire.CatalogResour
 }
 
 func catalogSummary(e store.CatalogEntry) wire.CatalogSummary {
-	doc, _ := engine.Document([]byte(e.Content))
+	doc, _ := parser.Document([]byte(e.Content))
 	return wire.CatalogSummary{CatalogID: wire.ID(e.CatalogID), Path: e.Path, Version: e.Version,
 		Kind: e.Kind, CreatedAt: wire.At(e.CreatedAt), Payload: doc, Meta: wire.CatalogMeta{RegisteredAt: wire.At(e.CreatedAt)}}
 }
@@ -234,11 +235,11 @@ func (a *API) uiSchema(ctx context.Context, c *call) (wire.UISchema, error) {
 	if err != nil {
 		return wire.UISchema{}, err
 	}
-	fields, diags := engine.WorkloadForm([]byte(e.Content))
+	fields, diags := parser.WorkloadForm([]byte(e.Content))
 	if fields == nil {
 		return wire.UISchema{}, fmt.Errorf("catalog %d: the workload form: %s", e.CatalogID, diags)
 	}
-	doc, _ := engine.Document([]byte(e.Content))
+	doc, _ := parser.Document([]byte(e.Content))
 	md, _ := doc["metadata"].(map[string]any)
 	str := func(k string) wire.OptString { s, _ := md[k].(string); return wire.OptString(s) }
 	exposed, _ := md["exposed_in_ui"].(bool)
@@ -246,7 +247,7 @@ func (a *API) uiSchema(ctx context.Context, c *call) (wire.UISchema, error) {
 		DescriptionMarkdown: str("description"), ExposedInUI: exposed, Fields: uiFields(fields), GeneratedAt: wire.At(time.Now())}, nil
 }
 
-func uiFields(fs []engine.FormField) []wire.UIField {
+func uiFields(fs []parser.FormField) []wire.UIField {
 	out := make([]wire.UIField, len(fs))
 	for i, f := range fs {
 		out[i] = wire.UIField{Name: f.Name, Kind: f.Kind, Default: wire.Value{V: f.Default},
@@ -297,10 +298,10 @@ func (a *API) validatePlaybook(_ context.Context, c *call, r wire.ValidateReques
 	if err != nil {
 		return wire.Validation{}, err
 	}
-	_, diags := engine.Parse([]byte(text))
+	_, diags := parser.Parse([]byte(text))
 	out := wire.Validation{Valid: !diags.HasErrors(), Errors: []string{}, Warnings: []string{}, Problems: problems(diags)}
 	for _, d := range diags {
-		if d.Severity == engine.SeverityError {
+		if d.Severity == playbook.SeverityError {
 			out.Errors = append(out.Errors, d.String())
 		} else {
 			out.Warnings = append(out.Warnings, d.String())
@@ -309,7 +310,7 @@ func (a *API) validatePlaybook(_ context.Context, c *call, r wire.ValidateReques
 	return out, nil
 }
 
-func problems(diags engine.Diagnostics) []wire.Problem {
+func problems(diags playbook.Diagnostics) []wire.Problem {
 	out := make([]wire.Problem, len(diags))
 	for i, d := range diags {
 		out[i] = wire.Problem{Severity: string(d.Severity), Path: d.Path, Line: d.Line, Message: d.Message}

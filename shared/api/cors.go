@@ -12,7 +12,7 @@ import (
 // CORS is the cross-origin policy (NOETL_CORS_ORIGINS; api.md §1): which
 // browser origins may call the API, and the headers every answer to them
 // carries. The API applies it to its own answers; the local gateway
-// (shared/localgw) applies it to the answers it makes itself (an unknown
+// (shared/dev/localgw) applies it to the answers it makes itself (an unknown
 // route's 404, a preflight of any path), as API Gateway's CORS configuration
 // does in AWS, so a browser on another origin reads every error instead of a
 // CORS failure.

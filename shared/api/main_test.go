@@ -9,7 +9,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/api"
 	"github.com/noetl-go/noetl/shared/api/apitest"
-	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/dev/devstack/devstacktest"
 	"github.com/noetl-go/noetl/shared/jsonx"
 )
 

@@ -15,7 +15,7 @@ import (
 	"github.com/noetl-go/noetl/shared/config/mototest"
 	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/controlplane/cptest"
-	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/dev/devstack/devstacktest"
 )
 
 func TestMain(m *testing.M) { devstacktest.Main(m) }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/client"
-	"github.com/noetl-go/noetl/shared/devserver"
+	"github.com/noetl-go/noetl/shared/dev/devserver"
 	"github.com/noetl-go/noetl/shared/wire"
 	"github.com/noetl-go/noetl/shared/worker"
 )

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/notify"
+	"github.com/noetl-go/noetl/shared/playbook"
 	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/store"
 )
@@ -63,7 +65,7 @@ type txn struct {
 // and kept current as triggers are advanced.
 type execution struct {
 	row   store.Execution
-	pb    *engine.Playbook
+	pb    *playbook.Playbook
 	run   *engine.Run
 	snap  *engine.Snapshot
 	isNew bool // inserted by this txn (execute)
@@ -360,7 +362,7 @@ func (t *txn) advance(x *execution, trigger store.Event) (*engine.Outcome, store
 		return nil, trigger, err
 	}
 	if t.s.cfg.Observer != nil {
-		t.s.cfg.Observer.Orchestrated(engine.CanonicalType(trigger.EventType), time.Since(started))
+		t.s.cfg.Observer.Orchestrated(eventtype.Canonical(trigger.EventType), time.Since(started))
 	}
 	if t.ids.err != nil {
 		return nil, trigger, t.ids.err
@@ -382,7 +384,7 @@ func (t *txn) gather(x *execution, out *engine.Outcome) {
 		status := store.CommandCompleted
 		switch {
 		case f.OK:
-		case f.Class == engine.ClassExpired:
+		case f.Class == playbook.ClassExpired:
 			status = store.CommandExpired
 		default:
 			status = store.CommandFailed
@@ -449,7 +451,7 @@ func (t *txn) claim(x *execution, k *command, workerID string, started bool) err
 	if started {
 		meta["started"] = true
 	}
-	_, _, err := t.advance(x, store.Event{EventType: engine.EvCommandClaimed, NodeName: k.row.Step, Status: status,
+	_, _, err := t.advance(x, store.Event{EventType: eventtype.CommandClaimed, NodeName: k.row.Step, Status: status,
 		WorkerID: workerID, CommandID: k.row.CommandID, Meta: meta})
 	return err
 }
@@ -626,7 +628,7 @@ func (t *txn) encodeState(x *execution) ([]byte, error) {
 	}
 	msg := fmt.Sprintf("the execution's state grew to %d bytes, over the limit of %d (MaxStateBytes): keep large values in step results (each step's result is kept outside the state) rather than in ctx with set:",
 		len(b), t.s.cfg.MaxStateBytes)
-	if _, _, err := t.advance(x, store.Event{EventType: engine.EvPlaybookFailed, Status: store.ExecutionFailed,
+	if _, _, err := t.advance(x, store.Event{EventType: eventtype.PlaybookFailed, Status: store.ExecutionFailed,
 		Context: map[string]any{"error": msg}}); err != nil {
 		return nil, err
 	}

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 
-	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/playbook"
+	"github.com/noetl-go/noetl/shared/playbook/parser"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -14,7 +15,7 @@ const KindPlaybook = "Playbook"
 // Registered is the outcome of a registration.
 type Registered struct {
 	Entry    store.CatalogEntry
-	Warnings engine.Diagnostics
+	Warnings playbook.Diagnostics
 	// Created is false when the content equals the latest version (idempotent).
 	Created bool
 }
@@ -23,7 +24,7 @@ type Registered struct {
 // Invalid playbooks are rejected with every problem listed (NoETL accepts them and
 // fails later).
 func (s *Service) Register(ctx context.Context, content string) (*Registered, error) {
-	pb, diags := engine.Parse([]byte(content))
+	pb, diags := parser.Parse([]byte(content))
 	if pb == nil {
 		var problems []string
 		for _, d := range diags.Errors() {

@@ -7,8 +7,9 @@ import (
 	"maps"
 	"time"
 
-	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/lifecycle"
+	"github.com/noetl-go/noetl/shared/playbook"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -154,11 +155,11 @@ func (t *txn) claimOne(x *execution, k *command, workerID string, start bool) (*
 func (t *txn) endLease(x *execution, k *command) (timedOut bool, err error) {
 	c := k.row
 	meta := map[string]any{"command_id": c.CommandID, "attempt": int64(c.Attempt), "worker_id": c.WorkerID}
-	ev := store.Event{EventType: engine.EvCommandExpired, NodeName: c.Step, Status: "EXPIRED", CommandID: c.CommandID,
+	ev := store.Event{EventType: eventtype.CommandExpired, NodeName: c.Step, Status: "EXPIRED", CommandID: c.CommandID,
 		WorkerID: c.WorkerID, Meta: meta}
 	if timedOut = lifecycle.TimedOut(c.Lifecycle(), t.clock(), t.s.limits); timedOut {
-		meta["class"] = engine.ClassTimeout
-		ev.EventType, ev.Status = engine.EvCommandFailed, "FAILED"
+		meta["class"] = playbook.ClassTimeout
+		ev.EventType, ev.Status = eventtype.CommandFailed, "FAILED"
 		ev.Error = fmt.Sprintf("the command ran past its timeout of %ds", c.TimeoutSeconds)
 	}
 	status := store.CommandExpired

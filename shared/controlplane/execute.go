@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/notify"
+	"github.com/noetl-go/noetl/shared/playbook"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -75,7 +77,7 @@ func (s *Service) Execute(ctx context.Context, req ExecuteRequest) (*Started, er
 // start writes the new execution with playbook.started and its first
 // commands: one round trip for the clock (and the idempotency key), one for
 // everything else with COMMIT.
-func (s *Service) start(ctx context.Context, sh *store.Shard, req ExecuteRequest, entry store.CatalogEntry, pb *engine.Playbook) (*Started, error) {
+func (s *Service) start(ctx context.Context, sh *store.Shard, req ExecuteRequest, entry store.CatalogEntry, pb *playbook.Playbook) (*Started, error) {
 	var started *Started
 	ls := &store.LockSet{IdempotencyKey: req.IdempotencyKey}
 	err := s.withTx(ctx, sh, ls, func(t *txn) (err error) {
@@ -94,7 +96,7 @@ func (s *Service) start(ctx context.Context, sh *store.Shard, req ExecuteRequest
 
 // start inserts the execution and folds playbook.started, under the lock of
 // its idempotency key.
-func (t *txn) start(req ExecuteRequest, entry store.CatalogEntry, pb *engine.Playbook) (*Started, error) {
+func (t *txn) start(req ExecuteRequest, entry store.CatalogEntry, pb *playbook.Playbook) (*Started, error) {
 	id := t.ids.next()
 	if t.ids.err != nil {
 		return nil, t.ids.err
@@ -121,7 +123,7 @@ func (t *txn) start(req ExecuteRequest, entry store.CatalogEntry, pb *engine.Pla
 		ctxv["schedule_id"] = fmt.Sprint(req.ScheduleID)
 		ctxv["scheduled_at"] = req.ScheduledAt.UTC().Format(time.RFC3339Nano)
 	}
-	out, _, err := t.advance(x, store.Event{EventType: engine.EvPlaybookStarted, Status: "STARTED", Context: ctxv, CreatedAt: at})
+	out, _, err := t.advance(x, store.Event{EventType: eventtype.PlaybookStarted, Status: "STARTED", Context: ctxv, CreatedAt: at})
 	if err != nil {
 		return nil, err
 	}
@@ -134,11 +136,7 @@ func (t *txn) start(req ExecuteRequest, entry store.CatalogEntry, pb *engine.Pla
 // rendered afresh unless workload gives them: the old run's rendering
 // (its execution_id, its time) would be stale.
 func (s *Service) Rerun(ctx context.Context, id int64, workload map[string]any) (*Started, error) {
-	row, _, _, err := s.readExecution(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	pb, err := s.playbook(ctx, nil, nil, row.CatalogID)
+	row, _, _, pb, err := s.readRun(ctx, id)
 	if err != nil {
 		return nil, err
 	}

@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/noetlwire"
 	"github.com/noetl-go/noetl/shared/redact"
 	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/store"
+	"github.com/noetl-go/noetl/shared/toolkind"
 )
 
 // EventInput is one event a worker or client posts (NoETL's EventRequest), as
@@ -43,15 +45,15 @@ func (e *FencedError) Unwrap() error { return ErrConflict }
 // workerTypes are the command events a worker may post; engine-owned types
 // (step.*, playbook.*, command.issued, …) are the server's to write.
 var workerTypes = map[string]bool{
-	engine.EvCommandClaimed: true, engine.EvCommandStarted: true, engine.EvCallDone: true, engine.EvCallError: true,
-	engine.EvCommandCompleted: true, engine.EvCommandFailed: true,
+	eventtype.CommandClaimed: true, eventtype.CommandStarted: true, eventtype.CallDone: true, eventtype.CallError: true,
+	eventtype.CommandCompleted: true, eventtype.CommandFailed: true,
 }
 
 var serverTypes = map[string]bool{
-	engine.EvPlaybookStarted: true, engine.EvPlaybookCompleted: true, engine.EvPlaybookFailed: true,
-	engine.EvPlaybookCancelled: true, engine.EvStepEnter: true, engine.EvStepSkipped: true, engine.EvStepExit: true,
-	engine.EvCtxUpdated: true, engine.EvCommandIssued: true, engine.EvCommandRetry: true,
-	engine.EvCommandCancelled: true, engine.EvCommandExpired: true, engine.EvLoopClaimed: true,
+	eventtype.PlaybookStarted: true, eventtype.PlaybookCompleted: true, eventtype.PlaybookFailed: true,
+	eventtype.PlaybookCancelled: true, eventtype.StepEnter: true, eventtype.StepSkipped: true, eventtype.StepExit: true,
+	eventtype.CtxUpdated: true, eventtype.CommandIssued: true, eventtype.CommandRetry: true,
+	eventtype.CommandCancelled: true, eventtype.CommandExpired: true, eventtype.LoopClaimed: true,
 }
 
 // Ingest stores one event and runs the orchestrator for it, in one transaction
@@ -244,7 +246,7 @@ func (t *txn) toolOf(x *execution, commandID string) noetlwire.Tool {
 		return noetlwire.Tool{}
 	}
 	tool := noetlwire.Tool{Kind: k.row.ToolKind}
-	if st := x.pb.Step(k.row.Step); st != nil && tool.Kind == engine.KindTaskSequence {
+	if st := x.pb.Step(k.row.Step); st != nil && tool.Kind == toolkind.TaskSequence {
 		if st.Tool != nil {
 			tool.Single, tool.Labels, tool.Kinds = true, []string{st.Tool.Label(st.Name)}, []string{st.Tool.Kind}
 		}
@@ -274,12 +276,12 @@ func (t *txn) fence(x *execution, e *store.Event) (string, error) {
 	if terminal(x.row.Status) {
 		return fmt.Sprintf("execution %d is already %s; the event was stored and ignored", x.row.ExecutionID, x.row.Status), nil
 	}
-	typ := engine.CanonicalType(e.EventType)
+	typ := eventtype.Canonical(e.EventType)
 	if !workerTypes[typ] {
 		return "", nil // informative: folded (Apply ignores types it does not know)
 	}
 	if e.CommandID == "" {
-		if typ == engine.EvCallDone || typ == engine.EvCallError {
+		if typ == eventtype.CallDone || typ == eventtype.CallError {
 			// NoETL's worker sends call.error without a command after its batch
 			// was refused (meta null, no payload.command_id), as NoETL's server
 			// takes it: it only records (R-R3), and the command.failed that
@@ -307,7 +309,7 @@ func (t *txn) fence(x *execution, e *store.Event) (string, error) {
 		}
 		return fmt.Sprintf("command %s is held by %s, not %s; the event was stored and ignored", c.CommandID, c.WorkerID, by), nil
 	}
-	if typ == engine.EvCommandStarted && c.Status == store.CommandClaimed {
+	if typ == eventtype.CommandStarted && c.Status == store.CommandClaimed {
 		t.changeCommand(c.CommandID, store.CommandChange{Status: store.CommandRunning}, lifecycle.Start)
 	}
 	return "", nil
@@ -357,7 +359,7 @@ func (s *Service) checkReference(in EventInput) error {
 // prepareEvent turns a posted event into the row to store: type checked, result
 // read onto our shape (noetlwire.Result), secrets redacted (events.md §7).
 func prepareEvent(in EventInput) (store.Event, error) {
-	typ := engine.CanonicalType(in.Type)
+	typ := eventtype.Canonical(in.Type)
 	if in.Type == "" {
 		return store.Event{}, errors.New("event_type: required (e.g. command.completed)")
 	}

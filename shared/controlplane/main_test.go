@@ -14,8 +14,8 @@ import (
 
 	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/controlplane/cptest"
-	"github.com/noetl-go/noetl/shared/devstack"
-	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/dev/devstack"
+	"github.com/noetl-go/noetl/shared/dev/devstack/devstacktest"
 	"github.com/noetl-go/noetl/shared/store"
 	"github.com/noetl-go/noetl/shared/store/storetest"
 )

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/redact"
 	"github.com/noetl-go/noetl/shared/store"
 )
@@ -134,7 +135,7 @@ func (t *txn) project(x *execution, events []ExternalEvent) (projected, duplicat
 		if t.ids.err != nil {
 			return 0, 0, t.ids.err
 		}
-		if typ := engine.CanonicalType(e.Type); workerTypes[typ] || serverTypes[typ] {
+		if typ := eventtype.Canonical(e.Type); workerTypes[typ] || serverTypes[typ] {
 			r.Ignored = true // kept in the log, never folded (as appendIgnored)
 		}
 		t.ch.Events = append(t.ch.Events, r)

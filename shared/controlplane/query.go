@@ -8,6 +8,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/playbook"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -62,6 +63,19 @@ func (s *Service) readExecution(ctx context.Context, id int64) (store.Execution,
 	return row, snap, sh, nil
 }
 
+// readRun is readExecution with the playbook the execution runs.
+func (s *Service) readRun(ctx context.Context, id int64) (store.Execution, *engine.Snapshot, *store.Shard, *playbook.Playbook, error) {
+	row, snap, sh, err := s.readExecution(ctx, id)
+	if err != nil {
+		return row, nil, nil, nil, err
+	}
+	pb, err := s.playbook(ctx, nil, nil, row.CatalogID)
+	if err != nil {
+		return row, nil, nil, nil, err
+	}
+	return row, snap, sh, pb, nil
+}
+
 // Execution returns the full view of an execution.
 func (s *Service) Execution(ctx context.Context, id int64) (*ExecutionView, error) {
 	return s.execution(ctx, id, true)
@@ -74,11 +88,7 @@ func (s *Service) ExecutionSummary(ctx context.Context, id int64) (*ExecutionVie
 }
 
 func (s *Service) execution(ctx context.Context, id int64, steps bool) (*ExecutionView, error) {
-	row, snap, sh, err := s.readExecution(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	pb, err := s.playbook(ctx, nil, nil, row.CatalogID)
+	row, snap, sh, pb, err := s.readRun(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -128,11 +138,7 @@ func (s *Service) execution(ctx context.Context, id int64, steps bool) (*Executi
 
 // Status returns progress and the current step (events.md §6), O(steps).
 func (s *Service) Status(ctx context.Context, id int64) (*StatusView, error) {
-	row, snap, _, err := s.readExecution(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	pb, err := s.playbook(ctx, nil, nil, row.CatalogID)
+	row, snap, _, pb, err := s.readRun(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +146,7 @@ func (s *Service) Status(ctx context.Context, id int64) (*StatusView, error) {
 	return &v, nil
 }
 
-func statusOf(row store.Execution, snap *engine.Snapshot, pb *engine.Playbook) StatusView {
+func statusOf(row store.Execution, snap *engine.Snapshot, pb *playbook.Playbook) StatusView {
 	v := StatusView{ExecutionID: row.ExecutionID, Status: row.Status, TotalSteps: len(pb.Steps),
 		IsCancelled: row.Status == store.ExecutionCancelled}
 	var latest int64

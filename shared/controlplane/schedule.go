@@ -203,19 +203,10 @@ func (s *Service) ListSchedules(ctx context.Context, afterID int64, limit int) (
 	if err != nil {
 		return nil, err
 	}
-	last := make([]int64, len(rows))
-	for i, r := range rows {
-		last[i] = r.LastExecutionID
-	}
-	statuses, err := s.executionStatuses(ctx, last)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]ScheduleView, len(rows))
-	for i, r := range rows {
-		out[i] = ScheduleView{Schedule: r, LastStatus: statuses[r.LastExecutionID]}
-	}
-	return out, nil
+	return withStatuses(ctx, s, rows, func(r store.Schedule) int64 { return r.LastExecutionID },
+		func(r store.Schedule, status string) ScheduleView {
+			return ScheduleView{Schedule: r, LastStatus: status}
+		})
 }
 
 // ScheduleRuns returns a schedule's log, newest first, before a cursor.
@@ -227,17 +218,26 @@ func (s *Service) ScheduleRuns(ctx context.Context, id int64, before time.Time, 
 	if err != nil {
 		return nil, err
 	}
-	execs := make([]int64, len(rows))
+	return withStatuses(ctx, s, rows, func(r store.ScheduleRun) int64 { return r.ExecutionID },
+		func(r store.ScheduleRun, status string) ScheduleRunView {
+			return ScheduleRunView{ScheduleRun: r, Status: status}
+		})
+}
+
+// withStatuses makes a view of each row with the status of the execution id
+// names, the statuses read together (a statement per shard).
+func withStatuses[R, V any](ctx context.Context, s *Service, rows []R, id func(R) int64, view func(R, string) V) ([]V, error) {
+	ids := make([]int64, len(rows))
 	for i, r := range rows {
-		execs[i] = r.ExecutionID
+		ids[i] = id(r)
 	}
-	statuses, err := s.executionStatuses(ctx, execs)
+	statuses, err := s.executionStatuses(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]ScheduleRunView, len(rows))
+	out := make([]V, len(rows))
 	for i, r := range rows {
-		out[i] = ScheduleRunView{ScheduleRun: r, Status: statuses[r.ExecutionID]}
+		out[i] = view(r, statuses[ids[i]])
 	}
 	return out, nil
 }

@@ -19,6 +19,8 @@ import (
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/lifecycle"
+	"github.com/noetl-go/noetl/shared/playbook"
+	"github.com/noetl-go/noetl/shared/playbook/parser"
 	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/store"
 )
@@ -58,7 +60,7 @@ type Config struct {
 	Observer Observer
 	// PlaybookCache bounds the parsed playbooks kept per process; default
 	// 256. PlaybookCacheBytes bounds their estimated memory
-	// (engine.Playbook.Weight); default 128 MiB.
+	// (playbook.Playbook.Weight); default 128 MiB.
 	PlaybookCache      int
 	PlaybookCacheBytes int
 	// IDBlock is how many event ids one sequence round trip mints; default 256.
@@ -223,7 +225,7 @@ func (s *idSource) next() int64 {
 // transaction on a shard that is also the cluster database, the catalog is
 // read through that transaction (tx): taking a second connection of the same
 // pool while holding locks could wait for a connection that waits for us.
-func (s *Service) playbook(ctx context.Context, tx store.Querier, sh *store.Shard, catalogID int64) (*engine.Playbook, error) {
+func (s *Service) playbook(ctx context.Context, tx store.Querier, sh *store.Shard, catalogID int64) (*playbook.Playbook, error) {
 	if pb := s.books.get(catalogID); pb != nil {
 		return pb, nil
 	}
@@ -235,7 +237,7 @@ func (s *Service) playbook(ctx context.Context, tx store.Querier, sh *store.Shar
 	if err != nil {
 		return nil, fmt.Errorf("load playbook %d: %w", catalogID, err)
 	}
-	pb, diags := engine.Parse([]byte(entry.Content))
+	pb, diags := parser.Parse([]byte(entry.Content))
 	if pb == nil {
 		// Content stored before a rule tightened (the expansion limits): the entry is
 		// invalid, not the server.

@@ -4,9 +4,10 @@ import (
 	"context"
 	"strings"
 
-	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/noetlwire"
+	"github.com/noetl-go/noetl/shared/playbook"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -26,7 +27,7 @@ const MaxVariablesBytes = 256 << 10
 func (s *Service) SetVariables(ctx context.Context, executionID int64, v noetlwire.Variables, workerID string) (int64, error) {
 	values := make(map[string]any, len(v.Values))
 	for _, name := range v.Names() {
-		path, err := engine.ContextKey(name)
+		path, err := playbook.ContextKey(name)
 		if err != nil {
 			return 0, Errorf(ErrInvalid, "variables: %v", err)
 		}
@@ -49,7 +50,7 @@ func (s *Service) SetVariables(ctx context.Context, executionID int64, v noetlwi
 		if terminal(x.row.Status) {
 			return Errorf(ErrConflict, "execution %d is already %s: its variables can no longer be set", executionID, x.row.Status)
 		}
-		_, ev, err := t.advance(x, store.Event{EventType: engine.EvCtxUpdated, Status: "CONTEXT", NodeName: v.SourceStep,
+		_, ev, err := t.advance(x, store.Event{EventType: eventtype.CtxUpdated, Status: "CONTEXT", NodeName: v.SourceStep,
 			WorkerID: workerID, Context: map[string]any{"step": v.SourceStep, "values": values}, Meta: meta})
 		if err != nil {
 			return err
@@ -87,7 +88,7 @@ func (s *Service) Variables(ctx context.Context, executionID int64) (vars, workl
 // Variable returns one variable (a dotted path reads inside an object) and
 // the execution's workload; an unset one is ErrNotFound.
 func (s *Service) Variable(ctx context.Context, executionID int64, name string) (value any, workload map[string]any, err error) {
-	path, err := engine.ContextKey(name)
+	path, err := playbook.ContextKey(name)
 	if err != nil {
 		return nil, nil, Errorf(ErrInvalid, "var_name: %v", err)
 	}

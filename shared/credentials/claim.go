@@ -9,7 +9,7 @@ import (
 	"github.com/noetl-go/noetl/shared/credscope"
 	"github.com/noetl-go/noetl/shared/store"
 	"github.com/noetl-go/noetl/shared/tmpl"
-	"github.com/noetl-go/noetl/shared/tools/kinds"
+	"github.com/noetl-go/noetl/shared/toolkind"
 )
 
 // Who gets a credential's data (docs/security.md, "Secret reads"): the
@@ -107,7 +107,7 @@ func namesIn(v any, alias string, rc map[string]any) bool {
 }
 
 func isAuthKey(k string) bool {
-	for _, n := range kinds.CommonNames("auth") {
+	for _, n := range toolkind.CommonNames("auth") {
 		if k == n {
 			return true
 		}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/jsonx"
 )
 
@@ -17,27 +18,27 @@ func Apply(s *Snapshot, ev Event) {
 	if ev.Seq > s.Seq {
 		s.Seq = ev.Seq
 	}
-	switch CanonicalType(ev.Type) {
-	case EvPlaybookStarted:
+	switch eventtype.Canonical(ev.Type) {
+	case eventtype.PlaybookStarted:
 		s.Status = StatusRunning
 		s.StartedAt = ev.Time
-	case EvStepEnter:
+	case eventtype.StepEnter:
 		applyEnter(s, ev)
-	case EvStepSkipped:
+	case eventtype.StepSkipped:
 		st := s.step(ev.Step)
 		clearLedger(s, st)
 		st.Status, st.Bound, st.Result, st.ResultRef, st.Error = StepSkipped, true, nil, nil, ""
 		st.ExitedAt = ev.Time
-	case EvStepExit:
+	case eventtype.StepExit:
 		applyExit(s, ev)
-	case EvCtxUpdated:
+	case eventtype.CtxUpdated:
 		values, _ := ev.Context["values"].(map[string]any)
 		for _, k := range slices.Sorted(maps.Keys(values)) {
 			s.Ctx = setPath(s.Ctx, k, values[k])
 		}
-	case EvCommandIssued:
+	case eventtype.CommandIssued:
 		applyIssued(s, ev)
-	case EvCommandClaimed:
+	case eventtype.CommandClaimed:
 		if c := s.Commands[commandID(ev)]; c != nil {
 			c.Status, c.Worker = CmdClaimed, ev.WorkerID
 			// A claim that records the start too (our worker's, and eager
@@ -49,15 +50,15 @@ func Apply(s *Snapshot, ev Event) {
 				c.Attempt = a
 			}
 		}
-	case EvCommandStarted:
+	case eventtype.CommandStarted:
 		if c := s.Commands[commandID(ev)]; c != nil && c.Status != CmdRetrying {
 			c.Status = CmdRunning
 		}
-	case EvCallDone, EvCallError:
+	case eventtype.CallDone, eventtype.CallError:
 		if c := s.Commands[commandID(ev)]; c != nil {
 			c.Envelope = envelopeOf(ev)
 		}
-	case EvCommandCompleted, EvCommandFailed, EvCommandExpired:
+	case eventtype.CommandCompleted, eventtype.CommandFailed, eventtype.CommandExpired:
 		oc := classify(s, ev)
 		if oc.cmd == nil {
 			return
@@ -67,14 +68,14 @@ func Apply(s *Snapshot, ev Event) {
 			return
 		}
 		finishCommand(s, oc.id, oc.cmd, oc.ok)
-	case EvCommandRetry:
+	case eventtype.CommandRetry:
 		if c := s.Commands[commandID(ev)]; c != nil {
 			c.Status, c.Worker, c.Envelope = CmdPending, "", nil
 			if a := jsonx.Int(ev.Meta["attempt"]); a > 0 {
 				c.Attempt = a
 			}
 		}
-	case EvCommandCancelled:
+	case eventtype.CommandCancelled:
 		if c := s.Commands[commandID(ev)]; c != nil {
 			delete(s.Commands, commandID(ev))
 			if v := currentVisit(s, c); v != nil {
@@ -84,7 +85,7 @@ func Apply(s *Snapshot, ev Event) {
 				}
 			}
 		}
-	case EvLoopClaimed:
+	case eventtype.LoopClaimed:
 		if st := s.Steps[ev.Step]; st != nil && st.Visit != nil && st.Visit.Loop != nil && st.Visit.N == jsonx.Int(ev.Context["visit"]) {
 			st.Visit.Loop.Total = jsonx.Int(ev.Context["total"])
 			st.Visit.Loop.Drained, _ = ev.Context["drained"].(bool)
@@ -92,14 +93,14 @@ func Apply(s *Snapshot, ev Event) {
 				st.Visit.Loop.ClaimTxid = tx
 			}
 		}
-	case EvPlaybookCompleted:
+	case eventtype.PlaybookCompleted:
 		s.Status, s.EndedAt = StatusCompleted, ev.Time
-	case EvPlaybookFailed:
+	case eventtype.PlaybookFailed:
 		s.Status, s.EndedAt = StatusFailed, ev.Time
 		if e, ok := ev.Context["error"].(string); ok && e != "" {
 			s.Error = e
 		}
-	case EvPlaybookCancelled:
+	case eventtype.PlaybookCancelled:
 		s.Status, s.EndedAt = StatusCancelled, ev.Time
 	}
 }
@@ -286,23 +287,18 @@ func commandID(ev Event) string {
 	return ""
 }
 
-func stringsOf(v any) []string {
-	l, _ := v.([]any)
-	var out []string
-	for _, x := range l {
-		if s, ok := x.(string); ok {
-			out = append(out, s)
-		}
-	}
-	return out
-}
+func stringsOf(v any) []string { return elementsOf[string](v) }
 
-func int64sOf(v any) []int64 {
+func int64sOf(v any) []int64 { return elementsOf[int64](v) }
+
+// elementsOf is the elements of the list v that are Ts, in order; nil when
+// there are none.
+func elementsOf[T any](v any) []T {
 	l, _ := v.([]any)
-	var out []int64
+	var out []T
 	for _, x := range l {
-		if i, ok := x.(int64); ok {
-			out = append(out, i)
+		if t, ok := x.(T); ok {
+			out = append(out, t)
 		}
 	}
 	return out

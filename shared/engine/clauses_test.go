@@ -14,30 +14,31 @@ import (
 )
 
 // clauseTests maps each clause of dsl.md §2–§5 and each ruling the engine (with
-// its template and pipeline packages) decides to the tests that pin it. Names
-// without a package prefix are in this package; tmpl. and pipeline. name the
-// sibling packages. TestClauseTable keeps it honest.
+// its template and pipeline packages, and the playbook definitions it runs)
+// decides to the tests that pin it. Names without a package prefix are in this
+// package; tmpl., pipeline., playbook. and parser. (shared/playbook/parser) name
+// the others. TestClauseTable keeps it honest.
 var clauseTests = map[string][]string{
 	// dsl.md §2: every step field.
-	"dsl§2 step":    {"TestParseStepFields", "TestParseErrors"},
-	"dsl§2 desc":    {"TestParseStepFields", "TestParseWarnings"},
+	"dsl§2 step":    {"parser.TestParseStepFields", "parser.TestParseErrors"},
+	"dsl§2 desc":    {"parser.TestParseStepFields", "parser.TestParseWarnings"},
 	"dsl§2 when":    {"TestDispatchWhen", "TestWhenStringRule"},
-	"dsl§2 input":   {"TestCommandPayload", "TestParseStepFields"},
-	"dsl§2 tool":    {"TestParseStepFields", "TestCommandPayload"},
+	"dsl§2 input":   {"TestCommandPayload", "parser.TestParseStepFields"},
+	"dsl§2 tool":    {"parser.TestParseStepFields", "TestCommandPayload"},
 	"dsl§2 loop":    {"TestLoopCollections", "TestLoopSequential", "TestLoopParallel"},
-	"dsl§2 set":     {"TestSetAndRouting", "TestParseStepFields"},
-	"dsl§2 next":    {"TestParseNextShapes", "TestSetAndRouting"},
-	"dsl§2 retry":   {"TestRetry", "TestRetryClasses", "TestParseStepFields"},
-	"dsl§2 timeout": {"TestParseStepFields", "TestParseAliases", "TestParseDefaults"},
-	"dsl§2 spec":    {"TestOnErrorContinue", "TestMaxVisits", "TestParseNextShapes"},
+	"dsl§2 set":     {"TestSetAndRouting", "parser.TestParseStepFields"},
+	"dsl§2 next":    {"parser.TestParseNextShapes", "TestSetAndRouting"},
+	"dsl§2 retry":   {"TestRetry", "TestRetryClasses", "parser.TestParseStepFields"},
+	"dsl§2 timeout": {"parser.TestParseStepFields", "parser.TestParseAliases", "parser.TestParseDefaults"},
+	"dsl§2 spec":    {"TestOnErrorContinue", "TestMaxVisits", "parser.TestParseNextShapes"},
 	// dsl.md §3: the four next shapes and the two modes.
-	"dsl§3 router":          {"TestParseNextShapes"},
-	"dsl§3 list of maps":    {"TestParseNextShapes", "TestListOfMapsFiresEveryTrueArc", "TestLedgerMerge"},
-	"dsl§3 list of strings": {"TestParseNextShapes", "TestCompletion"},
-	"dsl§3 string":          {"TestParseNextShapes", "TestCycles"},
+	"dsl§3 router":          {"parser.TestParseNextShapes"},
+	"dsl§3 list of maps":    {"parser.TestParseNextShapes", "TestListOfMapsFiresEveryTrueArc", "TestLedgerMerge"},
+	"dsl§3 list of strings": {"parser.TestParseNextShapes", "TestCompletion"},
+	"dsl§3 string":          {"parser.TestParseNextShapes", "TestCycles"},
 	"dsl§3 exclusive":       {"TestSetAndRouting", "TestSkipCascade"},
 	"dsl§3 inclusive":       {"TestJoins", "TestFedFromCycleRunsOnce"},
-	"dsl§3 arc set":         {"TestLedgerMerge", "TestParseArcSetAndArgs", "TestArcSetInStepEnter"},
+	"dsl§3 arc set":         {"TestLedgerMerge", "parser.TestParseArcSetAndArgs", "TestArcSetInStepEnter"},
 	// dsl.md §4: every numbered clause.
 	"dsl§4.1":  {"TestStart"},
 	"dsl§4.2":  {"TestDispatchWhen", "TestLoopCollections", "TestLoopSequential", "TestLoopParallel", "TestEmptyLoop"},
@@ -57,12 +58,12 @@ var clauseTests = map[string][]string{
 	"dsl§5 native":    {"tmpl.TestNativeRendering", "tmpl.TestLiteralAndNative"},
 	"dsl§5 string":    {"tmpl.TestTextRendering"},
 	"dsl§5 when":      {"tmpl.TestWhenRendering", "TestWhenStringRule"},
-	"dsl§5 code":      {"TestCommandPayload", "TestParseWarnings"},
+	"dsl§5 code":      {"TestCommandPayload", "parser.TestParseWarnings"},
 	"dsl§5 context":   {"TestNotRunAndSkippedBindings", "TestAttemptsAndVisitsView", "TestLedgerMerge", "TestArcSetInStepEnter"},
 	"dsl§5 errors":    {"tmpl.TestErrors", "tmpl.TestErrorFormat", "TestRenderErrorNotRetried"},
-	"dsl§5 compile":   {"tmpl.TestCache", "tmpl.TestRoots", "TestParseErrors"},
+	"dsl§5 compile":   {"tmpl.TestCache", "tmpl.TestRoots", "parser.TestParseErrors"},
 	// rulings.md group J.
-	"R-J1": {"TestAnalyse", "TestAncestors"},
+	"R-J1": {"playbook.TestAnalyse", "TestAncestors"},
 	"R-J2": {"TestLedgerMerge", "TestVisitsCoalesce", "TestArcsIntoRunningVisitAreHeld"},
 	"R-J3": {"TestJoins", "TestVisitsCoalesce", "TestFedFromDeadlockedCycleRunsAfterIt"},
 	"R-J4": {"TestSkipCascade", "TestDispatchWhen"},
@@ -70,7 +71,7 @@ var clauseTests = map[string][]string{
 	"R-J6": {"TestDeadlockBreaker", "TestFedFromDeadlockedCycleRunsAfterIt"},
 	"R-J7": {"TestVisitsCoalesce", "TestFedFromCycleRunsOnce", "TestArcsIntoRunningVisitAreHeld", "TestFedFromDeadlockedCycleRunsAfterIt"},
 	"R-J8": {"TestMaxVisits"},
-	"R-J9": {"TestParseNextShapes", "TestParseArcSetAndArgs", "TestParseWarnings"},
+	"R-J9": {"parser.TestParseNextShapes", "parser.TestParseArcSetAndArgs", "parser.TestParseWarnings"},
 	// group S.
 	"R-S1": {"TestSnapshotActiveOnly", "TestCostPerEventDoesNotGrow"},
 	"R-S2": {"TestSnapshotActiveOnly", "TestCommandPayload", "tmpl.TestRoots"},
@@ -82,25 +83,25 @@ var clauseTests = map[string][]string{
 	"R-T3":  {"TestNotRunAndSkippedBindings", "tmpl.TestRulings"},
 	"R-T4":  {"tmpl.TestRulings", "tmpl.TestNowNeedsTime"},
 	"R-T5":  {"tmpl.TestRulings"},
-	"R-T6":  {"TestParseWarnings", "TestCommandPayload", "TestParseLiteralFieldsWarn"},
-	"R-T7":  {"TestParseErrors"},
+	"R-T6":  {"parser.TestParseWarnings", "TestCommandPayload", "parser.TestParseLiteralFieldsWarn"},
+	"R-T7":  {"parser.TestParseErrors"},
 	"R-T8":  {"TestLatestFinishedVisit", "TestAttemptsAndVisitsView"},
-	"R-T9":  {"TestParseStepFields", "TestParseErrors", "TestLedgerMerge", "TestContextUpdatesBeforeSet", "TestArcSetInStepEnter"},
-	"R-T10": {"TestNumbersStayInt", "TestParseKeepsLiteralStrings", "tmpl.TestRulings"},
+	"R-T9":  {"parser.TestParseStepFields", "parser.TestParseErrors", "TestLedgerMerge", "TestContextUpdatesBeforeSet", "TestArcSetInStepEnter"},
+	"R-T10": {"TestNumbersStayInt", "parser.TestParseKeepsLiteralStrings", "tmpl.TestRulings"},
 	"R-T11": {"tmpl.TestBlocks"},
 	// group N.
-	"R-N1": {"TestUnsupportedKindFailsAtDispatch", "TestParseWarnings", "TestParseErrors"},
-	"R-N2": {"TestParseAliases"},
-	"R-N3": {"TestParseErrors", "pipeline.TestPolicyRules"},
-	"R-N4": {"TestParseAliases", "TestParseMetadataErrors"},
+	"R-N1": {"TestUnsupportedKindFailsAtDispatch", "parser.TestParseWarnings", "parser.TestParseErrors"},
+	"R-N2": {"parser.TestParseAliases"},
+	"R-N3": {"parser.TestParseErrors", "pipeline.TestPolicyRules"},
+	"R-N4": {"parser.TestParseAliases", "parser.TestParseMetadataErrors"},
 	// group W.
 	"R-W1": {"pipeline.TestRunningContext", "TestConformanceVarsTemplateAccess"},
 	"R-W2": {"TestEventBinding"},
 	"R-W3": {"TestSequentialLoopContext", "TestLoopIterationFailure", "TestSetAndRouting"},
-	"R-W4": {"TestCompletion", "TestParseWarnings", "TestAnalyse"},
-	"R-W5": {"TestWorkloadTemplating", "TestParseWarnings"},
+	"R-W4": {"TestCompletion", "parser.TestParseWarnings", "playbook.TestAnalyse"},
+	"R-W5": {"TestWorkloadTemplating", "parser.TestParseWarnings"},
 	"R-W6": {"pipeline.TestErrorKinds", "pipeline.TestPolicyRules"},
-	"R-W7": {"TestParseAliases", "TestParseErrors", "tmpl.TestRulings"},
+	"R-W7": {"parser.TestParseAliases", "parser.TestParseErrors", "tmpl.TestRulings"},
 	// group R, R-R4…R-R11.
 	"R-R4":  {"pipeline.TestResultShape", "TestConformanceStartWithAction"},
 	"R-R5":  {"TestContextUpdatesBeforeSet", "pipeline.TestContextUpdates"},
@@ -111,7 +112,7 @@ var clauseTests = map[string][]string{
 	"R-R10": {"TestCancel", "TestCancelWhileFailing"},
 	"R-R11": {"TestCompletion"},
 	// R-A9.
-	"R-A9": {"TestLoopWhenOnce", "TestLoopCollections", "TestLoopSequential", "TestEventBinding", "TestParseDefaults"},
+	"R-A9": {"TestLoopWhenOnce", "TestLoopCollections", "TestLoopSequential", "TestEventBinding", "parser.TestParseDefaults"},
 }
 
 // testNames lists the Test and Fuzz functions declared in a directory's tests.
@@ -144,6 +145,12 @@ func TestClauseTable(t *testing.T) {
 		have[name] = true
 	}
 	for name := range testNames(t, "../pipeline", "pipeline.") {
+		have[name] = true
+	}
+	for name := range testNames(t, "../playbook", "playbook.") {
+		have[name] = true
+	}
+	for name := range testNames(t, "../playbook/parser", "parser.") {
 		have[name] = true
 	}
 	for clause, tests := range clauseTests {

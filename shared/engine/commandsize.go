@@ -12,6 +12,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/playbook"
 )
 
 // What a command carries to its worker (its payload: rendered tool config
@@ -61,7 +62,7 @@ func (e *CommandTooLargeError) Error() string {
 // boundCommand keeps a command's payload within the limits above, moving
 // its large values to parts when it may; a *CommandTooLargeError when it
 // cannot.
-func (d *decider) boundCommand(step *Step, payload map[string]any) error {
+func (d *decider) boundCommand(step *playbook.Step, payload map[string]any) error {
 	b, err := jsonx.AppendValue(d.sizeBuf[:0], payload)
 	if cap(b) <= 64<<10 {
 		d.sizeBuf = b // keep small buffers only: a decider lives for one event
@@ -88,7 +89,7 @@ func (d *decider) boundCommand(step *Step, payload map[string]any) error {
 
 // splitCommand moves the payload's largest values to parts until it is
 // under CommandInlineBytes, and returns its new size.
-func (d *decider) splitCommand(step *Step, payload map[string]any, size int) int {
+func (d *decider) splitCommand(step *playbook.Step, payload map[string]any, size int) int {
 	type candidate struct {
 		container string
 		m         map[string]any

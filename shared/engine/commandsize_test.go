@@ -12,15 +12,17 @@ import (
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
+	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // issuedContext is the payload of the first command.issued of step.
 func issuedContext(t *testing.T, s *enginetest.Sim, step string) map[string]any {
 	t.Helper()
 	for _, ev := range s.Log {
-		if ev.Type == engine.EvCommandIssued && ev.Step == step {
+		if ev.Type == eventtype.CommandIssued && ev.Step == step {
 			return ev.Context
 		}
 	}
@@ -70,9 +72,9 @@ workflow:
 		"coder": echoArgs,
 	}
 	var seen map[string]any
-	s.Items = map[string]enginetest.ItemTool{"read": func(it pipeline.Item) pipeline.Envelope {
+	s.Items = map[string]enginetest.ItemTool{"read": func(it pipeline.Item) toolresult.Envelope {
 		seen = it.Input
-		return pipeline.Envelope{Status: "success", Data: it.Input}
+		return toolresult.Envelope{Status: "success", Data: it.Input}
 	}}
 	run(t, s, nil)
 	if s.Status() != engine.StatusCompleted {
@@ -123,7 +125,7 @@ workflow:
 			"start": func(*enginetest.Cmd) enginetest.Reply { return enginetest.Reply{Data: map[string]any{"blob": blob}} },
 		}
 		run(t, s, nil)
-		if n := s.Count(engine.EvCommandIssued, "reader"); n != 0 {
+		if n := s.Count(eventtype.CommandIssued, "reader"); n != 0 {
 			t.Fatalf("%s: reader was issued %d times; a command over the limit is never issued", onError, n)
 		}
 		st := s.Snapshot().Steps["reader"]

@@ -11,6 +11,8 @@ import (
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/playbook/parser"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // The conformance playbooks run in the simulator with scripted tool results
@@ -25,7 +27,7 @@ func conformanceSim(t *testing.T, file string) *enginetest.Sim {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pb, ds := engine.Parse(src)
+	pb, ds := parser.Parse(src)
 	if ds.HasErrors() {
 		t.Fatalf("%s: %v", file, ds.Errors())
 	}
@@ -35,8 +37,8 @@ func conformanceSim(t *testing.T, file string) *enginetest.Sim {
 func python(data any) enginetest.Reply { return enginetest.Reply{Data: data} }
 
 func item(f func(in map[string]any) any) enginetest.ItemTool {
-	return func(it pipeline.Item) pipeline.Envelope {
-		return pipeline.Envelope{Status: "success", Data: f(it.Input)}
+	return func(it pipeline.Item) toolresult.Envelope {
+		return toolresult.Envelope{Status: "success", Data: f(it.Input)}
 	}
 }
 
@@ -221,7 +223,7 @@ func TestConformanceVarsTemplateAccess(t *testing.T) {
 
 // paginatedAPI answers like the test server of R-C3: 35 users, has_more while
 // offset + limit < 35.
-func paginatedAPI(it pipeline.Item) pipeline.Envelope {
+func paginatedAPI(it pipeline.Item) toolresult.Envelope {
 	params, _ := it.Config["params"].(map[string]any)
 	offset, limit := params["offset"].(int64), params["limit"].(int64)
 	var users []any
@@ -229,10 +231,10 @@ func paginatedAPI(it pipeline.Item) pipeline.Envelope {
 		users = append(users, map[string]any{"id": id, "username": "user" + string(rune('0'+id%10)), "email": "u@example.com"})
 	}
 	if !strings.HasPrefix(it.Config["url"].(string), "http://127.0.0.1:5555/") {
-		return pipeline.Envelope{Status: "error", Error: &pipeline.ErrorInfo{Message: "connection refused", Kind: "connection", Retryable: true}}
+		return toolresult.Envelope{Status: "error", Error: &toolresult.ErrorInfo{Message: "connection refused", Kind: "connection", Retryable: true}}
 	}
 	body := map[string]any{"users": users, "has_more": offset+limit < 35, "offset": offset, "limit": limit, "total": 35}
-	return pipeline.Envelope{Status: "success", Data: map[string]any{"status_code": 200, "headers": map[string]any{"Content-Type": "application/json"}, "body": body, "data": body}}
+	return toolresult.Envelope{Status: "success", Data: map[string]any{"status_code": 200, "headers": map[string]any{"Content-Type": "application/json"}, "body": body, "data": body}}
 }
 
 func TestConformancePagination(t *testing.T) {

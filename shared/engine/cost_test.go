@@ -8,6 +8,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
+	"github.com/noetl-go/noetl/shared/eventtype"
 )
 
 // The two long executions the O(1) proofs use.
@@ -66,7 +67,7 @@ func advance(t testing.TB, body string, prior int) *probe {
 func newProbe(t testing.TB, s *enginetest.Sim, c *enginetest.Cmd) *probe {
 	env := map[string]any{"status": "success", "data": enginetest.Args(c)["i"]}
 	p := &probe{s: s, trigger: engine.Event{
-		Seq: int64(len(s.Log)) + 1, ID: 1 << 40, Type: engine.EvCommandCompleted, Step: c.Step, Status: "success",
+		Seq: int64(len(s.Log)) + 1, ID: 1 << 40, Type: eventtype.CommandCompleted, Step: c.Step, Status: "success",
 		CommandID: c.ID, Meta: map[string]any{"command_id": c.ID, "attempt": int64(c.Attempt)},
 		Result: map[string]any{"status": "success", "context": env}, Time: s.Clock,
 	}}
@@ -209,7 +210,7 @@ func TestCostPerEventChainLength(t *testing.T) {
 			if !measured {
 				// Only the completion decides anything: skip the worker's other
 				// events to keep the long runs quick.
-				must(t, s.Post(engine.Event{Type: engine.EvCommandCompleted, Step: c.Step, Status: "success", CommandID: c.ID,
+				must(t, s.Post(engine.Event{Type: eventtype.CommandCompleted, Step: c.Step, Status: "success", CommandID: c.ID,
 					Meta:   map[string]any{"command_id": c.ID, "attempt": int64(c.Attempt)},
 					Result: map[string]any{"status": "success", "context": map[string]any{"status": "success", "data": nil}}}))
 				c.Status = "COMPLETED"

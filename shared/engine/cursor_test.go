@@ -10,7 +10,8 @@ import (
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
-	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/eventtype"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // queue is a work table as a cursor loop's claim sees it: rows pending,
@@ -197,10 +198,10 @@ func TestCursorLoop(t *testing.T) {
 					}
 				}
 			}
-			if s.Count(engine.EvLoopClaimed, "start") != claims || claims == 0 {
-				t.Fatalf("%d claims, %d loop.claimed events", claims, s.Count(engine.EvLoopClaimed, "start"))
+			if s.Count(eventtype.LoopClaimed, "start") != claims || claims == 0 {
+				t.Fatalf("%d claims, %d loop.claimed events", claims, s.Count(eventtype.LoopClaimed, "start"))
 			}
-			last := s.Log[s.Index(engine.EvLoopClaimed, "start", claims-1)]
+			last := s.Log[s.Index(eventtype.LoopClaimed, "start", claims-1)]
 			if last.Context["drained"] != true || last.Context["total"] != int64(c.items) {
 				t.Fatalf("last claim %v: want drained at total %d", last.Context, c.items)
 			}
@@ -333,7 +334,7 @@ func TestCursorIterationsWaitForClaim(t *testing.T) {
 			if withTxid {
 				claims++
 				tx := fmt.Sprint("tx", claims)
-				r.Data.(map[string]any)[pipeline.ClaimTxidKey] = tx
+				r.Data.(map[string]any)[toolresult.ClaimTxidKey] = tx
 				for _, row := range r.Data.(map[string]any)["rows"].([]any) {
 					txOf[row.(map[string]any)["id"].(int64)] = tx
 				}

@@ -10,9 +10,12 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/playbook"
 	"github.com/noetl-go/noetl/shared/tmpl"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // Config tunes an Engine. The zero value gives the defaults.
@@ -57,9 +60,9 @@ func New(cfg Config) *Engine {
 //
 // On a *NeedResultsError the caller loads the named values and calls again with a
 // fresh copy of the snapshot (this call may have changed snap).
-func (e *Engine) Handle(pb *Playbook, run *Run, snap *Snapshot, trigger Event, in Inputs) (out *Outcome, err error) {
-	d := &decider{e: e, pb: pb, g: pb.graph, run: run, s: snap, in: in, trig: trigger,
-		out: &Outcome{}, local: map[ResultKey]any{}, queued: newBitset(len(pb.Steps)), budget: tmpl.NewBudget()}
+func (e *Engine) Handle(pb *playbook.Playbook, run *Run, snap *Snapshot, trigger Event, in Inputs) (out *Outcome, err error) {
+	d := &decider{e: e, pb: pb, g: pb.Graph(), run: run, s: snap, in: in, trig: trigger,
+		out: &Outcome{}, local: map[ResultKey]any{}, queued: playbook.NewBitset(len(pb.Steps)), budget: tmpl.NewBudget()}
 	defer func() {
 		if r := recover(); r != nil {
 			need, ok := r.(needResults)
@@ -79,8 +82,8 @@ type needResults []ResultKey
 
 type decider struct {
 	e    *Engine
-	pb   *Playbook
-	g    *graph
+	pb   *playbook.Playbook
+	g    *playbook.Graph
 	run  *Run
 	s    *Snapshot
 	in   Inputs
@@ -90,7 +93,7 @@ type decider struct {
 	// dispatch, iteration results just reported).
 	local  map[ResultKey]any
 	work   rankHeap
-	queued bitset
+	queued playbook.Bitset
 	// budget bounds what every template rendered in this decision builds, together
 	// (tmpl.Budget): one budget per event, so neither many templates nor many
 	// iterations issued at once multiply the allowance. Exceeding it is a render
@@ -101,7 +104,7 @@ type decider struct {
 }
 
 func (d *decider) decide() {
-	trigType := CanonicalType(d.trig.Type)
+	trigType := eventtype.Canonical(d.trig.Type)
 	wasTerminal := d.s.Terminal()
 	oc := classify(d.s, d.trig)
 	if oc.cmd != nil && oc.final {
@@ -112,11 +115,11 @@ func (d *decider) decide() {
 		return // late events of an ended execution are recorded, never acted on (R-R10)
 	}
 	switch trigType {
-	case EvPlaybookStarted:
+	case eventtype.PlaybookStarted:
 		d.enter(d.pb.Start(), nil, false)
-	case EvCommandCompleted, EvCommandFailed, EvCommandExpired:
+	case eventtype.CommandCompleted, eventtype.CommandFailed, eventtype.CommandExpired:
 		d.commandEnded(oc)
-	case EvPlaybookCancelled, EvPlaybookCompleted, EvPlaybookFailed:
+	case eventtype.PlaybookCancelled, eventtype.PlaybookCompleted, eventtype.PlaybookFailed:
 		// Cancel or an operator's finalize (R-R10): stop everything in flight.
 		d.abort()
 		return
@@ -137,7 +140,7 @@ func (d *decider) emit(ev Event) {
 	d.out.Events = append(d.out.Events, ev)
 }
 
-func (d *decider) stepIndex(name string) int { return d.pb.byName[name].Index }
+func (d *decider) stepIndex(name string) int { return d.pb.Step(name).Index }
 
 // ---- command outcomes ----
 
@@ -172,16 +175,16 @@ func (d *decider) scheduleRetry(oc cmdOutcome) {
 	delay := pipeline.RetryDelaySeconds(step.Retry.Delay, step.Retry.Backoff, k, step.Retry.MaxDelay)
 	at := d.trig.Time.Add(seconds(delay))
 	attempt := oc.cmd.Attempt + 1
-	d.emit(Event{Type: EvCommandRetry, Step: oc.cmd.Step, Status: "PENDING", CommandID: oc.id,
+	d.emit(Event{Type: eventtype.CommandRetry, Step: oc.cmd.Step, Status: "PENDING", CommandID: oc.id,
 		Context: map[string]any{"error": oc.errMsg},
 		Meta: map[string]any{"command_id": oc.id, "attempt": int64(attempt), "available_at": at.UTC().Format(timeLayout),
 			"delay_seconds": delay, "class": oc.class}})
 	d.out.Retries = append(d.out.Retries, RetryOrder{CommandID: oc.id, Attempt: attempt, AvailableAt: at})
 }
 
-func (d *decider) singleEnded(step *Step, st *StepState, oc cmdOutcome) {
+func (d *decider) singleEnded(step *playbook.Step, st *StepState, oc cmdOutcome) {
 	switch {
-	case oc.ok && oc.ref != "" && !step.usesPolicy():
+	case oc.ok && oc.ref != "" && !step.UsesPolicy():
 		// Stored by reference, it stays there: read only if a template reads
 		// it (set, next, a later step), never copied into the shard.
 		d.complete(step, st, storedResult{oc.ref}, nil, "", oc.ref)
@@ -189,16 +192,16 @@ func (d *decider) singleEnded(step *Step, st *StepState, oc cmdOutcome) {
 		data, updates := splitContextUpdates(d.resultData(oc))
 		d.complete(step, st, data, updates, "", oc.ref)
 	case d.s.Status != StatusRunning:
-		d.emit(Event{Type: EvStepExit, Step: step.Name, Status: StatusFailed,
+		d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: StatusFailed,
 			Context: map[string]any{"visit": int64(st.Visit.N), "error": oc.errMsg}})
-	case step.OnError == OnErrorContinue:
+	case step.OnError == playbook.OnErrorContinue:
 		d.complete(step, st, map[string]any{"error": oc.errMsg}, nil, oc.errMsg, "")
 	default:
 		d.failStep(step, oc.errMsg)
 	}
 }
 
-func (d *decider) iterationEnded(step *Step, st *StepState, oc cmdOutcome) {
+func (d *decider) iterationEnded(step *playbook.Step, st *StepState, oc cmdOutcome) {
 	v := st.Visit
 	key := ResultKey{Kind: KindStepResult, Step: step.Name, Visit: v.N, Index: oc.cmd.Index}
 	if oc.ok {
@@ -206,12 +209,12 @@ func (d *decider) iterationEnded(step *Step, st *StepState, oc cmdOutcome) {
 		d.write(key, data)
 		if len(updates) > 0 && d.s.Status == StatusRunning {
 			// R-W3: applied before the next iteration renders.
-			d.emit(Event{Type: EvCtxUpdated, Step: step.Name, Status: "CONTEXT",
+			d.emit(Event{Type: eventtype.CtxUpdated, Step: step.Name, Status: "CONTEXT",
 				Context: map[string]any{"step": step.Name, "values": updates}})
 		}
 	} else {
 		switch {
-		case step.OnError == OnErrorContinue:
+		case step.OnError == playbook.OnErrorContinue:
 			d.write(key, map[string]any{"error": oc.errMsg})
 		case d.s.Status == StatusRunning:
 			d.failStep(step, fmt.Sprintf("iteration %d: %s", oc.cmd.Index, oc.errMsg))
@@ -220,7 +223,7 @@ func (d *decider) iterationEnded(step *Step, st *StepState, oc cmdOutcome) {
 	}
 	if d.s.Status != StatusRunning {
 		if v.InFlight == 0 {
-			d.emit(Event{Type: EvStepExit, Step: step.Name, Status: StatusCancelled,
+			d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: StatusCancelled,
 				Context: map[string]any{"visit": int64(v.N), "error": "the loop was stopped because the execution is failing"}})
 		}
 		return
@@ -233,7 +236,7 @@ func (d *decider) iterationEnded(step *Step, st *StepState, oc cmdOutcome) {
 }
 
 // completeLoop completes a loop visit with its iterations' results in order.
-func (d *decider) completeLoop(step *Step, st *StepState) {
+func (d *decider) completeLoop(step *playbook.Step, st *StepState) {
 	v := st.Visit
 	keys := make([]ResultKey, v.Loop.Total)
 	for i := range keys {
@@ -248,7 +251,7 @@ func (d *decider) completeLoop(step *Step, st *StepState) {
 // stops claiming until they have ended, since they may add rows (a next page),
 // and then one more claim decides. A claim that fails after its retries fails
 // the step: on_error applies to iterations, not to the source of the rows.
-func (d *decider) claimEnded(step *Step, st *StepState, oc cmdOutcome) {
+func (d *decider) claimEnded(step *playbook.Step, st *StepState, oc cmdOutcome) {
 	v := st.Visit
 	var rows []any
 	errMsg := oc.errMsg
@@ -260,7 +263,7 @@ func (d *decider) claimEnded(step *Step, st *StepState, oc cmdOutcome) {
 	}
 	if d.s.Status != StatusRunning {
 		if v.InFlight == 0 {
-			d.emit(Event{Type: EvStepExit, Step: step.Name, Status: StatusCancelled,
+			d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: StatusCancelled,
 				Context: map[string]any{"visit": int64(v.N), "error": "the loop was stopped because the execution is failing"}})
 		}
 		return
@@ -286,7 +289,7 @@ func (d *decider) claimEnded(step *Step, st *StepState, oc cmdOutcome) {
 	if tx := claimTxid(d.resultData(oc)); tx != "" && len(rows) > 0 {
 		claimed["txid"] = tx
 	}
-	d.emit(Event{Type: EvLoopClaimed, Step: step.Name, Status: "CLAIMED", CommandID: oc.id, Context: claimed})
+	d.emit(Event{Type: eventtype.LoopClaimed, Step: step.Name, Status: "CLAIMED", CommandID: oc.id, Context: claimed})
 	if len(rows) == 0 && v.InFlight == 0 {
 		d.completeLoop(step, st)
 		return
@@ -303,7 +306,7 @@ func (d *decider) claimEnded(step *Step, st *StepState, oc cmdOutcome) {
 // which commit the claim before reporting it.
 func claimTxid(data any) string {
 	m, _ := data.(map[string]any)
-	s, _ := m[pipeline.ClaimTxidKey].(string)
+	s, _ := m[toolresult.ClaimTxidKey].(string)
 	return s
 }
 
@@ -326,19 +329,19 @@ func claimedRows(data any) ([]any, error) {
 			}
 		}
 	}
-	return nil, fmt.Errorf("the claim returned no rows (got %s): end the claim with a statement that returns the rows it took (UPDATE … RETURNING, or SELECT)", describe(data))
+	return nil, fmt.Errorf("the claim returned no rows (got %s): end the claim with a statement that returns the rows it took (UPDATE … RETURNING, or SELECT)", jsonx.Describe(data))
 }
 
 // ---- dispatch ----
 
 // enter starts a new visit of step (dsl.md §4.2). checkWhen is false only for the
 // start step at playbook start (§4.1).
-func (d *decider) enter(step *Step, arcSet map[string]any, checkWhen bool) {
+func (d *decider) enter(step *playbook.Step, arcSet map[string]any, checkWhen bool) {
 	st := d.s.step(step.Name)
 	visit := st.Visits + 1
 	if visit > step.MaxVisits {
 		// R-J8: fails the playbook whatever on_error says.
-		d.emit(Event{Type: EvStepExit, Step: step.Name, Status: StatusFailed, Context: map[string]any{
+		d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: StatusFailed, Context: map[string]any{
 			"visit": int64(st.Visits), "error": fmt.Sprintf("step %q exceeded max_visits (%d); raise spec.max_visits if the cycle is intended", step.Name, step.MaxVisits)}})
 		d.enterFailing()
 		return
@@ -352,7 +355,7 @@ func (d *decider) enter(step *Step, arcSet map[string]any, checkWhen bool) {
 			return
 		}
 		if !tmpl.WhenTrue(v) {
-			d.emit(Event{Type: EvStepSkipped, Step: step.Name, Status: "SKIPPED",
+			d.emit(Event{Type: eventtype.StepSkipped, Step: step.Name, Status: "SKIPPED",
 				Context: map[string]any{"reason": "when is false"}})
 			d.stepEnded(step)
 			return
@@ -372,7 +375,7 @@ func (d *decider) enter(step *Step, arcSet map[string]any, checkWhen bool) {
 				}
 			}
 			if !r.Allow {
-				d.emit(Event{Type: EvStepSkipped, Step: step.Name, Status: "SKIPPED",
+				d.emit(Event{Type: eventtype.StepSkipped, Step: step.Name, Status: "SKIPPED",
 					Context: map[string]any{"reason": fmt.Sprintf("admit rule %d refused", i)}})
 				d.stepEnded(step)
 				return
@@ -403,7 +406,7 @@ func (d *decider) enter(step *Step, arcSet map[string]any, checkWhen bool) {
 		}
 	}
 	limit := step.Loop.MaxInFlight
-	if step.Loop.MaxInFlightT != nil && step.Loop.Mode != ModeSequential {
+	if step.Loop.MaxInFlightT != nil && step.Loop.Mode != playbook.ModeSequential {
 		var err error
 		if limit, err = d.renderLimit(step.Loop.MaxInFlightT, b); err != nil {
 			d.emitEnter(step, visit, arcSet, nil)
@@ -425,7 +428,7 @@ func (d *decider) enter(step *Step, arcSet map[string]any, checkWhen bool) {
 		return
 	}
 	first := 1
-	if step.Loop.Mode == ModeParallel {
+	if step.Loop.Mode == playbook.ModeParallel {
 		first = min(len(items), limit)
 	}
 	for i, item := range items {
@@ -439,7 +442,7 @@ func (d *decider) enter(step *Step, arcSet map[string]any, checkWhen bool) {
 	d.fillLoop(step, d.s.Steps[step.Name])
 }
 
-func (d *decider) emitEnter(step *Step, visit int, arcSet map[string]any, loop *LoopState) {
+func (d *decider) emitEnter(step *playbook.Step, visit int, arcSet map[string]any, loop *LoopState) {
 	c := map[string]any{"visit": int64(visit)}
 	if len(arcSet) > 0 {
 		c["arc_set"] = arcSet
@@ -455,14 +458,14 @@ func (d *decider) emitEnter(step *Step, visit int, arcSet map[string]any, loop *
 			c["cursor"] = true
 		}
 	}
-	d.emit(Event{Type: EvStepEnter, Step: step.Name, Status: "ENTERED", Context: c,
+	d.emit(Event{Type: eventtype.StepEnter, Step: step.Name, Status: "ENTERED", Context: c,
 		Meta: map[string]any{"visit": int64(visit)}})
 }
 
 // fillLoop issues iterations up to the loop's limit: one at a time in order when
 // sequential, up to max_in_flight when parallel (R-A9) or a cursor loop, whose
 // claim then asks for more rows when none is left to issue.
-func (d *decider) fillLoop(step *Step, st *StepState) {
+func (d *decider) fillLoop(step *playbook.Step, st *StepState) {
 	v := st.Visit
 	limit := d.loopLimit(step, v)
 	for st.Visit == v && v.Loop.Issued < v.Loop.Total && v.InFlight-claiming(v) < limit && d.s.Status == StatusRunning {
@@ -476,8 +479,8 @@ func (d *decider) fillLoop(step *Step, st *StepState) {
 }
 
 // loopLimit is how many iterations of the visit may be in flight at once.
-func (d *decider) loopLimit(step *Step, v *Visit) int {
-	if step.Loop.Mode == ModeSequential {
+func (d *decider) loopLimit(step *playbook.Step, v *Visit) int {
+	if step.Loop.Mode == playbook.ModeSequential {
 		return 1
 	}
 	limit := step.Loop.MaxInFlight
@@ -505,7 +508,7 @@ func claiming(v *Visit) int {
 // (a postgres statement, which NoETL's workers run too) whose payload's cursor
 // block tells ours to hold the claim's transaction open until the server has
 // its rows (shared/worker).
-func (d *decider) claim(step *Step, st *StepState) {
+func (d *decider) claim(step *playbook.Step, st *StepState) {
 	v := st.Visit
 	if v == nil || v.Loop == nil || d.s.Status != StatusRunning || v.Loop.Claiming || v.Loop.Issued < v.Loop.Total || (v.Loop.Drained && v.InFlight > 0) {
 		return
@@ -545,7 +548,7 @@ func (d *decider) claim(step *Step, st *StepState) {
 
 // issue renders and emits one command. A render error is deterministic: it is
 // never retried and on_error applies (R-L6).
-func (d *decider) issue(step *Step, st *StepState, it *iteration) {
+func (d *decider) issue(step *playbook.Step, st *StepState, it *iteration) {
 	b := &bindings{arcSet: st.Visit.ArcSet, iter: it}
 	payload, err := d.commandPayload(step, st.Visit.N, b)
 	if err != nil {
@@ -578,7 +581,7 @@ func (d *decider) issue(step *Step, st *StepState, it *iteration) {
 }
 
 // emitCommand emits command.issued for a payload and hands the command out.
-func (d *decider) emitCommand(step *Step, st *StepState, kind string, index int, payload, extra map[string]any) {
+func (d *decider) emitCommand(step *playbook.Step, st *StepState, kind string, index int, payload, extra map[string]any) {
 	id := d.in.NewID()
 	cmdID := CommandID(d.run.ExecutionID, step.Name, id, index)
 	meta := map[string]any{
@@ -591,7 +594,7 @@ func (d *decider) emitCommand(step *Step, st *StepState, kind string, index int,
 		meta["retry_on_status"] = anySlice(step.Retry.OnStatus)
 	}
 	maps.Copy(meta, extra)
-	ev := Event{Type: EvCommandIssued, Step: step.Name, NodeType: kind, Status: "PENDING",
+	ev := Event{Type: eventtype.CommandIssued, Step: step.Name, NodeType: kind, Status: "PENDING",
 		CommandID: cmdID, Context: payload, Meta: meta}
 	// The command id embeds the event id, so emit is inlined here to use id.
 	ev.Seq, ev.ID, ev.Time = d.s.Seq+1, id, d.trig.Time
@@ -605,16 +608,16 @@ func (d *decider) emitCommand(step *Step, st *StepState, kind string, index int,
 }
 
 // renderFailed fails a step whose template could not render at dispatch.
-func (d *decider) renderFailed(step *Step, what string, err error) {
+func (d *decider) renderFailed(step *playbook.Step, what string, err error) {
 	msg := fmt.Sprintf("%s: %v", what, err)
-	if step.OnError == OnErrorContinue {
+	if step.OnError == playbook.OnErrorContinue {
 		d.complete(step, d.s.Steps[step.Name], map[string]any{"error": msg}, nil, msg, "")
 		return
 	}
 	d.failStep(step, msg)
 }
 
-func unsupported(step *Step) string {
+func unsupported(step *playbook.Step) string {
 	if step.Loop != nil && step.Loop.Unsupported != "" {
 		return step.Loop.Unsupported
 	}
@@ -651,7 +654,7 @@ func (d *decider) renderLimit(t *tmpl.Template, b *bindings) (int, error) {
 			return int(n), nil
 		}
 	}
-	return 0, fmt.Errorf("must render to a whole number ≥ 1, got %s", describe(v))
+	return 0, fmt.Errorf("must render to a whole number ≥ 1, got %s", jsonx.Describe(v))
 }
 
 // collection turns a rendered loop.in into items (dsl.md §4.2, R-A9).
@@ -695,7 +698,7 @@ func collection(v any, limit int) ([]any, error) {
 // complete finishes a step's visit (dsl.md §4.6): durable updates, set, step.exit
 // with the arcs that fired, then the successors are re-checked. ref is the URI
 // the worker stored the result at, when it did (the step's _ref in templates).
-func (d *decider) complete(step *Step, st *StepState, result any, updates map[string]any, errMsg, ref string) {
+func (d *decider) complete(step *playbook.Step, st *StepState, result any, updates map[string]any, errMsg, ref string) {
 	stored, _ := result.(storedResult)
 	if stored.uri != "" {
 		result = nil // loaded if the step's set or next reads it (bindings.stored)
@@ -711,11 +714,11 @@ func (d *decider) complete(step *Step, st *StepState, result any, updates map[st
 	if d.s.Status != StatusRunning {
 		// A late completion while failing is recorded, never routed (R-R9).
 		d.putResult(exit, step, v.N, result, stored.uri)
-		d.emit(Event{Type: EvStepExit, Step: step.Name, Status: StatusCompleted, Context: exit})
+		d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: StatusCompleted, Context: exit})
 		return
 	}
 	if len(updates) > 0 {
-		d.emit(Event{Type: EvCtxUpdated, Step: step.Name, Status: "CONTEXT",
+		d.emit(Event{Type: eventtype.CtxUpdated, Step: step.Name, Status: "CONTEXT",
 			Context: map[string]any{"step": step.Name, "values": updates}})
 	}
 	eventName := "step.exit"
@@ -730,7 +733,7 @@ func (d *decider) complete(step *Step, st *StepState, result any, updates map[st
 		return
 	}
 	if len(values) > 0 {
-		d.emit(Event{Type: EvCtxUpdated, Step: step.Name, Status: "CONTEXT",
+		d.emit(Event{Type: eventtype.CtxUpdated, Step: step.Name, Status: "CONTEXT",
 			Context: map[string]any{"step": step.Name, "values": values}})
 	}
 	fired, err := d.route(step, b)
@@ -742,7 +745,7 @@ func (d *decider) complete(step *Step, st *StepState, result any, updates map[st
 		exit["fired"] = fired
 	}
 	d.putResult(exit, step, v.N, result, stored.uri)
-	d.emit(Event{Type: EvStepExit, Step: step.Name, Status: StatusCompleted, Context: exit})
+	d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: StatusCompleted, Context: exit})
 	d.stepEnded(step)
 }
 
@@ -753,7 +756,7 @@ type storedResult struct{ uri string }
 // putResult records a result in a step.exit context, by reference when large
 // (R-S1): one the worker stored (storedURI) by its reference, read from the
 // result store when needed.
-func (d *decider) putResult(exit map[string]any, step *Step, visit int, result any, storedURI string) {
+func (d *decider) putResult(exit map[string]any, step *playbook.Step, visit int, result any, storedURI string) {
 	if storedURI != "" {
 		exit["result_ref"] = map[string]any{"kind": string(KindReference), "step": step.Name, "visit": int64(visit), "index": int64(-1), "uri": storedURI}
 		return
@@ -769,7 +772,7 @@ func (d *decider) putResult(exit map[string]any, step *Step, visit int, result a
 }
 
 // route evaluates next against the updated context (dsl.md §3, §4.6).
-func (d *decider) route(step *Step, b *bindings) ([]any, error) {
+func (d *decider) route(step *playbook.Step, b *bindings) ([]any, error) {
 	if step.Next == nil {
 		return nil, nil
 	}
@@ -794,7 +797,7 @@ func (d *decider) route(step *Step, b *bindings) ([]any, error) {
 			f["set"] = values
 		}
 		fired = append(fired, f)
-		if step.Next.Mode == ModeExclusive {
+		if step.Next.Mode == playbook.ModeExclusive {
 			break
 		}
 	}
@@ -802,12 +805,12 @@ func (d *decider) route(step *Step, b *bindings) ([]any, error) {
 }
 
 // failStep fails a step fatally: the execution starts failing (R-R9).
-func (d *decider) failStep(step *Step, msg string) {
+func (d *decider) failStep(step *playbook.Step, msg string) {
 	c := map[string]any{"error": msg}
 	if st := d.s.Steps[step.Name]; st != nil && st.Visit != nil {
 		c["visit"] = int64(st.Visit.N)
 	}
-	d.emit(Event{Type: EvStepExit, Step: step.Name, Status: StatusFailed, Context: c})
+	d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: StatusFailed, Context: c})
 	d.enterFailing()
 }
 
@@ -819,7 +822,7 @@ func (d *decider) enterFailing() {
 	}, "the execution is failing")
 	for _, name := range touched {
 		if st := d.s.Steps[name]; st != nil && st.Visit != nil && st.Visit.InFlight == 0 {
-			d.emit(Event{Type: EvStepExit, Step: name, Status: StatusCancelled,
+			d.emit(Event{Type: eventtype.StepExit, Step: name, Status: StatusCancelled,
 				Context: map[string]any{"visit": int64(st.Visit.N), "error": "cancelled because the execution is failing"}})
 		}
 	}
@@ -841,7 +844,7 @@ func (d *decider) cancelCommands(match func(*CommandState) bool, reason string) 
 		if !slices.Contains(steps, c.Step) {
 			steps = append(steps, c.Step)
 		}
-		d.emit(Event{Type: EvCommandCancelled, Step: c.Step, Status: "CANCELLED", CommandID: id,
+		d.emit(Event{Type: eventtype.CommandCancelled, Step: c.Step, Status: "CANCELLED", CommandID: id,
 			Context: map[string]any{"reason": reason}, Meta: map[string]any{"command_id": id}})
 		d.out.Cancelled = append(d.out.Cancelled, id)
 	}
@@ -864,7 +867,7 @@ func (d *decider) closeVisits(reason string) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(d.s.Steps)) {
 		if st := d.s.Steps[name]; st.Visit != nil {
-			d.emit(Event{Type: EvStepExit, Step: name, Status: StatusCancelled,
+			d.emit(Event{Type: eventtype.StepExit, Step: name, Status: StatusCancelled,
 				Context: map[string]any{"visit": int64(st.Visit.N), "error": reason}})
 		}
 	}
@@ -875,13 +878,13 @@ func (d *decider) closeVisits(reason string) {
 // stepEnded queues what a step's end may unblock (R-J5): its successors, the
 // waiting steps whose ancestor set contains it, and itself when arcs wait in its
 // ledger (a self-loop, or arcs that arrived while it ran, R-J7).
-func (d *decider) stepEnded(step *Step) {
+func (d *decider) stepEnded(step *playbook.Step) {
 	i := step.Index
-	for _, t := range d.g.succ[i] {
+	for _, t := range d.g.Succ[i] {
 		d.push(t)
 	}
 	for _, w := range d.s.Waiting {
-		if wi := d.stepIndex(w); d.g.anc[wi].has(i) {
+		if wi := d.stepIndex(w); d.g.Anc[wi].Has(i) {
 			d.push(wi)
 		}
 	}
@@ -891,9 +894,9 @@ func (d *decider) stepEnded(step *Step) {
 }
 
 func (d *decider) push(i int) {
-	if !d.queued.has(i) {
-		d.queued.set(i)
-		heap.Push(&d.work, rankItem{i, d.g.rank[i]})
+	if !d.queued.Has(i) {
+		d.queued.Set(i)
+		heap.Push(&d.work, rankItem{i, d.g.Rank[i]})
 	}
 }
 
@@ -916,7 +919,7 @@ func (d *decider) settle() {
 			// dsl.md §4.10: nothing running, nothing waiting, nothing failed. Orphaned
 			// commands of visits that ended early are cancelled.
 			d.cancelCommands(func(*CommandState) bool { return true }, "the execution completed")
-			d.emit(Event{Type: EvPlaybookCompleted, Status: StatusCompleted,
+			d.emit(Event{Type: eventtype.PlaybookCompleted, Status: StatusCompleted,
 				Context: map[string]any{"result": d.s.Ctx}})
 			return
 		case StatusFailing:
@@ -931,7 +934,7 @@ func (d *decider) settle() {
 			for i, f := range d.s.FailedSteps {
 				failed[i] = f
 			}
-			d.emit(Event{Type: EvPlaybookFailed, Status: StatusFailed,
+			d.emit(Event{Type: eventtype.PlaybookFailed, Status: StatusFailed,
 				Context: map[string]any{"error": d.s.Error, "failed_steps": failed}})
 			return
 		default:
@@ -948,7 +951,7 @@ func (d *decider) drain() {
 		d.queued[i/64] &^= 1 << (i % 64)
 		d.out.Work.StepsExamined++
 		step := d.pb.Steps[i]
-		if !d.g.reachable[i] {
+		if !d.g.Reachable[i] {
 			continue // R-W4: never dispatched nor skipped
 		}
 		st := d.s.Steps[step.Name]
@@ -969,7 +972,7 @@ func (d *decider) drain() {
 				continue
 			}
 			d.unwait(step.Name)
-			d.emit(Event{Type: EvStepSkipped, Step: step.Name, Status: "SKIPPED",
+			d.emit(Event{Type: eventtype.StepSkipped, Step: step.Name, Status: "SKIPPED",
 				Context: map[string]any{"reason": "no incoming arc can fire"}})
 			d.stepEnded(step)
 		default:
@@ -980,7 +983,7 @@ func (d *decider) drain() {
 
 // dispatch starts a visit from the ledger; arc set values merge in firing order,
 // later wins (R-J2).
-func (d *decider) dispatch(step *Step, st *StepState) {
+func (d *decider) dispatch(step *playbook.Step, st *StepState) {
 	var arcSet map[string]any
 	for _, f := range st.Ledger {
 		for _, k := range slices.Sorted(maps.Keys(f.Set)) {
@@ -993,7 +996,7 @@ func (d *decider) dispatch(step *Step, st *StepState) {
 // blocked reports whether an active step is in anc(i) (R-J3): one with a visit in
 // progress (commands or retries pending) or arcs waiting in its ledger.
 func (d *decider) blocked(i int) bool {
-	a := d.g.anc[i]
+	a := d.g.Anc[i]
 	for w, word := range a {
 		for word != 0 {
 			b := w*64 + trailingZeros(word)
@@ -1009,7 +1012,7 @@ func (d *decider) blocked(i int) bool {
 // predsFinished reports whether every forward predecessor finished or was skipped
 // (R-J4); back-edge predecessors do not count (dsl.md §4.8).
 func (d *decider) predsFinished(i int) bool {
-	for _, p := range d.g.fwdPreds[i] {
+	for _, p := range d.g.FwdPreds[i] {
 		d.out.Work.ArcsExamined++
 		st := d.s.Steps[d.pb.Steps[p].Name]
 		if st == nil || st.Visit != nil || len(st.Ledger) > 0 {
@@ -1040,10 +1043,10 @@ func (d *decider) breakDeadlock() {
 		if st == nil || len(st.Ledger) == 0 {
 			continue
 		}
-		if fallback < 0 || d.g.rank[i] < d.g.rank[fallback] {
+		if fallback < 0 || d.g.Rank[i] < d.g.Rank[fallback] {
 			fallback = i
 		}
-		if (best < 0 || d.g.rank[i] < d.g.rank[best]) && d.deadlocked(i) {
+		if (best < 0 || d.g.Rank[i] < d.g.Rank[best]) && d.deadlocked(i) {
 			best = i
 		}
 	}
@@ -1064,11 +1067,11 @@ func (d *decider) breakDeadlock() {
 // deadlocked reports whether every active step in anc(i) has i in its own anc
 // (R-J6): they block each other, and nothing else blocks i.
 func (d *decider) deadlocked(i int) bool {
-	for w, word := range d.g.anc[i] {
+	for w, word := range d.g.Anc[i] {
 		for word != 0 {
 			b := w*64 + trailingZeros(word)
 			word &= word - 1
-			if st := d.s.Steps[d.pb.Steps[b].Name]; st != nil && (st.Visit != nil || len(st.Ledger) > 0) && !d.g.anc[b].has(i) {
+			if st := d.s.Steps[d.pb.Steps[b].Name]; st != nil && (st.Visit != nil || len(st.Ledger) > 0) && !d.g.Anc[b].Has(i) {
 				return false
 			}
 		}

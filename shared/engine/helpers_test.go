@@ -2,12 +2,12 @@ package engine_test
 
 import (
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/noetl-go/noetl/shared/conformance"
-	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
+	"github.com/noetl-go/noetl/shared/playbook"
+	"github.com/noetl-go/noetl/shared/playbook/parser"
 )
 
 const header = `apiVersion: noetl.io/v2
@@ -16,29 +16,13 @@ metadata: {name: t, path: tests/t}
 `
 
 // parse parses a playbook written as a header plus body and fails on errors.
-func parse(t testing.TB, body string) *engine.Playbook {
+func parse(t testing.TB, body string) *playbook.Playbook {
 	t.Helper()
-	pb, diags := engine.Parse([]byte(header + body))
+	pb, diags := parser.Parse([]byte(header + body))
 	if diags.HasErrors() {
 		t.Fatalf("parse errors:\n%v", diags)
 	}
 	return pb
-}
-
-func diagnose(body string) engine.Diagnostics {
-	_, d := engine.Parse([]byte(header + body))
-	return d
-}
-
-// find returns the first diagnostic of a severity whose path and message contain
-// the given parts.
-func find(ds engine.Diagnostics, sev engine.Severity, path, msg string) (engine.Diagnostic, bool) {
-	for _, d := range ds {
-		if d.Severity == sev && strings.Contains(d.Path, path) && strings.Contains(d.Message, msg) {
-			return d, true
-		}
-	}
-	return engine.Diagnostic{}, false
 }
 
 // sim parses a playbook and returns a simulator for it.

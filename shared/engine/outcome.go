@@ -2,228 +2,85 @@ package engine
 
 import (
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
+	"time"
 )
 
-// cmdOutcome is what a command.completed/failed/expired means for its command.
-type cmdOutcome struct {
-	id    string
-	cmd   *CommandState
-	ok    bool
-	class string // for failures: error, timeout, expired
-	// final is false when the failure will be retried (R-L3, R-L6).
-	final bool
-	data  any
-	// ref is the URI of a successful result stored by reference (worker.md
-	// §1); data is then loaded through the caller (KindReference).
-	ref    string
-	errMsg string
+// Outcome is what one Handle call decided.
+type Outcome struct {
+	// Events to append after the trigger, in order (seq and id already assigned).
+	Events []Event
+	// Commands to insert (one per command.issued event).
+	Commands []Command
+	// Retries to schedule on existing command rows (one per command.retry event).
+	Retries []RetryOrder
+	// Cancelled command ids (one per command.cancelled event).
+	Cancelled []string
+	// Writes to store outside the snapshot.
+	Writes []ResultWrite
+	// Parts of large commands to put in the result store before commit
+	// (commandsize.go).
+	Parts []CommandPart
+	// Finished is set when the trigger ended a command for good (no retry): how
+	// the store should close the command's row.
+	Finished *Finished
+	// Work counts what the decision examined, for the O(1)-per-event tests.
+	Work Work
 }
 
-// classify reads a terminal command event against the snapshot before it is
-// folded. Only the envelope status fails a command (R-R2); command.completed
-// and command.failed decide, using the envelope call.done recorded (R-R3).
-func classify(s *Snapshot, ev Event) cmdOutcome {
-	oc := cmdOutcome{id: commandID(ev)}
-	switch CanonicalType(ev.Type) {
-	case EvCommandCompleted, EvCommandFailed, EvCommandExpired:
-	default:
-		return oc // only terminal command events have an outcome
-	}
-	oc.cmd = s.Commands[oc.id]
-	if oc.cmd == nil {
-		return oc
-	}
-	env := oc.cmd.Envelope
-	if env == nil {
-		env = envelopeOf(ev)
-	}
-	status := strings.ToLower(str(env["status"]))
-	switch CanonicalType(ev.Type) {
-	case EvCommandCompleted:
-		switch {
-		case status == "timeout":
-			oc.class = ClassTimeout
-		case failedStatus(status):
-			oc.class = ClassError
-		case env == nil && failedStatus(strings.ToLower(ev.Status)):
-			oc.class = ClassError
-		default:
-			oc.ok = true
-		}
-	case EvCommandFailed:
-		oc.class = ClassError
-		if c := str(ev.Meta["class"]); c == ClassTimeout || status == "timeout" {
-			oc.class = ClassTimeout
-		}
-	case EvCommandExpired:
-		oc.class = ClassExpired
-	}
-	if oc.ok {
-		oc.data, oc.final = env["data"], true
-		if _, inline := env["data"]; !inline {
-			oc.ref = referenceURI(env)
-		}
-		return oc
-	}
-	oc.errMsg = failureMessage(ev, env, oc.class)
-	oc.final = s.Status != StatusRunning || !retryable(oc.cmd, oc.class, env)
-	return oc
+// Finished tells how a command ended: OK, or failed with a class (R-L3). The
+// envelope decides, not the event type: an error envelope followed by
+// command.completed is a failure (R-R3).
+type Finished struct {
+	CommandID string
+	OK        bool
+	Class     string // error, timeout or expired when !OK
 }
 
-func failedStatus(s string) bool {
-	switch s {
-	case "error", "failed", "failure", "timeout":
-		return true
-	}
-	return false
+// Work counts the decision's effort: it must not grow with the execution's length.
+type Work struct {
+	StepsExamined int
+	ArcsExamined  int
 }
 
-// retryable applies the command's retry policy (R-L3): expired leases get at least
-// three attempts; error and timeout get retry.max_attempts.
-func retryable(c *CommandState, class string, env map[string]any) bool {
-	on := c.RetryOn
-	if len(on) == 0 {
-		on = []string{ClassError, ClassTimeout, ClassExpired}
-	}
-	if !slices.Contains(on, class) {
-		return false
-	}
-	limit := c.MaxAttempts
-	if class == ClassExpired {
-		limit = max(limit, 3)
-	}
-	if c.Attempt >= limit {
-		return false
-	}
-	if class == ClassError && len(c.OnStatus) > 0 {
-		return slices.Contains(c.OnStatus, httpStatus(env))
-	}
-	return true
+// Command is a unit of work the engine issues: one row of the command table and one
+// command.issued event.
+type Command struct {
+	ID            string
+	IssuedEventID int64
+	Step          string
+	Visit         int
+	Index         int // iteration index; -1 outside loops
+	ToolKind      string
+	Attempt       int
+	MaxAttempts   int
+	Timeout       int // seconds (R-L2)
+	AvailableAt   time.Time
+	// Payload is what the worker needs (NoETL's shape): tool_config, args,
+	// render_context, plus step, visit, timeout_seconds, iteration.
+	Payload map[string]any
+	Meta    map[string]any
 }
 
-// httpStatus finds an HTTP status in a tool envelope (R-W6: error.status, or the
-// http tool's data.status_code).
-func httpStatus(env map[string]any) int64 {
-	if e, ok := env["error"].(map[string]any); ok {
-		if s, ok := e["status"].(int64); ok {
-			return s
-		}
+// CommandID formats NoETL's command id: <execution_id>:<step>:<issued event_id>,
+// plus :i<index> for a loop iteration.
+func CommandID(executionID int64, step string, issuedEventID int64, index int) string {
+	id := fmt.Sprintf("%d:%s:%d", executionID, step, issuedEventID)
+	if index >= 0 {
+		id += fmt.Sprintf(":i%d", index)
 	}
-	if d, ok := env["data"].(map[string]any); ok {
-		if s, ok := d["status_code"].(int64); ok {
-			return s
-		}
-	}
-	return 0
+	return id
 }
 
-// envelopeOf extracts the tool envelope {status, data, error, …} from a worker
-// event. Stored results have the shape {status, context: E} (R-R1); a producer
-// may also send the envelope flat or inside context.result.
-func envelopeOf(ev Event) map[string]any {
-	if CanonicalType(ev.Type) == EvCallError {
-		msg := ev.Error
-		if msg == "" {
-			msg = ErrorText(ev.Context["error"])
-		}
-		if msg == "" {
-			msg = "tool error"
-		}
-		return map[string]any{"status": "error", "error": msg}
-	}
-	r, _ := ev.Result.(map[string]any)
-	if r == nil {
-		r, _ = ev.Context["result"].(map[string]any)
-	}
-	if r == nil {
-		return nil
-	}
-	if inner, ok := r["context"].(map[string]any); ok {
-		if _, hasData := r["data"]; !hasData {
-			if ref, ok := r["reference"]; ok {
-				inner = maps.Clone(inner)
-				inner["reference"] = ref
-			}
-			return inner
-		}
-	}
-	return r
+// RetryOrder is a scheduled retry of a command (R-L6): same id, next attempt.
+type RetryOrder struct {
+	CommandID   string
+	Attempt     int
+	AvailableAt time.Time
 }
 
-// referenceURI is the logical_uri of an envelope's reference (events.md §2:
-// {status, reference: {store_tier, logical_uri}}), or "". Multi-part
-// references (result_kind "refs": {event_ids, total_parts}) carry no URI and
-// are not resolved: the step's data is then null.
-func referenceURI(env map[string]any) string {
-	ref, _ := env["reference"].(map[string]any)
-	uri, _ := ref["logical_uri"].(string)
-	return uri
-}
-
-func failureMessage(ev Event, env map[string]any, class string) string {
-	for _, m := range []string{ev.Error, ErrorText(ev.Context["error"]), ErrorText(env["error"])} {
-		if m != "" {
-			return m
-		}
-	}
-	switch class {
-	case ClassTimeout:
-		return "the command timed out"
-	case ClassExpired:
-		return "the command's lease expired and no attempt is left"
-	}
-	if st := str(env["status"]); st != "" {
-		return fmt.Sprintf("the tool returned status %q", st)
-	}
-	return "the command failed"
-}
-
-// ErrorText reads an error given as a string or as {message: …}, the two shapes
-// tools and NoETL workers send.
-func ErrorText(v any) string {
-	switch e := v.(type) {
-	case string:
-		return e
-	case map[string]any:
-		if m, ok := e["message"].(string); ok {
-			return m
-		}
-		if len(e) > 0 {
-			return fmt.Sprint(e)
-		}
-	}
-	return ""
-}
-
-func str(v any) string {
-	s, _ := v.(string)
-	return s
-}
-
-// contextUpdatesKey is NoETL's name for durable ctx writes a pipeline reports
-// inside its data (R-R5).
-const contextUpdatesKey = "_context_updates"
-
-// splitContextUpdates strips _context_updates from a result's data.
-func splitContextUpdates(data any) (any, map[string]any) {
-	m, ok := data.(map[string]any)
-	if !ok {
-		return data, nil
-	}
-	updates, ok := m[contextUpdatesKey].(map[string]any)
-	if !ok {
-		if _, present := m[contextUpdatesKey]; !present {
-			return data, nil
-		}
-	}
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		if k != contextUpdatesKey {
-			out[k] = v
-		}
-	}
-	return out, updates
+// ResultWrite is a value the caller must store under its key in the same
+// transaction as the events.
+type ResultWrite struct {
+	Key   ResultKey
+	Value any
 }

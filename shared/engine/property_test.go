@@ -6,6 +6,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
+	"github.com/noetl-go/noetl/shared/jsonx"
 )
 
 // scheduleBodies are playbooks whose outcome must not depend on which worker
@@ -103,6 +104,6 @@ func TestRandomSchedules(t *testing.T) {
 }
 
 func fmtValue(v any) string {
-	b, _ := engineMarshal(v)
+	b, _ := jsonx.Marshal(v)
 	return string(b)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/playbook"
 	"github.com/noetl-go/noetl/shared/tmpl"
 )
 
@@ -81,7 +82,7 @@ func (d *decider) resolve(name string, b *bindings, byRef bool) (any, bool) {
 	// An iterator named like a binding (NoETL's iterator: playbook_path) wins inside
 	// its loop, as dsl.md §5's precedence puts iteration variables above ids; the
 	// parser refuses iter, _index and _total as iterators.
-	if b.iter != nil && name == b.iter.iterator && reservedNames[name] {
+	if b.iter != nil && name == b.iter.iterator && playbook.Reserved(name) {
 		return b.iter.item, true
 	}
 	switch name {
@@ -168,7 +169,7 @@ func (d *decider) resolve(name string, b *bindings, byRef bool) (any, bool) {
 // a step that has not finished a visit is undefined (R-T3).
 func (d *decider) stepResult(name string) (any, bool) {
 	st := d.s.Steps[name]
-	if st == nil || !st.Bound || d.pb.byName[name] == nil {
+	if st == nil || !st.Bound || d.pb.Step(name) == nil {
 		return nil, false
 	}
 	v := st.Result
@@ -190,7 +191,7 @@ func (d *decider) stepResult(name string) (any, bool) {
 // worker stored it by reference and templates see it as stored (a single
 // tool's or a pipeline's result; a loop's list is assembled by the server).
 func (d *decider) resultMarker(name string) (map[string]any, bool) {
-	st, step := d.s.Steps[name], d.pb.byName[name]
+	st, step := d.s.Steps[name], d.pb.Step(name)
 	if st == nil || !st.Bound || st.ResultURI == "" || step == nil || step.Loop != nil {
 		return nil, false
 	}
@@ -211,7 +212,7 @@ func (d *decider) resultMarker(name string) (map[string]any, bool) {
 // iteration kept by on_error: continue is an {error} entry and counts as failed.
 // `output`, `steps.<name>.result` and the API keep the list (dsl.md §4.5).
 func (d *decider) stepView(name string, result any) any {
-	step := d.pb.byName[name]
+	step := d.pb.Step(name)
 	if step == nil {
 		return result
 	}
@@ -238,7 +239,7 @@ func (d *decider) stepView(name string, result any) any {
 // pipelineView is a pipeline step's result with NoETL's task_sequence `results`
 // (label → that item's data, {{ step.results.label }}) beside the merge and the
 // label keys; a result that has a results member keeps it.
-func pipelineView(step *Step, m map[string]any) any {
+func pipelineView(step *playbook.Step, m map[string]any) any {
 	if _, has := m["results"]; has {
 		return m
 	}
@@ -286,7 +287,7 @@ func (d *decider) renderValue(v *tmpl.Value, b *bindings) (any, error) {
 
 // renderSet renders a set block; every value sees the context as it was before the
 // block (R-W3).
-func (d *decider) renderSet(entries []SetEntry, b *bindings) (map[string]any, error) {
+func (d *decider) renderSet(entries []playbook.SetEntry, b *bindings) (map[string]any, error) {
 	if len(entries) == 0 {
 		return nil, nil
 	}

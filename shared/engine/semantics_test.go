@@ -9,6 +9,8 @@ import (
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
+	"github.com/noetl-go/noetl/shared/eventtype"
+	"github.com/noetl-go/noetl/shared/playbook"
 )
 
 func ok(data any) enginetest.Tool {
@@ -1068,7 +1070,7 @@ workflow:
 	if wl["run_id"] != "run-99" || wl["from_payload"] != "{{ raw }}" || wl["literal"] != "plain" {
 		t.Fatalf("workload %v", wl)
 	}
-	if wl["job_id"] != engine.JobUUID(99) || engine.JobUUID(99) == engine.JobUUID(100) || len(engine.JobUUID(99)) != 36 {
+	if wl["job_id"] != playbook.JobUUID(99) || playbook.JobUUID(99) == playbook.JobUUID(100) || len(playbook.JobUUID(99)) != 36 {
 		t.Fatalf("job uuid %v", wl["job_id"])
 	}
 }
@@ -1391,7 +1393,7 @@ workflow:
 		t.Fatalf("the engine asked for stored results %d times; want one per referenced result (3)", s.NeedRetries)
 	}
 	for _, ev := range s.Log {
-		if ev.Type != engine.EvCallDone || ev.Step == "reader" {
+		if ev.Type != eventtype.CallDone || ev.Step == "reader" {
 			continue
 		}
 		r := ev.Result.(map[string]any)
@@ -1483,9 +1485,9 @@ func TestFinished(t *testing.T) {
 	var finished []*engine.Finished
 	s.Observe = func(ev engine.Event, out *engine.Outcome, _ []byte) {
 		switch ev.Type {
-		case engine.EvCommandCompleted:
+		case eventtype.CommandCompleted:
 			finished = append(finished, out.Finished)
-		case engine.EvCommandClaimed, engine.EvCommandStarted, engine.EvCallDone:
+		case eventtype.CommandClaimed, eventtype.CommandStarted, eventtype.CallDone:
 			if out.Finished != nil {
 				t.Errorf("%s finished the command: %+v", ev.Type, out.Finished)
 			}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
+	"github.com/noetl-go/noetl/shared/eventtype"
 )
 
 // TestExecutionVariables: a variable set from outside the playbook (POST
@@ -27,7 +28,7 @@ workflow:
 		t.Fatal(err)
 	}
 	// The variable arrives while start runs, before it completes.
-	if err := s.Post(engine.Event{Type: engine.EvCtxUpdated, Status: "CONTEXT",
+	if err := s.Post(engine.Event{Type: eventtype.CtxUpdated, Status: "CONTEXT",
 		Context: map[string]any{"step": "start", "values": map[string]any{"token_len": int64(24), "who": map[string]any{"name": "ann"}}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -58,19 +59,5 @@ workflow:
 	run(t, s, nil)
 	if input["c"] != "mine" {
 		t.Fatalf("workload vars: %v", input)
-	}
-}
-
-// TestContextKey: variable names follow the set-key rules.
-func TestContextKey(t *testing.T) {
-	for key, want := range map[string]string{"x": "x", "ctx.x": "x", "a.b": "a.b", "iter.y": "y"} {
-		if got, err := engine.ContextKey(key); err != nil || got != want {
-			t.Errorf("ContextKey(%q) = %q, %v; want %q", key, got, err, want)
-		}
-	}
-	for _, key := range []string{"", "1x", "a-b", "workload", "ctx.steps", "a..b"} {
-		if _, err := engine.ContextKey(key); err == nil {
-			t.Errorf("ContextKey(%q) accepted", key)
-		}
 	}
 }

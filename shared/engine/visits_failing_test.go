@@ -9,6 +9,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
+	"github.com/noetl-go/noetl/shared/eventtype"
 )
 
 // visitsNeverOverlap checks R-J7 on a whole log: between a step's step.enter and
@@ -18,12 +19,12 @@ func visitsNeverOverlap(t *testing.T, s *enginetest.Sim) {
 	open := map[string]int64{}
 	for _, e := range s.Log {
 		switch e.Type {
-		case engine.EvStepEnter:
+		case eventtype.StepEnter:
 			if seq, ok := open[e.Step]; ok {
 				t.Fatalf("%s entered at seq %d while its visit entered at seq %d is running", e.Step, e.Seq, seq)
 			}
 			open[e.Step] = e.Seq
-		case engine.EvStepExit, engine.EvStepSkipped:
+		case eventtype.StepExit, eventtype.StepSkipped:
 			delete(open, e.Step)
 		}
 	}
@@ -77,7 +78,7 @@ workflow:
 		{"f1", map[string]any{"from": "f1 again", "a": int64(10)}},
 		{"f2", map[string]any{"from": "f2 again", "b": int64(20)}},
 	} {
-		must(t, s.Post(engine.Event{Type: engine.EvStepExit, Step: f.from, Status: engine.StatusCompleted,
+		must(t, s.Post(engine.Event{Type: eventtype.StepExit, Step: f.from, Status: engine.StatusCompleted,
 			Context: map[string]any{"fired": []any{map[string]any{"step": "t", "set": f.set}}}}))
 	}
 	snap := s.Snapshot()
@@ -193,7 +194,7 @@ workflow:
 		t.Fatalf("status %s with %d playbook.failed: want FAILING while b runs", s.Status(), s.Count("playbook.failed", ""))
 	}
 
-	must(t, s.Post(engine.Event{Type: engine.EvPlaybookCancelled, Status: "CANCELLED", Context: map[string]any{"reason": "user"}}))
+	must(t, s.Post(engine.Event{Type: eventtype.PlaybookCancelled, Status: "CANCELLED", Context: map[string]any{"reason": "user"}}))
 	if s.Status() != engine.StatusCancelled {
 		t.Fatalf("status %s after cancel while failing, want CANCELLED", s.Status())
 	}
@@ -211,11 +212,11 @@ workflow:
 	var terminal []string
 	for _, e := range s.Log {
 		switch e.Type {
-		case engine.EvPlaybookCompleted, engine.EvPlaybookFailed, engine.EvPlaybookCancelled:
+		case eventtype.PlaybookCompleted, eventtype.PlaybookFailed, eventtype.PlaybookCancelled:
 			terminal = append(terminal, e.Type)
 		}
 	}
-	if !reflect.DeepEqual(terminal, []string{engine.EvPlaybookCancelled}) {
+	if !reflect.DeepEqual(terminal, []string{eventtype.PlaybookCancelled}) {
 		t.Fatalf("terminal events %v, want only playbook.cancelled", terminal)
 	}
 }
@@ -243,7 +244,7 @@ workflow:
 `)
 	var late *engine.Outcome
 	s.Observe = func(trig engine.Event, out *engine.Outcome, _ []byte) {
-		if trig.Type == engine.EvCommandCompleted && trig.Step == "b" {
+		if trig.Type == eventtype.CommandCompleted && trig.Step == "b" {
 			late = out
 		}
 	}
@@ -268,7 +269,7 @@ workflow:
 	for _, e := range late.Events {
 		types = append(types, e.Type)
 	}
-	if !reflect.DeepEqual(types, []string{engine.EvStepExit, engine.EvPlaybookFailed}) {
+	if !reflect.DeepEqual(types, []string{eventtype.StepExit, eventtype.PlaybookFailed}) {
 		t.Fatalf("late completion emitted %v, want [step.exit playbook.failed] (no ctx.updated)", types)
 	}
 	if late.Work.ArcsExamined != 0 {

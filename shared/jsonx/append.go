@@ -52,32 +52,9 @@ func AppendValue(b []byte, v any) ([]byte, error) {
 		}
 		return append(b, '}'), nil
 	case []any:
-		if x == nil {
-			return append(b, "null"...), nil
-		}
-		b = append(b, '[')
-		for i, e := range x {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var err error
-			if b, err = AppendValue(b, e); err != nil {
-				return b, err
-			}
-		}
-		return append(b, ']'), nil
+		return appendList(b, x, AppendValue)
 	case []string:
-		if x == nil {
-			return append(b, "null"...), nil
-		}
-		b = append(b, '[')
-		for i, e := range x {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = AppendString(b, e)
-		}
-		return append(b, ']'), nil
+		return appendList(b, x, appendStringValue)
 	}
 	return appendReflect(b, v)
 }
@@ -180,3 +157,23 @@ func AppendTime(b []byte, t time.Time) ([]byte, error) {
 	b = t.AppendFormat(b, time.RFC3339Nano)
 	return append(b, '"'), nil
 }
+
+// appendList appends a list, each element by each; a nil list is null.
+func appendList[E any](b []byte, l []E, each func([]byte, E) ([]byte, error)) ([]byte, error) {
+	if l == nil {
+		return append(b, "null"...), nil
+	}
+	b = append(b, '[')
+	for i, e := range l {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = each(b, e); err != nil {
+			return b, err
+		}
+	}
+	return append(b, ']'), nil
+}
+
+func appendStringValue(b []byte, s string) ([]byte, error) { return AppendString(b, s), nil }

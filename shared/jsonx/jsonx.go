@@ -211,3 +211,18 @@ func TypeName(v any) string {
 		return fmt.Sprintf("%T", v)
 	}
 }
+
+// Describe names a value's kind for a message: a mapping, a list, null, else
+// its Go type and value.
+func Describe(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "a mapping"
+	case []any:
+		return "a list"
+	case nil:
+		return "null"
+	default:
+		return fmt.Sprintf("%T %v", v, v)
+	}
+}

@@ -15,7 +15,7 @@
 //   - anything else (`{"health": true}`, `{}`) is a direct-invoke health
 //     probe answered with the health document.
 //
-// The local server (shared/localgw) invokes the same handlers through
+// The local server (shared/dev/localgw) invokes the same handlers through
 // lambda.NewHandler, so what runs on a laptop is what runs in AWS.
 package lambdafn
 

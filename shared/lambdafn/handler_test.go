@@ -24,9 +24,9 @@ import (
 	"github.com/noetl-go/noetl/shared/api"
 	"github.com/noetl-go/noetl/shared/api/apitest"
 	"github.com/noetl-go/noetl/shared/controlplane"
-	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/dev/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/dev/lambdaemu"
 	"github.com/noetl-go/noetl/shared/jsonx"
-	"github.com/noetl-go/noetl/shared/lambdaemu"
 	"github.com/noetl-go/noetl/shared/lambdafn"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/store"
@@ -455,13 +455,14 @@ func TestFromEnv(t *testing.T) {
 }
 
 // TestFunctionBinariesStayLean: function binaries link neither nats-server,
-// the CDK nor devstack (serverless.md: ~18 MB, no CDK, no nats-server).
+// the CDK nor anything under shared/dev, the local stack and the tools that
+// test and measure the product (serverless.md: ~18 MB, no CDK, no nats-server).
 func TestFunctionBinariesStayLean(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-tags", "lambda.norpc", "github.com/noetl-go/noetl/functions/...").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
-	for _, bad := range []string{"github.com/nats-io/nats-server", "github.com/aws/aws-cdk-go", "shared/devstack", "shared/localgw"} {
+	for _, bad := range []string{"github.com/nats-io/nats-server", "github.com/aws/aws-cdk-go", "/shared/dev/"} {
 		if strings.Contains(string(out), bad) {
 			t.Errorf("a function binary links %s", bad)
 		}
@@ -469,7 +470,7 @@ func TestFunctionBinariesStayLean(t *testing.T) {
 }
 
 // TestRealBootstrap builds the status function's binary for this machine and
-// runs it under the Lambda Runtime API emulator (shared/lambdaemu): the cold
+// runs it under the Lambda Runtime API emulator (shared/dev/lambdaemu): the cold
 // start from the environment, lambda.Start and the runtime protocol, then a
 // health probe and an API Gateway event.
 func TestRealBootstrap(t *testing.T) {

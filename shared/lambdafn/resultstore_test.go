@@ -12,7 +12,7 @@ import (
 	"github.com/noetl-go/noetl/shared/api"
 	"github.com/noetl-go/noetl/shared/config"
 	"github.com/noetl-go/noetl/shared/config/mototest"
-	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/dev/devstack/devstacktest"
 	"github.com/noetl-go/noetl/shared/lambdafn"
 )
 

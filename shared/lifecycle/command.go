@@ -33,6 +33,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/noetl-go/noetl/shared/eventtype"
 )
 
 // The command statuses; the row follows its command to the end.
@@ -94,12 +96,12 @@ var (
 
 // Transitions are every allowed status change; Check refuses any other.
 var Transitions = []Transition{
-	{From: nil, To: Pending, By: Engine, Event: "command.issued", Guard: "the execution is running"},
-	{From: []string{Pending}, To: Claimed, By: Claim, Event: "command.claimed", Guard: "Claimable: available_at has come; the execution is running"},
+	{From: nil, To: Pending, By: Engine, Event: eventtype.CommandIssued, Guard: "the execution is running"},
+	{From: []string{Pending}, To: Claimed, By: Claim, Event: eventtype.CommandClaimed, Guard: "Claimable: available_at has come; the execution is running"},
 	{From: []string{Pending}, To: Running, By: Claim, Event: "command.claimed (started)", Guard: "Claimable; our worker's claim and eager dispatch start it at once"},
-	{From: []string{Claimed}, To: Running, By: Start, Event: "command.started", Guard: "HeldBy the poster (holder and attempt, R-L8)"},
-	{From: held, To: Completed, By: Report, Event: "command.completed", Guard: "HeldBy the poster (R-L8)"},
-	{From: held, To: Failed, By: Report, Event: "command.failed", Guard: "HeldBy the poster (R-L8)"},
+	{From: []string{Claimed}, To: Running, By: Start, Event: eventtype.CommandStarted, Guard: "HeldBy the poster (holder and attempt, R-L8)"},
+	{From: held, To: Completed, By: Report, Event: eventtype.CommandCompleted, Guard: "HeldBy the poster (R-L8)"},
+	{From: held, To: Failed, By: Report, Event: eventtype.CommandFailed, Guard: "HeldBy the poster (R-L8)"},
 	{From: held, To: Expired, By: Sweep, Event: "command.expired", Guard: "Ended and not TimedOut"},
 	{From: held, To: Failed, By: Sweep, Event: "command.failed {class: timeout}", Guard: "Ended and TimedOut (R-L2)"},
 	{From: retried, To: Pending, By: Engine, Event: "command.retry", Guard: "a failure the holder reported, or a sweep, and the step's retry policy has an attempt left (R-L3, R-L6)"},

@@ -8,20 +8,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/pipeline"
-)
-
-// Canonical event types Result distinguishes (engine's names; noetlwire stays
-// below the engine).
-const (
-	callDone          = "call.done"
-	callError         = "call.error"
-	commandCompleted  = "command.completed"
-	commandFailed     = "command.failed"
-	kindTaskSequence  = "task_sequence"
-	kindHTTP          = "http"
-	kindPostgres      = "postgres"
-	contextUpdatesKey = "_context_updates"
+	"github.com/noetl-go/noetl/shared/toolkind"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // Result reads an event's result onto the stored shape (events.md §2):
@@ -61,13 +51,13 @@ func Result(e *Event, typ string) (result map[string]any, raw bool, err error) {
 		return nil, false, fmt.Errorf("result_kind: expected data, ref or refs, got %q", e.ResultKind)
 	}
 	r, isObj := e.Payload["result"].(map[string]any)
-	if out, ok := e.Payload["response"]; ok && (typ == callDone || typ == callError) {
-		st := pipeline.StatusSuccess
-		if typ == callError || failedLifecycle(lower(r["status"])) {
-			st = pipeline.StatusError
+	if out, ok := e.Payload["response"]; ok && (typ == eventtype.CallDone || typ == eventtype.CallError) {
+		st := toolresult.StatusSuccess
+		if typ == eventtype.CallError || failedLifecycle(lower(r["status"])) {
+			st = toolresult.StatusError
 		}
 		env := map[string]any{"status": st, "data": out}
-		if st == pipeline.StatusError {
+		if st == toolresult.StatusError {
 			env["error"] = errorOf(e.Payload, out)
 		}
 		return map[string]any{"status": st, "context": env}, true, nil
@@ -77,7 +67,7 @@ func Result(e *Event, typ string) (result map[string]any, raw bool, err error) {
 		return nil, false, nil
 	}
 	if !isObj {
-		if typ == callDone || typ == commandCompleted {
+		if typ == eventtype.CallDone || typ == eventtype.CommandCompleted {
 			return nil, false, fmt.Errorf("payload.result: expected a tool result object {status, data, …}, got %T", rawResult)
 		}
 		return nil, false, nil // events.md §2: non-objects are dropped
@@ -89,20 +79,20 @@ func Result(e *Event, typ string) (result map[string]any, raw bool, err error) {
 		return map[string]any{"status": st, "context": env}, false, nil
 	}
 	if ls := lower(r["status"]); lifecycle(ls) {
-		st := pipeline.StatusSuccess
-		if failedLifecycle(ls) || typ == callError || typ == commandFailed {
-			st = pipeline.StatusError
+		st := toolresult.StatusSuccess
+		if failedLifecycle(ls) || typ == eventtype.CallError || typ == eventtype.CommandFailed {
+			st = toolresult.StatusError
 		}
 		env := map[string]any{"status": st, "data": r["context"]}
 		if ref, ok := r["reference"]; ok {
 			env["reference"] = ref
 		}
-		if st == pipeline.StatusError {
+		if st == toolresult.StatusError {
 			env["error"] = errorOf(e.Payload, r["context"])
 		}
 		return map[string]any{"status": st, "context": env}, false, nil
 	}
-	if typ == callDone || typ == commandCompleted {
+	if typ == eventtype.CallDone || typ == eventtype.CommandCompleted {
 		st, _ := r["status"].(string)
 		return nil, false, fmt.Errorf("payload.result: expected a tool envelope {status: success|error|timeout, data, error?} (flat or as {status, context: envelope}), or NoETL's {status: COMPLETED|FAILED, context} with the output in payload.response; got status %q", st)
 	}
@@ -139,7 +129,7 @@ func referenceResult(e *Event) (map[string]any, bool, error) {
 func stagedReference(r map[string]any) (map[string]any, bool) {
 	ref, isObj := r["reference"].(map[string]any)
 	st := lower(r["status"])
-	if !isObj || (st != pipeline.StatusSuccess && st != pipeline.StatusError && st != pipeline.StatusTimeout) {
+	if !isObj || (st != toolresult.StatusSuccess && st != toolresult.StatusError && st != toolresult.StatusTimeout) {
 		return nil, false
 	}
 	switch lower(ref["kind"]) {
@@ -149,7 +139,7 @@ func stagedReference(r map[string]any) (map[string]any, bool) {
 			return nil, false
 		}
 		env := map[string]any{"status": st}
-		if st != pipeline.StatusSuccess {
+		if st != toolresult.StatusSuccess {
 			env["error"] = "the tool failed; its result was staged at " + uri
 			if ex, ok := ref["extracted"].(map[string]any); ok && ex["error"] != nil {
 				env["error"] = ex["error"]
@@ -159,7 +149,7 @@ func stagedReference(r map[string]any) (map[string]any, bool) {
 			"reference": map[string]any{"store_tier": "noetl", "logical_uri": uri + "#/data"}}, true
 	case "arrow_ipc":
 		msg := "the worker kept its result in its shared memory (PUT /api/result failed), which this server cannot read"
-		return map[string]any{"status": pipeline.StatusError, "context": map[string]any{"status": pipeline.StatusError, "error": msg}}, true
+		return map[string]any{"status": toolresult.StatusError, "context": map[string]any{"status": toolresult.StatusError, "error": msg}}, true
 	}
 	return nil, false
 }
@@ -176,11 +166,11 @@ func toolEnvelope(r map[string]any) (env map[string]any, st string) {
 		}
 	}
 	switch st = lower(env["status"]); st {
-	case pipeline.StatusSuccess, pipeline.StatusError, pipeline.StatusTimeout:
+	case toolresult.StatusSuccess, toolresult.StatusError, toolresult.StatusTimeout:
 	default:
 		return env, ""
 	}
-	if _, hasData := env["data"]; st == pipeline.StatusSuccess && wrapped && !hasData && lifecycle(lower(r["status"])) {
+	if _, hasData := env["data"]; st == toolresult.StatusSuccess && wrapped && !hasData && lifecycle(lower(r["status"])) {
 		// NoETL's Python worker's {status: COMPLETED, context: {status: "success"}}
 		// is an output without its data fields, not an envelope.
 		return env, ""
@@ -265,7 +255,7 @@ func Fit(result map[string]any, tool Tool) map[string]any {
 		return result
 	}
 	env = maps.Clone(env)
-	if tool.Kind != kindTaskSequence {
+	if tool.Kind != toolkind.TaskSequence {
 		env["data"] = fitOutput(tool.Kind, out)
 		return map[string]any{"status": result["status"], "context": env}
 	}
@@ -287,7 +277,7 @@ func Fit(result map[string]any, tool Tool) map[string]any {
 	}
 	env["data"] = pipeline.Merge(runOrder(out, results, tool.Labels), fitted, scalars(out["ctx"]), single)
 	if lower(out["status"]) == "failed" {
-		env["status"] = pipeline.StatusError
+		env["status"] = toolresult.StatusError
 		if e := out["error"]; e != nil {
 			env["error"] = e
 		}
@@ -307,7 +297,7 @@ func fitOutput(kind string, out any) any {
 		return out
 	}
 	switch kind {
-	case kindHTTP:
+	case toolkind.HTTP:
 		if _, has := m["body"]; has {
 			return out
 		}
@@ -316,7 +306,7 @@ func fitOutput(kind string, out any) any {
 			m["body"] = body
 			return m
 		}
-	case kindPostgres:
+	case toolkind.Postgres:
 		n, _ := m["statement_count"].(int64)
 		if _, rows := m["rows"]; !rows && n == 0 {
 			return out

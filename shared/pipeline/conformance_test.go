@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"testing"
+
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // The set_variables step of test_vars_template_access.yaml: a one-item pipeline whose
@@ -16,8 +18,8 @@ func TestConformanceVarsTemplateAccess(t *testing.T) {
 				"ctx.config": "{{ output.data.config }}"}}}}]}}}}]}`
 	py := ok(map[string]any{"counter": int64(42), "message": "Template access works!",
 		"config": map[string]any{"timeout": int64(30), "retries": int64(3)}})
-	e := run(t, payload, map[string][]Envelope{"set_vars_task": {py}})
-	wantStatus(t, e.out, StatusSuccess)
+	e := run(t, payload, map[string][]toolresult.Envelope{"set_vars_task": {py}})
+	wantStatus(t, e.out, toolresult.StatusSuccess)
 	sameJSON(t, "data", e.out.Data, `{
 		"counter": 42, "message": "Template access works!", "config": {"timeout": 30, "retries": 3},
 		"set_vars_task": {"counter": 42, "message": "Template access works!", "config": {"timeout": 30, "retries": 3}},
@@ -45,12 +47,12 @@ func TestConformancePaginationPolicy(t *testing.T) {
 	page := map[string]any{"users": []any{map[string]any{"id": int64(1)}}, "has_more": true}
 
 	t.Run("503 twice then 200: success after 3 attempts, sleeps 1s 2s", func(t *testing.T) {
-		e := run(t, payload, map[string][]Envelope{"fetch_page": {
+		e := run(t, payload, map[string][]toolresult.Envelope{"fetch_page": {
 			failed("HTTP 503", httpResp(503, "busy")),
 			failed("HTTP 503", httpResp(503, "busy")),
 			ok(httpResp(200, page)),
 		}})
-		wantStatus(t, e.out, StatusSuccess)
+		wantStatus(t, e.out, toolresult.StatusSuccess)
 		if got := e.f.count("fetch_page"); got != 3 {
 			t.Errorf("attempts = %d, want 3", got)
 		}
@@ -67,29 +69,29 @@ func TestConformancePaginationPolicy(t *testing.T) {
 		sameJSON(t, "url", e.f.calls[0].Config["url"], `"http://127.0.0.1:5555/api/v1/users"`)
 	})
 	t.Run("404: fail at once", func(t *testing.T) {
-		e := run(t, payload, map[string][]Envelope{"fetch_page": {failed("HTTP 404", httpResp(404, "nope"))}})
-		wantStatus(t, e.out, StatusError)
+		e := run(t, payload, map[string][]toolresult.Envelope{"fetch_page": {failed("HTTP 404", httpResp(404, "nope"))}})
+		wantStatus(t, e.out, toolresult.StatusError)
 		if got := e.f.count("fetch_page"); got != 1 {
 			t.Errorf("attempts = %d, want 1", got)
 		}
 		if len(e.s.got) != 0 || e.beats != 0 {
 			t.Errorf("sleeps %v heartbeats %d, want none", e.s.got, e.beats)
 		}
-		if got := *e.out.Error; got != (ErrorInfo{Message: "HTTP 404", Kind: KindClientError, Status: 404}) {
+		if got := *e.out.Error; got != (toolresult.ErrorInfo{Message: "HTTP 404", Kind: toolresult.KindClientError, Status: 404}) {
 			t.Errorf("error = %+v", got)
 		}
 		sameJSON(t, "data", e.out.Data, `{"status_code": 404, "headers": {}, "body": "nope"}`)
 	})
 	t.Run("503 five times: retries exhausted, sleeps 1 2 4 8", func(t *testing.T) {
-		e := run(t, payload, map[string][]Envelope{"fetch_page": {failed("HTTP 503", httpResp(503, nil))}})
-		wantStatus(t, e.out, StatusError)
+		e := run(t, payload, map[string][]toolresult.Envelope{"fetch_page": {failed("HTTP 503", httpResp(503, nil))}})
+		wantStatus(t, e.out, toolresult.StatusError)
 		if got := e.f.count("fetch_page"); got != 5 {
 			t.Errorf("attempts = %d, want 5", got)
 		}
 		if len(e.s.got) != 4 || e.s.got[3] != secs(8)[0] {
 			t.Errorf("sleeps = %v", e.s.got)
 		}
-		if e.out.Error.Kind != KindServerError || e.out.Error.Status != 503 || !e.out.Error.Retryable {
+		if e.out.Error.Kind != toolresult.KindServerError || e.out.Error.Status != 503 || !e.out.Error.Retryable {
 			t.Errorf("error = %+v", e.out.Error)
 		}
 		wantErrContains(t, e.out, "retries exhausted after 5 attempts", "HTTP 503")

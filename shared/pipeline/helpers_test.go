@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // obj decodes a JSON object literal into the jsonx convention.
@@ -39,12 +40,12 @@ func sameJSON(t *testing.T, what string, got any, want string) {
 // last repeats). Without a script, kind "echo" answers with its input and kind "cfg"
 // with its config.
 type fake struct {
-	script map[string][]Envelope
+	script map[string][]toolresult.Envelope
 	calls  []Item
 	byLbl  map[string]int
 }
 
-func (f *fake) exec(_ context.Context, it Item) Envelope {
+func (f *fake) exec(_ context.Context, it Item) toolresult.Envelope {
 	f.calls = append(f.calls, it)
 	if f.byLbl == nil {
 		f.byLbl = map[string]int{}
@@ -56,11 +57,11 @@ func (f *fake) exec(_ context.Context, it Item) Envelope {
 	}
 	switch it.Kind {
 	case "echo":
-		return Envelope{Status: StatusSuccess, Data: map[string]any(it.Input)}
+		return toolresult.Envelope{Status: toolresult.StatusSuccess, Data: map[string]any(it.Input)}
 	case "cfg":
-		return Envelope{Status: StatusSuccess, Data: map[string]any(it.Config)}
+		return toolresult.Envelope{Status: toolresult.StatusSuccess, Data: map[string]any(it.Config)}
 	}
-	return Envelope{Status: StatusSuccess, Data: map[string]any{"ran": it.Label}}
+	return toolresult.Envelope{Status: toolresult.StatusSuccess, Data: map[string]any{"ran": it.Label}}
 }
 
 func (f *fake) count(label string) int { return f.byLbl[label] }
@@ -84,18 +85,18 @@ type env struct {
 	f     *fake
 	s     *sleeps
 	beats int
-	out   Envelope
+	out   toolresult.Envelope
 }
 
 var fixedNow = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // run runs payload with a fake exec and sleeper.
-func run(t *testing.T, payload string, script map[string][]Envelope) *env {
+func run(t *testing.T, payload string, script map[string][]toolresult.Envelope) *env {
 	t.Helper()
 	return runCtx(t, context.Background(), payload, script, 0)
 }
 
-func runCtx(t *testing.T, ctx context.Context, payload string, script map[string][]Envelope, cancelAfter int) *env {
+func runCtx(t *testing.T, ctx context.Context, payload string, script map[string][]toolresult.Envelope, cancelAfter int) *env {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -117,30 +118,32 @@ func secs(fs ...float64) []time.Duration {
 	return out
 }
 
-func ok(data any) Envelope { return Envelope{Status: StatusSuccess, Data: data} }
+func ok(data any) toolresult.Envelope {
+	return toolresult.Envelope{Status: toolresult.StatusSuccess, Data: data}
+}
 
-func failed(msg string, data any) Envelope {
-	return Envelope{Status: StatusError, Data: data, Error: &ErrorInfo{Message: msg}}
+func failed(msg string, data any) toolresult.Envelope {
+	return toolresult.Envelope{Status: toolresult.StatusError, Data: data, Error: &toolresult.ErrorInfo{Message: msg}}
 }
 
 func httpResp(code int, body any) map[string]any {
 	return map[string]any{"status_code": int64(code), "headers": map[string]any{}, "body": body}
 }
 
-func wantStatus(t *testing.T, e Envelope, status string) {
+func wantStatus(t *testing.T, e toolresult.Envelope, status string) {
 	t.Helper()
 	if e.Status != status {
 		t.Fatalf("status = %q, want %q (error: %+v)", e.Status, status, e.Error)
 	}
-	if status == StatusSuccess && e.Error != nil {
+	if status == toolresult.StatusSuccess && e.Error != nil {
 		t.Fatalf("success with error %+v", e.Error)
 	}
-	if status != StatusSuccess && e.Error == nil {
+	if status != toolresult.StatusSuccess && e.Error == nil {
 		t.Fatalf("status %s without error", status)
 	}
 }
 
-func wantErrContains(t *testing.T, e Envelope, parts ...string) {
+func wantErrContains(t *testing.T, e toolresult.Envelope, parts ...string) {
 	t.Helper()
 	if e.Error == nil {
 		t.Fatalf("no error; want one containing %q", parts)

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // DefaultMaxRuns bounds tool executions per pipeline run (the jump guard).
@@ -17,7 +19,7 @@ const DefaultMaxRuns = 1000
 // reservedLabels are bindings of the running context a label would clobber.
 func reservedLabel(label string) bool {
 	switch label {
-	case "ctx", "iter", "args", "output", "_prev", "_results", "_context_updates":
+	case "ctx", "iter", "args", "output", "_prev", "_results", toolresult.ContextUpdatesKey:
 		return true
 	}
 	return false
@@ -317,5 +319,10 @@ func show(v any) string {
 	if err != nil {
 		return jsonx.TypeName(v)
 	}
+	return string(b)
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
 	return string(b)
 }

@@ -49,7 +49,8 @@ import (
 
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/tmpl"
-	"github.com/noetl-go/noetl/shared/tools/kinds"
+	"github.com/noetl-go/noetl/shared/toolkind"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // Item is one attempt of one item, handed to Exec.
@@ -73,7 +74,7 @@ type Item struct {
 
 // Exec runs one tool attempt. It returns the tool's envelope; an Exec-level failure is
 // an error envelope, never a panic.
-type Exec func(ctx context.Context, item Item) Envelope
+type Exec func(ctx context.Context, item Item) toolresult.Envelope
 
 // Sleeper waits d or until ctx is done, returning ctx's error then. Injected so tests
 // record delays instead of sleeping.
@@ -110,7 +111,7 @@ const defaultCacheSize = 256
 // Run executes the pipeline described by payload ({tool_config, args, render_context,
 // single?}) and returns the pipeline's envelope. It never panics on a malformed
 // payload: that is an error envelope naming the problem.
-func Run(ctx context.Context, payload map[string]any, opts Options) Envelope {
+func Run(ctx context.Context, payload map[string]any, opts Options) toolresult.Envelope {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -120,7 +121,7 @@ func Run(ctx context.Context, payload map[string]any, opts Options) Envelope {
 		err = errors.New("no Exec callback given")
 	}
 	if err != nil {
-		return Envelope{Status: StatusError, Error: &ErrorInfo{Message: "pipeline: " + err.Error(), Kind: KindTool}}
+		return toolresult.Envelope{Status: toolresult.StatusError, Error: &toolresult.ErrorInfo{Message: "pipeline: " + err.Error(), Kind: toolresult.KindTool}}
 	}
 	if opts.Sleep == nil {
 		opts.Sleep = SleepContext
@@ -159,12 +160,12 @@ func (r *runner) initRunning() {
 
 // failure is why the pipeline stopped unsuccessfully.
 type failure struct {
-	env Envelope // status error|timeout with Error set
+	env toolresult.Envelope // status error|timeout with Error set
 }
 
-func (r *runner) run(ctx context.Context) Envelope {
+func (r *runner) run(ctx context.Context) toolresult.Envelope {
 	idx := 0
-	var last Envelope // the last item's final attempt, for single's stdout/stderr
+	var last toolresult.Envelope // the last item's final attempt, for single's stdout/stderr
 	for idx < len(r.plan.items) {
 		it := r.plan.items[idx]
 		env, next, fail := r.runItem(ctx, it)
@@ -191,13 +192,13 @@ const (
 )
 
 // runItem runs one item to its outcome: retries happen here, inside one call.
-func (r *runner) runItem(ctx context.Context, it *itemSpec) (Envelope, int, *failure) {
+func (r *runner) runItem(ctx context.Context, it *itemSpec) (toolresult.Envelope, int, *failure) {
 	for try := 1; ; try++ {
 		if err := ctx.Err(); err != nil {
-			return Envelope{}, 0, r.stopped(it, try-1, err, nil)
+			return toolresult.Envelope{}, 0, r.stopped(it, try-1, err, nil)
 		}
 		if r.runs >= r.opts.MaxRuns {
-			return Envelope{}, 0, r.fail(StatusError, KindTool, fmt.Sprintf(
+			return toolresult.Envelope{}, 0, r.fail(toolresult.StatusError, toolresult.KindTool, fmt.Sprintf(
 				"pipeline stopped: %d tool runs reached at item %q; a jump or retry loop does not end (the limit guards against endless loops)",
 				r.opts.MaxRuns, it.label))
 		}
@@ -205,22 +206,22 @@ func (r *runner) runItem(ctx context.Context, it *itemSpec) (Envelope, int, *fai
 		item, err := r.renderItem(it)
 		if err != nil {
 			// Render errors are deterministic (R-L6): never retried, no policy.
-			return Envelope{}, 0, r.fail(StatusError, KindTool, fmt.Sprintf("item %q: %v", it.label, err))
+			return toolresult.Envelope{}, 0, r.fail(toolresult.StatusError, toolresult.KindTool, fmt.Sprintf("item %q: %v", it.label, err))
 		}
 		item.Attempt = try
 		r.runs++
 		env := r.opts.Exec(ctx, item)
 		env.Data = jsonx.Normalize(env.Data)
-		env, httpStatus := classify(env, it.kind)
+		env, httpStatus := toolresult.Classify(env, it.kind)
 
 		output := ruleOutput(env, httpStatus)
 		act, matched, err := r.decide(it, output, env.Data)
 		if err != nil {
-			return env, 0, r.failWith(it, env, StatusError, KindTool, err.Error())
+			return env, 0, r.failWith(it, env, toolresult.StatusError, toolresult.KindTool, err.Error())
 		}
 		if matched != nil && len(act.set) > 0 {
 			if err := r.applySet(act.set, output, it.label, env.Data); err != nil {
-				return env, 0, r.failWith(it, env, StatusError, KindTool,
+				return env, 0, r.failWith(it, env, toolresult.StatusError, toolresult.KindTool,
 					fmt.Sprintf("item %q: spec.policy.%s: then.set: %v", it.label, matched.display, err))
 			}
 		}
@@ -241,8 +242,8 @@ func (r *runner) runItem(ctx context.Context, it *itemSpec) (Envelope, int, *fai
 			}
 			continue
 		case DoFail:
-			if env.Status == StatusSuccess {
-				return env, 0, r.failWith(it, env, StatusError, KindTool, fmt.Sprintf(
+			if env.Status == toolresult.StatusSuccess {
+				return env, 0, r.failWith(it, env, toolresult.StatusError, toolresult.KindTool, fmt.Sprintf(
 					"item %q: failed by policy %s", it.label, ruleName(matched)))
 			}
 			return env, 0, r.failWith(it, env, env.Status, env.Error.Kind, "")
@@ -252,7 +253,7 @@ func (r *runner) runItem(ctx context.Context, it *itemSpec) (Envelope, int, *fai
 		r.record(it.label, env.Data)
 		if len(it.set) > 0 {
 			if err := r.applySet(it.set, env.Data, it.label, env.Data); err != nil {
-				return env, 0, r.fail(StatusError, KindTool, fmt.Sprintf("item %q: set: %v", it.label, err))
+				return env, 0, r.fail(toolresult.StatusError, toolresult.KindTool, fmt.Sprintf("item %q: set: %v", it.label, err))
 			}
 		}
 		switch act.do {
@@ -286,7 +287,7 @@ func (r *runner) decide(it *itemSpec, output map[string]any, data any) (action, 
 			}
 		}
 	}
-	if output["status"] == StatusSuccess {
+	if output["status"] == toolresult.StatusSuccess {
 		return action{do: DoContinue}, nil, nil
 	}
 	return action{do: DoFail}, nil, nil
@@ -311,17 +312,17 @@ func ruleName(r *rule) string {
 // succeeded (a rule retrying on a successful outcome, e.g. polling), it fails with a
 // tool error saying the retries ran out. A last attempt that timed out keeps status
 // timeout.
-func (r *runner) exhausted(it *itemSpec, env Envelope, tries int, ru *rule) *failure {
+func (r *runner) exhausted(it *itemSpec, env toolresult.Envelope, tries int, ru *rule) *failure {
 	msg := fmt.Sprintf("item %q: policy %s: retries exhausted after %s", it.label, ruleName(ru), attempts(tries))
-	if env.Status == StatusSuccess {
-		return r.failWith(it, env, StatusError, KindTool, msg)
+	if env.Status == toolresult.StatusSuccess {
+		return r.failWith(it, env, toolresult.StatusError, toolresult.KindTool, msg)
 	}
 	return r.failWith(it, env, env.Status, env.Error.Kind, msg+": "+env.Error.Message)
 }
 
 // stopped is a ctx that ended between attempts (R-L9: policy retries are bounded by the
 // command's deadline). last is the attempt that ran before, if any.
-func (r *runner) stopped(it *itemSpec, tries int, err error, last *Envelope) *failure {
+func (r *runner) stopped(it *itemSpec, tries int, err error, last *toolresult.Envelope) *failure {
 	why := "deadline reached"
 	if errors.Is(err, context.Canceled) {
 		why = "cancelled"
@@ -334,30 +335,30 @@ func (r *runner) stopped(it *itemSpec, tries int, err error, last *Envelope) *fa
 		if last.Error != nil {
 			msg += "; last error: " + last.Error.Message
 		}
-		return r.failWith(it, *last, StatusTimeout, KindTimeout, msg)
+		return r.failWith(it, *last, toolresult.StatusTimeout, toolresult.KindTimeout, msg)
 	}
-	return r.fail(StatusTimeout, KindTimeout, msg)
+	return r.fail(toolresult.StatusTimeout, toolresult.KindTimeout, msg)
 }
 
 // failWith fails the pipeline on an item that ran: its data stays in the result ("what
 // ran so far") and its stdout/stderr/exit code ride along. An empty msg keeps the
 // item's own error as is.
-func (r *runner) failWith(it *itemSpec, env Envelope, status, kind, msg string) *failure {
+func (r *runner) failWith(it *itemSpec, env toolresult.Envelope, status, kind, msg string) *failure {
 	r.record(it.label, env.Data)
-	e := ErrorInfo{Kind: kind, Retryable: retryable(kind)}
+	e := toolresult.ErrorInfo{Kind: kind, Retryable: toolresult.Retryable(kind)}
 	if env.Error != nil {
 		e = *env.Error
-		e.Kind, e.Retryable = kind, retryable(kind)
+		e.Kind, e.Retryable = kind, toolresult.Retryable(kind)
 	}
 	if msg != "" {
 		e.Message = msg
 	}
-	out := Envelope{Status: status, Error: &e, Stdout: env.Stdout, Stderr: env.Stderr, ExitCode: env.ExitCode}
+	out := toolresult.Envelope{Status: status, Error: &e, Stdout: env.Stdout, Stderr: env.Stderr, ExitCode: env.ExitCode}
 	return &failure{env: out}
 }
 
 func (r *runner) fail(status, kind, msg string) *failure {
-	return &failure{env: Envelope{Status: status, Error: &ErrorInfo{Message: msg, Kind: kind, Retryable: retryable(kind)}}}
+	return &failure{env: toolresult.Envelope{Status: status, Error: &toolresult.ErrorInfo{Message: msg, Kind: kind, Retryable: toolresult.Retryable(kind)}}}
 }
 
 // record binds an item's data in the running context: `<label>`, `_prev`, and
@@ -378,14 +379,14 @@ func (r *runner) record(label string, data any) {
 
 // result builds the pipeline envelope (R-R4, R-R5). last is the final envelope of the
 // last item that ran (success), or the failure envelope.
-func (r *runner) result(last Envelope, failed bool) Envelope {
+func (r *runner) result(last toolresult.Envelope, failed bool) toolresult.Envelope {
 	var single string
 	if r.plan.single {
 		single = r.plan.items[0].label
 	}
 	data := Merge(r.order, r.data, r.updates, single)
 	// The result leaves the runner: no maps shared with the payload, Exec or templates.
-	out := Envelope{Status: StatusSuccess, Data: jsonx.Clone(data)}
+	out := toolresult.Envelope{Status: toolresult.StatusSuccess, Data: jsonx.Clone(data)}
 	if failed {
 		out.Status, out.Error = last.Status, last.Error
 	}
@@ -410,14 +411,14 @@ func Merge(order []string, data map[string]any, updates map[string]any, single s
 		switch m := d.(type) {
 		case map[string]any:
 			m = maps.Clone(m)
-			m["_context_updates"] = updates
+			m[toolresult.ContextUpdatesKey] = updates
 			return m
 		case nil:
-			return map[string]any{"_context_updates": updates}
+			return map[string]any{toolresult.ContextUpdatesKey: updates}
 		default:
 			// Durable updates must not be lost and cannot ride inside a list or a
 			// scalar: fall back to the labelled form.
-			return map[string]any{single: d, "_context_updates": updates}
+			return map[string]any{single: d, toolresult.ContextUpdatesKey: updates}
 		}
 	}
 	m := map[string]any{}
@@ -430,7 +431,7 @@ func Merge(order []string, data map[string]any, updates map[string]any, single s
 		m[l] = data[l]
 	}
 	if len(updates) > 0 {
-		m["_context_updates"] = updates
+		m[toolresult.ContextUpdatesKey] = updates
 	}
 	return m
 }
@@ -468,7 +469,7 @@ func (r *runner) renderItem(it *itemSpec) (Item, error) {
 		cfg[k] = v
 	}
 	var rc map[string]any
-	if it.kind == kinds.Python {
+	if it.kind == toolkind.Python {
 		rc = vars // python's context (NoETL's): the running context, read only
 	}
 	input := maps.Clone(r.plan.args)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // R-R4: merge map data in order (later wins), labels win, non-map data only under its
@@ -17,13 +18,13 @@ func TestResultShape(t *testing.T) {
 	tests := []struct {
 		name    string
 		payload string
-		script  map[string][]Envelope
+		script  map[string][]toolresult.Envelope
 		want    string
 	}{
 		{
 			name:    "R-R4 later items win, labels win over data keys",
 			payload: `{"tool_config": [{"a": {"kind": "t"}}, {"b": {"kind": "t"}}]}`,
-			script: map[string][]Envelope{
+			script: map[string][]toolresult.Envelope{
 				"a": {ok(map[string]any{"x": int64(1), "y": int64(1), "b": "from a"})},
 				"b": {ok(map[string]any{"y": int64(2)})},
 			},
@@ -32,7 +33,7 @@ func TestResultShape(t *testing.T) {
 		{
 			name:    "R-R4 non-map data appears only under its label",
 			payload: `{"tool_config": [{"a": {"kind": "t"}}, {"b": {"kind": "t"}}, {"c": {"kind": "t"}}]}`,
-			script: map[string][]Envelope{
+			script: map[string][]toolresult.Envelope{
 				"a": {ok([]any{int64(1), int64(2)})},
 				"b": {ok("text")},
 				"c": {ok(nil)},
@@ -42,26 +43,26 @@ func TestResultShape(t *testing.T) {
 		{
 			name:    "R-R4 single keeps its plain data, no label key",
 			payload: `{"single": true, "tool_config": [{"fetch": {"kind": "t", "spec": {"policy": {"rules": []}}}}]}`,
-			script:  map[string][]Envelope{"fetch": {ok(map[string]any{"v": int64(7)})}},
+			script:  map[string][]toolresult.Envelope{"fetch": {ok(map[string]any{"v": int64(7)})}},
 			want:    `{"v": 7}`,
 		},
 		{
 			name:    "R-R4 single with list data stays a list",
 			payload: `{"single": true, "tool_config": [{"fetch": {"kind": "t"}}]}`,
-			script:  map[string][]Envelope{"fetch": {ok([]any{"a"})}},
+			script:  map[string][]toolresult.Envelope{"fetch": {ok([]any{"a"})}},
 			want:    `["a"]`,
 		},
 		{
 			name:    "R-R4 NoETL {name, kind} item form is accepted",
 			payload: `{"tool_config": [{"name": "a", "kind": "t"}]}`,
-			script:  map[string][]Envelope{"a": {ok(map[string]any{"k": "v"})}},
+			script:  map[string][]toolresult.Envelope{"a": {ok(map[string]any{"k": "v"})}},
 			want:    `{"k": "v", "a": {"k": "v"}}`,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := run(t, tt.payload, tt.script)
-			wantStatus(t, e.out, StatusSuccess)
+			wantStatus(t, e.out, toolresult.StatusSuccess)
 			sameJSON(t, "data", e.out.Data, tt.want)
 		})
 	}
@@ -101,7 +102,7 @@ func TestContextUpdates(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := run(t, tt.payload, nil)
-			wantStatus(t, e.out, StatusSuccess)
+			wantStatus(t, e.out, toolresult.StatusSuccess)
 			sameJSON(t, "data", e.out.Data, tt.want)
 		})
 	}
@@ -127,7 +128,7 @@ func TestRunningContext(t *testing.T) {
 				"shared": "from item"}}}
 		]}`
 	e := run(t, payload, nil)
-	wantStatus(t, e.out, StatusSuccess)
+	wantStatus(t, e.out, toolresult.StatusSuccess)
 	d := e.out.Data.(map[string]any)
 	sameJSON(t, "R-W1 second item's input", d["second"], `{
 		"x": "first", "i": 5, "yz": 2, "keep": 1, "bare": "first", "label": "first", "prev": "first",
@@ -149,7 +150,7 @@ func TestExecItem(t *testing.T) {
 			"input": {"b": 2, "c": "{{ workload.u }}"},
 			"set": {"ctx.q": 1}, "spec": {"policy": {"rules": [{"else": {"do": "continue"}}]}}}}]}`
 	e := run(t, payload, nil)
-	wantStatus(t, e.out, StatusSuccess)
+	wantStatus(t, e.out, toolresult.StatusSuccess)
 	if len(e.f.calls) != 1 {
 		t.Fatalf("calls = %d", len(e.f.calls))
 	}
@@ -179,13 +180,13 @@ func TestIsolation(t *testing.T) {
 		"tool_config": [{"x": {"kind": "t", "input": {"v": "{{ ctx.c }}"}, "set": {"ctx.c.d": 2}}},
 		{"y": {"kind": "echo", "input": {"d": "{{ ctx.c.d }}"}}}]}`)
 	before := string(jsonx.MustMarshal(p))
-	mutating := func(_ context.Context, it Item) Envelope {
+	mutating := func(_ context.Context, it Item) toolresult.Envelope {
 		it.Input["a"].(map[string]any)["deep"] = "mutated"
 		it.Input["v"] = "mutated"
-		return Envelope{Status: StatusSuccess, Data: it.Input}
+		return toolresult.Envelope{Status: toolresult.StatusSuccess, Data: it.Input}
 	}
 	out := Run(context.Background(), p, Options{Exec: mutating, Now: func() time.Time { return fixedNow }})
-	wantStatus(t, out, StatusSuccess)
+	wantStatus(t, out, toolresult.StatusSuccess)
 	if after := string(jsonx.MustMarshal(p)); after != before {
 		t.Errorf("payload mutated:\n before %s\n after  %s", before, after)
 	}
@@ -198,35 +199,35 @@ func TestPolicyRules(t *testing.T) {
 	tests := []struct {
 		name    string
 		rules   string
-		outcome Envelope
+		outcome toolresult.Envelope
 		status  string
 		runsB   int    // how many times the next item ran
 		updates string // expected _context_updates ("" = none)
 	}{
 		{"R-R6 first match wins", `[{"when": "{{ true }}", "then": {"do": "continue", "set": {"ctx.r": 1}}},
-			{"when": "{{ true }}", "then": {"do": "fail", "set": {"ctx.r": 2}}}]`, errOut, StatusSuccess, 1, `{"r": 1}`},
+			{"when": "{{ true }}", "then": {"do": "fail", "set": {"ctx.r": 2}}}]`, errOut, toolresult.StatusSuccess, 1, `{"r": 1}`},
 		{"R-R6 false when skipped", `[{"when": "{{ output.status == 'success' }}", "then": {"do": "fail"}},
-			{"when": "{{ output.error.message == 'boom' }}", "then": {"do": "continue", "set": {"ctx.r": 2}}}]`, errOut, StatusSuccess, 1, `{"r": 2}`},
+			{"when": "{{ output.error.message == 'boom' }}", "then": {"do": "continue", "set": {"ctx.r": 2}}}]`, errOut, toolresult.StatusSuccess, 1, `{"r": 2}`},
 		{"R-R6 else with then", `[{"when": "{{ false }}", "then": {"do": "fail"}}, {"else": {"then": {"do": "continue", "set": {"ctx.r": "else"}}}}]`,
-			errOut, StatusSuccess, 1, `{"r": "else"}`},
-		{"R-W6 else shorthand {do, set}", `[{"else": {"do": "continue", "set": {"ctx.r": "short"}}}]`, errOut, StatusSuccess, 1, `{"r": "short"}`},
-		{"R-R6 no match on error fails", `[{"when": "{{ false }}", "then": {"do": "continue"}}]`, errOut, StatusError, 0, ""},
-		{"R-R6 no match on success continues", `[{"when": "{{ false }}", "then": {"do": "fail"}}]`, ok(map[string]any{}), StatusSuccess, 1, ""},
-		{"R-R6 no rules on error fails", `[]`, errOut, StatusError, 0, ""},
-		{"R-T1 when: mixed text false is false", `[{"when": "{{ 'fal' }}se", "then": {"do": "fail"}}]`, ok(map[string]any{}), StatusSuccess, 1, ""},
-		{"then without do continues", `[{"when": "{{ true }}", "then": {"set": {"ctx.r": 3}}}]`, errOut, StatusSuccess, 1, `{"r": 3}`},
-		{"then without when always matches", `[{"then": {"do": "fail"}}]`, ok(map[string]any{}), StatusError, 0, ""},
+			errOut, toolresult.StatusSuccess, 1, `{"r": "else"}`},
+		{"R-W6 else shorthand {do, set}", `[{"else": {"do": "continue", "set": {"ctx.r": "short"}}}]`, errOut, toolresult.StatusSuccess, 1, `{"r": "short"}`},
+		{"R-R6 no match on error fails", `[{"when": "{{ false }}", "then": {"do": "continue"}}]`, errOut, toolresult.StatusError, 0, ""},
+		{"R-R6 no match on success continues", `[{"when": "{{ false }}", "then": {"do": "fail"}}]`, ok(map[string]any{}), toolresult.StatusSuccess, 1, ""},
+		{"R-R6 no rules on error fails", `[]`, errOut, toolresult.StatusError, 0, ""},
+		{"R-T1 when: mixed text false is false", `[{"when": "{{ 'fal' }}se", "then": {"do": "fail"}}]`, ok(map[string]any{}), toolresult.StatusSuccess, 1, ""},
+		{"then without do continues", `[{"when": "{{ true }}", "then": {"set": {"ctx.r": 3}}}]`, errOut, toolresult.StatusSuccess, 1, `{"r": 3}`},
+		{"then without when always matches", `[{"then": {"do": "fail"}}]`, ok(map[string]any{}), toolresult.StatusError, 0, ""},
 		{"R-R6 fail on a success fails", `[{"when": "{{ output.data.bad }}", "then": {"do": "fail"}}]`,
-			ok(map[string]any{"bad": true}), StatusError, 0, ""},
+			ok(map[string]any{"bad": true}), toolresult.StatusError, 0, ""},
 		{"R-R6 then.set applies even when the rule fails", `[{"else": {"do": "fail", "set": {"ctx.why": "{{ output.error.message }}"}}}]`,
-			errOut, StatusError, 0, `{"why": "boom"}`},
+			errOut, toolresult.StatusError, 0, `{"why": "boom"}`},
 		{"R-R6 timeout with no match fails as timeout", `[]`,
-			Envelope{Status: StatusTimeout, Error: &ErrorInfo{Message: "took too long"}}, StatusTimeout, 0, ""},
+			toolresult.Envelope{Status: toolresult.StatusTimeout, Error: &toolresult.ErrorInfo{Message: "took too long"}}, toolresult.StatusTimeout, 0, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			payload := `{"tool_config": [{"a": {"kind": "t", "spec": {"policy": {"rules": ` + tt.rules + `}}}}, {"b": {"kind": "t"}}]}`
-			e := run(t, payload, map[string][]Envelope{"a": {tt.outcome}})
+			e := run(t, payload, map[string][]toolresult.Envelope{"a": {tt.outcome}})
 			wantStatus(t, e.out, tt.status)
 			if got := e.f.count("b"); got != tt.runsB {
 				t.Errorf("b ran %d times, want %d", got, tt.runsB)
@@ -250,17 +251,17 @@ func TestContinueAndFail(t *testing.T) {
 		e := run(t, `{"tool_config": [
 			{"a": {"kind": "t", "spec": {"policy": {"rules": [{"else": {"then": {"do": "continue"}}}]}}}},
 			{"b": {"kind": "echo", "input": {"seen": "{{ a.partial }}", "prev": "{{ _prev.partial }}"}}}]}`,
-			map[string][]Envelope{"a": {failed("boom", map[string]any{"partial": int64(1)})}})
-		wantStatus(t, e.out, StatusSuccess)
+			map[string][]toolresult.Envelope{"a": {failed("boom", map[string]any{"partial": int64(1)})}})
+		wantStatus(t, e.out, toolresult.StatusSuccess)
 		sameJSON(t, "data", e.out.Data, `{"partial": 1, "seen": 1, "prev": 1,
 			"a": {"partial": 1}, "b": {"seen": 1, "prev": 1}}`)
 	})
 	t.Run("worker.md §3 first failing item fails the pipeline", func(t *testing.T) {
 		e := run(t, `{"tool_config": [{"a": {"kind": "t"}}, {"b": {"kind": "t"}}, {"c": {"kind": "t"}}]}`,
-			map[string][]Envelope{"b": {{Status: StatusError, Data: map[string]any{"why": "x"}, Error: &ErrorInfo{Message: "b broke"},
+			map[string][]toolresult.Envelope{"b": {{Status: toolresult.StatusError, Data: map[string]any{"why": "x"}, Error: &toolresult.ErrorInfo{Message: "b broke"},
 				Stderr: "trace", ExitCode: new(1)}}})
-		wantStatus(t, e.out, StatusError)
-		if e.out.Error.Message != "b broke" || e.out.Error.Kind != KindTool {
+		wantStatus(t, e.out, toolresult.StatusError)
+		if e.out.Error.Message != "b broke" || e.out.Error.Kind != toolresult.KindTool {
 			t.Errorf("error = %+v", e.out.Error)
 		}
 		if e.f.count("c") != 0 {
@@ -274,8 +275,8 @@ func TestContinueAndFail(t *testing.T) {
 	})
 	t.Run("failing item's set is not applied, earlier ctx writes are reported", func(t *testing.T) {
 		e := run(t, `{"tool_config": [{"a": {"kind": "t", "set": {"ctx.x": 1}}}, {"b": {"kind": "t", "set": {"ctx.y": 2}}}]}`,
-			map[string][]Envelope{"b": {failed("no", nil)}})
-		wantStatus(t, e.out, StatusError)
+			map[string][]toolresult.Envelope{"b": {failed("no", nil)}})
+		wantStatus(t, e.out, toolresult.StatusError)
 		sameJSON(t, "updates", e.out.Data.(map[string]any)["_context_updates"], `{"x": 1}`)
 	})
 }
@@ -287,8 +288,8 @@ func TestSetOutputBinding(t *testing.T) {
 		{"a": {"kind": "t",
 			"spec": {"policy": {"rules": [{"else": {"do": "continue", "set": {"ctx.st": "{{ output.status }}", "ctx.d": "{{ output.data.v }}"}}}]}},
 			"set": {"ctx.v": "{{ output.v }}", "ctx.st_seen": "{{ ctx.st }}", "ctx.env_status": "{{ output.status }}"}}}]}`,
-		map[string][]Envelope{"a": {ok(map[string]any{"v": int64(9)})}})
-	wantStatus(t, e.out, StatusSuccess)
+		map[string][]toolresult.Envelope{"a": {ok(map[string]any{"v": int64(9)})}})
+	wantStatus(t, e.out, toolresult.StatusSuccess)
 	sameJSON(t, "updates", e.out.Data.(map[string]any)["_context_updates"],
 		`{"st": "success", "d": 9, "v": 9, "st_seen": "success", "env_status": null}`)
 }
@@ -298,31 +299,31 @@ func TestRetry(t *testing.T) {
 	tests := []struct {
 		name     string
 		then     string
-		outcomes []Envelope
+		outcomes []toolresult.Envelope
 		status   string
 		runs     int
 		sleeps   []time.Duration
 	}{
 		{"R-R6 retry none backoff fixed delay", `{"do": "retry", "attempts": 3, "delay": 0.5, "backoff": "none"}`,
-			[]Envelope{failed("e1", nil), failed("e2", nil), ok(nil)}, StatusSuccess, 3, secs(0.5, 0.5)},
+			[]toolresult.Envelope{failed("e1", nil), failed("e2", nil), ok(nil)}, toolresult.StatusSuccess, 3, secs(0.5, 0.5)},
 		{"R-R6 retry linear d*k", `{"do": "retry", "attempts": 4, "delay": 2, "backoff": "linear"}`,
-			[]Envelope{failed("e", nil)}, StatusError, 4, secs(2, 4, 6)},
+			[]toolresult.Envelope{failed("e", nil)}, toolresult.StatusError, 4, secs(2, 4, 6)},
 		{"R-R6 retry exponential d*2^(k-1)", `{"do": "retry", "attempts": 5, "delay": 1, "backoff": "exponential"}`,
-			[]Envelope{failed("e", nil)}, StatusError, 5, secs(1, 2, 4, 8)},
+			[]toolresult.Envelope{failed("e", nil)}, toolresult.StatusError, 5, secs(1, 2, 4, 8)},
 		{"retry defaults: 3 attempts, 1s, no backoff", `{"do": "retry"}`,
-			[]Envelope{failed("e", nil)}, StatusError, 3, secs(1, 1)},
+			[]toolresult.Envelope{failed("e", nil)}, toolresult.StatusError, 3, secs(1, 1)},
 		{"retry delays capped at 300s", `{"do": "retry", "attempts": 4, "delay": 100, "backoff": "exponential"}`,
-			[]Envelope{failed("e", nil)}, StatusError, 4, secs(100, 200, 300)},
+			[]toolresult.Envelope{failed("e", nil)}, toolresult.StatusError, 4, secs(100, 200, 300)},
 		{"retry attempts 1 means no retry", `{"do": "retry", "attempts": 1}`,
-			[]Envelope{failed("e", nil)}, StatusError, 1, nil},
+			[]toolresult.Envelope{failed("e", nil)}, toolresult.StatusError, 1, nil},
 		{"retry exhausted on a timeout keeps status timeout", `{"do": "retry", "attempts": 2, "delay": 0}`,
-			[]Envelope{{Status: StatusTimeout, Error: &ErrorInfo{Message: "slow"}}}, StatusTimeout, 2, secs(0)},
+			[]toolresult.Envelope{{Status: toolresult.StatusTimeout, Error: &toolresult.ErrorInfo{Message: "slow"}}}, toolresult.StatusTimeout, 2, secs(0)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			payload := `{"tool_config": [{"a": {"kind": "t", "spec": {"policy": {"rules": [
 				{"when": "{{ output.status != 'success' }}", "then": ` + tt.then + `}]}}}}]}`
-			e := run(t, payload, map[string][]Envelope{"a": tt.outcomes})
+			e := run(t, payload, map[string][]toolresult.Envelope{"a": tt.outcomes})
 			wantStatus(t, e.out, tt.status)
 			if got := e.f.count("a"); got != tt.runs {
 				t.Errorf("runs = %d, want %d", got, tt.runs)
@@ -339,7 +340,7 @@ func TestRetry(t *testing.T) {
 					t.Errorf("call %d attempt = %d", i, c.Attempt)
 				}
 			}
-			if tt.status != StatusSuccess {
+			if tt.status != toolresult.StatusSuccess {
 				wantErrContains(t, e.out, "retries exhausted after "+attempts(tt.runs))
 			}
 		})
@@ -352,8 +353,8 @@ func TestRetryRendersAfresh(t *testing.T) {
 		"input": {"try": "{{ iter.tries }}"},
 		"spec": {"policy": {"rules": [{"when": "{{ output.status == 'error' }}",
 			"then": {"do": "retry", "attempts": 3, "delay": 0, "set": {"iter.tries": "{{ iter.tries + 1 }}"}}}]}}}}]}`,
-		map[string][]Envelope{"a": {failed("e1", nil), failed("e2", nil), failed("last one", nil)}})
-	wantStatus(t, e.out, StatusError)
+		map[string][]toolresult.Envelope{"a": {failed("e1", nil), failed("e2", nil), failed("last one", nil)}})
+	wantStatus(t, e.out, toolresult.StatusError)
 	var tries []any
 	for _, c := range e.f.calls {
 		tries = append(tries, c.Input["try"])
@@ -367,10 +368,10 @@ func TestRetryRendersAfresh(t *testing.T) {
 func TestRetryExhaustedOnSuccess(t *testing.T) {
 	e := run(t, `{"tool_config": [{"poll": {"kind": "t", "spec": {"policy": {"rules": [
 		{"when": "{{ not output.data.done }}", "then": {"do": "retry", "attempts": 2, "delay": 3}}]}}}}]}`,
-		map[string][]Envelope{"poll": {ok(map[string]any{"done": false})}})
-	wantStatus(t, e.out, StatusError)
+		map[string][]toolresult.Envelope{"poll": {ok(map[string]any{"done": false})}})
+	wantStatus(t, e.out, toolresult.StatusError)
 	wantErrContains(t, e.out, `item "poll"`, "rules[0]", "retries exhausted after 2 attempts")
-	if e.out.Error.Kind != KindTool || e.out.Error.Retryable {
+	if e.out.Error.Kind != toolresult.KindTool || e.out.Error.Retryable {
 		t.Errorf("error = %+v", e.out.Error)
 	}
 	sameJSON(t, "data keeps the last outcome", e.out.Data, `{"done": false, "poll": {"done": false}}`)
@@ -381,8 +382,8 @@ func TestBreakAndJump(t *testing.T) {
 	t.Run("R-R6 break stops the pipeline successfully", func(t *testing.T) {
 		e := run(t, `{"tool_config": [
 			{"a": {"kind": "t", "set": {"ctx.a": 1}, "spec": {"policy": {"rules": [{"else": {"do": "break"}}]}}}},
-			{"b": {"kind": "t"}}]}`, map[string][]Envelope{"a": {failed("ignored", map[string]any{"k": int64(1)})}})
-		wantStatus(t, e.out, StatusSuccess)
+			{"b": {"kind": "t"}}]}`, map[string][]toolresult.Envelope{"a": {failed("ignored", map[string]any{"k": int64(1)})}})
+		wantStatus(t, e.out, toolresult.StatusSuccess)
 		if e.f.count("b") != 0 {
 			t.Error("b ran after break")
 		}
@@ -395,7 +396,7 @@ func TestBreakAndJump(t *testing.T) {
 				{"when": "{{ iter.n < 2 }}", "then": {"do": "jump", "to": "a", "set": {"iter.n": "{{ iter.n + 1 }}"}}},
 				{"else": {"do": "continue"}}]}}}},
 			{"c": {"kind": "echo", "input": {"final": "{{ iter.n }}"}}}]}`, nil)
-		wantStatus(t, e.out, StatusSuccess)
+		wantStatus(t, e.out, toolresult.StatusSuccess)
 		if e.f.count("a") != 3 || e.f.count("b") != 3 || e.f.count("c") != 1 {
 			t.Errorf("runs a=%d b=%d c=%d, want 3 3 1", e.f.count("a"), e.f.count("b"), e.f.count("c"))
 		}
@@ -407,7 +408,7 @@ func TestBreakAndJump(t *testing.T) {
 		e := run(t, `{"tool_config": [
 			{"a": {"kind": "t", "spec": {"policy": {"rules": [{"else": {"do": "jump", "to": "c"}}]}}}},
 			{"b": {"kind": "t"}}, {"c": {"kind": "t"}}]}`, nil)
-		wantStatus(t, e.out, StatusSuccess)
+		wantStatus(t, e.out, toolresult.StatusSuccess)
 		if e.f.count("b") != 0 || e.f.count("c") != 1 {
 			t.Errorf("b=%d c=%d", e.f.count("b"), e.f.count("c"))
 		}
@@ -420,18 +421,18 @@ func TestBreakAndJump(t *testing.T) {
 			{"b": {"kind": "t", "spec": {"policy": {"rules": [
 				{"when": "{{ iter.j == 0 }}", "then": {"do": "jump", "to": "a", "set": {"iter.j": 1}}},
 				{"else": {"do": "break"}}]}}}}]}`,
-			map[string][]Envelope{
+			map[string][]toolresult.Envelope{
 				"a": {ok(map[string]any{"k": "a1"}), ok(map[string]any{"k": "a2"})},
 				"b": {ok(map[string]any{"k": "b1"}), ok(map[string]any{"k": "b2"})},
 			})
-		wantStatus(t, e.out, StatusSuccess)
+		wantStatus(t, e.out, toolresult.StatusSuccess)
 		sameJSON(t, "data", e.out.Data, `{"k": "b2", "a": {"k": "a2"}, "b": {"k": "b2"}}`)
 	})
 	t.Run("endless jump loop fails after DefaultMaxRuns runs", func(t *testing.T) {
 		e := run(t, `{"tool_config": [
 			{"a": {"kind": "t"}},
 			{"b": {"kind": "t", "spec": {"policy": {"rules": [{"else": {"do": "jump", "to": "a"}}]}}}}]}`, nil)
-		wantStatus(t, e.out, StatusError)
+		wantStatus(t, e.out, toolresult.StatusError)
 		if len(e.f.calls) != DefaultMaxRuns {
 			t.Errorf("calls = %d, want %d", len(e.f.calls), DefaultMaxRuns)
 		}
@@ -444,7 +445,7 @@ func TestErrorKinds(t *testing.T) {
 	tests := []struct {
 		name    string
 		kind    string // tool kind
-		outcome Envelope
+		outcome toolresult.Envelope
 		output  string // `output` as rules see it
 	}{
 		{"R-W6 429 rate_limit retryable", "http", failed("HTTP 429", httpResp(429, nil)),
@@ -462,23 +463,23 @@ func TestErrorKinds(t *testing.T) {
 		{"R-W6 400 client_error", "http", failed("HTTP 400", httpResp(400, nil)),
 			`{"status": "error", "error": {"message": "HTTP 400", "kind": "client_error", "status": 400, "retryable": false}, "http": {"status": 400}}`},
 		{"R-W6 http connection error has no status", "http",
-			Envelope{Status: StatusError, Error: &ErrorInfo{Message: "refused", Kind: KindConnection}},
+			toolresult.Envelope{Status: toolresult.StatusError, Error: &toolresult.ErrorInfo{Message: "refused", Kind: toolresult.KindConnection}},
 			`{"status": "error", "error": {"message": "refused", "kind": "connection", "status": null, "retryable": true}, "http": {"status": null}}`},
 		{"R-W6 timeout status is kind timeout, retryable", "http",
-			Envelope{Status: StatusTimeout, Error: &ErrorInfo{Message: "deadline"}},
+			toolresult.Envelope{Status: toolresult.StatusTimeout, Error: &toolresult.ErrorInfo{Message: "deadline"}},
 			`{"status": "timeout", "error": {"message": "deadline", "kind": "timeout", "status": null, "retryable": true}, "http": {"status": null}}`},
 		{"R-W6 python error is kind tool, status null", "python",
-			Envelope{Status: StatusError, Data: map[string]any{"status_code": int64(500)}, Error: &ErrorInfo{Message: "ValueError: x", Status: 500}},
+			toolresult.Envelope{Status: toolresult.StatusError, Data: map[string]any{"status_code": int64(500)}, Error: &toolresult.ErrorInfo{Message: "ValueError: x", Status: 500}},
 			`{"status": "error", "error": {"message": "ValueError: x", "kind": "tool", "status": null, "retryable": false}, "http": {"status": null}}`},
 		{"R-W6 http success carries http.status, error null", "http", ok(httpResp(200, "hi")),
 			`{"status": "success", "error": null, "http": {"status": 200}}`},
 		{"R-R2 a stray error on success is dropped", "python",
-			Envelope{Status: StatusSuccess, Data: "d", Error: &ErrorInfo{Message: "ignored"}},
+			toolresult.Envelope{Status: toolresult.StatusSuccess, Data: "d", Error: &toolresult.ErrorInfo{Message: "ignored"}},
 			`{"status": "success", "error": null, "http": {"status": null}}`},
-		{"unknown status becomes a tool error", "python", Envelope{Status: "weird"},
+		{"unknown status becomes a tool error", "python", toolresult.Envelope{Status: "weird"},
 			`{"status": "error", "error": {"message": "tool returned unknown status \"weird\"", "kind": "tool", "status": null, "retryable": false}, "http": {"status": null}}`},
 		{"Exec retryable flag does not override R-R6", "python",
-			Envelope{Status: StatusError, Error: &ErrorInfo{Message: "m", Retryable: true}},
+			toolresult.Envelope{Status: toolresult.StatusError, Error: &toolresult.ErrorInfo{Message: "m", Retryable: true}},
 			`{"status": "error", "error": {"message": "m", "kind": "tool", "status": null, "retryable": false}, "http": {"status": null}}`},
 	}
 	for _, tt := range tests {
@@ -487,8 +488,8 @@ func TestErrorKinds(t *testing.T) {
 			// response, the same data under NoETL's name).
 			payload := `{"tool_config": [{"x": {"kind": "` + tt.kind + `", "spec": {"policy": {"rules": [
 				{"else": {"do": "continue", "set": {"ctx.o": "{{ output }}"}}}]}}}}]}`
-			e := run(t, payload, map[string][]Envelope{"x": {tt.outcome}})
-			wantStatus(t, e.out, StatusSuccess)
+			e := run(t, payload, map[string][]toolresult.Envelope{"x": {tt.outcome}})
+			wantStatus(t, e.out, toolresult.StatusSuccess)
 			o := e.out.Data.(map[string]any)["_context_updates"].(map[string]any)["o"].(map[string]any)
 			if !reflect.DeepEqual(o["response"], o["data"]) {
 				t.Errorf("response %v is not data %v", o["response"], o["data"])
@@ -499,9 +500,9 @@ func TestErrorKinds(t *testing.T) {
 		})
 	}
 	// And the failing pipeline's own error carries the same classification.
-	e := run(t, `{"tool_config": [{"x": {"kind": "http"}}]}`, map[string][]Envelope{"x": {failed("HTTP 502", httpResp(502, nil))}})
-	wantStatus(t, e.out, StatusError)
-	if got := *e.out.Error; got != (ErrorInfo{Message: "HTTP 502", Kind: KindServerError, Status: 502, Retryable: true}) {
+	e := run(t, `{"tool_config": [{"x": {"kind": "http"}}]}`, map[string][]toolresult.Envelope{"x": {failed("HTTP 502", httpResp(502, nil))}})
+	wantStatus(t, e.out, toolresult.StatusError)
+	if got := *e.out.Error; got != (toolresult.ErrorInfo{Message: "HTTP 502", Kind: toolresult.KindServerError, Status: 502, Retryable: true}) {
 		t.Errorf("pipeline error = %+v", got)
 	}
 }
@@ -511,15 +512,15 @@ func TestDeadline(t *testing.T) {
 	retry := `{"tool_config": [{"a": {"kind": "t", "spec": {"policy": {"rules": [
 		{"when": "{{ output.status == 'error' }}", "then": {"do": "retry", "attempts": 10, "delay": 5}}]}}}}, {"b": {"kind": "t"}}]}`
 	t.Run("R-L9 ctx done during a retry wait gives a timeout envelope", func(t *testing.T) {
-		e := runCtx(t, context.Background(), retry, map[string][]Envelope{"a": {failed("HTTP 503", nil)}}, 2)
-		wantStatus(t, e.out, StatusTimeout)
+		e := runCtx(t, context.Background(), retry, map[string][]toolresult.Envelope{"a": {failed("HTTP 503", nil)}}, 2)
+		wantStatus(t, e.out, toolresult.StatusTimeout)
 		if e.f.count("a") != 2 || e.f.count("b") != 0 {
 			t.Errorf("runs a=%d b=%d, want 2 0", e.f.count("a"), e.f.count("b"))
 		}
 		if e.beats != 2 || len(e.s.got) != 2 {
 			t.Errorf("heartbeats=%d sleeps=%v, want 2 and 2", e.beats, e.s.got)
 		}
-		if e.out.Error.Kind != KindTimeout || !e.out.Error.Retryable {
+		if e.out.Error.Kind != toolresult.KindTimeout || !e.out.Error.Retryable {
 			t.Errorf("error = %+v", e.out.Error)
 		}
 		wantErrContains(t, e.out, `item "a"`, "cancelled", "after 2 attempts", "HTTP 503")
@@ -527,12 +528,12 @@ func TestDeadline(t *testing.T) {
 	t.Run("R-L9 real deadline with the default sleeper", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
-		f := &fake{script: map[string][]Envelope{"a": {failed("down", nil)}}}
+		f := &fake{script: map[string][]toolresult.Envelope{"a": {failed("down", nil)}}}
 		beats := 0
 		// A Run that ignored the deadline would sleep out the retry delay and
 		// end with the tool's error, not a timeout.
 		out := Run(ctx, obj(t, retry), Options{Exec: f.exec, Heartbeat: func() { beats++ }})
-		wantStatus(t, out, StatusTimeout)
+		wantStatus(t, out, toolresult.StatusTimeout)
 		wantErrContains(t, out, "deadline reached")
 		if beats != 1 || f.count("a") != 1 {
 			t.Errorf("heartbeats=%d runs=%d, want 1 1", beats, f.count("a"))
@@ -543,7 +544,7 @@ func TestDeadline(t *testing.T) {
 		cancel()
 		f := &fake{}
 		out := Run(ctx, obj(t, `{"tool_config": [{"a": {"kind": "t"}}]}`), Options{Exec: f.exec})
-		wantStatus(t, out, StatusTimeout)
+		wantStatus(t, out, toolresult.StatusTimeout)
 		if len(f.calls) != 0 {
 			t.Errorf("ran %d items", len(f.calls))
 		}
@@ -572,7 +573,7 @@ func TestRenderErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := run(t, tt.payload, nil)
-			wantStatus(t, e.out, StatusError)
+			wantStatus(t, e.out, toolresult.StatusError)
 			wantErrContains(t, e.out, tt.parts...)
 			if len(e.f.calls) != tt.calls {
 				t.Errorf("calls = %d, want %d", len(e.f.calls), tt.calls)
@@ -634,9 +635,9 @@ func TestMalformedPayloads(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := run(t, tt.payload, nil)
-			wantStatus(t, e.out, StatusError)
+			wantStatus(t, e.out, toolresult.StatusError)
 			wantErrContains(t, e.out, "pipeline: ", tt.want)
-			if e.out.Error.Kind != KindTool {
+			if e.out.Error.Kind != toolresult.KindTool {
 				t.Errorf("kind = %q", e.out.Error.Kind)
 			}
 			if len(e.f.calls) != 0 {
@@ -646,19 +647,19 @@ func TestMalformedPayloads(t *testing.T) {
 	}
 	t.Run("nil payload", func(t *testing.T) {
 		out := Run(context.Background(), nil, Options{Exec: (&fake{}).exec})
-		wantStatus(t, out, StatusError)
+		wantStatus(t, out, toolresult.StatusError)
 		wantErrContains(t, out, "payload is null")
 	})
 	t.Run("nil Exec", func(t *testing.T) {
 		out := Run(context.Background(), obj(t, `{"tool_config": [{"a": {"kind": "t"}}]}`), Options{})
-		wantStatus(t, out, StatusError)
+		wantStatus(t, out, toolresult.StatusError)
 		wantErrContains(t, out, "no Exec callback")
 	})
 	t.Run("non-convention Go values are normalised, not a panic", func(t *testing.T) {
 		p := map[string]any{"tool_config": []map[string]any{{"a": map[any]any{"kind": "t", "n": 3}}}}
 		f := &fake{}
 		out := Run(context.Background(), p, Options{Exec: f.exec})
-		wantStatus(t, out, StatusSuccess)
+		wantStatus(t, out, toolresult.StatusSuccess)
 		sameJSON(t, "config", f.calls[0].Config, `{"kind": "t", "n": 3}`)
 	})
 }
@@ -673,7 +674,7 @@ func TestDeterminism(t *testing.T) {
 	var first string
 	for i := range 30 {
 		e := run(t, payload, nil)
-		wantStatus(t, e.out, StatusSuccess)
+		wantStatus(t, e.out, toolresult.StatusSuccess)
 		got := string(jsonx.MustMarshal(e.out.Data))
 		if i == 0 {
 			first = got
@@ -688,14 +689,14 @@ func TestDeterminism(t *testing.T) {
 func TestEnvelopeJSON(t *testing.T) {
 	tests := []struct {
 		name string
-		env  Envelope
+		env  toolresult.Envelope
 		want string
 	}{
-		{"success", Envelope{Status: StatusSuccess, Data: map[string]any{"a": int64(1)}}, `{"data":{"a":1},"status":"success"}`},
-		{"error with null status", Envelope{Status: StatusError, Error: &ErrorInfo{Message: "m", Kind: KindTool}},
+		{"success", toolresult.Envelope{Status: toolresult.StatusSuccess, Data: map[string]any{"a": int64(1)}}, `{"data":{"a":1},"status":"success"}`},
+		{"error with null status", toolresult.Envelope{Status: toolresult.StatusError, Error: &toolresult.ErrorInfo{Message: "m", Kind: toolresult.KindTool}},
 			`{"data":null,"error":{"kind":"tool","message":"m","retryable":false,"status":null},"status":"error"}`},
-		{"error with http status and extras", Envelope{Status: StatusError, Data: "d", Stderr: "e", ExitCode: new(2), DurationMs: 5,
-			Error: &ErrorInfo{Message: "HTTP 503", Kind: KindServerError, Status: 503, Retryable: true}},
+		{"error with http status and extras", toolresult.Envelope{Status: toolresult.StatusError, Data: "d", Stderr: "e", ExitCode: new(2), DurationMs: 5,
+			Error: &toolresult.ErrorInfo{Message: "HTTP 503", Kind: toolresult.KindServerError, Status: 503, Retryable: true}},
 			`{"data":"d","duration_ms":5,"error":{"kind":"server_error","message":"HTTP 503","retryable":true,"status":503},"exit_code":2,"status":"error","stderr":"e"}`},
 	}
 	for _, tt := range tests {
@@ -721,7 +722,7 @@ func TestRenderBudgetPerItem(t *testing.T) {
 	}
 	payload := jsonx.MustMarshal(map[string]any{"tool_config": []any{map[string]any{"a": map[string]any{"kind": "t", "input": input}}}})
 	e := run(t, string(payload), nil)
-	wantStatus(t, e.out, StatusError)
+	wantStatus(t, e.out, toolresult.StatusError)
 	wantErrContains(t, e.out, `item "a"`, "input.k16", "render budget exceeded", "limit MaxRenderBytes")
 	if len(e.f.calls) != 0 {
 		t.Errorf("calls = %d, want 0", len(e.f.calls))

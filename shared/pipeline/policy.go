@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // This file owns the policy grammar (R-R6, R-W6) and the retry-delay rule (R-L6).
@@ -249,4 +250,19 @@ func RetryDelaySeconds(delay float64, backoff string, k int, maxDelay float64) f
 // retryDelay is a policy action's wait before its k-th retry.
 func retryDelay(a action, k int) time.Duration {
 	return seconds(RetryDelaySeconds(a.delay.Seconds(), a.backoff, k, MaxRetryDelay.Seconds()))
+}
+
+// ruleOutput is `output` inside policy rules (R-R6, R-W6): {status, data, error:
+// {message, kind, status, retryable} | null, http: {status}}, and response, the
+// data again (NoETL's name for a tool's output, which its playbooks read).
+func ruleOutput(env toolresult.Envelope, httpStatus int) map[string]any {
+	var hs any
+	if httpStatus != 0 {
+		hs = int64(httpStatus)
+	}
+	var errMap any
+	if env.Error != nil {
+		errMap = env.Error.Map()
+	}
+	return map[string]any{"status": env.Status, "data": env.Data, "response": env.Data, "error": errMap, "http": map[string]any{"status": hs}}
 }

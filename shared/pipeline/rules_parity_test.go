@@ -7,9 +7,10 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/playbook"
+	"github.com/noetl-go/noetl/shared/playbook/parser"
 )
 
 // TestPolicyRuleParity: the engine validates policy rules at registration and the
@@ -66,7 +67,7 @@ func TestPolicyRuleParity(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			src := "apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: p, path: p}\nworkflow:\n" +
 				"  - step: start\n    tool:\n      kind: noop\n      spec:\n        policy:\n          rules:\n            - " + c.rule + "\n"
-			pb, diags := engine.Parse([]byte(src))
+			pb, diags := parser.Parse([]byte(src))
 			engineOK := pb != nil
 
 			var rule any
@@ -86,7 +87,7 @@ func TestPolicyRuleParity(t *testing.T) {
 			if c.warn != "" {
 				found := false
 				for _, d := range diags {
-					found = found || d.Severity == engine.SeverityWarning && strings.Contains(d.Message, c.warn) &&
+					found = found || d.Severity == playbook.SeverityWarning && strings.Contains(d.Message, c.warn) &&
 						strings.HasPrefix(d.Path, "workflow[0].tool.spec.policy.rules[0]")
 				}
 				if !found {

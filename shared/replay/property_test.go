@@ -6,6 +6,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
+	"github.com/noetl-go/noetl/shared/playbook/parser"
 	"github.com/noetl-go/noetl/shared/replay"
 )
 
@@ -67,7 +68,7 @@ func fold(t *testing.T, rows []replay.Row, cut replay.Cutoff) *replay.State {
 // always folds to the same checksum, the fold at cutoff k equals the fold of the
 // first k events, and the steps projection equals the live snapshot's.
 func TestFoldDeterministicOverSchedules(t *testing.T) {
-	pb, ds := engine.Parse([]byte(propertyPlaybook))
+	pb, ds := parser.Parse([]byte(propertyPlaybook))
 	if ds.HasErrors() {
 		t.Fatal(ds)
 	}

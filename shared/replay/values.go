@@ -173,25 +173,20 @@ func aggregateID(r *Row, kind string) (string, bool) {
 
 // The id extractors follow R-X2: column, else aggregate, else meta.
 
-func stageIDOf(r *Row) string {
-	if r.StageID != "" {
-		return r.StageID
-	}
-	if id, ok := aggregateID(r, "stage"); ok {
-		return id
-	}
-	s, _ := metaString(r.Meta, "stage_id")
-	return s
-}
+func stageIDOf(r *Row) string { return idOf(r, r.StageID, "stage") }
 
-func frameIDOf(r *Row) string {
-	if r.FrameID != "" {
-		return r.FrameID
+func frameIDOf(r *Row) string { return idOf(r, r.FrameID, "frame") }
+
+// idOf is the id of a kind (stage, frame) that column holds, else the row's
+// aggregate of that kind, else meta's <kind>_id.
+func idOf(r *Row, column, kind string) string {
+	if column != "" {
+		return column
 	}
-	if id, ok := aggregateID(r, "frame"); ok {
+	if id, ok := aggregateID(r, kind); ok {
 		return id
 	}
-	s, _ := metaString(r.Meta, "frame_id")
+	s, _ := metaString(r.Meta, kind+"_id")
 	return s
 }
 

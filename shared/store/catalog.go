@@ -82,13 +82,7 @@ func RegisterCatalog(ctx context.Context, q Querier, path, kind, content string)
 // GetCatalog returns the entry with catalog_id id.
 func GetCatalog(ctx context.Context, q Querier, id int64) (CatalogEntry, error) {
 	e, err := scanCatalog(q.QueryRow(ctx, `SELECT `+catalogColumns+` FROM catalog WHERE catalog_id = $1`, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return e, fmt.Errorf("store: catalog %d: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return e, fmt.Errorf("store: catalog %d: %w", id, err)
-	}
-	return e, nil
+	return found(e, err, "catalog %d", id)
 }
 
 // GetCatalogByPath returns the given version of path, or its latest when version is 0.
@@ -100,13 +94,7 @@ func GetCatalogByPath(ctx context.Context, q Querier, path string, version int) 
 		row = q.QueryRow(ctx, `SELECT `+catalogColumns+` FROM catalog WHERE path = $1 AND version = $2`, path, version)
 	}
 	e, err := scanCatalog(row)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return e, fmt.Errorf("store: catalog %s version %d: %w", path, version, ErrNotFound)
-	}
-	if err != nil {
-		return e, fmt.Errorf("store: catalog %s version %d: %w", path, version, err)
-	}
-	return e, nil
+	return found(e, err, "catalog %s version %d", path, version)
 }
 
 // CatalogCursor is the position after the last entry of a page.
@@ -166,15 +154,7 @@ func ListCatalog(ctx context.Context, q Querier, f CatalogFilter) ([]CatalogEntr
 		sql = `SELECT ` + catalogColumns + ` FROM (SELECT page.*, sum(octet_length(content)) OVER (ORDER BY path, version DESC) - octet_length(content) AS before
 			FROM (` + sql + `) page) sized WHERE before < ` + arg(f.MaxContentBytes) + ` ORDER BY path, version DESC`
 	}
-	rows, err := q.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: list catalog: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (CatalogEntry, error) { return scanCatalog(r) })
-	if err != nil {
-		return nil, fmt.Errorf("store: list catalog: %w", err)
-	}
-	return out, nil
+	return queryRows(ctx, q, "list catalog", scanCatalog, sql, args...)
 }
 
 // pageLimit applies the list limit rule of api.md: 1..1000, default 100.

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -201,15 +200,16 @@ func StreamEvents(ctx context.Context, q Querier, f EventFilter, fn func(*Event)
 // EventSeq is the seq of an execution's event with the given event_id;
 // ErrNotFound when the execution has no such event.
 func EventSeq(ctx context.Context, q Querier, executionID, eventID int64) (int64, error) {
-	var seq int64
-	err := q.QueryRow(ctx, `SELECT seq FROM event WHERE event_id = $1 AND execution_id = $2`, eventID, executionID).Scan(&seq)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("store: event %d of execution %d: %w", eventID, executionID, ErrNotFound)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("store: event %d of execution %d: %w", eventID, executionID, err)
-	}
-	return seq, nil
+	return eventInt(ctx, q, executionID, eventID, `SELECT seq FROM event WHERE event_id = $1 AND execution_id = $2`)
+}
+
+// eventInt reads one number of an execution's event, which the statement
+// selects by $1 (the event's id, or its seq: at names it) and $2 (the
+// execution); ErrNotFound when there is no such event.
+func eventInt(ctx context.Context, q Querier, executionID, at int64, sql string) (int64, error) {
+	var n int64
+	err := q.QueryRow(ctx, sql, at, executionID).Scan(&n)
+	return found(n, err, "event %d of execution %d", at, executionID)
 }
 
 // StartMark is an event that starts something an end event's duration is
@@ -252,13 +252,5 @@ func StartMarks(ctx context.Context, q Querier, executionID, afterSeq, untilSeq 
 // log has none there: after a COMMIT whose answer was lost, whether the
 // transaction's last event is there says whether it committed.
 func EventIDAt(ctx context.Context, q Querier, executionID, seq int64) (int64, error) {
-	var id int64
-	err := q.QueryRow(ctx, `SELECT event_id FROM event WHERE execution_id = $1 AND seq = $2`, executionID, seq).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("store: event %d of execution %d: %w", seq, executionID, ErrNotFound)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("store: event %d of execution %d: %w", seq, executionID, err)
-	}
-	return id, nil
+	return eventInt(ctx, q, executionID, seq, `SELECT event_id FROM event WHERE seq = $1 AND execution_id = $2`)
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/dev/devstack/devstacktest"
 	"github.com/noetl-go/noetl/shared/store"
 )
 

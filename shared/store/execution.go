@@ -136,25 +136,13 @@ func GetExecution(ctx context.Context, q Querier, id int64) (Execution, error) {
 
 func getExecution(ctx context.Context, q Querier, id int64, lock string) (Execution, error) {
 	e, err := scanExecution(q.QueryRow(ctx, `SELECT `+executionColumns+` FROM execution WHERE execution_id = $1`+lock, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return e, fmt.Errorf("store: execution %d: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return e, fmt.Errorf("store: execution %d: %w", id, err)
-	}
-	return e, nil
+	return found(e, err, "execution %d", id)
 }
 
 // GetExecutionByIdempotencyKey finds the execution an execute request with key created.
 func GetExecutionByIdempotencyKey(ctx context.Context, q Querier, key string) (Execution, error) {
 	e, err := scanExecution(q.QueryRow(ctx, `SELECT `+executionColumns+` FROM execution WHERE idempotency_key = $1`, key))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return e, fmt.Errorf("store: execution with idempotency key %q: %w", key, ErrNotFound)
-	}
-	if err != nil {
-		return e, fmt.Errorf("store: execution with idempotency key %q: %w", key, err)
-	}
-	return e, nil
+	return found(e, err, "execution with idempotency key %q", key)
 }
 
 // updateExecutionsStmt writes rows back; the key is matched with = ANY too
@@ -237,21 +225,13 @@ func ListExecutions(ctx context.Context, q Querier, f ExecutionFilter) ([]Execut
 	if len(where) > 0 {
 		cond = " WHERE " + strings.Join(where, " AND ")
 	}
-	rows, err := q.Query(ctx, `
+	return queryRows(ctx, q, "list executions", scanExecution, `
 		SELECT execution_id, catalog_id, path, version, parent_execution_id, status, pool,
 			idempotency_key, NULL::jsonb, NULL::bytea, last_seq, started_at, updated_at, completed_at, error,
 			schedule_id, scheduled_at
 		FROM execution`+cond+`
 		ORDER BY started_at DESC, execution_id DESC
 		LIMIT `+arg(limit), args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: list executions: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Execution, error) { return scanExecution(r) })
-	if err != nil {
-		return nil, fmt.Errorf("store: list executions: %w", err)
-	}
-	return out, nil
 }
 
 // ListOrphanedChildren returns running children whose parent already ended as

@@ -160,13 +160,7 @@ func LockSchedule(ctx context.Context, q Querier, id int64) (Schedule, error) {
 
 func getSchedule(ctx context.Context, q Querier, id int64, lock string) (Schedule, error) {
 	s, err := scanSchedule(q.QueryRow(ctx, `SELECT `+scheduleColumns+` FROM schedule WHERE schedule_id = $1`+lock, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return s, fmt.Errorf("store: schedule %d: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return s, fmt.Errorf("store: schedule %d: %w", id, err)
-	}
-	return s, nil
+	return found(s, err, "schedule %d", id)
 }
 
 // LockDueSchedule locks one schedule with something to do at now: enabled
@@ -220,15 +214,8 @@ func ListSchedules(ctx context.Context, q Querier, afterID int64, limit int) ([]
 	if err != nil {
 		return nil, fmt.Errorf("store: list schedules: %w", err)
 	}
-	rows, err := q.Query(ctx, `SELECT `+scheduleColumns+` FROM schedule WHERE schedule_id > $1 ORDER BY schedule_id LIMIT $2`, afterID, limit)
-	if err != nil {
-		return nil, fmt.Errorf("store: list schedules: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Schedule, error) { return scanSchedule(r) })
-	if err != nil {
-		return nil, fmt.Errorf("store: list schedules: %w", err)
-	}
-	return out, nil
+	return queryRows(ctx, q, "list schedules", scanSchedule,
+		`SELECT `+scheduleColumns+` FROM schedule WHERE schedule_id > $1 ORDER BY schedule_id LIMIT $2`, afterID, limit)
 }
 
 // Outcomes of a schedule run row.
@@ -310,22 +297,13 @@ func ListRuns(ctx context.Context, q Querier, scheduleID int64, before time.Time
 	if err != nil {
 		return nil, fmt.Errorf("store: list runs: %w", err)
 	}
-	var rows pgx.Rows
+	what := fmt.Sprintf("list runs of schedule %d", scheduleID)
 	if before.IsZero() {
-		rows, err = q.Query(ctx, `SELECT `+runColumns+` FROM schedule_run WHERE schedule_id = $1
+		return queryRows(ctx, q, what, scanRun, `SELECT `+runColumns+` FROM schedule_run WHERE schedule_id = $1
 			ORDER BY scheduled_at DESC, run_id DESC LIMIT $2`, scheduleID, limit)
-	} else {
-		rows, err = q.Query(ctx, `SELECT `+runColumns+` FROM schedule_run WHERE schedule_id = $1
-			AND (scheduled_at, run_id) < ($2, $3) ORDER BY scheduled_at DESC, run_id DESC LIMIT $4`, scheduleID, before, beforeRun, limit)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("store: list runs of schedule %d: %w", scheduleID, err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ScheduleRun, error) { return scanRun(r) })
-	if err != nil {
-		return nil, fmt.Errorf("store: list runs of schedule %d: %w", scheduleID, err)
-	}
-	return out, nil
+	return queryRows(ctx, q, what, scanRun, `SELECT `+runColumns+` FROM schedule_run WHERE schedule_id = $1
+		AND (scheduled_at, run_id) < ($2, $3) ORDER BY scheduled_at DESC, run_id DESC LIMIT $4`, scheduleID, before, beforeRun, limit)
 }
 
 // ExecutionStatuses reads the status of executions on one shard by id.

@@ -204,3 +204,29 @@ func (t *Tx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
+
+// queryRows runs a statement and reads every row it returns with scan; its
+// errors name what was read.
+func queryRows[T any](ctx context.Context, q Querier, what string, scan func(pgx.Row) (T, error), sql string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: %s: %w", what, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (T, error) { return scan(r) })
+	if err != nil {
+		return nil, fmt.Errorf("store: %s: %w", what, err)
+	}
+	return out, nil
+}
+
+// found is what reading one row returns: v, or ErrNotFound when there was no
+// row, or the error; errors name what was read (format and args).
+func found[T any](v T, err error, format string, args ...any) (T, error) {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return v, fmt.Errorf("store: "+format+": %w", append(args, ErrNotFound)...)
+	}
+	if err != nil {
+		return v, fmt.Errorf("store: "+format+": %w", append(args, err)...)
+	}
+	return v, nil
+}

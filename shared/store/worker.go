@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -118,13 +117,7 @@ func TouchWorker(ctx context.Context, q Querier, name string) (Worker, error) {
 	w, err := scanWorker(q.QueryRow(ctx, `
 		UPDATE worker SET last_seen = now(), updated_at = now(), status = 'ready'
 		WHERE name = $1 RETURNING `+workerColumns, name))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return w, fmt.Errorf("store: heartbeat of worker %s: %w", name, ErrNotFound)
-	}
-	if err != nil {
-		return w, fmt.Errorf("store: heartbeat of worker %s: %w", name, err)
-	}
-	return w, nil
+	return found(w, err, "heartbeat of worker %s", name)
 }
 
 // MarkWorkerOffline records a deregistration; false: no worker has that name.
@@ -155,18 +148,10 @@ func ListWorkers(ctx context.Context, q Querier, f WorkerFilter) ([]Worker, erro
 	if f.Limit < 1 || f.Limit > 1000 {
 		return nil, fmt.Errorf("store: list workers: limit %d outside 1..1000", f.Limit)
 	}
-	rows, err := q.Query(ctx, `
+	return queryRows(ctx, q, "list workers", scanWorker, `
 		SELECT `+workerColumns+` FROM worker
 		WHERE ($2 = '' OR pool = $2) AND ($3 = '' OR runtime = $3) AND ($4 = '' OR `+workerState+` = $4)
 		ORDER BY name LIMIT $5`, f.TTL, f.Pool, f.Runtime, f.State, f.Limit)
-	if err != nil {
-		return nil, fmt.Errorf("store: list workers: %w", err)
-	}
-	ws, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Worker, error) { return scanWorker(r) })
-	if err != nil {
-		return nil, fmt.Errorf("store: list workers: %w", err)
-	}
-	return ws, nil
 }
 
 // WorkerTotals sums the registry by state: how many workers are alive (and

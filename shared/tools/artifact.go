@@ -9,7 +9,8 @@ import (
 
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
-	"github.com/noetl-go/noetl/shared/tools/kinds"
+	"github.com/noetl-go/noetl/shared/toolkind"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // runArtifact reads a result stored by reference (NoETL's artifact tool,
@@ -21,9 +22,9 @@ import (
 // {status, data (the stored JSON), uri, source: result_store, size_bytes}.
 // action put is refused as NoETL's current worker refuses it: a step's
 // result is stored by the worker when it returns it.
-func (r *Registry) runArtifact(ctx context.Context, it pipeline.Item) pipeline.Envelope {
-	fail := func(err error) pipeline.Envelope { return failure(pipeline.KindTool, "artifact: "+err.Error()) }
-	action, err := stringField(it.Config, keyNames(kinds.Artifact, "action")...)
+func (r *Registry) runArtifact(ctx context.Context, it pipeline.Item) toolresult.Envelope {
+	fail := func(err error) toolresult.Envelope { return failure(toolresult.KindTool, "artifact: "+err.Error()) }
+	action, err := stringField(it.Config, keyNames(toolkind.Artifact, "action")...)
 	if err != nil {
 		return fail(err)
 	}
@@ -34,12 +35,12 @@ func (r *Registry) runArtifact(ctx context.Context, it pipeline.Item) pipeline.E
 	default:
 		return fail(fmt.Errorf("action: expected get, got %q", action))
 	}
-	ref := valueOf(it.Config, keyNames(kinds.Artifact, "result_ref")...)
+	ref := valueOf(it.Config, keyNames(toolkind.Artifact, "result_ref")...)
 	if ref == nil {
-		ref = valueOf(it.Input, keyNames(kinds.Artifact, "result_ref")...)
+		ref = valueOf(it.Input, keyNames(toolkind.Artifact, "result_ref")...)
 	}
 	if ref == nil {
-		ref = valueOf(it.Config, keyNames(kinds.Artifact, "uri")...)
+		ref = valueOf(it.Config, keyNames(toolkind.Artifact, "uri")...)
 	}
 	uri, err := referenceURI(ref)
 	if err != nil {
@@ -59,7 +60,7 @@ func (r *Registry) runArtifact(ctx context.Context, it pipeline.Item) pipeline.E
 	if err != nil {
 		data = string(b) // NoETL returns text that is not JSON as text
 	}
-	return pipeline.Envelope{Status: pipeline.StatusSuccess, Data: map[string]any{"status": "success", "data": data, "uri": uri,
+	return toolresult.Envelope{Status: toolresult.StatusSuccess, Data: map[string]any{"status": "success", "data": data, "uri": uri,
 		"source": "result_store", "size_bytes": int64(len(b))}}
 }
 

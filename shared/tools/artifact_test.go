@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
-	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/dev/devstack/devstacktest"
 	"github.com/noetl-go/noetl/shared/resultstore"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // TestArtifactGet reads a result the worker stored by reference, given as a
@@ -41,7 +41,7 @@ func TestArtifactGet(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := New(Options{Results: st})
-	get := func(cfg, input map[string]any) pipeline.Envelope {
+	get := func(cfg, input map[string]any) toolresult.Envelope {
 		cfg["kind"] = "artifact"
 		ctx, cancel := context.WithTimeout(WithCall(context.Background(), Call{ExecutionID: "42", Step: "load"}), time.Minute)
 		defer cancel()
@@ -83,7 +83,7 @@ func TestArtifactGet(t *testing.T) {
 		{map[string]any{"uri": strings.Replace(uri, "attempt-1", "attempt-9", 1)}, "nothing is stored"},
 	} {
 		env := get(c.cfg, nil)
-		if env.Status != pipeline.StatusError || !strings.Contains(env.Error.Message, c.want) {
+		if env.Status != toolresult.StatusError || !strings.Contains(env.Error.Message, c.want) {
 			t.Errorf("%v: %+v, want an error naming %q", c.cfg, env.Error, c.want)
 		}
 	}
@@ -137,12 +137,12 @@ func TestTransferPostgres(t *testing.T) {
 		map[string]any{"post_id": 3, "user_id": 2, "title": nil}})
 	env := execTool(t, r, map[string]any{"kind": "transfer", "source": map[string]any{"type": "duckdb", "query": "SELECT 1"},
 		"target": map[string]any{"type": "postgres", "connection": dsn, "table": "b"}}, nil)
-	if env.Status != pipeline.StatusError || !strings.Contains(env.Error.Message, "no DuckDB engine") {
+	if env.Status != toolresult.StatusError || !strings.Contains(env.Error.Message, "no DuckDB engine") {
 		t.Fatalf("duckdb without the engine: %+v", env.Error)
 	}
 	env = execTool(t, r, map[string]any{"kind": "transfer", "source": map[string]any{"type": "snowflake", "query": "SELECT 1"},
 		"target": map[string]any{"type": "postgres", "table": "b"}}, nil)
-	if env.Status != pipeline.StatusError || !strings.Contains(env.Error.Message, "source.type: expected postgres, duckdb, http") {
+	if env.Status != toolresult.StatusError || !strings.Contains(env.Error.Message, "source.type: expected postgres, duckdb, http") {
 		t.Fatalf("snowflake: %+v", env.Error)
 	}
 }
@@ -171,7 +171,7 @@ func TestArtifactDotDot(t *testing.T) {
 		ctx, cancel := context.WithTimeout(WithCall(context.Background(), Call{ExecutionID: "42", Step: "load"}), time.Minute)
 		env := execCtx(ctx, r, map[string]any{"kind": "artifact", "uri": uri}, nil)
 		cancel()
-		if env.Status != pipeline.StatusError || !strings.Contains(env.Error.Message, "may not hold . or .. segments") {
+		if env.Status != toolresult.StatusError || !strings.Contains(env.Error.Message, "may not hold . or .. segments") {
 			t.Errorf("%s: %+v (data %v), want it refused for its .. segment", uri, env.Error, env.Data)
 		}
 		if strings.Contains(fmt.Sprint(env.Data), "of execution 43") {

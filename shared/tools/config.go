@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"math"
@@ -11,7 +12,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/tmpl"
-	"github.com/noetl-go/noetl/shared/tools/kinds"
+	"github.com/noetl-go/noetl/shared/toolkind"
 )
 
 // Config readers. Values are jsonx convention values already rendered; a key that is
@@ -19,8 +20,8 @@ import (
 // wins.
 
 // keyNames is what a tool reads for one of its keys: the name and aliases from the
-// one table of tool keys (shared/tools/kinds), which the engine validates against.
-func keyNames(kind, name string) []string { return kinds.Must(kind).Names(name) }
+// one table of tool keys (shared/toolkind), which the engine validates against.
+func keyNames(kind, name string) []string { return toolkind.Must(kind).Names(name) }
 
 // valueOf is the value of the first given key (nil when none is).
 func valueOf(cfg map[string]any, keys ...string) any {
@@ -127,6 +128,21 @@ func mapField(cfg map[string]any, keys ...string) (map[string]any, error) {
 		return nil, fmt.Errorf("%s: expected an object, got %s", k, jsonx.TypeName(v))
 	}
 	return m, nil
+}
+
+// processSettings reads what a tool that runs a process reads besides its
+// program: its environment (env) and its time limit (timeout), the context
+// carrying the latter.
+func processSettings(ctx context.Context, cfg map[string]any, kind string) (context.Context, context.CancelFunc, []string, error) {
+	env, err := envField(cfg, kind)
+	if err != nil {
+		return ctx, func() {}, nil, err
+	}
+	ctx, cancel, _, err := withToolTimeout(ctx, cfg)
+	if err != nil {
+		return ctx, func() {}, nil, err
+	}
+	return ctx, cancel, env, nil
 }
 
 // envField reads an `env` object into NAME=value strings, values in R-T2 text form;

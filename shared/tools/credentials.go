@@ -17,7 +17,7 @@ import (
 	"github.com/noetl-go/noetl/shared/credscope"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/redact"
-	"github.com/noetl-go/noetl/shared/tools/kinds"
+	"github.com/noetl-go/noetl/shared/toolkind"
 )
 
 // Credentials resolves `auth:` aliases (R-P4). An unknown alias is an error naming it
@@ -358,7 +358,7 @@ func (r *Registry) lookupCredential(ctx context.Context, alias string) (Credenti
 // authAlias reads `auth` (alias `credential`): a string alias, or an object naming it
 // under `credential`, `alias` or `key` (NoETL's object form). Empty when not given.
 func authAlias(cfg map[string]any) (string, error) {
-	k, v, ok := first(cfg, kinds.CommonNames("auth")...)
+	k, v, ok := first(cfg, toolkind.CommonNames("auth")...)
 	if !ok {
 		return "", nil
 	}

@@ -13,7 +13,8 @@ import (
 
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
-	"github.com/noetl-go/noetl/shared/tools/kinds"
+	"github.com/noetl-go/noetl/shared/toolkind"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // SQLEngine is an embedded SQL database linked into the worker binary: DuckDB
@@ -99,18 +100,18 @@ var missingExtension = regexp.MustCompile(`(?i)install it first using "install (
 // reading s3://) fails naming it, since workers never fetch code at run time
 // (R-P3); so does `auth`, which NoETL turns into DuckDB secrets for those
 // extensions.
-func (r *Registry) runDuckDB(ctx context.Context, it pipeline.Item) pipeline.Envelope {
-	fail := func(err error) pipeline.Envelope { return failure(pipeline.KindTool, "duckdb: "+err.Error()) }
+func (r *Registry) runDuckDB(ctx context.Context, it pipeline.Item) toolresult.Envelope {
+	fail := func(err error) toolresult.Envelope { return failure(toolresult.KindTool, "duckdb: "+err.Error()) }
 	if r.duckdb == nil {
 		return fail(errNoDuckDB)
 	}
 	cfg := it.Config
-	script, err := r.sqlSource(ctx, cfg, keyNames(kinds.DuckDB, "query"), keyNames(kinds.DuckDB, "query_b64"), keyNames(kinds.DuckDB, "script"))
+	script, err := r.sqlSource(ctx, cfg, keyNames(toolkind.DuckDB, "query"), keyNames(toolkind.DuckDB, "query_b64"), keyNames(toolkind.DuckDB, "script"))
 	if err != nil {
 		return fail(err)
 	}
 	var params []any
-	if v := valueOf(cfg, keyNames(kinds.DuckDB, "params")...); v != nil {
+	if v := valueOf(cfg, keyNames(toolkind.DuckDB, "params")...); v != nil {
 		list, isList := v.([]any)
 		if !isList {
 			return fail(fmt.Errorf("params: expected a list (positional $1, $2, …), got %s", jsonx.TypeName(v)))
@@ -121,7 +122,7 @@ func (r *Registry) runDuckDB(ctx context.Context, it pipeline.Item) pipeline.Env
 	if params != nil && len(stmts) != 1 {
 		return fail(fmt.Errorf("params need exactly one statement, the query has %d", len(stmts)))
 	}
-	if alias, _ := authAlias(cfg); alias != "" || valueOf(cfg, kinds.CommonNames("auth")...) != nil {
+	if alias, _ := authAlias(cfg); alias != "" || valueOf(cfg, toolkind.CommonNames("auth")...) != nil {
 		return fail(errors.New("auth: NoETL turns credentials into DuckDB secrets for its postgres, httpfs and cloud extensions, " +
 			"which this worker's DuckDB does not bundle (installing them would download code at run time, which workers never do, R-P3); " +
 			"read the other database with a postgres step, or move rows with the transfer tool"))
@@ -137,7 +138,7 @@ func (r *Registry) runDuckDB(ctx context.Context, it pipeline.Item) pipeline.Env
 	defer cancel()
 	db, err := r.duckdb.Open(ctx, path)
 	if err != nil {
-		return failure(pipeline.KindConnection, fmt.Sprintf("duckdb: open %s: %v", path, err))
+		return failure(toolresult.KindConnection, fmt.Sprintf("duckdb: open %s: %v", path, err))
 	}
 	defer db.Close()
 	bundled := db.Extensions()
@@ -160,7 +161,7 @@ func (r *Registry) runDuckDB(ctx context.Context, it pipeline.Item) pipeline.Env
 	}
 	data := statementsData(entries)
 	data["database"] = path
-	return pipeline.Envelope{Status: pipeline.StatusSuccess, Data: data}
+	return toolresult.Envelope{Status: toolresult.StatusSuccess, Data: data}
 }
 
 // offlineExtension is the error of a step that needs an extension the engine
@@ -174,7 +175,7 @@ func offlineExtension(name string, bundled []string) error {
 // database when given (a relative path is the worker's), else the execution's
 // file under the data dir.
 func (r *Registry) duckdbPath(ctx context.Context, cfg map[string]any) (string, error) {
-	path, err := stringField(cfg, keyNames(kinds.DuckDB, "database")...)
+	path, err := stringField(cfg, keyNames(toolkind.DuckDB, "database")...)
 	if err != nil {
 		return "", err
 	}

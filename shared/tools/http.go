@@ -18,7 +18,8 @@ import (
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/tmpl"
-	"github.com/noetl-go/noetl/shared/tools/kinds"
+	"github.com/noetl-go/noetl/shared/toolkind"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // MaxHTTPBody bounds a response body read into memory; a longer body is an error.
@@ -29,27 +30,27 @@ const MaxHTTPBody = 64 << 20
 // elapsed (seconds) are NoETL's.
 //
 // Decisions where the spec is silent are in the package doc.
-func (r *Registry) runHTTP(ctx context.Context, it pipeline.Item) pipeline.Envelope {
+func (r *Registry) runHTTP(ctx context.Context, it pipeline.Item) toolresult.Envelope {
 	req, client, err := r.buildRequest(ctx, it.Config)
 	if err != nil {
-		return failure(pipeline.KindTool, "http: "+err.Error())
+		return failure(toolresult.KindTool, "http: "+err.Error())
 	}
 	allow, err := allowStatus(it.Config)
 	if err != nil {
-		return failure(pipeline.KindTool, "http: "+err.Error())
+		return failure(toolresult.KindTool, "http: "+err.Error())
 	}
-	responseType, err := stringField(it.Config, keyNames(kinds.HTTP, "response_type")...)
+	responseType, err := stringField(it.Config, keyNames(toolkind.HTTP, "response_type")...)
 	if err != nil {
-		return failure(pipeline.KindTool, "http: "+err.Error())
+		return failure(toolresult.KindTool, "http: "+err.Error())
 	}
 	switch responseType {
 	case "", "json", "text", "binary":
 	default:
-		return failure(pipeline.KindTool, fmt.Sprintf("http: response_type: expected json, text or binary, got %q", responseType))
+		return failure(toolresult.KindTool, fmt.Sprintf("http: response_type: expected json, text or binary, got %q", responseType))
 	}
 	ctx, cancel, _, err := withToolTimeout(ctx, it.Config)
 	if err != nil {
-		return failure(pipeline.KindTool, "http: "+err.Error())
+		return failure(toolresult.KindTool, "http: "+err.Error())
 	}
 	defer cancel()
 	req = req.WithContext(ctx)
@@ -63,14 +64,14 @@ func (r *Registry) runHTTP(ctx context.Context, it pipeline.Item) pipeline.Envel
 		}
 		var guard *addressGuardError
 		if errors.As(err, &guard) {
-			return failure(pipeline.KindTool, fmt.Sprintf("http: %s: %v", target, guard))
+			return failure(toolresult.KindTool, fmt.Sprintf("http: %s: %v", target, guard))
 		}
 		// Refused, reset, DNS, TLS, a dial timeout: the request did not get an answer.
 		var urlErr *url.Error
 		if errors.As(err, &urlErr) {
 			err = urlErr.Err
 		}
-		return failure(pipeline.KindConnection, fmt.Sprintf("http: %s: %v", target, err))
+		return failure(toolresult.KindConnection, fmt.Sprintf("http: %s: %v", target, err))
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxHTTPBody+1))
@@ -78,10 +79,10 @@ func (r *Registry) runHTTP(ctx context.Context, it pipeline.Item) pipeline.Envel
 		if ctx.Err() != nil {
 			return ctxEnvelope(ctx, "http: "+target+": reading the response")
 		}
-		return failure(pipeline.KindConnection, fmt.Sprintf("http: %s: reading the response: %v", target, err))
+		return failure(toolresult.KindConnection, fmt.Sprintf("http: %s: reading the response: %v", target, err))
 	}
 	if len(raw) > MaxHTTPBody {
-		return failure(pipeline.KindTool, fmt.Sprintf("http: %s: response body exceeds %d bytes", target, MaxHTTPBody))
+		return failure(toolresult.KindTool, fmt.Sprintf("http: %s: response body exceeds %d bytes", target, MaxHTTPBody))
 	}
 
 	body := decodeBody(raw, resp.Header.Get("Content-Type"), responseType)
@@ -98,22 +99,22 @@ func (r *Registry) runHTTP(ctx context.Context, it pipeline.Item) pipeline.Envel
 		"elapsed":     time.Since(sent).Seconds(),
 	}
 	if allowed(resp.StatusCode, allow) {
-		return pipeline.Envelope{Status: pipeline.StatusSuccess, Data: data}
+		return toolresult.Envelope{Status: toolresult.StatusSuccess, Data: data}
 	}
 	kind := httpKind(resp.StatusCode)
 	msg := fmt.Sprintf("http: HTTP %s from %s", resp.Status, target)
 	if snippet := bodySnippet(raw, responseType); snippet != "" {
 		msg += ": " + snippet
 	}
-	return pipeline.Envelope{
-		Status: pipeline.StatusError,
+	return toolresult.Envelope{
+		Status: toolresult.StatusError,
 		Data:   data,
-		Error:  &pipeline.ErrorInfo{Message: msg, Kind: kind, Status: resp.StatusCode, Retryable: retryable(kind)},
+		Error:  &toolresult.ErrorInfo{Message: msg, Kind: kind, Status: resp.StatusCode, Retryable: retryable(kind)},
 	}
 }
 
 func (r *Registry) buildRequest(ctx context.Context, cfg map[string]any) (*http.Request, *http.Client, error) {
-	rawURL, err := stringField(cfg, keyNames(kinds.HTTP, "url")...)
+	rawURL, err := stringField(cfg, keyNames(toolkind.HTTP, "url")...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -130,7 +131,7 @@ func (r *Registry) buildRequest(ctx context.Context, cfg map[string]any) (*http.
 	if err := r.guardURL(u); err != nil {
 		return nil, nil, err
 	}
-	method, err := stringField(cfg, keyNames(kinds.HTTP, "method")...)
+	method, err := stringField(cfg, keyNames(toolkind.HTTP, "method")...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -139,7 +140,7 @@ func (r *Registry) buildRequest(ctx context.Context, cfg map[string]any) (*http.
 		method = http.MethodGet
 	}
 
-	params, err := mapField(cfg, keyNames(kinds.HTTP, "params")...)
+	params, err := mapField(cfg, keyNames(toolkind.HTTP, "params")...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -156,7 +157,7 @@ func (r *Registry) buildRequest(ctx context.Context, cfg map[string]any) (*http.
 	var body io.Reader
 	contentType := ""
 	given := []string{}
-	for _, names := range [][]string{keyNames(kinds.HTTP, "json"), keyNames(kinds.HTTP, "form"), keyNames(kinds.HTTP, "body")} {
+	for _, names := range [][]string{keyNames(toolkind.HTTP, "json"), keyNames(toolkind.HTTP, "form"), keyNames(toolkind.HTTP, "body")} {
 		if k, _, ok := first(cfg, names...); ok {
 			given = append(given, k)
 		}
@@ -193,7 +194,7 @@ func (r *Registry) buildRequest(ctx context.Context, cfg map[string]any) (*http.
 	if err != nil {
 		return nil, nil, fmt.Errorf("request: %w", err)
 	}
-	headers, err := mapField(cfg, keyNames(kinds.HTTP, "headers")...)
+	headers, err := mapField(cfg, keyNames(toolkind.HTTP, "headers")...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -227,11 +228,11 @@ func (r *Registry) buildRequest(ctx context.Context, cfg map[string]any) (*http.
 		req.Header.Set("Content-Type", contentType)
 	}
 
-	follow, err := boolField(cfg, true, keyNames(kinds.HTTP, "follow_redirects")...)
+	follow, err := boolField(cfg, true, keyNames(toolkind.HTTP, "follow_redirects")...)
 	if err != nil {
 		return nil, nil, err
 	}
-	verify, err := boolField(cfg, true, keyNames(kinds.HTTP, "verify_ssl")...)
+	verify, err := boolField(cfg, true, keyNames(toolkind.HTTP, "verify_ssl")...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -274,7 +275,7 @@ func applyHTTPCredential(req *http.Request, alias string, c Credential) error {
 
 // allowStatus reads allow_status: a list of codes; nil means 2xx.
 func allowStatus(cfg map[string]any) ([]int, error) {
-	_, v, ok := first(cfg, keyNames(kinds.HTTP, "allow_status")...)
+	_, v, ok := first(cfg, keyNames(toolkind.HTTP, "allow_status")...)
 	if !ok || v == nil {
 		return nil, nil
 	}
@@ -304,15 +305,15 @@ func allowed(code int, allow []int) bool {
 func httpKind(code int) string {
 	switch {
 	case code == http.StatusTooManyRequests:
-		return pipeline.KindRateLimit
+		return toolresult.KindRateLimit
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return pipeline.KindAuth
+		return toolresult.KindAuth
 	case code >= 500:
-		return pipeline.KindServerError
+		return toolresult.KindServerError
 	case code >= 400:
-		return pipeline.KindClientError
+		return toolresult.KindClientError
 	default:
-		return pipeline.KindTool
+		return toolresult.KindTool
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // testServer answers:
@@ -168,7 +168,7 @@ func TestHTTPBodies(t *testing.T) {
 	}
 
 	env = execTool(t, r, httpCfg(srv.URL+"/echo", "method", "POST", "json", map[string]any{}, "body", "x"), nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "not json and body")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "not json and body")
 }
 
 func TestHTTPResponseTypes(t *testing.T) {
@@ -220,17 +220,17 @@ func TestHTTPStatusKinds(t *testing.T) {
 		code int
 		kind string
 	}{
-		{429, pipeline.KindRateLimit},
-		{503, pipeline.KindServerError},
-		{500, pipeline.KindServerError},
-		{404, pipeline.KindClientError},
-		{400, pipeline.KindClientError},
-		{401, pipeline.KindAuth},
-		{403, pipeline.KindAuth},
+		{429, toolresult.KindRateLimit},
+		{503, toolresult.KindServerError},
+		{500, toolresult.KindServerError},
+		{404, toolresult.KindClientError},
+		{400, toolresult.KindClientError},
+		{401, toolresult.KindAuth},
+		{403, toolresult.KindAuth},
 	}
 	for _, c := range cases {
 		env := execTool(t, r, httpCfg(fmt.Sprintf("%s/status/%d", srv.URL, c.code)), nil)
-		mustFail(t, env, pipeline.StatusError, c.kind, fmt.Sprintf("HTTP %d", c.code))
+		mustFail(t, env, toolresult.StatusError, c.kind, fmt.Sprintf("HTTP %d", c.code))
 		if env.Error.Status != c.code {
 			t.Fatalf("%d: error.status = %d", c.code, env.Error.Status)
 		}
@@ -247,7 +247,7 @@ func TestHTTPStatusKinds(t *testing.T) {
 	}
 	// ... and a 2xx not in the list into an error.
 	env = execTool(t, r, httpCfg(srv.URL+"/status/201", "allow_status", []any{200}), nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "HTTP 201")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "HTTP 201")
 }
 
 func TestHTTPRedirects(t *testing.T) {
@@ -261,7 +261,7 @@ func TestHTTPRedirects(t *testing.T) {
 	}
 
 	env = execTool(t, r, httpCfg(srv.URL+"/redirect", "follow_redirects", false), nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "HTTP 302")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "HTTP 302")
 	if env.Error.Status != 302 {
 		t.Fatalf("error.status = %d", env.Error.Status)
 	}
@@ -279,12 +279,12 @@ func TestHTTPTimeoutAndConnectionRefused(t *testing.T) {
 	srv := testServer(t, false)
 	r := New(Options{})
 	env := execTool(t, r, httpCfg(srv.URL+"/slow", "timeout", 0.5), nil)
-	mustFail(t, env, pipeline.StatusTimeout, pipeline.KindTimeout, "tool timeout")
+	mustFail(t, env, toolresult.StatusTimeout, toolresult.KindTimeout, "tool timeout")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	env = execCtx(ctx, r, httpCfg(srv.URL+"/slow"), nil)
-	mustFail(t, env, pipeline.StatusTimeout, pipeline.KindTimeout, "step deadline exceeded")
+	mustFail(t, env, toolresult.StatusTimeout, toolresult.KindTimeout, "step deadline exceeded")
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -293,7 +293,7 @@ func TestHTTPTimeoutAndConnectionRefused(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	env = execTool(t, r, httpCfg("http://"+addr+"/x"), nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindConnection, "refused")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindConnection, "refused")
 	if !env.Error.Retryable {
 		t.Fatal("connection errors are retryable")
 	}
@@ -304,7 +304,7 @@ func TestHTTPTLSAndVerify(t *testing.T) {
 	srv := testServer(t, true)
 	r := New(Options{})
 	env := execTool(t, r, httpCfg(srv.URL+"/text"), nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindConnection, "certificate")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindConnection, "certificate")
 
 	env = execTool(t, r, httpCfg(srv.URL+"/text", "verify_ssl", false), nil)
 	mustSucceed(t, env)
@@ -322,7 +322,7 @@ func TestHTTPAuthCredential(t *testing.T) {
 		"custom": {Kind: "http", Extra: map[string]any{"headers": map[string]any{"X-Custom": "from-cred"}, "token": "tok-2"}},
 		"pg":     {Kind: "postgres", Host: "db"},
 	}})
-	auth := func(alias string) pipeline.Envelope {
+	auth := func(alias string) toolresult.Envelope {
 		return execTool(t, r, httpCfg(srv.URL+"/echo", "auth", alias), nil)
 	}
 	env := auth("api")
@@ -349,20 +349,20 @@ func TestHTTPAuthCredential(t *testing.T) {
 	}
 
 	env = auth("nope")
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, `credential alias "nope" is not configured`)
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, `credential alias "nope" is not configured`)
 	env = auth("pg")
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "kinds http, bearer and basic")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "kinds http, bearer and basic")
 }
 
 func TestHTTPConfigErrors(t *testing.T) {
 	t.Parallel()
 	r := New(Options{})
 	env := execTool(t, r, map[string]any{"kind": "http"}, nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "url is required")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "url is required")
 	env = execTool(t, r, httpCfg("ftp://x/y"), nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "http or https")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "http or https")
 	env = execTool(t, r, httpCfg("http://127.0.0.1:1/", "response_type", "xml"), nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "response_type")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "response_type")
 	if !strings.HasPrefix(env.Error.Message, "http: ") {
 		t.Fatalf("message %q", env.Error.Message)
 	}

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/noetl-go/noetl/shared/tools/kinds"
+	"github.com/noetl-go/noetl/shared/toolkind"
 )
 
-// TestToolsReadEveryTableKey: the table in shared/tools/kinds is what the engine
+// TestToolsReadEveryTableKey: the table in shared/toolkind is what the engine
 // accepts at register, so each key it lists for a kind must be read by that kind's
 // tool here (a listed key no tool reads is a setting silently dropped). The other
 // direction holds by construction: tools read keys only through keyNames, which
@@ -60,15 +60,17 @@ func TestToolsReadEveryTableKey(t *testing.T) {
 				}
 			case fn.Name == "envField" && len(call.Args) == 2:
 				note(call.Args[1], "env")
+			case fn.Name == "processSettings" && len(call.Args) == 3:
+				note(call.Args[2], "env")
 			}
 			return true
 		})
 	}
-	consts := map[string]string{kinds.Python: "Python", kinds.HTTP: "HTTP", kinds.Postgres: "Postgres",
-		kinds.Shell: "Shell", kinds.Noop: "Noop", kinds.Playbook: "Playbook", kinds.DuckDB: "DuckDB", kinds.NATS: "NATS",
-		kinds.Artifact: "Artifact", kinds.Transfer: "Transfer"}
-	for _, name := range kinds.SupportedNames() {
-		kd := kinds.Must(name)
+	consts := map[string]string{toolkind.Python: "Python", toolkind.HTTP: "HTTP", toolkind.Postgres: "Postgres",
+		toolkind.Shell: "Shell", toolkind.Noop: "Noop", toolkind.Playbook: "Playbook", toolkind.DuckDB: "DuckDB", toolkind.NATS: "NATS",
+		toolkind.Artifact: "Artifact", toolkind.Transfer: "Transfer"}
+	for _, name := range toolkind.SupportedNames() {
+		kd := toolkind.Must(name)
 		var missing []string
 		for _, key := range kd.Keys {
 			if key.Name != "input" && !read[consts[kd.Name]][key.Name] {
@@ -79,7 +81,7 @@ func TestToolsReadEveryTableKey(t *testing.T) {
 			t.Errorf("the %s tool never reads %s, which the table lists (the engine accepts it)", kd.Name, strings.Join(missing, ", "))
 		}
 		for key := range read[consts[kd.Name]] {
-			if !slices.ContainsFunc(kd.Keys, func(k kinds.Key) bool { return k.Name == key }) {
+			if !slices.ContainsFunc(kd.Keys, func(k toolkind.Key) bool { return k.Name == key }) {
 				t.Errorf("the %s tool reads %q, which the table does not list", kd.Name, key)
 			}
 		}

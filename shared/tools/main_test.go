@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/dev/devstack/devstacktest"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 func TestMain(m *testing.M) { devstacktest.Main(m) }
@@ -18,14 +19,14 @@ func TestMain(m *testing.M) { devstacktest.Main(m) }
 var _ pipeline.Exec = (*Registry)(nil).Exec
 
 // exec runs one tool through the registry with a generous safety deadline.
-func execTool(t *testing.T, r *Registry, cfg, input map[string]any) pipeline.Envelope {
+func execTool(t *testing.T, r *Registry, cfg, input map[string]any) toolresult.Envelope {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	return execCtx(ctx, r, cfg, input)
 }
 
-func execCtx(ctx context.Context, r *Registry, cfg, input map[string]any) pipeline.Envelope {
+func execCtx(ctx context.Context, r *Registry, cfg, input map[string]any) toolresult.Envelope {
 	kind, _ := cfg["kind"].(string)
 	if input == nil {
 		input = map[string]any{}
@@ -48,9 +49,9 @@ func norm(v any) any {
 	return d
 }
 
-func mustSucceed(t *testing.T, env pipeline.Envelope) {
+func mustSucceed(t *testing.T, env toolresult.Envelope) {
 	t.Helper()
-	if env.Status != pipeline.StatusSuccess {
+	if env.Status != toolresult.StatusSuccess {
 		t.Fatalf("status = %s, want success; error = %+v\nstdout: %s\nstderr: %s", env.Status, env.Error, env.Stdout, env.Stderr)
 	}
 	if env.Error != nil {
@@ -58,7 +59,7 @@ func mustSucceed(t *testing.T, env pipeline.Envelope) {
 	}
 }
 
-func mustFail(t *testing.T, env pipeline.Envelope, status, kind, msgPart string) {
+func mustFail(t *testing.T, env toolresult.Envelope, status, kind, msgPart string) {
 	t.Helper()
 	if env.Status != status {
 		t.Fatalf("status = %s, want %s; error = %+v; data = %v\nstderr: %s", env.Status, status, env.Error, env.Data, env.Stderr)
@@ -93,7 +94,7 @@ func same(t *testing.T, what string, got, want any) {
 	}
 }
 
-func dataMap(t *testing.T, env pipeline.Envelope) map[string]any {
+func dataMap(t *testing.T, env toolresult.Envelope) map[string]any {
 	t.Helper()
 	m, ok := env.Data.(map[string]any)
 	if !ok {

@@ -18,7 +18,8 @@ import (
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/tmpl"
-	"github.com/noetl-go/noetl/shared/tools/kinds"
+	"github.com/noetl-go/noetl/shared/toolkind"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // MaxNATSPayload bounds a value put, a message published and a value read
@@ -38,10 +39,10 @@ var natsOperations = []string{"kv_get", "kv_put", "kv_delete", "kv_keys", "kv_pu
 // {status, bucket, key, value, revision, …}; a missing key is status
 // not_found, not an error. kv_put creates a missing bucket (ttl, seconds, is
 // then its max age: NATS expires keys per bucket).
-func (r *Registry) runNATS(ctx context.Context, it pipeline.Item) pipeline.Envelope {
+func (r *Registry) runNATS(ctx context.Context, it pipeline.Item) toolresult.Envelope {
 	cfg := it.Config
-	fail := func(err error) pipeline.Envelope { return failure(pipeline.KindTool, "nats: "+err.Error()) }
-	op, err := stringField(cfg, keyNames(kinds.NATS, "operation")...)
+	fail := func(err error) toolresult.Envelope { return failure(toolresult.KindTool, "nats: "+err.Error()) }
+	op, err := stringField(cfg, keyNames(toolkind.NATS, "operation")...)
 	if err != nil {
 		return fail(err)
 	}
@@ -55,7 +56,7 @@ func (r *Registry) runNATS(ctx context.Context, it pipeline.Item) pipeline.Envel
 	defer cancel()
 	js, closeConn, err := r.natsConn(ctx, cfg)
 	if err != nil {
-		return failure(pipeline.KindConnection, "nats: "+err.Error())
+		return failure(toolresult.KindConnection, "nats: "+err.Error())
 	}
 	defer closeConn()
 	limit := MaxNATSPayload
@@ -69,24 +70,24 @@ func (r *Registry) runNATS(ctx context.Context, it pipeline.Item) pipeline.Envel
 		}
 		return fail(err)
 	}
-	return pipeline.Envelope{Status: pipeline.StatusSuccess, Data: data}
+	return toolresult.Envelope{Status: toolresult.StatusSuccess, Data: data}
 }
 
 // natsConn is the JetStream context to use and what closes it.
 func (r *Registry) natsConn(ctx context.Context, cfg map[string]any) (jetstream.JetStream, func(), error) {
-	url, err := stringField(cfg, keyNames(kinds.NATS, "url")...)
+	url, err := stringField(cfg, keyNames(toolkind.NATS, "url")...)
 	if err != nil {
 		return nil, nil, err
 	}
-	user, err := stringField(cfg, keyNames(kinds.NATS, "user")...)
+	user, err := stringField(cfg, keyNames(toolkind.NATS, "user")...)
 	if err != nil {
 		return nil, nil, err
 	}
-	password, err := stringField(cfg, keyNames(kinds.NATS, "password")...)
+	password, err := stringField(cfg, keyNames(toolkind.NATS, "password")...)
 	if err != nil {
 		return nil, nil, err
 	}
-	token, err := stringField(cfg, keyNames(kinds.NATS, "token")...)
+	token, err := stringField(cfg, keyNames(toolkind.NATS, "token")...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -173,20 +174,20 @@ func natsOperation(ctx context.Context, js jetstream.JetStream, op string, cfg m
 		return b, nil
 	}
 	if op == "js_publish" || op == "publish" {
-		subject, err := required("subject", keyNames(kinds.NATS, "subject"))
+		subject, err := required("subject", keyNames(toolkind.NATS, "subject"))
 		if err != nil {
 			return nil, err
 		}
 		if subject == notify.SubjectPrefix || strings.HasPrefix(subject, notify.SubjectPrefix+".") {
 			return nil, fmt.Errorf("subject %s belongs to this server's command notifications; publish elsewhere", subject)
 		}
-		b, err := payload("data", keyNames(kinds.NATS, "data"))
+		b, err := payload("data", keyNames(toolkind.NATS, "data"))
 		if err != nil {
 			return nil, err
 		}
 		msg := nats.NewMsg(subject)
 		msg.Data = b
-		headers, err := mapField(cfg, keyNames(kinds.NATS, "headers")...)
+		headers, err := mapField(cfg, keyNames(toolkind.NATS, "headers")...)
 		if err != nil {
 			return nil, err
 		}
@@ -205,7 +206,7 @@ func natsOperation(ctx context.Context, js jetstream.JetStream, op string, cfg m
 			return map[string]any{"status": "success", "subject": subject, "bytes": int64(len(b))}, nil
 		}
 		var opts []jetstream.PublishOpt
-		if stream, _ := stringField(cfg, keyNames(kinds.NATS, "stream")...); stream != "" {
+		if stream, _ := stringField(cfg, keyNames(toolkind.NATS, "stream")...); stream != "" {
 			opts = append(opts, jetstream.WithExpectStream(stream))
 		}
 		ack, err := js.PublishMsg(ctx, msg, opts...)
@@ -214,7 +215,7 @@ func natsOperation(ctx context.Context, js jetstream.JetStream, op string, cfg m
 		}
 		return map[string]any{"status": "success", "stream": ack.Stream, "seq": int64(ack.Sequence), "duplicate": ack.Duplicate}, nil
 	}
-	bucket, err := required("bucket", keyNames(kinds.NATS, "bucket"))
+	bucket, err := required("bucket", keyNames(toolkind.NATS, "bucket"))
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +232,7 @@ func natsOperation(ctx context.Context, js jetstream.JetStream, op string, cfg m
 	if op == "kv_keys" {
 		return natsKeys(ctx, kv, cfg, bucket)
 	}
-	key, err := required("key", keyNames(kinds.NATS, "key"))
+	key, err := required("key", keyNames(toolkind.NATS, "key"))
 	if err != nil {
 		return nil, err
 	}
@@ -260,18 +261,18 @@ func natsOperation(ctx context.Context, js jetstream.JetStream, op string, cfg m
 }
 
 func natsPut(ctx context.Context, js jetstream.JetStream, cfg map[string]any, bucket string, payload func(string, []string) ([]byte, error)) (map[string]any, error) {
-	key, err := stringField(cfg, keyNames(kinds.NATS, "key")...)
+	key, err := stringField(cfg, keyNames(toolkind.NATS, "key")...)
 	if err != nil || key == "" {
 		return nil, errors.Join(err, errors.New("key is required for kv_put"))
 	}
-	b, err := payload("value", keyNames(kinds.NATS, "value"))
+	b, err := payload("value", keyNames(toolkind.NATS, "value"))
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]any{"status": "success", "bucket": bucket, "key": key}
 	kv, err := js.KeyValue(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		ttl, terr := durationField(cfg, keyNames(kinds.NATS, "ttl")...)
+		ttl, terr := durationField(cfg, keyNames(toolkind.NATS, "ttl")...)
 		if terr != nil {
 			return nil, terr
 		}
@@ -293,7 +294,7 @@ func natsPut(ctx context.Context, js jetstream.JetStream, cfg map[string]any, bu
 }
 
 func natsKeys(ctx context.Context, kv jetstream.KeyValue, cfg map[string]any, bucket string) (map[string]any, error) {
-	pattern, err := stringField(cfg, keyNames(kinds.NATS, "pattern")...)
+	pattern, err := stringField(cfg, keyNames(toolkind.NATS, "pattern")...)
 	if err != nil {
 		return nil, err
 	}

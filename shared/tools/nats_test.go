@@ -9,8 +9,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
-	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/dev/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // embeddedNATS starts an embedded NATS and connects to it.
@@ -128,11 +128,11 @@ func TestNATSPublish(t *testing.T) {
 	} {
 		c.cfg["kind"] = "nats"
 		env := execTool(t, r, c.cfg, nil)
-		if env.Status != pipeline.StatusError || !strings.Contains(env.Error.Message, c.want) {
+		if env.Status != toolresult.StatusError || !strings.Contains(env.Error.Message, c.want) {
 			t.Errorf("%v: %+v, want an error naming %q", c.cfg["operation"], env.Error, c.want)
 		}
 	}
-	if env := execTool(t, New(Options{}), map[string]any{"kind": "nats", "operation": "kv_get", "bucket": "b", "key": "k"}, nil); env.Status != pipeline.StatusError ||
+	if env := execTool(t, New(Options{}), map[string]any{"kind": "nats", "operation": "kv_get", "bucket": "b", "key": "k"}, nil); env.Status != toolresult.StatusError ||
 		!strings.Contains(env.Error.Message, "no NATS server") {
 		t.Errorf("no NATS: %+v", env.Error)
 	}

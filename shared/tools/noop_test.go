@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 func TestNoop(t *testing.T) {
@@ -28,14 +29,14 @@ func TestNoop(t *testing.T) {
 func TestUnknownKind(t *testing.T) {
 	r := New(Options{})
 	env := execTool(t, r, map[string]any{"kind": "snowflake", "query": "select 1"}, nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "tool kind snowflake is not supported by this worker")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "tool kind snowflake is not supported by this worker")
 
 	// A kind this project runs whose engine the worker binary lacks says so.
 	env = execTool(t, r, map[string]any{"kind": "duckdb", "query": "select 1"}, nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "this worker has no DuckDB engine")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "this worker has no DuckDB engine")
 
 	env = r.Exec(context.Background(), pipeline.Item{Config: map[string]any{}})
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "tool kind is missing")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "tool kind is missing")
 }
 
 func TestExecKindFromConfigAndCancelledCtx(t *testing.T) {
@@ -49,7 +50,7 @@ func TestExecKindFromConfigAndCancelledCtx(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	env = r.Exec(ctx, pipeline.Item{Kind: "noop", Config: map[string]any{}})
-	mustFail(t, env, pipeline.StatusTimeout, pipeline.KindTimeout, "did not start")
+	mustFail(t, env, toolresult.StatusTimeout, toolresult.KindTimeout, "did not start")
 	if !strings.Contains(env.Error.Message, "cancelled") {
 		t.Fatalf("message %q should say cancelled", env.Error.Message)
 	}

@@ -9,7 +9,8 @@ import (
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/tmpl"
-	"github.com/noetl-go/noetl/shared/tools/kinds"
+	"github.com/noetl-go/noetl/shared/toolkind"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // Children starts and waits child executions for the playbook tool.
@@ -58,38 +59,38 @@ const (
 // runPlaybook starts a child execution and, unless `wait: false`, waits for it.
 //
 // Decisions where the spec is silent are in the package doc.
-func (r *Registry) runPlaybook(ctx context.Context, it pipeline.Item) pipeline.Envelope {
+func (r *Registry) runPlaybook(ctx context.Context, it pipeline.Item) toolresult.Envelope {
 	cfg := it.Config
 	if r.children == nil {
-		return failure(pipeline.KindTool, "playbook: this worker cannot start child executions (no Children configured)")
+		return failure(toolresult.KindTool, "playbook: this worker cannot start child executions (no Children configured)")
 	}
 	var req ChildRequest
 	var err error
-	if req.Path, err = stringField(cfg, keyNames(kinds.Playbook, "path")...); err != nil {
-		return failure(pipeline.KindTool, "playbook: "+err.Error())
+	if req.Path, err = stringField(cfg, keyNames(toolkind.Playbook, "path")...); err != nil {
+		return failure(toolresult.KindTool, "playbook: "+err.Error())
 	}
-	if req.CatalogID, err = stringField(cfg, keyNames(kinds.Playbook, "catalog_id")...); err != nil {
-		return failure(pipeline.KindTool, "playbook: "+err.Error())
+	if req.CatalogID, err = stringField(cfg, keyNames(toolkind.Playbook, "catalog_id")...); err != nil {
+		return failure(toolresult.KindTool, "playbook: "+err.Error())
 	}
 	if req.Path == "" && req.CatalogID == "" {
-		return failure(pipeline.KindTool, "playbook: path or catalog_id is required")
+		return failure(toolresult.KindTool, "playbook: path or catalog_id is required")
 	}
-	if req.Version, err = stringField(cfg, keyNames(kinds.Playbook, "version")...); err != nil {
-		return failure(pipeline.KindTool, "playbook: "+err.Error())
+	if req.Version, err = stringField(cfg, keyNames(toolkind.Playbook, "version")...); err != nil {
+		return failure(toolresult.KindTool, "playbook: "+err.Error())
 	}
-	if req.ReturnStep, err = stringField(cfg, keyNames(kinds.Playbook, "return_step")...); err != nil {
-		return failure(pipeline.KindTool, "playbook: "+err.Error())
+	if req.ReturnStep, err = stringField(cfg, keyNames(toolkind.Playbook, "return_step")...); err != nil {
+		return failure(toolresult.KindTool, "playbook: "+err.Error())
 	}
-	if req.ExecutionPool, err = stringField(cfg, keyNames(kinds.Playbook, "execution_pool")...); err != nil {
-		return failure(pipeline.KindTool, "playbook: "+err.Error())
+	if req.ExecutionPool, err = stringField(cfg, keyNames(toolkind.Playbook, "execution_pool")...); err != nil {
+		return failure(toolresult.KindTool, "playbook: "+err.Error())
 	}
-	wait, err := boolField(cfg, true, keyNames(kinds.Playbook, "wait")...)
+	wait, err := boolField(cfg, true, keyNames(toolkind.Playbook, "wait")...)
 	if err != nil {
-		return failure(pipeline.KindTool, "playbook: "+err.Error())
+		return failure(toolresult.KindTool, "playbook: "+err.Error())
 	}
-	payload, err := mapField(cfg, keyNames(kinds.Playbook, "payload")...)
+	payload, err := mapField(cfg, keyNames(toolkind.Playbook, "payload")...)
 	if err != nil {
-		return failure(pipeline.KindTool, "playbook: "+err.Error())
+		return failure(toolresult.KindTool, "playbook: "+err.Error())
 	}
 	req.Payload = jsonx.Clone(it.Input).(map[string]any)
 	maps.Copy(req.Payload, jsonx.Clone(payload).(map[string]any))
@@ -98,7 +99,7 @@ func (r *Registry) runPlaybook(ctx context.Context, it pipeline.Item) pipeline.E
 
 	ctx, cancel, _, err := withToolTimeout(ctx, cfg)
 	if err != nil {
-		return failure(pipeline.KindTool, "playbook: "+err.Error())
+		return failure(toolresult.KindTool, "playbook: "+err.Error())
 	}
 	defer cancel()
 
@@ -111,14 +112,14 @@ func (r *Registry) runPlaybook(ctx context.Context, it pipeline.Item) pipeline.E
 		if ctx.Err() != nil {
 			return ctxEnvelope(ctx, "playbook: start "+name)
 		}
-		return failure(pipeline.KindTool, fmt.Sprintf("playbook: start %s: %v", name, err))
+		return failure(toolresult.KindTool, fmt.Sprintf("playbook: start %s: %v", name, err))
 	}
 	if id == "" {
-		return failure(pipeline.KindTool, fmt.Sprintf("playbook: start %s: no execution id returned", name))
+		return failure(toolresult.KindTool, fmt.Sprintf("playbook: start %s: no execution id returned", name))
 	}
 	r.log.Debug("playbook: child started", "execution_id", id, "parent", req.ParentExecutionID, "path", req.Path)
 	if !wait {
-		return pipeline.Envelope{Status: pipeline.StatusSuccess, Data: map[string]any{"execution_id": id, "status": ChildRunning}}
+		return toolresult.Envelope{Status: toolresult.StatusSuccess, Data: map[string]any{"execution_id": id, "status": ChildRunning}}
 	}
 
 	status, result, err := r.children.Wait(ctx, id)
@@ -128,7 +129,7 @@ func (r *Registry) runPlaybook(ctx context.Context, it pipeline.Item) pipeline.E
 			out.Data = map[string]any{"execution_id": id, "status": ChildRunning}
 			return out
 		}
-		return failure(pipeline.KindTool, fmt.Sprintf("playbook: wait for child execution %s (%s): %v", id, name, err))
+		return failure(toolresult.KindTool, fmt.Sprintf("playbook: wait for child execution %s (%s): %v", id, name, err))
 	}
 	status = strings.ToUpper(strings.TrimSpace(status))
 	if status == "CANCELED" {
@@ -138,7 +139,7 @@ func (r *Registry) runPlaybook(ctx context.Context, it pipeline.Item) pipeline.E
 	data := map[string]any{"execution_id": id, "status": status}
 	switch {
 	case req.ReturnStep != "" && !isView:
-		return failure(pipeline.KindTool, fmt.Sprintf("playbook: return_step %q: the child's step results are not available from this worker's Children", req.ReturnStep))
+		return failure(toolresult.KindTool, fmt.Sprintf("playbook: return_step %q: the child's step results are not available from this worker's Children", req.ReturnStep))
 	case req.ReturnStep != "":
 		ret := view.Steps[req.ReturnStep]
 		data["result"] = ret
@@ -159,17 +160,17 @@ func (r *Registry) runPlaybook(ctx context.Context, it pipeline.Item) pipeline.E
 	}
 	switch status {
 	case ChildCompleted:
-		return pipeline.Envelope{Status: pipeline.StatusSuccess, Data: data}
+		return toolresult.Envelope{Status: toolresult.StatusSuccess, Data: data}
 	case ChildFailed, ChildCancelled:
 		msg := fmt.Sprintf("playbook: child execution %s (%s) %s", id, name, status)
 		if e := errorText(view.Error); e != "" {
 			msg += ": " + e
 		}
-		return pipeline.Envelope{Status: pipeline.StatusError, Data: data, Error: &pipeline.ErrorInfo{Message: msg, Kind: pipeline.KindTool}}
+		return toolresult.Envelope{Status: toolresult.StatusError, Data: data, Error: &toolresult.ErrorInfo{Message: msg, Kind: toolresult.KindTool}}
 	default:
-		return pipeline.Envelope{Status: pipeline.StatusError, Data: data, Error: &pipeline.ErrorInfo{
+		return toolresult.Envelope{Status: toolresult.StatusError, Data: data, Error: &toolresult.ErrorInfo{
 			Message: fmt.Sprintf("playbook: child execution %s (%s) ended with unexpected status %q", id, name, status),
-			Kind:    pipeline.KindTool,
+			Kind:    toolresult.KindTool,
 		}}
 	}
 }

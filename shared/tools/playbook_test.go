@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // children is an in-memory Children: Start records the request and answers with the
@@ -101,7 +101,7 @@ func TestPlaybookCompleted(t *testing.T) {
 	mustSucceed(t, env)
 	same(t, "plain ctx", dataMap(t, env)["result"], map[string]any{"k": "v"})
 	env = execTool(t, r3, map[string]any{"kind": "playbook", "path": "p", "return_step": "x"}, nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "return_step")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "return_step")
 }
 
 func TestPlaybookFailedChild(t *testing.T) {
@@ -109,7 +109,7 @@ func TestPlaybookFailedChild(t *testing.T) {
 	for _, status := range []string{"FAILED", "CANCELLED"} {
 		ch := &children{status: status, result: &ChildView{Ctx: map[string]any{"partial": true}, Error: map[string]any{"message": "step x broke"}}}
 		env := execTool(t, New(Options{Children: ch}), map[string]any{"kind": "playbook", "path": "p"}, nil)
-		mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "child execution child-1 (p) "+status)
+		mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "child execution child-1 (p) "+status)
 		if status == "FAILED" && !strings.Contains(env.Error.Message, "step x broke") {
 			t.Fatalf("message %q lacks the child's error", env.Error.Message)
 		}
@@ -128,21 +128,21 @@ func TestPlaybookNoWaitTimeoutAndErrors(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	env = execCtx(ctx, r, map[string]any{"kind": "playbook", "path": "p"}, nil)
-	mustFail(t, env, pipeline.StatusTimeout, pipeline.KindTimeout, "waiting for child execution child-2")
+	mustFail(t, env, toolresult.StatusTimeout, toolresult.KindTimeout, "waiting for child execution child-2")
 	same(t, "timeout data", env.Data, map[string]any{"execution_id": "child-2", "status": "RUNNING"})
 
 	env = execTool(t, New(Options{}), map[string]any{"kind": "playbook", "path": "p"}, nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "no Children configured")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "no Children configured")
 
 	env = execTool(t, r, map[string]any{"kind": "playbook"}, nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "path or catalog_id is required")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "path or catalog_id is required")
 
 	env = execTool(t, New(Options{Children: &children{startErr: errors.New("catalog says no")}}), map[string]any{"kind": "playbook", "path": "p"}, nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "catalog says no")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "catalog says no")
 
 	env = execTool(t, New(Options{Children: &children{waitErr: errors.New("api down")}}), map[string]any{"kind": "playbook", "path": "p"}, nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "api down")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "api down")
 
 	env = execTool(t, New(Options{Children: &children{status: "RUNNING"}}), map[string]any{"kind": "playbook", "path": "p"}, nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "unexpected status")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "unexpected status")
 }

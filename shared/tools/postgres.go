@@ -22,7 +22,8 @@ import (
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/tmpl"
-	"github.com/noetl-go/noetl/shared/tools/kinds"
+	"github.com/noetl-go/noetl/shared/toolkind"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // runPostgres runs `query` (alias `command`) on its own connection.
@@ -35,7 +36,7 @@ import (
 // quoted literals ($1::int where it cannot).
 //
 // Decisions where the spec is silent are in the package doc.
-func (r *Registry) runPostgres(ctx context.Context, it pipeline.Item) pipeline.Envelope {
+func (r *Registry) runPostgres(ctx context.Context, it pipeline.Item) toolresult.Envelope {
 	env, conn := r.postgres(ctx, it, false)
 	if conn != nil {
 		closePG(ctx, conn)
@@ -50,27 +51,27 @@ func (r *Registry) runPostgres(ctx context.Context, it pipeline.Item) pipeline.E
 // PostgreSQL rolls the claim back and the rows stay pending for the next claim;
 // no row is marked taken that the loop does not hold. Settle must be called
 // once; a claim left unsettled rolls back after holdMax.
-func (r *Registry) Claim(ctx context.Context, it pipeline.Item) (pipeline.Envelope, func(accepted bool)) {
+func (r *Registry) Claim(ctx context.Context, it pipeline.Item) (toolresult.Envelope, func(accepted bool)) {
 	env, conn := r.postgres(ctx, it, true)
 	if conn == nil {
 		return env, func(bool) {}
 	}
-	if data, ok := env.Data.(map[string]any); ok && env.Status == pipeline.StatusSuccess {
+	if data, ok := env.Data.(map[string]any); ok && env.Status == toolresult.StatusSuccess {
 		// The iterations of these rows wait for this transaction to end
 		// (AwaitClaim): the server may issue them before the COMMIT lands.
 		res, err := conn.Exec(ctx, "SELECT txid_current()::text").ReadAll()
 		if err != nil || len(res) != 1 || len(res[0].Rows) != 1 {
 			closePG(ctx, conn)
-			return failure(pipeline.KindConnection, fmt.Sprintf("postgres: the claim's transaction id: %v", err)), func(bool) {}
+			return failure(toolresult.KindConnection, fmt.Sprintf("postgres: the claim's transaction id: %v", err)), func(bool) {}
 		}
-		data[pipeline.ClaimTxidKey] = string(res[0].Rows[0][0])
+		data[toolresult.ClaimTxidKey] = string(res[0].Rows[0][0])
 	}
 	var once sync.Once
 	settle := func(accepted bool) {
 		once.Do(func() {
 			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			if accepted && env.Status == pipeline.StatusSuccess {
+			if accepted && env.Status == toolresult.StatusSuccess {
 				if _, err := conn.Exec(cctx, "COMMIT").ReadAll(); err != nil {
 					r.log.Error("committing a cursor claim failed: its rows stay pending and are claimed again", "error", err.Error())
 				}
@@ -154,32 +155,32 @@ func closePG(ctx context.Context, conn *pgconn.PgConn) {
 
 // postgres runs the item's SQL; with hold, inside a transaction left open on the
 // connection it returns (nil when it could not connect). The caller closes it.
-func (r *Registry) postgres(ctx context.Context, it pipeline.Item, hold bool) (pipeline.Envelope, *pgconn.PgConn) {
+func (r *Registry) postgres(ctx context.Context, it pipeline.Item, hold bool) (toolresult.Envelope, *pgconn.PgConn) {
 	cfg := it.Config
-	query, err := r.sqlSource(ctx, cfg, keyNames(kinds.Postgres, "query"), nil, keyNames(kinds.Postgres, "script"))
+	query, err := r.sqlSource(ctx, cfg, keyNames(toolkind.Postgres, "query"), nil, keyNames(toolkind.Postgres, "script"))
 	if err != nil {
-		return failure(pipeline.KindTool, "postgres: "+err.Error()), nil
+		return failure(toolresult.KindTool, "postgres: "+err.Error()), nil
 	}
 	var params []any
-	if v := valueOf(cfg, keyNames(kinds.Postgres, "params")...); v != nil {
+	if v := valueOf(cfg, keyNames(toolkind.Postgres, "params")...); v != nil {
 		list, isList := v.([]any)
 		if !isList {
-			return failure(pipeline.KindTool, fmt.Sprintf("postgres: params: expected a list (positional $1, $2, …), got %s", jsonx.TypeName(v))), nil
+			return failure(toolresult.KindTool, fmt.Sprintf("postgres: params: expected a list (positional $1, $2, …), got %s", jsonx.TypeName(v))), nil
 		}
 		params = list
 	}
 	if params != nil {
 		if n := countStatements(query); n > 1 {
-			return failure(pipeline.KindTool, fmt.Sprintf("postgres: params need exactly one statement, the query has %d", n)), nil
+			return failure(toolresult.KindTool, fmt.Sprintf("postgres: params need exactly one statement, the query has %d", n)), nil
 		}
 	}
 	pc, err := r.pgConfig(ctx, cfg)
 	if err != nil {
-		return failure(pipeline.KindTool, "postgres: "+err.Error()), nil
+		return failure(toolresult.KindTool, "postgres: "+err.Error()), nil
 	}
 	ctx, cancel, _, err := withToolTimeout(ctx, cfg)
 	if err != nil {
-		return failure(pipeline.KindTool, "postgres: "+err.Error()), nil
+		return failure(toolresult.KindTool, "postgres: "+err.Error()), nil
 	}
 	defer cancel()
 
@@ -190,13 +191,13 @@ func (r *Registry) postgres(ctx context.Context, it pipeline.Item, hold bool) (p
 		}
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) {
-			return failure(pipeline.KindTool, "postgres: connect: "+pgErrorMessage(pgErr)), nil
+			return failure(toolresult.KindTool, "postgres: connect: "+pgErrorMessage(pgErr)), nil
 		}
-		return failure(pipeline.KindConnection, fmt.Sprintf("postgres: connect: %v", err)), nil
+		return failure(toolresult.KindConnection, fmt.Sprintf("postgres: connect: %v", err)), nil
 	}
 	if hold {
 		if _, err = conn.Exec(ctx, "BEGIN").ReadAll(); err != nil {
-			return failure(pipeline.KindConnection, fmt.Sprintf("postgres: begin: %v", err)), conn
+			return failure(toolresult.KindConnection, fmt.Sprintf("postgres: begin: %v", err)), conn
 		}
 	}
 	var data map[string]any
@@ -211,14 +212,14 @@ func (r *Registry) postgres(ctx context.Context, it pipeline.Item, hold bool) (p
 		}
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) {
-			return failure(pipeline.KindTool, "postgres: "+pgErrorMessage(pgErr)), conn
+			return failure(toolresult.KindTool, "postgres: "+pgErrorMessage(pgErr)), conn
 		}
 		if pgconn.SafeToRetry(err) || conn.IsClosed() {
-			return failure(pipeline.KindConnection, fmt.Sprintf("postgres: %v", err)), conn
+			return failure(toolresult.KindConnection, fmt.Sprintf("postgres: %v", err)), conn
 		}
-		return failure(pipeline.KindTool, fmt.Sprintf("postgres: %v", err)), conn
+		return failure(toolresult.KindTool, fmt.Sprintf("postgres: %v", err)), conn
 	}
-	return pipeline.Envelope{Status: pipeline.StatusSuccess, Data: data}, conn
+	return toolresult.Envelope{Status: toolresult.StatusSuccess, Data: data}, conn
 }
 
 // sqlSource reads a SQL tool's statements from the keys given: the query (a
@@ -298,7 +299,7 @@ func pgErrorMessage(e *pgconn.PgError) string {
 
 // pgConfig builds the connection config (see runPostgres for the precedence).
 func (r *Registry) pgConfig(ctx context.Context, cfg map[string]any) (*pgconn.Config, error) {
-	dsn, err := stringField(cfg, keyNames(kinds.Postgres, "connection")...)
+	dsn, err := stringField(cfg, keyNames(toolkind.Postgres, "connection")...)
 	if err != nil {
 		return nil, err
 	}
@@ -319,9 +320,9 @@ func (r *Registry) pgConfig(ctx context.Context, cfg map[string]any) (*pgconn.Co
 		key   string
 		names []string
 	}{
-		{"host", keyNames(kinds.Postgres, "host")}, {"port", keyNames(kinds.Postgres, "port")},
-		{"user", keyNames(kinds.Postgres, "user")}, {"password", keyNames(kinds.Postgres, "password")},
-		{"dbname", keyNames(kinds.Postgres, "database")},
+		{"host", keyNames(toolkind.Postgres, "host")}, {"port", keyNames(toolkind.Postgres, "port")},
+		{"user", keyNames(toolkind.Postgres, "user")}, {"password", keyNames(toolkind.Postgres, "password")},
+		{"dbname", keyNames(toolkind.Postgres, "database")},
 	} {
 		v, err := stringField(cfg, f.names...)
 		if err != nil {

@@ -13,8 +13,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/dev/devstack/devstacktest"
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 func pgCfg(dsn, query string, extra ...any) map[string]any {
@@ -92,7 +93,7 @@ func TestPostgresScripts(t *testing.T) {
 	t.Parallel()
 	dsn := devstacktest.Postgres(t, 0).ClusterDSN
 	r := New(Options{})
-	run := func(q string, extra ...any) pipeline.Envelope {
+	run := func(q string, extra ...any) toolresult.Envelope {
 		t.Helper()
 		return execTool(t, r, pgCfg(dsn, q, extra...), nil)
 	}
@@ -150,7 +151,7 @@ func TestPostgresScripts(t *testing.T) {
 
 	// One transaction: a failing statement rolls back the earlier ones.
 	env = run("INSERT INTO items VALUES (10, 'x'); INSERT INTO items VALUES (11, 'y'); INSERT INTO items VALUES (1, 'dup');")
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "(SQLSTATE 23505)")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "(SQLSTATE 23505)")
 	env = run("SELECT count(*) AS n FROM items WHERE id IN (10, 11)")
 	mustSucceed(t, env)
 	if n := dataMap(t, env)["rows"].([]any)[0].(map[string]any)["n"]; n != int64(0) {
@@ -173,10 +174,10 @@ func TestPostgresParams(t *testing.T) {
 	same(t, "params", dataMap(t, env)["rows"], []any{map[string]any{"s": 3, "n": nil, "j": map[string]any{"a": []any{1}}, "big": int64(9007199254740993), "semi": ";x"}})
 
 	env = execTool(t, r, pgCfg(dsn, "CREATE TEMP TABLE p (x int); INSERT INTO p VALUES ($1)", "params", []any{1}), nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "params need exactly one statement, the query has 2")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "params need exactly one statement, the query has 2")
 
 	env = execTool(t, r, pgCfg(dsn, "SELECT 1", "params", map[string]any{"a": 1}), nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "params: expected a list")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "params: expected a list")
 }
 
 func TestPostgresErrors(t *testing.T) {
@@ -185,18 +186,18 @@ func TestPostgresErrors(t *testing.T) {
 	r := New(Options{})
 	// The broken_sql fixture's shape.
 	env := execTool(t, r, pgCfg(dsn, "SELECT COUNT(*) as row_count, FROM patient_info;"), nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, `ERROR: syntax error at or near "FROM" (SQLSTATE 42601)`)
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, `ERROR: syntax error at or near "FROM" (SQLSTATE 42601)`)
 
 	env = execTool(t, r, pgCfg(dsn, "SELECT * FROM no_such_table"), nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "(SQLSTATE 42P01)")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "(SQLSTATE 42P01)")
 
 	// An unknown alias is a different, clear error.
 	env = execTool(t, r, map[string]any{"kind": "postgres", "auth": "x", "query": "SELECT 1"}, nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, `credential alias "x" is not configured`)
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, `credential alias "x" is not configured`)
 
 	// No connection at all.
 	env = execTool(t, r, map[string]any{"kind": "postgres", "query": "SELECT 1"}, nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "no connection")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "no connection")
 
 	// Nobody listening: a connection error, retryable.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -206,7 +207,7 @@ func TestPostgresErrors(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	env = execTool(t, r, pgCfg("postgres://u:secretpw@127.0.0.1:"+strconv.Itoa(port)+"/db?sslmode=disable&connect_timeout=5", "SELECT 1"), nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindConnection, "connect")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindConnection, "connect")
 	if strings.Contains(env.Error.Message, "secretpw") {
 		t.Fatalf("password in the message: %s", env.Error.Message)
 	}
@@ -243,7 +244,7 @@ func TestPostgresConnectionSources(t *testing.T) {
 		}
 	}
 	env := execTool(t, r, map[string]any{"kind": "postgres", "auth": "wrong_db", "query": "SELECT 1"}, nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "(SQLSTATE 3D000)")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "(SQLSTATE 3D000)")
 }
 
 func TestPostgresTimeoutCancelsTheQuery(t *testing.T) {
@@ -253,7 +254,7 @@ func TestPostgresTimeoutCancelsTheQuery(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	env := execCtx(ctx, r, pgCfg(dsn, "SELECT pg_sleep(60) /* noetl-timeout-test */"), nil)
-	mustFail(t, env, pipeline.StatusTimeout, pipeline.KindTimeout, "step deadline exceeded")
+	mustFail(t, env, toolresult.StatusTimeout, toolresult.KindTimeout, "step deadline exceeded")
 
 	// The server-side statement was cancelled, not left running.
 	deadline := time.Now().Add(20 * time.Second)
@@ -270,7 +271,7 @@ func TestPostgresTimeoutCancelsTheQuery(t *testing.T) {
 	}
 
 	env = execTool(t, r, pgCfg(dsn, "SELECT pg_sleep(60)", "timeout", 0.5), nil)
-	mustFail(t, env, pipeline.StatusTimeout, pipeline.KindTimeout, "tool timeout")
+	mustFail(t, env, toolresult.StatusTimeout, toolresult.KindTimeout, "tool timeout")
 }
 
 func TestCountStatements(t *testing.T) {
@@ -315,7 +316,7 @@ func TestPostgresScriptSource(t *testing.T) {
 		t.Fatalf("data %v", d)
 	}
 	env = execTool(t, r, map[string]any{"kind": "postgres", "connection": dsn, "query": "SELECT 1", "script": path}, nil)
-	if env.Status != pipeline.StatusError || !strings.Contains(env.Error.Message, "give the SQL once: query and script") {
+	if env.Status != toolresult.StatusError || !strings.Contains(env.Error.Message, "give the SQL once: query and script") {
 		t.Fatalf("both given: %+v", env.Error)
 	}
 }
@@ -337,7 +338,7 @@ func TestPostgresClaimHeldUntilSettled(t *testing.T) {
 		mustSucceed(t, env)
 		return dataMap(t, env)["rows"].([]any)[0].(map[string]any)["n"].(int64)
 	}
-	ids := func(env pipeline.Envelope) string {
+	ids := func(env toolresult.Envelope) string {
 		var out []string
 		for _, row := range dataMap(t, env)["rows"].([]any) {
 			out = append(out, fmt.Sprint(row.(map[string]any)["id"]))
@@ -354,9 +355,9 @@ func TestPostgresClaimHeldUntilSettled(t *testing.T) {
 		t.Fatalf("claims %s and %s, %d pending (uncommitted claims are invisible)", ids(env), ids(env2), pending())
 	}
 	// An iteration of the held rows waits for the claim's transaction to end.
-	tx, _ := dataMap(t, env)[pipeline.ClaimTxidKey].(string)
+	tx, _ := dataMap(t, env)[toolresult.ClaimTxidKey].(string)
 	if tx == "" {
-		t.Fatalf("the claim's data has no %s: %v", pipeline.ClaimTxidKey, dataMap(t, env))
+		t.Fatalf("the claim's data has no %s: %v", toolresult.ClaimTxidKey, dataMap(t, env))
 	}
 	waiter := New(Options{Credentials: CredentialMap{"queue": {Kind: "postgres", DSN: dsn}}})
 	awaited := make(chan error, 1)

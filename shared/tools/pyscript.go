@@ -20,7 +20,7 @@ import (
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/tmpl"
-	"github.com/noetl-go/noetl/shared/tools/kinds"
+	"github.com/noetl-go/noetl/shared/toolkind"
 )
 
 // MaxScript bounds a python script read from a file, a URL or a bucket.
@@ -35,15 +35,15 @@ const GCSEndpoint = "https://storage.googleapis.com"
 // — exactly one. It returns the code and the file name tracebacks show.
 func (r *Registry) pythonSource(ctx context.Context, cfg map[string]any) (code, filename string, err error) {
 	var given []string
-	c := valueOf(cfg, keyNames(kinds.Python, "code")...)
+	c := valueOf(cfg, keyNames(toolkind.Python, "code")...)
 	if c != nil && c != "" {
 		given = append(given, "code")
 	}
-	bk, b64, _ := first(cfg, keyNames(kinds.Python, "code_b64")...)
+	bk, b64, _ := first(cfg, keyNames(toolkind.Python, "code_b64")...)
 	if b64 != nil && b64 != "" {
 		given = append(given, bk)
 	}
-	_, script, _ := first(cfg, keyNames(kinds.Python, "script")...)
+	_, script, _ := first(cfg, keyNames(toolkind.Python, "script")...)
 	if script != nil && script != "" {
 		given = append(given, "script")
 	}

@@ -12,7 +12,8 @@ import (
 
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
-	"github.com/noetl-go/noetl/shared/tools/kinds"
+	"github.com/noetl-go/noetl/shared/toolkind"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // The harness is a file of its own so it can be read, linted and run by hand.
@@ -28,25 +29,21 @@ const harnessName = "harness/harness.py"
 // engine or pipeline passed in Item.Context.
 //
 // Decisions where the spec is silent are in the package doc.
-func (r *Registry) runPython(ctx context.Context, it pipeline.Item) pipeline.Envelope {
+func (r *Registry) runPython(ctx context.Context, it pipeline.Item) toolresult.Envelope {
 	cfg := it.Config
 	code, filename, err := r.pythonSource(ctx, cfg)
 	if err != nil {
-		return failure(pipeline.KindTool, "python: "+err.Error())
+		return failure(toolresult.KindTool, "python: "+err.Error())
 	}
-	libs := valueOf(cfg, keyNames(kinds.Python, "libs")...)
+	libs := valueOf(cfg, keyNames(toolkind.Python, "libs")...)
 	switch libs.(type) {
 	case nil, map[string]any, []any:
 	default:
-		return failure(pipeline.KindTool, fmt.Sprintf("python: libs: expected an object {alias: module}, got %s", jsonx.TypeName(libs)))
+		return failure(toolresult.KindTool, fmt.Sprintf("python: libs: expected an object {alias: module}, got %s", jsonx.TypeName(libs)))
 	}
-	env, err := envField(cfg, kinds.Python)
+	ctx, cancel, env, err := processSettings(ctx, cfg, toolkind.Python)
 	if err != nil {
-		return failure(pipeline.KindTool, "python: "+err.Error())
-	}
-	ctx, cancel, _, err := withToolTimeout(ctx, cfg)
-	if err != nil {
-		return failure(pipeline.KindTool, "python: "+err.Error())
+		return failure(toolresult.KindTool, "python: "+err.Error())
 	}
 	defer cancel()
 
@@ -63,27 +60,27 @@ func (r *Registry) runPython(ctx context.Context, it pipeline.Item) pipeline.Env
 		"execution_id": execID, "step": step, "context": it.Context,
 	})
 	if err != nil {
-		return failure(pipeline.KindTool, fmt.Sprintf("python: encode the request: %v", err))
+		return failure(toolresult.KindTool, fmt.Sprintf("python: encode the request: %v", err))
 	}
 
 	dir, remove, err := r.runDir("noetl-python-")
 	if err != nil {
-		return failure(pipeline.KindTool, "python: "+err.Error())
+		return failure(toolresult.KindTool, "python: "+err.Error())
 	}
 	defer remove()
 	harness, err := fs.ReadFile(harnessFS, harnessName)
 	if err != nil {
-		return failure(pipeline.KindTool, fmt.Sprintf("python: harness: %v", err))
+		return failure(toolresult.KindTool, fmt.Sprintf("python: harness: %v", err))
 	}
 	harnessPath := filepath.Join(dir, "noetl_harness.py")
 	reqPath := filepath.Join(dir, "request.json")
 	resPath := filepath.Join(dir, "result.json")
 	for path, b := range map[string][]byte{harnessPath: harness, reqPath: req} {
 		if err := os.WriteFile(path, b, 0o600); err != nil {
-			return failure(pipeline.KindTool, fmt.Sprintf("python: write %s: %v", filepath.Base(path), err))
+			return failure(toolresult.KindTool, fmt.Sprintf("python: write %s: %v", filepath.Base(path), err))
 		}
 		if err := r.own(path); err != nil {
-			return failure(pipeline.KindTool, "python: "+err.Error())
+			return failure(toolresult.KindTool, "python: "+err.Error())
 		}
 	}
 
@@ -104,7 +101,7 @@ func (r *Registry) runPython(ctx context.Context, it pipeline.Item) pipeline.Env
 		return out
 	}
 	if res.Err != nil {
-		out := failure(pipeline.KindTool, "python: "+res.Err.Error()+r.userNote())
+		out := failure(toolresult.KindTool, "python: "+res.Err.Error()+r.userNote())
 		out.Stdout, out.Stderr = env0.Stdout, env0.Stderr
 		return out
 	}
@@ -117,18 +114,18 @@ func (r *Registry) runPython(ctx context.Context, it pipeline.Item) pipeline.Env
 		if l := lastLine(res.Stderr); l != "" {
 			msg += ": " + l
 		}
-		env0.Status = pipeline.StatusError
-		env0.Error = &pipeline.ErrorInfo{Message: msg, Kind: pipeline.KindTool}
+		env0.Status = toolresult.StatusError
+		env0.Error = &toolresult.ErrorInfo{Message: msg, Kind: toolresult.KindTool}
 		return env0
 	}
 	out, err := jsonx.DecodeObject(raw)
 	if err != nil {
-		env0.Status = pipeline.StatusError
-		env0.Error = &pipeline.ErrorInfo{Message: fmt.Sprintf("python: unreadable result file: %v", err), Kind: pipeline.KindTool}
+		env0.Status = toolresult.StatusError
+		env0.Error = &toolresult.ErrorInfo{Message: fmt.Sprintf("python: unreadable result file: %v", err), Kind: toolresult.KindTool}
 		return env0
 	}
 	if ok, _ := out["ok"].(bool); ok {
-		env0.Status = pipeline.StatusSuccess
+		env0.Status = toolresult.StatusSuccess
 		env0.Data = out["data"]
 		return env0
 	}
@@ -136,14 +133,14 @@ func (r *Registry) runPython(ctx context.Context, it pipeline.Item) pipeline.Env
 	if msg == "" {
 		msg = "python: the code failed without an error message"
 	}
-	env0.Status = pipeline.StatusError
-	env0.Error = &pipeline.ErrorInfo{Message: msg, Kind: pipeline.KindTool}
+	env0.Status = toolresult.StatusError
+	env0.Error = &toolresult.ErrorInfo{Message: msg, Kind: toolresult.KindTool}
 	return env0
 }
 
 // procEnvelope carries a process's output and exit code; status is filled by the caller.
-func procEnvelope(res procResult) pipeline.Envelope {
-	env := pipeline.Envelope{Stdout: res.Stdout, Stderr: res.Stderr}
+func procEnvelope(res procResult) toolresult.Envelope {
+	env := toolresult.Envelope{Stdout: res.Stdout, Stderr: res.Stderr}
 	if res.ExitCode >= 0 {
 		code := res.ExitCode
 		env.ExitCode = &code

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 func py(code string, extra ...any) map[string]any {
@@ -164,14 +165,14 @@ func TestPythonSystemExit(t *testing.T) {
 	mustSucceed(t, env)
 
 	env = execTool(t, r, py("import sys\nsys.exit(3)"), nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "SystemExit: 3")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "SystemExit: 3")
 }
 
 func TestPythonException(t *testing.T) {
 	t.Parallel()
 	r := New(Options{Python: realPython(t)})
 	env := execTool(t, r, py("print('before')\ndef f():\n    raise ValueError('boom')\nf()"), nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "ValueError: boom")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "ValueError: boom")
 	if env.Error.Message != "ValueError: boom" {
 		t.Fatalf("message = %q, want the traceback's last line", env.Error.Message)
 	}
@@ -192,11 +193,11 @@ func TestPythonException(t *testing.T) {
 
 	// A syntax error is reported the same way.
 	env = execTool(t, r, py("def broken(:\n    pass"), nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "SyntaxError")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "SyntaxError")
 
 	// A process that dies without a result names its exit code.
 	env = execTool(t, r, py("import os\nos._exit(3)"), nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "exited with code 3")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "exited with code 3")
 }
 
 func TestPythonPrintsDoNotCorruptTheResult(t *testing.T) {
@@ -243,13 +244,13 @@ func TestPythonLibs(t *testing.T) {
 	same(t, "libs", env.Data, []any{`{"a": 1}`, "OrderedDict", "y.txt"})
 
 	env = execTool(t, r, py("result = 1", "libs", map[string]any{"x": "no_such_module_xyz"}), nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "no_such_module_xyz")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "no_such_module_xyz")
 	if !strings.Contains(env.Error.Message, "ModuleNotFoundError") {
 		t.Fatalf("message = %q", env.Error.Message)
 	}
 
 	env = execTool(t, r, py("result = 1", "libs", map[string]any{"x": map[string]any{"from": "collections", "import": "NoSuchThing"}}), nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "collections")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "collections")
 }
 
 func TestPythonScript(t *testing.T) {
@@ -265,13 +266,13 @@ func TestPythonScript(t *testing.T) {
 	same(t, "script", env.Data, map[string]any{"doubled": 42, "file": path})
 
 	env = execTool(t, r, map[string]any{"kind": "python", "script": filepath.Join(dir, "missing.py")}, nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "missing.py")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "missing.py")
 
 	env = execTool(t, r, map[string]any{"kind": "python", "script": path, "code": "result = 1"}, nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "not both")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "not both")
 
 	env = execTool(t, r, map[string]any{"kind": "python"}, nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "code or script is required")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "code or script is required")
 }
 
 func TestPythonEnvIsolation(t *testing.T) {
@@ -351,7 +352,7 @@ func TestPythonTimeoutKillsTheProcessGroup(t *testing.T) {
 		pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		done := make(chan pipeline.Envelope, 1)
+		done := make(chan toolresult.Envelope, 1)
 		go func() { done <- execCtx(ctx, r, py(code), map[string]any{"pid_file": pidFile}) }()
 		// Stop it once the grandchild runs, so the test does not depend on timing.
 		for {
@@ -365,13 +366,13 @@ func TestPythonTimeoutKillsTheProcessGroup(t *testing.T) {
 			}
 		}
 		cancel()
-		var env pipeline.Envelope
+		var env toolresult.Envelope
 		select {
 		case env = <-done:
 		case <-time.After(60 * time.Second):
 			t.Fatal("the tool did not stop when its ctx was cancelled")
 		}
-		mustFail(t, env, pipeline.StatusTimeout, pipeline.KindTimeout, "cancelled")
+		mustFail(t, env, toolresult.StatusTimeout, toolresult.KindTimeout, "cancelled")
 		if !strings.Contains(env.Stdout, "started") {
 			t.Fatalf("stdout = %q", env.Stdout)
 		}
@@ -383,14 +384,14 @@ func TestPythonTimeoutKillsTheProcessGroup(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		env := execCtx(ctx, r, py(code), map[string]any{"pid_file": pidFile})
-		mustFail(t, env, pipeline.StatusTimeout, pipeline.KindTimeout, "step deadline exceeded")
+		mustFail(t, env, toolresult.StatusTimeout, toolresult.KindTimeout, "step deadline exceeded")
 		waitGone(t, readPid(t, pidFile))
 	})
 
 	t.Run("tool timeout", func(t *testing.T) {
 		pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
 		env := execTool(t, r, py(code, "timeout", 3), map[string]any{"pid_file": pidFile})
-		mustFail(t, env, pipeline.StatusTimeout, pipeline.KindTimeout, "tool timeout of 3s exceeded")
+		mustFail(t, env, toolresult.StatusTimeout, toolresult.KindTimeout, "tool timeout of 3s exceeded")
 		waitGone(t, readPid(t, pidFile))
 	})
 }
@@ -415,7 +416,7 @@ func TestPythonMissingInterpreter(t *testing.T) {
 	t.Parallel()
 	r := New(Options{Python: filepath.Join(t.TempDir(), "no-python")})
 	env := execTool(t, r, py("result = 1"), nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "no-python")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "no-python")
 }
 
 func TestPythonWorkDirIsCleanedUp(t *testing.T) {
@@ -457,7 +458,7 @@ func TestPythonNoETLForms(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ctx = WithCall(ctx, Call{ExecutionID: "7", Step: "check"})
-	run := func(cfg, input, rc map[string]any) pipeline.Envelope {
+	run := func(cfg, input, rc map[string]any) toolresult.Envelope {
 		t.Helper()
 		return r.Exec(ctx, pipeline.Item{Label: "check", Kind: "python", Config: cfg, Input: input, Context: rc})
 	}
@@ -480,7 +481,7 @@ func TestPythonNoETLForms(t *testing.T) {
 	mustSucceed(t, env)
 	same(t, "main arguments", env.Data, []any{1, "from context", []any{"command_0"}, "check", "dflt"})
 	env = run(py("def main(nowhere):\n    return 1"), nil, nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "main() needs argument 'nowhere': give it in the step's input")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "main() needs argument 'nowhere': give it in the step's input")
 	env = run(py("async def main(n):\n    return n * 2"), map[string]any{"n": 4}, nil)
 	mustSucceed(t, env)
 	same(t, "async main", env.Data, 8)
@@ -518,11 +519,11 @@ func TestPythonNoETLForms(t *testing.T) {
 		same(t, c.name, env.Data, map[string]any{"from": c.from, "n": 5})
 	}
 	env = run(map[string]any{"kind": "python", "script": map[string]any{"uri": "scripts/none.py", "source": map[string]any{"type": "http", "endpoint": srv.URL}}}, nil, nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "HTTP 404")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "HTTP 404")
 	env = run(map[string]any{"kind": "python", "script": map[string]any{"uri": "x", "source": map[string]any{"type": "ftp"}}}, nil, nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "expected file, inline, http, s3 or gcs")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "expected file, inline, http, s3 or gcs")
 	env = run(map[string]any{"kind": "python", "script": map[string]any{"uri": "s3://bucket", "source": "s3"}}, nil, nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "expected s3://bucket/key")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "expected s3://bucket/key")
 	env = run(map[string]any{"kind": "python", "code": "result = 1", "code_b64": "eA=="}, nil, nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "not both")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "not both")
 }

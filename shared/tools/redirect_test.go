@@ -8,8 +8,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
-	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/dev/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // TestHTTPRedirectDropsCredentialHeaders (issue 33, finding 5): a redirect
@@ -116,16 +116,16 @@ func TestLinkLocalGuard(t *testing.T) {
 		to.URL + "/?to=http://169.254.169.254/latest/meta-data/",
 	} {
 		env := execTool(t, r, httpCfg(url), nil)
-		mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "link-local or cloud metadata address")
+		mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "link-local or cloud metadata address")
 		if !strings.Contains(env.Error.Message, "NOETL_ALLOW_LINK_LOCAL=true") {
 			t.Errorf("%s: %q does not name the setting", url, env.Error.Message)
 		}
 	}
 	env := execTool(t, r, map[string]any{"kind": "transfer", "source": map[string]any{"type": "http", "url": "http://169.254.169.254/latest/"},
 		"target": map[string]any{"type": "postgres", "connection": devstacktest.Postgres(t, 0).ClusterDSN, "table": "t"}}, nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "169.254.169.254 is a link-local or cloud metadata address")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "169.254.169.254 is a link-local or cloud metadata address")
 	env = execTool(t, r, map[string]any{"kind": "python", "script": map[string]any{"uri": "http://metadata.google.internal/x.py"}}, nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "metadata.google.internal is a link-local or cloud metadata address")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "metadata.google.internal is a link-local or cloud metadata address")
 
 	// The dialer refuses what a name resolves to.
 	for _, addr := range []string{"169.254.169.254:80", "[fd00:ec2::254]:80", "[fe80::1%eth0]:80"} {
@@ -143,7 +143,7 @@ func TestLinkLocalGuard(t *testing.T) {
 	// for another reason than the guard).
 	open := New(Options{AllowLinkLocal: true})
 	env = execTool(t, open, httpCfg("http://169.254.169.254/latest/meta-data/", "timeout", 0.3), nil)
-	if env.Status == pipeline.StatusSuccess || env.Error == nil || strings.Contains(env.Error.Message, "link-local") {
+	if env.Status == toolresult.StatusSuccess || env.Error == nil || strings.Contains(env.Error.Message, "link-local") {
 		t.Fatalf("allowed: %+v", env.Error)
 	}
 }

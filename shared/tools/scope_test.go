@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // TestCredentialHostScope is issue 33's finding 3, its worker half: an http
@@ -59,7 +59,7 @@ func TestCredentialHostScope(t *testing.T) {
 
 	// http: the URL's host must be one the credential lists.
 	env := execTool(t, r, httpCfg(srv.URL+"/echo", "auth", "gh"), nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, `credential "gh" may be sent only to api.github.com (its scope.hosts)`)
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, `credential "gh" may be sent only to api.github.com (its scope.hosts)`)
 	if hits.Load() != 0 {
 		t.Fatalf("the refused step reached the server %d times", hits.Load())
 	}
@@ -70,15 +70,15 @@ func TestCredentialHostScope(t *testing.T) {
 	}
 
 	// postgres: host: moves the password to another server.
-	pg := func(alias string) pipeline.Envelope {
+	pg := func(alias string) toolresult.Envelope {
 		return execTool(t, r, map[string]any{"kind": "postgres", "auth": alias, "host": "127.0.0.1", "query": "SELECT 1"}, nil)
 	}
-	mustFail(t, pg("pg"), pipeline.StatusError, pipeline.KindTool, `credential "pg" is for host db.internal; this step sends it to 127.0.0.1, which its scope.hosts does not list`)
+	mustFail(t, pg("pg"), toolresult.StatusError, toolresult.KindTool, `credential "pg" is for host db.internal; this step sends it to 127.0.0.1, which its scope.hosts does not list`)
 	if dials.Load() != 0 {
 		t.Fatalf("the refused step dialled the other host %d times", dials.Load())
 	}
 	// Allowed by the scope: it dials (and fails there: the listener is no Postgres).
-	mustFail(t, pg("pg_movable"), pipeline.StatusError, pipeline.KindConnection, "127.0.0.1:"+pgPort)
+	mustFail(t, pg("pg_movable"), toolresult.StatusError, toolresult.KindConnection, "127.0.0.1:"+pgPort)
 	if dials.Load() == 0 {
 		t.Fatal("the allowed override never dialled")
 	}

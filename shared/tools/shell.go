@@ -7,16 +7,17 @@ import (
 
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
-	"github.com/noetl-go/noetl/shared/tools/kinds"
+	"github.com/noetl-go/noetl/shared/toolkind"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // runShell runs `command` with `<shell> -c` (default sh) in its own process group.
 //
 // Decisions where the spec is silent are in the package doc.
-func (r *Registry) runShell(ctx context.Context, it pipeline.Item) pipeline.Envelope {
+func (r *Registry) runShell(ctx context.Context, it pipeline.Item) toolresult.Envelope {
 	cfg := it.Config
 	var command string
-	switch c := valueOf(cfg, keyNames(kinds.Shell, "command")...).(type) {
+	switch c := valueOf(cfg, keyNames(toolkind.Shell, "command")...).(type) {
 	case string:
 		command = c
 	case []any:
@@ -24,36 +25,32 @@ func (r *Registry) runShell(ctx context.Context, it pipeline.Item) pipeline.Enve
 		for i, l := range c {
 			s, ok := l.(string)
 			if !ok {
-				return failure(pipeline.KindTool, fmt.Sprintf("shell: command[%d]: expected a string, got %s", i, jsonx.TypeName(l)))
+				return failure(toolresult.KindTool, fmt.Sprintf("shell: command[%d]: expected a string, got %s", i, jsonx.TypeName(l)))
 			}
 			lines = append(lines, s)
 		}
 		command = strings.Join(lines, "\n")
 	case nil:
 	default:
-		return failure(pipeline.KindTool, fmt.Sprintf("shell: command: expected a string, got %s", jsonx.TypeName(c)))
+		return failure(toolresult.KindTool, fmt.Sprintf("shell: command: expected a string, got %s", jsonx.TypeName(c)))
 	}
 	if strings.TrimSpace(command) == "" {
-		return failure(pipeline.KindTool, "shell: command is required")
+		return failure(toolresult.KindTool, "shell: command is required")
 	}
-	shell, err := stringField(cfg, keyNames(kinds.Shell, "shell")...)
+	shell, err := stringField(cfg, keyNames(toolkind.Shell, "shell")...)
 	if err != nil {
-		return failure(pipeline.KindTool, "shell: "+err.Error())
+		return failure(toolresult.KindTool, "shell: "+err.Error())
 	}
 	if shell == "" {
 		shell = "sh"
 	}
-	cwd, err := stringField(cfg, keyNames(kinds.Shell, "cwd")...)
+	cwd, err := stringField(cfg, keyNames(toolkind.Shell, "cwd")...)
 	if err != nil {
-		return failure(pipeline.KindTool, "shell: "+err.Error())
+		return failure(toolresult.KindTool, "shell: "+err.Error())
 	}
-	env, err := envField(cfg, kinds.Shell)
+	ctx, cancel, env, err := processSettings(ctx, cfg, toolkind.Shell)
 	if err != nil {
-		return failure(pipeline.KindTool, "shell: "+err.Error())
-	}
-	ctx, cancel, _, err := withToolTimeout(ctx, cfg)
-	if err != nil {
-		return failure(pipeline.KindTool, "shell: "+err.Error())
+		return failure(toolresult.KindTool, "shell: "+err.Error())
 	}
 	defer cancel()
 
@@ -63,7 +60,7 @@ func (r *Registry) runShell(ctx context.Context, it pipeline.Item) pipeline.Enve
 		// run gets its own directory for all three (cwd only when not given).
 		dir, remove, err := r.runDir("noetl-shell-")
 		if err != nil {
-			return failure(pipeline.KindTool, "shell: "+err.Error())
+			return failure(toolresult.KindTool, "shell: "+err.Error())
 		}
 		defer remove()
 		base = r.runEnv(dir)
@@ -90,8 +87,8 @@ func (r *Registry) runShell(ctx context.Context, it pipeline.Item) pipeline.Enve
 		t := ctxEnvelope(ctx, "shell: stopped, process group killed")
 		out.Status, out.Error = t.Status, t.Error
 	case res.Err != nil:
-		out.Status = pipeline.StatusError
-		out.Error = &pipeline.ErrorInfo{Message: "shell: " + res.Err.Error() + r.userNote(), Kind: pipeline.KindTool}
+		out.Status = toolresult.StatusError
+		out.Error = &toolresult.ErrorInfo{Message: "shell: " + res.Err.Error() + r.userNote(), Kind: toolresult.KindTool}
 	case res.ExitCode != 0:
 		msg := fmt.Sprintf("shell: command exited with code %d", res.ExitCode)
 		if res.Signal != "" {
@@ -100,10 +97,10 @@ func (r *Registry) runShell(ctx context.Context, it pipeline.Item) pipeline.Enve
 		if l := lastLine(res.Stderr); l != "" {
 			msg += ": " + l
 		}
-		out.Status = pipeline.StatusError
-		out.Error = &pipeline.ErrorInfo{Message: msg, Kind: pipeline.KindTool}
+		out.Status = toolresult.StatusError
+		out.Error = &toolresult.ErrorInfo{Message: msg, Kind: toolresult.KindTool}
 	default:
-		out.Status = pipeline.StatusSuccess
+		out.Status = toolresult.StatusSuccess
 	}
 	return out
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 func TestShell(t *testing.T) {
@@ -24,7 +24,7 @@ func TestShell(t *testing.T) {
 
 	// A non-zero exit is an error naming the code; data stays.
 	env = execTool(t, r, map[string]any{"kind": "shell", "command": "echo partial; echo bad thing >&2; exit 3"}, nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "exited with code 3")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "exited with code 3")
 	if !strings.Contains(env.Error.Message, "bad thing") {
 		t.Fatalf("message %q lacks the last stderr line", env.Error.Message)
 	}
@@ -41,7 +41,7 @@ func TestShell(t *testing.T) {
 	}
 
 	env = execTool(t, r, map[string]any{"kind": "shell"}, nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "command is required")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "command is required")
 }
 
 func TestShellEnvIsolation(t *testing.T) {
@@ -76,7 +76,7 @@ func TestShellTimeoutKillsTheProcessGroup(t *testing.T) {
 	cmd := "sleep 300 & echo $! > " + pidFile + ".tmp; mv " + pidFile + ".tmp " + pidFile + "; wait"
 
 	env := execTool(t, r, map[string]any{"kind": "shell", "command": cmd, "timeout": 2}, nil)
-	mustFail(t, env, pipeline.StatusTimeout, pipeline.KindTimeout, "tool timeout of 2s exceeded")
+	mustFail(t, env, toolresult.StatusTimeout, toolresult.KindTimeout, "tool timeout of 2s exceeded")
 	waitGone(t, readPid(t, pidFile))
 
 	pidFile2 := filepath.Join(t.TempDir(), "sleep.pid")
@@ -84,6 +84,6 @@ func TestShellTimeoutKillsTheProcessGroup(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	env = execCtx(ctx, r, map[string]any{"kind": "shell", "command": cmd2}, nil)
-	mustFail(t, env, pipeline.StatusTimeout, pipeline.KindTimeout, "step deadline exceeded")
+	mustFail(t, env, toolresult.StatusTimeout, toolresult.KindTimeout, "step deadline exceeded")
 	waitGone(t, readPid(t, pidFile2))
 }

@@ -17,7 +17,8 @@ import (
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/tmpl"
-	"github.com/noetl-go/noetl/shared/tools/kinds"
+	"github.com/noetl-go/noetl/shared/toolkind"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // Options configure a Registry. All fields are optional.
@@ -199,11 +200,11 @@ func callFor(ctx context.Context, it pipeline.Item) Call {
 
 // Exec runs one tool attempt and satisfies pipeline.Exec. It never panics: a panic in
 // a tool becomes an error envelope.
-func (r *Registry) Exec(ctx context.Context, it pipeline.Item) (env pipeline.Envelope) {
+func (r *Registry) Exec(ctx context.Context, it pipeline.Item) (env toolresult.Envelope) {
 	start := time.Now()
 	kind := it.Kind
 	if kind == "" {
-		kind, _ = valueOf(it.Config, kinds.CommonNames("kind")...).(string)
+		kind, _ = valueOf(it.Config, toolkind.CommonNames("kind")...).(string)
 	}
 	if it.Config == nil {
 		it.Config = map[string]any{}
@@ -214,7 +215,7 @@ func (r *Registry) Exec(ctx context.Context, it pipeline.Item) (env pipeline.Env
 	defer func() {
 		if p := recover(); p != nil {
 			r.log.Error("tool panicked", "kind", kind, "label", it.Label, "panic", p, "stack", string(debug.Stack()))
-			env = failure(pipeline.KindTool, fmt.Sprintf("%s tool panicked: %v", kind, p))
+			env = failure(toolresult.KindTool, fmt.Sprintf("%s tool panicked: %v", kind, p))
 		}
 		// Rounded up: a tool that ran at all reports at least 1 ms, so duration_ms is
 		// always present in the envelope's map (which omits 0).
@@ -225,52 +226,52 @@ func (r *Registry) Exec(ctx context.Context, it pipeline.Item) (env pipeline.Env
 		return ctxEnvelope(ctx, kind+" tool did not start")
 	}
 	switch kind {
-	case kinds.Noop:
+	case toolkind.Noop:
 		return runNoop(it)
-	case kinds.Python:
+	case toolkind.Python:
 		return r.runPython(ctx, it)
-	case kinds.HTTP:
+	case toolkind.HTTP:
 		return r.runHTTP(ctx, it)
-	case kinds.Postgres:
+	case toolkind.Postgres:
 		return r.runPostgres(ctx, it)
-	case kinds.Shell:
+	case toolkind.Shell:
 		return r.runShell(ctx, it)
-	case kinds.Playbook:
+	case toolkind.Playbook:
 		return r.runPlaybook(ctx, it)
-	case kinds.NATS:
+	case toolkind.NATS:
 		return r.runNATS(ctx, it)
-	case kinds.Artifact:
+	case toolkind.Artifact:
 		return r.runArtifact(ctx, it)
-	case kinds.DuckDB:
+	case toolkind.DuckDB:
 		return r.runDuckDB(ctx, it)
-	case kinds.Transfer:
+	case toolkind.Transfer:
 		return r.runTransfer(ctx, it)
 	case "":
-		return failure(pipeline.KindTool, "tool kind is missing")
+		return failure(toolresult.KindTool, "tool kind is missing")
 	default:
-		return failure(pipeline.KindTool, fmt.Sprintf("tool kind %s is not supported by this worker", kind))
+		return failure(toolresult.KindTool, fmt.Sprintf("tool kind %s is not supported by this worker", kind))
 	}
 }
 
 // failure is an error envelope without data.
-func failure(kind, msg string) pipeline.Envelope {
-	return pipeline.Envelope{
-		Status: pipeline.StatusError,
-		Error:  &pipeline.ErrorInfo{Message: msg, Kind: kind, Retryable: retryable(kind)},
+func failure(kind, msg string) toolresult.Envelope {
+	return toolresult.Envelope{
+		Status: toolresult.StatusError,
+		Error:  &toolresult.ErrorInfo{Message: msg, Kind: kind, Retryable: retryable(kind)},
 	}
 }
 
 // timeoutEnvelope is the envelope of a tool stopped by its deadline or cancellation.
-func timeoutEnvelope(msg string) pipeline.Envelope {
-	return pipeline.Envelope{
-		Status: pipeline.StatusTimeout,
-		Error:  &pipeline.ErrorInfo{Message: msg, Kind: pipeline.KindTimeout, Retryable: true},
+func timeoutEnvelope(msg string) toolresult.Envelope {
+	return toolresult.Envelope{
+		Status: toolresult.StatusTimeout,
+		Error:  &toolresult.ErrorInfo{Message: msg, Kind: toolresult.KindTimeout, Retryable: true},
 	}
 }
 
 // ctxEnvelope explains why ctx ended: the step deadline or a cancellation. Both are
 // `timeout` envelopes (the tool was stopped, not broken).
-func ctxEnvelope(ctx context.Context, what string) pipeline.Envelope {
+func ctxEnvelope(ctx context.Context, what string) toolresult.Envelope {
 	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
 		return timeoutEnvelope(fmt.Sprintf("%s: %v", what, cause))
 	}
@@ -283,7 +284,7 @@ func ctxEnvelope(ctx context.Context, what string) pipeline.Envelope {
 // retryable mirrors R-R6: timeouts, connection errors and HTTP 429/5xx.
 func retryable(kind string) bool {
 	switch kind {
-	case pipeline.KindTimeout, pipeline.KindConnection, pipeline.KindRateLimit, pipeline.KindServerError:
+	case toolresult.KindTimeout, toolresult.KindConnection, toolresult.KindRateLimit, toolresult.KindServerError:
 		return true
 	}
 	return false
@@ -293,7 +294,7 @@ func retryable(kind string) bool {
 // seconds when given and positive; it also returns that duration (0: none). The
 // cause set on expiry names the tool timeout in messages (see ctxEnvelope).
 func withToolTimeout(ctx context.Context, cfg map[string]any) (context.Context, context.CancelFunc, time.Duration, error) {
-	d, err := durationField(cfg, kinds.CommonNames("timeout")...)
+	d, err := durationField(cfg, toolkind.CommonNames("timeout")...)
 	if err != nil || d <= 0 {
 		return ctx, func() {}, 0, err
 	}

@@ -17,7 +17,8 @@ import (
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/tmpl"
-	"github.com/noetl-go/noetl/shared/tools/kinds"
+	"github.com/noetl-go/noetl/shared/toolkind"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // Transfer chunk sizes: the default, and the largest a step may ask for.
@@ -49,17 +50,17 @@ type batchFn func(columns []string, rows [][]any) error
 // was. mapping {column: field} picks and renames fields (dotted paths into an
 // http record). The data is NoETL's {direction, source_type, target_type, mode,
 // rows_transferred, chunks_processed, target_table, columns}.
-func (r *Registry) runTransfer(ctx context.Context, it pipeline.Item) pipeline.Envelope {
-	fail := func(err error) pipeline.Envelope { return failure(pipeline.KindTool, "transfer: "+err.Error()) }
+func (r *Registry) runTransfer(ctx context.Context, it pipeline.Item) toolresult.Envelope {
+	fail := func(err error) toolresult.Envelope { return failure(toolresult.KindTool, "transfer: "+err.Error()) }
 	cfg := it.Config
-	src, err := mapField(cfg, keyNames(kinds.Transfer, "source")...)
+	src, err := mapField(cfg, keyNames(toolkind.Transfer, "source")...)
 	if err == nil && src == nil {
 		err = errors.New("source is required ({type: postgres | duckdb | http, …})")
 	}
 	if err != nil {
 		return fail(err)
 	}
-	dst, err := mapField(cfg, keyNames(kinds.Transfer, "target")...)
+	dst, err := mapField(cfg, keyNames(toolkind.Transfer, "target")...)
 	if err == nil && dst == nil {
 		err = errors.New("target is required ({type: postgres | duckdb, table, …})")
 	}
@@ -67,7 +68,7 @@ func (r *Registry) runTransfer(ctx context.Context, it pipeline.Item) pipeline.E
 		return fail(err)
 	}
 	chunk := DefaultChunkSize
-	if n, ok, err := numberField(cfg, keyNames(kinds.Transfer, "chunk_size")...); err != nil {
+	if n, ok, err := numberField(cfg, keyNames(toolkind.Transfer, "chunk_size")...); err != nil {
 		return fail(err)
 	} else if ok {
 		if n < 1 || n > MaxChunkSize || n != float64(int(n)) {
@@ -75,7 +76,7 @@ func (r *Registry) runTransfer(ctx context.Context, it pipeline.Item) pipeline.E
 		}
 		chunk = int(n)
 	}
-	mode, err := stringField(cfg, keyNames(kinds.Transfer, "mode")...)
+	mode, err := stringField(cfg, keyNames(toolkind.Transfer, "mode")...)
 	if err != nil {
 		return fail(err)
 	}
@@ -111,7 +112,7 @@ func (r *Registry) runTransfer(ctx context.Context, it pipeline.Item) pipeline.E
 
 	sink, err := r.openSink(ctx, dstType, dst)
 	if err != nil {
-		return failure(pipeline.KindConnection, "transfer: target: "+err.Error())
+		return failure(toolresult.KindConnection, "transfer: target: "+err.Error())
 	}
 	defer sink.close()
 	if mode == "replace" && table != "" {
@@ -155,7 +156,7 @@ func (r *Registry) runTransfer(ctx context.Context, it pipeline.Item) pipeline.E
 	if srcType == endHTTP {
 		out["records_fetched"] = fetched
 	}
-	return pipeline.Envelope{Status: pipeline.StatusSuccess, Data: out}
+	return toolresult.Envelope{Status: toolresult.StatusSuccess, Data: out}
 }
 
 func endpointType(m map[string]any, what string, allowed ...string) (string, error) {

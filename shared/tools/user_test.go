@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // toolUser is nobody, for tests that switch users; they need root (CI runs
@@ -77,7 +77,7 @@ result = {"uid": os.getuid(), "same": os.environ["HOME"] == os.environ["TMPDIR"]
 
 	// A cwd closed to the tool user: the error says who the step ran as.
 	env = execTool(t, r, map[string]any{"kind": "shell", "command": "pwd", "cwd": t.TempDir()}, nil)
-	mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "tools run as nobody")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "tools run as nobody")
 }
 
 // TestCheckUser: a work dir the tool user cannot reach fails the check with
@@ -128,7 +128,7 @@ func TestScriptAsToolUser(t *testing.T) {
 	secret, dir := rootOnlyFile(t, "secret.py", "root-only-script-content-4711 = 1\nresult = 'root-only-result-4711'\n")
 	for _, script := range []any{secret, map[string]any{"uri": secret, "source": "file"}} {
 		env := execTool(t, r, map[string]any{"kind": "python", "script": script}, nil)
-		mustFail(t, env, pipeline.StatusError, pipeline.KindTool, "Permission denied")
+		mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "Permission denied")
 		if !strings.Contains(env.Error.Message, "read as the tool user nobody") {
 			t.Errorf("the error does not say who read it: %q", env.Error.Message)
 		}

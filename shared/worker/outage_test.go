@@ -18,10 +18,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/noetl-go/noetl/shared/client"
-	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/dev/devstack/devstacktest"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // outageServer answers reports 503 while it is "down": the first four once
@@ -213,8 +214,8 @@ func TestShutdownSaysWhatItDrops(t *testing.T) {
 	var logs bytes.Buffer
 	var logMu sync.Mutex
 	w, err := New(Config{Client: client.New(hs.URL, ""), JS: js, Pool: "shutdown", WorkerID: "w1", Concurrency: 1, Grace: 500 * time.Millisecond,
-		Exec: func(context.Context, pipeline.Item) pipeline.Envelope {
-			return pipeline.Envelope{Status: pipeline.StatusSuccess}
+		Exec: func(context.Context, pipeline.Item) toolresult.Envelope {
+			return toolresult.Envelope{Status: toolresult.StatusSuccess}
 		},
 		Logger: slog.New(slog.NewJSONHandler(lockedWriter{&logs, &logMu}, nil))})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/wire"
 )
 
@@ -455,7 +456,7 @@ func (r *reporter) failed(tk ticket, batch []completion, err error) {
 // without the result the server would not take.
 func refusal(c completion, workerID, why string) completion {
 	msg := fmt.Sprintf("the server refused the step's result: %s", why)
-	ev := wire.EventRequest{ExecutionID: wire.ID(c.cmd.ExecutionID), EventFields: wire.EventFields{Step: c.cmd.NodeName, EventType: "command.failed", Status: "FAILED",
+	ev := wire.EventRequest{ExecutionID: wire.ID(c.cmd.ExecutionID), EventFields: wire.EventFields{Step: c.cmd.NodeName, EventType: eventtype.CommandFailed, Status: "FAILED",
 		Payload:  map[string]any{"command_id": c.cmd.CommandID, "error": msg},
 		Meta:     map[string]any{"command_id": c.cmd.CommandID, "attempt": int64(c.cmd.Attempt), "class": "error"},
 		WorkerID: workerID, EventID: clientID(c.cmd.CommandID, c.cmd.Attempt, "command.failed.refused")}}

@@ -5,8 +5,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/redact"
+	"github.com/noetl-go/noetl/shared/toolresult"
 	"github.com/noetl-go/noetl/shared/tools"
 	"github.com/noetl-go/noetl/shared/wire"
 )
@@ -17,7 +17,7 @@ import (
 // command itself (a templated password in the step's config). So a step that
 // prints a password it was given, or finds a token some other way, posts
 // [REDACTED] in its place (see redact.Masker for what is matched).
-func (w *Worker) mask(cmd *wire.Command, env pipeline.Envelope) pipeline.Envelope {
+func (w *Worker) mask(cmd *wire.Command, env toolresult.Envelope) toolresult.Envelope {
 	m := w.cfg.Secrets.Masker().With(redact.Collect(map[string]any(cmd.Context))...)
 	if m.Empty() {
 		return env

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/redact"
+	"github.com/noetl-go/noetl/shared/toolresult"
 	"github.com/noetl-go/noetl/shared/tools"
 	"github.com/noetl-go/noetl/shared/wire"
 )
@@ -22,18 +22,18 @@ func TestMask(t *testing.T) {
 	cmd := &wire.Command{Context: map[string]any{"tool_config": map[string]any{
 		"password": "templated-pw", "user": "postgres", "args": map[string]any{"api_key": "key-from-args"}}}}
 	code := 1
-	env := pipeline.Envelope{Status: pipeline.StatusError,
+	env := toolresult.Envelope{Status: toolresult.StatusError,
 		Data: map[string]any{"environ": "NOETL_WORKER_TOKEN=worker-token-1\x00PATH=/bin", "pw": "templated-pw",
 			"cred-password": "as a key", "user": "postgres", "n": int64(3), "list": []any{"key-from-args"}},
 		Stdout: "dsn postgres://u:cred-password@h/db", Stderr: "templated-pw\n",
-		Error: &pipeline.ErrorInfo{Message: "login failed: cred-password", Kind: pipeline.KindTool}, ExitCode: &code}
+		Error: &toolresult.ErrorInfo{Message: "login failed: cred-password", Kind: toolresult.KindTool}, ExitCode: &code}
 	orig := env.Error
 	got := w.mask(cmd, env)
-	want := pipeline.Envelope{Status: pipeline.StatusError,
+	want := toolresult.Envelope{Status: toolresult.StatusError,
 		Data: map[string]any{"environ": "NOETL_WORKER_TOKEN=[REDACTED]\x00PATH=/bin", "pw": redact.Mask,
 			redact.Mask: "as a key", "user": "postgres", "n": int64(3), "list": []any{redact.Mask}},
 		Stdout: "dsn postgres://u:[REDACTED]@h/db", Stderr: "[REDACTED]\n",
-		Error: &pipeline.ErrorInfo{Message: "login failed: [REDACTED]", Kind: pipeline.KindTool}, ExitCode: &code}
+		Error: &toolresult.ErrorInfo{Message: "login failed: [REDACTED]", Kind: toolresult.KindTool}, ExitCode: &code}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("masked:\n got  %#v\n want %#v", got, want)
 	}
@@ -42,7 +42,7 @@ func TestMask(t *testing.T) {
 	}
 
 	// Nothing to mask: the envelope comes back as it was.
-	plain := pipeline.Envelope{Status: pipeline.StatusSuccess, Data: map[string]any{"k": "v"}}
+	plain := toolresult.Envelope{Status: toolresult.StatusSuccess, Data: map[string]any{"k": "v"}}
 	if got := (&Worker{}).mask(&wire.Command{}, plain); !reflect.DeepEqual(got, plain) {
 		t.Fatalf("changed: %#v", got)
 	}

@@ -25,12 +25,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/noetlwire"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/redact"
 	"github.com/noetl-go/noetl/shared/resultstore"
+	"github.com/noetl-go/noetl/shared/toolkind"
+	"github.com/noetl-go/noetl/shared/toolresult"
 	"github.com/noetl-go/noetl/shared/tools"
 	"github.com/noetl-go/noetl/shared/wire"
 )
@@ -50,7 +53,7 @@ type Config struct {
 	// its transaction stays open until the report carrying its rows is taken
 	// (settle true) or is not (false). Nil: claims run through Exec, committed
 	// at once (as NoETL's workers run them).
-	Claim func(context.Context, pipeline.Item) (pipeline.Envelope, func(accepted bool))
+	Claim func(context.Context, pipeline.Item) (toolresult.Envelope, func(accepted bool))
 	// AwaitClaim waits for the cursor claim an iteration names (its payload's
 	// cursor block) to end before the iteration runs (shared/tools' Registry.
 	// AwaitClaim). Nil: iterations run at once.
@@ -322,9 +325,9 @@ func (w *Worker) execute(ctx context.Context, rep *reporter, cmd *wire.Command) 
 		return
 	default:
 	}
-	if runCtx.Err() == context.DeadlineExceeded && env.Status != pipeline.StatusTimeout {
-		env = pipeline.Envelope{Status: pipeline.StatusTimeout, Data: env.Data,
-			Error: &pipeline.ErrorInfo{Message: fmt.Sprintf("the step timed out after %s", timeout), Kind: pipeline.KindTimeout, Retryable: true}}
+	if runCtx.Err() == context.DeadlineExceeded && env.Status != toolresult.StatusTimeout {
+		env = toolresult.Envelope{Status: toolresult.StatusTimeout, Data: env.Data,
+			Error: &toolresult.ErrorInfo{Message: fmt.Sprintf("the step timed out after %s", timeout), Kind: toolresult.KindTimeout, Retryable: true}}
 	}
 	if env.DurationMs == 0 {
 		env.DurationMs = time.Since(started).Milliseconds()
@@ -338,13 +341,13 @@ func (w *Worker) execute(ctx context.Context, rep *reporter, cmd *wire.Command) 
 // runCommand runs a command: a cursor claim through Claim, holding its
 // transaction until settle says whether the server took its rows; anything
 // else through run (settle does nothing).
-func (w *Worker) runCommand(ctx context.Context, cmd *wire.Command) (env pipeline.Envelope, settle func(bool)) {
+func (w *Worker) runCommand(ctx context.Context, cmd *wire.Command) (env toolresult.Envelope, settle func(bool)) {
 	cursor, _ := cmd.Context["cursor"].(map[string]any)
 	if w.cfg.Claim == nil || cursor["claim"] != true {
 		if cursor != nil && w.cfg.AwaitClaim != nil {
 			if err := w.cfg.AwaitClaim(ctx, cursor); err != nil {
 				env := errorEnvelope("the iteration's cursor claim: " + err.Error())
-				env.Error.Kind = pipeline.KindConnection
+				env.Error.Kind = toolresult.KindConnection
 				return env, func(bool) {}
 			}
 		}
@@ -366,23 +369,23 @@ func (w *Worker) runCommand(ctx context.Context, cmd *wire.Command) (env pipelin
 // completionOf is the one event that ends a command on the fast path:
 // command.completed or command.failed carrying the tool's result, so no
 // call.done precedes it (R-R3).
-func completionOf(cmd *wire.Command, env pipeline.Envelope, resultURI, workerID string) completion {
+func completionOf(cmd *wire.Command, env toolresult.Envelope, resultURI, workerID string) completion {
 	result := env.Map()
 	if resultURI != "" {
 		delete(result, "data")
 	}
 	payload := map[string]any{"command_id": cmd.CommandID, "result": result}
 	meta := map[string]any{"command_id": cmd.CommandID, "attempt": int64(cmd.Attempt)}
-	typ, status := "command.completed", "success"
-	if env.Status != pipeline.StatusSuccess {
-		typ, status = "command.failed", "FAILED"
+	typ, status := eventtype.CommandCompleted, "success"
+	if env.Status != toolresult.StatusSuccess {
+		typ, status = eventtype.CommandFailed, "FAILED"
 		msg := "the tool failed"
 		if env.Error != nil {
 			msg = env.Error.Message
 		}
 		payload["error"] = msg
 		meta["class"] = "error"
-		if env.Status == pipeline.StatusTimeout {
+		if env.Status == toolresult.StatusTimeout {
 			meta["class"] = "timeout"
 		}
 	}
@@ -396,7 +399,7 @@ func completionOf(cmd *wire.Command, env pipeline.Envelope, resultURI, workerID 
 
 // run executes the command's tool, turning every failure (a config it cannot
 // decode, a panic) into an error envelope so the worker keeps running.
-func (w *Worker) run(ctx context.Context, cmd *wire.Command) (env pipeline.Envelope) {
+func (w *Worker) run(ctx context.Context, cmd *wire.Command) (env toolresult.Envelope) {
 	defer func() {
 		if r := recover(); r != nil {
 			env = errorEnvelope(fmt.Sprintf("the worker panicked running the tool: %v", r))
@@ -410,7 +413,7 @@ func (w *Worker) run(ctx context.Context, cmd *wire.Command) (env pipeline.Envel
 		return errorEnvelope(err.Error())
 	}
 	exec := w.cfg.Exec
-	if cmd.Action == "task_sequence" {
+	if cmd.Action == toolkind.TaskSequence {
 		return pipeline.Run(ctx, cmd.Context, pipeline.Options{Exec: exec})
 	}
 	item, err := itemOf(cmd)
@@ -460,8 +463,8 @@ func itemOf(cmd *wire.Command) (pipeline.Item, error) {
 	return pipeline.Item{Label: cmd.NodeName, Kind: cmd.Action, Config: config, Input: input, Attempt: 1, Context: rc}, nil
 }
 
-func errorEnvelope(msg string) pipeline.Envelope {
-	return pipeline.Envelope{Status: pipeline.StatusError, Error: &pipeline.ErrorInfo{Message: msg, Kind: pipeline.KindTool}}
+func errorEnvelope(msg string) toolresult.Envelope {
+	return toolresult.Envelope{Status: toolresult.StatusError, Error: &toolresult.ErrorInfo{Message: msg, Kind: toolresult.KindTool}}
 }
 
 // heartbeat extends the lease every third of it while the tool runs (worker.md
@@ -527,17 +530,17 @@ func (w *Worker) heartbeat(ctx context.Context, cmd *wire.Command, cancel contex
 // offload stores a successful result's data by reference when its JSON is
 // over the inline limit, returning the URI to post (worker.md §1). A result
 // that cannot be stored fails the command, saying why and what to change.
-func (w *Worker) offload(ctx context.Context, cmd *wire.Command, env pipeline.Envelope) (pipeline.Envelope, string) {
-	if env.Status != pipeline.StatusSuccess {
+func (w *Worker) offload(ctx context.Context, cmd *wire.Command, env toolresult.Envelope) (toolresult.Envelope, string) {
+	if env.Status != toolresult.StatusSuccess {
 		return env, ""
 	}
 	b, err := jsonx.Marshal(env.Data)
 	if err != nil || len(b) <= w.cfg.InlineLimit {
 		return env, "" // an unencodable result fails at the post, with the encoder's error
 	}
-	fail := func(msg string) (pipeline.Envelope, string) {
-		return pipeline.Envelope{Status: pipeline.StatusError, DurationMs: env.DurationMs,
-			Error: &pipeline.ErrorInfo{Message: msg, Kind: pipeline.KindTool}}, ""
+	fail := func(msg string) (toolresult.Envelope, string) {
+		return toolresult.Envelope{Status: toolresult.StatusError, DurationMs: env.DurationMs,
+			Error: &toolresult.ErrorInfo{Message: msg, Kind: toolresult.KindTool}}, ""
 	}
 	name := fmt.Sprintf("%d/%s/attempt-%d.json", cmd.ExecutionID, url.PathEscape(cmd.CommandID), cmd.Attempt)
 	uri, err := w.cfg.Results.Put(ctx, name, b)

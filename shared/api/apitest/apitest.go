@@ -23,7 +23,7 @@ import (
 	"github.com/noetl-go/noetl/shared/controlplane/cptest"
 	"github.com/noetl-go/noetl/shared/credentials"
 	"github.com/noetl-go/noetl/shared/dashboard"
-	"github.com/noetl-go/noetl/shared/devstack"
+	"github.com/noetl-go/noetl/shared/dev/devstack"
 	"github.com/noetl-go/noetl/shared/keychain"
 	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/store"

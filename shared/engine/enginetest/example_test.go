@@ -3,15 +3,16 @@ package enginetest_test
 import (
 	"fmt"
 
-	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
+	"github.com/noetl-go/noetl/shared/eventtype"
+	"github.com/noetl-go/noetl/shared/playbook/parser"
 )
 
 // A playbook runs end to end in memory: the simulator plays the store and the
 // workers, and each tool answers from a script. The fetch step's result sets
 // ctx.total, and the exclusive arcs route on it.
 func Example() {
-	pb, diags := engine.Parse([]byte(`apiVersion: noetl.io/v2
+	pb, diags := parser.Parse([]byte(`apiVersion: noetl.io/v2
 kind: Playbook
 metadata: {name: orders, path: examples/orders}
 workload:
@@ -60,7 +61,7 @@ workflow:
 	for _, step := range []string{"fetch", "big_day", "quiet_day"} {
 		fmt.Printf("%s: %s\n", step, s.StepStatus(step))
 	}
-	fmt.Println("commands issued:", s.Count(engine.EvCommandIssued, ""))
+	fmt.Println("commands issued:", s.Count(eventtype.CommandIssued, ""))
 	// Output:
 	// fetch runs for region eu
 	// execution: COMPLETED

@@ -14,8 +14,12 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/playbook"
+	"github.com/noetl-go/noetl/shared/toolkind"
+	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
 // Reply is a scripted tool outcome for one command attempt.
@@ -45,7 +49,7 @@ type Cmd struct {
 
 // Sim is one simulated execution.
 type Sim struct {
-	PB     *engine.Playbook
+	PB     *playbook.Playbook
 	Engine *engine.Engine
 	Run    *engine.Run
 	// Stored is the snapshot as the store keeps it: bytes, decoded per event.
@@ -74,7 +78,7 @@ type Sim struct {
 
 // New parses nothing: it takes a parsed playbook and returns a simulator whose
 // clock starts at a fixed instant.
-func New(pb *engine.Playbook, executionID int64) *Sim {
+func New(pb *playbook.Playbook, executionID int64) *Sim {
 	return &Sim{
 		PB: pb, Engine: engine.New(engine.Config{}),
 		Run:      &engine.Run{ExecutionID: executionID, CatalogID: 7, Path: pb.Metadata.Path, Version: 1},
@@ -95,7 +99,7 @@ func (s *Sim) Start(payload map[string]any) error {
 		return err
 	}
 	s.Run.Workload = wl
-	return s.Post(engine.Event{Type: engine.EvPlaybookStarted, Status: "STARTED",
+	return s.Post(engine.Event{Type: eventtype.PlaybookStarted, Status: "STARTED",
 		Context: map[string]any{"workload": wl, "path": s.Run.Path}})
 }
 
@@ -219,10 +223,10 @@ func (s *Sim) Step() (bool, error) {
 func (s *Sim) Claim(c *Cmd, worker string) error {
 	c.Status = "CLAIMED"
 	meta := map[string]any{"command_id": c.ID, "attempt": int64(c.Attempt)}
-	if err := s.Post(engine.Event{Type: engine.EvCommandClaimed, Step: c.Step, Status: "CLAIMED", CommandID: c.ID, WorkerID: worker, Meta: meta}); err != nil {
+	if err := s.Post(engine.Event{Type: eventtype.CommandClaimed, Step: c.Step, Status: "CLAIMED", CommandID: c.ID, WorkerID: worker, Meta: meta}); err != nil {
 		return err
 	}
-	return s.Post(engine.Event{Type: engine.EvCommandStarted, Step: c.Step, Status: "RUNNING", CommandID: c.ID, WorkerID: worker, Meta: meta})
+	return s.Post(engine.Event{Type: eventtype.CommandStarted, Step: c.Step, Status: "RUNNING", CommandID: c.ID, WorkerID: worker, Meta: meta})
 }
 
 // Finish reports a claimed command's outcome the way workers do.
@@ -235,10 +239,10 @@ func (s *Sim) Finish(c *Cmd, r Reply) error {
 	switch {
 	case r.Expire:
 		c.Status = "EXPIRED"
-		return s.Post(engine.Event{Type: engine.EvCommandExpired, Step: c.Step, Status: "EXPIRED", CommandID: c.ID, Meta: meta})
+		return s.Post(engine.Event{Type: eventtype.CommandExpired, Step: c.Step, Status: "EXPIRED", CommandID: c.ID, Meta: meta})
 	case r.Fail:
 		c.Status = "FAILED"
-		return post(engine.EvCommandFailed, "FAILED", nil, r.Error)
+		return post(eventtype.CommandFailed, "FAILED", nil, r.Error)
 	}
 	status := r.Status
 	if status == "" {
@@ -255,25 +259,25 @@ func (s *Sim) Finish(c *Cmd, r Reply) error {
 		delete(env, "data")
 		result["reference"] = map[string]any{"store_tier": "artifact", "logical_uri": r.Ref}
 	}
-	if err := post(engine.EvCallDone, "COMPLETED", result, ""); err != nil {
+	if err := post(eventtype.CallDone, "COMPLETED", result, ""); err != nil {
 		return err
 	}
 	c.Status = "COMPLETED"
-	return post(engine.EvCommandCompleted, status, nil, "")
+	return post(eventtype.CommandCompleted, status, nil, "")
 }
 
 func (s *Sim) reply(c *Cmd) Reply {
 	if t, ok := s.Tools[c.Step]; ok {
 		return t(c)
 	}
-	if c.ToolKind == engine.KindTaskSequence && s.Items != nil {
+	if c.ToolKind == toolkind.TaskSequence && s.Items != nil {
 		return s.runPipeline(c)
 	}
 	return s.Default(c)
 }
 
 // ItemTool answers one attempt of one pipeline item.
-type ItemTool func(it pipeline.Item) pipeline.Envelope
+type ItemTool func(it pipeline.Item) toolresult.Envelope
 
 // runPipeline runs a pipeline command the way the worker does.
 func (s *Sim) runPipeline(c *Cmd) Reply {
@@ -282,10 +286,10 @@ func (s *Sim) runPipeline(c *Cmd) Reply {
 		return Reply{Status: "error", Error: err.Error()}
 	}
 	env := pipeline.Run(context.Background(), payload, pipeline.Options{
-		Exec: func(_ context.Context, it pipeline.Item) pipeline.Envelope {
+		Exec: func(_ context.Context, it pipeline.Item) toolresult.Envelope {
 			t, ok := s.Items[it.Label]
 			if !ok {
-				return pipeline.Envelope{Status: "error", Error: &pipeline.ErrorInfo{Message: "no scripted item " + it.Label, Kind: "tool"}}
+				return toolresult.Envelope{Status: "error", Error: &toolresult.ErrorInfo{Message: "no scripted item " + it.Label, Kind: "tool"}}
 			}
 			return t(it)
 		},
@@ -426,7 +430,7 @@ func SameState(a, b *engine.Snapshot) error {
 // it (an error within retry.max_attempts, a lease expiry within the default three
 // attempts, R-L3), so every run still completes. One in oneIn commands is
 // considered for a fault.
-func RandomFaults(rng *rand.Rand, pb *engine.Playbook, oneIn int) Tool {
+func RandomFaults(rng *rand.Rand, pb *playbook.Playbook, oneIn int) Tool {
 	return func(c *Cmd) Reply {
 		switch rng.IntN(oneIn) {
 		case 0:

@@ -14,7 +14,7 @@ import (
 	"github.com/noetl-go/noetl/shared/config/mototest"
 	"github.com/noetl-go/noetl/shared/controlplane/cptest"
 	"github.com/noetl-go/noetl/shared/credentials"
-	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/dev/devstack/devstacktest"
 	"github.com/noetl-go/noetl/shared/keychain"
 	"github.com/noetl-go/noetl/shared/keychain/kmsring"
 	"github.com/noetl-go/noetl/shared/store"

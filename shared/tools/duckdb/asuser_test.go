@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/dev/devstack/devstacktest"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/toolresult"
 	"github.com/noetl-go/noetl/shared/tools"
 	"github.com/noetl-go/noetl/shared/tools/duckdb"
 )
@@ -87,7 +88,7 @@ func TestDuckDBAsToolUser(t *testing.T) {
 	if err := os.WriteFile(script, []byte("SELECT 'root-only-script-4711' AS v"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	noLeak := func(env pipeline.Envelope) {
+	noLeak := func(env toolresult.Envelope) {
 		t.Helper()
 		if all := fmt.Sprint(env.Error, env.Data); strings.Contains(all, "-4711") {
 			t.Fatalf("a root-only file leaked: %s", all)
@@ -130,7 +131,7 @@ func TestDuckDBAsToolUser(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if env := run(t, r, "7", map[string]any{"kind": "duckdb", "query": "INSERT INTO n VALUES ($1)", "params": []any{10000 + i}}); env.Status != pipeline.StatusSuccess {
+			if env := run(t, r, "7", map[string]any{"kind": "duckdb", "query": "INSERT INTO n VALUES ($1)", "params": []any{10000 + i}}); env.Status != toolresult.StatusSuccess {
 				errs <- env.Error.Message
 			}
 		}()
@@ -164,7 +165,7 @@ func TestDuckDBAsToolUser(t *testing.T) {
 	ctx = tools.WithCall(ctx, tools.Call{ExecutionID: "8", Step: "s"})
 	slow := r.Exec(ctx, pipeline.Item{Label: "s", Kind: "duckdb", Config: jsonx.Normalize(map[string]any{"kind": "duckdb", "timeout": 1,
 		"query": "SELECT count(*) FROM range(1000000000000) a"}).(map[string]any), Input: map[string]any{}})
-	if slow.Status != pipeline.StatusTimeout {
+	if slow.Status != toolresult.StatusTimeout {
 		t.Fatalf("a statement past its timeout: %s %+v", slow.Status, slow.Error)
 	}
 	same(t, "after a cancel", ok(t, run(t, r, "7", map[string]any{"kind": "duckdb", "query": "SELECT count(*) AS n FROM n"}))["rows"],

@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/noetl-go/noetl/shared/devstack/devstacktest"
+	"github.com/noetl-go/noetl/shared/dev/devstack/devstacktest"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/toolresult"
 	"github.com/noetl-go/noetl/shared/tools"
 	"github.com/noetl-go/noetl/shared/tools/duckdb"
 )
@@ -28,7 +29,7 @@ func registry(t *testing.T) *tools.Registry {
 
 // run runs one tool item for an execution, the config normalised like a
 // rendered one.
-func run(t *testing.T, r *tools.Registry, execution string, cfg map[string]any) pipeline.Envelope {
+func run(t *testing.T, r *tools.Registry, execution string, cfg map[string]any) toolresult.Envelope {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -41,17 +42,17 @@ func run(t *testing.T, r *tools.Registry, execution string, cfg map[string]any) 
 	return r.Exec(ctx, pipeline.Item{Label: "s", Kind: c["kind"].(string), Config: c, Input: map[string]any{}})
 }
 
-func ok(t *testing.T, env pipeline.Envelope) map[string]any {
+func ok(t *testing.T, env toolresult.Envelope) map[string]any {
 	t.Helper()
-	if env.Status != pipeline.StatusSuccess {
+	if env.Status != toolresult.StatusSuccess {
 		t.Fatalf("status %s: %+v", env.Status, env.Error)
 	}
 	return env.Data.(map[string]any)
 }
 
-func failed(t *testing.T, env pipeline.Envelope, want ...string) {
+func failed(t *testing.T, env toolresult.Envelope, want ...string) {
 	t.Helper()
-	if env.Status != pipeline.StatusError {
+	if env.Status != toolresult.StatusError {
 		t.Fatalf("status %s, want error naming %q (data %v)", env.Status, want, env.Data)
 	}
 	for _, w := range want {
@@ -150,7 +151,7 @@ func TestDuckDBConcurrentFile(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if env := run(t, r, "7", map[string]any{"kind": "duckdb", "query": fmt.Sprintf("INSERT INTO n VALUES (%d)", i)}); env.Status != pipeline.StatusSuccess {
+			if env := run(t, r, "7", map[string]any{"kind": "duckdb", "query": fmt.Sprintf("INSERT INTO n VALUES (%d)", i)}); env.Status != toolresult.StatusSuccess {
 				errs <- env.Error.Message
 			}
 		}()
