@@ -1,5 +1,6 @@
 // Package tools holds the tool executors the worker runs (worker.md §3, rulings P):
-// noop, python, http, postgres, shell and playbook. A Registry is configured once per
+// the kinds of shared/toolkind's table (noop, python, http, postgres, duckdb, shell,
+// playbook, transfer, nats, artifact), each reading its config through it. A Registry is configured once per
 // worker; its Exec method satisfies pipeline.Exec, so single tools and pipelines go
 // through the same door. An unknown kind is an error envelope "tool kind X is not
 // supported by this worker".
