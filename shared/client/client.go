@@ -136,6 +136,14 @@ func RetryAfterOf(err error) time.Duration {
 // errors, with capped exponential backoff and jitter, Retries times — and,
 // while the server answers when to come back (Retry-After), for up to
 // Patience, waiting at least that long. out, when not nil, receives the
+// withQuery is path with the query, when it has one.
+func withQuery(path string, q url.Values) string {
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
+}
+
 // decoded JSON answer; the answer's headers are returned.
 func (c *Client) do(ctx context.Context, method, path string, body any, idempotent bool, out any) (http.Header, error) {
 	var payload []byte
@@ -357,10 +365,7 @@ func (c *Client) Events(ctx context.Context, id, afterSeq int64, limit int) ([]w
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
-	path := executionPath(id) + "/events"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
+	path := withQuery(executionPath(id)+"/events", q)
 	var out wire.EventPage
 	if _, err := c.do(ctx, http.MethodGet, path, nil, true, &out); err != nil {
 		return nil, 0, err
@@ -377,10 +382,7 @@ func (c *Client) Events(ctx context.Context, id, afterSeq int64, limit int) ([]w
 // page ("" at the end). The body is NoETL's bare array; the cursor travels in
 // the X-Next-Cursor header.
 func (c *Client) ListExecutions(ctx context.Context, q url.Values) ([]wire.ExecutionSummary, string, error) {
-	path := "/api/executions"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
+	path := withQuery("/api/executions", q)
 	var rows []wire.ExecutionSummary
 	hdr, err := c.do(ctx, http.MethodGet, path, nil, true, &rows)
 	if err != nil {
@@ -402,10 +404,7 @@ func (c *Client) Cancel(ctx context.Context, id int64, reason string) (*wire.End
 // with the given query parameters. It is free-form by design: its
 // projections are chosen by the query.
 func (c *Client) Replay(ctx context.Context, id int64, q url.Values) (wire.Object, error) {
-	path := executionPath(id) + "/replay"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
+	path := withQuery(executionPath(id)+"/replay", q)
 	var out wire.Object
 	_, err := c.do(ctx, http.MethodGet, path, nil, true, &out)
 	return out, err
@@ -582,10 +581,7 @@ func (c *Client) DeregisterWorker(ctx context.Context, name string) error {
 // Workers returns GET /api/worker/pools with the given query (runtime,
 // status, pool, limit).
 func (c *Client) Workers(ctx context.Context, q url.Values) (*wire.WorkerPools, error) {
-	path := "/api/worker/pools"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
+	path := withQuery("/api/worker/pools", q)
 	var out wire.WorkerPools
 	if _, err := c.do(ctx, http.MethodGet, path, nil, true, &out); err != nil {
 		return nil, err

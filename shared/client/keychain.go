@@ -31,10 +31,7 @@ func (c *Client) Credentials(ctx context.Context, typ, q string) (*wire.Credenti
 	if q != "" {
 		v.Set("q", q)
 	}
-	path := "/api/credentials"
-	if len(v) > 0 {
-		path += "?" + v.Encode()
-	}
+	path := withQuery("/api/credentials", v)
 	var out wire.CredentialList
 	_, err := c.do(ctx, "GET", path, nil, true, &out)
 	return &out, err
@@ -70,10 +67,7 @@ func (c *Client) Credential(ctx context.Context, identifier string, q Credential
 	if q.Attempt > 0 {
 		v.Set("attempt", strconv.Itoa(q.Attempt))
 	}
-	path := credentialPath(identifier)
-	if len(v) > 0 {
-		path += "?" + v.Encode()
-	}
+	path := withQuery(credentialPath(identifier), v)
 	var out wire.Credential
 	_, err := c.do(ctx, "GET", path, nil, true, &out)
 	return &out, err
@@ -95,10 +89,7 @@ func (c *Client) CredentialReads(ctx context.Context, identifier string, executi
 	if limit > 0 {
 		v.Set("limit", strconv.Itoa(limit))
 	}
-	path := credentialPath(identifier) + "/reads"
-	if len(v) > 0 {
-		path += "?" + v.Encode()
-	}
+	path := withQuery(credentialPath(identifier)+"/reads", v)
 	var out wire.CredentialReads
 	_, err := c.do(ctx, "GET", path, nil, true, &out)
 	return &out, err

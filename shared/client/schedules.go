@@ -116,8 +116,5 @@ func pageQuery(cursor string, limit int) string {
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
-	if len(q) == 0 {
-		return ""
-	}
-	return "?" + q.Encode()
+	return withQuery("", q)
 }

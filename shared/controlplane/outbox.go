@@ -123,28 +123,16 @@ type OutboxStats struct {
 // autoscaler reads.
 func (s *Service) OutboxPendingCount(ctx context.Context) (int64, error) {
 	var total int64
-	for i := range s.st.NumShards() {
-		n, err := store.PendingOutboxCount(ctx, s.st.Shard(i).Pool())
-		if err != nil {
-			return 0, fmt.Errorf("shard %d: %w", i, err)
-		}
-		total += n
-	}
-	return total, nil
+	err := overShards(ctx, s, store.PendingOutboxCount, func(n int64) { total += n })
+	return total, err
 }
 
 // OutboxClaimableCount counts, on every shard, the rows a claim would take
 // now (NoETL's pending-count: not those in flight or backing off).
 func (s *Service) OutboxClaimableCount(ctx context.Context) (int64, error) {
 	var total int64
-	for i := range s.st.NumShards() {
-		n, err := store.ClaimableOutboxCount(ctx, s.st.Shard(i).Pool())
-		if err != nil {
-			return 0, fmt.Errorf("shard %d: %w", i, err)
-		}
-		total += n
-	}
-	return total, nil
+	err := overShards(ctx, s, store.ClaimableOutboxCount, func(n int64) { total += n })
+	return total, err
 }
 
 // OutboxStats reads the pending count and the lag of every shard.
@@ -154,27 +142,33 @@ func (s *Service) OutboxStats(ctx context.Context) (OutboxStats, error) {
 	if st.Pending, err = s.OutboxPendingCount(ctx); err != nil {
 		return st, err
 	}
-	for i := range s.st.NumShards() {
-		lag, err := store.OutboxLag(ctx, s.st.Shard(i).Pool())
-		if err != nil {
-			return st, fmt.Errorf("shard %d: %w", i, err)
-		}
-		st.Lag = max(st.Lag, lag)
-	}
-	return st, nil
+	err = overShards(ctx, s, store.OutboxLag, func(lag time.Duration) { st.Lag = max(st.Lag, lag) })
+	return st, err
 }
 
 // CommandCounts counts command rows per status over every shard.
 func (s *Service) CommandCounts(ctx context.Context) (map[string]int64, error) {
 	total := map[string]int64{}
-	for i := range s.st.NumShards() {
-		counts, err := store.CountCommandsByStatus(ctx, s.st.Shard(i).Pool())
-		if err != nil {
-			return nil, fmt.Errorf("shard %d: %w", i, err)
-		}
+	err := overShards(ctx, s, store.CountCommandsByStatus, func(counts map[string]int64) {
 		for k, n := range counts {
 			total[k] += n
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return total, nil
+}
+
+// overShards reads every shard in turn and hands each answer to add; the
+// first error stops it, naming its shard.
+func overShards[T any](ctx context.Context, s *Service, read func(context.Context, store.Querier) (T, error), add func(T)) error {
+	for i := range s.st.NumShards() {
+		v, err := read(ctx, s.st.Shard(i).Pool())
+		if err != nil {
+			return fmt.Errorf("shard %d: %w", i, err)
+		}
+		add(v)
+	}
+	return nil
 }

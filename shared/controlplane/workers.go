@@ -3,7 +3,6 @@ package controlplane
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/noetl-go/noetl/shared/noetlwire"
@@ -205,14 +204,16 @@ func (s *Service) Workers(ctx context.Context, q WorkerQuery) ([]Worker, error) 
 // worker's).
 func (s *Service) held(ctx context.Context, names []string) (map[string]int, error) {
 	total := map[string]int{}
-	for i := range s.st.NumShards() {
-		m, err := store.HeldCounts(ctx, s.st.Shard(i).Pool(), names)
-		if err != nil {
-			return nil, fmt.Errorf("shard %d: %w", i, err)
-		}
+	read := func(ctx context.Context, q store.Querier) (map[string]int, error) {
+		return store.HeldCounts(ctx, q, names)
+	}
+	err := overShards(ctx, s, read, func(m map[string]int) {
 		for k, n := range m {
 			total[k] += n
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return total, nil
 }

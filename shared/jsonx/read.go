@@ -230,16 +230,28 @@ func bound(tag reflect.StructTag, key string, def int64) int64 {
 // at all (rather than one out of range).
 var ErrNotInteger = errors.New("not an integer")
 
-// Integer reads an integral number, or a numeric string (what NoETL's clients
-// send for counts and ids).
-func Integer(v any) (int64, error) {
+// Whole reads an integral number of the convention: an int64, or a float64
+// without a fraction (within ±2^62, where a float64 is still exact enough).
+func Whole(v any) (int64, bool) {
 	switch x := v.(type) {
 	case int64:
-		return x, nil
+		return x, true
 	case float64:
 		if x == math.Trunc(x) && math.Abs(x) < 1<<62 {
-			return int64(x), nil
+			return int64(x), true
 		}
+	}
+	return 0, false
+}
+
+// Integer reads an integral number (Whole), or a numeric string (what
+// NoETL's clients send for counts and ids).
+func Integer(v any) (int64, error) {
+	if n, ok := Whole(v); ok {
+		return n, nil
+	}
+	switch x := v.(type) {
+	case float64:
 		return 0, &intError{got: "number " + strconv.FormatFloat(x, 'g', -1, 64)}
 	case string:
 		n, err := strconv.ParseInt(strings.TrimSpace(x), 10, 64)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -287,18 +286,6 @@ func parseSpec(v any) ([]rule, error) {
 		rules = append(rules, parsed)
 	}
 	return rules, nil
-}
-
-func wholeNumber(v any) (int64, bool) {
-	switch x := v.(type) {
-	case int64:
-		return x, true
-	case float64:
-		if x == math.Trunc(x) && math.Abs(x) < 1<<62 {
-			return int64(x), true
-		}
-	}
-	return 0, false
 }
 
 func number(v any) (float64, bool) {

@@ -191,7 +191,7 @@ func parseAction(v any, path []string, c *RuleCheck) action {
 		}
 	}
 	if v, ok := m["attempts"]; ok && v != nil {
-		n, ok := wholeNumber(v)
+		n, ok := jsonx.Whole(v)
 		if !ok || n < 1 {
 			c.errf(at("attempts"), "expected a whole number ≥ 1 (total tries), got %s", show(v))
 		}

@@ -168,14 +168,7 @@ func ListCredentials(ctx context.Context, q Querier, f CredentialFilter) ([]Cred
 
 // DeleteCredential deletes a credential by id.
 func DeleteCredential(ctx context.Context, q Querier, id int64) error {
-	tag, err := q.Exec(ctx, `DELETE FROM credential WHERE credential_id = $1`, id)
-	if err != nil {
-		return fmt.Errorf("store: delete credential %d: %w", id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("store: credential %d: %w", id, ErrNotFound)
-	}
-	return nil
+	return deleteOne(ctx, q, "credential", id, `DELETE FROM credential WHERE credential_id = $1`)
 }
 
 // CredentialsNotUnder lists up to limit credentials sealed under another key

@@ -198,14 +198,7 @@ func NextFireAt(ctx context.Context, q Querier) (time.Time, error) {
 
 // DeleteSchedule deletes a schedule and its runs' log.
 func DeleteSchedule(ctx context.Context, q Querier, id int64) error {
-	tag, err := q.Exec(ctx, `DELETE FROM schedule WHERE schedule_id = $1`, id)
-	if err != nil {
-		return fmt.Errorf("store: delete schedule %d: %w", id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("store: schedule %d: %w", id, ErrNotFound)
-	}
-	return nil
+	return deleteOne(ctx, q, "schedule", id, `DELETE FROM schedule WHERE schedule_id = $1`)
 }
 
 // ListSchedules returns schedules by id, after afterID, at most limit.

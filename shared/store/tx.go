@@ -230,3 +230,16 @@ func found[T any](v T, err error, format string, args ...any) (T, error) {
 	}
 	return v, nil
 }
+
+// deleteOne runs sql, a DELETE of the row what whose id is $1: ErrNotFound
+// when there was none.
+func deleteOne(ctx context.Context, q Querier, what string, id int64, sql string) error {
+	tag, err := q.Exec(ctx, sql, id)
+	if err != nil {
+		return fmt.Errorf("store: delete %s %d: %w", what, id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("store: %s %d: %w", what, id, ErrNotFound)
+	}
+	return nil
+}
