@@ -48,13 +48,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	loops := &shapeFlags{parse: bench.ParseLoop}
 	fs.Var(shapes, "shape", "WxK: W executions at once of a chain of K noop steps (repeatable; default 50x10, 1x200, 500x10)")
 	fs.Var(loops, "loop", "NxM: one loop of N noop iterations with M in flight (repeatable; default none)")
-	if code, ok := parseFlags(fs, args, "bench [flags]", "Measures the step path with the project's worker: steps/s, the step cycle (issue of step i → step i+1),\n"+
+	if code, ok := flagsOnly(fs, args, "bench [flags]", "Measures the step path with the project's worker: steps/s, the step cycle (issue of step i → step i+1),\n"+
 		"execution latency, Postgres commits, HTTP requests and event rows per step, the server's peak memory.\n"+
-		"Without --server it starts Postgres with fsync and synchronous_commit on, and noetl serve over it."); !ok {
+		"Without --server it starts Postgres with fsync and synchronous_commit on, and noetl serve over it.", stderr); !ok {
 		return code
-	}
-	if !noArgs(fs, stderr) {
-		return exitUsage
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()

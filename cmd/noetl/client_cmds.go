@@ -71,6 +71,18 @@ func noArgs(fs *flag.FlagSet, stderr io.Writer) bool {
 	return false
 }
 
+// flagsOnly is parseFlags for a command that takes no positional
+// arguments: any is refused with the usage (noArgs).
+func flagsOnly(fs *flag.FlagSet, args []string, usage, help string, stderr io.Writer) (int, bool) {
+	if code, ok := parseFlags(fs, args, usage, help); !ok {
+		return code, false
+	}
+	if !noArgs(fs, stderr) {
+		return exitUsage, false
+	}
+	return 0, true
+}
+
 func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)

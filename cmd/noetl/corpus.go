@@ -32,14 +32,11 @@ func runCorpus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	dump := fs.String("dump", "", "write each run's final execution view to this folder (one JSON file per playbook)")
 	verbose := fs.Bool("v", false, "print the stack's JSON logs")
 	toolUser := toolUserFlag(fs)
-	if code, ok := parseFlags(fs, args, "corpus [flags]", "Runs NoETL's offline playbook corpus (offline.json) end to end: a throwaway stack, a database for\n"+
+	if code, ok := flagsOnly(fs, args, "corpus [flags]", "Runs NoETL's offline playbook corpus (offline.json) end to end: a throwaway stack, a database for\n"+
 		"the playbooks' credential aliases and a local HTTP fixture standing in for NoETL's test API. Prints\n"+
 		"per playbook PASS/FAIL, its final status and whether its own checks passed; exits 1 when one of\n"+
-		"the local and local+http playbooks fails without a reason documented in docs/noetl-playbooks.md."); !ok {
+		"the local and local+http playbooks fails without a reason documented in docs/noetl-playbooks.md.", stderr); !ok {
 		return code
-	}
-	if !noArgs(fs, stderr) {
-		return exitUsage
 	}
 	if *dump != "" {
 		if err := os.MkdirAll(*dump, 0o755); err != nil {

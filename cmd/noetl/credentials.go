@@ -166,11 +166,8 @@ func runCredentialSet(ctx context.Context, c *conn, fs *flag.FlagSet, args []str
 func runCredentialList(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	typ := fs.String("type", "", "only credentials of this type")
 	q := fs.String("q", "", "only credentials whose name or description contains this")
-	if code, ok := parseFlags(fs, args, "credentials list [flags]", "Lists credentials by name (never their data)."); !ok {
+	if code, ok := flagsOnly(fs, args, "credentials list [flags]", "Lists credentials by name (never their data).", stderr); !ok {
 		return code
-	}
-	if !noArgs(fs, stderr) {
-		return exitUsage
 	}
 	list, err := c.client().Credentials(ctx, *typ, *q)
 	if err != nil {
@@ -261,13 +258,10 @@ func printReads(stdout io.Writer, name string, reads []wire.CredentialRead) int 
 func runCredentialRotate(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	newKey := fs.Bool("new-key", false, "make a new current key first (a key file; with KMS, point the key id or its alias at a new key instead)")
 	batch := fs.Int("batch", 100, "credentials resealed per request (1..1000)")
-	if code, ok := parseFlags(fs, args, "credentials rotate [flags]",
+	if code, ok := flagsOnly(fs, args, "credentials rotate [flags]",
 		"Reseals every credential under the keychain's current key, a batch per request, until none is left\n"+
-			"under an older key. Old keys keep opening what they sealed until then."); !ok {
+			"under an older key. Old keys keep opening what they sealed until then.", stderr); !ok {
 		return code
-	}
-	if !noArgs(fs, stderr) {
-		return exitUsage
 	}
 	cl := c.client()
 	req := wire.RotateRequest{NewKey: *newKey, Limit: *batch}

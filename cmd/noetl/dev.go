@@ -49,14 +49,11 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	toolUser := toolUserFlag(fs)
 	dataDir := dataDirFlag(fs)
 	allowLinkLocal := allowLinkLocalFlag(fs)
-	if code, ok := parseFlags(fs, args, "dev [flags]", "Runs the whole stack in one process: a throwaway Postgres (cluster + 2 shards) unless a\n"+
+	if code, ok := flagsOnly(fs, args, "dev [flags]", "Runs the whole stack in one process: a throwaway Postgres (cluster + 2 shards) unless a\n"+
 		"database URL is given, an embedded NATS unless a NATS URL is given, the API on "+"127.0.0.1:8082 serving\n"+
 		"every function's routes, in-process workers and the scheduled drain. It registers the examples,\n"+
-		"runs the demo and prints its result; Ctrl-C stops everything and removes what it started."); !ok {
+		"runs the demo and prints its result; Ctrl-C stops everything and removes what it started.", stderr); !ok {
 		return code
-	}
-	if !noArgs(fs, stderr) {
-		return exitUsage
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()

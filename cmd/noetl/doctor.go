@@ -13,15 +13,12 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	c, fs := clientFlags("doctor", stderr)
 	fs.Lookup("json").Usage = "print the answer of GET /api/doctor"
 	limit := fs.Int("limit", 100, "how many executions to list, at most 1000")
-	if code, ok := parseFlags(fs, args, "doctor [flags]", "Checks that every running execution has something that will move it: a command pending\n"+
+	if code, ok := flagsOnly(fs, args, "doctor [flags]", "Checks that every running execution has something that will move it: a command pending\n"+
 		"(announced, and announced again until claimed), a command held under a lease that ends, a\n"+
 		"retry waiting for its time, a running child, or a cancel in progress. Lists the executions\n"+
 		"that have none, or whose commands have waited on the scheduled drain too long, each with\n"+
-		"why; exits 1 when it lists any."); !ok {
+		"why; exits 1 when it lists any.", stderr); !ok {
 		return code
-	}
-	if !noArgs(fs, stderr) {
-		return exitUsage
 	}
 	d, err := c.client().Doctor(ctx, *limit)
 	if err != nil {

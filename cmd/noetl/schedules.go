@@ -97,11 +97,8 @@ func runScheduleCreate(ctx context.Context, c *conn, fs *flag.FlagSet, args []st
 	paused := fs.Bool("paused", false, "create it paused")
 	sets := setFlags{}
 	fs.Var(sets, "set", "input_payload value key=value (repeatable; JSON values allowed)")
-	if code, ok := parseFlags(fs, args, "schedules create [flags]", "Creates a schedule. -f reads a YAML file with the API's fields; flags given override it."); !ok {
+	if code, ok := flagsOnly(fs, args, "schedules create [flags]", "Creates a schedule. -f reads a YAML file with the API's fields; flags given override it.", stderr); !ok {
 		return code
-	}
-	if !noArgs(fs, stderr) {
-		return exitUsage
 	}
 	var r wire.ScheduleRequest
 	if *file != "" {
@@ -175,11 +172,8 @@ func at(t wire.Time) string {
 }
 
 func runScheduleList(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
-	if code, ok := parseFlags(fs, args, "schedules list [flags]", "Lists every schedule with its next and last run."); !ok {
+	if code, ok := flagsOnly(fs, args, "schedules list [flags]", "Lists every schedule with its next and last run.", stderr); !ok {
 		return code
-	}
-	if !noArgs(fs, stderr) {
-		return exitUsage
 	}
 	var all []wire.Schedule
 	cursor := ""

@@ -60,12 +60,9 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	dataDir := dataDirFlag(fs)
 	toolUser := toolUserFlag(fs)
 	allowLinkLocal := allowLinkLocalFlag(fs)
-	if code, ok := parseFlags(fs, args, "worker [flags]", "Runs a worker: pulls commands of a pool from NATS, claims and runs them.\nCredentials for auth: aliases come from NOETL_CREDENTIALS_FILE and NOETL_CREDENTIAL_<ALIAS> (R-P4).\n"+
-		"Give tokens in the environment, not as flags: any user can read a process's arguments."); !ok {
+	if code, ok := flagsOnly(fs, args, "worker [flags]", "Runs a worker: pulls commands of a pool from NATS, claims and runs them.\nCredentials for auth: aliases come from NOETL_CREDENTIALS_FILE and NOETL_CREDENTIAL_<ALIAS> (R-P4).\n"+
+		"Give tokens in the environment, not as flags: any user can read a process's arguments.", stderr); !ok {
 		return code
-	}
-	if !noArgs(fs, stderr) {
-		return exitUsage
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	nc, err := connectNATS(*natsURL, *id, log)
@@ -129,11 +126,8 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	dbURL := fs.String("database-url", os.Getenv("NOETL_DATABASE_URL"), "cluster database URL (env NOETL_DATABASE_URL)")
 	shardURLs := fs.String("shard-urls", os.Getenv("NOETL_SHARD_URLS"), "comma-separated shard database URLs (env NOETL_SHARD_URLS); default: the cluster database is the only shard")
 	natsURL := fs.String("nats", os.Getenv("NOETL_NATS_URL"), "NATS URL: also create the NOETL_COMMANDS stream (env NOETL_NATS_URL)")
-	if code, ok := parseFlags(fs, args, "migrate [flags]", "Applies the embedded schema migrations to the cluster and shard databases (idempotent),\nand creates the NATS stream when a NATS URL is given (R-A7)."); !ok {
+	if code, ok := flagsOnly(fs, args, "migrate [flags]", "Applies the embedded schema migrations to the cluster and shard databases (idempotent),\nand creates the NATS stream when a NATS URL is given (R-A7).", stderr); !ok {
 		return code
-	}
-	if !noArgs(fs, stderr) {
-		return exitUsage
 	}
 	if *dbURL == "" {
 		fmt.Fprintln(stderr, "noetl migrate: give --database-url or set NOETL_DATABASE_URL")

@@ -20,13 +20,10 @@ func runWorkers(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	status := fs.String("status", "", "only workers in this state: alive (every live one), ready, expired, offline")
 	pool := fs.String("pool", "", "only workers of this pool")
 	runtime := fs.String("runtime", "", "only workers of this runtime (go, python, rust)")
-	if code, ok := parseFlags(fs, args, "workers [flags]", "Lists the workers registered with the server, ours and NoETL's: who is alive and how busy.\n"+
+	if code, ok := flagsOnly(fs, args, "workers [flags]", "Lists the workers registered with the server, ours and NoETL's: who is alive and how busy.\n"+
 		"BUSY is the commands a worker holds under a live lease over the capacity it declared; a worker\n"+
-		"expires when it has not registered or beaten for a while (45 s by default), and is offline once\nit deregistered."); !ok {
+		"expires when it has not registered or beaten for a while (45 s by default), and is offline once\nit deregistered.", stderr); !ok {
 		return code
-	}
-	if !noArgs(fs, stderr) {
-		return exitUsage
 	}
 	q := url.Values{}
 	for k, v := range map[string]string{"status": *status, "pool": *pool, "runtime": *runtime} {
