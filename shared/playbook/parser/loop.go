@@ -19,6 +19,16 @@ func (p *parser) loop(n *yaml.Node, path string) *playbook.Loop {
 	es := p.fields(n, path, "loop")
 	inSet, limitSet, modeSet := false, false, false
 	var frame, cursor entry
+	// mode and max_in_flight are read at the loop's level and under spec
+	// (where NoETL puts them).
+	setting := func(e entry, fp string) {
+		if e.key == "mode" {
+			l.Mode, modeSet = p.loopMode(e.value, fp), true
+			return
+		}
+		p.maxInFlight(e.value, fp, l)
+		limitSet = true
+	}
 	for _, e := range es {
 		fp := join(path, e.key)
 		switch e.key {
@@ -49,20 +59,14 @@ func (p *parser) loop(n *yaml.Node, path string) *playbook.Loop {
 				}
 				l.Iterator = it
 			}
-		case "mode":
-			l.Mode, modeSet = p.loopMode(e.value, fp), true
-		case "max_in_flight":
-			p.maxInFlight(e.value, fp, l)
-			limitSet = true
+		case "mode", "max_in_flight":
+			setting(e, fp)
 		case "spec":
 			for _, se := range p.fields(e.value, fp, "loop spec") {
 				sp := join(fp, se.key)
 				switch se.key {
-				case "mode":
-					l.Mode, modeSet = p.loopMode(se.value, sp), true
-				case "max_in_flight":
-					p.maxInFlight(se.value, sp, l)
-					limitSet = true
+				case "mode", "max_in_flight":
+					setting(se, sp)
 				case "frame":
 					frame = se
 				case "policy":
