@@ -100,17 +100,7 @@ func loadFromAWS(ctx context.Context, e env, c *Config, p pending) error {
 	)
 	jobs := map[string]func() error{}
 	if p.dbSecret != "" {
-		jobs["db"] = func() error {
-			raw, err := cl.secret(ctx, p.dbSecret)
-			if err != nil {
-				return fmt.Errorf("%s: reading secret %q: %w; "+secretFix, EnvDBSecretARN, p.dbSecret, err, EnvAWSRegion)
-			}
-			dbSec, err = parseDBSecret(raw)
-			if err != nil {
-				return fmt.Errorf("%s: secret %q: %w", EnvDBSecretARN, p.dbSecret, err)
-			}
-			return nil
-		}
+		jobs["db"] = secretJob(ctx, cl, EnvDBSecretARN, p.dbSecret, parseDBSecret, &dbSec)
 	}
 	if p.shardMap != "" {
 		jobs["map"] = func() error {
@@ -126,30 +116,10 @@ func loadFromAWS(ctx context.Context, e env, c *Config, p pending) error {
 		}
 	}
 	if p.tokensSecret != "" {
-		jobs["tokens"] = func() error {
-			raw, err := cl.secret(ctx, p.tokensSecret)
-			if err != nil {
-				return fmt.Errorf("%s: reading secret %q: %w; "+secretFix, EnvAPITokensSecretARN, p.tokensSecret, err, EnvAWSRegion)
-			}
-			tokens, err = parseTokensSecret(raw)
-			if err != nil {
-				return fmt.Errorf("%s: secret %q: %w", EnvAPITokensSecretARN, p.tokensSecret, err)
-			}
-			return nil
-		}
+		jobs["tokens"] = secretJob(ctx, cl, EnvAPITokensSecretARN, p.tokensSecret, parseTokensSecret, &tokens)
 	}
 	if p.natsSecret != "" {
-		jobs["nats"] = func() error {
-			raw, err := cl.secret(ctx, p.natsSecret)
-			if err != nil {
-				return fmt.Errorf("%s: reading secret %q: %w; "+secretFix, EnvNATSCredsSecretARN, p.natsSecret, err, EnvAWSRegion)
-			}
-			natsAuth, err = parseNATSCreds(raw)
-			if err != nil {
-				return fmt.Errorf("%s: secret %q: %w", EnvNATSCredsSecretARN, p.natsSecret, err)
-			}
-			return nil
-		}
+		jobs["nats"] = secretJob(ctx, cl, EnvNATSCredsSecretARN, p.natsSecret, parseNATSCreds, &natsAuth)
 	}
 	if err := runAll(jobs); err != nil {
 		return err
@@ -251,6 +221,23 @@ func runAll(jobs map[string]func() error) error {
 }
 
 // port accepts a JSON number or a numeric string: RDS writes a number, people
+// secretJob reads the secret id (named by the variable env) and parses it
+// into dst; its errors name the variable and the secret.
+func secretJob[T any](ctx context.Context, cl *awsClients, env, id string, parse func([]byte) (T, error), dst *T) func() error {
+	return func() error {
+		raw, err := cl.secret(ctx, id)
+		if err != nil {
+			return fmt.Errorf("%s: reading secret %q: %w; "+secretFix, env, id, err, EnvAWSRegion)
+		}
+		v, err := parse(raw)
+		if err != nil {
+			return fmt.Errorf("%s: secret %q: %w", env, id, err)
+		}
+		*dst = v
+		return nil
+	}
+}
+
 // writing secrets by hand often write a string.
 type port int
 
