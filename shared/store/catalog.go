@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -123,38 +122,32 @@ func ListCatalog(ctx context.Context, q Querier, f CatalogFilter) ([]CatalogEntr
 	if err != nil {
 		return nil, fmt.Errorf("store: list catalog: %w", err)
 	}
-	var where []string
-	var args []any
-	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	var w conds
 	if f.Path != "" {
-		where = append(where, "path = "+arg(f.Path))
+		w.add("path = " + w.arg(f.Path))
 	}
 	if f.After != nil {
-		p := arg(f.After.Path)
+		p := w.arg(f.After.Path)
 		if f.LatestOnly {
-			where = append(where, "path > "+p)
+			w.add("path > " + p)
 		} else {
 			// path >= p bounds the index scan; the rest skips p's versions already seen.
-			where = append(where, fmt.Sprintf("path >= %s AND (path > %s OR version < %s)", p, p, arg(f.After.Version)))
+			w.add(fmt.Sprintf("path >= %s AND (path > %s OR version < %s)", p, p, w.arg(f.After.Version)))
 		}
-	}
-	cond := ""
-	if len(where) > 0 {
-		cond = " WHERE " + strings.Join(where, " AND ")
 	}
 	var sql string
 	if f.LatestOnly {
-		sql = `SELECT DISTINCT ON (path) ` + catalogColumns + ` FROM catalog` + cond + ` ORDER BY path, version DESC LIMIT ` + arg(limit)
+		sql = `SELECT DISTINCT ON (path) ` + catalogColumns + ` FROM catalog` + w.sql() + ` ORDER BY path, version DESC LIMIT ` + w.arg(limit)
 	} else {
-		sql = `SELECT ` + catalogColumns + ` FROM catalog` + cond + ` ORDER BY path, version DESC LIMIT ` + arg(limit)
+		sql = `SELECT ` + catalogColumns + ` FROM catalog` + w.sql() + ` ORDER BY path, version DESC LIMIT ` + w.arg(limit)
 	}
 	if f.MaxContentBytes > 0 {
 		// octet_length reads a stored value's size without decompressing it;
 		// the content of entries past the budget is never read.
 		sql = `SELECT ` + catalogColumns + ` FROM (SELECT page.*, sum(octet_length(content)) OVER (ORDER BY path, version DESC) - octet_length(content) AS before
-			FROM (` + sql + `) page) sized WHERE before < ` + arg(f.MaxContentBytes) + ` ORDER BY path, version DESC`
+			FROM (` + sql + `) page) sized WHERE before < ` + w.arg(f.MaxContentBytes) + ` ORDER BY path, version DESC`
 	}
-	return queryRows(ctx, q, "list catalog", scanCatalog, sql, args...)
+	return queryRows(ctx, q, "list catalog", scanCatalog, sql, w.args...)
 }
 
 // pageLimit applies the list limit rule of api.md: 1..1000, default 100.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -200,38 +199,33 @@ func ListExecutions(ctx context.Context, q Querier, f ExecutionFilter) ([]Execut
 	}
 	// Conditions are spelled out per filter (not `$1 = '' OR status = $1`) so every
 	// cached plan can use the matching index.
-	var where []string
-	var args []any
-	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	var w conds
 	if f.Status != "" {
-		where = append(where, "status = "+arg(f.Status))
+		w.add("status = " + w.arg(f.Status))
 	}
 	if f.Path != "" {
-		where = append(where, "path = "+arg(f.Path))
+		w.add("path = " + w.arg(f.Path))
 	}
 	if f.PathContains != "" {
-		where = append(where, "strpos(lower(path), lower("+arg(f.PathContains)+")) > 0")
+		w.add("strpos(lower(path), lower(" + w.arg(f.PathContains) + ")) > 0")
 	}
 	if f.CatalogID != 0 {
-		where = append(where, "catalog_id = "+arg(f.CatalogID))
+		w.add("catalog_id = " + w.arg(f.CatalogID))
 	}
 	if f.ParentExecutionID != 0 {
-		where = append(where, "parent_execution_id = "+arg(f.ParentExecutionID))
+		w.add("parent_execution_id = " + w.arg(f.ParentExecutionID))
 	}
 	if f.After != nil {
-		where = append(where, fmt.Sprintf("(started_at, execution_id) < (%s, %s)", arg(f.After.StartedAt), arg(f.After.ExecutionID)))
+		w.add(fmt.Sprintf("(started_at, execution_id) < (%s, %s)", w.arg(f.After.StartedAt), w.arg(f.After.ExecutionID)))
 	}
-	cond := ""
-	if len(where) > 0 {
-		cond = " WHERE " + strings.Join(where, " AND ")
-	}
-	return queryRows(ctx, q, "list executions", scanExecution, `
+	sql := `
 		SELECT execution_id, catalog_id, path, version, parent_execution_id, status, pool,
 			idempotency_key, NULL::jsonb, NULL::bytea, last_seq, started_at, updated_at, completed_at, error,
 			schedule_id, scheduled_at
-		FROM execution`+cond+`
+		FROM execution` + w.sql() + `
 		ORDER BY started_at DESC, execution_id DESC
-		LIMIT `+arg(limit), args...)
+		LIMIT ` + w.arg(limit)
+	return queryRows(ctx, q, "list executions", scanExecution, sql, w.args...)
 }
 
 // ListOrphanedChildren returns running children whose parent already ended as

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -242,4 +243,28 @@ func deleteOne(ctx context.Context, q Querier, what string, id int64, sql string
 		return fmt.Errorf("store: %s %d: %w", what, id, ErrNotFound)
 	}
 	return nil
+}
+
+// conds is a WHERE clause built a condition at a time, its values numbered
+// arguments ($1, $2, …) in the order they are added.
+type conds struct {
+	where []string
+	args  []any
+}
+
+// arg adds a value and names its placeholder.
+func (c *conds) arg(v any) string {
+	c.args = append(c.args, v)
+	return fmt.Sprintf("$%d", len(c.args))
+}
+
+// add adds a condition.
+func (c *conds) add(cond string) { c.where = append(c.where, cond) }
+
+// sql is the clause, " WHERE a AND b", or "" without conditions.
+func (c *conds) sql() string {
+	if len(c.where) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(c.where, " AND ")
 }
