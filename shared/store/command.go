@@ -231,23 +231,11 @@ func extendLeasesSQL(where string) string {
 // HeldCounts counts the commands each worker holds under a live lease: its
 // in-flight commands. names nil counts every worker's.
 func HeldCounts(ctx context.Context, q Querier, names []string) (map[string]int, error) {
-	rows, err := q.Query(ctx, `
+	return queryMap[string, int](ctx, q, "count held commands", `
 		SELECT worker_id, count(*) FROM command
 		WHERE `+lifecycle.HeldSQL+` AND lease_expires_at > now()
 		  AND ($1::text[] IS NULL OR worker_id = ANY($1))
 		GROUP BY worker_id`, names)
-	if err != nil {
-		return nil, fmt.Errorf("store: count held commands: %w", err)
-	}
-	out := map[string]int{}
-	var (
-		name string
-		n    int
-	)
-	if _, err := pgx.ForEachRow(rows, []any{&name, &n}, func() error { out[name] = n; return nil }); err != nil {
-		return nil, fmt.Errorf("store: count held commands: %w", err)
-	}
-	return out, nil
 }
 
 // CancelActiveCommands marks every PENDING, CLAIMED or RUNNING command of an execution
@@ -322,22 +310,5 @@ func lockForSweep(ctx context.Context, tx Querier, what string, limit int, cond,
 // CountCommandsByStatus counts a shard's command rows per status. It scans the
 // table: for the local server's /metrics, not for a hot path.
 func CountCommandsByStatus(ctx context.Context, q Querier) (map[string]int64, error) {
-	rows, err := q.Query(ctx, `SELECT status, count(*) FROM command GROUP BY status`)
-	if err != nil {
-		return nil, fmt.Errorf("store: count commands: %w", err)
-	}
-	defer rows.Close()
-	out := map[string]int64{}
-	for rows.Next() {
-		var status string
-		var n int64
-		if err := rows.Scan(&status, &n); err != nil {
-			return nil, fmt.Errorf("store: count commands: %w", err)
-		}
-		out[status] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: count commands: %w", err)
-	}
-	return out, nil
+	return queryMap[string, int64](ctx, q, "count commands", `SELECT status, count(*) FROM command GROUP BY status`)
 }

@@ -301,18 +301,5 @@ func ListRuns(ctx context.Context, q Querier, scheduleID int64, before time.Time
 
 // ExecutionStatuses reads the status of executions on one shard by id.
 func ExecutionStatuses(ctx context.Context, q Querier, ids []int64) (map[int64]string, error) {
-	rows, err := q.Query(ctx, `SELECT execution_id, status FROM execution WHERE execution_id = ANY($1)`, ids)
-	if err != nil {
-		return nil, fmt.Errorf("store: execution statuses: %w", err)
-	}
-	out := map[int64]string{}
-	var (
-		id     int64
-		status string
-	)
-	_, err = pgx.ForEachRow(rows, []any{&id, &status}, func() error { out[id] = status; return nil })
-	if err != nil {
-		return nil, fmt.Errorf("store: execution statuses: %w", err)
-	}
-	return out, nil
+	return queryMap[int64, string](ctx, q, "execution statuses", `SELECT execution_id, status FROM execution WHERE execution_id = ANY($1)`, ids)
 }

@@ -220,6 +220,24 @@ func queryRows[T any](ctx context.Context, q Querier, what string, scan func(pgx
 	return out, nil
 }
 
+// queryMap reads rows of (key, value) pairs into a map; what names the read
+// in errors.
+func queryMap[K comparable, V any](ctx context.Context, q Querier, what string, sql string, args ...any) (map[K]V, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: %s: %w", what, err)
+	}
+	out := map[K]V{}
+	var (
+		k K
+		v V
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&k, &v}, func() error { out[k] = v; return nil }); err != nil {
+		return nil, fmt.Errorf("store: %s: %w", what, err)
+	}
+	return out, nil
+}
+
 // found is what reading one row returns: v, or ErrNotFound when there was no
 // row, or the error; errors name what was read (format and args).
 func found[T any](v T, err error, format string, args ...any) (T, error) {

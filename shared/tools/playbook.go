@@ -198,10 +198,6 @@ func asChildView(result any) (ChildView, bool) {
 // errorText is a one-line description of a child's error value.
 func errorText(v any) string {
 	switch x := v.(type) {
-	case nil:
-		return ""
-	case string:
-		return x
 	case error:
 		return x.Error()
 	case map[string]any:
