@@ -450,15 +450,18 @@ func (s *Service) recordSkip(ctx context.Context, tx pgx.Tx, spec *schedule.Spec
 	return store.InsertRun(ctx, tx, run)
 }
 
+// patch sets *dst to *v when the patch gives v.
+func patch[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
 // applyPatch sets the patch's fields on sc and validates the result; the
 // messages name the request's fields.
 func (s *Service) applyPatch(ctx context.Context, sc *store.Schedule, p SchedulePatch) (*schedule.Spec, error) {
-	if p.PlaybookPath != nil {
-		sc.PlaybookPath = *p.PlaybookPath
-	}
-	if p.PlaybookVersion != nil {
-		sc.PlaybookVersion = *p.PlaybookVersion
-	}
+	patch(&sc.PlaybookPath, p.PlaybookPath)
+	patch(&sc.PlaybookVersion, p.PlaybookVersion)
 	if p.Cron != nil && p.IntervalSeconds != nil && *p.Cron != "" && *p.IntervalSeconds != 0 {
 		return nil, Errorf(ErrInvalid, "cron: give exactly one of cron and interval_seconds, not both")
 	}
@@ -468,24 +471,14 @@ func (s *Service) applyPatch(ctx context.Context, sc *store.Schedule, p Schedule
 	if p.IntervalSeconds != nil {
 		sc.IntervalSeconds, sc.Cron = *p.IntervalSeconds, ""
 	}
-	if p.Timezone != nil {
-		sc.Timezone = *p.Timezone
-	}
-	if p.Enabled != nil {
-		sc.Enabled = *p.Enabled
-	}
+	patch(&sc.Timezone, p.Timezone)
+	patch(&sc.Enabled, p.Enabled)
 	if p.InputPayload != nil {
 		sc.InputPayload = p.InputPayload
 	}
-	if p.Overlap != nil {
-		sc.Overlap = *p.Overlap
-	}
-	if p.CatchupSeconds != nil {
-		sc.CatchupSeconds = *p.CatchupSeconds
-	}
-	if p.JitterSeconds != nil {
-		sc.JitterSeconds = *p.JitterSeconds
-	}
+	patch(&sc.Overlap, p.Overlap)
+	patch(&sc.CatchupSeconds, p.CatchupSeconds)
+	patch(&sc.JitterSeconds, p.JitterSeconds)
 	if p.Meta != nil {
 		sc.Meta = p.Meta
 	}
