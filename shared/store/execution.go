@@ -183,8 +183,11 @@ type ExecutionFilter struct {
 	PathContains      string
 	CatalogID         int64
 	ParentExecutionID int64
-	After             *ExecutionCursor
-	Limit             int // 1..1000; 0 means 100
+	// StartedSince and StartedUntil bound started_at: at or after, before
+	// (zero: unbounded).
+	StartedSince, StartedUntil time.Time
+	After                      *ExecutionCursor
+	Limit                      int // 1..1000; 0 means 100
 	// Offset skips rows of the merged page (NoETL's paging); the store
 	// ignores it: the caller asks each shard for Limit+Offset rows.
 	Offset int
@@ -217,6 +220,12 @@ func ListExecutions(ctx context.Context, q Querier, f ExecutionFilter) ([]Execut
 	}
 	if f.ParentExecutionID != 0 {
 		where = append(where, "parent_execution_id = "+arg(f.ParentExecutionID))
+	}
+	if !f.StartedSince.IsZero() {
+		where = append(where, "started_at >= "+arg(f.StartedSince))
+	}
+	if !f.StartedUntil.IsZero() {
+		where = append(where, "started_at < "+arg(f.StartedUntil))
 	}
 	if f.After != nil {
 		where = append(where, fmt.Sprintf("(started_at, execution_id) < (%s, %s)", arg(f.After.StartedAt), arg(f.After.ExecutionID)))
