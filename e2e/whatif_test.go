@@ -1,0 +1,286 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/noetl-go/noetl/shared/api/apitest"
+	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/dev/devserver"
+	"github.com/noetl-go/noetl/shared/wire"
+	"github.com/noetl-go/noetl/shared/worker"
+)
+
+// priceService is the service the prices playbook calls: kind a has a
+// price, b is unknown (404), c is busy (503); the store refuses kind z
+// (500). It counts every request: a what-if must make none.
+type priceService struct {
+	hits atomic.Int64
+}
+
+func (p *priceService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.hits.Add(1)
+	w.Header().Set("Content-Type", "application/json")
+	switch {
+	case r.URL.Path == "/price/b":
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, `{"error": "no price for b"}`)
+	case r.URL.Path == "/price/c":
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, `{"error": "busy"}`)
+	case strings.HasPrefix(r.URL.Path, "/price/"):
+		io.WriteString(w, `{"price": 5}`)
+	case r.URL.Path == "/store":
+		body, _ := io.ReadAll(r.Body)
+		if bytes.Contains(body, []byte(`"z"`)) {
+			w.WriteHeader(http.StatusInternalServerError)
+			io.WriteString(w, `{"error": "refused"}`)
+			return
+		}
+		io.WriteString(w, `{"stored": true}`)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// whatIfStack is a stack of its own with 100 recorded executions of the
+// prices playbook's v1 and its v2 registered: row counts are then the
+// what-if's alone.
+type whatIfStack struct {
+	srv    *devserver.Server
+	cl     *client.Client
+	svc    *priceService
+	w      *worker.Worker
+	kindOf map[int64]string
+	v2     int
+}
+
+// kinds: 40 runs of a (complete), 25 of b (404), 20 of c (503), 15 of z
+// (the store refuses), interleaved.
+func whatIfKind(i int) string {
+	switch r := i % 20; {
+	case r < 8:
+		return "a"
+	case r < 13:
+		return "b"
+	case r < 17:
+		return "c"
+	}
+	return "z"
+}
+
+func newWhatIfStack(t *testing.T) *whatIfStack {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	srv, err := devserver.Start(ctx, devserver.Options{Getenv: throwawayEnv, DrainEvery: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	s := &whatIfStack{srv: srv, cl: client.New(srv.URL, ""), svc: &priceService{}, kindOf: map[int64]string{}}
+	ts := httptest.NewServer(s.svc)
+	t.Cleanup(ts.Close)
+	s.w, err = worker.Standard{Server: srv.URL, JS: srv.JS, Pool: "whatif", ID: "whatif-1", Concurrency: 8, Results: srv.Results,
+		Logger: slog.New(slog.NewJSONHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}.Build(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() { _ = s.w.Run(wctx); close(stopped) }()
+	t.Cleanup(func() { stop(); <-stopped })
+
+	s.register(t, "v1")
+	var ids []int64
+	for i := range 100 {
+		kind := whatIfKind(i)
+		id, err := s.cl.Execute(ctx, wire.ExecuteRequest{Path: "whatif/prices", Pool: "whatif",
+			Payload: wire.Object{"server": ts.URL, "kind": kind}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.kindOf[id] = kind
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
+		v, err := s.cl.Wait(ctx, id, 50*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "FAILED"
+		if s.kindOf[id] == "a" {
+			want = "COMPLETED"
+		}
+		if v.Status != want {
+			t.Fatalf("v1 run of kind %s ended %s (%v), want %s", s.kindOf[id], v.Status, v.Error, want)
+		}
+	}
+	s.v2 = s.register(t, "v2")
+	return s
+}
+
+func (s *whatIfStack) register(t *testing.T, v string) int {
+	t.Helper()
+	src, err := os.ReadFile("../shared/whatif/testdata/prices-" + v + ".yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.cl.Register(context.Background(), string(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Version
+}
+
+// post sends a raw body and returns the status and the decoded answer.
+func (s *whatIfStack) post(t *testing.T, body string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Post(s.srv.URL+"/api/whatif", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, out
+}
+
+// TestWhatIf (issue 31): v1 of the prices playbook fails on some inputs; 100
+// recorded executions, mixed. A what-if of v2 (the fix: a 503 retried, an
+// unknown price taking a fallback) says per execution and in the summary
+// exactly which would now complete (b), which are the same (a, and z, which
+// fails the same way), and which need a live run (c: v2's second attempt
+// was never run), without running a tool (the worker's tool counter and the
+// service's request counter stay put) and without writing a row. The bad
+// inputs answer 4xx naming the problem.
+func TestWhatIf(t *testing.T) {
+	s := newWhatIfStack(t)
+	ctx := context.Background()
+	// Another playbook, for the what-if over the wrong path.
+	if _, err := s.cl.Register(ctx, "apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: other, path: whatif/other}\nworkflow:\n  - step: start\n    tool: {kind: noop}\n"); err != nil {
+		t.Fatal(err)
+	}
+	before, err := apitest.CountRows(ctx, s.srv.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, hits := s.w.ToolRuns(), s.svc.hits.Load()
+	if runs == 0 || hits == 0 {
+		t.Fatalf("the recorded runs ran %d tools, %d requests", runs, hits)
+	}
+
+	rep, err := s.cl.WhatIf(ctx, wire.WhatIfRequest{Path: "whatif/prices", Version: wire.Version(s.v2),
+		Select: &wire.WhatIfSelect{Since: "1h", Limit: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := wire.WhatIfSummary{Same: 55, WouldComplete: 25, NeedsLive: 20}
+	if rep.Summary != want || len(rep.Executions) != 100 || rep.Version != s.v2 {
+		t.Fatalf("summary %+v of %d executions (version %d), want %+v of 100", rep.Summary, len(rep.Executions), rep.Version, want)
+	}
+	type expect struct{ outcome, diverges, live string }
+	byKind := map[string]expect{
+		"a": {wire.OutcomeSame, "", ""},
+		"z": {wire.OutcomeSame, "", ""},
+		"b": {wire.OutcomeWouldComplete, "fetch", ""},
+		"c": {wire.OutcomeNeedsLive, "fetch", "fetch"},
+	}
+	var wouldComplete []int64
+	for _, e := range rep.Executions {
+		kind := s.kindOf[int64(e.ExecutionID)]
+		w := byKind[kind]
+		if e.Outcome != w.outcome || string(e.DivergesAt) != w.diverges || string(e.NeedsLiveAt) != w.live {
+			t.Errorf("execution %d (kind %s): %s diverges_at %q needs_live_at %q, want %+v: %+v",
+				e.ExecutionID, kind, e.Outcome, e.DivergesAt, e.NeedsLiveAt, w, e.Steps)
+		}
+		if kind == "b" {
+			wouldComplete = append(wouldComplete, int64(e.ExecutionID))
+		}
+	}
+	if got := rep.WouldComplete(); fmt.Sprint(got) != fmt.Sprint(wouldComplete) {
+		t.Errorf("WouldComplete %v, want %v", got, wouldComplete)
+	}
+
+	// The failed ones only, by id: the same answers.
+	var failed []wire.ID
+	for _, e := range rep.Executions {
+		if e.RecordedStatus == "FAILED" && len(failed) < 10 {
+			failed = append(failed, e.ExecutionID)
+		}
+	}
+	byID, err := s.cl.WhatIf(ctx, wire.WhatIfRequest{Path: "whatif/prices", Executions: failed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range byID.Executions {
+		if e.ExecutionID != failed[i] || e.Outcome != byKind[s.kindOf[int64(e.ExecutionID)]].outcome {
+			t.Errorf("by id: %+v", e)
+		}
+	}
+
+	// Bad inputs: 4xx naming the field and the fix.
+	v2, _ := os.ReadFile("../shared/whatif/testdata/prices-v2.yaml")
+	content, _ := json.Marshal(string(v2))
+	one := fmt.Sprint(failed[0])
+	for _, c := range []struct {
+		body   string
+		status int
+		says   []string
+	}{
+		{`{"path": "whatif/other", "executions": ["` + one + `"]}`, 422, []string{"executions[0]", "whatif/prices", "whatif/other"}},
+		{`{"path": "whatif/prices", "select": {"path": "whatif/other"}}`, 422, []string{"select.path", "whatif/prices", "whatif/other"}},
+		{`{"path": "whatif/prices", "version": 99, "executions": ["` + one + `"]}`, 404, []string{"version", "version 99 not found"}},
+		{`{"path": "whatif/nowhere", "executions": ["` + one + `"]}`, 404, []string{"path", "register it first"}},
+		{`{"content": "workflow: [", "executions": ["` + one + `"]}`, 422, []string{"content"}},
+		{`{"content": ` + string(content) + `, "path": "whatif/prices", "executions": ["` + one + `"]}`, 422, []string{"content", "not both"}},
+		{`{"path": "whatif/prices"}`, 422, []string{"executions", "select"}},
+		{`{"path": "whatif/prices", "executions": ["` + one + `"], "select": {}}`, 422, []string{"select", "not both"}},
+		{`{"path": "whatif/prices", "select": {"since": "yesterday"}}`, 422, []string{"select.since", "RFC 3339", "24h"}},
+		{`{"path": "whatif/prices", "select": {"since": "1h", "until": "2h"}}`, 422, []string{"select.until", "after select.since"}},
+		{`{"path": "whatif/prices", "select": {"status": "DONE"}}`, 422, []string{"select.status", "FAILED"}},
+		{`{"path": "whatif/prices", "select": {"limit": 5000}}`, 422, []string{"select.limit"}},
+		{`{"path": "whatif/prices", "executions": ["123456789012"]}`, 404, []string{"executions[0]", "not found"}},
+		{`{"path": "whatif/prices", "executions": [` + strings.Repeat(`"1",`, 1000) + `"1"]}`, 413, []string{"executions", "1000"}},
+	} {
+		status, out := s.post(t, c.body)
+		msg, _ := out["error"].(string)
+		if status != c.status {
+			t.Errorf("%.80s: status %d (%s), want %d", c.body, status, msg, c.status)
+		}
+		for _, w := range c.says {
+			if !strings.Contains(msg, w) {
+				t.Errorf("%.80s: %q does not say %q", c.body, msg, w)
+			}
+		}
+	}
+	// Content (not registered): the same answers as the registered v2.
+	status, out := s.post(t, `{"content": `+string(content)+`, "executions": ["`+one+`"]}`)
+	if status != 200 || out["version"] != float64(0) {
+		t.Errorf("content: %d %v", status, out)
+	}
+
+	after, err := apitest.CountRows(ctx, s.srv.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Errorf("the what-if wrote rows: %+v → %+v", before, after)
+	}
+	if s.w.ToolRuns() != runs || s.svc.hits.Load() != hits {
+		t.Errorf("the what-if ran tools: worker %d → %d, service requests %d → %d", runs, s.w.ToolRuns(), hits, s.svc.hits.Load())
+	}
+}
