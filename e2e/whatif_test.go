@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime/metrics"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -283,4 +284,129 @@ func TestWhatIf(t *testing.T) {
 	if s.w.ToolRuns() != runs || s.svc.hits.Load() != hits {
 		t.Errorf("the what-if ran tools: worker %d → %d, service requests %d → %d", runs, s.w.ToolRuns(), hits, s.svc.hits.Load())
 	}
+}
+
+// httpChainYAML is a chain of k http steps, each sending the previous
+// step's answer on; handled adds the fix of v2 (the last step's error is
+// handled).
+func httpChainYAML(path, server string, k int, handled bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: chain, path: %s}\nworkload: {n: 0}\nworkflow:\n", path)
+	prev := "0"
+	for i := 1; i <= k; i++ {
+		name := "start"
+		if i > 1 {
+			name = fmt.Sprintf("s%d", i)
+		}
+		fmt.Fprintf(&b, "  - step: %s\n    tool: {kind: http, method: GET, url: \"%s/s%d?n={{ workload.n }}&prev={{ %s }}\"}\n", name, server, i, prev)
+		if i == k && handled {
+			b.WriteString("    spec: {on_error: continue}\n")
+		}
+		if i < k {
+			fmt.Fprintf(&b, "    next: s%d\n", i+1)
+		}
+		prev = name + ".data.n"
+	}
+	return b.String()
+}
+
+// BenchmarkWhatIfStack (issue 31): a what-if over 1,000 recorded executions
+// of a 10-step playbook, through the API and the database, as users run it
+// (one in four recorded runs failed at the last step, which v2 handles).
+// Reports executions per second and the process's peak heap during the
+// what-if (the server runs in this process). Recording the runs takes a
+// while; only the what-if is timed.
+func BenchmarkWhatIfStack(b *testing.B) {
+	const n, k = 1000, 10
+	ctx := context.Background()
+	srv, err := devserver.Start(ctx, devserver.Options{Getenv: throwawayEnv})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	cl := client.New(srv.URL, "")
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := r.URL.Query().Get("n")
+		if r.URL.Path == fmt.Sprintf("/s%d", k) && (strings.HasSuffix(n, "0") || strings.HasSuffix(n, "5")) { // n ending 0 or 5: a fifth fail
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+		fmt.Fprintf(w, `{"n": %s}`, n)
+	}))
+	defer ts.Close()
+	w, err := worker.Standard{Server: srv.URL, JS: srv.JS, Pool: "bench", ID: "bench-1", Concurrency: 32, Results: srv.Results,
+		Logger: slog.New(slog.DiscardHandler)}.Build(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() { _ = w.Run(wctx); close(stopped) }()
+	defer func() { stop(); <-stopped }()
+	if _, err := cl.Register(ctx, httpChainYAML("bench/whatif", ts.URL, k, false)); err != nil {
+		b.Fatal(err)
+	}
+	ids := make([]int64, n)
+	for i := range ids {
+		if ids[i], err = cl.Execute(ctx, wire.ExecuteRequest{Path: "bench/whatif", Pool: "bench", Payload: wire.Object{"n": i}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	failed := 0
+	for _, id := range ids {
+		v, err := cl.WaitSummary(ctx, id, 100*time.Millisecond)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if v.Status == "FAILED" {
+			failed++
+		}
+	}
+	v2, err := cl.Register(ctx, httpChainYAML("bench/whatif", ts.URL, k, true))
+	if err != nil {
+		b.Fatal(err)
+	}
+	peak := heapPeak()
+	b.ResetTimer()
+	start := time.Now()
+	for b.Loop() {
+		rep, err := cl.WhatIf(ctx, wire.WhatIfRequest{Path: "bench/whatif", Version: wire.Version(v2.Version), Select: &wire.WhatIfSelect{Limit: n}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(rep.Executions) != n || rep.Summary.WouldComplete != failed || rep.Summary.Same != n-failed {
+			for _, e := range rep.Executions {
+				if e.RecordedStatus == "FAILED" && e.Outcome != wire.OutcomeWouldComplete {
+					b.Logf("%+v", e)
+					break
+				}
+			}
+			b.Fatalf("summary %+v of %d, want %d would complete", rep.Summary, len(rep.Executions), failed)
+		}
+	}
+	elapsed := time.Since(start)
+	b.ReportMetric(float64(n*b.N)/elapsed.Seconds(), "executions/s")
+	b.ReportMetric(float64(peak())/(1<<20), "peak-heap-MB")
+}
+
+// heapPeak samples the live heap every millisecond until its stop is
+// called, which returns the peak.
+func heapPeak() func() uint64 {
+	var peak atomic.Uint64
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			metrics.Read(s)
+			peak.Store(max(peak.Load(), s[0].Value.Uint64()))
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() uint64 { close(stop); <-done; return peak.Load() }
 }

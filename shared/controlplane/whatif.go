@@ -3,7 +3,9 @@ package controlplane
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/playbook/parser"
@@ -63,18 +65,11 @@ func (s *Service) WhatIf(ctx context.Context, req WhatIfRequest) (*wire.WhatIf, 
 			rows = append(rows, row)
 		}
 	}
-	r := &whatif.Runner{Engine: s.eng, Load: s.recordedValues}
-	out := &wire.WhatIf{Path: path, Version: v.Version, Executions: make([]wire.WhatIfExecution, 0, len(rows))}
-	for _, row := range rows {
-		rec, err := s.record(ctx, row)
-		if err != nil {
-			return nil, err
-		}
-		e, err := r.Execution(ctx, v, rec)
-		if err != nil {
-			return nil, err
-		}
-		out.Executions = append(out.Executions, e)
+	out := &wire.WhatIf{Path: path, Version: v.Version, Executions: make([]wire.WhatIfExecution, len(rows))}
+	if err := s.whatIfRows(ctx, v, rows, out.Executions); err != nil {
+		return nil, err
+	}
+	for _, e := range out.Executions {
 		switch e.Outcome {
 		case wire.OutcomeSame:
 			out.Summary.Same++
@@ -87,6 +82,90 @@ func (s *Service) WhatIf(ctx context.Context, req WhatIfRequest) (*wire.WhatIf, 
 		}
 	}
 	return out, nil
+}
+
+// whatIfChunk is how many recorded logs one read brings (one round trip per
+// shard): memory holds about two chunks of logs at a time.
+const whatIfChunk = 50
+
+// whatIfRows runs the what-if of each row into out (same order): one
+// goroutine reads the logs chunk by chunk while one per CPU runs the engine
+// over the chunk before it.
+func (s *Service) whatIfRows(ctx context.Context, v whatif.Version, rows []store.Execution, out []wire.WhatIfExecution) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	type job struct {
+		i   int
+		rec whatif.Record
+	}
+	jobs := make(chan job, whatIfChunk)
+	r := &whatif.Runner{Engine: s.eng, Load: s.recordedValues}
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				e, err := r.Execution(ctx, v, j.rec)
+				if err != nil {
+					cancel(err)
+					continue
+				}
+				out[j.i] = e
+			}
+		}()
+	}
+	err := s.readRecords(ctx, rows, func(i int, rec whatif.Record) error {
+		select {
+		case jobs <- job{i, rec}:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	})
+	close(jobs)
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	return context.Cause(ctx)
+}
+
+// readRecords reads the rows' logs, a chunk at a time (one query per shard
+// the chunk touches), leaving out events stored ignored, and hands each
+// record on in the rows' order.
+func (s *Service) readRecords(ctx context.Context, rows []store.Execution, each func(int, whatif.Record) error) error {
+	for at := 0; at < len(rows); at += whatIfChunk {
+		chunk := rows[at:min(at+whatIfChunk, len(rows))]
+		recs := make(map[int64]*whatif.Record, len(chunk))
+		byShard := map[*store.Shard][]int64{}
+		for _, row := range chunk {
+			sh, err := s.st.ShardFor(row.ExecutionID)
+			if err != nil {
+				return err
+			}
+			recs[row.ExecutionID] = &whatif.Record{ExecutionID: row.ExecutionID, Path: row.Path, Version: row.Version,
+				Status: row.Status, Events: make([]engine.Event, 0, row.LastSeq)}
+			byShard[sh] = append(byShard[sh], row.ExecutionID)
+		}
+		for sh, ids := range byShard {
+			err := store.StreamLogs(ctx, sh.Pool(), ids, func(e *store.Event) error {
+				if rec := recs[e.ExecutionID]; rec != nil && !e.Ignored {
+					rec.Events = append(rec.Events, toEngine(*e))
+				}
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("what-if: %w", err)
+			}
+		}
+		for i, row := range chunk {
+			if err := each(at+i, *recs[row.ExecutionID]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // whatIfVersion is the new version: registered (path, version) or content,
@@ -116,27 +195,6 @@ func (s *Service) whatIfVersion(ctx context.Context, req WhatIfRequest) (whatif.
 		return whatif.Version{}, err
 	}
 	return whatif.Version{PB: pb, CatalogID: entry.CatalogID, Version: entry.Version}, nil
-}
-
-// record reads an execution's log, leaving out events stored ignored.
-func (s *Service) record(ctx context.Context, row store.Execution) (whatif.Record, error) {
-	rec := whatif.Record{ExecutionID: row.ExecutionID, Path: row.Path, Version: row.Version, Status: row.Status,
-		Events: make([]engine.Event, 0, row.LastSeq)}
-	sh, err := s.st.ShardFor(row.ExecutionID)
-	if err != nil {
-		return rec, err
-	}
-	err = store.StreamEvents(ctx, sh.Pool(), store.EventFilter{ExecutionID: row.ExecutionID, Limit: int(row.LastSeq) + 1},
-		func(e *store.Event) error {
-			if !e.Ignored {
-				rec.Events = append(rec.Events, toEngine(*e))
-			}
-			return nil
-		})
-	if err != nil {
-		return rec, fmt.Errorf("what-if: read execution %d: %w", row.ExecutionID, err)
-	}
-	return rec, nil
 }
 
 // recordedValues reads what a recorded execution keeps outside its log:
