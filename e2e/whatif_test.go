@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/noetl-go/noetl/shared/api/apitest"
 	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/dev/devserver"
@@ -274,6 +276,8 @@ func TestWhatIf(t *testing.T) {
 		t.Errorf("content: %d %v", status, out)
 	}
 
+	s.dashboard(t, rep)
+
 	after, err := apitest.CountRows(ctx, s.srv.Store)
 	if err != nil {
 		t.Fatal(err)
@@ -409,4 +413,78 @@ func heapPeak() func() uint64 {
 		}
 	}()
 	return func() uint64 { close(stop); <-done; return peak.Load() }
+}
+
+// dashboard: a failed execution's page offers "What if…"; picking v2 shows
+// the report of that execution (would complete, diverging at fetch); the
+// report over every failed execution gives the summary. Screenshots:
+// whatif-action, whatif-one, whatif-failed (E2E_SCREENSHOTS keeps them).
+func (s *whatIfStack) dashboard(t *testing.T, rep *wire.WhatIf) {
+	needDashboard(t)
+	var fixed, done string
+	for _, e := range rep.Executions {
+		switch {
+		case fixed == "" && e.Outcome == wire.OutcomeWouldComplete:
+			fixed = fmt.Sprint(e.ExecutionID)
+		case done == "" && e.RecordedStatus == "COMPLETED":
+			done = fmt.Sprint(e.ExecutionID)
+		}
+	}
+	b := newBrowser(t, 1280, 900)
+	base := s.srv.URL
+	// A completed execution has nothing to fix: no "What if…".
+	b.run(t, "open a completed execution", chromedp.Navigate(base+"/#/executions/"+done),
+		chromedp.WaitVisible(`#graph g.node[data-step="done"][data-state="completed"]`, chromedp.ByQuery))
+	var hidden bool
+	b.eval(t, "is what-if hidden", `document.querySelector('#whatif-action').hidden`, &hidden)
+	if !hidden {
+		t.Errorf("a COMPLETED execution offers What if…")
+	}
+	b.run(t, "open the failed execution", chromedp.Navigate(base+"/#/executions/"+fixed),
+		chromedp.Poll(`(document.querySelector('h1') || {}).textContent?.startsWith('Execution `+fixed+` ')`, nil, chromedp.WithPollingTimeout(40*time.Second)),
+		chromedp.WaitVisible(`#graph g.node[data-step="fetch"][data-state="failed"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#whatif`, chromedp.ByQuery),
+		chromedp.Click(`#whatif`, chromedp.ByQuery),
+		chromedp.WaitReady(`#whatif-version option`, chromedp.ByQuery))
+	if v := b.attr(t, `#whatif-version`, "id"); v == "" {
+		t.Fatal("no version picker")
+	}
+	var picked string
+	b.eval(t, "the version picked", `document.querySelector('#whatif-version').value`, &picked)
+	if picked != fmt.Sprint(s.v2) {
+		t.Errorf("the picker offers v%s first, want the latest, v%d", picked, s.v2)
+	}
+	b.shot(t, "whatif-action")
+	row := `#whatif-report tr[data-execution="` + fixed + `"]`
+	b.run(t, "run the what-if", chromedp.Click(`#whatif-run`, chromedp.ByQuery),
+		chromedp.WaitVisible(row, chromedp.ByQuery))
+	if got := b.attr(t, row, "data-outcome"); got != wire.OutcomeWouldComplete {
+		t.Errorf("the report says %q, want would_complete", got)
+	}
+	var at, verdict string
+	b.run(t, "read the row", chromedp.Text(row+` td.wi-diverges`, &at, chromedp.ByQuery))
+	verdict = b.attr(t, row+` .wi-step[data-step="fetch"]`, "data-verdict")
+	if at != "fetch" || verdict != wire.VerdictChanged {
+		t.Errorf("the report diverges at %q with fetch %q, want fetch changed", at, verdict)
+	}
+	b.shot(t, "whatif-one")
+
+	// Every failed execution of the path: the summary of the 60.
+	b.run(t, "the report of the failed ones", chromedp.Navigate(base+"/#/whatif?path=whatif/prices&version="+fmt.Sprint(s.v2)+"&status=FAILED"),
+		chromedp.Poll(`document.querySelectorAll('#whatif-report tr[data-execution]').length === 60`, nil, chromedp.WithPollingTimeout(40*time.Second)))
+	var counts map[string]string
+	b.eval(t, "read the summary", `Object.fromEntries([...document.querySelectorAll('#whatif-summary [data-outcome]')].map((e) => [e.dataset.outcome, e.textContent]))`, &counts)
+	want := map[string]string{"same": "15 same", "would_complete": "25 would complete", "would_fail": "0 would fail", "needs_live": "20 needs a live run"}
+	if fmt.Sprint(counts) != fmt.Sprint(want) {
+		t.Errorf("the summary shows %v, want %v", counts, want)
+	}
+	var liveAt []string
+	b.eval(t, "the needs-live rows", `[...document.querySelectorAll('#whatif-report tr[data-outcome="needs_live"] .wi-step[data-verdict="no_record"]')].map((e) => e.dataset.step)`, &liveAt)
+	if len(liveAt) != 20 || liveAt[0] != "fetch" {
+		t.Errorf("needs-live rows name %v, want fetch 20 times", liveAt)
+	}
+	b.shot(t, "whatif-failed")
+	if errs := b.consoleErrors(); len(errs) > 0 {
+		t.Fatalf("the browser reported %d errors:\n%s", len(errs), strings.Join(errs, "\n"))
+	}
 }
