@@ -3,9 +3,7 @@ package whatif_test
 import (
 	"context"
 	"fmt"
-	"runtime/metrics"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,8 +53,8 @@ func prevRef(i int) string {
 // BenchmarkWhatIf: a what-if over 1,000 recorded executions of a 10-step
 // playbook (one in four failed at its last step; v2 handles that error),
 // in memory: the engine's work per execution, without the database reads
-// (TestWhatIf covers those). Reports executions per second and the peak
-// heap while it runs.
+// (BenchmarkWhatIfStack in e2e measures those, and the peak heap). Reports
+// executions per second.
 func BenchmarkWhatIf(b *testing.B) {
 	const n, k = 1000, 10
 	v1, v2 := chain(b, k, false), chain(b, k, true)
@@ -80,7 +78,7 @@ func BenchmarkWhatIf(b *testing.B) {
 	}
 	r := runner()
 	v := whatif.Version{PB: v2, CatalogID: 2, Version: 2}
-	peak := heapSampler()
+	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
 	for b.Loop() {
@@ -100,31 +98,4 @@ func BenchmarkWhatIf(b *testing.B) {
 	}
 	elapsed := time.Since(start)
 	b.ReportMetric(float64(n*b.N)/elapsed.Seconds(), "executions/s")
-	b.ReportMetric(float64(peak())/(1<<20), "peak-heap-MB")
-}
-
-// heapSampler samples the live heap every millisecond until stopped, and
-// returns the peak.
-func heapSampler() func() uint64 {
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-		t := time.NewTicker(time.Millisecond)
-		defer t.Stop()
-		for {
-			metrics.Read(s)
-			if v := s[0].Value.Uint64(); v > peak.Load() {
-				peak.Store(v)
-			}
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() uint64 { close(stop); <-done; return peak.Load() }
 }
