@@ -280,11 +280,12 @@ func (s *sim) queueAttempt(c engine.Command, rec *recorded) error {
 			s.queue = append(s.queue, &pending{cmd: c})
 			return nil
 		}
-		why := fmt.Sprintf("attempt %d was never run", c.Attempt)
+		at := where(cmdKey{c.Step, c.Visit, c.Index})
+		why := fmt.Sprintf("attempt %d %s was never run: the new version tries again where the record stopped", c.Attempt, at)
 		if c.Attempt <= len(rec.attempts) {
-			why = fmt.Sprintf("attempt %d never ended in the record", c.Attempt)
+			why = fmt.Sprintf("attempt %d %s never ended in the record", c.Attempt, at)
 		}
-		return &errLive{step: c.Step, why: why + " " + where(cmdKey{c.Step, c.Visit, c.Index})}
+		return &errLive{step: c.Step, why: why}
 	}
 	p := &pending{cmd: c, rec: rec, order: rec.attempts[c.Attempt-1].end.Seq}
 	// Keep the queue in the recorded order of the answers; computed answers

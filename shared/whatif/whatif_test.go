@@ -114,7 +114,7 @@ func TestWhatIfOutcomes(t *testing.T) {
 		if k == "b" && !strings.Contains(got.Steps[1].Diff, "status: recorded failed, now completed") {
 			t.Errorf("b: fetch diff %q", got.Steps[1].Diff)
 		}
-		if k == "c" && !strings.Contains(got.Steps[1].Diff, "attempt 2 was never run") {
+		if k == "c" && !strings.Contains(got.Steps[1].Diff, "attempt 2 (visit 1) was never run") {
 			t.Errorf("c: fetch diff %q", got.Steps[1].Diff)
 		}
 	}
