@@ -259,7 +259,7 @@ func TestClientCommands(t *testing.T) {
 		fixed := s.file("fails-v2.yaml", strings.Replace(failingPlaybook, "  - step: start\n", "  - step: start\n    spec: {on_error: continue}\n", 1))
 		code, out, errOut := s.cli("whatif", fixed, "--path", "cli/fails", "--status", "FAILED", "--since", "24h")
 		row := regexp.MustCompile(`(?m)^` + failedID + `\s+FAILED v\d+\s+would_complete\s+start\s+status: recorded failed, now completed`)
-		if code != exitOK || !row.MatchString(out) || !strings.Contains(out, "1 executions: 0 same, 1 would complete, 0 would fail, 0 need a live run") {
+		if code != exitOK || !row.MatchString(out) || !strings.Contains(out, "1 execution: 0 same, 1 would complete, 0 would fail, 0 need a live run") {
 			t.Fatalf("whatif: exit %d\n%s%s", code, out, errOut)
 		}
 		code, out, errOut = s.cli("whatif", fixed, "--executions", failedID, "--json")

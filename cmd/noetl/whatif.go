@@ -76,8 +76,12 @@ func printWhatIf(w io.Writer, r *wire.WhatIf) {
 	}
 	tw.Flush()
 	s := r.Summary
-	fmt.Fprintf(w, "\n%d executions: %d same, %d would complete, %d would fail, %d need a live run\n",
-		len(r.Executions), s.Same, s.WouldComplete, s.WouldFail, s.NeedsLive)
+	noun := "executions"
+	if len(r.Executions) == 1 {
+		noun = "execution"
+	}
+	fmt.Fprintf(w, "\n%d %s: %d same, %d would complete, %d would fail, %d need a live run\n",
+		len(r.Executions), noun, s.Same, s.WouldComplete, s.WouldFail, s.NeedsLive)
 }
 
 // whatIfWhy is the row's detail: the diff at the diverging step, or the

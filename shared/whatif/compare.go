@@ -82,8 +82,8 @@ func (s *sim) compare(out wire.WhatIfExecution) (wire.WhatIfExecution, error) {
 			out.Error = "the execution would end " + status
 		}
 	}
-	if status == engine.StatusCompleted {
-		out.Result = redact.Value(result)
+	if out.Outcome == wire.OutcomeWouldComplete {
+		out.Result = redact.Value(result) // a same one's is the recorded result
 	}
 	return out, nil
 }

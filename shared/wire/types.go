@@ -591,7 +591,7 @@ type WhatIfExecution struct {
 	NeedsLiveAt     OptString    `json:"needs_live_at" doc:"the step whose command has no matching record; null: none"`
 	Error           string       `json:"error,omitempty" doc:"would_fail: the execution's error"`
 	Steps           []WhatIfStep `json:"steps" doc:"the steps the new version reached, in order, then recorded steps it would not reach"`
-	Result          any          `json:"result,omitempty" doc:"would_complete and same: the final result"`
+	Result          any          `json:"result,omitempty" doc:"would_complete: the final result it would have"`
 }
 
 // WhatIfStep is one step's verdict.
