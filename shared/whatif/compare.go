@@ -3,6 +3,7 @@ package whatif
 import (
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -183,8 +184,8 @@ func statuses(xs []exit) string {
 // firstDiff names the first place two values differ ("" when equal), in
 // key order, quoting both sides with secrets masked.
 func firstDiff(path string, a, b any) string {
-	if equal(a, b) {
-		return "" // the common case, without sorting or encoding
+	if reflect.DeepEqual(a, b) {
+		return "" // the common case, without sorting or encoding; an int64 and a float64 of one value compare below
 	}
 	am, aok := a.(map[string]any)
 	bm, bok := b.(map[string]any)
@@ -243,37 +244,4 @@ func quote(key string, v any) string {
 		v = redact.Mask
 	}
 	return jsonx.Cut(string(jsonx.MustMarshal(redact.Value(v))), 80)
-}
-
-// equal reports whether two convention values are surely equal; false may
-// also mean "compare their encodings" (an int64 and a float64 of one value).
-func equal(a, b any) bool {
-	switch x := a.(type) {
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, v := range x {
-			w, ok := y[k]
-			if !ok || !equal(v, w) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !equal(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	case string, bool, int64, float64, nil:
-		return a == b
-	}
-	return false
 }
