@@ -82,16 +82,18 @@ export async function whatIfView(ui, query) {
       h('thead', {}, h('tr', {}, ['Execution', 'Recorded', 'Outcome', 'Diverges at', 'Steps'].map((c) => h('th', { scope: 'col' }, c)))),
       tbody)));
 
+  let tried = version;
   if (path) {
     const vs = await versionsOf(path);
-    versionSel.replaceChildren(...vs.map((e) => h('option', { value: e.version, selected: String(e.version) === version }, `v${e.version}`)));
+    if (!tried && vs.length) tried = String(vs[0].version); // the latest
+    versionSel.replaceChildren(...vs.map((e) => h('option', { value: e.version, selected: String(e.version) === tried }, `v${e.version}`)));
   }
-  if (!path || !version) {
+  if (!path || !tried) {
     summary.textContent = 'Pick a playbook and a version to try.';
     return;
   }
   summary.textContent = 'Running…';
-  const req = { path, version: Number(version) };
+  const req = { path, version: Number(tried) };
   if (ids.length) req.executions = ids;
   else req.select = { status: status || undefined, since: since || undefined, limit: limit ? Number(limit) : undefined };
   const rep = await api.whatIf(req);
