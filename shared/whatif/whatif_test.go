@@ -163,3 +163,63 @@ func TestWhatIfSameVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestWhatIfLoop: a loop's iterations are matched by index. The same
+// version is the same; a version looping over one more item needs a live
+// run at the loop: each iteration's input holds the loop's total, which
+// changed (the tool sees it), and the diff says so.
+func TestWhatIfLoop(t *testing.T) {
+	const src = `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: each, path: whatif/each}
+workload: {items: [1, 2, 3]}
+workflow:
+  - step: start
+    loop: {in: "{{ workload.items }}", iterator: item, spec: {mode: parallel}}
+    tool: {kind: http, url: "http://svc/item/{{ item }}"}
+    next: end
+  - step: end
+    tool: {kind: noop}
+`
+	v1, diags := parser.Parse([]byte(src))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	s := enginetest.New(v1, 1024)
+	s.Default = func(c *enginetest.Cmd) enginetest.Reply {
+		if c.ToolKind == "noop" {
+			return enginetest.Reply{Data: noop.Run(map[string]any{}).Data}
+		}
+		return enginetest.Reply{Data: map[string]any{"n": enginetest.Args(c)["item"]}}
+	}
+	if err := s.Start(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RunToEnd(100); err != nil {
+		t.Fatal(err)
+	}
+	rec := whatif.Record{ExecutionID: 1024, Path: "whatif/each", Version: 1, Status: s.Status(), Events: s.Log}
+	got, err := runner().Execution(context.Background(), whatif.Version{PB: v1, Version: 1}, rec)
+	if err != nil || got.Outcome != wire.OutcomeSame {
+		t.Fatalf("the same version: %+v %v", got, err)
+	}
+	v2, diags := parser.Parse([]byte(strings.Replace(src, "items: [1, 2, 3]", "items: [1, 2, 3, 4]", 1)))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	// The recorded workload wins over v2's default: the same items, the same run.
+	if got, err := runner().Execution(context.Background(), whatif.Version{PB: v2, Version: 2}, rec); err != nil || got.Outcome != wire.OutcomeSame {
+		t.Fatalf("v2 over the recorded workload: %+v %v", got, err)
+	}
+	v3, diags := parser.Parse([]byte(strings.Replace(src, `in: "{{ workload.items }}"`, `in: "{{ workload.items + [9] }}"`, 1)))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	got, err = runner().Execution(context.Background(), whatif.Version{PB: v3, Version: 3}, rec)
+	if err != nil || got.Outcome != wire.OutcomeNeedsLive || got.NeedsLiveAt != "start" {
+		t.Fatalf("v3: %+v %v", got, err)
+	}
+	if d := got.Steps[0].Diff; !strings.Contains(d, "iteration 0") || !strings.Contains(d, "_total: recorded 3, now 4") {
+		t.Fatalf("v3 says %q, want the first iteration's changed total", d)
+	}
+}
