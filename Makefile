@@ -10,7 +10,7 @@ GOFLAGS   ?=
 # (tmpl FuzzRender) on 2 cores. Raise it locally: make fuzz FUZZTIME=2000000x.
 FUZZTIME  ?= 30000x
 
-.PHONY: run test vet unit fuzz fmt-check bench
+.PHONY: run test vet unit fuzz fmt-check bench bench-whatif
 
 # run: the whole stack in one process with a demo (see README "What you see").
 # Flags for noetl dev go in DEV_FLAGS, e.g. make run DEV_FLAGS=--exit.
@@ -29,6 +29,12 @@ BENCH_FLAGS ?=
 bench:
 	$(GO) build -o bin/noetl ./cmd/noetl
 	./bin/noetl bench --loop 10000x100 $(BENCH_FLAGS)
+	$(MAKE) bench-whatif
+
+# bench-whatif: the what-if over 1,000 recorded executions of a 10-step
+# playbook, through the API and Postgres and in memory (docs/whatif.md).
+bench-whatif:
+	$(GO) test -count=1 -run '^$$' -bench 'BenchmarkWhatIf' -benchtime 3x ./shared/whatif ./e2e
 
 # test: everything CI checks.
 # dashboard and chromium (mk/dashboard.mk) are what the browser test needs.

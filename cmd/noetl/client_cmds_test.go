@@ -253,6 +253,29 @@ func TestClientCommands(t *testing.T) {
 		}
 	})
 
+	// whatif: the fix of cli/fails (its error handled) over the recorded failed
+	// run: it would now complete, diverging at start; nothing runs.
+	t.Run("whatif", func(t *testing.T) {
+		fixed := s.file("fails-v2.yaml", strings.Replace(failingPlaybook, "  - step: start\n", "  - step: start\n    spec: {on_error: continue}\n", 1))
+		code, out, errOut := s.cli("whatif", fixed, "--path", "cli/fails", "--status", "FAILED", "--since", "24h")
+		row := regexp.MustCompile(`(?m)^` + failedID + `\s+FAILED v\d+\s+would_complete\s+start\s+status: recorded failed, now completed`)
+		if code != exitOK || !row.MatchString(out) || !strings.Contains(out, "1 execution: 0 same, 1 would complete, 0 would fail, 0 need a live run") {
+			t.Fatalf("whatif: exit %d\n%s%s", code, out, errOut)
+		}
+		code, out, errOut = s.cli("whatif", fixed, "--executions", failedID, "--json")
+		if r := decode(t, out); code != exitOK || fmt.Sprint(r["summary"]) != "map[needs_live:0 same:0 would_complete:1 would_fail:0]" {
+			t.Fatalf("whatif --json: exit %d\n%s%s", code, out, errOut)
+		}
+		// Another playbook's version: refused, naming both paths.
+		code, _, errOut = s.cli("whatif", echoFile, "--path", "cli/fails")
+		if code != exitFail || !strings.Contains(errOut, "cli/fails") || !strings.Contains(errOut, "cli/echo") {
+			t.Fatalf("whatif of another playbook: exit %d\n%s", code, errOut)
+		}
+		if code, _, errOut := s.cli("whatif"); code != exitUsage || !strings.Contains(errOut, "--version") {
+			t.Fatalf("whatif without a version: exit %d\n%s", code, errOut)
+		}
+	})
+
 	t.Run("events", func(t *testing.T) {
 		code, out, errOut := s.cli("events", echoID, "--json")
 		if code != exitOK {

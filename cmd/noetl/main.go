@@ -44,6 +44,7 @@ func commands() map[string]command {
 		"cancel":      {"cancel an execution and its children", runCancel},
 		"credentials": {"manage the keychain: set, list, get, delete credentials, their read log, key rotation", runCredentials},
 		"replay":      {"fold an execution's event log (or a log file with --events) into its projections", runReplay},
+		"whatif":      {"what a new playbook version would have done on recorded executions, without running a tool", runWhatIf},
 		"schedules":   {"create, list, pause, resume, trigger, backfill and delete schedules (cron or interval runs)", runSchedules},
 		"workers":     {"list the workers registered with the server (ours and NoETL's): who is alive, how busy", runWorkers},
 		"doctor":      {"list the running executions that nothing will move (the liveness invariant), each with why", runDoctor},

@@ -334,6 +334,9 @@ func Routes() []Route {
 		{Method: "GET", Path: "/api/replay/state", Function: FnReplay, Scope: api, ID: "replayState",
 			Summary: "NoETL's path of the replay route, the execution in the query",
 			Query:   append([]Param{execID}, replayQuery()...), Reply: object(), handler: get((*API).replayByQuery)},
+		{Method: "POST", Path: "/api/whatif", Function: FnReplay, Scope: api, ID: "whatIf",
+			Summary: "What a new playbook version would have done on recorded executions, answered from their recorded results: no tool runs, nothing is written",
+			handler: handle((*API).whatIf)},
 
 		{Method: "POST", Path: "/api/internal/outbox/claim", Function: FnOutbox, Scope: internal, ID: "outboxClaim",
 			Summary: "Claim outbox rows to publish",

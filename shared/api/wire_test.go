@@ -33,6 +33,8 @@ func TestClientRequestsMatchDocument(t *testing.T) {
 			ParentExecutionID: 3, Pool: "p", IdempotencyKey: "once"}},
 		{"POST", "/api/execute", wire.ExecuteRequest{CatalogID: 4}},
 		{"POST", "/api/executions/{id}/cancel", wire.CancelRequest{Reason: "why"}},
+		{"POST", "/api/whatif", wire.WhatIfRequest{Path: "a/b", Version: 2, Executions: []wire.ID{7, 8}}},
+		{"POST", "/api/whatif", wire.WhatIfRequest{Content: "apiVersion: noetl.io/v2", Select: &wire.WhatIfSelect{Path: "a/b", Status: "FAILED", Since: "24h", Limit: 10}}},
 		{"POST", "/api/commands/{event_id}/claim", wire.ClaimRequest{WorkerID: "w", Start: true}},
 		{"POST", "/api/commands/{event_id}/heartbeat", wire.HeartbeatRequest{WorkerID: "w", Attempt: 2}},
 		{"POST", "/api/events", event},

@@ -325,6 +325,17 @@ func (c *Client) Execute(ctx context.Context, r wire.ExecuteRequest) (int64, err
 	return int64(out.ExecutionID), nil
 }
 
+// WhatIf asks what a new playbook version would have done on recorded
+// executions (POST /api/whatif): nothing runs and nothing is written, so it
+// is safe to retry.
+func (c *Client) WhatIf(ctx context.Context, r wire.WhatIfRequest) (*wire.WhatIf, error) {
+	var out wire.WhatIf
+	if _, err := c.do(ctx, http.MethodPost, "/api/whatif", r, true, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 func executionPath(id int64) string { return "/api/executions/" + strconv.FormatInt(id, 10) }
 
 // Execution returns GET /api/executions/{id}.

@@ -182,8 +182,11 @@ type ExecutionFilter struct {
 	PathContains      string
 	CatalogID         int64
 	ParentExecutionID int64
-	After             *ExecutionCursor
-	Limit             int // 1..1000; 0 means 100
+	// StartedSince and StartedUntil bound started_at: at or after, before
+	// (zero: unbounded).
+	StartedSince, StartedUntil time.Time
+	After                      *ExecutionCursor
+	Limit                      int // 1..1000; 0 means 100
 	// Offset skips rows of the merged page (NoETL's paging); the store
 	// ignores it: the caller asks each shard for Limit+Offset rows.
 	Offset int
@@ -214,6 +217,12 @@ func ListExecutions(ctx context.Context, q Querier, f ExecutionFilter) ([]Execut
 	}
 	if f.ParentExecutionID != 0 {
 		w.add("parent_execution_id = " + w.arg(f.ParentExecutionID))
+	}
+	if !f.StartedSince.IsZero() {
+		w.add("started_at >= " + w.arg(f.StartedSince))
+	}
+	if !f.StartedUntil.IsZero() {
+		w.add("started_at < " + w.arg(f.StartedUntil))
 	}
 	if f.After != nil {
 		w.add(fmt.Sprintf("(started_at, execution_id) < (%s, %s)", w.arg(f.After.StartedAt), w.arg(f.After.ExecutionID)))

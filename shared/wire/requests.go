@@ -484,3 +484,73 @@ func (t *Tags) ReadJSON(path string, v any) error {
 	*t = out
 	return nil
 }
+
+// ---- what-if ----
+
+// MaxWhatIf bounds the recorded executions one what-if replays (and a
+// select's limit); DefaultWhatIf is a select's limit when none is given.
+const (
+	MaxWhatIf     = 1000
+	DefaultWhatIf = 100
+)
+
+// WhatIfRequest is the body of POST /api/whatif: the new version (a
+// registered path and version, or content) and the recorded executions (ids,
+// or a select).
+type WhatIfRequest struct {
+	Path       string        `json:"path,omitempty" doc:"the new version's playbook path; with version, or alone for its latest"`
+	Version    Version       `json:"version,omitempty" doc:"a registered version of path, or \"latest\" (default)"`
+	Content    string        `json:"content,omitempty" doc:"the new version as YAML (or base64 YAML), not registered; instead of path and version"`
+	Executions []ID          `json:"executions,omitempty" max:"1000" items:"executions in one what-if" openapi:"ids" doc:"the recorded executions, by id (at most {max}); or select"`
+	Select     *WhatIfSelect `json:"select,omitempty" doc:"which recorded executions, newest first; or executions"`
+}
+
+// WhatIfSelect picks recorded executions, newest first.
+type WhatIfSelect struct {
+	Path   string `json:"path,omitempty" doc:"their playbook path; default the new version's (another path is 422)"`
+	Status string `json:"status,omitempty" enum:"RUNNING,COMPLETED,FAILED,CANCELLED" doc:"only executions with this status"`
+	Since  string `json:"since,omitempty" doc:"started at or after: RFC 3339, or a duration before now (24h, 90m)"`
+	Until  string `json:"until,omitempty" doc:"started before: RFC 3339, or a duration before now"`
+	Limit  int    `json:"limit,omitempty" min:"1" max:"1000" doc:"at most this many ({min} to {max}; default 100)"`
+}
+
+// Check: the new version is path (with version) or content, not both; the
+// executions are ids or a select, not both.
+func (r *WhatIfRequest) Check(f jsonx.Fields) error {
+	switch {
+	case r.Content != "" && r.Path != "":
+		return jsonx.Refuse(f.Name("content"), "give the new version as path (and version) or as content, not both")
+	case r.Content == "" && r.Path == "":
+		return jsonx.Refuse(f.Name("path"), "required: the new version's path (and version), or its YAML as content")
+	case r.Content != "" && r.Version != 0:
+		return jsonx.Refuse(f.Name("version"), "a version names a registered playbook: give path with it, or content alone")
+	case len(r.Executions) > 0 && r.Select != nil:
+		return jsonx.Refuse(f.Name("select"), "give executions (ids) or select, not both")
+	case len(r.Executions) == 0 && r.Select == nil:
+		return jsonx.Refuse(f.Name("executions"), "required: the recorded executions' ids, or select {path, status, since, until, limit}")
+	}
+	if s := r.Select; s != nil && s.Status != "" {
+		s.Status = strings.ToUpper(s.Status)
+		if !slices.Contains([]string{"RUNNING", "COMPLETED", "FAILED", "CANCELLED"}, s.Status) {
+			return jsonx.Refuse(f.Name("select")+".status", "expected RUNNING, COMPLETED, FAILED or CANCELLED, got %q", jsonx.Cut(s.Status, 40))
+		}
+	}
+	return nil
+}
+
+// SinceAgo reads a select's since or until: an RFC 3339 time, or a duration
+// before now ("24h"). field names it in the refusal.
+func SinceAgo(field, s string, now time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, jsonx.Refuse(field, "a duration before now must not be negative, got %q", s)
+		}
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, jsonx.Refuse(field, "expected an RFC 3339 time (2026-01-02T15:04:05Z) or a duration before now (24h), got %q", jsonx.Cut(s, 60))
+	}
+	return t, nil
+}

@@ -544,3 +544,71 @@ type Projected struct {
 	Duplicates int `json:"duplicates"`
 	Skipped    int `json:"skipped"`
 }
+
+// ---- what-if ----
+
+// What-if outcomes of one recorded execution under the new version.
+const (
+	OutcomeSame          = "same"
+	OutcomeWouldComplete = "would_complete"
+	OutcomeWouldFail     = "would_fail"
+	OutcomeNeedsLive     = "needs_live"
+)
+
+// What-if verdicts of one step.
+const (
+	VerdictReplayed = "replayed"
+	VerdictChanged  = "changed"
+	VerdictNoRecord = "no_record"
+	VerdictEngine   = "engine"
+)
+
+// WhatIf answers POST /api/whatif: what the new version would have done on
+// each recorded execution, answered from the recorded results (no tool ran,
+// nothing was written).
+type WhatIf struct {
+	Path       string            `json:"path" doc:"the playbook path"`
+	Version    int               `json:"version" doc:"the new version; 0: content not registered"`
+	Summary    WhatIfSummary     `json:"summary"`
+	Executions []WhatIfExecution `json:"executions" doc:"in the order asked (a select: newest first)"`
+}
+
+// WhatIfSummary counts the executions by outcome.
+type WhatIfSummary struct {
+	Same          int `json:"same" doc:"the recorded path, results and final status"`
+	WouldComplete int `json:"would_complete"`
+	WouldFail     int `json:"would_fail"`
+	NeedsLive     int `json:"needs_live" doc:"a command with no matching record: only a live run can tell"`
+}
+
+// WhatIfExecution is one recorded execution under the new version.
+type WhatIfExecution struct {
+	ExecutionID     ID           `json:"execution_id"`
+	RecordedVersion int          `json:"recorded_version"`
+	RecordedStatus  string       `json:"recorded_status"`
+	Outcome         string       `json:"outcome" enum:"same,would_complete,would_fail,needs_live"`
+	DivergesAt      OptString    `json:"diverges_at" doc:"the first step whose outcome differs from the record; null: none"`
+	NeedsLiveAt     OptString    `json:"needs_live_at" doc:"the step whose command has no matching record; null: none"`
+	Error           string       `json:"error,omitempty" doc:"would_fail: the execution's error"`
+	Steps           []WhatIfStep `json:"steps" doc:"the steps the new version reached, in order, then recorded steps it would not reach"`
+	Result          any          `json:"result,omitempty" doc:"would_complete: the final result it would have"`
+}
+
+// WhatIfStep is one step's verdict.
+type WhatIfStep struct {
+	Step    string `json:"step"`
+	Verdict string `json:"verdict" enum:"replayed,changed,no_record,engine" doc:"replayed: answered from the recorded result of the same command; changed: its outcome differs from the record; no_record: a command with no matching record; engine: no side effect, computed"`
+	Diff    string `json:"diff,omitempty" doc:"what differs from the record"`
+}
+
+// WouldComplete lists the executions the what-if predicts would now
+// complete (what a bulk redrive takes).
+func (w *WhatIf) WouldComplete() []int64 {
+	var ids []int64
+	for _, e := range w.Executions {
+		if e.Outcome == OutcomeWouldComplete {
+			ids = append(ids, int64(e.ExecutionID))
+		}
+	}
+	return ids
+}

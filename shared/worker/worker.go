@@ -92,7 +92,13 @@ type Worker struct {
 	// availability: one backoff per outage, shared by every caller.
 	server, nats *outage
 	rep          atomic.Pointer[reporter] // the running reporter, for the log lines
+	// toolRuns counts the commands whose tools this worker ran (ToolRuns).
+	toolRuns atomic.Int64
 }
+
+// ToolRuns is how many commands' tools the worker has run: what a test
+// reads to prove something ran no tool (the what-if).
+func (w *Worker) ToolRuns() int64 { return w.toolRuns.Load() }
 
 // New returns a worker.
 func New(cfg Config) (*Worker, error) {
@@ -400,6 +406,7 @@ func completionOf(cmd *wire.Command, env toolresult.Envelope, resultURI, workerI
 // run executes the command's tool, turning every failure (a config it cannot
 // decode, a panic) into an error envelope so the worker keeps running.
 func (w *Worker) run(ctx context.Context, cmd *wire.Command) (env toolresult.Envelope) {
+	w.toolRuns.Add(1)
 	defer func() {
 		if r := recover(); r != nil {
 			env = errorEnvelope(fmt.Sprintf("the worker panicked running the tool: %v", r))

@@ -120,6 +120,12 @@ export async function execute(req) {
   return String(data.execution_id);
 }
 
+// whatIf asks what a version would have done on recorded executions
+// (POST /api/whatif): {path, version} and {executions} or {select}.
+export async function whatIf(req) {
+  return (await call('POST', '/api/whatif', { body: req })).data;
+}
+
 export async function listCatalog({ path, cursor, limit = 50 } = {}) {
   const { data, headers } = await call('GET', '/api/catalog', { query: { path, cursor, limit } });
   const rows = Array.isArray(data) ? data : (data.entries || []);

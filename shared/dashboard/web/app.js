@@ -6,6 +6,7 @@ import * as api from '/ui/api.js';
 import { StepGraph, STATES, stateLabel } from '/ui/graph.js';
 import { scheduleListView, scheduleView } from '/ui/schedules.js';
 import { workersView } from '/ui/workers.js';
+import { whatIfAction, whatIfView } from '/ui/whatif.js';
 
 const view = document.getElementById('view');
 const banner = document.getElementById('banner');
@@ -154,6 +155,7 @@ function route() {
   else if (parts[0] === 'workers') workersView(ui, query).catch(fail);
   else if (parts[0] === 'schedules' && parts[1]) scheduleView(ui, parts[1]).catch(fail);
   else if (parts[0] === 'schedules') scheduleListView(ui).catch(fail);
+  else if (parts[0] === 'whatif') whatIfView(ui, query).catch(fail);
   else executionsView(query).catch(fail);
 }
 
@@ -295,6 +297,7 @@ async function executionView(id) {
     } catch (e) { report(e); }
   } }, 'Run again');
   const verifyBadge = h('span', { class: 'badge', id: 'verify' }, 'verify: not yet');
+  const whatIf = whatIfAction(ui, exec);
   const graphBox = h('div', { class: 'graph-wrap', id: 'graph' });
   const direction = h('select', { id: 'direction', 'aria-label': 'Graph direction' },
     h('option', { value: 'LR' }, 'left to right'), h('option', { value: 'TB' }, 'top down'));
@@ -310,7 +313,7 @@ async function executionView(id) {
 
   view.replaceChildren(
     title, meta,
-    h('div', { class: 'actions' }, cancelBtn, rerunBtn, verifyBadge,
+    h('div', { class: 'actions' }, cancelBtn, rerunBtn, whatIf, verifyBadge,
       h('a', { href: `#/executions?parent=${id}` }, 'Children'),
       h('a', { href: `#/catalog/${exec.catalog_id}` }, 'Playbook')),
     h('div', { class: 'exec-grid' },
@@ -344,6 +347,7 @@ async function executionView(id) {
       exec.schedule_id ? h('span', { id: 'exec-schedule' }, 'Started by ', h('a', { href: `#/schedules/${exec.schedule_id}` }, `schedule ${exec.schedule_id}`),
         ' for ', fmtTime(exec.scheduled_at)) : null));
     cancelBtn.disabled = terminal;
+    whatIf.hidden = exec.status !== 'FAILED';
     const states = asOf === null ? stepStates(exec.steps, loops) : stepStates(asOfState.steps, asOfState.loops);
     graph.update(states, selected);
     graphBox.dataset.asOf = asOf === null ? 'live' : String(asOf); // what the graph shows

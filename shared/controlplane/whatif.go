@@ -1,0 +1,212 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/playbook/parser"
+	"github.com/noetl-go/noetl/shared/store"
+	"github.com/noetl-go/noetl/shared/whatif"
+	"github.com/noetl-go/noetl/shared/wire"
+)
+
+// WhatIfRequest is a what-if as the service takes it: the new version
+// (registered, or content) and the recorded executions (ids, or a filter).
+type WhatIfRequest struct {
+	// Path and Version name a registered version (Version 0: the latest);
+	// Content is one not registered, YAML.
+	Path    string
+	Version int
+	Content string
+	// IDs, or Select with Since/Until already resolved.
+	IDs    []int64
+	Select *store.ExecutionFilter
+}
+
+// WhatIf runs the new version over each recorded execution, answering every
+// command from the recorded result of the same command (shared/whatif): no
+// tool runs and nothing is written (it only reads). The executions must be
+// of the new version's playbook path (422 naming both otherwise). Redrive
+// takes the answer's WouldComplete.
+func (s *Service) WhatIf(ctx context.Context, req WhatIfRequest) (*wire.WhatIf, error) {
+	v, err := s.whatIfVersion(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	path := v.PB.Metadata.Path
+	var rows []store.Execution
+	if req.Select != nil {
+		f := *req.Select
+		if f.Path == "" {
+			f.Path = path
+		}
+		if f.Path != path {
+			return nil, Errorf(ErrInvalid, "select.path: the executions are of playbook %s, the new version is of %s; a what-if compares versions of one playbook", f.Path, path)
+		}
+		if f.Limit <= 0 {
+			f.Limit = wire.DefaultWhatIf
+		}
+		if rows, err = s.ListExecutions(ctx, f); err != nil {
+			return nil, err
+		}
+	} else {
+		for i, id := range req.IDs {
+			row, _, _, err := s.readExecution(ctx, id)
+			if err != nil {
+				return nil, fmt.Errorf("executions[%d]: %w", i, err)
+			}
+			if row.Path != path {
+				return nil, Errorf(ErrInvalid, "executions[%d]: execution %d is of playbook %s, the new version is of %s; a what-if compares versions of one playbook", i, id, row.Path, path)
+			}
+			rows = append(rows, row)
+		}
+	}
+	out := &wire.WhatIf{Path: path, Version: v.Version, Executions: make([]wire.WhatIfExecution, len(rows))}
+	if err := s.whatIfRows(ctx, v, rows, out.Executions); err != nil {
+		return nil, err
+	}
+	for _, e := range out.Executions {
+		switch e.Outcome {
+		case wire.OutcomeSame:
+			out.Summary.Same++
+		case wire.OutcomeWouldComplete:
+			out.Summary.WouldComplete++
+		case wire.OutcomeWouldFail:
+			out.Summary.WouldFail++
+		case wire.OutcomeNeedsLive:
+			out.Summary.NeedsLive++
+		}
+	}
+	return out, nil
+}
+
+// whatIfChunk is how many recorded logs one read brings (one round trip per
+// shard): memory holds about two chunks of logs at a time.
+const whatIfChunk = 50
+
+// whatIfRows runs the what-if of each row into out (same order): one
+// goroutine reads the logs chunk by chunk while one per CPU runs the engine
+// over the chunk before it.
+func (s *Service) whatIfRows(ctx context.Context, v whatif.Version, rows []store.Execution, out []wire.WhatIfExecution) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	type job struct {
+		i   int
+		rec whatif.Record
+	}
+	jobs := make(chan job, whatIfChunk)
+	r := &whatif.Runner{Engine: s.eng, Load: s.recordedValues}
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				e, err := r.Execution(ctx, v, j.rec)
+				if err != nil {
+					cancel(err)
+					continue
+				}
+				out[j.i] = e
+			}
+		}()
+	}
+	err := s.readRecords(ctx, rows, func(i int, rec whatif.Record) error {
+		select {
+		case jobs <- job{i, rec}:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	})
+	close(jobs)
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	return context.Cause(ctx)
+}
+
+// readRecords reads the rows' logs, a chunk at a time (one query per shard
+// the chunk touches), leaving out events stored ignored, and hands each
+// record on in the rows' order.
+func (s *Service) readRecords(ctx context.Context, rows []store.Execution, each func(int, whatif.Record) error) error {
+	for at := 0; at < len(rows); at += whatIfChunk {
+		chunk := rows[at:min(at+whatIfChunk, len(rows))]
+		recs := make(map[int64]*whatif.Record, len(chunk))
+		byShard := map[*store.Shard][]int64{}
+		for _, row := range chunk {
+			sh, err := s.st.ShardFor(row.ExecutionID)
+			if err != nil {
+				return err
+			}
+			recs[row.ExecutionID] = &whatif.Record{ExecutionID: row.ExecutionID, Path: row.Path, Version: row.Version,
+				Status: row.Status, Events: make([]engine.Event, 0, row.LastSeq)}
+			byShard[sh] = append(byShard[sh], row.ExecutionID)
+		}
+		for sh, ids := range byShard {
+			err := store.StreamLogs(ctx, sh.Pool(), ids, func(e *store.Event) error {
+				if rec := recs[e.ExecutionID]; rec != nil && !e.Ignored {
+					rec.Events = append(rec.Events, toEngine(*e))
+				}
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("what-if: %w", err)
+			}
+		}
+		for i, row := range chunk {
+			if err := each(at+i, *recs[row.ExecutionID]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// whatIfVersion is the new version: registered (path, version) or content,
+// parsed and validated as register does, never stored.
+func (s *Service) whatIfVersion(ctx context.Context, req WhatIfRequest) (whatif.Version, error) {
+	if req.Content != "" {
+		pb, diags := parser.Parse([]byte(req.Content))
+		if pb == nil {
+			var problems []string
+			for _, d := range diags.Errors() {
+				problems = append(problems, d.String())
+			}
+			return whatif.Version{}, Errorf(ErrInvalid, "content: the new version is not a valid playbook: %s", strings.Join(problems, "; "))
+		}
+		return whatif.Version{PB: pb}, nil
+	}
+	entry, err := s.CatalogByPath(ctx, req.Path, req.Version)
+	if err != nil {
+		field := "path"
+		if req.Version > 0 {
+			field = "version"
+		}
+		return whatif.Version{}, fmt.Errorf("%s: %w", field, err)
+	}
+	pb, err := s.playbook(ctx, nil, nil, entry.CatalogID)
+	if err != nil {
+		return whatif.Version{}, err
+	}
+	return whatif.Version{PB: pb, CatalogID: entry.CatalogID, Version: entry.Version}, nil
+}
+
+// recordedValues reads what a recorded execution keeps outside its log:
+// results stored by reference and large step results.
+func (s *Service) recordedValues(ctx context.Context, executionID int64, keys []engine.ResultKey) (map[engine.ResultKey]any, error) {
+	sh, err := s.st.ShardFor(executionID)
+	if err != nil {
+		return nil, err
+	}
+	out := map[engine.ResultKey]any{}
+	if err := s.loadResults(ctx, sh.Pool(), executionID, keys, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
