@@ -1,10 +1,13 @@
 package corpus
 
 import (
+	"crypto/md5"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -28,6 +31,7 @@ type Fixture struct {
 	lastRated time.Time   // the rate-limited endpoint's last answered request
 	probe     probeStats
 	objects   map[string][]string // fake Cloud Storage: bucket → object names
+	fhirSeen  []time.Time         // /api/v1/patient-records requests of the last second (its rate limit)
 }
 
 // probeStats are the concurrency probe's counters.
@@ -56,6 +60,7 @@ func NewFixture() *Fixture {
 	f.mux.HandleFunc("GET /api/v1/reference-chain/items", f.referenceChain)
 	f.mux.HandleFunc("GET /api/v1/patient/demographics", f.demographics)
 	f.mux.HandleFunc("GET /api/v1/patient/{type}", f.patientRecords)
+	f.mux.HandleFunc("GET /api/v1/patient-records", f.fhirRecords)
 	f.mux.HandleFunc("GET /api/v1/mds/assessment/{id}", f.mdsAssessment)
 	f.mux.HandleFunc("GET /api/v1/pft/batch/{type}", f.pftBatch)
 	f.mux.HandleFunc("GET /api/v1/pft/mds/details", f.mdsDetails)
@@ -507,4 +512,101 @@ func (f *Fixture) gcsList(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Unlock()
 	writeJSON(w, 200, map[string]any{"kind": "storage#objects", "items": items})
+}
+
+// fhirRecords is the FHIR-like bundle endpoint of test_fetch_load
+// (/api/v1/patient-records?patientId&page&pageSize): 2 to 5 pages per patient
+// (fixed per patientId, FHIRPages), pageSize entries each padded to about
+// payload_kb KB per page (default 100), a delay drawn between min_delay and
+// max_delay seconds (default 2 and 4), a global cap of rate_limit requests a
+// second (default 50) answered 429 with Retry-After: 1, and 404 past the last
+// page. The bundle: {resourceType, type, total, link: [self, next on all but the
+// last page], entry, meta: {patientId, page, pageSize, totalPages, delaySeconds,
+// estimatedResponseKB}}.
+func (f *Fixture) fhirRecords(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	patient := q.Get("patientId")
+	if patient == "" {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": "query patientId is required"})
+		return
+	}
+	page, size, ok := pageParams(w, r)
+	if !ok {
+		return
+	}
+	limit, ok := intParam(w, r, "rate_limit", 50)
+	if !ok {
+		return
+	}
+	payloadKB, ok := intParam(w, r, "payload_kb", 100)
+	if !ok {
+		return
+	}
+	minDelay, maxDelay := floatQuery(q.Get("min_delay"), 2), floatQuery(q.Get("max_delay"), 4)
+	f.mu.Lock()
+	now := time.Now()
+	recent := f.fhirSeen[:0]
+	for _, t := range f.fhirSeen {
+		if now.Sub(t) < time.Second {
+			recent = append(recent, t)
+		}
+	}
+	f.fhirSeen = recent
+	limited := len(recent) >= max(limit, 1)
+	if !limited {
+		f.fhirSeen = append(f.fhirSeen, now)
+	}
+	f.mu.Unlock()
+	if limited {
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": "Too Many Requests", "message": "Rate limit exceeded"})
+		return
+	}
+	delay := minDelay
+	if maxDelay > minDelay {
+		delay += rand.Float64() * (maxDelay - minDelay)
+	}
+	select {
+	case <-time.After(time.Duration(delay * float64(time.Second))):
+	case <-r.Context().Done():
+		return
+	}
+	pages := FHIRPages(patient)
+	if page > pages {
+		writeJSON(w, http.StatusNotFound, map[string]any{"detail": fmt.Sprintf("Page %d does not exist for patient %s", page, patient)})
+		return
+	}
+	size = max(size, 1)
+	padding := max(100, payloadKB*1024/size-600)
+	entries := make([]any, size)
+	for i := range entries {
+		id := fmt.Sprintf("%s-p%d-e%d", patient, page, (page-1)*size+i)
+		entries[i] = map[string]any{"fullUrl": "MedicationStatement/" + id, "resource": map[string]any{
+			"resourceType": "MedicationStatement", "id": id, "status": "active",
+			"subject": map[string]any{"reference": "Patient/" + patient}, "_payload": strings.Repeat("M", padding)}}
+	}
+	self := fmt.Sprintf("http://%s/api/v1/patient-records?patientId=%s&page=%d&pageSize=%d", r.Host, patient, page, size)
+	links := []any{map[string]any{"relation": "self", "url": self}}
+	if page < pages {
+		links = append(links, map[string]any{"relation": "next",
+			"url": fmt.Sprintf("http://%s/api/v1/patient-records?patientId=%s&page=%d&pageSize=%d", r.Host, patient, page+1, size)})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"resourceType": "Bundle", "type": "searchset", "total": pages * size,
+		"link": links, "entry": entries, "meta": map[string]any{"patientId": patient, "page": page, "pageSize": size,
+			"totalPages": pages, "delaySeconds": math.Round(delay*100) / 100, "estimatedResponseKB": padding * size / 1024}})
+}
+
+// FHIRPages is how many pages /api/v1/patient-records has for a patient: 2 to 5,
+// fixed per id (from its MD5, as NoETL's fixture draws it).
+func FHIRPages(patient string) int {
+	sum := md5.Sum([]byte(patient))
+	return 2 + int(sum[len(sum)-1]%4) // the 128-bit number mod 4
+}
+
+// floatQuery reads a query number, def when absent or not a number.
+func floatQuery(s string, def float64) float64 {
+	if v, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil && v >= 0 {
+		return v
+	}
+	return def
 }
