@@ -134,6 +134,27 @@ func pageParams(w http.ResponseWriter, r *http.Request) (page, size int, ok bool
 	return max(page, 1), size, ok
 }
 
+// intQuery is a query integer and its default.
+type intQuery struct {
+	name string
+	def  int
+}
+
+// pageAndInts reads pageParams and then each of qs (intParam); ok false once
+// one does not parse (its 422 written).
+func pageAndInts(w http.ResponseWriter, r *http.Request, qs ...intQuery) (page, size int, ints []int, ok bool) {
+	if page, size, ok = pageParams(w, r); !ok {
+		return
+	}
+	ints = make([]int, len(qs))
+	for i, q := range qs {
+		if ints[i], ok = intParam(w, r, q.name, q.def); !ok {
+			return
+		}
+	}
+	return page, size, ints, true
+}
+
 // assessments: page-number pagination, {data, paging: {hasMore, page, pageSize, total}}.
 func (f *Fixture) assessments(w http.ResponseWriter, r *http.Request) {
 	page, size, ok := pageParams(w, r)
@@ -320,19 +341,11 @@ func (f *Fixture) probeRun(w http.ResponseWriter, r *http.Request) {
 // record_ref: record-<id>, payload}; refs {mode, chain} links the page to its
 // neighbours only (at most two refs with ref_mode linked).
 func (f *Fixture) referenceChain(w http.ResponseWriter, r *http.Request) {
-	page, size, ok := pageParams(w, r)
+	page, size, ints, ok := pageAndInts(w, r, intQuery{"total", 100}, intQuery{"payload_kb", 1})
 	if !ok {
 		return
 	}
-	total, ok := intParam(w, r, "total", 100)
-	if !ok {
-		return
-	}
-	kb, ok := intParam(w, r, "payload_kb", 1)
-	if !ok {
-		return
-	}
-	kb = min(max(kb, 0), 256)
+	total, kb := ints[0], min(max(ints[1], 0), 256)
 	lo, hi := window((page-1)*size, size, total)
 	items := []any{}
 	for id := lo + 1; id <= hi; id++ {
@@ -530,18 +543,11 @@ func (f *Fixture) fhirRecords(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": "query patientId is required"})
 		return
 	}
-	page, size, ok := pageParams(w, r)
+	page, size, ints, ok := pageAndInts(w, r, intQuery{"rate_limit", 50}, intQuery{"payload_kb", 100})
 	if !ok {
 		return
 	}
-	limit, ok := intParam(w, r, "rate_limit", 50)
-	if !ok {
-		return
-	}
-	payloadKB, ok := intParam(w, r, "payload_kb", 100)
-	if !ok {
-		return
-	}
+	limit, payloadKB := ints[0], ints[1]
 	minDelay, maxDelay := floatQuery(q.Get("min_delay"), 2), floatQuery(q.Get("max_delay"), 4)
 	f.mu.Lock()
 	now := time.Now()
