@@ -74,3 +74,24 @@ func TestNoETLLifecycleRowsRead(t *testing.T) {
 		})
 	}
 }
+
+// TestLegacySpellingsAsIngestReadsThem: replay reads NoETL's older names by the
+// same vocabulary as ingest (eventtype.Canonical): execution_completed ends an
+// execution as playbook.completed does, execution_failed as playbook.failed.
+func TestLegacySpellingsAsIngestReadsThem(t *testing.T) {
+	for typ, want := range map[string]string{"execution_completed": StatusCompleted, "execution_failed": StatusFailed,
+		"execution_cancelled": StatusCancelled, "playbook_completed": StatusCompleted} {
+		var rows []Row
+		for i, e := range []string{"execution_started", "step_started", "step_completed", typ} {
+			r, err := RowFromObject(map[string]any{"event_id": int64(200 + i), "event_type": e, "node_name": "start"}, int64(i+1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows = append(rows, r)
+		}
+		exec, _ := fold(t, Options{ExecutionID: "8"}, rows).Projections["execution"].(map[string]any)
+		if got := fmt.Sprint(exec["status"]); got != want {
+			t.Errorf("%s: status %s, want %s", typ, got, want)
+		}
+	}
+}
