@@ -45,17 +45,7 @@ workflow:
 // notifications, and once the writer is back every command is delivered,
 // claimed once, and every execution completes.
 func TestRustWorkerOnCommandBus(t *testing.T) {
-	bus, err := bustest.Start(t.TempDir(), bustest.Options{AckWait: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(bus.Stop)
-	d := startDev(t, devOptions{env: []string{"NOETL_API_TOKEN=" + apiToken, "NOETL_WORKER_TOKEN=" + workerToken,
-		"NOETL_INTERNAL_API_TOKEN=" + rustInternalToken, "NOETL_COMMAND_BUS=ehdb", "NOETL_COMMAND_BUS_WRITER_ADDRS=0@" + bus.IngestAddr()}})
-	d.cl = client.New(d.url, apiToken)
-	w := newRustWorker(d.url, nil, rustInternalToken)
-	w.claimAddr = bus.ClaimAddr()
-	runDouble(t, "the Rust worker double on the bus", w.run, w.ready)
+	bus, d := busStack(t, "ehdb")
 	path := d.register(t, busYAML)
 	ctx := context.Background()
 
@@ -212,4 +202,66 @@ func outboxPending(t *testing.T, d *devStack) int64 {
 		t.Fatalf("pending-count: HTTP %d", resp.StatusCode)
 	}
 	return out.Pending
+}
+
+// TestCommandBusShadow (issue 30): NOETL_COMMAND_BUS=shadow announces every
+// command both on NoETL's command bus and on NATS, so NoETL's current Rust
+// worker (the double, on the bus) and the workers that read NATS (ours,
+// NoETL's Python worker, its older Rust workers) are fed by one server: the
+// double completes a playbook from the bus while the same notifications
+// wait on the NATS stream.
+func TestCommandBusShadow(t *testing.T) {
+	bus, d := busStack(t, "shadow")
+	path := d.register(t, busYAML)
+	id, v := d.run(t, wire.ExecuteRequest{Path: path})
+	completed(t, v, "start", "middle", "last")
+	recorded := map[int64]bool{}
+	for _, r := range bus.Records() {
+		recorded[int64(r.GlobalSequence)] = true
+	}
+	issued := 0
+	for _, e := range d.events(t, id) {
+		if e.EventType == "command.issued" {
+			issued++
+			if !recorded[int64(e.EventID)] {
+				t.Errorf("command %s (event %d) was never appended to the bus", e.CommandID, e.EventID)
+			}
+		}
+	}
+	if issued != 3 {
+		t.Fatalf("%d commands issued, want 3", issued)
+	}
+	js, err := jetstream.New(natsConn(t, d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(context.Background(), noetlStream)
+	if err != nil {
+		t.Fatalf("NATS stream %s: %v (shadow publishes to NATS too)", noetlStream, err)
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs < uint64(issued) {
+		t.Errorf("NATS stream %s holds %d messages for %d commands: shadow announces each command on NATS as well", noetlStream, info.State.Msgs, issued)
+	}
+}
+
+// busStack starts a stand-in bus writer, `noetl dev --workers 0` publishing to
+// it with NOETL_COMMAND_BUS=mode, and the Rust worker double claiming from it.
+func busStack(t *testing.T, mode string) (*bustest.Writer, *devStack) {
+	t.Helper()
+	bus, err := bustest.Start(t.TempDir(), bustest.Options{AckWait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bus.Stop)
+	d := startDev(t, devOptions{env: []string{"NOETL_API_TOKEN=" + apiToken, "NOETL_WORKER_TOKEN=" + workerToken,
+		"NOETL_INTERNAL_API_TOKEN=" + rustInternalToken, "NOETL_COMMAND_BUS=" + mode, "NOETL_COMMAND_BUS_WRITER_ADDRS=0@" + bus.IngestAddr()}})
+	d.cl = client.New(d.url, apiToken)
+	w := newRustWorker(d.url, nil, rustInternalToken)
+	w.claimAddr = bus.ClaimAddr()
+	runDouble(t, "the Rust worker double on the bus", w.run, w.ready)
+	return bus, d
 }

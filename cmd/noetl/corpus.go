@@ -16,6 +16,7 @@ import (
 	"github.com/noetl-go/noetl/shared/conformance"
 	"github.com/noetl-go/noetl/shared/dev/corpus"
 	"github.com/noetl-go/noetl/shared/tools/duckdb"
+	"github.com/noetl-go/noetl/shared/worker"
 )
 
 func runCorpus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -27,7 +28,7 @@ func runCorpus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	parallel := fs.Int("parallel", 1, "playbooks run at once")
 	timeout := fs.Duration("timeout", 3*time.Minute, "default bound on one playbook's run")
 	workers := fs.Int("workers", 2, "in-process workers")
-	concurrency := fs.Int("concurrency", 8, "commands each worker runs at once")
+	concurrency := fs.Int("concurrency", worker.DefaultConcurrency, "commands each worker runs at once (default: the product's, as noetl dev)")
 	full := fs.Bool("full", false, "run the stress playbooks at NoETL's sizes (default: smaller totals, see shared/dev/corpus checks)")
 	dump := fs.String("dump", "", "write each run's final execution view to this folder (one JSON file per playbook)")
 	verbose := fs.Bool("v", false, "print the stack's JSON logs")

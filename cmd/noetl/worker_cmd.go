@@ -51,7 +51,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	apiToken := fs.String("api-token", os.Getenv("NOETL_API_TOKEN"), "api token the playbook tool uses to start and read child executions (env NOETL_API_TOKEN; default the worker token)")
 	natsURL := fs.String("nats", envOr("NOETL_NATS_URL", nats.DefaultURL), "NATS URL (env NOETL_NATS_URL)")
 	pool := fs.String("pool", envOr("NOETL_POOL", notify.PoolShared), "worker pool to serve (env NOETL_POOL)")
-	concurrency := fs.Int("concurrency", 4, "commands run at once")
+	concurrency := fs.Int("concurrency", worker.DefaultConcurrency, "commands run at once")
 	host, _ := os.Hostname()
 	id := fs.String("id", fmt.Sprintf("%s-%d", host, os.Getpid()), "worker id")
 	python := fs.String("python", envOr("NOETL_PYTHON", "python3"), "python interpreter (env NOETL_PYTHON)")

@@ -1532,3 +1532,29 @@ workflow:
 		t.Fatalf("arc sets: a %v b %v", s.Result("a"), s.Result("b"))
 	}
 }
+
+// TestLeafWithoutNextEndsItsBranch: a step without next ends its branch and
+// the execution completes there; a step named end that no arc names is never
+// entered. NoETL 4.26 does the same (its own server ran
+// root_scripts/test_implicit_end_routing: COMPLETED after start and step1,
+// end never issued; docs/noetl-playbooks.md).
+func TestLeafWithoutNextEndsItsBranch(t *testing.T) {
+	s := sim(t, `
+workflow:
+  - step: start
+    tool: {kind: noop}
+    next: [{step: step1}]
+  - step: step1
+    tool: {kind: noop}
+  - step: end
+    tool: {kind: noop}
+`)
+	run(t, s, nil)
+	if s.Status() != engine.StatusCompleted {
+		t.Fatalf("status %s, want COMPLETED", s.Status())
+	}
+	if s.Count("step.exit", "step1") != 1 || s.Count("step.enter", "end") != 0 || s.Count("command.issued", "end") != 0 {
+		t.Fatalf("step1 exits %d, end entered %d, issued %d: want 1, 0, 0", s.Count("step.exit", "step1"),
+			s.Count("step.enter", "end"), s.Count("command.issued", "end"))
+	}
+}

@@ -736,3 +736,24 @@ func TestRenderBudgetPerItem(t *testing.T) {
 		t.Fatalf("9 MB of input: %+v", e.out)
 	}
 }
+
+// An http item's policy rules read the body's members through output.data as
+// well as the answer's own (test_fetch_load reads output.data.meta and
+// output.data.entry; other NoETL playbooks read output.data.data, the body).
+func TestPolicyOutputReadsHTTPBody(t *testing.T) {
+	body := map[string]any{"meta": map[string]any{"page": int64(1), "totalPages": int64(3)},
+		"entry": []any{"a", "b"}, "status_code": "the body's own"}
+	e := run(t, `{"tool_config": [{"fetch": {"kind": "http", "spec": {"policy": {"rules": [{"else": {"then": {"do": "continue", "set": {
+		"ctx.more": "{{ output.data.meta.page < output.data.meta.totalPages }}",
+		"ctx.records": "{{ output.data.entry | length }}",
+		"ctx.code": "{{ output.data.status_code }}",
+		"ctx.body_page": "{{ output.data.body.meta.page }}"}}}}]}}}}]}`,
+		map[string][]toolresult.Envelope{"fetch": {ok(httpResp(200, body))}})
+	wantStatus(t, e.out, toolresult.StatusSuccess)
+	sameJSON(t, "_context_updates", e.out.Data.(map[string]any)["_context_updates"],
+		`{"more": true, "records": 2, "code": 200, "body_page": 1}`)
+	// The item's result is the answer as the tool gave it, without the body's members.
+	if _, leaked := e.out.Data.(map[string]any)["fetch"].(map[string]any)["meta"]; leaked {
+		t.Errorf("the body view leaked into the item's result: %v", e.out.Data)
+	}
+}

@@ -255,14 +255,38 @@ func retryDelay(a action, k int) time.Duration {
 // ruleOutput is `output` inside policy rules (R-R6, R-W6): {status, data, error:
 // {message, kind, status, retryable} | null, http: {status}}, and response, the
 // data again (NoETL's name for a tool's output, which its playbooks read).
+// For an http tool, data also reads the parsed body's members (httpBodyView).
 func ruleOutput(env toolresult.Envelope, httpStatus int) map[string]any {
 	var hs any
+	data := env.Data
 	if httpStatus != 0 {
 		hs = int64(httpStatus)
+		data = httpBodyView(data)
 	}
 	var errMap any
 	if env.Error != nil {
 		errMap = env.Error.Map()
 	}
-	return map[string]any{"status": env.Status, "data": env.Data, "response": env.Data, "error": errMap, "http": map[string]any{"status": hs}}
+	return map[string]any{"status": env.Status, "data": data, "response": data, "error": errMap, "http": map[string]any{"status": hs}}
+}
+
+// httpBodyView is an http answer ({status_code, headers, body, data, url,
+// elapsed}) as policy rules read it: the answer's members, plus each member of a
+// JSON object body the answer does not have itself. NoETL's playbooks read both
+// `output.data.data` (the body, as the answer's `data`) and `output.data.meta` or
+// `output.data.entry` (members of the body: test_fetch_load); the answer's own
+// members win. A shallow copy: the body's values are shared, not copied.
+func httpBodyView(data any) any {
+	answer, ok := data.(map[string]any)
+	if !ok {
+		return data
+	}
+	body, ok := answer["body"].(map[string]any)
+	if !ok {
+		return data
+	}
+	view := make(map[string]any, len(answer)+len(body))
+	maps.Copy(view, body)
+	maps.Copy(view, answer)
+	return view
 }

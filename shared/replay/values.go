@@ -5,33 +5,19 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/jsonx"
 )
 
 // canonicalType maps NoETL's legacy spellings (events.md §3) onto the dotted
-// names the fold switches on. Unknown names pass through unchanged.
+// names the fold switches on, by the one vocabulary ingest reads them with
+// (eventtype.Canonical), and NoETL 2.x's step_failed, a step.exit of a failed
+// step, which only replay meets (old logs). Unknown names pass through unchanged.
 func canonicalType(t string) string {
-	switch t {
-	case "playbook_started":
-		return "playbook.started"
-	case "playbook_completed":
-		return "playbook.completed"
-	case "playbook_failed":
-		return "playbook.failed"
-	case "playbook_cancelled":
-		return "playbook.cancelled"
-	case "step_enter", "step_started":
-		return "step.enter"
-	case "step_completed", "step_exit", "step_failed":
-		return "step.exit"
-	case "action_started":
-		return "command.started"
-	case "action_completed":
-		return "command.completed"
-	case "action_failed", "action_error":
-		return "command.failed"
+	if t == "step_failed" {
+		return eventtype.StepExit
 	}
-	return t
+	return eventtype.Canonical(t)
 }
 
 // terminalStatus is the execution status a terminal event sets, or "".

@@ -45,7 +45,7 @@ type Config struct {
 	// Pool is the pool served (events.md §5); default "shared".
 	Pool     string
 	WorkerID string
-	// Concurrency bounds commands run at once; default 4.
+	// Concurrency bounds commands run at once; default DefaultConcurrency.
 	Concurrency int
 	// Exec runs one tool attempt (shared/tools' Registry.Exec).
 	Exec pipeline.Exec
@@ -76,6 +76,10 @@ type Config struct {
 	// posted (see mask); nil: only the command's own secret-named values.
 	Secrets *redact.Secrets
 }
+
+// DefaultConcurrency is how many commands a worker runs at once unless told
+// (noetl worker, noetl dev and noetl corpus share it).
+const DefaultConcurrency = 4
 
 // DefaultInlineLimit is the largest result data posted inline (worker.md §1):
 // NoETL's 64 KiB, which its playbooks test for (a result over it carries
@@ -116,7 +120,7 @@ func New(cfg Config) (*Worker, error) {
 		cfg.Pool = notify.PoolShared
 	}
 	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = 4
+		cfg.Concurrency = DefaultConcurrency
 	}
 	if cfg.Grace <= 0 {
 		cfg.Grace = 30 * time.Second

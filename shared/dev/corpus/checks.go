@@ -120,15 +120,32 @@ var checks = map[string]Check{
 		Expect: []string{"status == 'COMPLETED' and start.success or 'retries exhausted after 5 attempts' in error"}},
 	"regression_test/create_test_schema.yaml": {Expect: []string{"end.status == 'success'", "steps.create_expected_results_table.status == 'completed'"}},
 	"root_scripts/test_simple_loop.yaml":      {Expect: []string{"loop_test | length == 3", "loop_test[2].doubled == 60"}},
-	// No next: a leaf ends its branch; NoETL (4.26) does not route it to end either.
-	"root_scripts/test_implicit_end_routing.yaml": {Expect: []string{"step1.status == 'step1_complete'"}},
-	"save_storage_test/save_simple_test.yaml":     {Expect: []string{"end.data.message == 'All save storage tests completed successfully'"}},
-	"test_args_passing.yaml":                      {Expect: []string{"use_vars.status == 'success'", "use_vars.result == 300"}},
-	"test_end_with_action.yaml":                   {Expect: []string{"end.data.cleaned_up"}},
-	"test_large_result_extraction.yaml":           {Expect: []string{"check_extraction.extraction_success", "check_extraction.test_passed"}},
-	"test_large_tabular_result.yaml":              {Expect: []string{"done.test_passed", "done.tabular_externalized"}},
-	"test_oversize_command_context.yaml":          {Expect: []string{"consume.verified_size_kb == 900"}},
-	"test_resolve_by_urn.yaml":                    {Expect: []string{"done.test_passed"}},
+	// Its own check: step1 has no next and "should implicitly route to end".
+	"root_scripts/test_implicit_end_routing.yaml": {Expect: []string{"step1.status == 'step1_complete'",
+		"steps['end'].status == 'completed'", "end.status == 'workflow_complete'"},
+		Known: "a step without next ends its branch and end is never entered; NoETL's own server (4.26) does the same: COMPLETED after start and step1"},
+	"duckdb_test.yaml": {Expect: []string{"process.status == 'success'", "process.total_users == 2",
+		"verify.status == 'passed'", "end.test_passed"},
+		Known: "process reads {{ start }} as the list of rows, but a step's result is an object (NoETL: {status: ok, …}, no rows) and " +
+			"input_data is not a NoETL binding, so it returns \"Invalid query result format\"; NoETL's own server fails it earlier: " +
+			"its python steps use a top-level return (\"'return' outside function\")"},
+	// Its own checks count patients only; the fixture's pages (FHIRPages) give the
+	// totals every page fetched and followed must add up to. The fixture's 2-4 s
+	// per page (17 minutes at NoETL's max_in_flight 5) is shortened, and its pages
+	// are 4 KB instead of 100: at 100 KB the loop's stored result (each iteration
+	// keeps its last page) makes the execution's full view about 200 MB, over the
+	// client's answer limit (docs/noetl-playbooks.md).
+	"pagination/fetch_load_test/test_fetch_load.yaml": {Smaller: map[string]any{"api_min_delay": 0, "api_max_delay": 0.02, "api_payload_kb": 4},
+		Expect: []string{"check_results.status == 'passed'", "check_results.total_patients == 500", "check_results.failed_patients == 0",
+			fmt.Sprintf("check_results.total_pages == %d", fhirPagesUpTo(500)),
+			fmt.Sprintf("check_results.total_records == %d", 10*fhirPagesUpTo(500)), "end.summary.status == 'passed'"}},
+	"save_storage_test/save_simple_test.yaml": {Expect: []string{"end.data.message == 'All save storage tests completed successfully'"}},
+	"test_args_passing.yaml":                  {Expect: []string{"use_vars.status == 'success'", "use_vars.result == 300"}},
+	"test_end_with_action.yaml":               {Expect: []string{"end.data.cleaned_up"}},
+	"test_large_result_extraction.yaml":       {Expect: []string{"check_extraction.extraction_success", "check_extraction.test_passed"}},
+	"test_large_tabular_result.yaml":          {Expect: []string{"done.test_passed", "done.tabular_externalized"}},
+	"test_oversize_command_context.yaml":      {Expect: []string{"consume.verified_size_kb == 900"}},
+	"test_resolve_by_urn.yaml":                {Expect: []string{"done.test_passed"}},
 	"test_loop_instance_isolation/playbook.yaml": {Expect: []string{"verify_results.users_count == 2", "verify_results.products_count == 2",
 		"verify_results.verification == 'Both loops completed independently'"}},
 	"test_start_with_action.yaml":              {Expect: []string{"process.data.from_start"}},
@@ -203,20 +220,39 @@ var checks = map[string]Check{
 	// Python steps that connect to NoETL's in-cluster Postgres through workload
 	// values get CorpusDatabase's instead, as the HTTP fixture stands in for
 	// NoETL's test API (docs/noetl-playbooks.md).
-	"pagination/pipeline/test_pagination_pipeline.yaml":       {Payload: pgWorkload("db_host", "db_port", "db_name", "db_user", "db_password")},
-	"pagination/pipeline_v2/test_pagination_pipeline_v2.yaml": {Payload: pgWorkload("db_host", "db_port", "db_name", "db_user", "db_password")},
+	"pagination/pipeline/test_pagination_pipeline.yaml": {Payload: pgWorkload("db_host", "db_port", "db_name", "db_user", "db_password"),
+		Expect: []string{"final_report.status == 'success'", "final_report.summary.total_records_stored == 35"}, Known: pipelineKnown},
+	"pagination/pipeline_v2/test_pagination_pipeline_v2.yaml": {Payload: pgWorkload("db_host", "db_port", "db_name", "db_user", "db_password"),
+		Expect: []string{"final_report.status == 'success'", "final_report.summary.total_records_stored == 35"}, Known: pipelineKnown},
 	"pft_flow_test/pft_queue_db_maintenance.yaml": {Payload: pgWorkload("pg_host", "pg_port", "pg_database", "pg_user", "pg_password"),
 		After: []string{"pft_flow_test/test_pft_flow_v2.yaml"}}, // it tunes the queue table the PFT flow creates
 	// Cursor loops with max_in_flight 1 over every patient and data type.
 	"pft_flow_test/test_pft_flow_v2.yaml":           {Timeout: 15 * time.Minute, Smaller: map[string]any{"num_facilities": 2, "patients_per_facility": 10}},
 	"save_storage_test/save_all_storage_types.yaml": {After: []string{"save_storage_test/create_tables.yaml"}},
-	"root_scripts/test_script_loading.yaml":         {Expect: []string{"end is defined"}},
-	"script_execution/python_file_example.yaml":     {Payload: map[string]any{"script_path": "$PLAYBOOKS/script_execution/scripts/hello_world.py"}},
-	"script_execution/postgres_file_example.yaml":   {Payload: map[string]any{"script_path": "$PLAYBOOKS/script_execution/scripts/create_test_table.sql"}},
+	"root_scripts/test_script_loading.yaml": {Expect: []string{"start.status == 'success'", "end.test == 'passed'"},
+		Known: "end reads {{ result }}, which no step or binding defines, and calls .get on it (None here); NoETL's own server fails it " +
+			"twice: start (\"script.source.type must be one of: gcs, s3, file, http\", no inline source) and end (\"'str' object has no attribute 'get'\")"},
+	"script_execution/python_file_example.yaml":   {Payload: map[string]any{"script_path": "$PLAYBOOKS/script_execution/scripts/hello_world.py"}},
+	"script_execution/postgres_file_example.yaml": {Payload: map[string]any{"script_path": "$PLAYBOOKS/script_execution/scripts/create_test_table.sql"}},
 }
+
+// pipelineKnown is why test_pagination_pipeline and _v2 fail their own check.
+const pipelineKnown = "all 35 rows are stored, but final_report reads total_records from {{ validate_results }} itself, which is the " +
+	"postgres result object (its rows under rows), so it counts 0 of 35; NoETL's own server fails it before: create_test_table's " +
+	"credential: is not auth: (422, the run stays RUNNING), and with auth: the store task fails and final_report counts 0 of 35 too"
 
 // pgWorkload names CorpusDatabase in a playbook's workload keys for host, port,
 // database, user and password.
 func pgWorkload(host, port, database, user, password string) map[string]any {
 	return map[string]any{host: "$PG_HOST", port: "$PG_PORT", database: "$PG_DATABASE", user: "$PG_USER", password: "$PG_PASSWORD"}
+}
+
+// fhirPagesUpTo is the fixture's page count over test_fetch_load's patients
+// P-0001 … P-n.
+func fhirPagesUpTo(n int) int {
+	total := 0
+	for i := 1; i <= n; i++ {
+		total += FHIRPages(fmt.Sprintf("P-%04d", i))
+	}
+	return total
 }

@@ -1,10 +1,13 @@
 package corpus
 
 import (
+	"crypto/md5"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -28,6 +31,7 @@ type Fixture struct {
 	lastRated time.Time   // the rate-limited endpoint's last answered request
 	probe     probeStats
 	objects   map[string][]string // fake Cloud Storage: bucket → object names
+	fhirSeen  []time.Time         // /api/v1/patient-records requests of the last second (its rate limit)
 }
 
 // probeStats are the concurrency probe's counters.
@@ -56,6 +60,7 @@ func NewFixture() *Fixture {
 	f.mux.HandleFunc("GET /api/v1/reference-chain/items", f.referenceChain)
 	f.mux.HandleFunc("GET /api/v1/patient/demographics", f.demographics)
 	f.mux.HandleFunc("GET /api/v1/patient/{type}", f.patientRecords)
+	f.mux.HandleFunc("GET /api/v1/patient-records", f.fhirRecords)
 	f.mux.HandleFunc("GET /api/v1/mds/assessment/{id}", f.mdsAssessment)
 	f.mux.HandleFunc("GET /api/v1/pft/batch/{type}", f.pftBatch)
 	f.mux.HandleFunc("GET /api/v1/pft/mds/details", f.mdsDetails)
@@ -127,6 +132,27 @@ func pageParams(w http.ResponseWriter, r *http.Request) (page, size int, ok bool
 	}
 	size, ok = intParam(w, r, sizeName, 10)
 	return max(page, 1), size, ok
+}
+
+// intQuery is a query integer and its default.
+type intQuery struct {
+	name string
+	def  int
+}
+
+// pageAndInts reads pageParams and then each of qs (intParam); ok false once
+// one does not parse (its 422 written).
+func pageAndInts(w http.ResponseWriter, r *http.Request, qs ...intQuery) (page, size int, ints []int, ok bool) {
+	if page, size, ok = pageParams(w, r); !ok {
+		return
+	}
+	ints = make([]int, len(qs))
+	for i, q := range qs {
+		if ints[i], ok = intParam(w, r, q.name, q.def); !ok {
+			return
+		}
+	}
+	return page, size, ints, true
 }
 
 // assessments: page-number pagination, {data, paging: {hasMore, page, pageSize, total}}.
@@ -315,19 +341,11 @@ func (f *Fixture) probeRun(w http.ResponseWriter, r *http.Request) {
 // record_ref: record-<id>, payload}; refs {mode, chain} links the page to its
 // neighbours only (at most two refs with ref_mode linked).
 func (f *Fixture) referenceChain(w http.ResponseWriter, r *http.Request) {
-	page, size, ok := pageParams(w, r)
+	page, size, ints, ok := pageAndInts(w, r, intQuery{"total", 100}, intQuery{"payload_kb", 1})
 	if !ok {
 		return
 	}
-	total, ok := intParam(w, r, "total", 100)
-	if !ok {
-		return
-	}
-	kb, ok := intParam(w, r, "payload_kb", 1)
-	if !ok {
-		return
-	}
-	kb = min(max(kb, 0), 256)
+	total, kb := ints[0], min(max(ints[1], 0), 256)
 	lo, hi := window((page-1)*size, size, total)
 	items := []any{}
 	for id := lo + 1; id <= hi; id++ {
@@ -507,4 +525,94 @@ func (f *Fixture) gcsList(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Unlock()
 	writeJSON(w, 200, map[string]any{"kind": "storage#objects", "items": items})
+}
+
+// fhirRecords is the FHIR-like bundle endpoint of test_fetch_load
+// (/api/v1/patient-records?patientId&page&pageSize): 2 to 5 pages per patient
+// (fixed per patientId, FHIRPages), pageSize entries each padded to about
+// payload_kb KB per page (default 100), a delay drawn between min_delay and
+// max_delay seconds (default 2 and 4), a global cap of rate_limit requests a
+// second (default 50) answered 429 with Retry-After: 1, and 404 past the last
+// page. The bundle: {resourceType, type, total, link: [self, next on all but the
+// last page], entry, meta: {patientId, page, pageSize, totalPages, delaySeconds,
+// estimatedResponseKB}}.
+func (f *Fixture) fhirRecords(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	patient := q.Get("patientId")
+	if patient == "" {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": "query patientId is required"})
+		return
+	}
+	page, size, ints, ok := pageAndInts(w, r, intQuery{"rate_limit", 50}, intQuery{"payload_kb", 100})
+	if !ok {
+		return
+	}
+	limit, payloadKB := ints[0], ints[1]
+	minDelay, maxDelay := floatQuery(q.Get("min_delay"), 2), floatQuery(q.Get("max_delay"), 4)
+	f.mu.Lock()
+	now := time.Now()
+	recent := f.fhirSeen[:0]
+	for _, t := range f.fhirSeen {
+		if now.Sub(t) < time.Second {
+			recent = append(recent, t)
+		}
+	}
+	f.fhirSeen = recent
+	limited := len(recent) >= max(limit, 1)
+	if !limited {
+		f.fhirSeen = append(f.fhirSeen, now)
+	}
+	f.mu.Unlock()
+	if limited {
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": "Too Many Requests", "message": "Rate limit exceeded"})
+		return
+	}
+	delay := minDelay
+	if maxDelay > minDelay {
+		delay += rand.Float64() * (maxDelay - minDelay)
+	}
+	select {
+	case <-time.After(time.Duration(delay * float64(time.Second))):
+	case <-r.Context().Done():
+		return
+	}
+	pages := FHIRPages(patient)
+	if page > pages {
+		writeJSON(w, http.StatusNotFound, map[string]any{"detail": fmt.Sprintf("Page %d does not exist for patient %s", page, patient)})
+		return
+	}
+	size = max(size, 1)
+	padding := max(100, payloadKB*1024/size-600)
+	entries := make([]any, size)
+	for i := range entries {
+		id := fmt.Sprintf("%s-p%d-e%d", patient, page, (page-1)*size+i)
+		entries[i] = map[string]any{"fullUrl": "MedicationStatement/" + id, "resource": map[string]any{
+			"resourceType": "MedicationStatement", "id": id, "status": "active",
+			"subject": map[string]any{"reference": "Patient/" + patient}, "_payload": strings.Repeat("M", padding)}}
+	}
+	self := fmt.Sprintf("http://%s/api/v1/patient-records?patientId=%s&page=%d&pageSize=%d", r.Host, patient, page, size)
+	links := []any{map[string]any{"relation": "self", "url": self}}
+	if page < pages {
+		links = append(links, map[string]any{"relation": "next",
+			"url": fmt.Sprintf("http://%s/api/v1/patient-records?patientId=%s&page=%d&pageSize=%d", r.Host, patient, page+1, size)})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"resourceType": "Bundle", "type": "searchset", "total": pages * size,
+		"link": links, "entry": entries, "meta": map[string]any{"patientId": patient, "page": page, "pageSize": size,
+			"totalPages": pages, "delaySeconds": math.Round(delay*100) / 100, "estimatedResponseKB": padding * size / 1024}})
+}
+
+// FHIRPages is how many pages /api/v1/patient-records has for a patient: 2 to 5,
+// fixed per id (from its MD5, as NoETL's fixture draws it).
+func FHIRPages(patient string) int {
+	sum := md5.Sum([]byte(patient))
+	return 2 + int(sum[len(sum)-1]%4) // the 128-bit number mod 4
+}
+
+// floatQuery reads a query number, def when absent or not a number.
+func floatQuery(s string, def float64) float64 {
+	if v, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil && v >= 0 {
+		return v
+	}
+	return def
 }

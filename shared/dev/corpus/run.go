@@ -31,7 +31,7 @@ type Options struct {
 	// Python is the interpreter python steps run with (default python3).
 	Python string
 	// Workers and Concurrency: in-process workers and the commands each runs at once
-	// (default 2 and 8).
+	// (default 2 and worker.DefaultConcurrency, as noetl dev).
 	Workers, Concurrency int
 	// Timeout bounds one playbook's run unless its check says otherwise (default 3 min).
 	Timeout time.Duration
@@ -86,7 +86,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		o.Workers = 2
 	}
 	if o.Concurrency <= 0 {
-		o.Concurrency = 8
+		o.Concurrency = worker.DefaultConcurrency
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 3 * time.Minute
@@ -104,7 +104,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if _, err := os.Stat(filepath.Join(o.Dir, "offline.json")); err != nil {
 		return nil, fmt.Errorf("corpus folder: %w", err)
 	}
-	srv, err := devserver.Start(ctx, devserver.Options{DrainEvery: time.Second, Logger: o.Logger,
+	srv, err := devserver.Start(ctx, devserver.Options{DrainEvery: devserver.DefaultDrainEvery, Logger: o.Logger,
 		Getenv: func(k string) string {
 			switch k {
 			case "NOETL_DATABASE_URL", "NOETL_SHARD_URLS", "NOETL_NATS_URL", "NOETL_SERVER_URL", "NOETL_RESULT_STORE":

@@ -43,6 +43,10 @@ import (
 	"github.com/noetl-go/noetl/shared/store"
 )
 
+// DefaultDrainEvery is how often noetl dev (and noetl corpus, which runs the
+// product's defaults) runs the outbox's scheduled invocation.
+const DefaultDrainEvery = 2 * time.Second
+
 // Options configures Start. The zero value starts everything throwaway on a free
 // port.
 type Options struct {
@@ -76,7 +80,7 @@ type Options struct {
 	// must outlive the stack as the database does.
 	KeyFile string
 	// DrainEvery runs the outbox function's scheduled invocation this often (the
-	// EventBridge stand-in); 0 never.
+	// EventBridge stand-in); 0 never. noetl dev's default is DefaultDrainEvery.
 	DrainEvery time.Duration
 	// ScheduleEvery bounds how long the schedules' firing loop (the
 	// EventBridge Scheduler stand-in) sleeps: it wakes at the next fire time
