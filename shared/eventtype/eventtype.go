@@ -28,6 +28,14 @@ const (
 	// LoopClaimed records what a cursor loop's claim returned (context:
 	// visit, claimed rows, the loop's new total, drained).
 	LoopClaimed = "loop.claimed"
+	// PlaybookRedriven reopens a FAILED or CANCELLED execution under a
+	// version (context: version, catalog_id, previous_version,
+	// previous_status, kept: the loop iterations kept per step); steps that
+	// completed keep their results (docs/fix-forward.md "Redrive").
+	PlaybookRedriven = "playbook.redriven"
+	// StepRerouted records the arcs a completed step fires again when a
+	// redrive routes afresh from it (context: fired, as step.exit's).
+	StepRerouted = "step.rerouted"
 )
 
 // Canonical maps NoETL's legacy underscore spellings to the dotted names.

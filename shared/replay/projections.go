@@ -4,6 +4,7 @@ import (
 	"maps"
 	"strings"
 
+	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/jsonx"
 )
 
@@ -18,10 +19,13 @@ type executionState struct {
 
 // nextStatus: any event moves UNKNOWN to RUNNING (UNKNOWN means "no events"),
 // terminal events set their status, and nothing but another terminal event
-// changes a terminal status.
+// or a redrive (which reopens an ended execution) changes a terminal status.
 func nextStatus(cur, typ string) string {
 	if t := terminalStatus(typ); t != "" {
 		return t
+	}
+	if typ == eventtype.PlaybookRedriven && cur != StatusUnknown {
+		return StatusRunning
 	}
 	if cur == StatusUnknown {
 		return StatusRunning

@@ -1,0 +1,266 @@
+package engine_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/engine/enginetest"
+	"github.com/noetl-go/noetl/shared/eventtype"
+	"github.com/noetl-go/noetl/shared/jsonx"
+)
+
+// failWhenStrict is a tool that fails while its input says strict: v1 of the
+// playbooks below passes strict, v2 (the fix) does not.
+func failWhenStrict(c *enginetest.Cmd) enginetest.Reply {
+	if enginetest.Args(c)["strict"] == true {
+		return enginetest.Reply{Status: "error", Error: "strict check refused the row"}
+	}
+	return enginetest.Reply{Data: map[string]any{"checked": true}}
+}
+
+// issued counts command.issued per step (iteration index when >= 0).
+func issued(s *enginetest.Sim, step string) int { return s.Count(eventtype.CommandIssued, step) }
+
+// redriveTo redrives the ended execution under body and runs it to its end,
+// which must be COMPLETED with want commands issued per step in all.
+func redriveTo(t *testing.T, s *enginetest.Sim, body string, version int, want map[string]int) {
+	t.Helper()
+	if err := s.Redrive(parse(t, body), version); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RunToEnd(100000); err != nil {
+		t.Fatal(err)
+	}
+	invariants(t, s)
+	if s.Status() != engine.StatusCompleted {
+		t.Fatalf("after redrive: status %s, want COMPLETED", s.Status())
+	}
+	for step, n := range want {
+		if got := issued(s, step); got != n {
+			t.Errorf("%s: %d commands issued in all, want %d", step, got, n)
+		}
+	}
+}
+
+const pipelineV1 = `
+workflow:
+  - step: start
+    tool: {kind: noop}
+    next: fetch
+  - step: fetch
+    tool: {kind: python, code: "x", input: {n: 1}}
+    set:
+      ctx.rows: "{{ output.rows }}"
+    next: check
+  - step: check
+    tool: {kind: python, code: "x", input: {strict: true}}
+    next: done
+  - step: done
+    tool: {kind: noop}
+`
+
+// A failed execution redriven under the fixed version completes; the steps
+// that completed before ran once in all, the failed step once more, the
+// unreached one once (issue 31).
+func TestRedriveRunsWhatDidNotComplete(t *testing.T) {
+	s := sim(t, pipelineV1)
+	s.Tools = map[string]enginetest.Tool{
+		"fetch": func(*enginetest.Cmd) enginetest.Reply {
+			return enginetest.Reply{Data: map[string]any{"rows": int64(3)}}
+		},
+		"check": failWhenStrict,
+	}
+	run(t, s, nil)
+	if s.Status() != engine.StatusFailed {
+		t.Fatalf("v1: status %s, want FAILED", s.Status())
+	}
+	redriveTo(t, s, pipelineV2(pipelineV1), 2, map[string]int{"start": 1, "fetch": 1, "check": 2, "done": 1})
+	if got := s.Snapshot().Ctx["rows"]; got != int64(3) {
+		t.Errorf("ctx.rows = %v, want the completed fetch's 3 kept", got)
+	}
+	if n := s.Count(eventtype.PlaybookRedriven, ""); n != 1 {
+		t.Errorf("%d playbook.redriven events, want 1", n)
+	}
+	if st := s.Snapshot().Steps["check"]; st.Visits != 2 || st.Status != engine.StepCompleted {
+		t.Errorf("check: %+v, want completed at visit 2", st)
+	}
+}
+
+func pipelineV2(v1 string) string {
+	return replaceOnce(v1, "input: {strict: true}", "input: {strict: false}")
+}
+
+func replaceOnce(s, old, new string) string {
+	if !strings.Contains(s, old) {
+		panic("replaceOnce: " + old + " not found")
+	}
+	return strings.Replace(s, old, new, 1)
+}
+
+// Routing is decided afresh from the completed steps under the new version:
+// v1 routed pick to a step that fails; v2 routes the same result elsewhere.
+func TestRedriveRoutesAfresh(t *testing.T) {
+	v1 := `
+workflow:
+  - step: start
+    tool: {kind: noop}
+    next: pick
+  - step: pick
+    tool: {kind: python, code: "x"}
+    next:
+      spec: {mode: exclusive}
+      arcs:
+        - step: legacy
+          when: "{{ output.kind == 'new' }}"
+        - step: modern
+  - step: legacy
+    tool: {kind: python, code: "x", input: {strict: true}}
+  - step: modern
+    tool: {kind: noop}
+`
+	v2 := replaceOnce(v1, "output.kind == 'new'", "output.kind == 'old'")
+	s := sim(t, v1)
+	s.Tools = map[string]enginetest.Tool{
+		"pick":   func(*enginetest.Cmd) enginetest.Reply { return enginetest.Reply{Data: map[string]any{"kind": "new"}} },
+		"legacy": failWhenStrict,
+	}
+	run(t, s, nil)
+	if s.Status() != engine.StatusFailed {
+		t.Fatalf("v1: %s", s.Status())
+	}
+	redriveTo(t, s, v2, 2, map[string]int{"start": 1, "pick": 1, "legacy": 1, "modern": 1})
+	if got := s.StepStatus("legacy"); got != engine.StepSkipped {
+		t.Errorf("legacy after redrive: %s, want skipped (no arc reaches it under v2)", got)
+	}
+	if n := s.Count(eventtype.StepRerouted, "pick"); n != 1 {
+		t.Errorf("pick rerouted %d times, want 1", n)
+	}
+}
+
+// A loop resumes: the iterations that completed keep their results and are
+// not issued again; the failed and cancelled ones run; the loop's result is
+// every iteration's, in order.
+func TestRedriveResumesLoops(t *testing.T) {
+	v1 := `
+workflow:
+  - step: start
+    tool: {kind: noop}
+    next: each
+  - step: each
+    loop: {in: "{{ [1, 2, 3, 4, 5] }}", iterator: n, spec: {mode: parallel, max_in_flight: 5}}
+    tool: {kind: python, code: "x", input: {n: "{{ n }}", strict: true}}
+    next: done
+  - step: done
+    tool: {kind: noop}
+`
+	s := sim(t, v1)
+	s.Tools = map[string]enginetest.Tool{"each": func(c *enginetest.Cmd) enginetest.Reply {
+		a := enginetest.Args(c)
+		if a["n"] == int64(3) && a["strict"] == true {
+			return enginetest.Reply{Status: "error", Error: "three is refused"}
+		}
+		return enginetest.Reply{Data: map[string]any{"sq": jsonx.Int(a["n"]) * jsonx.Int(a["n"])}}
+	}}
+	run(t, s, nil)
+	if s.Status() != engine.StatusFailed {
+		t.Fatalf("v1: %s", s.Status())
+	}
+	completed := map[int]bool{}
+	for k := range s.Results {
+		if k.Kind == engine.KindStepResult && k.Step == "each" && k.Index >= 0 {
+			completed[k.Index] = true
+		}
+	}
+	if len(completed) == 0 || len(completed) == 5 {
+		t.Fatalf("v1 completed iterations %v: the test needs some, not all", completed)
+	}
+	before := iterationsIssued(s, "each")
+	redriveTo(t, s, replaceOnce(v1, "strict: true", "strict: false"), 2, map[string]int{"start": 1, "done": 1})
+	after := iterationsIssued(s, "each")
+	for i := 0; i < 5; i++ {
+		want := before[i] + 1
+		if completed[i] {
+			want = 1 // kept: never issued again
+		}
+		if after[i] != want {
+			t.Errorf("iteration %d (completed in v1: %v): issued %d times in all, want %d", i, completed[i], after[i], want)
+		}
+	}
+	var want []any
+	for n := int64(1); n <= 5; n++ {
+		want = append(want, map[string]any{"sq": n * n})
+	}
+	if got := s.Result("each"); string(jsonx.MustMarshal(got)) != string(jsonx.MustMarshal(want)) {
+		t.Errorf("each result %s, want %s", jsonx.MustMarshal(got), jsonx.MustMarshal(want))
+	}
+}
+
+// A version without a step that completed cannot continue the path: the
+// error names the step.
+func TestRedriveRefusesADroppedStep(t *testing.T) {
+	s := sim(t, pipelineV1)
+	s.Tools = map[string]enginetest.Tool{"check": failWhenStrict}
+	run(t, s, nil)
+	renamed := replaceOnce(replaceOnce(pipelineV2(pipelineV1), "step: fetch", "step: load"), "next: fetch", "next: load")
+	err := s.Redrive(parse(t, renamed), 2)
+	var missing *engine.MissingStepError
+	if !errors.As(err, &missing) || missing.Step != "fetch" {
+		t.Fatalf("redrive under a version without fetch: %v, want a MissingStepError naming fetch", err)
+	}
+}
+
+// A cancelled execution continues too; one still running is not reopened by
+// the event (the control plane refuses it first).
+func TestRedriveCancelledAndRunning(t *testing.T) {
+	s := sim(t, pipelineV2(pipelineV1))
+	if err := s.Start(nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Step(); err != nil { // start completes; fetch is pending
+		t.Fatal(err)
+	}
+	before := s.Snapshot()
+	if err := s.Post(engine.Redrive{Version: 1}.Event()); err != nil {
+		t.Fatal(err)
+	}
+	if err := enginetest.SameState(before, withSeq(s.Snapshot(), before.Seq)); err != nil {
+		t.Fatalf("a redrive of a running execution changed it: %v", err)
+	}
+	if err := s.Post(engine.Event{Type: eventtype.PlaybookCancelled, Status: "CANCELLED", Context: map[string]any{"reason": "test"}}); err != nil {
+		t.Fatal(err)
+	}
+	if s.Status() != engine.StatusCancelled {
+		t.Fatalf("status %s", s.Status())
+	}
+	redriveTo(t, s, pipelineV2(pipelineV1), 1, map[string]int{"start": 1, "fetch": 2, "check": 1, "done": 1})
+}
+
+// A failed start step starts again.
+func TestRedriveFailedStart(t *testing.T) {
+	v1 := `
+workflow:
+  - step: start
+    tool: {kind: python, code: "x", input: {strict: true}}
+    next: done
+  - step: done
+    tool: {kind: noop}
+`
+	s := sim(t, v1)
+	s.Tools = map[string]enginetest.Tool{"start": failWhenStrict}
+	run(t, s, nil)
+	redriveTo(t, s, replaceOnce(v1, "strict: true", "strict: false"), 2, map[string]int{"start": 2, "done": 1})
+}
+
+func iterationsIssued(s *enginetest.Sim, step string) map[int]int {
+	n := map[int]int{}
+	for _, e := range s.Log {
+		if e.Type == eventtype.CommandIssued && e.Step == step {
+			n[jsonx.Int(e.Meta["iteration_index"])]++
+		}
+	}
+	return n
+}
+
+func withSeq(s *engine.Snapshot, seq int64) *engine.Snapshot { s.Seq = seq; return s }
