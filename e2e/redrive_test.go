@@ -147,6 +147,21 @@ func TestRedriveFixForward(t *testing.T) {
 		shared.verify(t, id)
 		wantRefused(t, "a redriven, completed execution", 409, "COMPLETED", func() error { _, err := cl.Redrive(ctx, id, 0); return err })
 	}
+	// The replay's loop projection counts the kept iteration done: the
+	// resumed visit 2 of parse is 3 of 3, one of them kept.
+	doc, err := cl.Replay(ctx, failed[0], map[string][]string{"projection": {"loop"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resumed map[string]any
+	for _, l := range doc["loops"].(map[string]any) {
+		if m := l.(map[string]any); m["step_name"] == "parse" && m["visit"] == "2" {
+			resumed = m
+		}
+	}
+	if resumed == nil || jsonx.Int(resumed["done"]) != 3 || jsonx.Int(resumed["kept"]) != 1 || jsonx.Int(resumed["total"]) != 3 || resumed["completed"] != true {
+		t.Errorf("the resumed loop in the replay: %v, want visit 2 done 3 of 3, 1 kept, completed", resumed)
+	}
 	// What the fix computes: 1 + 2.50 + 3 = 6.50.
 	v, err := cl.Execution(ctx, failed[0])
 	if err != nil {

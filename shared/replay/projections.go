@@ -389,6 +389,7 @@ type loopState struct {
 	cursor    bool   // ours: a cursor loop, whose total is the rows claimed so far
 	done      int64
 	failed    int64
+	kept      int64 // ours: iterations a redrive kept from the visit before (counted done)
 	completed bool
 	last      int64
 }
@@ -446,6 +447,10 @@ func (f *Folder) foldLoop(r *Row, typ string) {
 			l.total = total
 		}
 		l.cursor = r.Context["cursor"] == true
+		if kept, _ := r.Context["kept"].([]any); len(kept) > 0 {
+			l.kept = int64(len(kept))
+			l.done += l.kept
+		}
 		l.last = r.EventID
 	case "loop.claimed":
 		// A cursor loop's claim: its total is the rows claimed so far.
@@ -549,6 +554,9 @@ func (l *loopState) value(id string) map[string]any {
 	}
 	if l.cursor {
 		m["cursor"] = true
+	}
+	if l.kept > 0 {
+		m["kept"] = l.kept
 	}
 	return m
 }
