@@ -13,7 +13,7 @@ import (
 )
 
 // runRedrive continues FAILED or CANCELLED executions in place
-// (docs/fix-forward.md "Redrive"): one id through the single route, several
+// (docs/redrive.md): one id through the single route, several
 // through the bulk one (at most 100), each redriven once.
 func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c, fs := clientFlags("redrive", stderr)

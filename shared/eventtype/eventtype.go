@@ -31,7 +31,7 @@ const (
 	// PlaybookRedriven reopens a FAILED or CANCELLED execution under a
 	// version (context: version, catalog_id, previous_version,
 	// previous_status, kept: the loop iterations kept per step); steps that
-	// completed keep their results (docs/fix-forward.md "Redrive").
+	// completed keep their results (docs/redrive.md).
 	PlaybookRedriven = "playbook.redriven"
 	// StepRerouted records the arcs a completed step fires again when a
 	// redrive routes afresh from it (context: fired, as step.exit's).
