@@ -264,3 +264,80 @@ func iterationsIssued(s *enginetest.Sim, step string) map[int]int {
 }
 
 func withSeq(s *engine.Snapshot, seq int64) *engine.Snapshot { s.Seq = seq; return s }
+
+// Kept iterations that are not contiguous stay skipped across events (the
+// stored snapshot keeps them): v1 ran five iterations at once and two
+// failed; v2, sequential, runs those two, one after the other, and nothing
+// else.
+func TestRedriveResumesAroundKeptIterations(t *testing.T) {
+	v1 := `
+workflow:
+  - step: start
+    tool: {kind: noop}
+    next: each
+  - step: each
+    loop: {in: "{{ [0, 1, 2, 3, 4] }}", iterator: n, spec: {mode: parallel, max_in_flight: 5}}
+    tool: {kind: python, code: "x", input: {n: "{{ n }}", strict: true}}
+`
+	s := sim(t, v1)
+	if err := s.Start(nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Step(); err != nil { // start
+		t.Fatal(err)
+	}
+	cmds := s.Pending()
+	if len(cmds) != 5 {
+		t.Fatalf("%d iterations pending, want 5", len(cmds))
+	}
+	for _, c := range cmds {
+		if err := s.Claim(c, "w"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, i := range []int{0, 2, 4, 1, 3} {
+		r := enginetest.Reply{Data: map[string]any{"n": int64(i)}}
+		if i%2 == 1 {
+			r = enginetest.Reply{Status: "error", Error: "odd"}
+		}
+		if err := s.Finish(cmds[i], r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Status() != engine.StatusFailed {
+		t.Fatalf("v1: %s", s.Status())
+	}
+	v2 := replaceOnce(replaceOnce(v1, "strict: true", "strict: false"), "mode: parallel, max_in_flight: 5", "mode: sequential")
+	s.Tools = map[string]enginetest.Tool{"each": func(c *enginetest.Cmd) enginetest.Reply {
+		return enginetest.Reply{Data: map[string]any{"n": enginetest.Args(c)["n"]}}
+	}}
+	redriveTo(t, s, v2, 2, map[string]int{"start": 1})
+	n := iterationsIssued(s, "each")
+	if n[0] != 1 || n[1] != 2 || n[2] != 1 || n[3] != 2 || n[4] != 1 {
+		t.Fatalf("iterations issued %v, want 0, 2 and 4 once (kept), 1 and 3 twice", n)
+	}
+	want := `[{"n":0},{"n":1},{"n":2},{"n":3},{"n":4}]`
+	if got := string(jsonx.MustMarshal(s.Result("each"))); got != want {
+		t.Errorf("each: %s, want %s", got, want)
+	}
+}
+
+// The hand-written snapshot encoder writes what a redrive keeps exactly as
+// encoding/json does.
+func TestRedriveSnapshotEncoding(t *testing.T) {
+	s := engine.NewSnapshot()
+	s.Steps["each"] = &engine.StepState{Status: engine.StepPending, Visits: 1, Kept: &engine.KeptIterations{Visit: 1, Indexes: []int{0, 2}}}
+	s.Steps["other"] = &engine.StepState{Status: engine.StepRunning, Visits: 2,
+		Visit: &engine.Visit{N: 2, Loop: &engine.LoopState{Total: 4, Done: 2, Kept: []int{1, 3}}}}
+	got, err := s.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := reflected(t, s); string(got) != string(want) {
+		t.Fatalf("Marshal:\n%s\nencoding/json:\n%s", got, want)
+	}
+	back, err := engine.UnmarshalSnapshot(got)
+	if err != nil || back.Steps["each"].Kept.Indexes[1] != 2 || back.Steps["other"].Visit.Loop.Kept[1] != 3 {
+		t.Fatalf("decoded: %+v %v", back.Steps, err)
+	}
+}
