@@ -139,19 +139,25 @@ workflow:
 	}
 }
 
-// A loop resumes: the iterations that completed keep their results and are
-// not issued again; the failed and cancelled ones run; the loop's result is
-// every iteration's, in order.
-func TestRedriveResumesLoops(t *testing.T) {
-	v1 := `
+// loopPlaybook is start, then each: a loop of five at once over items whose
+// tool input says strict (v1 of the loop tests).
+func loopPlaybook(items string) string {
+	return `
 workflow:
   - step: start
     tool: {kind: noop}
     next: each
   - step: each
-    loop: {in: "{{ [1, 2, 3, 4, 5] }}", iterator: n, spec: {mode: parallel, max_in_flight: 5}}
+    loop: {in: "{{ ` + items + ` }}", iterator: n, spec: {mode: parallel, max_in_flight: 5}}
     tool: {kind: python, code: "x", input: {n: "{{ n }}", strict: true}}
-    next: done
+`
+}
+
+// A loop resumes: the iterations that completed keep their results and are
+// not issued again; the failed and cancelled ones run; the loop's result is
+// every iteration's, in order.
+func TestRedriveResumesLoops(t *testing.T) {
+	v1 := loopPlaybook("[1, 2, 3, 4, 5]") + `    next: done
   - step: done
     tool: {kind: noop}
 `
@@ -270,15 +276,7 @@ func withSeq(s *engine.Snapshot, seq int64) *engine.Snapshot { s.Seq = seq; retu
 // failed; v2, sequential, runs those two, one after the other, and nothing
 // else.
 func TestRedriveResumesAroundKeptIterations(t *testing.T) {
-	v1 := `
-workflow:
-  - step: start
-    tool: {kind: noop}
-    next: each
-  - step: each
-    loop: {in: "{{ [0, 1, 2, 3, 4] }}", iterator: n, spec: {mode: parallel, max_in_flight: 5}}
-    tool: {kind: python, code: "x", input: {n: "{{ n }}", strict: true}}
-`
+	v1 := loopPlaybook("[0, 1, 2, 3, 4]")
 	s := sim(t, v1)
 	if err := s.Start(nil); err != nil {
 		t.Fatal(err)
