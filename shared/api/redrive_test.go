@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/noetl-go/noetl/shared/api/apitest"
+	"github.com/noetl-go/noetl/shared/controlplane"
 )
 
 // TestRedriveRequests: the redrive routes' answers to what they refuse (409
@@ -35,12 +36,13 @@ func TestRedriveRequests(t *testing.T) {
 	if r := bulk(422, []any{}); !strings.HasPrefix(r.str("error"), "executions:") {
 		t.Errorf("an empty bulk redrive: %q, want it to name executions", r.str("error"))
 	}
-	many := make([]any, 101)
+	// The request's bound is the control plane's (wire's max tag = MaxRedriveBatch).
+	many := make([]any, controlplane.MaxRedriveBatch+1)
 	for i := range many {
 		many[i] = exec
 	}
-	if r := bulk(413, many); !strings.Contains(r.str("error"), "100") {
-		t.Errorf("101 ids: %q, want the limit of 100 named", r.str("error"))
+	if r := bulk(413, many); !strings.Contains(r.str("error"), strconv.Itoa(controlplane.MaxRedriveBatch)) {
+		t.Errorf("%d ids: %q, want the limit of %d named", len(many), r.str("error"), controlplane.MaxRedriveBatch)
 	}
 	r := bulk(200, []any{exec, exec, unknownExec})
 	items, _ := r.json["executions"].([]any)

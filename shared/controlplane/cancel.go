@@ -202,7 +202,9 @@ func (s *Service) Redrive(ctx context.Context, id int64, version int) (*Redriven
 	return out, nil
 }
 
-// MaxRedriveBatch bounds the executions one bulk redrive names.
+// MaxRedriveBatch bounds the executions one bulk redrive names; the bulk
+// route's request (wire.RedriveManyRequest) declares the same bound, which
+// TestRedriveRequests holds equal.
 const MaxRedriveBatch = 100
 
 // RedriveOutcome is one execution's answer in a bulk redrive: Redriven, or
