@@ -185,6 +185,9 @@ func (s *Service) Redrive(ctx context.Context, id int64, version int) (*Redriven
 				out.Kept[step] = len(idx)
 			}
 		}
+		if r.ArcSets, err = s.arcSets(t, id, snap); err != nil {
+			return err
+		}
 		x.pb, x.row.CatalogID, x.row.Version = pb, catalogID, version
 		x.run = runOf(x.row)
 		res, _, err := t.advance(x, toStore(id, r.Event()))
@@ -200,6 +203,28 @@ func (s *Service) Redrive(ctx context.Context, id int64, version int) (*Redriven
 	s.log.InfoContext(ctx, "execution redriven", "execution_id", id, "version", out.Version,
 		"previous_version", out.PreviousVersion, "previous_status", out.PreviousStatus, "commands", out.Commands)
 	return out, nil
+}
+
+// arcSets reads the arc sets of the completed steps' last visits from their
+// step.enter events, in one round trip (engine.Redrive.ArcSets).
+func (s *Service) arcSets(t *txn, id int64, snap *engine.Snapshot) (map[string]map[string]any, error) {
+	bySeq := map[int64]string{}
+	f := store.EventFilter{ExecutionID: id, Seqs: []int64{}}
+	for step, seq := range engine.ArcSetSeqs(snap) {
+		bySeq[seq] = step
+		f.Seqs = append(f.Seqs, seq)
+	}
+	out := map[string]map[string]any{}
+	if len(f.Seqs) == 0 {
+		return out, nil
+	}
+	err := store.StreamEvents(t.ctx, t.tx, f, func(e *store.Event) error {
+		if set, _ := e.Context["arc_set"].(map[string]any); len(set) > 0 && eventtype.Canonical(e.EventType) == eventtype.StepEnter {
+			out[bySeq[e.Seq]] = set
+		}
+		return nil
+	})
+	return out, err
 }
 
 // MaxRedriveBatch bounds the executions one bulk redrive names; the bulk

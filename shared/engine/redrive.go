@@ -29,6 +29,10 @@ type Redrive struct {
 	// Kept maps a loop step to the iterations of its last visit that have a
 	// result (and so are not run again).
 	Kept map[string]KeptIterations
+	// ArcSets are the arc-set values of the completed steps' last visits (the
+	// arc_set of their step.enter, read from the log at EnterSeq): their
+	// arcs are evaluated again with them bound, as when the visit ended.
+	ArcSets map[string]map[string]any
 }
 
 // KeptIterations are the completed iterations of a loop visit.
@@ -51,6 +55,13 @@ func (r Redrive) Event() Event {
 			kept[step] = map[string]any{"visit": int64(k.Visit), "iterations": idx}
 		}
 		c["kept"] = kept
+	}
+	if len(r.ArcSets) > 0 {
+		sets := map[string]any{}
+		for step, set := range r.ArcSets {
+			sets[step] = set
+		}
+		c["arc_sets"] = sets
 	}
 	return Event{Type: eventtype.PlaybookRedriven, Status: StatusRunning, Context: c}
 }
@@ -84,6 +95,18 @@ func ResumableLoops(pb *playbook.Playbook, snap *Snapshot) map[string]int {
 			continue
 		}
 		out[name] = st.Visits
+	}
+	return out
+}
+
+// ArcSetSeqs are the seqs of the step.enter events whose arc sets a redrive
+// needs: those of the completed steps' last visits.
+func ArcSetSeqs(snap *Snapshot) map[string]int64 {
+	out := map[string]int64{}
+	for name, st := range snap.Steps {
+		if st.Status == StepCompleted && st.EnterSeq > 0 {
+			out[name] = st.EnterSeq
+		}
 	}
 	return out
 }
@@ -143,7 +166,7 @@ func elementsOfInt(v any) []int {
 
 // redrive decides what a redrive runs: each completed step's arcs are
 // evaluated again under the playbook now in force, against its recorded
-// result; those that reach a step that did not complete queue it
+// result and its last visit's arc set; those that reach a step that did not complete queue it
 // (step.rerouted). Then every step that did not complete is re-checked, as
 // after any step's end: queued ones are dispatched, unreachable ones skipped.
 // A start step that did not complete starts again.
@@ -155,9 +178,11 @@ func (d *decider) redrive() {
 		}
 	}
 	slices.SortFunc(order, func(a, b *playbook.Step) int { return d.g.Rank[a.Index] - d.g.Rank[b.Index] })
+	arcSets, _ := d.trig.Context["arc_sets"].(map[string]any)
 	for _, step := range order {
 		st := d.s.Steps[step.Name]
-		b := &bindings{phase: true, errMsg: st.Error, self: step.Name,
+		arcSet, _ := arcSets[step.Name].(map[string]any)
+		b := &bindings{arcSet: arcSet, phase: true, errMsg: st.Error, self: step.Name,
 			event: map[string]any{"name": "step.exit", "step": step.Name, "status": StatusCompleted}}
 		switch {
 		case st.ResultRef != nil && st.ResultRef.Kind == KindReference:

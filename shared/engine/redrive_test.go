@@ -339,3 +339,33 @@ func TestRedriveSnapshotEncoding(t *testing.T) {
 		t.Fatalf("decoded: %+v %v", back.Steps, err)
 	}
 }
+
+// A completed step's arcs are evaluated again with its last visit's arc set
+// bound (here the mode its entering arc set), as when the visit ended.
+func TestRedriveRoutesWithTheVisitsArcSet(t *testing.T) {
+	v1 := `
+workflow:
+  - step: start
+    tool: {kind: noop}
+    next: [{step: pick, set: {mode: fast}}]
+  - step: pick
+    tool: {kind: noop}
+    next:
+      spec: {mode: exclusive}
+      arcs:
+        - step: quick
+          when: "{{ mode == 'fast' }}"
+        - step: slow
+  - step: quick
+    tool: {kind: python, code: "x", input: {strict: true}}
+  - step: slow
+    tool: {kind: noop}
+`
+	s := sim(t, v1)
+	s.Tools = map[string]enginetest.Tool{"quick": failWhenStrict}
+	run(t, s, nil)
+	if s.Status() != engine.StatusFailed {
+		t.Fatalf("v1: %s", s.Status())
+	}
+	redriveTo(t, s, replaceOnce(v1, "strict: true", "strict: false"), 2, map[string]int{"start": 1, "pick": 1, "quick": 2, "slow": 0})
+}

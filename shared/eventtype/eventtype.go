@@ -30,7 +30,8 @@ const (
 	LoopClaimed = "loop.claimed"
 	// PlaybookRedriven reopens a FAILED or CANCELLED execution under a
 	// version (context: version, catalog_id, previous_version,
-	// previous_status, kept: the loop iterations kept per step); steps that
+	// previous_status, kept: the loop iterations kept per step, arc_sets:
+	// the completed steps' last visits' arc sets); steps that
 	// completed keep their results (docs/redrive.md).
 	PlaybookRedriven = "playbook.redriven"
 	// StepRerouted records the arcs a completed step fires again when a
