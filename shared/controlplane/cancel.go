@@ -185,7 +185,7 @@ func (s *Service) Redrive(ctx context.Context, id int64, version int) (*Redriven
 				out.Kept[step] = len(idx)
 			}
 		}
-		if r.ArcSets, err = s.arcSets(t, id, snap); err != nil {
+		if err := s.fillEntries(t, id, snap, &r); err != nil {
 			return err
 		}
 		x.pb, x.row.CatalogID, x.row.Version = pb, catalogID, version
@@ -205,26 +205,22 @@ func (s *Service) Redrive(ctx context.Context, id int64, version int) (*Redriven
 	return out, nil
 }
 
-// arcSets reads the arc sets of the completed steps' last visits from their
-// step.enter events, in one round trip (engine.Redrive.ArcSets).
-func (s *Service) arcSets(t *txn, id int64, snap *engine.Snapshot) (map[string]map[string]any, error) {
-	bySeq := map[int64]string{}
-	f := store.EventFilter{ExecutionID: id, Seqs: []int64{}}
-	for step, seq := range engine.ArcSetSeqs(snap) {
-		bySeq[seq] = step
-		f.Seqs = append(f.Seqs, seq)
-	}
-	out := map[string]map[string]any{}
-	if len(f.Seqs) == 0 {
-		return out, nil
-	}
-	err := store.StreamEvents(t.ctx, t.tx, f, func(e *store.Event) error {
-		if set, _ := e.Context["arc_set"].(map[string]any); len(set) > 0 && eventtype.Canonical(e.EventType) == eventtype.StepEnter {
-			out[bySeq[e.Seq]] = set
+// fillEntries folds the execution's log into what a redrive needs that the
+// snapshot does not keep (engine.Entries): one pass over the log, holding
+// one event at a time.
+func (s *Service) fillEntries(t *txn, id int64, snap *engine.Snapshot, r *engine.Redrive) error {
+	e := engine.NewEntries()
+	err := store.StreamEvents(t.ctx, t.tx, store.EventFilter{ExecutionID: id}, func(ev *store.Event) error {
+		if !ev.Ignored {
+			e.Add(toEngine(*ev))
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return err
+	}
+	e.Fill(r, snap)
+	return nil
 }
 
 // MaxRedriveBatch bounds the executions one bulk redrive names; the bulk

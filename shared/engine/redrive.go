@@ -29,10 +29,13 @@ type Redrive struct {
 	// Kept maps a loop step to the iterations of its last visit that have a
 	// result (and so are not run again).
 	Kept map[string]KeptIterations
-	// ArcSets are the arc-set values of the completed steps' last visits (the
-	// arc_set of their step.enter, read from the log at EnterSeq): their
-	// arcs are evaluated again with them bound, as when the visit ended.
+	// ArcSets are the arc-set values of the completed steps' last visits
+	// (Entries, folded from the log): their arcs are evaluated again with
+	// them bound, as when the visit ended.
 	ArcSets map[string]map[string]any
+	// Entered are the arcs that started the last visit of each step that
+	// did not complete (Entries).
+	Entered map[string][]FiredArc
 }
 
 // KeptIterations are the completed iterations of a loop visit.
@@ -62,6 +65,21 @@ func (r Redrive) Event() Event {
 			sets[step] = set
 		}
 		c["arc_sets"] = sets
+	}
+	if len(r.Entered) > 0 {
+		entered := map[string]any{}
+		for step, arcs := range r.Entered {
+			l := make([]any, len(arcs))
+			for i, a := range arcs {
+				m := map[string]any{"step": a.From}
+				if len(a.Set) > 0 {
+					m["set"] = a.Set
+				}
+				l[i] = m
+			}
+			entered[step] = l
+		}
+		c["entered"] = entered
 	}
 	return Event{Type: eventtype.PlaybookRedriven, Status: StatusRunning, Context: c}
 }
@@ -99,16 +117,54 @@ func ResumableLoops(pb *playbook.Playbook, snap *Snapshot) map[string]int {
 	return out
 }
 
-// ArcSetSeqs are the seqs of the step.enter events whose arc sets a redrive
-// needs: those of the completed steps' last visits.
-func ArcSetSeqs(snap *Snapshot) map[string]int64 {
-	out := map[string]int64{}
+// Entries folds an execution's log into how each step's last visit began,
+// which the snapshot does not keep: the arcs that started it (what its
+// ledger held when it was dispatched) and its arc set. A redrive needs
+// them (Redrive.Entered, Redrive.ArcSets).
+type Entries struct {
+	ledger  map[string][]FiredArc
+	last    map[string][]FiredArc
+	arcSets map[string]map[string]any
+}
+
+// NewEntries returns an empty fold.
+func NewEntries() *Entries {
+	return &Entries{ledger: map[string][]FiredArc{}, last: map[string][]FiredArc{}, arcSets: map[string]map[string]any{}}
+}
+
+// Add folds one event of the log, in seq order.
+func (e *Entries) Add(ev Event) {
+	switch eventtype.Canonical(ev.Type) {
+	case eventtype.StepExit, eventtype.StepRerouted:
+		fired, _ := ev.Context["fired"].([]any)
+		for _, f := range fired {
+			m, _ := f.(map[string]any)
+			if to, _ := m["step"].(string); to != "" {
+				set, _ := m["set"].(map[string]any)
+				e.ledger[to] = append(e.ledger[to], FiredArc{From: ev.Step, Set: set})
+			}
+		}
+	case eventtype.StepEnter:
+		e.last[ev.Step], e.ledger[ev.Step] = e.ledger[ev.Step], nil
+		e.arcSets[ev.Step], _ = ev.Context["arc_set"].(map[string]any)
+	case eventtype.StepSkipped:
+		e.ledger[ev.Step] = nil
+	}
+}
+
+// Fill sets what a redrive of snap needs from the log: the arc sets of the
+// completed steps' last visits, and the entering arcs of the last visits
+// of the steps that did not complete.
+func (e *Entries) Fill(r *Redrive, snap *Snapshot) {
+	r.ArcSets, r.Entered = map[string]map[string]any{}, map[string][]FiredArc{}
 	for name, st := range snap.Steps {
-		if st.Status == StepCompleted && st.EnterSeq > 0 {
-			out[name] = st.EnterSeq
+		switch {
+		case st.Status == StepCompleted && len(e.arcSets[name]) > 0:
+			r.ArcSets[name] = e.arcSets[name]
+		case st.Status != StepCompleted && st.Visits > 0:
+			r.Entered[name] = append([]FiredArc{}, e.last[name]...)
 		}
 	}
-	return out
 }
 
 // applyRedriven reopens an ended execution: every step that did not complete
@@ -164,12 +220,34 @@ func elementsOfInt(v any) []int {
 	return out
 }
 
+// reopens reports whether an arc from the completed step from, fired again,
+// queues to: a step that did not complete, whose last visit (if it had one)
+// that step started. An arc a completed visit of to consumed is not fired
+// again: that visit stands.
+func (d *decider) reopens(from, to string, entered map[string]any) bool {
+	if t := d.s.Steps[to]; t != nil && t.Status == StepCompleted {
+		return false
+	}
+	arcs, had := entered[to].([]any)
+	if !had {
+		return true // never entered: unreached
+	}
+	for _, a := range arcs {
+		if m, _ := a.(map[string]any); m["step"] == from {
+			return true
+		}
+	}
+	return false
+}
+
 // redrive decides what a redrive runs: each completed step's arcs are
 // evaluated again under the playbook now in force, against its recorded
-// result and its last visit's arc set; those that reach a step that did not complete queue it
-// (step.rerouted). Then every step that did not complete is re-checked, as
-// after any step's end: queued ones are dispatched, unreachable ones skipped.
-// A start step that did not complete starts again.
+// result and its last visit's arc set; those that reopen a step (reopens)
+// queue it (step.rerouted). An arc that started a step's last visit from a
+// step that did not complete either (a cycle) is fired again as recorded.
+// Then every step that did not complete is re-checked, as after any step's
+// end: queued ones are dispatched, unreachable ones skipped. A start step
+// that did not complete, and that nothing queued, starts again.
 func (d *decider) redrive() {
 	order := make([]*playbook.Step, 0, len(d.pb.Steps))
 	for _, step := range d.pb.Steps {
@@ -179,6 +257,7 @@ func (d *decider) redrive() {
 	}
 	slices.SortFunc(order, func(a, b *playbook.Step) int { return d.g.Rank[a.Index] - d.g.Rank[b.Index] })
 	arcSets, _ := d.trig.Context["arc_sets"].(map[string]any)
+	entered, _ := d.trig.Context["entered"].(map[string]any)
 	for _, step := range order {
 		st := d.s.Steps[step.Name]
 		arcSet, _ := arcSets[step.Name].(map[string]any)
@@ -199,14 +278,32 @@ func (d *decider) redrive() {
 		}
 		var open []any
 		for _, f := range fired {
-			to := f.(map[string]any)["step"].(string)
-			if t := d.s.Steps[to]; t == nil || t.Status != StepCompleted {
+			if to := f.(map[string]any)["step"].(string); d.reopens(step.Name, to, entered) {
 				open = append(open, f)
 			}
 		}
 		if len(open) > 0 {
 			d.emit(Event{Type: eventtype.StepRerouted, Step: step.Name, Status: "REROUTED",
 				Context: map[string]any{"fired": open}})
+		}
+	}
+	// A step whose last visit was started by a step that did not complete
+	// either (itself, in a cycle) is started again by that arc, as recorded:
+	// no completed step's routing can stand for it.
+	for _, step := range d.pb.Steps {
+		arcs, _ := entered[step.Name].([]any)
+		for _, a := range arcs {
+			m, _ := a.(map[string]any)
+			from, _ := m["step"].(string)
+			if src := d.s.Steps[from]; from == "" || (src != nil && src.Status == StepCompleted) {
+				continue
+			}
+			f := map[string]any{"step": step.Name}
+			if set, ok := m["set"].(map[string]any); ok {
+				f["set"] = set
+			}
+			d.emit(Event{Type: eventtype.StepRerouted, Step: from, Status: "REROUTED",
+				Context: map[string]any{"fired": []any{f}, "recorded": true}})
 		}
 	}
 	if st := d.s.Steps[d.pb.Start().Name]; st == nil || st.Status != StepCompleted {

@@ -369,3 +369,48 @@ workflow:
 	}
 	redriveTo(t, s, replaceOnce(v1, "strict: true", "strict: false"), 2, map[string]int{"start": 1, "pick": 1, "quick": 2, "slow": 0})
 }
+
+// A step that failed inside a cycle (a paging step that routes back to
+// itself) resumes at the visit that failed, with the arc that started it:
+// the pages fetched before are not fetched again.
+func TestRedriveResumesACycle(t *testing.T) {
+	v1 := `
+workflow:
+  - step: start
+    tool: {kind: noop}
+    next: [{step: fetch, set: {page: 1}}]
+  - step: fetch
+    tool: {kind: python, code: "x", input: {page: "{{ page }}", strict: true}}
+    next:
+      spec: {mode: exclusive}
+      arcs:
+        - step: fetch
+          when: "{{ output.more }}"
+          set: {page: "{{ page + 1 }}"}
+        - step: done
+  - step: done
+    tool: {kind: noop}
+`
+	s := sim(t, v1)
+	s.Tools = map[string]enginetest.Tool{"fetch": func(c *enginetest.Cmd) enginetest.Reply {
+		a := enginetest.Args(c)
+		if a["page"] == int64(4) && a["strict"] == true {
+			return enginetest.Reply{Status: "error", Error: "page 4 is malformed"}
+		}
+		return enginetest.Reply{Data: map[string]any{"more": jsonx.Int(a["page"]) < 5}}
+	}}
+	run(t, s, nil)
+	if s.Status() != engine.StatusFailed {
+		t.Fatalf("v1: %s", s.Status())
+	}
+	redriveTo(t, s, replaceOnce(v1, "strict: true", "strict: false"), 2, map[string]int{"start": 1, "fetch": 6, "done": 1})
+	pages := map[int]int{}
+	for _, e := range s.Log {
+		if e.Type == eventtype.CommandIssued && e.Step == "fetch" {
+			pages[jsonx.Int(e.Context["args"].(map[string]any)["page"])]++
+		}
+	}
+	if pages[1] != 1 || pages[2] != 1 || pages[3] != 1 || pages[4] != 2 || pages[5] != 1 {
+		t.Errorf("pages fetched %v, want 1 to 3 and 5 once, the failed 4 twice", pages)
+	}
+}

@@ -113,7 +113,6 @@ type EventFilter struct {
 	Before      time.Time // zero, or events with created_at <= Before (a seq prefix, R-S4)
 	EventType   string    // "": all types
 	Step        string    // "": all steps (node_name)
-	Seqs        []int64   // nil, or only the events at these seqs
 	Limit       int       // ListEvents: 1..1000, 0 means 100; StreamEvents: 0 means all
 	Desc        bool      // newest first: the page ends at UntilSeq (or the last event), not after AfterSeq
 }
@@ -133,9 +132,6 @@ func (f EventFilter) query(limit int) (string, []any) {
 	}
 	if f.Step != "" {
 		where = append(where, "node_name = "+arg(f.Step))
-	}
-	if f.Seqs != nil {
-		where = append(where, "seq = ANY("+arg(f.Seqs)+")")
 	}
 	sql := `SELECT ` + eventColumns + ` FROM event WHERE ` + strings.Join(where, " AND ") + ` ORDER BY seq`
 	if f.Desc {

@@ -126,12 +126,11 @@ func (s *Sim) Redrive(pb *playbook.Playbook, version int) error {
 			r.Kept[step] = k
 		}
 	}
-	r.ArcSets = map[string]map[string]any{}
-	for step, seq := range engine.ArcSetSeqs(snap) {
-		if set, _ := s.Log[seq-1].Context["arc_set"].(map[string]any); len(set) > 0 {
-			r.ArcSets[step] = set
-		}
+	entries := engine.NewEntries()
+	for _, ev := range s.Log {
+		entries.Add(ev)
 	}
+	entries.Fill(&r, snap)
 	s.PB, s.Run.Version = pb, version
 	return s.Post(r.Event())
 }
