@@ -48,21 +48,12 @@ const arcRoute = `apiVersion: noetl.io/v2
 kind: Playbook
 metadata: {name: arc_route, path: tests/arc_route}
 workflow:
-  - step: start
-    tool: {kind: noop}
-    next: [{step: pick, set: {mode: fast}}]
+  - {step: start, tool: {kind: noop}, next: [{step: pick, set: {mode: fast}}]}
   - step: pick
     tool: {kind: noop}
-    next:
-      spec: {mode: exclusive}
-      arcs:
-        - step: quick
-          when: "{{ mode == 'fast' }}"
-        - step: slow
-  - step: quick
-    tool: {kind: noop}
-  - step: slow
-    tool: {kind: noop}
+    next: {spec: {mode: exclusive}, arcs: [{step: quick, when: "{{ mode == 'fast' }}"}, {step: slow}]}
+  - {step: quick, tool: {kind: noop}}
+  - {step: slow, tool: {kind: noop}}
 `
 
 // TestRedriveInPlace: a failed execution redriven under its own version runs
