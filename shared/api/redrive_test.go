@@ -55,6 +55,15 @@ func TestRedriveRequests(t *testing.T) {
 		t.Fatalf("bulk answers: %s", r.Body)
 	}
 	one(409, map[string]any{}, "is RUNNING")
+	// A version number names a version of one playbook: executions of two are refused whole.
+	reg := must(t, a, 200, call{method: "POST", target: "/api/catalog/register", token: apitest.APIToken,
+		body: map[string]any{"content": strings.Replace(apitest.ThreeSteps, "tests/three", "tests/other", 1)}})
+	other := must(t, a, 200, call{method: "POST", target: "/api/execute", token: apitest.APIToken, body: map[string]any{"path": reg.str("path")}})
+	r = must(t, a, 422, call{method: "POST", target: "/api/executions/redrive", token: apitest.APIToken,
+		body: map[string]any{"executions": []any{exec, other.json["execution_id"]}, "version": int64(1)}})
+	if msg := r.str("error"); !strings.HasPrefix(msg, "executions:") || !strings.Contains(msg, "tests/three") || !strings.Contains(msg, "tests/other") {
+		t.Errorf("a bulk redrive of two playbooks under a version: %q, want both paths named", msg)
+	}
 	r = bulk(200, []any{exec})
 	if item := r.json["executions"].([]any)[0].(map[string]any); item["code"] != int64(409) || !strings.Contains(item["error"].(string), "RUNNING") {
 		t.Fatalf("a second bulk redrive: %s", r.Body)

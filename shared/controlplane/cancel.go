@@ -205,6 +205,33 @@ func (s *Service) Redrive(ctx context.Context, id int64, version int) (*Redriven
 	return out, nil
 }
 
+// onePath refuses a bulk redrive under a version number whose executions
+// are of several playbooks: the number names a version of one of them.
+// Unknown ids are left to their own refusal.
+func (s *Service) onePath(ctx context.Context, ids []int64) error {
+	first, firstID := "", int64(0)
+	for _, id := range ids {
+		sh, err := s.st.ShardFor(id)
+		if err != nil {
+			continue
+		}
+		row, err := store.GetExecution(ctx, sh.Pool(), id)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case first == "":
+			first, firstID = row.Path, id
+		case row.Path != first:
+			return Errorf(ErrInvalid, "executions: execution %d is of playbook %s and execution %d of %s; a version names a version of one playbook: redrive each playbook's executions in a request of their own", firstID, first, id, row.Path)
+		}
+	}
+	return nil
+}
+
 // fillEntries folds the execution's log into what a redrive needs that the
 // snapshot does not keep (engine.Entries): one pass over the log, holding
 // one event at a time.
@@ -246,6 +273,11 @@ func (s *Service) RedriveMany(ctx context.Context, ids []int64, version int) ([]
 	}
 	if len(ids) > MaxRedriveBatch {
 		return nil, Errorf(ErrInvalid, "executions: %d ids, more than the limit of %d per request; send them in batches", len(ids), MaxRedriveBatch)
+	}
+	if version > 0 {
+		if err := s.onePath(ctx, ids); err != nil {
+			return nil, err
+		}
 	}
 	seen := map[int64]bool{}
 	out := make([]RedriveOutcome, 0, len(ids))
