@@ -149,6 +149,8 @@ func (e *Entries) Add(ev Event) {
 		e.arcSets[ev.Step], _ = ev.Context["arc_set"].(map[string]any)
 	case eventtype.StepSkipped:
 		e.ledger[ev.Step] = nil
+	case eventtype.PlaybookRedriven:
+		clear(e.ledger) // arcs queued when it ended wait no more (applyRedriven)
 	}
 }
 

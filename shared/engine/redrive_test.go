@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 
@@ -412,5 +413,43 @@ workflow:
 	}
 	if pages[1] != 1 || pages[2] != 1 || pages[3] != 1 || pages[4] != 2 || pages[5] != 1 {
 		t.Errorf("pages fetched %v, want 1 to 3 and 5 once, the failed 4 twice", pages)
+	}
+}
+
+// An execution redriven, failing again, and redriven once more: each redrive
+// runs only what did not complete, loops keeping what the redrive before
+// completed.
+func TestRedriveTwice(t *testing.T) {
+	v1 := loopPlaybook("[1, 2, 3]") + `    next: check
+  - step: check
+    tool: {kind: python, code: "x", input: {strict: true}}
+`
+	s := sim(t, v1)
+	s.Tools = map[string]enginetest.Tool{"check": failWhenStrict, "each": func(c *enginetest.Cmd) enginetest.Reply {
+		if a := enginetest.Args(c); a["n"] == int64(2) && a["strict"] == true {
+			return enginetest.Reply{Status: "error", Error: "two is refused"}
+		}
+		return enginetest.Reply{Data: map[string]any{"ok": true}}
+	}}
+	run(t, s, nil)
+	// v2 fixes the loop but not check: the redrive fails again, at check.
+	v2 := replaceOnce(v1, "input: {n: \"{{ n }}\", strict: true}", "input: {n: \"{{ n }}\", strict: false}")
+	if err := s.Redrive(parse(t, v2), 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RunToEnd(1000); err != nil {
+		t.Fatal(err)
+	}
+	invariants(t, s)
+	if s.Status() != engine.StatusFailed || s.StepStatus("each") != engine.StepCompleted || s.StepStatus("check") != engine.StepFailed {
+		t.Fatalf("after the first redrive: %s, each %s, check %s", s.Status(), s.StepStatus("each"), s.StepStatus("check"))
+	}
+	before := iterationsIssued(s, "each")
+	if before[0] != 1 || before[1] != 2 {
+		t.Errorf("iterations issued by the first redrive %v: want the completed 0 once, the failed 1 twice", before)
+	}
+	redriveTo(t, s, replaceOnce(v2, "input: {strict: true}", "input: {strict: false}"), 3, map[string]int{"start": 1, "check": 2})
+	if after := iterationsIssued(s, "each"); !maps.Equal(before, after) {
+		t.Errorf("the second redrive issued iterations of the completed loop: %v, then %v", before, after)
 	}
 }
