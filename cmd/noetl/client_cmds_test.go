@@ -483,10 +483,34 @@ func TestClientCommands(t *testing.T) {
 		}
 	})
 
+	t.Run("redrive", func(t *testing.T) {
+		// A completed execution is refused, naming its status.
+		code, out, errOut := s.cli("redrive", echoID)
+		if code != exitFail || out != "" || !strings.Contains(errOut, "is COMPLETED") {
+			t.Fatalf("redrive of a completed execution: exit %d\n%s%s", code, out, errOut)
+		}
+		// The fix registered as version 2; the failed run continues under it.
+		fixed := strings.Replace(failingPlaybook, `raise ValueError("this step always fails")`, `result = {"fixed": True}`, 1)
+		if code, out, errOut := s.cli("register", s.file("fixed.yaml", fixed)); code != exitOK {
+			t.Fatalf("register the fix: exit %d\n%s%s", code, out, errOut)
+		}
+		code, out, errOut = s.cli("redrive", failedID, "--version", "2", "--wait")
+		if code != exitOK || !strings.Contains(out, "execution "+failedID+" redriven: cli/fails version 2 (was FAILED under version 1), 1 command(s) issued\n") ||
+			!strings.HasSuffix(out, "execution "+failedID+": COMPLETED\n") {
+			t.Fatalf("redrive --version 2 --wait: exit %d\n%s%s", code, out, errOut)
+		}
+		// Several ids go in one bulk request; each refused one is listed.
+		code, out, errOut = s.cli("redrive", failedID, echoID, "--json")
+		b := decode(t, out)
+		if code != exitFail || b["refused"] != float64(2) || b["redriven"] != float64(0) {
+			t.Fatalf("bulk redrive of two ended executions: exit %d\n%s%s", code, out, errOut)
+		}
+	})
+
 	t.Run("bad usage", func(t *testing.T) {
 		for _, args := range [][]string{{"status", "abc"}, {"status", "0"}, {"status"}, {"status", "1", "2"},
 			{"watch", "abc", "--json"}, {"events", "abc"}, {"cancel", "abc", "--json"}, {"replay", "abc"}, {"exec"}, {"register"},
-			{"workers", "extra"}} {
+			{"workers", "extra"}, {"redrive"}, {"redrive", "abc"}} {
 			code, out, errOut := s.cli(args...)
 			if code != exitUsage || out != "" || errOut == "" {
 				t.Errorf("noetl %v: exit %d, want %d\nstdout %q\nstderr %q", args, code, exitUsage, out, errOut)

@@ -42,6 +42,7 @@ func commands() map[string]command {
 		"watch":       {"follow an execution: live step table and progress bar until it ends", runWatch},
 		"events":      {"list an execution's events", runEvents},
 		"cancel":      {"cancel an execution and its children", runCancel},
+		"redrive":     {"continue FAILED or CANCELLED executions in place (under a newer version: the fix); completed steps do not run again", runRedrive},
 		"credentials": {"manage the keychain: set, list, get, delete credentials, their read log, key rotation", runCredentials},
 		"replay":      {"fold an execution's event log (or a log file with --events) into its projections", runReplay},
 		"whatif":      {"what a new playbook version would have done on recorded executions, without running a tool", runWhatIf},

@@ -352,6 +352,55 @@ func (a *API) rerun(ctx context.Context, c *call, r wire.RerunRequest) (wire.Sta
 	return started(st), nil
 }
 
+// POST /api/executions/{id}/redrive {version?} (controlplane.Redrive)
+func (a *API) redrive(ctx context.Context, c *call, r wire.RedriveRequest) (wire.Redriven, error) {
+	id, err := executionID(c)
+	if err != nil {
+		return wire.Redriven{}, err
+	}
+	out, err := a.svc.Redrive(ctx, id, r.Version)
+	if err != nil {
+		return wire.Redriven{}, err
+	}
+	return redriven(out), nil
+}
+
+// POST /api/executions/redrive {executions, version?} (controlplane.RedriveMany)
+func (a *API) redriveMany(ctx context.Context, c *call, r wire.RedriveManyRequest) (wire.RedriveBatch, error) {
+	ids := make([]int64, len(r.Executions))
+	for i, id := range r.Executions {
+		ids[i] = int64(id)
+	}
+	outs, err := a.svc.RedriveMany(ctx, ids, r.Version)
+	if err != nil {
+		return wire.RedriveBatch{}, err
+	}
+	b := wire.RedriveBatch{Executions: make([]wire.RedriveItem, 0, len(outs))}
+	for _, o := range outs {
+		it := wire.RedriveItem{ExecutionID: wire.ID(o.ExecutionID), Outcome: "redriven"}
+		if o.Err != nil {
+			e := classify(o.Err)
+			it.Outcome, it.Code, it.Error = "refused", e.Status, e.Message
+			b.Refused++
+		} else {
+			rd := redriven(o.Redriven)
+			it.Redriven = &rd
+			b.Redriven++
+		}
+		b.Executions = append(b.Executions, it)
+	}
+	return b, nil
+}
+
+func redriven(r *controlplane.Redriven) wire.Redriven {
+	out := wire.Redriven{ExecutionID: wire.ID(r.ExecutionID), Status: store.ExecutionRunning, Path: r.Path,
+		Version: r.Version, PreviousVersion: r.PreviousVersion, PreviousStatus: r.PreviousStatus, Commands: r.Commands}
+	if len(r.Kept) > 0 {
+		out.KeptIterations = r.Kept
+	}
+	return out
+}
+
 // POST /api/executions/{id}/finalize {status: COMPLETED|FAILED, error?}
 func (a *API) finalize(ctx context.Context, c *call, r wire.FinalizeRequest) (wire.Ended, error) {
 	id, err := executionID(c)

@@ -173,6 +173,13 @@ func matrixCases() []routeCase {
 		{method: "POST", target: "/api/executions/{exec}/rerun", token: api, wrongScope: worker, body: map[string]any{"workload": map[string]any{}},
 			wrongTarget: "/api/executions/{exec}/rerun", wrongBody: map[string]any{"workload": "n=1"}, field: "workload",
 			unknownTarget: "/api/executions/" + unknownExec + "/rerun", unknownBody: map[string]any{}},
+		{method: "POST", target: "/api/executions/{exec}/redrive", token: api, wrongScope: worker, body: map[string]any{},
+			wrongTarget: "/api/executions/{exec}/redrive", wrongBody: map[string]any{"version": "two"}, field: "version",
+			unknownTarget: "/api/executions/" + unknownExec + "/redrive", unknownBody: map[string]any{}},
+		// A bulk redrive answers each id: an unknown one is refused (404) in a 200.
+		{method: "POST", target: "/api/executions/redrive", token: api, wrongScope: worker, body: map[string]any{"executions": []any{"{exec}"}},
+			wrongTarget: "/api/executions/redrive", wrongBody: map[string]any{"executions": []any{"{exec}", "x"}}, field: "executions[1]",
+			unknownTarget: "/api/executions/redrive", unknownBody: map[string]any{"executions": []any{unknownExec}}, unknownStatus: 200},
 		{method: "POST", target: "/api/executions/{exec}/finalize", token: api, wrongScope: worker, body: map[string]any{"status": "FAILED"},
 			wrongTarget: "/api/executions/{exec}/finalize", wrongBody: map[string]any{"status": "RUNNING"}, field: "status",
 			unknownTarget: "/api/executions/" + unknownExec + "/finalize", unknownBody: map[string]any{"status": "FAILED"}},

@@ -140,9 +140,9 @@ func TestRoutesShape(t *testing.T) {
 			t.Errorf("route %s has scope %d, want %d (R-A3)", r.Key(), r.Scope, want)
 		}
 	}
-	if len(seen) != 30+8+5+6+11+1+1 {
+	if len(seen) != 30+8+5+6+11+1+3 {
 		t.Errorf("%d routes, want the 25 of api.md §2 (without /metrics), our worker's report, NoETL's cancellation-check, the dashboard's 2, the OpenAPI document, the 8 schedule routes, the 5 NoETL's GUI calls (ui_schema, playbook content, validate, stop, rerun), "+
-			"NoETL's 6 of the worker registry (register, heartbeat, deregister by POST and DELETE, the pools, the pool status), NoETL's worker services: 6 keychain, 3 vars, 2 result routes, the liveness check (GET /api/doctor), and the what-if (POST /api/whatif, issue 31)", len(seen))
+			"NoETL's 6 of the worker registry (register, heartbeat, deregister by POST and DELETE, the pools, the pool status), NoETL's worker services: 6 keychain, 3 vars, 2 result routes, the liveness check (GET /api/doctor), the what-if (POST /api/whatif) and redrive (one execution, and in bulk), issue 31", len(seen))
 	}
 	gateway := map[string]string{}
 	for _, r := range api.Routes() {

@@ -402,6 +402,29 @@ func (c *Client) ListExecutions(ctx context.Context, q url.Values) ([]wire.Execu
 	return rows, hdr.Get("X-Next-Cursor"), nil
 }
 
+// Redrive continues a FAILED or CANCELLED execution in place under version
+// (0: its own).
+func (c *Client) Redrive(ctx context.Context, id int64, version int) (*wire.Redriven, error) {
+	var out wire.Redriven
+	if _, err := c.do(ctx, http.MethodPost, executionPath(id)+"/redrive", wire.RedriveRequest{Version: version}, true, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// RedriveMany redrives up to 100 executions, each once.
+func (c *Client) RedriveMany(ctx context.Context, ids []int64, version int) (*wire.RedriveBatch, error) {
+	req := wire.RedriveManyRequest{Executions: make([]wire.ID, len(ids)), Version: version}
+	for i, id := range ids {
+		req.Executions[i] = wire.ID(id)
+	}
+	var out wire.RedriveBatch
+	if _, err := c.do(ctx, http.MethodPost, "/api/executions/redrive", req, true, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Cancel cancels an execution.
 func (c *Client) Cancel(ctx context.Context, id int64, reason string) (*wire.Ended, error) {
 	var out wire.Ended

@@ -477,8 +477,11 @@ func (t *txn) commit() error {
 		}
 		// Until it commits, no cached snapshot of it is current.
 		t.s.snaps.drop(x.row.ExecutionID)
-		if terminal(x.row.Status) && x.row.CompletedAt.IsZero() {
+		switch {
+		case terminal(x.row.Status) && x.row.CompletedAt.IsZero():
 			x.row.CompletedAt = t.lastEventTime(x.row.ExecutionID)
+		case !terminal(x.row.Status):
+			x.row.CompletedAt = time.Time{} // running again after a redrive
 		}
 		if x.isNew {
 			t.ch.NewExecutions = append(t.ch.NewExecutions, x.row)

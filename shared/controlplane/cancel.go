@@ -2,10 +2,16 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 
+	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/store"
 )
+
+// An execution's status moves with its log (the engine's fold, written back
+// at commit); the requests that move it by hand are here: Cancel and
+// Finalize end it, Redrive reopens an ended one.
 
 // Cancel ends an execution as CANCELLED (dsl.md §4.11, R-R10): every command in
 // flight is cancelled, then its children, each in its own transaction.
@@ -104,4 +110,187 @@ func (s *Service) cancelChildren(ctx context.Context, sh *store.Shard, parent in
 		cur := page[len(page)-1].Cursor()
 		f.After = &cur
 	}
+}
+
+// Redriven is what a redrive did.
+type Redriven struct {
+	ExecutionID     int64
+	Path            string
+	Version         int
+	PreviousVersion int
+	PreviousStatus  string
+	// Commands counts the commands the redrive issued at once.
+	Commands int
+	// Kept counts, per loop step resumed, the iterations kept.
+	Kept map[string]int
+}
+
+// Redrive continues a FAILED or CANCELLED execution in place under version
+// (0: its own), the same playbook's version or a newer one (issue 31):
+// playbook.redriven is its next event, and the engine runs what did not
+// complete (engine/redrive.go). A RUNNING or COMPLETED execution is a
+// conflict naming its status, so a second redrive of one already redriven
+// is refused, never run twice; so is a version without a step that
+// completed, naming the step. The execution row moves to the version's
+// catalog entry in the same transaction.
+func (s *Service) Redrive(ctx context.Context, id int64, version int) (*Redriven, error) {
+	if version < 0 {
+		return nil, Errorf(ErrInvalid, "version: must be a version number >= 1, got %d", version)
+	}
+	var out *Redriven
+	err := s.withExecution(ctx, id, nil, func(t *txn, x *execution) error {
+		switch x.row.Status {
+		case store.ExecutionFailed, store.ExecutionCancelled:
+		default:
+			return Errorf(ErrConflict, "execution %d is %s: only a FAILED or CANCELLED execution can be redriven", id, x.row.Status)
+		}
+		if version == 0 {
+			version = x.row.Version
+		}
+		if version < x.row.Version {
+			return Errorf(ErrInvalid, "version: %d is older than the execution's version %d; redrive under %d or a newer version of %s", version, x.row.Version, x.row.Version, x.row.Path)
+		}
+		catalogID, pb := x.row.CatalogID, x.pb
+		if version != x.row.Version {
+			entry, err := store.GetCatalogByPath(t.ctx, s.st.Cluster(), x.row.Path, version)
+			if errors.Is(err, store.ErrNotFound) {
+				return Errorf(ErrInvalid, "version: playbook %s has no version %d; register it first", x.row.Path, version)
+			}
+			if err != nil {
+				return err
+			}
+			catalogID = entry.CatalogID
+			if pb, err = s.playbook(t.ctx, t.tx, t.sh, catalogID); err != nil {
+				return err
+			}
+		}
+		snap, err := t.snapshot(x)
+		if err != nil {
+			return err
+		}
+		if err := engine.CheckRedrive(pb, snap); err != nil {
+			return Errorf(ErrConflict, "version %d: %v", version, err)
+		}
+		r := engine.Redrive{Version: version, CatalogID: catalogID, PreviousVersion: x.row.Version,
+			PreviousStatus: x.row.Status, Kept: map[string]engine.KeptIterations{}}
+		out = &Redriven{ExecutionID: id, Path: x.row.Path, Version: version, PreviousVersion: x.row.Version,
+			PreviousStatus: x.row.Status, Kept: map[string]int{}}
+		for step, visit := range engine.ResumableLoops(pb, snap) {
+			idx, err := store.IterationResults(t.ctx, t.tx, id, step, visit)
+			if err != nil {
+				return err
+			}
+			if len(idx) > 0 {
+				r.Kept[step] = engine.KeptIterations{Visit: visit, Indexes: idx}
+				out.Kept[step] = len(idx)
+			}
+		}
+		if err := s.fillEntries(t, id, snap, &r); err != nil {
+			return err
+		}
+		x.pb, x.row.CatalogID, x.row.Version = pb, catalogID, version
+		x.run = runOf(x.row)
+		res, _, err := t.advance(x, toStore(id, r.Event()))
+		if err != nil {
+			return err
+		}
+		out.Commands = len(res.Commands)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.log.InfoContext(ctx, "execution redriven", "execution_id", id, "version", out.Version,
+		"previous_version", out.PreviousVersion, "previous_status", out.PreviousStatus, "commands", out.Commands)
+	return out, nil
+}
+
+// onePath refuses a bulk redrive under a version number whose executions
+// are of several playbooks: the number names a version of one of them.
+// Unknown ids are left to their own refusal.
+func (s *Service) onePath(ctx context.Context, ids []int64) error {
+	first, firstID := "", int64(0)
+	for _, id := range ids {
+		sh, err := s.st.ShardFor(id)
+		if err != nil {
+			continue
+		}
+		row, err := store.GetExecution(ctx, sh.Pool(), id)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case first == "":
+			first, firstID = row.Path, id
+		case row.Path != first:
+			return Errorf(ErrInvalid, "executions: execution %d is of playbook %s and execution %d of %s; a version names a version of one playbook: redrive each playbook's executions in a request of their own", firstID, first, id, row.Path)
+		}
+	}
+	return nil
+}
+
+// fillEntries folds the execution's log into what a redrive needs that the
+// snapshot does not keep (engine.Entries): one pass over the log, holding
+// one event at a time.
+func (s *Service) fillEntries(t *txn, id int64, snap *engine.Snapshot, r *engine.Redrive) error {
+	e := engine.NewEntries()
+	err := store.StreamEvents(t.ctx, t.tx, store.EventFilter{ExecutionID: id}, func(ev *store.Event) error {
+		if !ev.Ignored {
+			e.Add(toEngine(*ev))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	e.Fill(r, snap)
+	return nil
+}
+
+// MaxRedriveBatch bounds the executions one bulk redrive names; the bulk
+// route's request (wire.RedriveManyRequest) declares the same bound, which
+// TestRedriveRequests holds equal.
+const MaxRedriveBatch = 100
+
+// RedriveOutcome is one execution's answer in a bulk redrive: Redriven, or
+// the refusal (Error) with its kind.
+type RedriveOutcome struct {
+	ExecutionID int64
+	Redriven    *Redriven
+	Err         error
+}
+
+// RedriveMany redrives each execution in its own transaction (one refusal
+// does not stop the rest), in the order given, each id once. It is
+// idempotent per execution: one already redriven is RUNNING (or has
+// completed since) and is refused with 409, never run twice.
+func (s *Service) RedriveMany(ctx context.Context, ids []int64, version int) ([]RedriveOutcome, error) {
+	if len(ids) == 0 {
+		return nil, Errorf(ErrInvalid, "executions: name at least one execution id")
+	}
+	if len(ids) > MaxRedriveBatch {
+		return nil, Errorf(ErrInvalid, "executions: %d ids, more than the limit of %d per request; send them in batches", len(ids), MaxRedriveBatch)
+	}
+	if version > 0 {
+		if err := s.onePath(ctx, ids); err != nil {
+			return nil, err
+		}
+	}
+	seen := map[int64]bool{}
+	out := make([]RedriveOutcome, 0, len(ids))
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		r, err := s.Redrive(ctx, id, version)
+		if err != nil && !isKnown(err) {
+			return out, err // the database, not the request: the caller retries (each done one is refused then)
+		}
+		out = append(out, RedriveOutcome{ExecutionID: id, Redriven: r, Err: err})
+	}
+	return out, nil
 }

@@ -92,3 +92,14 @@ func joinProblems(ps []string) string {
 }
 
 func isConflict(err error) bool { return errors.Is(err, ErrConflict) }
+
+// isKnown reports whether err is an answer about the request (a kind above)
+// rather than a failure of the server.
+func isKnown(err error) bool {
+	for _, k := range []error{ErrNotFound, ErrConflict, ErrInvalid, ErrForbidden} {
+		if errors.Is(err, k) {
+			return true
+		}
+	}
+	return false
+}

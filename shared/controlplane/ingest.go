@@ -54,6 +54,7 @@ var serverTypes = map[string]bool{
 	eventtype.PlaybookCancelled: true, eventtype.StepEnter: true, eventtype.StepSkipped: true, eventtype.StepExit: true,
 	eventtype.CtxUpdated: true, eventtype.CommandIssued: true, eventtype.CommandRetry: true,
 	eventtype.CommandCancelled: true, eventtype.CommandExpired: true, eventtype.LoopClaimed: true,
+	eventtype.PlaybookRedriven: true, eventtype.StepRerouted: true,
 }
 
 // Ingest stores one event and runs the orchestrator for it, in one transaction

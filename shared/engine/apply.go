@@ -31,6 +31,8 @@ func Apply(s *Snapshot, ev Event) {
 		st.ExitedAt = ev.Time
 	case eventtype.StepExit:
 		applyExit(s, ev)
+	case eventtype.StepRerouted:
+		applyFired(s, ev.Step, ev.Context["fired"])
 	case eventtype.CtxUpdated:
 		values, _ := ev.Context["values"].(map[string]any)
 		for _, k := range slices.Sorted(maps.Keys(values)) {
@@ -102,6 +104,8 @@ func Apply(s *Snapshot, ev Event) {
 		}
 	case eventtype.PlaybookCancelled:
 		s.Status, s.EndedAt = StatusCancelled, ev.Time
+	case eventtype.PlaybookRedriven:
+		applyRedriven(s, ev)
 	}
 }
 
@@ -125,8 +129,11 @@ func applyEnter(s *Snapshot, ev Event) {
 		}
 		v.Loop = &LoopState{Total: jsonx.Int(n), Iterator: it, Limit: jsonx.Int(ev.Context["max_in_flight"])}
 		v.Loop.Cursor, _ = ev.Context["cursor"].(bool)
+		if kept := elementsOfInt(ev.Context["kept"]); len(kept) > 0 {
+			v.Loop.Kept, v.Loop.Done = kept, len(kept)
+		}
 	}
-	st.Visit, st.Visits, st.Status, st.Attempts = v, v.N, StepRunning, 0
+	st.Visit, st.Visits, st.Status, st.Attempts, st.Kept = v, v.N, StepRunning, 0, nil
 	st.EnterSeq, st.EnteredAt = ev.Seq, ev.Time
 }
 
@@ -169,20 +176,7 @@ func applyExit(s *Snapshot, ev Event) {
 			st.Result, st.ResultRef = nil, ref
 		}
 	}
-	fired, _ := ev.Context["fired"].([]any)
-	for _, f := range fired {
-		m, _ := f.(map[string]any)
-		to, _ := m["step"].(string)
-		if to == "" {
-			continue
-		}
-		set, _ := m["set"].(map[string]any)
-		t := s.step(to)
-		if len(t.Ledger) == 0 {
-			s.Queued++
-		}
-		t.Ledger = append(t.Ledger, FiredArc{From: ev.Step, Set: set})
-	}
+	applyFired(s, ev.Step, ev.Context["fired"])
 }
 
 func applyIssued(s *Snapshot, ev Event) {

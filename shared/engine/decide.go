@@ -111,12 +111,17 @@ func (d *decider) decide() {
 		d.out.Finished = &Finished{CommandID: oc.id, OK: oc.ok, Class: oc.class}
 	}
 	Apply(d.s, d.trig)
-	if wasTerminal {
+	if wasTerminal && trigType != eventtype.PlaybookRedriven {
 		return // late events of an ended execution are recorded, never acted on (R-R10)
 	}
 	switch trigType {
 	case eventtype.PlaybookStarted:
 		d.enter(d.pb.Start(), nil, false)
+	case eventtype.PlaybookRedriven:
+		if !wasTerminal {
+			return // only an ended execution is redriven; the caller refuses the rest
+		}
+		d.redrive()
 	case eventtype.CommandCompleted, eventtype.CommandFailed, eventtype.CommandExpired:
 		d.commandEnded(oc)
 	case eventtype.PlaybookCancelled, eventtype.PlaybookCompleted, eventtype.PlaybookFailed:
@@ -418,13 +423,17 @@ func (d *decider) enter(step *playbook.Step, arcSet map[string]any, checkWhen bo
 	if step.Loop.MaxInFlightT != nil {
 		ls.Limit = limit // folded from step.enter, so later fills use the same limit
 	}
+	if !ls.Cursor {
+		ls.Kept = d.keep(step, st.Kept, visit, len(items))
+	}
 	d.emitEnter(step, visit, arcSet, ls)
 	if ls.Cursor {
 		d.fillLoop(step, d.s.Steps[step.Name]) // issues the first claim
 		return
 	}
-	if len(items) == 0 {
-		d.complete(step, d.s.Steps[step.Name], []any{}, nil, "", "") // empty loops complete at once
+	if len(items) == len(ls.Kept) {
+		// Empty loops complete at once, and so do loops a redrive kept whole.
+		d.completeLoop(step, d.s.Steps[step.Name])
 		return
 	}
 	first := 1
@@ -432,14 +441,39 @@ func (d *decider) enter(step *playbook.Step, arcSet map[string]any, checkWhen bo
 		first = min(len(items), limit)
 	}
 	for i, item := range items {
+		if _, kept := slices.BinarySearch(ls.Kept, i); kept {
+			continue
+		}
 		key := ResultKey{Kind: KindLoopItem, Step: step.Name, Visit: visit, Index: i}
-		if i < first {
+		if first > 0 {
+			first--
 			d.local[key] = item // issued in this call: no need to store
 		} else {
 			d.write(key, item)
 		}
 	}
 	d.fillLoop(step, d.s.Steps[step.Name])
+}
+
+// keep copies the results of the iterations a redrive kept (those of the
+// previous visit within the new collection) to the new visit and returns
+// their indexes: they count as done and are never issued.
+func (d *decider) keep(step *playbook.Step, k *KeptIterations, visit, total int) []int {
+	if k == nil {
+		return nil
+	}
+	var idx []int
+	var old []ResultKey
+	for _, i := range k.Indexes {
+		if i < total {
+			idx = append(idx, i)
+			old = append(old, ResultKey{Kind: KindStepResult, Step: step.Name, Visit: k.Visit, Index: i})
+		}
+	}
+	for j, v := range d.loadAll(old) {
+		d.write(ResultKey{Kind: KindStepResult, Step: step.Name, Visit: visit, Index: idx[j]}, v)
+	}
+	return idx
 }
 
 func (d *decider) emitEnter(step *playbook.Step, visit int, arcSet map[string]any, loop *LoopState) {
@@ -457,6 +491,13 @@ func (d *decider) emitEnter(step *playbook.Step, visit int, arcSet map[string]an
 		if loop.Cursor {
 			c["cursor"] = true
 		}
+		if len(loop.Kept) > 0 {
+			kept := make([]any, len(loop.Kept))
+			for i, n := range loop.Kept {
+				kept[i] = int64(n)
+			}
+			c["kept"] = kept
+		}
 	}
 	d.emit(Event{Type: eventtype.StepEnter, Step: step.Name, Status: "ENTERED", Context: c,
 		Meta: map[string]any{"visit": int64(visit)}})
@@ -468,14 +509,27 @@ func (d *decider) emitEnter(step *playbook.Step, visit int, arcSet map[string]an
 func (d *decider) fillLoop(step *playbook.Step, st *StepState) {
 	v := st.Visit
 	limit := d.loopLimit(step, v)
-	for st.Visit == v && v.Loop.Issued < v.Loop.Total && v.InFlight-claiming(v) < limit && d.s.Status == StatusRunning {
-		i := v.Loop.Issued
+	for st.Visit == v && nextIteration(v.Loop) < v.Loop.Total && v.InFlight-claiming(v) < limit && d.s.Status == StatusRunning {
+		i := nextIteration(v.Loop)
 		item := d.load(ResultKey{Kind: KindLoopItem, Step: step.Name, Visit: v.N, Index: i})
 		d.issue(step, st, &iteration{index: i, total: v.Loop.Total, iterator: step.Loop.Iterator, item: item})
 	}
 	if step.Loop.Cursor != nil {
 		d.claim(step, st)
 	}
+}
+
+// nextIteration is the next iteration to issue: the first not issued that a
+// redrive did not keep.
+func nextIteration(l *LoopState) int {
+	i := l.Issued
+	for i < l.Total {
+		if _, kept := slices.BinarySearch(l.Kept, i); !kept {
+			break
+		}
+		i++
+	}
+	return i
 }
 
 // loopLimit is how many iterations of the visit may be in flight at once.

@@ -85,6 +85,9 @@ type StepState struct {
 	Ledger []FiredArc `json:"ledger,omitempty"`
 	// Visit is the visit in progress, nil when none.
 	Visit *Visit `json:"visit,omitempty"`
+	// Kept are the completed iterations of a loop a redrive resumes, until
+	// the step's next visit takes them over (redrive.go).
+	Kept *KeptIterations `json:"kept,omitempty"`
 }
 
 // FiredArc is one entry of a ledger.
@@ -123,6 +126,9 @@ type LoopState struct {
 	// commits it once the server has the rows): the iterations of its rows
 	// wait for it to end before they run (see decider.issue).
 	ClaimTxid string `json:"claim_txid,omitempty"`
+	// Kept are iteration indexes a redrive kept from the previous visit:
+	// counted done from the start, never issued (redrive.go).
+	Kept []int `json:"kept,omitempty"`
 }
 
 // CommandState is one command in flight.

@@ -196,7 +196,36 @@ func (st *StepState) write(w *objWriter) {
 	if st.Visit != nil {
 		w.nested("visit", func() { st.Visit.write(w) })
 	}
+	if k := st.Kept; k != nil {
+		w.nested("kept", func() {
+			w.open()
+			w.int("visit", int64(k.Visit), false)
+			w.ints("iterations", k.Indexes, false)
+			w.close()
+		})
+	}
 	w.close()
+}
+
+// ints writes a list of ints; omitEmpty omits an empty one, else an empty
+// list is [] and a nil one null, as encoding/json writes them.
+func (w *objWriter) ints(k string, l []int, omitEmpty bool) {
+	if omitEmpty && len(l) == 0 {
+		return
+	}
+	w.key(k)
+	if l == nil {
+		w.b = append(w.b, "null"...)
+		return
+	}
+	w.b = append(w.b, '[')
+	for i, n := range l {
+		if i > 0 {
+			w.b = append(w.b, ',')
+		}
+		w.b = strconv.AppendInt(w.b, int64(n), 10)
+	}
+	w.b = append(w.b, ']')
 }
 
 func (k *ResultKey) write(w *objWriter) {
@@ -227,6 +256,7 @@ func (v *Visit) write(w *objWriter) {
 			w.bool("claiming", l.Claiming)
 			w.bool("drained", l.Drained)
 			w.str("claim_txid", l.ClaimTxid, true)
+			w.ints("kept", l.Kept, true)
 			w.close()
 		})
 	}

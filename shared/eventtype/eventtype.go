@@ -28,6 +28,17 @@ const (
 	// LoopClaimed records what a cursor loop's claim returned (context:
 	// visit, claimed rows, the loop's new total, drained).
 	LoopClaimed = "loop.claimed"
+	// PlaybookRedriven reopens a FAILED or CANCELLED execution under a
+	// version (context: version, catalog_id, previous_version,
+	// previous_status, kept: the loop iterations kept per step, arc_sets:
+	// the completed steps' last visits' arc sets, entered: the arcs that
+	// started the last visits of the other steps); steps that
+	// completed keep their results (docs/redrive.md).
+	PlaybookRedriven = "playbook.redriven"
+	// StepRerouted records the arcs a completed step fires again when a
+	// redrive routes afresh from it (context: fired, as step.exit's), or an
+	// arc fired again as recorded (recorded: true).
+	StepRerouted = "step.rerouted"
 )
 
 // Canonical maps NoETL's legacy underscore spellings to the dotted names.

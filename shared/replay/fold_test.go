@@ -163,6 +163,9 @@ func TestExecutionStatus(t *testing.T) {
 		{"command failure is not execution failure", []string{"playbook.started", "command.failed"}, StatusRunning},
 		{"legacy cancelled", []string{"playbook_started", "playbook_cancelled"}, StatusCancelled},
 		{"terminal sticks", []string{"playbook.started", "playbook.cancelled", "step.exit"}, StatusCancelled},
+		// A redrive reopens an ended execution (docs/redrive.md).
+		{"redriven", []string{"playbook.started", "playbook.failed", "playbook.redriven", "step.rerouted"}, StatusRunning},
+		{"redriven, then completed", []string{"playbook.started", "playbook.cancelled", "playbook.redriven", "playbook.completed"}, StatusCompleted},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

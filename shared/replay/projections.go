@@ -4,6 +4,7 @@ import (
 	"maps"
 	"strings"
 
+	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/jsonx"
 )
 
@@ -18,10 +19,13 @@ type executionState struct {
 
 // nextStatus: any event moves UNKNOWN to RUNNING (UNKNOWN means "no events"),
 // terminal events set their status, and nothing but another terminal event
-// changes a terminal status.
+// or a redrive (which reopens an ended execution) changes a terminal status.
 func nextStatus(cur, typ string) string {
 	if t := terminalStatus(typ); t != "" {
 		return t
+	}
+	if typ == eventtype.PlaybookRedriven && cur != StatusUnknown {
+		return StatusRunning
 	}
 	if cur == StatusUnknown {
 		return StatusRunning
@@ -385,6 +389,7 @@ type loopState struct {
 	cursor    bool   // ours: a cursor loop, whose total is the rows claimed so far
 	done      int64
 	failed    int64
+	kept      int64 // ours: iterations a redrive kept from the visit before (counted done)
 	completed bool
 	last      int64
 }
@@ -442,6 +447,10 @@ func (f *Folder) foldLoop(r *Row, typ string) {
 			l.total = total
 		}
 		l.cursor = r.Context["cursor"] == true
+		if kept, _ := r.Context["kept"].([]any); len(kept) > 0 {
+			l.kept = int64(len(kept))
+			l.done += l.kept
+		}
 		l.last = r.EventID
 	case "loop.claimed":
 		// A cursor loop's claim: its total is the rows claimed so far.
@@ -545,6 +554,9 @@ func (l *loopState) value(id string) map[string]any {
 	}
 	if l.cursor {
 		m["cursor"] = true
+	}
+	if l.kept > 0 {
+		m["kept"] = l.kept
 	}
 	return m
 }

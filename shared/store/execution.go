@@ -152,17 +152,21 @@ func updateExecutionsStmt(rows []Execution) (string, []any) {
 	statuses := make([]string, n)
 	states, errs := make([][]byte, n), make([]*string, n)
 	completed := make([]*time.Time, n)
+	catalogs, versions := make([]int64, n), make([]int32, n)
 	for i, e := range rows {
 		states[i] = e.State // nil keeps the stored state
 		ids[i], seqs[i], statuses[i], errs[i], completed[i] = e.ExecutionID, e.LastSeq, e.Status, nullString(e.Error), nullTime(e.CompletedAt)
+		// A redrive may move an execution to a newer version of its playbook.
+		catalogs[i], versions[i] = e.CatalogID, int32(e.Version)
 	}
 	return `
 		UPDATE execution x
 		SET status = u.status, state = coalesce(u.state, x.state), last_seq = u.last_seq,
-		    completed_at = u.completed_at, error = u.error, updated_at = clock_timestamp()
-		FROM unnest($1::bigint[], $2::text[], $3::bytea[], $4::bigint[], $5::timestamptz[], $6::text[])
-			AS u(execution_id, status, state, last_seq, completed_at, error)
-		WHERE x.execution_id = u.execution_id AND x.execution_id = ANY($1)`, []any{ids, statuses, states, seqs, completed, errs}
+		    completed_at = u.completed_at, error = u.error, updated_at = clock_timestamp(),
+		    catalog_id = u.catalog_id, version = u.version
+		FROM unnest($1::bigint[], $2::text[], $3::bytea[], $4::bigint[], $5::timestamptz[], $6::text[], $7::bigint[], $8::int[])
+			AS u(execution_id, status, state, last_seq, completed_at, error, catalog_id, version)
+		WHERE x.execution_id = u.execution_id AND x.execution_id = ANY($1)`, []any{ids, statuses, states, seqs, completed, errs, catalogs, versions}
 }
 
 // ExecutionCursor is the keyset position after the last row of a page.

@@ -129,3 +129,23 @@ func collectStepResults(rows pgx.Rows) ([]StepResult, error) {
 		return sr, nil
 	})
 }
+
+// IterationResults lists the iterations of a loop visit that have a stored
+// result, in index order: those that completed (what a redrive keeps).
+func IterationResults(ctx context.Context, q Querier, executionID int64, step string, visit int) ([]int, error) {
+	rows, err := q.Query(ctx, `SELECT idx FROM step_result
+		WHERE execution_id = $1 AND kind = $2 AND step = $3 AND visit = $4 AND idx >= 0 ORDER BY idx`,
+		executionID, KindResult, step, visit)
+	if err != nil {
+		return nil, err
+	}
+	idx, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil, fmt.Errorf("iteration results of %s#%d of execution %d: %w", step, visit, executionID, err)
+	}
+	out := make([]int, len(idx))
+	for i, n := range idx {
+		out[i] = int(n)
+	}
+	return out, nil
+}

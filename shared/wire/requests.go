@@ -122,6 +122,18 @@ type RerunRequest struct {
 	ResourceKind string `json:"resource_kind,omitempty" doc:"\"playbook\" (the only kind)"`
 }
 
+// RedriveRequest is the body of POST /api/executions/{id}/redrive.
+type RedriveRequest struct {
+	Version int `json:"version,omitempty" min:"1" max:"2147483647" doc:"the version of the execution's playbook to continue under: its own (the default) or a newer one"`
+}
+
+// RedriveManyRequest is the body of POST /api/executions/redrive: the
+// executions to redrive (a what-if's would_complete ids, say).
+type RedriveManyRequest struct {
+	Executions []ID `json:"executions" required:"true" max:"100" items:"execution ids" doc:"1 to {max} execution ids, each redriven once"`
+	Version    int  `json:"version,omitempty" min:"1" max:"2147483647" doc:"the version each continues under (default: each its own)"`
+}
+
 // FinalizeRequest is the body of POST /api/executions/{id}/finalize.
 type FinalizeRequest struct {
 	Status string `json:"status" required:"true" doc:"COMPLETED or FAILED, in any case"`

@@ -143,6 +143,36 @@ type Ended struct {
 	Message     string `json:"message"`
 }
 
+// Redriven answers POST /api/executions/{id}/redrive: the execution runs
+// again in place.
+type Redriven struct {
+	ExecutionID     ID             `json:"execution_id"`
+	Status          string         `json:"status" doc:"RUNNING"`
+	Path            string         `json:"path"`
+	Version         int            `json:"version" doc:"the version it continues under"`
+	PreviousVersion int            `json:"previous_version"`
+	PreviousStatus  string         `json:"previous_status" enum:"FAILED,CANCELLED"`
+	Commands        int            `json:"commands" doc:"commands the redrive issued at once"`
+	KeptIterations  map[string]int `json:"kept_iterations,omitempty" doc:"per loop step resumed, the completed iterations kept (not run again)"`
+}
+
+// RedriveBatch answers POST /api/executions/redrive: one entry per distinct
+// execution, in the order given.
+type RedriveBatch struct {
+	Redriven   int           `json:"redriven"`
+	Refused    int           `json:"refused"`
+	Executions []RedriveItem `json:"executions"`
+}
+
+// RedriveItem is one execution's answer in a bulk redrive.
+type RedriveItem struct {
+	ExecutionID ID        `json:"execution_id"`
+	Outcome     string    `json:"outcome" enum:"redriven,refused"`
+	Code        int       `json:"code,omitempty" doc:"when refused: the HTTP status a single redrive would answer (409: running, completed or a dropped step; 404; 422)"`
+	Error       string    `json:"error,omitempty"`
+	Redriven    *Redriven `json:"redriven,omitempty"`
+}
+
 // Health answers GET /api/health.
 type Health struct {
 	Status   Value  `json:"status" doc:"\"ok\", or 503 (the HTTP status) when a dependency is down"`

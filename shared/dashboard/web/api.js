@@ -114,6 +114,12 @@ export async function cancel(id, reason) {
   return (await call('POST', `/api/executions/${encodeURIComponent(id)}/cancel`, { body: { reason } })).data;
 }
 
+// redrive continues a FAILED or CANCELLED execution in place under version
+// (undefined: its own).
+export async function redrive(id, version) {
+  return (await call('POST', `/api/executions/${encodeURIComponent(id)}/redrive`, { body: version ? { version } : {} })).data;
+}
+
 // execute starts an execution and returns its id.
 export async function execute(req) {
   const { data } = await call('POST', '/api/execute', { body: req });

@@ -296,11 +296,37 @@ async function executionView(id) {
       location.hash = `#/executions/${nid}`;
     } catch (e) { report(e); }
   } }, 'Run again');
+  // Redrive (issue 31): a FAILED or CANCELLED execution continues in place,
+  // under its version or a newer one of its playbook; the page is drawn
+  // again after it (the version's graph may differ).
+  const redriveVersion = h('select', { id: 'redrive-version', 'aria-label': 'Version to redrive under' });
+  const redriveBtn = h('button', { type: 'button', class: 'primary', id: 'redrive', onclick: async () => {
+    redriveBtn.disabled = true;
+    try {
+      const r = await api.redrive(id, Number(redriveVersion.value) || undefined);
+      route();
+      say(`Execution ${id} redriven under version ${r.version}: ${r.commands} command(s) issued; the steps that completed keep their results.`);
+    } catch (e) { report(e); redriveBtn.disabled = false; }
+  } }, 'Redrive');
+  const redriveBox = h('span', { class: 'redrive', id: 'redrive-box', hidden: true,
+    title: 'Continue this execution in place: steps that completed keep their results and do not run again' },
+  h('label', {}, 'under ', redriveVersion), redriveBtn);
+  let versionsFor = null;
+  async function loadVersions() {
+    if (versionsFor === exec.catalog_id) return;
+    versionsFor = exec.catalog_id;
+    const page = await api.listCatalog({ path: exec.path, limit: 200 });
+    const versions = page.entries.filter((e) => e.path === exec.path && e.version >= exec.version)
+      .map((e) => e.version).sort((a, b) => b - a);
+    if (!versions.includes(exec.version)) versions.push(exec.version);
+    redriveVersion.replaceChildren(...versions.map((v) => h('option', { value: v, selected: v === versions[0] },
+      v === exec.version ? `v${v} (its own)` : `v${v}`)));
+  }
   const verifyBadge = h('span', { class: 'badge', id: 'verify' }, 'verify: not yet');
   const whatIf = whatIfAction(ui, exec);
   const graphBox = h('div', { class: 'graph-wrap', id: 'graph' });
   const direction = h('select', { id: 'direction', 'aria-label': 'Graph direction' },
-    h('option', { value: 'LR' }, 'left to right'), h('option', { value: 'TB' }, 'top down'));
+    h('option', { value: 'auto' }, 'fit the pane'), h('option', { value: 'LR' }, 'left to right'), h('option', { value: 'TB' }, 'top down'));
   const slider = h('input', { type: 'range', id: 'travel', min: 1, max: 1, value: 1, 'aria-label': 'Event log position' });
   const travelLabel = h('span', { id: 'travel-label', 'aria-live': 'polite' }, 'live');
   const liveBtn = h('button', { type: 'button', id: 'live' }, 'Live');
@@ -313,7 +339,7 @@ async function executionView(id) {
 
   view.replaceChildren(
     title, meta,
-    h('div', { class: 'actions' }, cancelBtn, rerunBtn, whatIf, verifyBadge,
+    h('div', { class: 'actions' }, cancelBtn, redriveBox, rerunBtn, whatIf, verifyBadge,
       h('a', { href: `#/executions?parent=${id}` }, 'Children'),
       h('a', { href: `#/catalog/${exec.catalog_id}` }, 'Playbook')),
     h('div', { class: 'exec-grid' },
@@ -346,7 +372,11 @@ async function executionView(id) {
       h('span', {}, 'Parent ', execLink(exec.parent_execution_id)),
       exec.schedule_id ? h('span', { id: 'exec-schedule' }, 'Started by ', h('a', { href: `#/schedules/${exec.schedule_id}` }, `schedule ${exec.schedule_id}`),
         ' for ', fmtTime(exec.scheduled_at)) : null));
-    cancelBtn.disabled = terminal;
+    // A finished execution offers no Cancel; a failed or cancelled one, Redrive.
+    cancelBtn.hidden = terminal;
+    const redrivable = exec.status === 'FAILED' || exec.status === 'CANCELLED';
+    redriveBox.hidden = !redrivable;
+    if (redrivable) loadVersions().catch(report);
     whatIf.hidden = exec.status !== 'FAILED';
     const states = asOf === null ? stepStates(exec.steps, loops) : stepStates(asOfState.steps, asOfState.loops);
     graph.update(states, selected);

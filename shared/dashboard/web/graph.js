@@ -4,8 +4,25 @@
 // playbook; state changes only restyle the nodes.
 
 const SVG = 'http://www.w3.org/2000/svg';
-const NODE_W = 170;
+const NODE_W = 160;
 const NODE_H = 48;
+const LABEL_H = 14;
+const LABEL_CHARS = 24;
+// The graph shrinks to fit its pane down to this scale; a larger graph
+// keeps it and the pane scrolls.
+const MIN_SCALE = 0.55;
+
+// labelText is an arc's when as its label shows it: the expression without
+// its {{ }}, shortened; the whole condition is in its tooltip.
+function labelText(when) {
+  if (!when) return '';
+  const m = /^\s*\{\{(.*)\}\}\s*$/s.exec(when);
+  const text = (m ? m[1] : when).trim();
+  return text.length > LABEL_CHARS ? text.slice(0, LABEL_CHARS - 1) + '…' : text;
+}
+
+// labelWidth: about 6 px a character at the labels' 10 px font, with padding.
+function labelWidth(text) { return Math.ceil(text.length * 6 + 8); }
 
 function el(name, attrs = {}, parent) {
   const e = document.createElementNS(SVG, name);
@@ -22,13 +39,21 @@ function layout(steps, dagre, direction) {
   const edges = [];
   if (dagre) {
     const g = new dagre.graphlib.Graph({ multigraph: false });
-    g.setGraph({ rankdir: direction, nodesep: 24, ranksep: 56, marginx: 12, marginy: 12 });
+    g.setGraph({ rankdir: direction, nodesep: 18, ranksep: 40, edgesep: 8, marginx: 8, marginy: 8 });
     g.setDefaultEdgeLabel(() => ({}));
     for (const s of steps) g.setNode(s.name, { width: NODE_W, height: NODE_H });
-    for (const s of steps) for (const a of s.next) if (g.hasNode(a.to)) g.setEdge(s.name, a.to, { when: a.when || '' });
+    // A labelled edge reserves room for its label, so no node covers it.
+    for (const s of steps) for (const a of s.next) {
+      if (!g.hasNode(a.to)) continue;
+      const label = labelText(a.when);
+      g.setEdge(s.name, a.to, label ? { when: a.when, label, width: labelWidth(label), height: LABEL_H, labelpos: 'c' } : { when: '' });
+    }
     dagre.layout(g);
     for (const n of g.nodes()) pos.set(n, { x: g.node(n).x, y: g.node(n).y });
-    for (const e of g.edges()) edges.push({ from: e.v, to: e.w, points: g.edge(e).points, when: g.edge(e).when });
+    for (const e of g.edges()) {
+      const d = g.edge(e);
+      edges.push({ from: e.v, to: e.w, points: d.points, when: d.when, at: d.label ? { x: d.x, y: d.y } : null });
+    }
     const gr = g.graph();
     return { pos, edges, width: gr.width, height: gr.height };
   }
@@ -43,26 +68,35 @@ function layout(steps, dagre, direction) {
 
 export class StepGraph {
   // container: the element to draw in; onSelect(name) when a step is chosen.
-  constructor(container, outline, { dagre, direction = 'LR', onSelect }) {
+  // direction: LR, TB, or auto (the default): whichever of the two is
+  // drawn larger in the container's width.
+  constructor(container, outline, { dagre, direction = 'auto', onSelect }) {
     this.nodes = new Map();
     this.onSelect = onSelect;
-    const { pos, edges, width, height } = layout(outline.steps, dagre, direction);
+    let chosen = direction;
+    let lay;
+    if (direction === 'auto') {
+      const room = container.clientWidth || Infinity;
+      const fit = (l) => Math.min(1, room / l.width);
+      const lr = layout(outline.steps, dagre, 'LR');
+      const tb = dagre ? layout(outline.steps, dagre, 'TB') : lr;
+      [chosen, lay] = fit(tb) > fit(lr) + 0.05 ? ['TB', tb] : ['LR', lr];
+    } else {
+      lay = layout(outline.steps, dagre, direction);
+    }
+    this.direction = chosen;
+    const { pos, edges, width, height } = lay;
     const svg = el('svg', { width: Math.ceil(width), height: Math.ceil(height), viewBox: `0 0 ${Math.ceil(width)} ${Math.ceil(height)}`,
-      role: 'group', 'aria-label': 'Step graph' });
+      role: 'group', 'aria-label': 'Step graph', 'data-direction': chosen });
     const defs = el('defs', {}, svg);
     const marker = el('marker', { id: 'arrow', viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' }, defs);
     el('path', { d: 'M 0 0 L 10 5 L 0 10 z', fill: '#8c959f' }, marker);
+    const labels = [];
     for (const e of edges) {
-      const g = el('g', { class: 'edge' }, svg);
+      const g = el('g', { class: 'edge', 'data-from': e.from, 'data-to': e.to }, svg);
       const d = e.points.map((p, i) => `${i ? 'L' : 'M'} ${p.x.toFixed(1)} ${p.y.toFixed(1)}`).join(' ');
       el('path', { d, 'marker-end': 'url(#arrow)' }, g);
-      if (e.when) {
-        const mid = e.points[Math.floor(e.points.length / 2)];
-        const t = el('text', { x: mid.x + 4, y: mid.y - 4 }, g);
-        t.textContent = e.when.length > 28 ? e.when.slice(0, 27) + '…' : e.when;
-        const title = el('title', {}, g);
-        title.textContent = `when ${e.when}`;
-      }
+      if (e.when) labels.push(e);
     }
     for (const s of outline.steps) {
       const p = pos.get(s.name);
@@ -80,6 +114,23 @@ export class StepGraph {
       svg.appendChild(g);
       this.nodes.set(s.name, { g, sub, title, step: s });
     }
+    // Labels last, on a background: drawn over whatever they cross.
+    for (const e of labels) {
+      const text = labelText(e.when);
+      const mid = e.at || e.points[Math.floor(e.points.length / 2)];
+      const w = labelWidth(text);
+      const g = el('g', { class: 'edge-label', 'data-from': e.from, 'data-to': e.to,
+        transform: `translate(${(mid.x - w / 2).toFixed(1)},${(mid.y - LABEL_H / 2).toFixed(1)})` }, svg);
+      el('rect', { width: w, height: LABEL_H, rx: 3 }, g);
+      const t = el('text', { x: 4, y: LABEL_H - 3 }, g);
+      t.textContent = text;
+      el('title', {}, g).textContent = `when ${e.when}`;
+    }
+    // Fit the pane: the drawing shrinks with it (viewBox), down to MIN_SCALE,
+    // then keeps that size and the pane scrolls.
+    svg.style.maxWidth = '100%';
+    svg.style.height = 'auto';
+    svg.style.minWidth = `${Math.ceil(width * MIN_SCALE)}px`;
     container.replaceChildren(svg);
     this.svg = svg;
   }
@@ -96,6 +147,12 @@ export class StepGraph {
       if (st.progress) parts.push(`${st.progress.done}/${st.progress.total}` + (st.progress.unit === 'rows' ? ' rows' : ''));
       if (st.attempts > 1) parts.push(`×${st.attempts}`);
       n.sub.textContent = parts.join(' · ');
+      // A line longer than the node is pressed into it, never cut.
+      n.sub.removeAttribute('textLength');
+      if (n.sub.getComputedTextLength() > NODE_W - 12) {
+        n.sub.setAttribute('textLength', NODE_W - 12);
+        n.sub.setAttribute('lengthAdjust', 'spacingAndGlyphs');
+      }
       const label = `step ${name}: ${stateLabel(st.state)}` + (st.progress ? `, ${st.progress.done} of ${st.progress.total} ${st.progress.unit || 'iterations'}` : '') +
         (st.attempts > 1 ? `, ${st.attempts} attempts` : '');
       n.g.setAttribute('aria-label', label);

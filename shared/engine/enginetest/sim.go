@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"time"
 
@@ -101,6 +102,37 @@ func (s *Sim) Start(payload map[string]any) error {
 	s.Run.Workload = wl
 	return s.Post(engine.Event{Type: eventtype.PlaybookStarted, Status: "STARTED",
 		Context: map[string]any{"workload": wl, "path": s.Run.Path}})
+}
+
+// Redrive continues the ended execution under pb (version), as the control
+// plane does: the completed iterations of loops to resume are read from the
+// simulated step_result table, then playbook.redriven is posted.
+func (s *Sim) Redrive(pb *playbook.Playbook, version int) error {
+	snap := s.Snapshot()
+	if err := engine.CheckRedrive(pb, snap); err != nil {
+		return err
+	}
+	r := engine.Redrive{Version: version, CatalogID: s.Run.CatalogID, PreviousVersion: s.Run.Version,
+		PreviousStatus: snap.Status, Kept: map[string]engine.KeptIterations{}}
+	for step, visit := range engine.ResumableLoops(pb, snap) {
+		k := engine.KeptIterations{Visit: visit}
+		for key := range s.Results {
+			if key.Kind == engine.KindStepResult && key.Step == step && key.Visit == visit && key.Index >= 0 {
+				k.Indexes = append(k.Indexes, key.Index)
+			}
+		}
+		if len(k.Indexes) > 0 {
+			slices.Sort(k.Indexes)
+			r.Kept[step] = k
+		}
+	}
+	entries := engine.NewEntries()
+	for _, ev := range s.Log {
+		entries.Add(ev)
+	}
+	entries.Fill(&r, snap)
+	s.PB, s.Run.Version = pb, version
+	return s.Post(r.Event())
 }
 
 // Post appends an event the way ingest does: seq and id assigned, folded with
