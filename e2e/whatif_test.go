@@ -289,6 +289,63 @@ func TestWhatIf(t *testing.T) {
 	if s.w.ToolRuns() != runs || s.svc.hits.Load() != hits {
 		t.Errorf("the what-if ran tools: worker %d → %d, service requests %d → %d", runs, s.w.ToolRuns(), hits, s.svc.hits.Load())
 	}
+	s.fixForward(t, rep)
+}
+
+// fixForward is the what-if's sequel (issue 31): the executions it predicted
+// would_complete are redriven in bulk under v2 and each completes as
+// predicted, with its earlier steps run exactly once in all (start once;
+// fetch, which failed, once under v1 and once again; fallback once; store
+// never), one request to the service each, and a log replay verifies; a
+// what-if of v2 over them afterwards finds each the same as its record.
+func (s *whatIfStack) fixForward(t *testing.T, rep *wire.WhatIf) {
+	t.Helper()
+	ctx := context.Background()
+	ids := rep.WouldComplete()
+	if len(ids) != 25 {
+		t.Fatalf("%d executions predicted would_complete, want 25", len(ids))
+	}
+	hits := s.svc.hits.Load()
+	batch, err := s.cl.RedriveMany(ctx, ids, s.v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if batch.Redriven != len(ids) || batch.Refused != 0 {
+		t.Fatalf("bulk redrive of the predicted ones: %d redriven, %d refused, want %d and 0: %+v", batch.Redriven, batch.Refused, len(ids), batch.Executions)
+	}
+	st := &stack{cl: s.cl}
+	for _, id := range ids {
+		view, err := s.cl.Wait(ctx, id, 50*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if view.Status != "COMPLETED" || view.Version != s.v2 {
+			t.Errorf("execution %d, predicted would_complete, ended %s (%s) under v%d, want COMPLETED under v%d", id, view.Status, view.Error, view.Version, s.v2)
+			continue
+		}
+		issued := issuedPerStep(st.events(t, id))
+		want := map[string]int{"start": 1, "fetch": 2, "fallback": 1}
+		if fmt.Sprint(issued) != fmt.Sprint(want) {
+			t.Errorf("execution %d: commands per step %v, want %v (earlier steps once in all)", id, issued, want)
+		}
+		st.verify(t, id)
+	}
+	if got := s.svc.hits.Load() - hits; got != int64(len(ids)) {
+		t.Errorf("the redrives made %d requests to the service, want %d (fetch once each)", got, len(ids))
+	}
+	var redriven []wire.ID
+	for _, id := range ids {
+		redriven = append(redriven, wire.ID(id))
+	}
+	again, err := s.cl.WhatIf(ctx, wire.WhatIfRequest{Path: "whatif/prices", Version: wire.Version(s.v2), Executions: redriven})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range again.Executions {
+		if e.RecordedStatus != "COMPLETED" || e.RecordedVersion != s.v2 {
+			t.Errorf("a what-if over redriven execution %d reads its record as %s under v%d, want COMPLETED under v%d (the redrive folded)", e.ExecutionID, e.RecordedStatus, e.RecordedVersion, s.v2)
+		}
+	}
 }
 
 // httpChainYAML is a chain of k http steps, each sending the previous
