@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/noetl-go/noetl/shared/eventtype"
 )
 
 // Execution statuses. FAILING is the R-R9 window between the first fatal failure and
@@ -234,14 +235,27 @@ func ListExecutions(ctx context.Context, q Querier, f ExecutionFilter) ([]Execut
 		LIMIT `+arg(limit), args...)
 }
 
+// CascadeKey is the key of a cancel event's context that says whether the
+// cancel reaches the execution's children: false when the request said
+// cascade false (NoETL's CLI sends it); absent or true, it does (R-R10).
+const CascadeKey = "cascade"
+
+// cancelCascadedSQL is true when execution p was cancelled with its children:
+// CANCELLED, and its cancel event did not say cascade false. The event is
+// found by the log's primary key (execution_id, seq).
+const cancelCascadedSQL = `(p.status = '` + ExecutionCancelled + `' AND NOT EXISTS (
+	SELECT 1 FROM event ce WHERE ce.execution_id = p.execution_id
+	AND ce.event_type = '` + eventtype.PlaybookCancelled + `' AND ce.context @> '{"` + CascadeKey + `": false}'))`
+
 // ListOrphanedChildren returns running children whose parent already ended as
-// CANCELLED, up to limit: the cancel cascade (R-R10) re-driven by the drain.
-// Children live on their parent's shard (R-I3), so one shard answers.
+// CANCELLED with its children, up to limit: the cancel cascade (R-R10)
+// re-driven by the drain. Children live on their parent's shard (R-I3), so
+// one shard answers.
 func ListOrphanedChildren(ctx context.Context, q Querier, limit int) ([]int64, error) {
 	rows, err := q.Query(ctx, `
 		SELECT c.execution_id FROM execution c
 		JOIN execution p ON p.execution_id = c.parent_execution_id
-		WHERE c.status IN ('RUNNING', 'FAILING') AND p.status = 'CANCELLED'
+		WHERE c.status IN ('RUNNING', 'FAILING') AND `+cancelCascadedSQL+`
 		LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: list orphaned children: %w", err)

@@ -113,7 +113,7 @@ func (r *ExecuteRequest) Check(f jsonx.Fields) error {
 // CancelRequest is the body of POST /api/executions/{id}/cancel (and /stop).
 type CancelRequest struct {
 	Reason  string `json:"reason,omitempty"`
-	Cascade bool   `json:"cascade,omitempty" ignored:"true" doc:"NoETL's; children are always cancelled"`
+	Cascade *bool  `json:"cascade,omitempty" doc:"false: the execution only, its children run on; default true: its children too"`
 }
 
 // RerunRequest is the body of POST /api/executions/{id}/rerun.

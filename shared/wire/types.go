@@ -111,13 +111,25 @@ type EventPage struct {
 	NextAfterSeq *int64  `json:"next_after_seq" doc:"null on the last page"`
 }
 
-// Status answers GET /api/executions/{id}/status (events.md §6).
+// Status answers GET /api/executions/{id}/status (events.md §6): ours, and
+// the fields NoETL's Python server answers and its CLI reads
+// (docs/noetl-compat.md, "NoETL's CLI").
 type Status struct {
 	ExecutionID ID        `json:"execution_id"`
 	Status      string    `json:"status"`
 	CurrentStep OptString `json:"current_step"`
 	Progress    Progress  `json:"progress"`
 	IsCancelled bool      `json:"is_cancelled"`
+
+	Completed          bool      `json:"completed" doc:"NoETL's: the execution ended (COMPLETED, FAILED or CANCELLED)"`
+	Failed             bool      `json:"failed" doc:"NoETL's: it ended FAILED or CANCELLED (with completed true, so NoETL's CLI prints FAILED)"`
+	CompletionInferred bool      `json:"completion_inferred" doc:"NoETL's; always false: the end is the execution's own terminal event, never guessed"`
+	CompletedSteps     []string  `json:"completed_steps" doc:"NoETL's: the completed steps' names, in the order they ended"`
+	Error              OptString `json:"error" doc:"why it failed or was cancelled; null otherwise"`
+	StartTime          Time      `json:"start_time"`
+	EndTime            Time      `json:"end_time" doc:"null while running"`
+	DurationSeconds    float64   `json:"duration_seconds" doc:"from start to end, or to now while running, to the millisecond"`
+	DurationHuman      string    `json:"duration_human" doc:"duration_seconds as NoETL writes it: 1h 2m 3s"`
 }
 
 // Progress counts an execution's steps by state.
@@ -136,7 +148,18 @@ type CancellationCheck struct {
 	Status      string `json:"status"`
 }
 
-// Ended answers POST /api/executions/{id}/cancel and …/finalize.
+// CancelAnswer answers POST /api/executions/{id}/cancel and …/stop, in NoETL's
+// shape: an execution that already ended is answered 200, as NoETL does, with
+// status already_completed and nothing cancelled.
+type CancelAnswer struct {
+	ExecutionID         ID        `json:"execution_id"`
+	Status              string    `json:"status" enum:"CANCELLED,already_completed"`
+	CancelledExecutions []ID      `json:"cancelled_executions" doc:"the executions this request ended: the one asked for, then its children unless cascade was false"`
+	Message             string    `json:"message"`
+	Already             OptString `json:"already" doc:"how the execution had already ended (COMPLETED, FAILED or CANCELLED); null when this request ended it"`
+}
+
+// Ended answers POST /api/executions/{id}/finalize.
 type Ended struct {
 	ExecutionID ID     `json:"execution_id"`
 	Status      string `json:"status"`
