@@ -367,6 +367,36 @@ func (a *API) cancel(ctx context.Context, c *call, r wire.CancelRequest) (wire.C
 	return ans, nil
 }
 
+// DefaultCleanupMinutes is NoETL's default of older_than_minutes.
+const DefaultCleanupMinutes = 5
+
+// POST /api/executions/cleanup {older_than_minutes?, dry_run?}: cancel the
+// running executions nothing moved for that long (controlplane.CancelIdle),
+// answered in NoETL's shape and words.
+func (a *API) cleanup(ctx context.Context, c *call, r wire.CleanupRequest) (wire.CleanupAnswer, error) {
+	minutes := DefaultCleanupMinutes
+	if r.OlderThanMinutes != nil {
+		minutes = *r.OlderThanMinutes
+	}
+	ids, err := a.svc.CancelIdle(ctx, time.Duration(minutes)*time.Minute, r.DryRun)
+	if err != nil {
+		return wire.CleanupAnswer{}, err
+	}
+	out := wire.CleanupAnswer{CancelledCount: len(ids), ExecutionIDs: make([]wire.ID, len(ids)), DryRun: r.DryRun}
+	for i, id := range ids {
+		out.ExecutionIDs[i] = wire.ID(id)
+	}
+	switch {
+	case r.DryRun:
+		out.Message = fmt.Sprintf("[DRY RUN] Would cancel %d stuck executions older than %d minutes", len(ids), minutes)
+	case len(ids) == 0:
+		out.Message = fmt.Sprintf("No stuck executions found older than %d minutes", minutes)
+	default:
+		out.Message = fmt.Sprintf("Successfully cancelled %d stuck executions older than %d minutes", len(ids), minutes)
+	}
+	return out, nil
+}
+
 // POST /api/executions/{id}/rerun {workload|payload?}: the same playbook
 // version again, with the execution's workload, the given keys replacing its
 // keys (controlplane.Rerun).

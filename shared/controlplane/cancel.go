@@ -2,6 +2,9 @@ package controlplane
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"time"
 
 	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/store"
@@ -155,4 +158,42 @@ func (s *Service) cancelChildren(ctx context.Context, sh *store.Shard, parent in
 		cur := page[len(page)-1].Cursor()
 		f.After = &cur
 	}
+}
+
+// MaxIdleCancels bounds the executions one cleanup request lists or cancels;
+// a larger backlog takes more requests.
+const MaxIdleCancels = 1000
+
+// CancelIdle is POST /api/executions/cleanup: the running executions nothing
+// moved for idle (store.ListIdle), oldest id first, up to MaxIdleCancels;
+// unless dryRun, each is cancelled with its children. It returns those it
+// found (dry run) or ended, their children included.
+func (s *Service) CancelIdle(ctx context.Context, idle time.Duration, dryRun bool) ([]int64, error) {
+	before := time.Now().Add(-idle)
+	var found []int64
+	for i := range s.st.NumShards() {
+		ids, err := store.ListIdle(ctx, s.st.Shard(i).Pool(), before, MaxIdleCancels-len(found))
+		if err != nil {
+			return nil, fmt.Errorf("shard %d: %w", i, err)
+		}
+		found = append(found, ids...)
+		if len(found) >= MaxIdleCancels {
+			break
+		}
+	}
+	slices.Sort(found)
+	if dryRun {
+		return found, nil
+	}
+	reason := fmt.Sprintf("cleaned up: nothing moved it for %s", idle)
+	var ended []int64
+	for _, id := range found {
+		// A child listed after its parent was ended with it: no repeat.
+		out, err := s.CancelRequested(ctx, id, reason, true)
+		ended = append(ended, out.IDs...)
+		if err != nil {
+			return ended, err
+		}
+	}
+	return ended, nil
 }

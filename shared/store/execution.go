@@ -252,17 +252,32 @@ const cancelCascadedSQL = `(p.status = '` + ExecutionCancelled + `' AND NOT EXIS
 // re-driven by the drain. Children live on their parent's shard (R-I3), so
 // one shard answers.
 func ListOrphanedChildren(ctx context.Context, q Querier, limit int) ([]int64, error) {
-	rows, err := q.Query(ctx, `
+	return queryRows(ctx, q, "list orphaned children", scanID, `
 		SELECT c.execution_id FROM execution c
 		JOIN execution p ON p.execution_id = c.parent_execution_id
 		WHERE c.status IN ('RUNNING', 'FAILING') AND `+cancelCascadedSQL+`
 		LIMIT $1`, limit)
-	if err != nil {
-		return nil, fmt.Errorf("store: list orphaned children: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("store: list orphaned children: %w", err)
-	}
-	return ids, nil
+}
+
+// ListIdle returns, in id order and up to limit, the running executions
+// nothing has moved since before: no event (the row's updated_at), no
+// command of theirs heartbeated or changed, no running child moved. What
+// POST /api/executions/cleanup cancels: a step that heartbeats, or a parent
+// waiting on a child that progresses, is not idle.
+func ListIdle(ctx context.Context, q Querier, before time.Time, limit int) ([]int64, error) {
+	return queryRows(ctx, q, "list idle executions", scanID, `
+		SELECT e.execution_id FROM execution e
+		WHERE e.status IN ('`+ExecutionRunning+`', '`+ExecutionFailing+`') AND e.updated_at < $1
+		  AND NOT EXISTS (SELECT 1 FROM command c WHERE c.execution_id = e.execution_id AND c.updated_at >= $1)
+		  AND NOT EXISTS (SELECT 1 FROM execution k WHERE k.parent_execution_id = e.execution_id
+			AND k.status IN ('`+ExecutionRunning+`', '`+ExecutionFailing+`') AND k.updated_at >= $1)
+		ORDER BY e.execution_id
+		LIMIT $2`, before, limit)
+}
+
+// scanID reads a row of one id.
+func scanID(r pgx.Row) (int64, error) {
+	var id int64
+	err := r.Scan(&id)
+	return id, err
 }

@@ -159,6 +159,14 @@ type CancelAnswer struct {
 	Already             OptString `json:"already" doc:"how the execution had already ended (COMPLETED, FAILED or CANCELLED); null when this request ended it"`
 }
 
+// CleanupAnswer answers POST /api/executions/cleanup, in NoETL's shape.
+type CleanupAnswer struct {
+	CancelledCount int    `json:"cancelled_count" doc:"how many executions were cancelled, or would be (dry run)"`
+	ExecutionIDs   []ID   `json:"execution_ids" doc:"those executions, ids as strings (as NoETL's server sends them)"`
+	Message        string `json:"message"`
+	DryRun         bool   `json:"dry_run"`
+}
+
 // Ended answers POST /api/executions/{id}/finalize.
 type Ended struct {
 	ExecutionID ID     `json:"execution_id"`
@@ -266,6 +274,10 @@ type CatalogSummary struct {
 	// and shows payload.metadata.description) and the registration's meta.
 	Payload OptObject   `json:"payload" doc:"the playbook's YAML as JSON (NoETL's payload); null if it no longer parses"`
 	Meta    CatalogMeta `json:"meta"`
+	// Credential is set in a list of kind Credential, whose entries are the
+	// keychain's credentials: catalog_id is the credential's id, path its
+	// name, version 1.
+	Credential *Credential `json:"credential,omitempty" doc:"a list of resource_type Credential: the credential's metadata (never its data)"`
 }
 
 // CatalogMeta is NoETL's meta of a catalog entry.
@@ -566,4 +578,38 @@ type Projected struct {
 	Projected  int `json:"projected"`
 	Duplicates int `json:"duplicates"`
 	Skipped    int `json:"skipped"`
+}
+
+// ---- the database routes (NoETL's CLI: db validate, db init, query) ----
+
+// SchemaReport answers GET /api/db/validate and POST /api/db/init: NoETL's
+// fields over every database of the deployment, and each database's state.
+type SchemaReport struct {
+	Status    string           `json:"status" enum:"ok,error"`
+	Valid     bool             `json:"valid" doc:"every database holds every migration this server carries, and every table they create"`
+	Message   string           `json:"message"`
+	Tables    []string         `json:"tables" doc:"the tables the migrations create, found (over every database)"`
+	Missing   []string         `json:"missing" doc:"those not found"`
+	AllTables []string         `json:"all_tables" doc:"every base table found"`
+	Databases []DatabaseSchema `json:"databases"`
+}
+
+// DatabaseSchema is one database's schema state.
+type DatabaseSchema struct {
+	Name    string   `json:"name" doc:"cluster, or shard N"`
+	Set     string   `json:"set" enum:"cluster,shard" doc:"the migration set it takes"`
+	Applied int      `json:"applied" doc:"the newest migration version applied"`
+	Wanted  int      `json:"wanted" doc:"the newest this server carries"`
+	Valid   bool     `json:"valid"`
+	Missing []string `json:"missing" doc:"tables its migrations create that are not found"`
+}
+
+// SQLAnswer answers POST /api/postgres/execute: NoETL's status and result,
+// the rows as arrays (what NoETL's CLI's table prints) beside the columns.
+type SQLAnswer struct {
+	Status    string    `json:"status" enum:"ok,error"`
+	Columns   []string  `json:"columns"`
+	Result    Value     `json:"result" doc:"the rows, each an array of values in the columns' order; null on error"`
+	Truncated bool      `json:"truncated" doc:"rows past the limit were left out"`
+	Error     OptString `json:"error" doc:"Postgres' refusal (status error); null otherwise"`
 }
