@@ -131,7 +131,7 @@ func executionSummary(r store.Execution, now time.Time, progress int) wire.Execu
 		ExecutionID: wire.ID(r.ExecutionID), CatalogID: wire.ID(r.CatalogID), Path: r.Path,
 		Version: r.Version, Status: r.Status, StartedAt: wire.At(r.StartedAt), CompletedAt: wire.At(r.CompletedAt),
 		ParentExecutionID: wire.OptID(r.ParentExecutionID), EventCount: r.LastSeq,
-		StartTime: wire.At(r.StartedAt), EndTime: wire.At(r.CompletedAt),
+		StartTime: wire.Wall(r.StartedAt), EndTime: wire.Wall(r.CompletedAt),
 		DurationSeconds: secs, DurationHuman: durationHuman(secs), Progress: progress,
 		ScheduleID: wire.OptID(r.ScheduleID), ScheduledAt: wire.At(r.ScheduledAt),
 	}

@@ -160,6 +160,39 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// WallTime is a moment as NoETL's GUI shows one: UTC to the second,
+// "2006-01-02 15:04:05" (time.DateTime); the zero time is null. The
+// executions list prints start_time as it comes, where the execution's page
+// formats it this way, so lists carry it already formatted (issue 30).
+type WallTime struct{ time.Time }
+
+// Wall wraps t.
+func Wall(t time.Time) WallTime { return WallTime{t} }
+
+func (t WallTime) MarshalJSON() ([]byte, error) {
+	if t.IsZero() {
+		return null, nil
+	}
+	return strconv.AppendQuote(nil, t.UTC().Format(time.DateTime)), nil
+}
+
+func (t *WallTime) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(bytes.TrimSpace(b), null) {
+		t.Time = time.Time{}
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := ParseTime(s)
+	if err != nil {
+		return err
+	}
+	t.Time = v
+	return nil
+}
+
 // ParseTime reads a producer's timestamp: RFC 3339, or the zone-less ISO form
 // NoETL's Python workers and Postgres' timestamp columns write (UTC).
 func ParseTime(s string) (time.Time, error) {
