@@ -625,8 +625,9 @@ func mustID(t *testing.T, s string) int64 {
 	return n
 }
 
-// age moves an execution's last change, and its commands', back by in
-// the database noetl dev printed: what d of nothing happening leaves.
+// age moves an execution's last change, and its commands', back by "by" in
+// the shard databases beside the cluster database noetl dev printed: what
+// that long of nothing happening leaves.
 func (d *devStack) age(t *testing.T, ctx context.Context, id int64, by time.Duration) {
 	t.Helper()
 	m := regexp.MustCompile(`cluster database (\S+)`).FindStringSubmatch(d.printed())
