@@ -241,60 +241,17 @@ func (c *noetlCLI) status(id string) (int, cliStatus) {
 	if failed {
 		s.Error, _ = cliStr(m, "error")
 	}
-	s.Duration = cliDuration(m, completed)
+	s.Duration = cliDuration(m)
 	return cliOK, s
 }
 
-// cliDuration is the status's Duration line: duration_human when a non-empty
-// string, else duration_seconds formatted, else end (or now while not
-// completed) minus start.
-func cliDuration(m map[string]any, completed bool) string {
-	if h, ok := cliStr(m, "duration_human"); ok && h != "" {
-		return h
-	}
-	format := func(secs float64) string {
-		s := int64(math.Round(max(0, secs)))
-		var parts []string
-		for _, u := range []struct {
-			n    int64
-			name string
-		}{{86400, "d"}, {3600, "h"}, {60, "m"}} {
-			if s >= u.n {
-				parts = append(parts, fmt.Sprintf("%d%s", s/u.n, u.name))
-				s %= u.n
-			}
-		}
-		if s > 0 || len(parts) == 0 {
-			parts = append(parts, fmt.Sprintf("%ds", s))
-		}
-		return strings.Join(parts, " ")
-	}
-	if secs, ok := m["duration_seconds"].(float64); ok {
-		return format(secs)
-	}
-	parse := func(k string) (time.Time, bool) {
-		s, ok := cliStr(m, k)
-		if !ok {
-			return time.Time{}, false
-		}
-		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-			return t, true
-		}
-		t, err := time.Parse("2006-01-02T15:04:05.999999999", s)
-		return t, err == nil
-	}
-	start, ok := parse("start_time")
-	if !ok {
-		return ""
-	}
-	end, ok := parse("end_time")
-	if !ok {
-		if completed {
-			return ""
-		}
-		end = time.Now()
-	}
-	return format(end.Sub(start).Seconds())
+// cliDuration is the status's Duration line: duration_human when it is a
+// non-empty string. (The CLI falls back to duration_seconds, then to the
+// times; this server always sends duration_human, which the journeys
+// require, so the fallbacks are not played.)
+func cliDuration(m map[string]any) string {
+	h, _ := cliStr(m, "duration_human")
+	return h
 }
 
 // cliCancel is what `noetl cancel ID` prints.
