@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/wire"
 )
 
@@ -332,6 +333,33 @@ func (c *noetlCLI) cleanup(minutes int, dryRun bool) (int, cliCleanup) {
 	return cliOK, out
 }
 
+// dbValidate is `noetl db validate`: the answer printed; an error exits 1.
+func (c *noetlCLI) dbValidate() (int, map[string]any) {
+	return cliExit(c.send("GET", "db/validate", nil))
+}
+
+// dbInit is `noetl db init`: a POST without a body.
+func (c *noetlCLI) dbInit() (int, map[string]any) {
+	return cliExit(c.send("POST", "db/init", nil))
+}
+
+// query is `noetl query SQL -s SCHEMA` (the table format): result read as
+// an array of rows, each an array of values; a non-2xx exits 1.
+func (c *noetlCLI) query(sql, schema string) (int, [][]any) {
+	code, m := cliExit(c.send("POST", "postgres/execute", map[string]any{"query": sql, "schema": schema}))
+	if code != cliOK {
+		return code, nil
+	}
+	result, _ := cliArr(m, "result")
+	var rows [][]any
+	for _, r := range result {
+		if row, ok := r.([]any); ok {
+			rows = append(rows, row)
+		}
+	}
+	return cliOK, rows
+}
+
 const (
 	cliHello = `apiVersion: noetl.io/v2
 kind: Playbook
@@ -379,11 +407,19 @@ workflow:
 // and by catalog://path@version with a payload, status until completed for a
 // run that completes and one that fails, cancel of a running and of a
 // finished run, cascade false leaving a child running, rerun, cleanup (dry
-// run and real), and catalog list of credentials.
+// run and real), and catalog list of credentials; then db validate, and db
+// init and query, refused to the api token and served to the admin token.
+// The stack has tokens, so every request carries the CLI's two token headers.
 func TestNoETLCLIDouble(t *testing.T) {
 	t.Parallel()
-	dev := startDev(t, devOptions{workers: 2})
-	cli := &noetlCLI{t: t, server: dev.url}
+	// With tokens, as a shared deployment runs: the CLI sends its token as
+	// Authorization: Bearer and x-session-token; the admin token holds the
+	// api scope too.
+	const apiToken, adminToken = "cli-api-token", "cli-admin-token"
+	dev := startDev(t, devOptions{workers: 2, env: []string{"NOETL_API_TOKEN=" + apiToken, "NOETL_WORKER_TOKEN=cli-worker-token",
+		"NOETL_ADMIN_TOKEN=" + adminToken}})
+	cli := &noetlCLI{t: t, server: dev.url, token: apiToken}
+	cl := client.New(dev.url, apiToken)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
@@ -451,7 +487,7 @@ func TestNoETLCLIDouble(t *testing.T) {
 		t.Fatalf("exec catalog://cli/hello@1: exit %d", code)
 	}
 	waitLabel(byRef, "COMPLETED")
-	run, err := dev.cl.Execution(ctx, mustID(t, byRef))
+	run, err := cl.Execution(ctx, mustID(t, byRef))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -507,7 +543,7 @@ func TestNoETLCLIDouble(t *testing.T) {
 	}
 	var child int64
 	waitFor(t, "cli/parent's child", time.Minute, func() bool {
-		rows, _, err := dev.cl.ListExecutions(ctx, url.Values{"parent_execution_id": {parent}})
+		rows, _, err := cl.ListExecutions(ctx, url.Values{"parent_execution_id": {parent}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -534,28 +570,28 @@ func TestNoETLCLIDouble(t *testing.T) {
 		t.Fatalf("rerun %s: exit %d, %q", byRef, code, again)
 	}
 	waitLabel(again, "COMPLETED")
-	if rr, err := dev.cl.Execution(ctx, mustID(t, again)); err != nil || rr.Workload["name"] != "cli" || rr.Version != 1 {
+	if rr, err := cl.Execution(ctx, mustID(t, again)); err != nil || rr.Workload["name"] != "cli" || rr.Version != 1 {
 		t.Errorf("rerun: %v %+v", err, rr)
 	}
 
 	// cleanup: an execution nothing moves (its pool has no worker; started
 	// outside the CLI, which cannot name a pool), aged ten minutes in the
 	// database, as time would age it.
-	stuck, err := dev.cl.Execute(ctx, wire.ExecuteRequest{Path: "cli/hello", Pool: "nobody-serves-this"})
+	stuck, err := cl.Execute(ctx, wire.ExecuteRequest{Path: "cli/hello", Pool: "nobody-serves-this"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dev.age(t, ctx, stuck, 10*time.Minute)
-	code, cl := cli.cleanup(5, true)
-	if code != cliOK || cl.Found != 1 || cl.Message != "[DRY RUN] Would cancel 1 stuck executions older than 5 minutes" || cl.Listed != nil {
-		t.Errorf("cleanup --dry-run: exit %d %+v", code, cl)
+	code, swept := cli.cleanup(5, true)
+	if code != cliOK || swept.Found != 1 || swept.Message != "[DRY RUN] Would cancel 1 stuck executions older than 5 minutes" || swept.Listed != nil {
+		t.Errorf("cleanup --dry-run: exit %d %+v", code, swept)
 	}
 	if _, s := cli.status(strconv.FormatInt(stuck, 10)); s.Label != "RUNNING" {
 		t.Errorf("the stuck run after the dry run: %+v", s)
 	}
-	code, cl = cli.cleanup(5, false)
-	if code != cliOK || cl.Found != 1 || cl.Message != "Successfully cancelled 1 stuck executions older than 5 minutes" {
-		t.Errorf("cleanup: exit %d %+v", code, cl)
+	code, swept = cli.cleanup(5, false)
+	if code != cliOK || swept.Found != 1 || swept.Message != "Successfully cancelled 1 stuck executions older than 5 minutes" {
+		t.Errorf("cleanup: exit %d %+v", code, swept)
 	}
 	if _, s := cli.status(strconv.FormatInt(stuck, 10)); s.Label != "FAILED" {
 		t.Errorf("the stuck run after the cleanup: %+v", s)
@@ -563,8 +599,27 @@ func TestNoETLCLIDouble(t *testing.T) {
 	if _, s := cli.status(childID); s.Label != "RUNNING" {
 		t.Errorf("cleanup cancelled a child that runs: %+v", s)
 	}
-	if code, cl := cli.cleanup(5, false); code != cliOK || cl.Found != 0 || cl.Message != "No stuck executions found older than 5 minutes" {
-		t.Errorf("cleanup with nothing stuck: exit %d %+v", code, cl)
+	if code, swept := cli.cleanup(5, false); code != cliOK || swept.Found != 0 || swept.Message != "No stuck executions found older than 5 minutes" {
+		t.Errorf("cleanup with nothing stuck: exit %d %+v", code, swept)
+	}
+
+	// db validate; db init and query only with the admin token.
+	if code, m := cli.dbValidate(); code != cliOK || m["valid"] != true {
+		t.Errorf("db validate: exit %d %v", code, m)
+	}
+	if code, _ := cli.dbInit(); code != cliFail {
+		t.Errorf("db init with the api token: exit %d, want 1 (403)", code)
+	}
+	if code, _ := cli.query("SELECT 1", "noetl"); code != cliFail {
+		t.Errorf("query with the api token: exit %d, want 1 (403)", code)
+	}
+	admin := &noetlCLI{t: t, server: dev.url, token: adminToken}
+	if code, m := admin.dbInit(); code != cliOK || m["message"] != "Database schema ready" {
+		t.Errorf("db init: exit %d %v", code, m)
+	}
+	code, rows := admin.query("SELECT count(*) AS n, max(name) AS name FROM credential", "noetl")
+	if code != cliOK || fmt.Sprint(rows) != "[[1 cli_pg]]" {
+		t.Errorf("query: exit %d %v", code, rows)
 	}
 
 	// The child, cancelled with --cascade (its own children, none).
