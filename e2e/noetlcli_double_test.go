@@ -637,7 +637,7 @@ func mustID(t *testing.T, s string) int64 {
 	return n
 }
 
-// age moves an execution's last change, and its commands', back by "by" in
+// age moves an execution's last change back by "by" in
 // the shard databases beside the cluster database noetl dev printed: what
 // that long of nothing happening leaves.
 func (d *devStack) age(t *testing.T, ctx context.Context, id int64, by time.Duration) {
@@ -669,16 +669,12 @@ func (d *devStack) age(t *testing.T, ctx context.Context, id int64, by time.Dura
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, q := range []string{`UPDATE execution SET updated_at = updated_at - $2::interval WHERE execution_id = $1`,
-			`UPDATE command SET updated_at = updated_at - $2::interval WHERE execution_id = $1`} {
-			tag, err := conn.Exec(ctx, q, id, fmt.Sprintf("%d seconds", int64(by.Seconds())))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if strings.HasPrefix(q, "UPDATE execution") {
-				moved += tag.RowsAffected()
-			}
+		tag, err := conn.Exec(ctx, `UPDATE execution SET updated_at = updated_at - $2::interval WHERE execution_id = $1`,
+			id, fmt.Sprintf("%d seconds", int64(by.Seconds())))
+		if err != nil {
+			t.Fatal(err)
 		}
+		moved += tag.RowsAffected()
 		conn.Close(ctx)
 	}
 	if moved != 1 {

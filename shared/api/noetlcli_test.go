@@ -56,17 +56,22 @@ func TestCleanupStuckExecutions(t *testing.T) {
 	f := newFixture(t, apitest.Options{})
 	a := f.s.API
 	fresh := id(t, must(t, a, 200, call{method: "POST", target: "/api/execute", token: tAPI, body: map[string]any{"path": "tests/three"}}).json["execution_id"])
-	// Nothing moved f.exec for ten minutes (its row and its commands).
-	sh, err := f.s.Store.ShardFor(f.exec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{`UPDATE execution SET updated_at = now() - interval '10 minutes' WHERE execution_id = $1`,
-		`UPDATE command SET updated_at = now() - interval '10 minutes' WHERE execution_id = $1`} {
-		if _, err := sh.Pool().Exec(f.s.Ctx, q, f.exec); err != nil {
+	// Nothing moved f.exec for ten minutes: no event, its command pending
+	// (announced again or not, nobody claims it).
+	age := func(id int64) {
+		sh, err := f.s.Store.ShardFor(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sh.Pool().Exec(f.s.Ctx, `UPDATE execution SET updated_at = now() - interval '10 minutes' WHERE execution_id = $1`, id); err != nil {
 			t.Fatal(err)
 		}
 	}
+	age(f.exec)
+	// Nor fresh's; but a worker holds its command, under a live lease.
+	must(t, a, 200, call{method: "POST", target: fmt.Sprintf("/api/commands/%d/claim", f.s.Pending(t, fresh)[0].IssuedEventID), token: tWorker,
+		body: map[string]any{"worker_id": "w-cleanup"}})
+	age(fresh)
 	before := f.s.Counts(t)
 	dry := must(t, a, 200, call{method: "POST", target: "/api/executions/cleanup", token: tAPI, body: map[string]any{"older_than_minutes": int64(5), "dry_run": true}})
 	if dry.json["cancelled_count"] != int64(1) || fmt.Sprint(dry.json["execution_ids"]) != fmt.Sprintf("[%d]", f.exec) ||

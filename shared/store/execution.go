@@ -261,16 +261,17 @@ func ListOrphanedChildren(ctx context.Context, q Querier, limit int) ([]int64, e
 }
 
 // ListIdle returns, in id order and up to limit, the running executions
-// nothing has moved since before: no event (the row's updated_at), no
-// command of theirs in flight heartbeated or changed (the in-flight index
-// finds them), no running child moved. What
-// POST /api/executions/cleanup cancels: a step that heartbeats, or a parent
-// waiting on a child that progresses, is not idle.
+// nothing has moved since before: no event since (the row's updated_at), no
+// command held by a worker under a live lease (one that heartbeats), no
+// running child that moved since. What POST /api/executions/cleanup cancels:
+// a step a worker is running, or a parent waiting on a child that
+// progresses, is not idle; a command nobody claims is, however often it is
+// announced again.
 func ListIdle(ctx context.Context, q Querier, before time.Time, limit int) ([]int64, error) {
 	return queryRows(ctx, q, "list idle executions", scanID, `
 		SELECT e.execution_id FROM execution e
 		WHERE e.status IN ('`+ExecutionRunning+`', '`+ExecutionFailing+`') AND e.updated_at < $1
-		  AND NOT EXISTS (SELECT 1 FROM command c WHERE c.execution_id = e.execution_id AND `+lifecycle.ActiveSQL+` AND c.updated_at >= $1)
+		  AND NOT EXISTS (SELECT 1 FROM command c WHERE c.execution_id = e.execution_id AND `+lifecycle.ActiveSQL+` AND `+lifecycle.LiveSQL+`)
 		  AND NOT EXISTS (SELECT 1 FROM execution k WHERE k.parent_execution_id = e.execution_id
 			AND k.status IN ('`+ExecutionRunning+`', '`+ExecutionFailing+`') AND k.updated_at >= $1)
 		ORDER BY e.execution_id

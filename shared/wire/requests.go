@@ -118,7 +118,7 @@ type CancelRequest struct {
 
 // CleanupRequest is the body of POST /api/executions/cleanup (NoETL's).
 type CleanupRequest struct {
-	OlderThanMinutes *int `json:"older_than_minutes,omitempty" min:"1" max:"525600" doc:"cancel running executions nothing moved for this many minutes (no event, no heartbeat, no child moving); default 5"`
+	OlderThanMinutes *int `json:"older_than_minutes,omitempty" min:"1" max:"525600" doc:"cancel running executions nothing moved for this many minutes (no event, no command a worker holds under a live lease, no child moving); default 5"`
 	DryRun           bool `json:"dry_run,omitempty" doc:"list them, cancel nothing"`
 }
 
