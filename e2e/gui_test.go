@@ -276,8 +276,13 @@ func TestNoETLGUI(t *testing.T) {
 			t.Errorf("execution %d is not listed", e.ExecutionID)
 			continue
 		}
-		if row["Start Time"] != e.StartedAt.Text() || !duration.MatchString(row["Duration"]) {
-			t.Errorf("execution %d is listed with start %q and duration %q, want %q and a duration", e.ExecutionID, row["Start Time"], row["Duration"], e.StartedAt.Text())
+		// The start as the execution's page formats it (issue 30), and a
+		// full bar for an execution that ended.
+		if want := e.StartedAt.UTC().Format(time.DateTime); row["Start Time"] != want || !duration.MatchString(row["Duration"]) {
+			t.Errorf("execution %d is listed with start %q and duration %q, want %q and a duration", e.ExecutionID, row["Start Time"], row["Duration"], want)
+		}
+		if ended := e.Status != "RUNNING" && e.Status != "FAILING"; ended && row["Progress"] != "100" {
+			t.Errorf("execution %d (%s) is listed with a progress bar %q%% full, want 100", e.ExecutionID, e.Status, row["Progress"])
 		}
 	}
 	b.shot(t, "executions")
@@ -565,14 +570,15 @@ func (g guiPage) events() []eventRow {
 	return out
 }
 
-// listRow reads an executions list row by its column titles; nil when the
-// execution is not on screen.
+// listRow reads an executions list row by its column titles (Progress: how
+// full its bar is, in percent); nil when the execution is not on screen.
 func (g guiPage) listRow(id int64) map[string]string {
 	g.t.Helper()
 	var m map[string]string
 	g.b.eval(g.t, "read a list row", `(() => { const heads = [...document.querySelectorAll('.ant-table-thead th')].map(h => h.textContent);
 		const r = [...document.querySelectorAll('.ant-table-tbody tr.ant-table-row')].find(r => r.querySelector('td').textContent === '`+fmt.Sprint(id)+`');
-		return r ? Object.fromEntries([...r.querySelectorAll('td')].map((c, i) => [heads[i], c.textContent])) : null; })()`, &m)
+		const bar = c => { const bg = c.querySelector('.ant-progress-bg'); return bg && String(Math.round(100 * bg.getBoundingClientRect().width / bg.parentElement.getBoundingClientRect().width)); };
+		return r ? Object.fromEntries([...r.querySelectorAll('td')].map((c, i) => [heads[i], bar(c) || c.textContent])) : null; })()`, &m)
 	return m
 }
 

@@ -394,7 +394,7 @@ func NewStack(scope constructs.Construct, id string, props *awscdk.StackProps, c
 			// the preflight, so a route we lack answers a 404/405 a page can
 			// read; the paging headers of GET /api/executions are exposed.
 			AllowMethods: &[]awsapigatewayv2.CorsHttpMethod{awsapigatewayv2.CorsHttpMethod_ANY},
-			AllowHeaders: jsii.Strings("authorization", "content-type", "x-request-id"),
+			AllowHeaders: jsii.Strings("authorization", "content-type", "x-request-id", "x-session-token"),
 			ExposeHeaders: jsii.Strings("x-request-id", "retry-after", "link", "x-next-cursor", "x-noetl-has-more",
 				"x-noetl-limit-applied", "x-noetl-limit-capped"),
 			MaxAge: awscdk.Duration_Minutes(jsii.Number(10)),

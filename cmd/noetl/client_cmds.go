@@ -445,18 +445,29 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c, fs := clientFlags("cancel", stderr)
-	fs.Lookup("json").Usage = `print the API's answer as JSON: {"execution_id": "ID", "status": "CANCELLED"}`
+	fs.Lookup("json").Usage = `print the API's answer as JSON: {"execution_id": "ID", "status": "CANCELLED", "cancelled_executions": [...]}`
 	reason := fs.String("reason", "cancelled from the CLI", "why")
 	id, code, ok := oneArg(fs, args, stderr, "cancel [flags] EXECUTION_ID", "Cancels an execution and its children. Cancelling a cancelled execution succeeds again;\n"+
-		"a COMPLETED or FAILED one is a conflict (exit 1).", executionID)
+		"a COMPLETED or FAILED one is left as it is (exit 1; the answer says how it ended).", executionID)
 	if !ok {
 		return code
 	}
 	answer, err := c.client().Cancel(ctx, id, *reason)
-	return c.reply(stdout, stderr, "cancel", answer, err, func() int {
+	// One that had ended COMPLETED or FAILED is left as it is: exit 1, with
+	// --json too (the answer printed).
+	ended := err == nil && answer.Already != "" && answer.Already != "CANCELLED"
+	code = c.reply(stdout, stderr, "cancel", answer, err, func() int {
+		if ended {
+			fmt.Fprintf(stderr, "execution %d had already ended %s: nothing cancelled\n", id, answer.Already)
+			return exitFail
+		}
 		fmt.Fprintf(stdout, "execution %d cancelled\n", id)
 		return exitOK
 	})
+	if ended {
+		return exitFail
+	}
+	return code
 }
 
 func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -426,14 +426,20 @@ func TestClientCommands(t *testing.T) {
 			}
 		}
 
-		// Cancelling again succeeds (no-op); --json prints the API's answer.
+		// Cancelling again succeeds (no-op, NoETL's already_completed answer);
+		// --json prints the API's answer.
 		code, out, errOut = s.cli("cancel", slowID, "--json")
-		if r := decode(t, out); code != exitOK || r["execution_id"] != slowID || r["status"] != "CANCELLED" || r["message"] != "Execution cancellation requested" || len(r) != 3 {
+		if r := decode(t, out); code != exitOK || r["execution_id"] != slowID || r["status"] != "already_completed" || r["already"] != "CANCELLED" ||
+			r["message"] != "Execution "+slowID+" is already CANCELLED" || len(r["cancelled_executions"].([]any)) != 0 {
 			t.Fatalf("cancel --json of a cancelled run: exit %d\n%s%s", code, out, errOut)
 		}
-		// A COMPLETED execution cannot be cancelled: 409, exit 1.
+		// A COMPLETED execution is left as it is: exit 1, the answer says why.
 		code, out, errOut = s.cli("cancel", echoID, "--json")
-		if code != exitFail || out != "" || !strings.Contains(errOut, "409: execution "+echoID+" is already COMPLETED") {
+		if r := decode(t, out); code != exitFail || r["already"] != "COMPLETED" {
+			t.Fatalf("cancel --json of a completed run: exit %d\nstdout %q\nstderr %q", code, out, errOut)
+		}
+		code, out, errOut = s.cli("cancel", echoID)
+		if code != exitFail || out != "" || errOut != "execution "+echoID+" had already ended COMPLETED: nothing cancelled\n" {
 			t.Fatalf("cancel of a completed run: exit %d\nstdout %q\nstderr %q", code, out, errOut)
 		}
 		if code, out, _ := s.cli("status", echoID, "--json"); code != exitOK || decode(t, out)["status"] != "COMPLETED" {

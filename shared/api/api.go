@@ -333,6 +333,9 @@ func (a *API) route(r *Request) (Route, map[string]string, []string, bool) {
 // authorize checks the bearer token against the route's scope (R-A3) and
 // says who the caller is.
 func (a *API) authorize(r *Request, rt Route) (caller, *Error) {
+	if rt.Scope == config.ScopeAdmin && len(a.opts.Tokens.Admin) == 0 {
+		return caller{}, adminOff(rt, "this server has no admin token")
+	}
 	if a.opts.Tokens.Empty() {
 		return caller{scopes: config.ScopeAPI | config.ScopeWorker | config.ScopeInternal, open: true}, nil
 	}
@@ -352,13 +355,21 @@ func (a *API) authorize(r *Request, rt Route) (caller, *Error) {
 	}
 	h := r.Header.Get("Authorization")
 	if h == "" {
+		// NoETL's clients send their token as X-Session-Token too (its CLI
+		// sends both headers); Authorization wins when both are sent, as on
+		// NoETL's server.
+		if tok := strings.TrimSpace(r.Header.Get(HeaderSessionToken)); tok != "" {
+			h = "Bearer " + tok
+		}
+	}
+	if h == "" {
 		if rt.Tokenless && r.Header.Get("Origin") == "" && a.tokenlessWorker(r) {
 			// The worker scope alone, on the routes a worker needs for its
 			// own commands. A browser (it sends Origin) is no worker: a page
 			// in that network gets nothing without a token.
 			return caller{scopes: config.ScopeWorker, tokenless: true, token: "none, from " + r.SourceIP}, nil
 		}
-		return caller{}, unauthorized("missing bearer token: send Authorization: Bearer <token>")
+		return caller{}, unauthorized("missing bearer token: send Authorization: Bearer <token> (or " + HeaderSessionToken + ": <token>)")
 	}
 	scheme, token, found := strings.Cut(h, " ")
 	if !found || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
@@ -369,12 +380,26 @@ func (a *API) authorize(r *Request, rt Route) (caller, *Error) {
 	if scopes == 0 {
 		return caller{}, unauthorized("invalid token")
 	}
+	if scopes&rt.Scope == 0 && rt.Scope == config.ScopeAdmin {
+		return caller{}, adminOff(rt, "this token has the "+scopeName(scopes)+" scope")
+	}
 	if scopes&rt.Scope == 0 { // a route may admit several scopes: any one will do
 		return caller{}, errorf(http.StatusForbidden, "this token has the %s scope; %s needs the %s scope",
 			scopeName(scopes), rt.Key(), scopeName(rt.Scope))
 	}
 	return caller{scopes: scopes, token: fingerprint(token)}, nil
 }
+
+// adminOff is the 403 of an admin route (docs/security.md, "The database
+// routes"): off unless the server has an admin token and the request sends it.
+func adminOff(rt Route, why string) *Error {
+	return errorf(http.StatusForbidden, "%s needs the admin scope and %s: the database routes are off unless enabled; "+
+		"set %s on the server (or \"admin\" in the tokens secret) and send that token (docs/security.md)", rt.Key(), why, config.EnvAdminToken)
+}
+
+// HeaderSessionToken is NoETL's session token header, accepted as the token
+// when Authorization is absent.
+const HeaderSessionToken = "X-Session-Token"
 
 // fingerprint names a token in logs without revealing it: the first 12 hex
 // digits of its SHA-256 (tokens are long random strings; 48 bits of a hash

@@ -115,8 +115,11 @@ func (a *API) listCatalogQuery(ctx context.Context, c *call) (wire.CatalogPage, 
 // POST /api/catalog/list {path?, limit?, cursor?, latest?, resource_type?}:
 // NoETL's spelling of GET /api/catalog.
 func (a *API) listCatalogBody(ctx context.Context, c *call, r wire.CatalogListRequest) (wire.CatalogPage, error) {
+	if isCredentialKind(r.ResourceType) {
+		return a.listCredentialEntries(ctx, r)
+	}
 	if err := playbookKind("resource_type", r.ResourceType); err != nil {
-		return wire.CatalogPage{}, err
+		return wire.CatalogPage{}, invalid("resource_type", "expected %s or %s, got %q", controlplane.KindPlaybook, controlplane.KindCredential, jsonx.Cut(r.ResourceType, 40))
 	}
 	f := store.CatalogFilter{Path: r.Path, Limit: r.Limit, LatestOnly: r.Latest}
 	if r.Cursor != "" {
@@ -126,6 +129,46 @@ func (a *API) listCatalogBody(ctx context.Context, c *call, r wire.CatalogListRe
 		}
 	}
 	return a.listCatalog(ctx, f)
+}
+
+// isCredentialKind reports whether a catalog list's resource_type names
+// credentials, in NoETL's spellings.
+func isCredentialKind(kind string) bool {
+	switch strings.ToLower(kind) {
+	case "credential", "credentials", "secret", "secrets":
+		return true
+	}
+	return false
+}
+
+// listCredentialEntries is the catalog list of kind Credential (NoETL's
+// `catalog list Credential`): the keychain's credentials by name, path
+// filtering by a substring of the name, each with its metadata and never
+// its data (the rows hold it sealed; it is not opened here).
+func (a *API) listCredentialEntries(ctx context.Context, r wire.CatalogListRequest) (wire.CatalogPage, error) {
+	if r.Cursor != "" {
+		return wire.CatalogPage{}, invalid("cursor", "a list of credentials is one page (up to %d); leave cursor out", MaxListLimit)
+	}
+	limit := r.Limit
+	if limit == 0 {
+		limit = MaxListLimit
+	}
+	rows, err := a.svc.ListCredentialEntries(ctx, r.Path, limit)
+	if err != nil {
+		return wire.CatalogPage{}, err
+	}
+	out := wire.CatalogPage{Entries: make([]wire.CatalogSummary, len(rows))}
+	for i, c := range rows {
+		tags := c.Tags
+		if tags == nil {
+			tags = []string{}
+		}
+		out.Entries[i] = wire.CatalogSummary{CatalogID: wire.ID(c.CredentialID), Path: c.Name, Version: 1, Kind: controlplane.KindCredential,
+			CreatedAt: wire.At(c.CreatedAt), Meta: wire.CatalogMeta{RegisteredAt: wire.At(c.CreatedAt)},
+			Credential: &wire.Credential{ID: wire.ID(c.CredentialID), Name: c.Name, Type: c.Type, Meta: c.Meta, Tags: tags,
+				Description: c.Description, KeyID: c.KeyID, CreatedAt: wire.At(c.CreatedAt), UpdatedAt: wire.At(c.UpdatedAt)}}
+	}
+	return out, nil
 }
 
 // MaxCatalogPageBytes bounds the playbook text one catalog list page parses

@@ -91,7 +91,7 @@ func (c *CORS) Preflight(req http.Header, methods []string) *Response {
 			methods = append(slices.Clone(methods), m)
 		}
 		resp.Header.Set("Access-Control-Allow-Methods", strings.Join(methods, ", "))
-		resp.Header.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Request-Id")
+		resp.Header.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Request-Id, "+HeaderSessionToken)
 		resp.Header.Set("Access-Control-Max-Age", strconv.Itoa(600))
 	}
 	c.Headers(req, resp.Header)

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"net/url"
@@ -125,19 +126,24 @@ func (a *API) listExecutions(ctx context.Context, c *call) (any, error) {
 // executionSummary is an execution row as lists and the detail carry it:
 // ours, and NoETL's times measured at now.
 func executionSummary(r store.Execution, now time.Time, progress int) wire.ExecutionSummary {
-	end := r.CompletedAt
-	if end.IsZero() {
-		end = now
-	}
-	secs := math.Round(max(0, end.Sub(r.StartedAt).Seconds())*1000) / 1000
+	secs := durationSeconds(r.StartedAt, r.CompletedAt, now)
 	return wire.ExecutionSummary{
 		ExecutionID: wire.ID(r.ExecutionID), CatalogID: wire.ID(r.CatalogID), Path: r.Path,
 		Version: r.Version, Status: r.Status, StartedAt: wire.At(r.StartedAt), CompletedAt: wire.At(r.CompletedAt),
 		ParentExecutionID: wire.OptID(r.ParentExecutionID), EventCount: r.LastSeq,
-		StartTime: wire.At(r.StartedAt), EndTime: wire.At(r.CompletedAt),
+		StartTime: wire.Wall(r.StartedAt), EndTime: wire.Wall(r.CompletedAt),
 		DurationSeconds: secs, DurationHuman: durationHuman(secs), Progress: progress,
 		ScheduleID: wire.OptID(r.ScheduleID), ScheduledAt: wire.At(r.ScheduledAt),
 	}
+}
+
+// durationSeconds is NoETL's duration_seconds: from start to end, or to now
+// while running (end zero), to the millisecond.
+func durationSeconds(start, end, now time.Time) float64 {
+	if end.IsZero() {
+		end = now
+	}
+	return math.Round(max(0, end.Sub(start).Seconds())*1000) / 1000
 }
 
 // progress is an execution's percent done: 100 once it ended; while it runs,
@@ -298,7 +304,7 @@ func (a *API) status(ctx context.Context, c *call) (wire.Status, error) {
 	if err != nil {
 		return wire.Status{}, err
 	}
-	return statusJSON(v), nil
+	return statusJSON(v, time.Now()), nil
 }
 
 // statusView is the status of the execution the path names.
@@ -310,7 +316,19 @@ func (a *API) statusView(ctx context.Context, c *call) (*controlplane.StatusView
 	return a.svc.Status(ctx, id)
 }
 
-func statusJSON(v *controlplane.StatusView) wire.Status {
+// statusJSON is the status answer: ours, and NoETL's Python server's fields
+// as its CLI reads them. A run that ended otherwise than COMPLETED is
+// completed and failed, so the CLI prints FAILED (NoETL's server says
+// completed false for a failed run, and its CLI prints RUNNING forever;
+// docs/noetl-compat.md).
+func statusJSON(v *controlplane.StatusView, now time.Time) wire.Status {
+	secs := durationSeconds(v.StartedAt, v.CompletedAt, now)
+	ended := v.Status == store.ExecutionCompleted || v.Status == store.ExecutionFailed || v.Status == store.ExecutionCancelled
+	failed := ended && v.Status != store.ExecutionCompleted
+	msg := maskedString(maskerFor(v.Workload), v.Error)
+	if msg == "" && v.Status == store.ExecutionCancelled {
+		msg = "the execution was cancelled"
+	}
 	return wire.Status{
 		ExecutionID: wire.ID(v.ExecutionID), Status: v.Status, CurrentStep: wire.OptString(v.CurrentStep),
 		Progress: wire.Progress{
@@ -318,20 +336,65 @@ func statusJSON(v *controlplane.StatusView) wire.Status {
 			FailedSteps: v.FailedSteps, SkippedSteps: v.SkippedSteps,
 		},
 		IsCancelled: v.IsCancelled,
+		Completed:   ended, Failed: failed, CompletedSteps: v.DoneSteps, Error: wire.OptString(msg),
+		StartTime: wire.At(v.StartedAt), EndTime: wire.At(v.CompletedAt),
+		DurationSeconds: secs, DurationHuman: durationHuman(secs),
 	}
 }
 
-// POST /api/executions/{id}/cancel {reason?}
-func (a *API) cancel(ctx context.Context, c *call, r wire.CancelRequest) (wire.Ended, error) {
+// POST /api/executions/{id}/cancel {reason?, cascade?}: the execution and,
+// unless cascade is false, its children. One that already ended is answered
+// as NoETL answers it (200 already_completed, nothing cancelled; NoETL's CLI
+// prints it and exits 0), not as a conflict.
+func (a *API) cancel(ctx context.Context, c *call, r wire.CancelRequest) (wire.CancelAnswer, error) {
 	id, err := executionID(c)
 	if err != nil {
-		return wire.Ended{}, err
+		return wire.CancelAnswer{}, err
 	}
-	if err := a.svc.Cancel(ctx, id, r.Reason); err != nil {
-		return wire.Ended{}, err
+	out, err := a.svc.CancelRequested(ctx, id, r.Reason, r.Cascade == nil || *r.Cascade)
+	if err != nil {
+		return wire.CancelAnswer{}, err
 	}
-	return wire.Ended{ExecutionID: wire.ID(id), Status: store.ExecutionCancelled,
-		Message: "Execution cancellation requested"}, nil
+	ans := wire.CancelAnswer{ExecutionID: wire.ID(id), Status: store.ExecutionCancelled, CancelledExecutions: make([]wire.ID, len(out.IDs)),
+		Message: fmt.Sprintf("Cancelled %d execution(s)", len(out.IDs))}
+	for i, x := range out.IDs {
+		ans.CancelledExecutions[i] = wire.ID(x)
+	}
+	if out.Already != "" {
+		ans.Status, ans.Already = "already_completed", wire.OptString(out.Already)
+		ans.Message = fmt.Sprintf("Execution %d is already %s", id, out.Already)
+	}
+	return ans, nil
+}
+
+// DefaultCleanupMinutes is NoETL's default of older_than_minutes.
+const DefaultCleanupMinutes = 5
+
+// POST /api/executions/cleanup {older_than_minutes?, dry_run?}: cancel the
+// running executions nothing moved for that long (controlplane.CancelIdle),
+// answered in NoETL's shape and words.
+func (a *API) cleanup(ctx context.Context, c *call, r wire.CleanupRequest) (wire.CleanupAnswer, error) {
+	minutes := DefaultCleanupMinutes
+	if r.OlderThanMinutes != nil {
+		minutes = *r.OlderThanMinutes
+	}
+	ids, err := a.svc.CancelIdle(ctx, time.Duration(minutes)*time.Minute, r.DryRun)
+	if err != nil {
+		return wire.CleanupAnswer{}, err
+	}
+	out := wire.CleanupAnswer{CancelledCount: len(ids), ExecutionIDs: make([]wire.ID, len(ids)), DryRun: r.DryRun}
+	for i, id := range ids {
+		out.ExecutionIDs[i] = wire.ID(id)
+	}
+	switch {
+	case r.DryRun:
+		out.Message = fmt.Sprintf("[DRY RUN] Would cancel %d stuck executions older than %d minutes", len(ids), minutes)
+	case len(ids) == 0:
+		out.Message = fmt.Sprintf("No stuck executions found older than %d minutes", minutes)
+	default:
+		out.Message = fmt.Sprintf("Successfully cancelled %d stuck executions older than %d minutes", len(ids), minutes)
+	}
+	return out, nil
 }
 
 // POST /api/executions/{id}/rerun {workload|payload?}: the same playbook

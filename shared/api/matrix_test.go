@@ -43,7 +43,7 @@ var (
 )
 
 func matrixCases() []routeCase {
-	api, worker, internal := apitest.APIToken, apitest.WorkerToken, apitest.InternalToken
+	api, worker, internal, admin := apitest.APIToken, apitest.WorkerToken, apitest.InternalToken, apitest.AdminToken
 	return []routeCase{
 		{method: "GET", target: "/api/health"},
 		{method: "GET", target: "/api/openapi.json"},
@@ -170,6 +170,12 @@ func matrixCases() []routeCase {
 		{method: "POST", target: "/api/executions/{exec}/stop", token: api, wrongScope: worker, body: map[string]any{},
 			wrongTarget: "/api/executions/{exec}/stop", wrongBody: map[string]any{"reason": false}, field: "reason",
 			unknownTarget: "/api/executions/" + unknownExec + "/stop", unknownBody: map[string]any{}},
+		{method: "GET", target: "/api/db/validate", token: api, wrongScope: worker},
+		{method: "POST", target: "/api/db/init", token: admin, wrongScope: api},
+		{method: "POST", target: "/api/postgres/execute", token: admin, wrongScope: worker, body: map[string]any{"query": "SELECT 1"},
+			wrongTarget: "/api/postgres/execute", wrongBody: map[string]any{"query": int64(1)}, field: "query"},
+		{method: "POST", target: "/api/executions/cleanup", token: api, wrongScope: worker, body: map[string]any{"older_than_minutes": int64(60), "dry_run": true},
+			wrongTarget: "/api/executions/cleanup", wrongBody: map[string]any{"older_than_minutes": int64(0)}, field: "older_than_minutes"},
 		{method: "POST", target: "/api/executions/{exec}/rerun", token: api, wrongScope: worker, body: map[string]any{"workload": map[string]any{}},
 			wrongTarget: "/api/executions/{exec}/rerun", wrongBody: map[string]any{"workload": "n=1"}, field: "workload",
 			unknownTarget: "/api/executions/" + unknownExec + "/rerun", unknownBody: map[string]any{}},

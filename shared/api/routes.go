@@ -167,6 +167,7 @@ func Routes() []Route {
 		api      = config.ScopeAPI
 		worker   = config.ScopeWorker
 		internal = config.ScopeInternal
+		admin    = config.ScopeAdmin
 	)
 	execID := Param{Name: "execution_id", Shape: id(), Required: true, Doc: "the execution"}
 	rs := []Route{
@@ -253,6 +254,18 @@ func Routes() []Route {
 		{Method: "GET", Path: "/api/pool/status", Function: FnStatus, Scope: api | worker, ID: "poolStatus", Tokenless: true,
 			Summary: "NoETL's pool telemetry (the answering process's database connections) and the registry's totals",
 			handler: get((*API).poolStatus)},
+		// The database routes NoETL's CLI calls (database.go): validate reads;
+		// init and execute need the admin scope, off unless an admin token
+		// is configured (docs/security.md).
+		{Method: "GET", Path: "/api/db/validate", Function: FnStatus, Scope: api, ID: "validateDatabase",
+			Summary: "The schema of every database: migrations applied against this server's, tables found and missing",
+			handler: get((*API).dbValidate)},
+		{Method: "POST", Path: "/api/db/init", Function: FnStatus, Scope: admin, ID: "initDatabase",
+			Summary: "Apply the migrations a database lacks (normally none), then the schema; the admin scope only",
+			handler: handle((*API).dbInit)},
+		{Method: "POST", Path: "/api/postgres/execute", Function: FnStatus, Scope: admin, ID: "executeSQL",
+			Summary: "Run one read on the cluster or a shard database, read-only and rolled back, bounded in time and rows; the admin scope only",
+			handler: handle((*API).postgresExecute)},
 		{Method: "GET", Path: "/api/doctor", Function: FnStatus, Scope: api, ID: "doctor",
 			Summary: "The executions that break the liveness invariant (nothing will move them, or their commands wait on a drain that is not running), each with why",
 			Query:   []Param{param("limit", integer(), "how many to list, at most 1000; default 100")},
@@ -316,8 +329,11 @@ func Routes() []Route {
 			Summary: "Whether an execution is cancelled (NoETL's workers ask before running a command)",
 			handler: get((*API).cancellationCheck)},
 		{Method: "POST", Path: "/api/executions/{id}/cancel", Function: FnStatus, Scope: api, ID: "cancelExecution",
-			Summary: "Cancel an execution and its children; 409 when it already ended otherwise",
+			Summary: "Cancel an execution and, unless cascade is false, its children; one that already ended is answered already_completed",
 			handler: handle((*API).cancel)},
+		{Method: "POST", Path: "/api/executions/cleanup", Function: FnStatus, Scope: api, ID: "cleanupExecutions",
+			Summary: "Cancel the running executions nothing moved for N minutes (NoETL's cleanup of stuck executions); dry_run lists them",
+			handler: handle((*API).cleanup)},
 		{Method: "POST", Path: "/api/executions/{id}/stop", Function: FnStatus, Scope: api, ID: "stopExecution",
 			Summary: "The cancel route under the name NoETL's GUI calls",
 			handler: handle((*API).cancel)},
@@ -431,7 +447,7 @@ func scopeName(s config.Scope) string {
 	for _, n := range []struct {
 		s    config.Scope
 		name string
-	}{{config.ScopeAPI, "api"}, {config.ScopeWorker, "worker"}, {config.ScopeInternal, "internal"}} {
+	}{{config.ScopeAPI, "api"}, {config.ScopeWorker, "worker"}, {config.ScopeInternal, "internal"}, {config.ScopeAdmin, "admin"}} {
 		if s&n.s != 0 {
 			names = append(names, n.name)
 		}

@@ -131,6 +131,8 @@ func TestRoutesShape(t *testing.T) {
 			want = config.ScopeAPI | config.ScopeWorker // workers read a credential's data (for a running execution)
 		case strings.HasPrefix(r.Path, "/api/vars/"), r.Key() == "GET /api/result/resolve":
 			want = config.ScopeAPI | config.ScopeWorker // NoETL's workers, and users inspecting an execution
+		case r.Key() == "POST /api/db/init", r.Key() == "POST /api/postgres/execute":
+			want = config.ScopeAdmin // the database routes that could change a database (docs/security.md)
 		case r.Key() == "PUT /api/result/{execution_id}":
 			want = config.ScopeWorker // NoETL's Rust worker stages large results
 		default:
@@ -140,9 +142,9 @@ func TestRoutesShape(t *testing.T) {
 			t.Errorf("route %s has scope %d, want %d (R-A3)", r.Key(), r.Scope, want)
 		}
 	}
-	if len(seen) != 30+8+5+6+11+1+3 {
+	if len(seen) != 30+8+5+6+11+1+3+4 {
 		t.Errorf("%d routes, want the 25 of api.md §2 (without /metrics), our worker's report, NoETL's cancellation-check, the dashboard's 2, the OpenAPI document, the 8 schedule routes, the 5 NoETL's GUI calls (ui_schema, playbook content, validate, stop, rerun), "+
-			"NoETL's 6 of the worker registry (register, heartbeat, deregister by POST and DELETE, the pools, the pool status), NoETL's worker services: 6 keychain, 3 vars, 2 result routes, the liveness check (GET /api/doctor), the what-if (POST /api/whatif) and redrive (one execution, and in bulk), issue 31", len(seen))
+			"NoETL's 6 of the worker registry (register, heartbeat, deregister by POST and DELETE, the pools, the pool status), NoETL's worker services: 6 keychain, 3 vars, 2 result routes, the liveness check (GET /api/doctor), the what-if (POST /api/whatif) and redrive (one execution, and in bulk), issue 31, and NoETL's CLI's 4 (cleanup, db validate, db init, postgres execute)", len(seen))
 	}
 	gateway := map[string]string{}
 	for _, r := range api.Routes() {

@@ -311,6 +311,8 @@ func shapeOfType(t reflect.Type, sh shaping) *Shape {
 		return str().orNull()
 	case reflect.TypeFor[wire.Time]():
 		return timestamp()
+	case reflect.TypeFor[wire.WallTime]():
+		return str().orNull()
 	case reflect.TypeFor[wire.Object]():
 		return object()
 	case reflect.TypeFor[wire.OptObject]():

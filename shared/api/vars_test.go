@@ -89,6 +89,10 @@ func TestStagedResults(t *testing.T) {
 	}
 	must(t, a, 404, call{method: "GET", target: "/api/result/resolve?ref=" + url.QueryEscape("noetl://execution/"+exec+"/result/x/00112233aabb"), token: apitest.WorkerToken})
 	must(t, a, 422, call{method: "GET", target: "/api/result/resolve?ref=" + url.QueryEscape("file:///etc/passwd"), token: apitest.WorkerToken})
+	// Unknown references in NoETL's namespace are 404, as NoETL answers them (issue 30).
+	for _, ref := range []string{"noetl://execution/" + exec + "/manifest/x/00112233aabb", "noetl://execution/" + exec + "/result/x/not-hex"} {
+		must(t, a, 404, call{method: "GET", target: "/api/result/resolve?ref=" + url.QueryEscape(ref), token: apitest.WorkerToken})
+	}
 	must(t, a, 422, call{method: "PUT", target: "/api/result/" + exec, token: apitest.WorkerToken, body: map[string]any{"name": "x", "data": int64(1), "scope": "forever"}})
 	must(t, a, 404, call{method: "PUT", target: "/api/result/" + unknownExec, token: apitest.WorkerToken, body: map[string]any{"name": "x", "data": int64(1)}})
 }

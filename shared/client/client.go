@@ -425,9 +425,10 @@ func (c *Client) RedriveMany(ctx context.Context, ids []int64, version int) (*wi
 	return &out, nil
 }
 
-// Cancel cancels an execution.
-func (c *Client) Cancel(ctx context.Context, id int64, reason string) (*wire.Ended, error) {
-	var out wire.Ended
+// Cancel cancels an execution and its children; the answer's Already says
+// how one that had already ended ended.
+func (c *Client) Cancel(ctx context.Context, id int64, reason string) (*wire.CancelAnswer, error) {
+	var out wire.CancelAnswer
 	if _, err := c.do(ctx, http.MethodPost, executionPath(id)+"/cancel", wire.CancelRequest{Reason: reason}, true, &out); err != nil {
 		return nil, err
 	}

@@ -347,7 +347,7 @@ func (l *stringOrList) UnmarshalJSON(b []byte) error {
 func parseTokensSecret(raw []byte) (Tokens, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return Tokens{}, fmt.Errorf(`not the tokens JSON {"api": ..., "worker": ..., "internal": ...}: %w`, err)
+		return Tokens{}, fmt.Errorf(`not the tokens JSON {"api": ..., "worker": ..., "internal": ..., "admin": ...}: %w`, err)
 	}
 	var t Tokens
 	for k, v := range m {
@@ -362,8 +362,10 @@ func parseTokensSecret(raw []byte) (Tokens, error) {
 			t.Worker = l
 		case "internal":
 			t.Internal = l
+		case "admin":
+			t.Admin = l
 		default:
-			return Tokens{}, fmt.Errorf(`unknown key %q: the tokens secret has only "api", "worker" and "internal"`, k)
+			return Tokens{}, fmt.Errorf(`unknown key %q: the tokens secret has only "api", "worker", "internal" and "admin"`, k)
 		}
 	}
 	return t, nil

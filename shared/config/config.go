@@ -59,6 +59,9 @@ const (
 	EnvCommandBusWriters    = commandbus.EnvWriters
 	EnvCommandBusShardCount = commandbus.EnvShardCount
 
+	// EnvAdminToken enables the operator's database routes (ScopeAdmin).
+	EnvAdminToken = "NOETL_ADMIN_TOKEN"
+
 	EnvLambdaFunctionName = "AWS_LAMBDA_FUNCTION_NAME"
 	EnvAWSRegion          = "AWS_REGION"
 	EnvAWSEndpointURL     = "AWS_ENDPOINT_URL"
@@ -200,6 +203,7 @@ func (c *Config) LogValue() slog.Value {
 		slog.Int("api_tokens", len(c.Tokens.API)),
 		slog.Int("worker_tokens", len(c.Tokens.Worker)),
 		slog.Int("internal_tokens", len(c.Tokens.Internal)),
+		slog.Int("admin_tokens", len(c.Tokens.Admin)),
 		slog.Bool("open", c.Open()),
 		slog.Any("tokenless_worker_networks", c.TokenlessWorkers),
 		slog.Duration("lease", c.Lease),
@@ -225,7 +229,7 @@ func names() []string {
 		EnvStage, EnvDatabaseURL, EnvShardURLs, EnvDBSecretARN, EnvShardMapParam,
 		EnvDBSSLMode, EnvDBMaxConns, EnvMigrateOnStart, EnvNATSURL,
 		EnvNATSCredsSecretARN, EnvServerURL, EnvAPIToken, EnvWorkerToken,
-		EnvInternalToken, EnvInternalTokenOld, EnvAPITokensSecretARN, EnvAllowOpen, EnvLeaseSeconds,
+		EnvInternalToken, EnvInternalTokenOld, EnvAPITokensSecretARN, EnvAdminToken, EnvAllowOpen, EnvLeaseSeconds,
 		EnvMaxBodyBytes, EnvLogLevel, EnvCORSOrigins, EnvResultStore, EnvTokenlessWorkers, EnvAllowedHosts, EnvKeychainKMSKeyID, EnvKeychainKeyFile,
 		EnvSchedulerGroup, EnvSchedulerTargetARN, EnvSchedulerRoleARN,
 		EnvCommandBus, EnvCommandBusWriters, EnvCommandBusShardCount,
@@ -269,7 +273,7 @@ func Load(ctx context.Context, getenv func(string) string) (*Config, error) {
 			src = "the secret in NOETL_API_TOKENS_SECRET_ARN holds no token"
 		}
 		return nil, fmt.Errorf("no API token configured and running in Lambda (%s): set %s to a secret "+
-			`{"api": "...", "worker": "...", "internal": "..."}, or set %s=true to run without authentication (never in production)`,
+			`{"api": "...", "worker": "...", "internal": "...", "admin": "..."}, or set %s=true to run without authentication (never in production)`,
 			src, EnvAPITokensSecretARN, EnvAllowOpen)
 	}
 	return c, nil
@@ -397,7 +401,8 @@ func parseEnv(e env) (*Config, pending, error) {
 	}
 
 	// Tokens.
-	c.Tokens = Tokens{API: SplitList(e[EnvAPIToken]), Worker: SplitList(e[EnvWorkerToken]), Internal: append(SplitList(e[EnvInternalToken]), SplitList(e[EnvInternalTokenOld])...)}
+	c.Tokens = Tokens{API: SplitList(e[EnvAPIToken]), Worker: SplitList(e[EnvWorkerToken]), Internal: append(SplitList(e[EnvInternalToken]), SplitList(e[EnvInternalTokenOld])...),
+		Admin: SplitList(e[EnvAdminToken])}
 	if e[EnvAPITokensSecretARN] != "" {
 		if !c.Tokens.Empty() {
 			add(fmt.Errorf("both %s and %s/%s/%s are set: keep the tokens in the secret in AWS or in the env vars locally, not both",

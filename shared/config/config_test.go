@@ -344,8 +344,9 @@ func TestCORSStar(t *testing.T) {
 }
 
 func TestScopes(t *testing.T) {
-	tok := Tokens{API: []string{"user-1", "shared"}, Worker: []string{"worker-1", "shared"}, Internal: []string{"internal-1"}}
+	tok := Tokens{API: []string{"user-1", "shared"}, Worker: []string{"worker-1", "shared"}, Internal: []string{"internal-1"}, Admin: []string{"admin-1"}}
 	cases := map[string]Scope{
+		"admin-1":    ScopeAdmin | ScopeAPI, // NoETL's CLI sends one token for every command
 		"user-1":     ScopeAPI,
 		"worker-1":   ScopeWorker,
 		"internal-1": ScopeInternal | ScopeWorker, // NoETL's workers hold the internal token
@@ -360,10 +361,10 @@ func TestScopes(t *testing.T) {
 			t.Errorf("Scopes(%q) = %b, want %b", in, got, want)
 		}
 	}
-	if !tok.Scopes("shared").Has(ScopeWorker) || tok.Scopes("user-1").Has(ScopeInternal) || tok.Scopes("user-1").Has(0) || tok.Scopes("internal-1").Has(ScopeAPI) || tok.Scopes("worker-1").Has(ScopeInternal) {
+	if !tok.Scopes("shared").Has(ScopeWorker) || tok.Scopes("user-1").Has(ScopeInternal) || tok.Scopes("user-1").Has(0) || tok.Scopes("internal-1").Has(ScopeAPI) || tok.Scopes("worker-1").Has(ScopeInternal) || tok.Scopes("internal-1").Has(ScopeAdmin) {
 		t.Error("Has is wrong")
 	}
-	if (Tokens{}).Scopes("") != 0 || !(Tokens{}).Empty() || tok.Empty() {
+	if (Tokens{}).Scopes("") != 0 || !(Tokens{}).Empty() || tok.Empty() || (Tokens{Admin: []string{"a"}}).Empty() {
 		t.Error("Empty is wrong")
 	}
 }

@@ -41,8 +41,10 @@
 //	NOETL_INTERNAL_API_TOKEN      tokens with scope internal (/api/internal/*), NoETL's name; they    -
 //	                              hold the worker scope too (NoETL's workers send it). Local.
 //	NOETL_INTERNAL_TOKEN          the earlier name of NOETL_INTERNAL_API_TOKEN; its tokens still count -
-//	NOETL_API_TOKENS_SECRET_ARN   secret JSON {"api","worker","internal"}, each a string or a list     -
-//	                              of strings. AWS mode.
+//	NOETL_ADMIN_TOKEN             tokens with scope admin (the database routes: POST /api/db/init,     (none: those
+//	                              POST /api/postgres/execute); they hold the api scope too. Local.    routes 403)
+//	NOETL_API_TOKENS_SECRET_ARN   secret JSON {"api","worker","internal","admin"}, each a string or a  -
+//	                              list of strings. AWS mode.
 //	NOETL_ALLOW_OPEN              let a Lambda start with no token at all (no authentication)         false
 //	NOETL_TOKENLESS_WORKER_NETWORKS
 //	                              networks (CIDRs or addresses, comma-separated) whose requests       (none)

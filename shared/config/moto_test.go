@@ -217,7 +217,7 @@ func testMotoErrors(t *testing.T, m *motoFixture) {
 	noHost := m.secret("noetl/err/nohost", `{"username":"u","password":"p"}`)
 	mysql := m.secret("noetl/err/mysql", `{"username":"u","password":"p","host":"h","dbname":"d","engine":"mysql"}`)
 	empty := m.secret("noetl/err/emptytokens", `{"api":"","worker":[]}`)
-	badTok := m.secret("noetl/err/badtokens", `{"admin":"x"}`)
+	badTok := m.secret("noetl/err/badtokens", `{"owner":"x"}`)
 	badNATS := m.secret("noetl/err/badnats", `hunter2`)
 	m.param("/noetl/err/nocreds", `{"cluster":{"host":"c","dbname":"d"}}`)
 	m.param("/noetl/err/badmap", `{"cluster":{"host":"c","dbname":"d","user":"x"}}`)
@@ -245,7 +245,7 @@ func testMotoErrors(t *testing.T, m *motoFixture) {
 		{"empty tokens secret in Lambda", m.env(EnvDatabaseURL, localDB, EnvAPITokensSecretARN, empty),
 			[]string{"holds no token", EnvAllowOpen + "=true"}},
 		{"unknown tokens key", m.env(EnvDatabaseURL, localDB, EnvAPITokensSecretARN, badTok),
-			[]string{EnvAPITokensSecretARN, `unknown key "admin"`}},
+			[]string{EnvAPITokensSecretARN, `unknown key "owner"`}},
 		{"bad nats secret", m.env(EnvDatabaseURL, localDB, EnvAllowOpen, "true", EnvNATSURL, "nats://n:4222", EnvNATSCredsSecretARN, badNATS),
 			[]string{EnvNATSCredsSecretARN, "neither a NATS creds file"}},
 		{"no region", map[string]string{EnvAWSEndpointURL: m.url, EnvDBSecretARN: noHost},

@@ -16,6 +16,12 @@ const (
 	// ScopeInternal is for /api/internal/*. A token of this scope also holds
 	// ScopeWorker (Tokens.Scopes).
 	ScopeInternal
+	// ScopeAdmin is for the operator's database routes (POST /api/db/init,
+	// POST /api/postgres/execute; docs/security.md): granted only by an admin
+	// token (NOETL_ADMIN_TOKEN), never by running open, never to a worker. A
+	// token of this scope also holds ScopeAPI, so NoETL's CLI, which sends one
+	// token, reaches every user route with it.
+	ScopeAdmin
 )
 
 // Has reports whether s includes every scope in want (and want is not empty).
@@ -27,10 +33,11 @@ type Tokens struct {
 	API      []string
 	Worker   []string
 	Internal []string
+	Admin    []string
 }
 
 // Empty reports whether no token is configured at all.
-func (t Tokens) Empty() bool { return len(t.API)+len(t.Worker)+len(t.Internal) == 0 }
+func (t Tokens) Empty() bool { return len(t.API)+len(t.Worker)+len(t.Internal)+len(t.Admin) == 0 }
 
 // Scopes returns the scopes the presented token grants (0 for an unknown
 // token). An internal token also holds the worker scope: NoETL gives its
@@ -49,7 +56,7 @@ func (t Tokens) Scopes(presented string) Scope {
 	for _, set := range []struct {
 		scope  Scope
 		tokens []string
-	}{{ScopeAPI, t.API}, {ScopeWorker, t.Worker}, {ScopeInternal, t.Internal}} {
+	}{{ScopeAPI, t.API}, {ScopeWorker, t.Worker}, {ScopeInternal, t.Internal}, {ScopeAdmin, t.Admin}} {
 		for _, tok := range set.tokens {
 			want := sha256.Sum256([]byte(tok))
 			if subtle.ConstantTimeCompare(got[:], want[:]) == 1 {
@@ -59,6 +66,9 @@ func (t Tokens) Scopes(presented string) Scope {
 	}
 	if s&ScopeInternal != 0 {
 		s |= ScopeWorker
+	}
+	if s&ScopeAdmin != 0 {
+		s |= ScopeAPI
 	}
 	return s
 }

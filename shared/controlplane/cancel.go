@@ -3,6 +3,9 @@ package controlplane
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"time"
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/eventtype"
@@ -13,16 +16,69 @@ import (
 // at commit); the requests that move it by hand are here: Cancel and
 // Finalize end it, Redrive reopens an ended one.
 
-// Cancel ends an execution as CANCELLED (dsl.md §4.11, R-R10): every command in
-// flight is cancelled, then its children, each in its own transaction.
-// Cancelling a cancelled execution is a no-op; a completed or failed one is a
-// conflict.
+// Cancel ends an execution as CANCELLED with its children (dsl.md §4.11,
+// R-R10): every command in flight is cancelled, then its children, each in
+// its own transaction. Cancelling a cancelled execution is a no-op; a
+// completed or failed one is a conflict.
 func (s *Service) Cancel(ctx context.Context, id int64, reason string) error {
+	out, err := s.CancelRequested(ctx, id, reason, true)
+	if err != nil {
+		return err
+	}
+	if out.Already != "" && out.Already != store.ExecutionCancelled {
+		return Errorf(ErrConflict, "execution %d is already %s", id, out.Already)
+	}
+	return nil
+}
+
+// Cancelled is what a cancel request did.
+type Cancelled struct {
+	// IDs are the executions this request ended, the one asked for first,
+	// then its children (depth first); empty when it had already ended.
+	IDs []int64
+	// Already is the status the execution had already ended with; "" when
+	// this request ended it.
+	Already string
+}
+
+// CancelRequested is a user's cancel (POST /api/executions/{id}/cancel):
+// Cancel, except that an execution that already ended is no error (Already
+// says how it ended, as NoETL answers), and cascade false leaves its children
+// running; the cancel event records it, so the drain's orphan job leaves them
+// too (store.CascadeKey).
+func (s *Service) CancelRequested(ctx context.Context, id int64, reason string, cascade bool) (Cancelled, error) {
 	if reason == "" {
 		reason = "cancelled by request"
 	}
 	ctxv := map[string]any{"reason": reason}
-	return s.end(ctx, id, eventtype.PlaybookCancelled, store.ExecutionCancelled, ctxv, true)
+	if !cascade {
+		ctxv[store.CascadeKey] = false
+	}
+	sh, err := s.st.ShardFor(id)
+	if err != nil {
+		return Cancelled{}, Errorf(ErrNotFound, "execution %d not found", id)
+	}
+	prior, err := s.endTx(ctx, sh, id, eventtype.PlaybookCancelled, store.ExecutionCancelled, ctxv)
+	if err != nil {
+		return Cancelled{}, err
+	}
+	out := Cancelled{Already: prior}
+	if prior == "" {
+		s.log.InfoContext(ctx, "execution ended by request", "execution_id", id, "status", store.ExecutionCancelled, "cascade", cascade)
+		out.IDs = []int64{id}
+	}
+	if !cascade {
+		return out, nil
+	}
+	// A repeated cancel re-drives the cascade of one that failed part way.
+	if prior == "" || prior == store.ExecutionCancelled {
+		children, err := s.cancelChildren(ctx, sh, id)
+		out.IDs = append(out.IDs, children...)
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
 }
 
 // Finalize forces a terminal status (an operator's action): like cancel for
@@ -41,71 +97,69 @@ func (s *Service) Finalize(ctx context.Context, id int64, status, errMsg string)
 	if errMsg != "" {
 		ctxv["error"] = errMsg
 	}
-	return s.end(ctx, id, typ, status, ctxv, false)
-}
-
-func (s *Service) end(ctx context.Context, id int64, typ, status string, ctxv map[string]any, idempotent bool) error {
 	sh, err := s.st.ShardFor(id)
 	if err != nil {
 		return Errorf(ErrNotFound, "execution %d not found", id)
 	}
-	changed, err := s.endTx(ctx, sh, id, typ, status, ctxv, idempotent)
+	prior, err := s.endTx(ctx, sh, id, typ, status, ctxv)
 	if err != nil {
 		return err
 	}
-	if changed {
-		s.log.InfoContext(ctx, "execution ended by request", "execution_id", id, "status", status)
+	if prior != "" {
+		return Errorf(ErrConflict, "execution %d is already %s", id, prior)
 	}
-	return s.cancelChildren(ctx, sh, id)
+	s.log.InfoContext(ctx, "execution ended by request", "execution_id", id, "status", status)
+	_, err = s.cancelChildren(ctx, sh, id)
+	return err
 }
 
 // endTx writes the terminal event and cancels the execution's commands in one
-// transaction; changed is false for an idempotent repeat.
-func (s *Service) endTx(ctx context.Context, sh *store.Shard, id int64, typ, status string, ctxv map[string]any, idempotent bool) (bool, error) {
-	changed := false
+// transaction; an execution that already ended is left as it is, and prior
+// says how it ended ("" when this call ended it).
+func (s *Service) endTx(ctx context.Context, sh *store.Shard, id int64, typ, status string, ctxv map[string]any) (string, error) {
+	prior := ""
 	err := s.withTx(ctx, sh, &store.LockSet{Executions: []int64{id}}, func(t *txn) error {
 		x, err := t.execution(id)
 		if err != nil {
 			return err
 		}
 		if terminal(x.row.Status) {
-			if idempotent && x.row.Status == status {
-				return errDiscard
-			}
-			return Errorf(ErrConflict, "execution %d is already %s", id, x.row.Status)
+			prior = x.row.Status
+			return errDiscard
 		}
 		if _, _, err := t.advance(x, store.Event{EventType: typ, Status: status, Context: ctxv}); err != nil {
 			return err
 		}
 		// The command table is the truth: cancel whatever the snapshot did not know.
-		if _, err := store.CancelActiveCommands(ctx, t.tx, id); err != nil {
-			return err
-		}
-		changed = true
-		return nil
+		_, err = store.CancelActiveCommands(ctx, t.tx, id)
+		return err
 	})
-	return changed, err
+	return prior, err
 }
 
-// cancelChildren cancels the running children of an execution; they live on
-// their parent's shard (R-I3). A failure here is retried by the drain.
-func (s *Service) cancelChildren(ctx context.Context, sh *store.Shard, parent int64) error {
+// cancelChildren cancels the running children of an execution, and theirs,
+// returning the ids it ended; they live on their parent's shard (R-I3). A
+// failure here is retried by the drain.
+func (s *Service) cancelChildren(ctx context.Context, sh *store.Shard, parent int64) ([]int64, error) {
+	var ended []int64
 	f := store.ExecutionFilter{ParentExecutionID: parent, Limit: 1000}
 	for {
 		page, err := store.ListExecutions(ctx, sh.Pool(), f)
 		if err != nil {
-			return err
+			return ended, err
 		}
 		for _, c := range page {
 			if terminal(c.Status) {
 				continue
 			}
-			if err := s.Cancel(ctx, c.ExecutionID, "the parent execution ended"); err != nil && !isConflict(err) {
-				return err
+			out, err := s.CancelRequested(ctx, c.ExecutionID, "the parent execution ended", true)
+			ended = append(ended, out.IDs...)
+			if err != nil {
+				return ended, err
 			}
 		}
 		if len(page) < f.Limit {
-			return nil
+			return ended, nil
 		}
 		cur := page[len(page)-1].Cursor()
 		f.After = &cur
@@ -293,4 +347,42 @@ func (s *Service) RedriveMany(ctx context.Context, ids []int64, version int) ([]
 		out = append(out, RedriveOutcome{ExecutionID: id, Redriven: r, Err: err})
 	}
 	return out, nil
+}
+
+// MaxIdleCancels bounds the executions one cleanup request lists or cancels;
+// a larger backlog takes more requests.
+const MaxIdleCancels = 1000
+
+// CancelIdle is POST /api/executions/cleanup: the running executions nothing
+// moved for idle (store.ListIdle), oldest id first, up to MaxIdleCancels;
+// unless dryRun, each is cancelled with its children. It returns those it
+// found (dry run) or ended, their children included.
+func (s *Service) CancelIdle(ctx context.Context, idle time.Duration, dryRun bool) ([]int64, error) {
+	before := time.Now().Add(-idle)
+	var found []int64
+	for i := range s.st.NumShards() {
+		ids, err := store.ListIdle(ctx, s.st.Shard(i).Pool(), before, MaxIdleCancels-len(found))
+		if err != nil {
+			return nil, fmt.Errorf("shard %d: %w", i, err)
+		}
+		found = append(found, ids...)
+		if len(found) >= MaxIdleCancels {
+			break
+		}
+	}
+	slices.Sort(found)
+	if dryRun {
+		return found, nil
+	}
+	reason := fmt.Sprintf("cleaned up: nothing moved it for %s", idle)
+	var ended []int64
+	for _, id := range found {
+		// A child listed after its parent was ended with it: no repeat.
+		out, err := s.CancelRequested(ctx, id, reason, true)
+		ended = append(ended, out.IDs...)
+		if err != nil {
+			return ended, err
+		}
+	}
+	return ended, nil
 }

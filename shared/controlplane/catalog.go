@@ -9,8 +9,12 @@ import (
 	"github.com/noetl-go/noetl/shared/store"
 )
 
-// KindPlaybook is the only catalog resource kind.
+// KindPlaybook is the only kind the catalog registers.
 const KindPlaybook = "Playbook"
+
+// KindCredential is the kind NoETL's catalog list names credentials by: the
+// list shows the keychain's credentials (their metadata, never their data).
+const KindCredential = "Credential"
 
 // Registered is the outcome of a registration.
 type Registered struct {
@@ -64,4 +68,11 @@ func (s *Service) CatalogByPath(ctx context.Context, path string, version int) (
 // ListCatalog returns a page of entries (without content).
 func (s *Service) ListCatalog(ctx context.Context, f store.CatalogFilter) ([]store.CatalogEntry, error) {
 	return store.ListCatalog(ctx, s.st.Cluster(), f)
+}
+
+// ListCredentialEntries lists the keychain's credentials by name for the
+// catalog list of kind Credential, up to limit: the rows hold the data only
+// sealed, and callers take their metadata alone.
+func (s *Service) ListCredentialEntries(ctx context.Context, query string, limit int) ([]store.Credential, error) {
+	return store.ListCredentials(ctx, s.st.Cluster(), store.CredentialFilter{Query: query, Limit: limit})
 }

@@ -1,8 +1,10 @@
 package controlplane
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"time"
 
@@ -41,6 +43,14 @@ type StatusView struct {
 	CurrentStep                                                         string
 	TotalSteps, CompletedSteps, RunningSteps, FailedSteps, SkippedSteps int
 	IsCancelled                                                         bool
+	// DoneSteps names the completed steps in the order they ended (NoETL's
+	// completed_steps).
+	DoneSteps []string
+	// StartedAt, CompletedAt (zero while running) and Error are the row's.
+	StartedAt, CompletedAt time.Time
+	Error                  string
+	// Workload is the execution's, for masking its secrets in Error.
+	Workload map[string]any
 }
 
 // readExecution reads an execution row and its decoded snapshot.
@@ -148,12 +158,14 @@ func (s *Service) Status(ctx context.Context, id int64) (*StatusView, error) {
 
 func statusOf(row store.Execution, snap *engine.Snapshot, pb *playbook.Playbook) StatusView {
 	v := StatusView{ExecutionID: row.ExecutionID, Status: row.Status, TotalSteps: len(pb.Steps),
-		IsCancelled: row.Status == store.ExecutionCancelled}
+		IsCancelled: row.Status == store.ExecutionCancelled, DoneSteps: []string{},
+		StartedAt: row.StartedAt, CompletedAt: row.CompletedAt, Error: row.Error, Workload: row.Workload}
 	var latest int64
 	for name, st := range snap.Steps {
 		switch st.Status {
 		case engine.StepCompleted:
 			v.CompletedSteps++
+			v.DoneSteps = append(v.DoneSteps, name)
 		case engine.StepRunning:
 			v.RunningSteps++
 			// R-A8: the most recently entered step still running.
@@ -166,6 +178,9 @@ func statusOf(row store.Execution, snap *engine.Snapshot, pb *playbook.Playbook)
 			v.SkippedSteps++
 		}
 	}
+	slices.SortFunc(v.DoneSteps, func(a, b string) int {
+		return cmp.Or(snap.Steps[a].ExitedAt.Compare(snap.Steps[b].ExitedAt), cmp.Compare(a, b))
+	})
 	return v
 }
 

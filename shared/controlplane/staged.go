@@ -71,8 +71,10 @@ func (s *Service) ResolveResult(ctx context.Context, uri string) (any, error) {
 		return nil, err
 	}
 	if resultstore.IsNoETLRef(uri) {
+		// A reference in NoETL's namespace that names nothing we keep
+		// (another shape, a manifest) is unknown, as NoETL answers it: 404.
 		if _, err := resultstore.ParseNoETLRef(uri); err != nil {
-			return nil, Errorf(ErrInvalid, "ref: %v", err)
+			return nil, Errorf(ErrNotFound, "no result is stored at this reference: %v", err)
 		}
 	} else if !st.Owns(uri) {
 		return nil, Errorf(ErrInvalid, "ref: %s is neither a noetl://execution/… reference nor inside this server's result store", uri)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/noetl-go/noetl/shared/eventtype"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 )
 
 // Execution statuses. FAILING is the R-R9 window between the first fatal failure and
@@ -241,21 +243,51 @@ func ListExecutions(ctx context.Context, q Querier, f ExecutionFilter) ([]Execut
 	return queryRows(ctx, q, "list executions", scanExecution, sql, w.args...)
 }
 
+// CascadeKey is the key of a cancel event's context that says whether the
+// cancel reaches the execution's children: false when the request said
+// cascade false (NoETL's CLI sends it); absent or true, it does (R-R10).
+const CascadeKey = "cascade"
+
+// cancelCascadedSQL is true when execution p was cancelled with its children:
+// CANCELLED, and its cancel event did not say cascade false. The event is
+// found by the log's primary key (execution_id, seq).
+const cancelCascadedSQL = `(p.status = '` + ExecutionCancelled + `' AND NOT EXISTS (
+	SELECT 1 FROM event ce WHERE ce.execution_id = p.execution_id
+	AND ce.event_type = '` + eventtype.PlaybookCancelled + `' AND ce.context @> '{"` + CascadeKey + `": false}'))`
+
 // ListOrphanedChildren returns running children whose parent already ended as
-// CANCELLED, up to limit: the cancel cascade (R-R10) re-driven by the drain.
-// Children live on their parent's shard (R-I3), so one shard answers.
+// CANCELLED with its children, up to limit: the cancel cascade (R-R10)
+// re-driven by the drain. Children live on their parent's shard (R-I3), so
+// one shard answers.
 func ListOrphanedChildren(ctx context.Context, q Querier, limit int) ([]int64, error) {
-	rows, err := q.Query(ctx, `
+	return queryRows(ctx, q, "list orphaned children", scanID, `
 		SELECT c.execution_id FROM execution c
 		JOIN execution p ON p.execution_id = c.parent_execution_id
-		WHERE c.status IN ('RUNNING', 'FAILING') AND p.status = 'CANCELLED'
+		WHERE c.status IN ('RUNNING', 'FAILING') AND `+cancelCascadedSQL+`
 		LIMIT $1`, limit)
-	if err != nil {
-		return nil, fmt.Errorf("store: list orphaned children: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("store: list orphaned children: %w", err)
-	}
-	return ids, nil
+}
+
+// ListIdle returns, in id order and up to limit, the running executions
+// nothing has moved since before: no event since (the row's updated_at), no
+// command held by a worker under a live lease (one that heartbeats), no
+// running child that moved since. What POST /api/executions/cleanup cancels:
+// a step a worker is running, or a parent waiting on a child that
+// progresses, is not idle; a command nobody claims is, however often it is
+// announced again.
+func ListIdle(ctx context.Context, q Querier, before time.Time, limit int) ([]int64, error) {
+	return queryRows(ctx, q, "list idle executions", scanID, `
+		SELECT e.execution_id FROM execution e
+		WHERE e.status IN ('`+ExecutionRunning+`', '`+ExecutionFailing+`') AND e.updated_at < $1
+		  AND NOT EXISTS (SELECT 1 FROM command c WHERE c.execution_id = e.execution_id AND `+lifecycle.ActiveSQL+` AND `+lifecycle.LiveSQL+`)
+		  AND NOT EXISTS (SELECT 1 FROM execution k WHERE k.parent_execution_id = e.execution_id
+			AND k.status IN ('`+ExecutionRunning+`', '`+ExecutionFailing+`') AND k.updated_at >= $1)
+		ORDER BY e.execution_id
+		LIMIT $2`, before, limit)
+}
+
+// scanID reads a row of one id.
+func scanID(r pgx.Row) (int64, error) {
+	var id int64
+	err := r.Scan(&id)
+	return id, err
 }

@@ -23,8 +23,8 @@ type Stall struct {
 	Active, Stale int
 	// RunningChildren counts its children not terminal.
 	RunningChildren int
-	// ParentCancelled: its parent was cancelled, so the drain's orphan job
-	// cancels it (R-R10).
+	// ParentCancelled: its parent was cancelled with its children, so the
+	// drain's orphan job cancels it (R-R10).
 	ParentCancelled bool
 }
 
@@ -38,7 +38,7 @@ type Stall struct {
 func Stalls(ctx context.Context, q Querier, overdue time.Duration, limit int) ([]Stall, error) {
 	rows, err := q.Query(ctx, `
 		SELECT e.execution_id, e.path, e.status, e.updated_at, a.active, a.stale, k.running,
-			coalesce(p.status = '`+ExecutionCancelled+`', false)
+			coalesce(`+cancelCascadedSQL+`, false)
 		FROM execution e
 		CROSS JOIN LATERAL (
 			SELECT count(*) AS active, count(*) FILTER (WHERE `+lifecycle.StaleSQL("$1")+`) AS stale
@@ -48,7 +48,7 @@ func Stalls(ctx context.Context, q Querier, overdue time.Duration, limit int) ([
 			WHERE c.parent_execution_id = e.execution_id AND c.status IN ('`+ExecutionRunning+`', '`+ExecutionFailing+`')) k
 		LEFT JOIN execution p ON p.execution_id = e.parent_execution_id
 		WHERE e.status IN ('`+ExecutionRunning+`', '`+ExecutionFailing+`')
-		  AND ((a.active = 0 AND k.running = 0 AND p.status IS DISTINCT FROM '`+ExecutionCancelled+`') OR a.stale > 0)
+		  AND ((a.active = 0 AND k.running = 0 AND NOT coalesce(`+cancelCascadedSQL+`, false)) OR a.stale > 0)
 		ORDER BY e.execution_id
 		LIMIT $2`, overdue, limit)
 	if err != nil {

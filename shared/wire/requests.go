@@ -113,7 +113,13 @@ func (r *ExecuteRequest) Check(f jsonx.Fields) error {
 // CancelRequest is the body of POST /api/executions/{id}/cancel (and /stop).
 type CancelRequest struct {
 	Reason  string `json:"reason,omitempty"`
-	Cascade bool   `json:"cascade,omitempty" ignored:"true" doc:"NoETL's; children are always cancelled"`
+	Cascade *bool  `json:"cascade,omitempty" doc:"false: the execution only, its children run on; default true: its children too"`
+}
+
+// CleanupRequest is the body of POST /api/executions/cleanup (NoETL's).
+type CleanupRequest struct {
+	OlderThanMinutes *int `json:"older_than_minutes,omitempty" min:"1" max:"525600" doc:"cancel running executions nothing moved for this many minutes (no event, no command a worker holds under a live lease, no child moving); default 5"`
+	DryRun           bool `json:"dry_run,omitempty" doc:"list them, cancel nothing"`
 }
 
 // RerunRequest is the body of POST /api/executions/{id}/rerun.
@@ -566,3 +572,20 @@ func SinceAgo(field, s string, now time.Time) (time.Time, error) {
 	}
 	return t, nil
 }
+
+// SQLRequest is the body of POST /api/postgres/execute (NoETL's; the admin
+// scope, read-only: docs/security.md).
+type SQLRequest struct {
+	Query       string `json:"query,omitempty" doc:"one statement that reads (SELECT, WITH, TABLE, VALUES, SHOW, EXPLAIN); run read-only and rolled back"`
+	QueryBase64 string `json:"query_base64,omitempty" doc:"the query, base64-encoded (NoETL's)"`
+	Schema      string `json:"schema,omitempty" doc:"searched first (NoETL's CLI sends noetl; a schema that does not exist is skipped)"`
+	Shard       *int   `json:"shard,omitempty" min:"0" max:"1023" doc:"run on this shard's database; absent: the cluster database"`
+	Procedure   string `json:"procedure,omitempty" doc:"NoETL's; refused: procedures write"`
+	Database    string `json:"database,omitempty" doc:"NoETL's; refused: name a shard instead"`
+	Credential  string `json:"credential,omitempty" doc:"NoETL's; refused: the route reads this server's own databases only"`
+	Connection  string `json:"connection_string,omitempty" doc:"NoETL's; refused: the route reads this server's own databases only"`
+}
+
+// DBInitRequest is the body of POST /api/db/init: none is needed (NoETL's CLI
+// sends none); an empty object is accepted.
+type DBInitRequest struct{}

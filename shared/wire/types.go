@@ -38,11 +38,11 @@ type ExecutionSummary struct {
 	// Every event is numbered 1..last_seq (R-S4): the count without a scan.
 	EventCount int64 `json:"event_count"`
 	// NoETL's names for the times and what its GUI shows of them.
-	StartTime       Time    `json:"start_time" doc:"started_at, NoETL's name"`
-	EndTime         Time    `json:"end_time" doc:"completed_at, NoETL's name; null while running"`
-	DurationSeconds float64 `json:"duration_seconds" doc:"from start to end, or to now while running, to the millisecond"`
-	DurationHuman   string  `json:"duration_human" doc:"duration_seconds as NoETL writes it: 1h 2m 3s"`
-	Progress        int     `json:"progress" doc:"percent: 100 once ended; while running, the share of steps done where the answer knows them (the detail), else 0"`
+	StartTime       WallTime `json:"start_time" doc:"started_at as NoETL's GUI shows it (UTC, 2006-01-02 15:04:05): its list prints the field as it comes"`
+	EndTime         WallTime `json:"end_time" doc:"completed_at as start_time; null while running"`
+	DurationSeconds float64  `json:"duration_seconds" doc:"from start to end, or to now while running, to the millisecond"`
+	DurationHuman   string   `json:"duration_human" doc:"duration_seconds as NoETL writes it: 1h 2m 3s"`
+	Progress        int      `json:"progress" doc:"percent: 100 once ended; while running, the share of steps done where the answer knows them (the detail), else 0"`
 	// A run a schedule started names the schedule and the due time it ran for.
 	ScheduleID  OptID `json:"schedule_id" doc:"the schedule that started the execution; null: none"`
 	ScheduledAt Time  `json:"scheduled_at" doc:"the due time the schedule started it for; null: not a scheduled run"`
@@ -111,13 +111,25 @@ type EventPage struct {
 	NextAfterSeq *int64  `json:"next_after_seq" doc:"null on the last page"`
 }
 
-// Status answers GET /api/executions/{id}/status (events.md §6).
+// Status answers GET /api/executions/{id}/status (events.md §6): ours, and
+// the fields NoETL's Python server answers and its CLI reads
+// (docs/noetl-compat.md, "NoETL's CLI").
 type Status struct {
 	ExecutionID ID        `json:"execution_id"`
 	Status      string    `json:"status"`
 	CurrentStep OptString `json:"current_step"`
 	Progress    Progress  `json:"progress"`
 	IsCancelled bool      `json:"is_cancelled"`
+
+	Completed          bool      `json:"completed" doc:"NoETL's: the execution ended (COMPLETED, FAILED or CANCELLED)"`
+	Failed             bool      `json:"failed" doc:"NoETL's: it ended FAILED or CANCELLED (with completed true, so NoETL's CLI prints FAILED)"`
+	CompletionInferred bool      `json:"completion_inferred" doc:"NoETL's; always false: the end is the execution's own terminal event, never guessed"`
+	CompletedSteps     []string  `json:"completed_steps" doc:"NoETL's: the completed steps' names, in the order they ended"`
+	Error              OptString `json:"error" doc:"why it failed or was cancelled; null otherwise"`
+	StartTime          Time      `json:"start_time"`
+	EndTime            Time      `json:"end_time" doc:"null while running"`
+	DurationSeconds    float64   `json:"duration_seconds" doc:"from start to end, or to now while running, to the millisecond"`
+	DurationHuman      string    `json:"duration_human" doc:"duration_seconds as NoETL writes it: 1h 2m 3s"`
 }
 
 // Progress counts an execution's steps by state.
@@ -136,7 +148,26 @@ type CancellationCheck struct {
 	Status      string `json:"status"`
 }
 
-// Ended answers POST /api/executions/{id}/cancel and …/finalize.
+// CancelAnswer answers POST /api/executions/{id}/cancel and …/stop, in NoETL's
+// shape: an execution that already ended is answered 200, as NoETL does, with
+// status already_completed and nothing cancelled.
+type CancelAnswer struct {
+	ExecutionID         ID        `json:"execution_id"`
+	Status              string    `json:"status" enum:"CANCELLED,already_completed"`
+	CancelledExecutions []ID      `json:"cancelled_executions" doc:"the executions this request ended: the one asked for, then its children unless cascade was false"`
+	Message             string    `json:"message"`
+	Already             OptString `json:"already" doc:"how the execution had already ended (COMPLETED, FAILED or CANCELLED); null when this request ended it"`
+}
+
+// CleanupAnswer answers POST /api/executions/cleanup, in NoETL's shape.
+type CleanupAnswer struct {
+	CancelledCount int    `json:"cancelled_count" doc:"how many executions were cancelled, or would be (dry run)"`
+	ExecutionIDs   []ID   `json:"execution_ids" doc:"those executions, ids as strings (as NoETL's server sends them)"`
+	Message        string `json:"message"`
+	DryRun         bool   `json:"dry_run"`
+}
+
+// Ended answers POST /api/executions/{id}/finalize.
 type Ended struct {
 	ExecutionID ID     `json:"execution_id"`
 	Status      string `json:"status"`
@@ -273,6 +304,10 @@ type CatalogSummary struct {
 	// and shows payload.metadata.description) and the registration's meta.
 	Payload OptObject   `json:"payload" doc:"the playbook's YAML as JSON (NoETL's payload); null if it no longer parses"`
 	Meta    CatalogMeta `json:"meta"`
+	// Credential is set in a list of kind Credential, whose entries are the
+	// keychain's credentials: catalog_id is the credential's id, path its
+	// name, version 1.
+	Credential *Credential `json:"credential,omitempty" doc:"a list of resource_type Credential: the credential's metadata (never its data)"`
 }
 
 // CatalogMeta is NoETL's meta of a catalog entry.
@@ -641,4 +676,38 @@ func (w *WhatIf) WouldComplete() []int64 {
 		}
 	}
 	return ids
+}
+
+// ---- the database routes (NoETL's CLI: db validate, db init, query) ----
+
+// SchemaReport answers GET /api/db/validate and POST /api/db/init: NoETL's
+// fields over every database of the deployment, and each database's state.
+type SchemaReport struct {
+	Status    string           `json:"status" enum:"ok,error"`
+	Valid     bool             `json:"valid" doc:"every database holds every migration this server carries, and every table they create"`
+	Message   string           `json:"message"`
+	Tables    []string         `json:"tables" doc:"the tables the migrations create, found (over every database)"`
+	Missing   []string         `json:"missing" doc:"those not found"`
+	AllTables []string         `json:"all_tables" doc:"every base table found"`
+	Databases []DatabaseSchema `json:"databases"`
+}
+
+// DatabaseSchema is one database's schema state.
+type DatabaseSchema struct {
+	Name    string   `json:"name" doc:"cluster, or shard N"`
+	Set     string   `json:"set" enum:"cluster,shard" doc:"the migration set it takes"`
+	Applied int      `json:"applied" doc:"the newest migration version applied"`
+	Wanted  int      `json:"wanted" doc:"the newest this server carries"`
+	Valid   bool     `json:"valid"`
+	Missing []string `json:"missing" doc:"tables its migrations create that are not found"`
+}
+
+// SQLAnswer answers POST /api/postgres/execute: NoETL's status and result,
+// the rows as arrays (what NoETL's CLI's table prints) beside the columns.
+type SQLAnswer struct {
+	Status    string    `json:"status" enum:"ok,error"`
+	Columns   []string  `json:"columns"`
+	Result    Value     `json:"result" doc:"the rows, each an array of values in the columns' order; null on error"`
+	Truncated bool      `json:"truncated" doc:"rows past the limit were left out"`
+	Error     OptString `json:"error" doc:"Postgres' refusal (status error); null otherwise"`
 }

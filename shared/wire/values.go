@@ -144,21 +144,50 @@ func (t Time) MarshalJSON() ([]byte, error) {
 }
 
 func (t *Time) UnmarshalJSON(b []byte) error {
+	return readTime(b, &t.Time, func(s string) (time.Time, error) {
+		v, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return v, fmt.Errorf("expected an RFC 3339 time: %w", err)
+		}
+		return v, nil
+	})
+}
+
+// readTime reads a JSON time, null being the zero time, with parse.
+func readTime(b []byte, dst *time.Time, parse func(string) (time.Time, error)) error {
 	if bytes.Equal(bytes.TrimSpace(b), null) {
-		t.Time = time.Time{}
+		*dst = time.Time{}
 		return nil
 	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return err
 	}
-	v, err := time.Parse(time.RFC3339Nano, s)
+	v, err := parse(s)
 	if err != nil {
-		return fmt.Errorf("expected an RFC 3339 time: %w", err)
+		return err
 	}
-	t.Time = v
+	*dst = v
 	return nil
 }
+
+// WallTime is a moment as NoETL's GUI shows one: UTC to the second,
+// "2006-01-02 15:04:05" (time.DateTime); the zero time is null. The
+// executions list prints start_time as it comes, where the execution's page
+// formats it this way, so lists carry it already formatted (issue 30).
+type WallTime struct{ time.Time }
+
+// Wall wraps t.
+func Wall(t time.Time) WallTime { return WallTime{t} }
+
+func (t WallTime) MarshalJSON() ([]byte, error) {
+	if t.IsZero() {
+		return null, nil
+	}
+	return strconv.AppendQuote(nil, t.UTC().Format(time.DateTime)), nil
+}
+
+func (t *WallTime) UnmarshalJSON(b []byte) error { return readTime(b, &t.Time, ParseTime) }
 
 // ParseTime reads a producer's timestamp: RFC 3339, or the zone-less ISO form
 // NoETL's Python workers and Postgres' timestamp columns write (UTC).

@@ -35,11 +35,12 @@ const (
 	APIToken      = "test-api-token"
 	WorkerToken   = "test-worker-token"
 	InternalToken = "test-internal-token"
+	AdminToken    = "test-admin-token"
 )
 
 // Tokens are the tokens a stack configures unless Options.Open.
 func Tokens() config.Tokens {
-	return config.Tokens{API: []string{APIToken}, Worker: []string{WorkerToken}, Internal: []string{InternalToken}}
+	return config.Tokens{API: []string{APIToken}, Worker: []string{WorkerToken}, Internal: []string{InternalToken}, Admin: []string{AdminToken}}
 }
 
 // Options tunes a Stack; the zero value is 2 shards, tokens, a 2 s lease.
