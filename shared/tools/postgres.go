@@ -666,12 +666,6 @@ func goValue(elemOID uint32, v any) any {
 		return out
 	case bool, string, int64:
 		return x
-	case int16:
-		return int64(x)
-	case int32:
-		return int64(x)
-	case uint32:
-		return int64(x)
 	case float32:
 		return goValue(elemOID, float64(x))
 	case float64:
@@ -717,7 +711,7 @@ func goValue(elemOID uint32, v any) any {
 			return fmt.Sprint(dv)
 		}
 		return goValue(elemOID, dv)
-	default:
+	default: // int2, int4 and oid's int16, int32 and uint32 among them
 		return jsonx.Normalize(x)
 	}
 }
