@@ -104,11 +104,15 @@ func Normalize(v any) any {
 	}
 }
 
-// GoNumber converts a value of any of Go's integer and float kinds to the
+// GoNumber converts a value of one of Go's integer and float types to the
 // convention: int64, or float64 (for a float, and an unsigned integer past
-// MaxInt64). ok false: v is of no number kind.
+// MaxInt64). ok false: v is no number, or of a named type (time.Duration,
+// slog.Level: its own JSON form, if any, decides).
 func GoNumber(v any) (any, bool) {
 	rv := reflect.ValueOf(v)
+	if !rv.IsValid() || rv.Type().PkgPath() != "" {
+		return nil, false
+	}
 	switch rv.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		return rv.Int(), true
