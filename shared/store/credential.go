@@ -231,17 +231,18 @@ func RecordCredentialRead(ctx context.Context, q Querier, r CredentialRead) erro
 type CredentialReadFilter struct {
 	Name        string
 	ExecutionID int64
-	Limit       int
+	Limit       int // 1..1000; 0 means 100 (pageLimit)
 }
 
 // ListCredentialReads lists logged reads, newest first.
 func ListCredentialReads(ctx context.Context, q Querier, f CredentialReadFilter) ([]CredentialRead, error) {
-	if f.Limit <= 0 {
-		f.Limit = 100
+	limit, err := pageLimit(f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: credential reads: %w", err)
 	}
 	return queryRows(ctx, q, "credential reads", scanCredentialRead, `SELECT read_id, read_at, name, credential_id, execution_id, include_data, outcome, reason, scope, token, worker_id, request_id, command_id
 		FROM credential_read WHERE ($1 = '' OR name = $1) AND ($2 = 0 OR execution_id = $2)
-		ORDER BY read_id DESC LIMIT $3`, f.Name, f.ExecutionID, f.Limit)
+		ORDER BY read_id DESC LIMIT $3`, f.Name, f.ExecutionID, limit)
 }
 
 func scanCredentialRead(row pgx.Row) (CredentialRead, error) {
