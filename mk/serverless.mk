@@ -26,46 +26,17 @@ lambda-build = mkdir -p $(1) && CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_GOARCH)
 # sam build sets ARTIFACTS_DIR; without it the binary would land in /bootstrap.
 need-artifacts-dir = @test -n "$(ARTIFACTS_DIR)" || { echo "$@: ARTIFACTS_DIR is not set (sam build sets it); for a local build run: make build" >&2; exit 2; }
 
-.PHONY: build package test-serverless serverless-lint serverless-transform infra-test \
-	build-CatalogFunction build-ExecuteFunction build-IngestFunction build-ClaimFunction \
-	build-StatusFunction build-ReplayFunction build-OutboxFunction build-SchedulesFunction build-KeychainFunction
+.PHONY: build package test-serverless serverless-lint serverless-transform infra-test
 
-build-CatalogFunction:
+# build-<Name>Function builds functions/<name> (CatalogFunction: catalog): one
+# rule for every function of LAMBDA_FUNCTIONS. Not .PHONY: make skips the
+# pattern-rule search for phony targets.
+build-%Function:
 	$(need-artifacts-dir)
-	$(call lambda-build,$(ARTIFACTS_DIR),catalog)
-
-build-ExecuteFunction:
-	$(need-artifacts-dir)
-	$(call lambda-build,$(ARTIFACTS_DIR),execute)
-
-build-IngestFunction:
-	$(need-artifacts-dir)
-	$(call lambda-build,$(ARTIFACTS_DIR),ingest)
-
-build-ClaimFunction:
-	$(need-artifacts-dir)
-	$(call lambda-build,$(ARTIFACTS_DIR),claim)
-
-build-KeychainFunction:
-	$(need-artifacts-dir)
-	$(call lambda-build,$(ARTIFACTS_DIR),keychain)
+	$(call lambda-build,$(ARTIFACTS_DIR),$(shell echo '$*' | tr A-Z a-z))
 
 # The status function serves the dashboard: its layout library is embedded.
 build-StatusFunction: dashboard
-	$(need-artifacts-dir)
-	$(call lambda-build,$(ARTIFACTS_DIR),status)
-
-build-ReplayFunction:
-	$(need-artifacts-dir)
-	$(call lambda-build,$(ARTIFACTS_DIR),replay)
-
-build-OutboxFunction:
-	$(need-artifacts-dir)
-	$(call lambda-build,$(ARTIFACTS_DIR),outbox)
-
-build-SchedulesFunction:
-	$(need-artifacts-dir)
-	$(call lambda-build,$(ARTIFACTS_DIR),schedules)
 
 # build/<fn>/bootstrap is also what infra/ (CDK Code.fromAsset) deploys.
 BUILD_DIR ?= build

@@ -73,6 +73,25 @@ func readDoc(path string, stdin io.Reader) (map[string]any, error) {
 	return jsonx.DecodeObject(b)
 }
 
+// readRequest reads a request from a JSON or YAML file (stdin for "-") into
+// v, a wire type: a key v has no field for is an error listing fields.
+func readRequest(path string, stdin io.Reader, v any, fields string) error {
+	doc, err := readDoc(path, stdin)
+	if err != nil {
+		return err
+	}
+	b, err := jsonx.Marshal(doc)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%s: %w (fields: %s)", path, err, fields)
+	}
+	return nil
+}
+
 func runCredentialSet(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	file := fs.String("f", "", "a credential file in NoETL's shape {name, type, data, tags, description, meta} and our scope (JSON or YAML; - for stdin)")
 	typ := fs.String("type", "", "postgres, bearer, api_key, basic, http, generic, … (default generic)")
@@ -92,19 +111,12 @@ func runCredentialSet(ctx context.Context, c *conn, fs *flag.FlagSet, args []str
 	}
 	var r wire.CredentialRequest
 	if *file != "" {
-		doc, err := readDoc(*file, os.Stdin)
-		if err != nil {
-			return fail(stderr, "credentials set", err)
-		}
-		b, _ := jsonx.Marshal(doc)
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.DisallowUnknownFields()
 		var in struct {
 			wire.CredentialRequest
 			CredentialType string `json:"credential_type"`
 		}
-		if err := dec.Decode(&in); err != nil {
-			return fail(stderr, "credentials set", fmt.Errorf("%s: %w (fields: name, type, data, tags, description, meta, scope)", *file, err))
+		if err := readRequest(*file, os.Stdin, &in, "name, type, data, tags, description, meta, scope"); err != nil {
+			return fail(stderr, "credentials set", err)
 		}
 		r = in.CredentialRequest
 		if r.Type == "" {

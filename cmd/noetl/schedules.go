@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,8 +11,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/wire"
@@ -43,30 +39,6 @@ func scheduleIDArg(fs *flag.FlagSet, stderr io.Writer) (int64, bool) {
 	return idArg(fs, stderr, "a", "schedule")
 }
 
-// scheduleFile reads a schedule from YAML (or JSON): the API's field names.
-// An unknown key is an error naming it.
-func scheduleFile(path string) (wire.ScheduleRequest, error) {
-	var r wire.ScheduleRequest
-	src, err := os.ReadFile(path)
-	if err != nil {
-		return r, err
-	}
-	var v map[string]any
-	if err := yaml.Unmarshal(src, &v); err != nil {
-		return r, fmt.Errorf("%s: %w", path, err)
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return r, fmt.Errorf("%s: %w", path, err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
-		return r, fmt.Errorf("%s: %w (fields: playbook_path, playbook_version, cron, interval_seconds, timezone, enabled, input_payload, overlap, catchup_seconds, jitter_seconds, meta)", path, err)
-	}
-	return r, nil
-}
-
 // given is v's address, or nil for the zero value: a flag left at its zero
 // sends no field.
 func given[T comparable](v T) *T {
@@ -85,7 +57,7 @@ func wholeSeconds(flagName string, d time.Duration) (int64, error) {
 }
 
 func runScheduleCreate(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
-	file := fs.String("f", "", "YAML file with the schedule (the API's fields: playbook_path, cron, interval_seconds, …)")
+	file := fs.String("f", "", "YAML (or JSON) file with the schedule, - for stdin (the API's fields: playbook_path, cron, interval_seconds, …)")
 	path := fs.String("path", "", "the playbook's catalog path (playbook_path)")
 	version := fs.Int("version", 0, "playbook version (default: the latest when each run starts)")
 	cron := fs.String("cron", "", `cron expression: 5 fields, or 6 with seconds first, or @daily etc. (e.g. "*/5 * * * *")`)
@@ -102,8 +74,7 @@ func runScheduleCreate(ctx context.Context, c *conn, fs *flag.FlagSet, args []st
 	}
 	var r wire.ScheduleRequest
 	if *file != "" {
-		var err error
-		if r, err = scheduleFile(*file); err != nil {
+		if err := readRequest(*file, os.Stdin, &r, "playbook_path, playbook_version, cron, interval_seconds, timezone, enabled, input_payload, overlap, catchup_seconds, jitter_seconds, meta"); err != nil {
 			return fail(stderr, "schedules create", err)
 		}
 	}

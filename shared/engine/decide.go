@@ -1159,7 +1159,7 @@ func (d *decider) resultData(oc cmdOutcome) any {
 	if oc.ref == "" {
 		return oc.data
 	}
-	return d.load(ResultKey{Kind: KindReference, Index: -1, URI: oc.ref})
+	return d.load(RefKey(oc.ref))
 }
 
 func (d *decider) load(key ResultKey) any { return d.loadAll([]ResultKey{key})[0] }

@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"time"
+
+	"github.com/noetl-go/noetl/shared/jsonx"
 )
 
 // Outcome is what one Handle call decided.
@@ -25,6 +27,24 @@ type Outcome struct {
 	Finished *Finished
 	// Work counts what the decision examined, for the O(1)-per-event tests.
 	Work Work
+}
+
+// Keep puts into values what the outcome keeps outside the snapshot, as the
+// results table and the result store give it back: its writes, and its
+// command parts decoded under their reference keys. The simulations (the
+// what-if, enginetest) keep both stores in one map.
+func (o *Outcome) Keep(values map[ResultKey]any) error {
+	for _, w := range o.Writes {
+		values[w.Key] = w.Value
+	}
+	for _, p := range o.Parts {
+		v, err := jsonx.Decode(p.Data)
+		if err != nil {
+			return fmt.Errorf("command part %s: %w", p.URI, err)
+		}
+		values[RefKey(p.URI)] = v
+	}
+	return nil
 }
 
 // Finished tells how a command ended: OK, or failed with a class (R-L3). The

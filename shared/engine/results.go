@@ -32,10 +32,13 @@ type ResultKey struct {
 // its URI alone, whichever step's result it is.
 func (k ResultKey) Stored() ResultKey {
 	if k.Kind == KindReference {
-		return ResultKey{Kind: KindReference, Index: -1, URI: k.URI}
+		return RefKey(k.URI)
 	}
 	return k
 }
+
+// RefKey is the key a value stored by reference is read under: its URI alone.
+func RefKey(uri string) ResultKey { return ResultKey{Kind: KindReference, Index: -1, URI: uri} }
 
 func (k ResultKey) String() string {
 	if k.Kind == KindReference {

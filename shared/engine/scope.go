@@ -40,7 +40,7 @@ type iteration struct {
 // the result store when the worker stored it there.
 func (b *bindings) result(d *decider) any {
 	if b.stored != "" {
-		return d.load(ResultKey{Kind: KindReference, Index: -1, URI: b.stored})
+		return d.load(RefKey(b.stored))
 	}
 	return b.output
 }

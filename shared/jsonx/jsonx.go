@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 )
 
@@ -52,26 +53,6 @@ func Normalize(v any) any {
 		return x
 	case json.Number:
 		return Number(x)
-	case int:
-		return int64(x)
-	case int8:
-		return int64(x)
-	case int16:
-		return int64(x)
-	case int32:
-		return int64(x)
-	case uint:
-		return uintValue(uint64(x))
-	case uint8:
-		return int64(x)
-	case uint16:
-		return int64(x)
-	case uint32:
-		return int64(x)
-	case uint64:
-		return uintValue(x)
-	case float32:
-		return float64(x)
 	case map[string]any:
 		for k, e := range x {
 			x[k] = Normalize(e)
@@ -107,6 +88,9 @@ func Normalize(v any) any {
 		}
 		return d
 	default:
+		if n, ok := GoNumber(x); ok {
+			return n
+		}
 		// Anything else (structs, typed maps) goes through a JSON round trip.
 		b, err := json.Marshal(x)
 		if err != nil {
@@ -118,6 +102,26 @@ func Normalize(v any) any {
 		}
 		return d
 	}
+}
+
+// GoNumber converts a value of one of Go's integer and float types to the
+// convention: int64, or float64 (for a float, and an unsigned integer past
+// MaxInt64). ok false: v is no number, or of a named type (time.Duration,
+// slog.Level: its own JSON form, if any, decides).
+func GoNumber(v any) (any, bool) {
+	rv := reflect.ValueOf(v)
+	if !rv.IsValid() || rv.Type().PkgPath() != "" {
+		return nil, false
+	}
+	switch rv.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return rv.Int(), true
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return uintValue(rv.Uint()), true
+	case reflect.Float32, reflect.Float64:
+		return rv.Float(), true
+	}
+	return nil, false
 }
 
 func uintValue(u uint64) any {

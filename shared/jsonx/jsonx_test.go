@@ -1,9 +1,11 @@
 package jsonx
 
 import (
+	"log/slog"
 	"math"
 	"reflect"
 	"testing"
+	"time"
 )
 
 func TestDecodeKeepsIntegersExact(t *testing.T) {
@@ -59,6 +61,21 @@ func TestNormalize(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Normalize = %#v", got)
+	}
+}
+
+// TestNormalizeNumberTypes: Go's integer and float types become int64 or
+// float64 (GoNumber); a named number type keeps its own JSON form.
+func TestNormalizeNumberTypes(t *testing.T) {
+	for _, c := range []struct{ in, want any }{
+		{int8(-3), int64(-3)}, {uint(3), int64(3)}, {uint16(7), int64(7)}, {float32(1.5), 1.5},
+		{uint64(math.MaxUint64), float64(math.MaxUint64)},
+		{time.Second, int64(time.Second)}, // no JSON form of its own: a number
+		{slog.LevelWarn, "WARN"},          // its MarshalJSON's
+	} {
+		if got := Normalize(c.in); got != c.want {
+			t.Errorf("Normalize(%T %v) = %T %v, want %T %v", c.in, c.in, got, got, c.want, c.want)
+		}
 	}
 }
 

@@ -128,6 +128,21 @@ type Env struct {
 	Dashboard api.Dashboard
 }
 
+// openPart opens a part only some functions have: open is nil in the other
+// functions' mains, where a part configured all the same (configured) is
+// warned about as ignored rather than failing the cold start.
+func openPart[T any](ctx context.Context, cfg *config.Config, logger *slog.Logger,
+	open func(context.Context, *config.Config) (T, error), configured bool, ignored string) (T, error) {
+	if open == nil {
+		if configured {
+			logger.Warn(ignored)
+		}
+		var none T
+		return none, nil
+	}
+	return open(ctx, cfg)
+}
+
 // FromEnv builds a function's handler from getenv (os.Getenv in Lambda):
 // config.Load, migrations only when NOETL_MIGRATE_ON_START, the store with the
 // configured (tiny) pools, NATS when NOETL_NATS_URL is set — the stream is not
@@ -158,24 +173,15 @@ func FromEnv(ctx context.Context, function string, getenv func(string) string, e
 	logger.Info("configuration", "config", cfg)
 
 	// Before the database: a bad store fails the cold start at once.
-	var results resultstore.Store
-	switch {
-	case cfg.ResultStore != "" && env.OpenResults == nil:
-		logger.Warn(config.EnvResultStore+" is ignored: only the ingest function reads results posted by reference", "function", function)
-	case env.OpenResults != nil:
-		if results, err = env.OpenResults(ctx, cfg); err != nil {
-			return nil, nil, err
-		}
+	results, err := openPart(ctx, cfg, logger, env.OpenResults, cfg.ResultStore != "",
+		config.EnvResultStore+" is ignored: only the ingest function reads results posted by reference")
+	if err != nil {
+		return nil, nil, err
 	}
-
-	var newKeychain NewKeychain
-	switch {
-	case cfg.KeychainKMSKeyID != "" && env.OpenKeychain == nil:
-		logger.Warn(config.EnvKeychainKMSKeyID+" is ignored: only the keychain function seals and opens credentials", "function", function)
-	case env.OpenKeychain != nil:
-		if newKeychain, err = env.OpenKeychain(ctx, cfg); err != nil {
-			return nil, nil, err
-		}
+	newKeychain, err := openPart(ctx, cfg, logger, env.OpenKeychain, cfg.KeychainKMSKeyID != "",
+		config.EnvKeychainKMSKeyID+" is ignored: only the keychain function seals and opens credentials")
+	if err != nil {
+		return nil, nil, err
 	}
 
 	scfg := store.Config{ClusterDSN: cfg.ClusterDSN, ShardDSNs: cfg.ShardDSNs, MaxConns: int(cfg.DBMaxConns), Logger: logger}
@@ -220,14 +226,10 @@ func FromEnv(ctx context.Context, function string, getenv func(string) string, e
 	}
 
 	deps := Deps{Store: st, Publisher: pub, NATS: natsCheck, Config: cfg, Logger: logger, Results: results, Keychain: newKeychain, Dashboard: env.Dashboard}
-	switch {
-	case cfg.Scheduler.Enabled() && env.OpenSchedules == nil:
-		logger.Warn(config.EnvSchedulerGroup+" is ignored: only the schedules function keeps scheduler entries", "function", function)
-	case env.OpenSchedules != nil:
-		if deps.Schedules, err = env.OpenSchedules(ctx, cfg); err != nil {
-			closeAll()
-			return nil, nil, err
-		}
+	if deps.Schedules, err = openPart(ctx, cfg, logger, env.OpenSchedules, cfg.Scheduler.Enabled(),
+		config.EnvSchedulerGroup+" is ignored: only the schedules function keeps scheduler entries"); err != nil {
+		closeAll()
+		return nil, nil, err
 	}
 	build := deps.Build
 	h, err := New(function, build, Options{ServerURL: cfg.ServerURL, Stage: cfg.Stage, Metrics: env.Metrics, Logger: logger})

@@ -81,14 +81,9 @@ type stageState struct {
 }
 
 func (f *Folder) foldStage(r *Row, typ string) {
-	id := stageIDOf(r)
-	if id == "" {
-		return
-	}
-	s := f.stages[id]
+	s := entry(f.stages, stageIDOf(r), func() *stageState { return &stageState{status: "UNKNOWN"} })
 	if s == nil {
-		s = &stageState{status: "UNKNOWN"}
-		f.stages[id] = s
+		return
 	}
 	// kind and step_name come from the first event that carries them
 	// (stage.opened in practice; the data set's step_name is meta.step_name).
@@ -102,9 +97,7 @@ func (f *Folder) foldStage(r *Row, typ string) {
 	if p, ok := metaString(r.Meta, "parent_stage_id"); ok {
 		s.parentStageID = p
 	}
-	if l := loopIDOf(r); l != "" {
-		s.loopEventID = l
-	}
+	setString(&s.loopEventID, loopIDOf(r))
 	switch typ {
 	case "stage.opened":
 		s.status = "OPEN"
@@ -157,25 +150,16 @@ type frameState struct {
 }
 
 func (f *Folder) foldFrame(r *Row, typ string) {
-	id := frameIDOf(r)
-	if id == "" {
+	fr := entry(f.frames, frameIDOf(r), func() *frameState { return &frameState{status: "UNKNOWN"} })
+	if fr == nil {
 		return
 	}
-	fr := f.frames[id]
-	if fr == nil {
-		fr = &frameState{status: "UNKNOWN"}
-		f.frames[id] = fr
-	}
 	fr.last = r.EventID
-	if sid := stageIDOf(r); sid != "" {
-		fr.stageID = sid
-	}
+	setString(&fr.stageID, stageIDOf(r))
 	if p, ok := metaString(r.Meta, "parent_frame_id"); ok {
 		fr.parentFrameID = p
 	}
-	if cid := commandIDOf(r); cid != "" {
-		fr.commandID = cid
-	}
+	setString(&fr.commandID, commandIDOf(r))
 	switch typ {
 	case "frame.dispatched":
 		fr.status = "CLAIMED"
@@ -242,25 +226,14 @@ type commandState struct {
 }
 
 func (f *Folder) foldCommand(r *Row, typ string) {
-	id := commandIDOf(r)
-	if id == "" {
+	c := entry(f.commands, commandIDOf(r), func() *commandState { return &commandState{status: "UNKNOWN"} })
+	if c == nil {
 		return
 	}
-	c := f.commands[id]
-	if c == nil {
-		c = &commandState{status: "UNKNOWN"}
-		f.commands[id] = c
-	}
 	c.last = r.EventID
-	if sid := stageIDOf(r); sid != "" {
-		c.stageID = sid
-	}
-	if fid := frameIDOf(r); fid != "" {
-		c.frameID = fid
-	}
-	if r.WorkerID != "" {
-		c.workerID = r.WorkerID
-	}
+	setString(&c.stageID, stageIDOf(r))
+	setString(&c.frameID, frameIDOf(r))
+	setString(&c.workerID, r.WorkerID)
 	switch typ {
 	case "command.issued":
 		c.status = orDefault(r.Status, "PENDING")
@@ -319,11 +292,9 @@ func (f *Folder) foldBusinessObject(r *Row) {
 		return
 	}
 	key := typ + "/" + id
-	o := f.objects[key]
-	if o == nil {
-		o = &objectState{typ: typ, id: id, status: "UNKNOWN", first: r.EventID, attributes: map[string]any{}}
-		f.objects[key] = o
-	}
+	o := entry(f.objects, key, func() *objectState {
+		return &objectState{typ: typ, id: id, status: "UNKNOWN", first: r.EventID, attributes: map[string]any{}}
+	})
 	bo := asObject(r.Meta["business_object"])
 	o.last = r.EventID
 	o.lastEventType = r.EventType
@@ -410,14 +381,12 @@ const (
 func (f *Folder) foldLoop(r *Row, typ string) {
 	// NoETL loops carry their id in meta.
 	if id := loopIDOf(r); id != "" {
-		l := f.loops[id]
-		if l == nil {
-			l = &loopState{
+		l := entry(f.loops, id, func() *loopState {
+			return &loopState{
 				stepName: strValue(r.NodeName),
 				total:    jsonx.Clone(firstPresent(r.Meta["collection_size"], r.Meta["total"])),
 			}
-			f.loops[id] = l
-		}
+		})
 		l.last = r.EventID
 		switch typ {
 		case "command.completed", "loop.shard.done":
@@ -473,13 +442,9 @@ func (f *Folder) foldLoop(r *Row, typ string) {
 }
 
 func (f *Folder) ourLoop(step, visit string) *loopState {
-	key := step + "#" + visit
-	l := f.loops[key]
-	if l == nil {
-		l = &loopState{stepName: strValue(step), visit: visit}
-		f.loops[key] = l
-	}
-	return l
+	return entry(f.loops, step+"#"+visit, func() *loopState {
+		return &loopState{stepName: strValue(step), visit: visit}
+	})
 }
 
 func (f *Folder) foldIteration(r *Row, typ string) {
@@ -573,4 +538,27 @@ func setInt(dst *int64, meta map[string]any, key string) {
 	if v, ok := metaInt(meta, key); ok {
 		*dst = v
 	}
+}
+
+// setString overwrites *dst with v unless v is empty: an event that does not
+// carry an id keeps the one an earlier event gave.
+func setString(dst *string, v string) {
+	if v != "" {
+		*dst = v
+	}
+}
+
+// entry returns m[key], storing made() there first when the key is new: the
+// one way every projection opens the state of an id it has not seen. An event
+// without the id (key "") is not the projection's: entry returns nil.
+func entry[T any](m map[string]*T, key string, made func() *T) *T {
+	if key == "" {
+		return nil
+	}
+	v := m[key]
+	if v == nil {
+		v = made()
+		m[key] = v
+	}
+	return v
 }

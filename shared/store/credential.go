@@ -148,22 +148,9 @@ func ListCredentials(ctx context.Context, q Querier, f CredentialFilter) ([]Cred
 	if f.Query != "" {
 		like = "%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(f.Query) + "%"
 	}
-	rows, err := q.Query(ctx, `SELECT `+credentialColumns+` FROM credential
+	return queryRows(ctx, q, "list credentials", scanCredential, `SELECT `+credentialColumns+` FROM credential
 		WHERE ($1 = '' OR type = $1) AND ($2 = '' OR name ILIKE $2 OR description ILIKE $2)
 		ORDER BY name LIMIT $3`, f.Type, like, f.Limit)
-	if err != nil {
-		return nil, fmt.Errorf("store: list credentials: %w", err)
-	}
-	defer rows.Close()
-	var out []Credential
-	for rows.Next() {
-		c, err := scanCredential(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list credentials: %w", err)
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
 }
 
 // DeleteCredential deletes a credential by id.
@@ -174,20 +161,8 @@ func DeleteCredential(ctx context.Context, q Querier, id int64) error {
 // CredentialsNotUnder lists up to limit credentials sealed under another key
 // than keyID (key rotation), by id.
 func CredentialsNotUnder(ctx context.Context, q Querier, keyID string, limit int) ([]Credential, error) {
-	rows, err := q.Query(ctx, `SELECT `+credentialColumns+` FROM credential WHERE key_id <> $1 ORDER BY credential_id LIMIT $2`, keyID, limit)
-	if err != nil {
-		return nil, fmt.Errorf("store: credentials to reseal: %w", err)
-	}
-	defer rows.Close()
-	var out []Credential
-	for rows.Next() {
-		c, err := scanCredential(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return queryRows(ctx, q, "credentials to reseal", scanCredential,
+		`SELECT `+credentialColumns+` FROM credential WHERE key_id <> $1 ORDER BY credential_id LIMIT $2`, keyID, limit)
 }
 
 // CountCredentialsNotUnder counts the credentials sealed under another key than keyID.
@@ -256,35 +231,31 @@ func RecordCredentialRead(ctx context.Context, q Querier, r CredentialRead) erro
 type CredentialReadFilter struct {
 	Name        string
 	ExecutionID int64
-	Limit       int
+	Limit       int // 1..1000; 0 means 100 (pageLimit)
 }
 
 // ListCredentialReads lists logged reads, newest first.
 func ListCredentialReads(ctx context.Context, q Querier, f CredentialReadFilter) ([]CredentialRead, error) {
-	if f.Limit <= 0 {
-		f.Limit = 100
-	}
-	rows, err := q.Query(ctx, `SELECT read_id, read_at, name, credential_id, execution_id, include_data, outcome, reason, scope, token, worker_id, request_id, command_id
-		FROM credential_read WHERE ($1 = '' OR name = $1) AND ($2 = 0 OR execution_id = $2)
-		ORDER BY read_id DESC LIMIT $3`, f.Name, f.ExecutionID, f.Limit)
+	limit, err := pageLimit(f.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: credential reads: %w", err)
 	}
-	defer rows.Close()
-	var out []CredentialRead
-	for rows.Next() {
-		var r CredentialRead
-		var cid, eid *int64
-		var reason, token, worker, req, command *string
-		if err := rows.Scan(&r.ReadID, &r.ReadAt, &r.Name, &cid, &eid, &r.IncludeData, &r.Outcome, &reason, &r.Scope, &token, &worker, &req, &command); err != nil {
-			return nil, err
-		}
-		r.ReadAt, r.CredentialID, r.ExecutionID = r.ReadAt.UTC(), derefInt64(cid), derefInt64(eid)
-		r.Reason, r.Token, r.WorkerID, r.RequestID = derefString(reason), derefString(token), derefString(worker), derefString(req)
-		r.CommandID = derefString(command)
-		out = append(out, r)
+	return queryRows(ctx, q, "credential reads", scanCredentialRead, `SELECT read_id, read_at, name, credential_id, execution_id, include_data, outcome, reason, scope, token, worker_id, request_id, command_id
+		FROM credential_read WHERE ($1 = '' OR name = $1) AND ($2 = 0 OR execution_id = $2)
+		ORDER BY read_id DESC LIMIT $3`, f.Name, f.ExecutionID, limit)
+}
+
+func scanCredentialRead(row pgx.Row) (CredentialRead, error) {
+	var r CredentialRead
+	var cid, eid *int64
+	var reason, token, worker, req, command *string
+	if err := row.Scan(&r.ReadID, &r.ReadAt, &r.Name, &cid, &eid, &r.IncludeData, &r.Outcome, &reason, &r.Scope, &token, &worker, &req, &command); err != nil {
+		return r, err
 	}
-	return out, rows.Err()
+	r.ReadAt, r.CredentialID, r.ExecutionID = r.ReadAt.UTC(), derefInt64(cid), derefInt64(eid)
+	r.Reason, r.Token, r.WorkerID, r.RequestID = derefString(reason), derefString(token), derefString(worker), derefString(req)
+	r.CommandID = derefString(command)
+	return r, nil
 }
 
 // DeleteOldCredentialReads deletes up to limit reads older than age.

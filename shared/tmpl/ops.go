@@ -344,27 +344,34 @@ func mul(bud *Budget, a, b any) (any, error) {
 }
 
 // div is true division: always a float, as in Python 3.
-func div(a, b any) (any, error) {
-	_, _, af, bf, _, ok := numbers(a, b)
-	if !ok {
-		return nil, opError("/", a, b)
+// dividing reads the operands of a division operator op: numbers, and a
+// divisor that is not zero.
+func dividing(op string, a, b any) (ai, bi int64, af, bf float64, isInt bool, err error) {
+	ai, bi, af, bf, isInt, ok := numbers(a, b)
+	switch {
+	case !ok:
+		err = opError(op, a, b)
+	case bf == 0: // an integer divisor's float too
+		err = errDivZero
 	}
-	if bf == 0 {
-		return nil, errDivZero
+	return ai, bi, af, bf, isInt, err
+}
+
+func div(a, b any) (any, error) {
+	_, _, af, bf, _, err := dividing("/", a, b)
+	if err != nil {
+		return nil, err
 	}
 	return finite(af / bf)
 }
 
 // floorDiv is Python's //: rounds toward negative infinity.
 func floorDiv(a, b any) (any, error) {
-	ai, bi, af, bf, isInt, ok := numbers(a, b)
-	if !ok {
-		return nil, opError("//", a, b)
+	ai, bi, af, bf, isInt, err := dividing("//", a, b)
+	if err != nil {
+		return nil, err
 	}
 	if isInt {
-		if bi == 0 {
-			return nil, errDivZero
-		}
 		if ai == math.MinInt64 && bi == -1 {
 			return nil, errOverflow
 		}
@@ -374,30 +381,21 @@ func floorDiv(a, b any) (any, error) {
 		}
 		return q, nil
 	}
-	if bf == 0 {
-		return nil, errDivZero
-	}
 	return finite(math.Floor(af / bf))
 }
 
 // mod is Python's %: the result takes the divisor's sign.
 func mod(a, b any) (any, error) {
-	ai, bi, af, bf, isInt, ok := numbers(a, b)
-	if !ok {
-		return nil, opError("%", a, b)
+	ai, bi, af, bf, isInt, err := dividing("%", a, b)
+	if err != nil {
+		return nil, err
 	}
 	if isInt {
-		if bi == 0 {
-			return nil, errDivZero
-		}
 		r := ai % bi
 		if r != 0 && (r < 0) != (bi < 0) {
 			r += bi
 		}
 		return r, nil
-	}
-	if bf == 0 {
-		return nil, errDivZero
 	}
 	r := math.Mod(af, bf)
 	if r != 0 && (r < 0) != (bf < 0) {

@@ -2,6 +2,7 @@ package tmpl
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -221,6 +222,26 @@ func (p *parser) grow() error {
 
 func (p *parser) restore(depth int) { p.depth = depth }
 
+// chain parses a left-associative chain, operand (op operand)*, of the
+// operators ops (keywords or symbols): every binary level but comparison and
+// ~ (their own nodes). Each operand after the first counts against maxDepth.
+func (p *parser) chain(operand func() (node, error), ops ...string) (node, error) {
+	defer p.restore(p.depth)
+	at := func(op string) bool { return p.isOp(op) || p.isKw(op) }
+	l, err := operand()
+	for err == nil && slices.ContainsFunc(ops, at) {
+		t := p.next()
+		if err = p.grow(); err != nil {
+			break
+		}
+		var r node
+		if r, err = operand(); err == nil {
+			l = &binExpr{op: t.s, l: l, r: r, pos: t.pos}
+		}
+	}
+	return l, err
+}
+
 // keywords cannot be names.
 var keywords = map[string]bool{"and": true, "or": true, "not": true, "in": true, "is": true, "if": true, "else": true}
 
@@ -252,38 +273,8 @@ func (p *parser) parseExpr() (node, error) {
 	return e, nil
 }
 
-func (p *parser) parseOr() (node, error) {
-	defer p.restore(p.depth)
-	l, err := p.parseAnd()
-	for err == nil && p.isKw("or") {
-		pos := p.next().pos
-		if err = p.grow(); err != nil {
-			break
-		}
-		var r node
-		if r, err = p.parseAnd(); err == nil {
-			l = &binExpr{op: "or", l: l, r: r, pos: pos}
-		}
-	}
-	return l, err
-}
-
-func (p *parser) parseAnd() (node, error) {
-	defer p.restore(p.depth)
-	l, err := p.parseNot()
-	for err == nil && p.isKw("and") {
-		pos := p.next().pos
-		if err = p.grow(); err != nil {
-			break
-		}
-		var r node
-		if r, err = p.parseNot(); err == nil {
-			l = &binExpr{op: "and", l: l, r: r, pos: pos}
-		}
-	}
-	return l, err
-}
-
+func (p *parser) parseOr() (node, error)  { return p.chain(p.parseAnd, "or") }
+func (p *parser) parseAnd() (node, error) { return p.chain(p.parseNot, "and") }
 func (p *parser) parseNot() (node, error) {
 	if !p.isKw("not") {
 		return p.parseCompare()
@@ -344,22 +335,7 @@ func (p *parser) parseCompare() (node, error) {
 	return c, nil
 }
 
-func (p *parser) parseMath1() (node, error) {
-	defer p.restore(p.depth)
-	l, err := p.parseConcat()
-	for err == nil && (p.isOp("+") || p.isOp("-")) {
-		t := p.next()
-		if err = p.grow(); err != nil {
-			break
-		}
-		var r node
-		if r, err = p.parseConcat(); err == nil {
-			l = &binExpr{op: t.s, l: l, r: r, pos: t.pos}
-		}
-	}
-	return l, err
-}
-
+func (p *parser) parseMath1() (node, error) { return p.chain(p.parseConcat, "+", "-") }
 func (p *parser) parseConcat() (node, error) {
 	first, err := p.parseMath2()
 	if err != nil || !p.isOp("~") {
@@ -377,37 +353,11 @@ func (p *parser) parseConcat() (node, error) {
 	return c, nil
 }
 
-func (p *parser) parseMath2() (node, error) {
-	defer p.restore(p.depth)
-	l, err := p.parsePow()
-	for err == nil && (p.isOp("*") || p.isOp("/") || p.isOp("//") || p.isOp("%")) {
-		t := p.next()
-		if err = p.grow(); err != nil {
-			break
-		}
-		var r node
-		if r, err = p.parsePow(); err == nil {
-			l = &binExpr{op: t.s, l: l, r: r, pos: t.pos}
-		}
-	}
-	return l, err
-}
+func (p *parser) parseMath2() (node, error) { return p.chain(p.parsePow, "*", "/", "//", "%") }
 
 // parsePow is left-associative, as in Jinja (2 ** 3 ** 2 is 64).
 func (p *parser) parsePow() (node, error) {
-	defer p.restore(p.depth)
-	l, err := p.parseUnary(true)
-	for err == nil && p.isOp("**") {
-		t := p.next()
-		if err = p.grow(); err != nil {
-			break
-		}
-		var r node
-		if r, err = p.parseUnary(true); err == nil {
-			l = &binExpr{op: "**", l: l, r: r, pos: t.pos}
-		}
-	}
-	return l, err
+	return p.chain(func() (node, error) { return p.parseUnary(true) }, "**")
 }
 
 // parseUnary follows Jinja: filters bind to the whole signed operand (-x|abs is

@@ -47,7 +47,7 @@ func compileValue(v any, path string, errs *[]*Error) *Value {
 	case map[string]any:
 		out := &Value{isMap: true, path: path, keys: slices.Sorted(maps.Keys(x))}
 		for _, k := range out.keys {
-			out.elems = append(out.elems, compileValue(x[k], joinKey(path, k), errs))
+			out.elems = append(out.elems, compileValue(x[k], jsonx.PathKey(path, k), errs))
 		}
 		return out.collapse(x)
 	case []any:
@@ -81,24 +81,6 @@ func (v *Value) collapse(orig any) *Value {
 	}
 	v.roots = sortedRoots(set)
 	return v
-}
-
-// joinKey extends a path with a map key, quoting keys that are not plain names.
-func joinKey(path, k string) string {
-	plain := k != ""
-	for i := 0; i < len(k); i++ {
-		if !isNameChar(k[i]) {
-			plain = false
-			break
-		}
-	}
-	switch {
-	case !plain:
-		return path + "[" + strconv.Quote(k) + "]"
-	case path == "":
-		return k
-	}
-	return path + "." + k
 }
 
 // Render renders every templated leaf and rebuilds the containers, so the result never

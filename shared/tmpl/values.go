@@ -140,32 +140,9 @@ func toNum(v any) (i int64, f float64, isInt bool, ok bool) {
 			return 1, 1, true, true
 		}
 		return 0, 0, true, true
-	case int:
-		return int64(x), float64(x), true, true
-	case int32:
-		return int64(x), float64(x), true, true
-	case int16:
-		return int64(x), float64(x), true, true
-	case int8:
-		return int64(x), float64(x), true, true
-	case uint8:
-		return int64(x), float64(x), true, true
-	case uint16:
-		return int64(x), float64(x), true, true
-	case uint32:
-		return int64(x), float64(x), true, true
-	case uint:
-		if uint64(x) <= math.MaxInt64 {
-			return int64(x), float64(x), true, true
-		}
-		return 0, float64(x), false, true
-	case uint64:
-		if x <= math.MaxInt64 {
-			return int64(x), float64(x), true, true
-		}
-		return 0, float64(x), false, true
-	case float32:
-		return 0, float64(x), false, true
+	}
+	if n, ok := jsonx.GoNumber(v); ok {
+		return toNum(n)
 	}
 	return 0, 0, false, false
 }

@@ -56,6 +56,25 @@ func stringField(cfg map[string]any, keys ...string) (string, error) {
 	}
 }
 
+// stringKey is a string key (its names: keyNames) and where its value goes.
+type stringKey struct {
+	names []string
+	dst   *string
+}
+
+// stringFields reads string keys (stringField) in order; the first that holds
+// no string stops it.
+func stringFields(cfg map[string]any, keys ...stringKey) error {
+	for _, k := range keys {
+		v, err := stringField(cfg, k.names...)
+		if err != nil {
+			return err
+		}
+		*k.dst = v
+	}
+	return nil
+}
+
 // boolField reads a boolean, also from the strings "true"/"false" (a template rendered
 // inside text gives a string).
 func boolField(cfg map[string]any, def bool, keys ...string) (bool, error) {

@@ -75,20 +75,9 @@ func (r *Registry) runNATS(ctx context.Context, it pipeline.Item) toolresult.Env
 
 // natsConn is the JetStream context to use and what closes it.
 func (r *Registry) natsConn(ctx context.Context, cfg map[string]any) (jetstream.JetStream, func(), error) {
-	url, err := stringField(cfg, keyNames(toolkind.NATS, "url")...)
-	if err != nil {
-		return nil, nil, err
-	}
-	user, err := stringField(cfg, keyNames(toolkind.NATS, "user")...)
-	if err != nil {
-		return nil, nil, err
-	}
-	password, err := stringField(cfg, keyNames(toolkind.NATS, "password")...)
-	if err != nil {
-		return nil, nil, err
-	}
-	token, err := stringField(cfg, keyNames(toolkind.NATS, "token")...)
-	if err != nil {
+	var url, user, password, token string
+	if err := stringFields(cfg, stringKey{keyNames(toolkind.NATS, "url"), &url}, stringKey{keyNames(toolkind.NATS, "user"), &user},
+		stringKey{keyNames(toolkind.NATS, "password"), &password}, stringKey{keyNames(toolkind.NATS, "token"), &token}); err != nil {
 		return nil, nil, err
 	}
 	alias, err := authAlias(cfg)

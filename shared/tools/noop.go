@@ -1,6 +1,8 @@
 package tools
 
 import (
+	"context"
+
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/toolresult"
 	"github.com/noetl-go/noetl/shared/tools/noop"
@@ -8,4 +10,6 @@ import (
 
 // runNoop is the noop tool (shared/tools/noop, which the what-if computes
 // with too).
-func runNoop(it pipeline.Item) toolresult.Envelope { return noop.Run(it.Config) }
+func (*Registry) runNoop(_ context.Context, it pipeline.Item) toolresult.Envelope {
+	return noop.Run(it.Config)
+}

@@ -65,24 +65,16 @@ func (r *Registry) runPlaybook(ctx context.Context, it pipeline.Item) toolresult
 		return failure(toolresult.KindTool, "playbook: this worker cannot start child executions (no Children configured)")
 	}
 	var req ChildRequest
-	var err error
-	if req.Path, err = stringField(cfg, keyNames(toolkind.Playbook, "path")...); err != nil {
-		return failure(toolresult.KindTool, "playbook: "+err.Error())
-	}
-	if req.CatalogID, err = stringField(cfg, keyNames(toolkind.Playbook, "catalog_id")...); err != nil {
+	if err := stringFields(cfg,
+		stringKey{keyNames(toolkind.Playbook, "path"), &req.Path},
+		stringKey{keyNames(toolkind.Playbook, "catalog_id"), &req.CatalogID},
+		stringKey{keyNames(toolkind.Playbook, "version"), &req.Version},
+		stringKey{keyNames(toolkind.Playbook, "return_step"), &req.ReturnStep},
+		stringKey{keyNames(toolkind.Playbook, "execution_pool"), &req.ExecutionPool}); err != nil {
 		return failure(toolresult.KindTool, "playbook: "+err.Error())
 	}
 	if req.Path == "" && req.CatalogID == "" {
 		return failure(toolresult.KindTool, "playbook: path or catalog_id is required")
-	}
-	if req.Version, err = stringField(cfg, keyNames(toolkind.Playbook, "version")...); err != nil {
-		return failure(toolresult.KindTool, "playbook: "+err.Error())
-	}
-	if req.ReturnStep, err = stringField(cfg, keyNames(toolkind.Playbook, "return_step")...); err != nil {
-		return failure(toolresult.KindTool, "playbook: "+err.Error())
-	}
-	if req.ExecutionPool, err = stringField(cfg, keyNames(toolkind.Playbook, "execution_pool")...); err != nil {
-		return failure(toolresult.KindTool, "playbook: "+err.Error())
 	}
 	wait, err := boolField(cfg, true, keyNames(toolkind.Playbook, "wait")...)
 	if err != nil {

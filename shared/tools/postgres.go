@@ -186,14 +186,7 @@ func (r *Registry) postgres(ctx context.Context, it pipeline.Item, hold bool) (t
 
 	conn, err := pgconn.ConnectConfig(ctx, pc)
 	if err != nil {
-		if ctx.Err() != nil {
-			return ctxEnvelope(ctx, "postgres: connect"), nil
-		}
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) {
-			return failure(toolresult.KindTool, "postgres: connect: "+pgErrorMessage(pgErr)), nil
-		}
-		return failure(toolresult.KindConnection, fmt.Sprintf("postgres: connect: %v", err)), nil
+		return pgFailure(ctx, err, "postgres: connect", "postgres: connect", true), nil
 	}
 	if hold {
 		if _, err = conn.Exec(ctx, "BEGIN").ReadAll(); err != nil {
@@ -207,17 +200,7 @@ func (r *Registry) postgres(ctx context.Context, it pipeline.Item, hold bool) (t
 		data, err = execScript(ctx, conn, query)
 	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return ctxEnvelope(ctx, "postgres: query cancelled"), conn
-		}
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) {
-			return failure(toolresult.KindTool, "postgres: "+pgErrorMessage(pgErr)), conn
-		}
-		if pgconn.SafeToRetry(err) || conn.IsClosed() {
-			return failure(toolresult.KindConnection, fmt.Sprintf("postgres: %v", err)), conn
-		}
-		return failure(toolresult.KindTool, fmt.Sprintf("postgres: %v", err)), conn
+		return pgFailure(ctx, err, "postgres", "postgres: query cancelled", pgconn.SafeToRetry(err) || conn.IsClosed()), conn
 	}
 	return toolresult.Envelope{Status: toolresult.StatusSuccess, Data: data}, conn
 }
@@ -282,6 +265,24 @@ func (r *Registry) sqlSource(ctx context.Context, cfg map[string]any, queryKeys,
 		return "", fmt.Errorf("%s is empty", given[0])
 	}
 	return text, nil
+}
+
+// pgFailure is the envelope of a failed connect or query (what names it):
+// stopped by the context (stopped says what), refused by the server (a tool
+// error with its message), or else lost with the connection (lost: retryable)
+// or the tool's.
+func pgFailure(ctx context.Context, err error, what, stopped string, lost bool) toolresult.Envelope {
+	if ctx.Err() != nil {
+		return ctxEnvelope(ctx, stopped)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return failure(toolresult.KindTool, what+": "+pgErrorMessage(pgErr))
+	}
+	if lost {
+		return failure(toolresult.KindConnection, fmt.Sprintf("%s: %v", what, err))
+	}
+	return failure(toolresult.KindTool, fmt.Sprintf("%s: %v", what, err))
 }
 
 // pgErrorMessage is the server's message with its SQLSTATE ("ERROR: … (SQLSTATE
@@ -666,12 +667,6 @@ func goValue(elemOID uint32, v any) any {
 		return out
 	case bool, string, int64:
 		return x
-	case int16:
-		return int64(x)
-	case int32:
-		return int64(x)
-	case uint32:
-		return int64(x)
 	case float32:
 		return goValue(elemOID, float64(x))
 	case float64:
@@ -717,7 +712,7 @@ func goValue(elemOID uint32, v any) any {
 			return fmt.Sprint(dv)
 		}
 		return goValue(elemOID, dv)
-	default:
+	default: // int2, int4 and oid's int16, int32 and uint32 among them
 		return jsonx.Normalize(x)
 	}
 }

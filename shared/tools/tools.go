@@ -225,32 +225,28 @@ func (r *Registry) Exec(ctx context.Context, it pipeline.Item) (env toolresult.E
 	if ctx.Err() != nil {
 		return ctxEnvelope(ctx, kind+" tool did not start")
 	}
-	switch kind {
-	case toolkind.Noop:
-		return runNoop(it)
-	case toolkind.Python:
-		return r.runPython(ctx, it)
-	case toolkind.HTTP:
-		return r.runHTTP(ctx, it)
-	case toolkind.Postgres:
-		return r.runPostgres(ctx, it)
-	case toolkind.Shell:
-		return r.runShell(ctx, it)
-	case toolkind.Playbook:
-		return r.runPlaybook(ctx, it)
-	case toolkind.NATS:
-		return r.runNATS(ctx, it)
-	case toolkind.Artifact:
-		return r.runArtifact(ctx, it)
-	case toolkind.DuckDB:
-		return r.runDuckDB(ctx, it)
-	case toolkind.Transfer:
-		return r.runTransfer(ctx, it)
-	case "":
+	if kind == "" {
 		return failure(toolresult.KindTool, "tool kind is missing")
-	default:
+	}
+	run, ok := runners[kind]
+	if !ok {
 		return failure(toolresult.KindTool, fmt.Sprintf("tool kind %s is not supported by this worker", kind))
 	}
+	return run(r, ctx, it)
+}
+
+// runners is each tool kind's tool (read only).
+var runners = map[string]func(*Registry, context.Context, pipeline.Item) toolresult.Envelope{
+	toolkind.Noop:     (*Registry).runNoop,
+	toolkind.Python:   (*Registry).runPython,
+	toolkind.HTTP:     (*Registry).runHTTP,
+	toolkind.Postgres: (*Registry).runPostgres,
+	toolkind.Shell:    (*Registry).runShell,
+	toolkind.Playbook: (*Registry).runPlaybook,
+	toolkind.NATS:     (*Registry).runNATS,
+	toolkind.Artifact: (*Registry).runArtifact,
+	toolkind.DuckDB:   (*Registry).runDuckDB,
+	toolkind.Transfer: (*Registry).runTransfer,
 }
 
 // failure is an error envelope without data.

@@ -215,24 +215,20 @@ func fieldPath(v any, path string) any {
 // readSource streams the source's rows to each in chunks; it returns the
 // records an http source fetched.
 func (r *Registry) readSource(ctx context.Context, typ string, src map[string]any, chunk int, each batchFn) (int64, error) {
-	switch typ {
-	case endHTTP:
+	if typ == endHTTP {
 		return r.httpRecords(ctx, src, chunk, each)
-	case endDuckDB:
-		query, _ := stringField(src, "query")
-		if query == "" {
-			return 0, errors.New("source.query is required")
-		}
+	}
+	query, _ := stringField(src, "query")
+	if query == "" {
+		return 0, errors.New("source.query is required")
+	}
+	if typ == endDuckDB {
 		db, err := r.openDuckDB(ctx, src)
 		if err != nil {
 			return 0, fmt.Errorf("source: %w", err)
 		}
 		defer db.Close()
 		return 0, db.Query(ctx, query, chunk, each)
-	}
-	query, _ := stringField(src, "query")
-	if query == "" {
-		return 0, errors.New("source.query is required")
 	}
 	conn, err := r.pgConnect(ctx, src)
 	if err != nil {

@@ -173,15 +173,8 @@ func (s *sim) post(ev engine.Event) error {
 		}
 		s.log = append(s.log, ev)
 		s.log = append(s.log, out.Events...)
-		for _, w := range out.Writes {
-			s.values[w.Key] = w.Value
-		}
-		for _, p := range out.Parts {
-			v, err := jsonx.Decode(p.Data)
-			if err != nil {
-				return fmt.Errorf("command part %s: %w", p.URI, err)
-			}
-			s.values[engine.ResultKey{Kind: engine.KindReference, Index: -1, URI: p.URI}] = v
+		if err := out.Keep(s.values); err != nil {
+			return err
 		}
 		for _, c := range out.Commands {
 			if err := s.issued(c); err != nil {

@@ -97,10 +97,16 @@ func intParam(w http.ResponseWriter, r *http.Request, name string, def int) (int
 	return n, true
 }
 
-// window is [start, end) of a page over n items, clamped.
-func window(start, size, n int) (int, int) {
-	start = max(0, min(start, n))
-	return start, max(start, min(start+max(size, 0), n))
+// window is one page of ids 1..n: those after start, at most size of them
+// (clamped), each made by item; more is true when ids follow the page.
+func window(start, size, n int, item func(id int) any) (items []any, more bool) {
+	lo := max(0, min(start, n))
+	hi := max(lo, min(lo+max(size, 0), n))
+	items = []any{}
+	for id := lo + 1; id <= hi; id++ {
+		items = append(items, item(id))
+	}
+	return items, hi < n
 }
 
 // users: offset pagination, {users, has_more, offset, limit, total}.
@@ -113,11 +119,9 @@ func (f *Fixture) users(w http.ResponseWriter, r *http.Request) {
 	if !ok2 {
 		return
 	}
-	lo, hi := window(offset, limit, fixtureItems)
-	users := []any{}
-	for id := lo + 1; id <= hi; id++ {
-		users = append(users, map[string]any{"id": id, "username": fmt.Sprintf("user%d", id), "email": fmt.Sprintf("user%d@example.com", id)})
-	}
+	users, _ := window(offset, limit, fixtureItems, func(id int) any {
+		return map[string]any{"id": id, "username": fmt.Sprintf("user%d", id), "email": fmt.Sprintf("user%d@example.com", id)}
+	})
 	writeJSON(w, 200, map[string]any{"users": users, "has_more": offset+limit < fixtureItems, "offset": offset, "limit": limit, "total": fixtureItems})
 }
 
@@ -166,12 +170,10 @@ func (f *Fixture) assessments(w http.ResponseWriter, r *http.Request) {
 
 // writeAssessments answers one page of assessments.
 func writeAssessments(w http.ResponseWriter, page, size int) {
-	lo, hi := window((page-1)*size, size, fixtureItems)
-	items := []any{}
-	for id := lo + 1; id <= hi; id++ {
-		items = append(items, map[string]any{"id": id, "name": fmt.Sprintf("Assessment %d", id), "score": 50 + id%50})
-	}
-	writeJSON(w, 200, map[string]any{"data": items, "paging": map[string]any{"hasMore": hi < fixtureItems, "page": page, "pageSize": size, "total": fixtureItems}})
+	items, more := window((page-1)*size, size, fixtureItems, func(id int) any {
+		return map[string]any{"id": id, "name": fmt.Sprintf("Assessment %d", id), "score": 50 + id%50}
+	})
+	writeJSON(w, 200, map[string]any{"data": items, "paging": map[string]any{"hasMore": more, "page": page, "pageSize": size, "total": fixtureItems}})
 }
 
 // events: cursor pagination, {events, next_cursor, limit}; the cursor is the next
@@ -189,14 +191,12 @@ func (f *Fixture) events(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	lo, hi := window((page-1)*limit, limit, fixtureItems)
-	evs := []any{}
-	for id := lo + 1; id <= hi; id++ {
-		evs = append(evs, map[string]any{"id": id, "type": "user_action",
-			"timestamp": fmt.Sprintf("2024-01-%02dT12:00:00Z", id%28+1), "data": map[string]any{"action": fmt.Sprintf("event_%d", id)}})
-	}
+	evs, more := window((page-1)*limit, limit, fixtureItems, func(id int) any {
+		return map[string]any{"id": id, "type": "user_action",
+			"timestamp": fmt.Sprintf("2024-01-%02dT12:00:00Z", id%28+1), "data": map[string]any{"action": fmt.Sprintf("event_%d", id)}}
+	})
 	var next any
-	if hi < fixtureItems {
+	if more {
 		next = base64.StdEncoding.EncodeToString([]byte(strconv.Itoa(page + 1)))
 	}
 	writeJSON(w, 200, map[string]any{"events": evs, "next_cursor": next, "limit": limit})
@@ -223,12 +223,10 @@ func (f *Fixture) getFlaky(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusInternalServerError, map[string]any{"detail": "Simulated failure"})
 		return
 	}
-	lo, hi := window((page-1)*size, size, fixtureItems)
-	items := []any{}
-	for id := lo + 1; id <= hi; id++ {
-		items = append(items, map[string]any{"id": id, "value": fmt.Sprintf("item_%d", id)})
-	}
-	writeJSON(w, 200, map[string]any{"data": items, "paging": map[string]any{"hasMore": hi < fixtureItems, "page": page, "pageSize": size}})
+	items, more := window((page-1)*size, size, fixtureItems, func(id int) any {
+		return map[string]any{"id": id, "value": fmt.Sprintf("item_%d", id)}
+	})
+	writeJSON(w, 200, map[string]any{"data": items, "paging": map[string]any{"hasMore": more, "page": page, "pageSize": size}})
 }
 
 func (f *Fixture) resetFlaky(w http.ResponseWriter, _ *http.Request) {
@@ -241,15 +239,11 @@ func (f *Fixture) resetFlaky(w http.ResponseWriter, _ *http.Request) {
 // rateLimited answers like assessments, but a request sooner than
 // 1/requests_per_second after the last answered one gets 429 with Retry-After.
 func (f *Fixture) rateLimited(w http.ResponseWriter, r *http.Request) {
-	page, size, ok := pageParams(w, r)
+	page, size, ints, ok := pageAndInts(w, r, intQuery{"requests_per_second", 1})
 	if !ok {
 		return
 	}
-	rps, ok := intParam(w, r, "requests_per_second", 1)
-	if !ok {
-		return
-	}
-	gap := time.Second / time.Duration(max(rps, 1))
+	gap := time.Second / time.Duration(max(ints[0], 1))
 	f.mu.Lock()
 	now := time.Now()
 	limited := !f.lastRated.IsZero() && now.Sub(f.lastRated) < gap
@@ -280,23 +274,17 @@ func (f *Fixture) errors(w http.ResponseWriter, r *http.Request) {
 
 // heavy: assessments whose items carry payload_kb KiB of text each.
 func (f *Fixture) heavy(w http.ResponseWriter, r *http.Request) {
-	page, size, ok := pageParams(w, r)
+	page, size, ints, ok := pageAndInts(w, r, intQuery{"payload_kb", 10})
 	if !ok {
 		return
 	}
-	kb, ok := intParam(w, r, "payload_kb", 10)
-	if !ok {
-		return
-	}
-	kb = min(max(kb, 0), 1024)
-	lo, hi := window((page-1)*size, size, fixtureItems)
-	items := []any{}
-	for id := lo + 1; id <= hi; id++ {
-		items = append(items, map[string]any{"id": id, "name": fmt.Sprintf("Assessment %d", id), "score": 50 + id%50,
-			"category": []string{"a", "b", "c"}[id%3], "payload": strings.Repeat("x", kb*1024)})
-	}
+	kb := min(max(ints[0], 0), 1024)
+	items, more := window((page-1)*size, size, fixtureItems, func(id int) any {
+		return map[string]any{"id": id, "name": fmt.Sprintf("Assessment %d", id), "score": 50 + id%50,
+			"category": []string{"a", "b", "c"}[id%3], "payload": strings.Repeat("x", kb*1024)}
+	})
 	writeJSON(w, 200, map[string]any{"data": items,
-		"paging": map[string]any{"hasMore": hi < fixtureItems, "page": page, "pageSize": size, "total": fixtureItems},
+		"paging": map[string]any{"hasMore": more, "page": page, "pageSize": size, "total": fixtureItems},
 		"meta":   map[string]any{"payload_kb_per_item": kb}})
 }
 
@@ -346,16 +334,14 @@ func (f *Fixture) referenceChain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	total, kb := ints[0], min(max(ints[1], 0), 256)
-	lo, hi := window((page-1)*size, size, total)
-	items := []any{}
-	for id := lo + 1; id <= hi; id++ {
-		items = append(items, map[string]any{"record_id": id, "record_ref": fmt.Sprintf("record-%d", id), "payload": strings.Repeat("r", kb*1024/max(size, 1))})
-	}
+	items, more := window((page-1)*size, size, total, func(id int) any {
+		return map[string]any{"record_id": id, "record_ref": fmt.Sprintf("record-%d", id), "payload": strings.Repeat("r", kb*1024/max(size, 1))}
+	})
 	chain := []any{}
 	if page > 1 {
 		chain = append(chain, fmt.Sprintf("page-%d", page-1))
 	}
-	if hi < total {
+	if more {
 		chain = append(chain, fmt.Sprintf("page-%d", page+1))
 	}
 	mode := r.URL.Query().Get("ref_mode")
@@ -363,20 +349,27 @@ func (f *Fixture) referenceChain(w http.ResponseWriter, r *http.Request) {
 		mode = "linked"
 	}
 	writeJSON(w, 200, map[string]any{"data": items, "refs": map[string]any{"mode": mode, "chain": chain},
-		"paging": map[string]any{"hasMore": hi < total, "page": page, "pageSize": size, "total": total}})
+		"paging": map[string]any{"hasMore": more, "page": page, "pageSize": size, "total": total}})
 }
 
 // demographics: {data: {patient_id, first_name, last_name, birth_date, gender}}.
 func (f *Fixture) demographics(w http.ResponseWriter, r *http.Request) {
-	id, ok := intParam(w, r, "patientId", 0)
+	id, ok := patientID(w, r)
 	if !ok {
 		return
 	}
-	if id <= 0 {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"detail": "patientId: required, a positive integer"})
-		return
-	}
 	writeJSON(w, 200, map[string]any{"data": patient(id)})
+}
+
+// patientID reads the query's patientId, a positive integer; ok false (and a
+// 422 or 400 written) otherwise.
+func patientID(w http.ResponseWriter, r *http.Request) (int, bool) {
+	id, ok := intParam(w, r, "patientId", 0)
+	if ok && id <= 0 {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"detail": "patientId: required, a positive integer"})
+		return 0, false
+	}
+	return id, ok
 }
 
 func patient(id int) map[string]any {
@@ -397,12 +390,8 @@ func (f *Fixture) patientRecords(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]any{"detail": "data type: expected assessments, conditions, medications, vital_signs or demographics"})
 		return
 	}
-	id, ok := intParam(w, r, "patientId", 0)
+	id, ok := patientID(w, r)
 	if !ok {
-		return
-	}
-	if id <= 0 {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"detail": "patientId: required, a positive integer"})
 		return
 	}
 	page, size, ok := pageParams(w, r)
@@ -411,17 +400,15 @@ func (f *Fixture) patientRecords(w http.ResponseWriter, r *http.Request) {
 	}
 	size = max(size, 1)
 	total := recordsOf(typ, id)
-	lo, hi := window((page-1)*size, size, total)
-	items := []any{}
-	for n := lo + 1; n <= hi; n++ {
+	items, more := window((page-1)*size, size, total, func(n int) any {
 		item := map[string]any{"patient_id": id, "type": typ, "record": n}
 		if typ == "assessments" {
 			item["mdsAssessmentIds"] = []any{fmt.Sprintf("mds-%d-%d", id, n)}
 		}
-		items = append(items, item)
-	}
+		return item
+	})
 	pages := (total + size - 1) / size
-	writeJSON(w, 200, map[string]any{"data": items, "paging": map[string]any{"hasMore": hi < total, "isLastPage": hi >= total,
+	writeJSON(w, 200, map[string]any{"data": items, "paging": map[string]any{"hasMore": more, "isLastPage": !more,
 		"page": page, "pageSize": size, "total": total, "totalPages": pages}})
 }
 

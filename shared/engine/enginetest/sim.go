@@ -181,16 +181,8 @@ func (s *Sim) commit(ev engine.Event, out *engine.Outcome, snapshot []byte) {
 	s.Stored = snapshot
 	s.Log = append(s.Log, ev)
 	s.Log = append(s.Log, out.Events...)
-	for _, w := range out.Writes {
-		s.Results[w.Key] = w.Value
-	}
-	for _, p := range out.Parts {
-		// The result store, as the worker reads it.
-		v, err := jsonx.Decode(p.Data)
-		if err != nil {
-			panic(fmt.Sprintf("part %s is not JSON: %v", p.URI, err))
-		}
-		s.Results[engine.ResultKey{Kind: engine.KindReference, Index: -1, URI: p.URI}] = v
+	if err := out.Keep(s.Results); err != nil {
+		panic(err.Error())
 	}
 	for _, c := range out.Commands {
 		s.Commands[c.ID] = &Cmd{Command: c, Status: "PENDING", AvailableAt: c.AvailableAt}
@@ -287,7 +279,7 @@ func (s *Sim) Finish(c *Cmd, r Reply) error {
 	}
 	result := map[string]any{"status": status, "context": env}
 	if r.Ref != "" {
-		s.Results[engine.ResultKey{Kind: engine.KindReference, Index: -1, URI: r.Ref}] = env["data"]
+		s.Results[engine.RefKey(r.Ref)] = env["data"]
 		delete(env, "data")
 		result["reference"] = map[string]any{"store_tier": "artifact", "logical_uri": r.Ref}
 	}
@@ -338,7 +330,7 @@ func (s *Sim) runPipeline(c *Cmd) Reply {
 // readRef reads a result stored by reference, as the worker reads its result
 // store.
 func (s *Sim) readRef(_ context.Context, uri string) (any, error) {
-	v, ok := s.Results[engine.ResultKey{Kind: engine.KindReference, Index: -1, URI: uri}]
+	v, ok := s.Results[engine.RefKey(uri)]
 	if !ok {
 		return nil, fmt.Errorf("no result stored at %s", uri)
 	}

@@ -62,12 +62,10 @@ func (p *parser) next(n *yaml.Node, path string, stepMode string) *playbook.Next
 						out.Arcs = append(out.Arcs, a)
 					}
 				}
-			case "then", "else":
-				p.errf(e.keyN, fp, "legacy then/else routing is not supported in next (R-N3); write arcs with when conditions")
-			case "case":
-				p.errf(e.keyN, fp, "case: blocks are not supported (R-N3); route with next arcs and their when conditions")
 			default:
-				p.warnf(e.keyN, fp, "unknown key %q in next is ignored", e.key)
+				if !p.legacyRouting(e, fp) {
+					p.warnf(e.keyN, fp, "unknown key %q in next is ignored", e.key)
+				}
 			}
 		}
 		if !hasArcs && !p.diags.HasErrors() {
@@ -77,6 +75,20 @@ func (p *parser) next(n *yaml.Node, path string, stepMode string) *playbook.Next
 		p.errf(n, path, "next must be a step name, a list or a router {spec, arcs}, got %s", kindName(n))
 	}
 	return out
+}
+
+// legacyRouting refuses NoETL's older routing keys (R-N3): then/else in next
+// or an arc, case anywhere. ok false: e is none of them.
+func (p *parser) legacyRouting(e entry, fp string) (ok bool) {
+	switch e.key {
+	case "then", "else":
+		p.errf(e.keyN, fp, "legacy then/else routing is not supported (R-N3); write next arcs, one per target, with when conditions")
+	case "case":
+		p.errf(e.keyN, fp, "case: blocks are not supported (R-N3); write next arcs, one per target, with when conditions")
+	default:
+		return false
+	}
+	return true
 }
 
 func (p *parser) arcTarget(n *yaml.Node, path string) *playbook.Arc {
@@ -113,12 +125,10 @@ func (p *parser) arc(n *yaml.Node, path string) *playbook.Arc {
 			a.Set = append(a.Set, p.set(e.value, fp)...)
 		case "cond":
 			p.warnf(e.keyN, fp, "arc cond is NoETL's and is ignored; use when (R-J9)")
-		case "then", "else":
-			p.errf(e.keyN, fp, "legacy then/else arcs are not supported (R-N3); write one arc per target with a when condition")
-		case "case":
-			p.errf(e.keyN, fp, "case: blocks are not supported (R-N3); write one arc per target with a when condition")
 		default:
-			p.warnf(e.keyN, fp, "unknown key %q in an arc is ignored", e.key)
+			if !p.legacyRouting(e, fp) {
+				p.warnf(e.keyN, fp, "unknown key %q in an arc is ignored", e.key)
+			}
 		}
 	}
 	if target == nil {

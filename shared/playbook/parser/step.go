@@ -112,7 +112,7 @@ func (p *parser) step(n *yaml.Node, path string, idx int) (*playbook.Step, *yaml
 				}
 			}
 		case "case":
-			p.errf(e.keyN, fp, "case: blocks are not supported (R-N3); route with next arcs and their when conditions")
+			p.legacyRouting(e, fp)
 		default:
 			p.warnf(e.keyN, fp, "unknown key %q in step %q is ignored", e.key, s.Name)
 		}
