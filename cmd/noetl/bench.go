@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -46,10 +47,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	warmup := fs.Bool("warmup", true, "run a small shape first, not reported (a fresh stack's first steps prepare statements and fill caches)")
 	shapes := &shapeFlags{parse: bench.ParseShape}
 	loops := &shapeFlags{parse: bench.ParseLoop}
+	noetl := &shapeFlags{parse: bench.ParseNoETL(bench.NoETLCalls)}
+	noetlBatch := &shapeFlags{parse: bench.ParseNoETL(bench.NoETLBatches)}
 	fs.Var(shapes, "shape", "WxK: W executions at once of a chain of K noop steps (repeatable; default 50x10, 1x200, 500x10)")
 	fs.Var(loops, "loop", "NxM: one loop of N noop iterations with M in flight (repeatable; default none)")
+	fs.Var(noetl, "noetl", "WxK: a chain shape served by a client speaking NoETL's Rust worker's protocol (claim, then command.started, call.done, command.completed: four requests per step; repeatable; default none)")
+	fs.Var(noetlBatch, "noetl-batch", "WxK: a chain shape served by a client speaking NoETL's Python worker's protocol (claim, then two event batches: three requests per step; repeatable; default none)")
 	if code, ok := parseFlags(fs, args, "bench [flags]", "Measures the step path with the project's worker: steps/s, the step cycle (issue of step i → step i+1),\n"+
-		"execution latency, Postgres commits, HTTP requests and event rows per step, the server's peak memory.\n"+
+		"execution latency, Postgres commits, HTTP requests and event rows per step, the server's peak memory;\n"+
+		"--noetl and --noetl-batch measure the same with NoETL's workers' protocols instead of ours.\n"+
 		"Without --server it starts Postgres with fsync and synchronous_commit on, and noetl serve over it."); !ok {
 		return code
 	}
@@ -60,10 +66,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	defer stop()
 	o := bench.Options{Server: *server, NATSURL: *natsURL, Token: os.Getenv("NOETL_WORKER_TOKEN"),
 		APIToken: os.Getenv("NOETL_API_TOKEN"), Concurrency: *concurrency, ServerPID: *serverPID, Warmup: *warmup,
-		Shapes: append(shapes.shapes, loops.shapes...), Progress: stderr}
-	if len(shapes.shapes) == 0 {
-		o.Shapes = append(bench.DefaultShapes(), loops.shapes...)
+		Progress: stderr}
+	ours := shapes.shapes
+	if len(ours) == 0 {
+		ours = bench.DefaultShapes()
 	}
+	o.Shapes = slices.Concat(ours, loops.shapes, noetl.shapes, noetlBatch.shapes)
 	if *dbURLs != "" {
 		o.Databases = strings.Split(*dbURLs, ",")
 	}
