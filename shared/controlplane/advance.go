@@ -201,7 +201,53 @@ func (t *txn) lock(ls *store.LockSet) error {
 	for _, c := range ls.CommandRows {
 		t.adoptCommand(c)
 	}
+	return t.settle(ls.Staged)
+}
+
+// settle enters the staged events of the locked executions into their logs
+// (stage, store.StageEvents), oldest first and before anything else the txn
+// does: each is fenced against its command as it is now, under the lock, and
+// folded, or stored ignored. None is lost: one its checks would refuse now
+// (its command gone, say) is stored ignored too, since it was accepted.
+func (t *txn) settle(staged []store.StagedEvent) error {
+	last := map[int64]time.Time{}
+	for _, se := range staged {
+		x := t.execs[se.ExecutionID]
+		if x == nil {
+			return fmt.Errorf("controlplane: a staged event of execution %d, which the transaction did not lock", se.ExecutionID)
+		}
+		if se.Command != nil {
+			t.adoptCommand(*se.Command)
+		}
+		e := se.Event
+		e.RawOutput = se.Raw
+		// Its place in the log is now: never before what the log holds
+		// (R-S4), though it keeps its arrival time when it can.
+		e.CreatedAt = latest(e.CreatedAt, x.row.UpdatedAt, last[x.row.ExecutionID])
+		last[x.row.ExecutionID] = e.CreatedAt
+		_, err := t.ingest(x, e)
+		var fenced *FencedError
+		switch {
+		case err == nil, errors.As(err, &fenced):
+		case errors.Is(err, ErrNotFound), errors.Is(err, ErrInvalid):
+			if _, err := t.appendIgnored(x, e); err != nil {
+				return err
+			}
+		default:
+			return err
+		}
+	}
 	return nil
+}
+
+func latest(ts ...time.Time) time.Time {
+	var out time.Time
+	for _, t := range ts {
+		if t.After(out) {
+			out = t
+		}
+	}
+	return out
 }
 
 // adopt makes a locked execution row part of the txn.
@@ -423,8 +469,13 @@ func (t *txn) gather(x *execution, out *engine.Outcome) {
 // for an ended execution, R-R10): it keeps its place in the log and nothing
 // else.
 func (t *txn) appendIgnored(x *execution, e store.Event) (store.Event, error) {
-	e.ExecutionID, e.Seq, e.EventID, e.Ignored = x.row.ExecutionID, x.row.LastSeq+1, t.ids.next(), true
-	e.CreatedAt = t.eventTime(x)
+	e.ExecutionID, e.Seq, e.Ignored = x.row.ExecutionID, x.row.LastSeq+1, true
+	if e.EventID == 0 {
+		e.EventID = t.ids.next() // a staged event keeps the id it was answered with
+	}
+	if e.CreatedAt.IsZero() {
+		e.CreatedAt = t.eventTime(x)
+	}
 	if t.ids.err != nil {
 		return e, t.ids.err
 	}

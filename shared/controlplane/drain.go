@@ -79,6 +79,7 @@ func (s *Service) drainJobs(maxBatch int) []drainJob {
 		{"outbox", func(ctx context.Context, sh *store.Shard, r *DrainReport) error {
 			return s.publishOutbox(ctx, sh, maxBatch, r)
 		}},
+		{"staged events", s.settleStaged},
 		{"leases", s.expireLeases},
 		{"announce again", s.announceAgain},
 		{"orphans", s.cancelOrphans},

@@ -152,10 +152,13 @@ type Result struct {
 	// the server's own count (its /metrics).
 	CommitsPerStep       *float64 `json:"commits_per_step,omitempty"`
 	ServerCommitsPerStep *float64 `json:"server_commits_per_step,omitempty"`
-	RoundTripsPerStep    *float64 `json:"db_round_trips_per_step,omitempty"`
-	StatementsPerStep    *float64 `json:"db_statements_per_step,omitempty"`
-	HTTPRequestsPerStep  float64  `json:"http_requests_per_step"`
-	EventRowsPerStep     float64  `json:"event_rows_per_step"`
+	// TransactionsPerStep are the server's explicit transactions (BEGIN …
+	// COMMIT) per step: its commits less the statements it sent on their own.
+	TransactionsPerStep *float64 `json:"server_transactions_per_step,omitempty"`
+	RoundTripsPerStep   *float64 `json:"db_round_trips_per_step,omitempty"`
+	StatementsPerStep   *float64 `json:"db_statements_per_step,omitempty"`
+	HTTPRequestsPerStep float64  `json:"http_requests_per_step"`
+	EventRowsPerStep    float64  `json:"event_rows_per_step"`
 	// ServerPeakRSSMB is the server's largest resident set while the shape ran;
 	// ServerRSSGrowthMB the peak of its second half minus the first half's.
 	ServerPeakRSSMB   *float64 `json:"server_peak_rss_mb,omitempty"`
@@ -326,6 +329,7 @@ func measure(ctx context.Context, o Options, cl *client.Client, reqs *counting, 
 	if haveDB {
 		r.RoundTripsPerStep, r.StatementsPerStep = perStep(db1.RoundTrips-db0.RoundTrips), perStep(db1.Statements-db0.Statements)
 		r.ServerCommitsPerStep = perStep(db1.Commits - db0.Commits)
+		r.TransactionsPerStep = perStep(db1.Transactions - db0.Transactions)
 	}
 	if err := timings(ctx, cl, pathOf(run, sh), sh, r); err != nil {
 		return nil, err
