@@ -75,6 +75,10 @@ type Config struct {
 	// WorkerTTL is how long a registered worker stays alive without a
 	// register or pool heartbeat (workers.go); default DefaultWorkerTTL.
 	WorkerTTL time.Duration
+	// StagedGrace is how long a staged event waits for its execution's next
+	// transaction before the drain enters it into the log (job_staged.go);
+	// default DefaultStagedGrace.
+	StagedGrace time.Duration
 	// Clock is the time schedules fire by; default time.Now. Tests drive
 	// it through daylight-saving changes.
 	Clock func() time.Time
@@ -138,6 +142,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.MaxStateBytes <= 0 {
 		cfg.MaxStateBytes = DefaultMaxStateBytes
+	}
+	if cfg.StagedGrace <= 0 {
+		cfg.StagedGrace = DefaultStagedGrace
 	}
 	if cfg.WorkerTTL <= 0 {
 		cfg.WorkerTTL = DefaultWorkerTTL
