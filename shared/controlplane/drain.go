@@ -33,7 +33,7 @@ const outboxMaxDelay = 5 * time.Minute
 
 // Drain is the scheduled run (api.md, last section): on every shard it publishes
 // the outbox, enters into the log staged events no transaction came for
-// (job_staged.go), ends leases that ended (R-L4; past the deadline, R-L2), announces
+// (job_staged_events.go), ends leases that ended (R-L4; past the deadline, R-L2), announces
 // again pending commands nobody claimed, re-drives the cancel cascade of ended parents (R-R10),
 // deletes old published rows, and measures the outbox lag. It is safe to run
 // concurrently with itself: every claim uses SKIP LOCKED.

@@ -76,7 +76,7 @@ type Config struct {
 	// register or pool heartbeat (workers.go); default DefaultWorkerTTL.
 	WorkerTTL time.Duration
 	// StagedGrace is how long a staged event waits for its execution's next
-	// transaction before the drain enters it into the log (job_staged.go);
+	// transaction before the drain enters it into the log (job_staged_events.go);
 	// default DefaultStagedGrace.
 	StagedGrace time.Duration
 	// Clock is the time schedules fire by; default time.Now. Tests drive
