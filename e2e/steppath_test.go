@@ -107,9 +107,9 @@ func (w *stepWatch) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// TestStepPathCosts (issue 9): once a chain of K noop steps has started, our
-// worker spends at most one HTTP request and the server at most two Postgres
-// commits per step. Counted, not timed: the worker's requests, and every
+// TestStepPathCosts (issues 9 and 29): once a chain of K noop steps has
+// started, our worker spends at most one HTTP request and the server at most
+// two Postgres commits and one round trip per step. Counted, not timed: the worker's requests, and every
 // statement the stack sends (store.Counter), with no scheduled drain.
 func TestStepPathCosts(t *testing.T) {
 	const k = 20
@@ -127,6 +127,11 @@ func TestStepPathCosts(t *testing.T) {
 	}
 	if work.Commits > 2*k {
 		t.Errorf("%d commits for %d steps: want at most two per step", work.Commits, k)
+	}
+	// Issue 29: the write and its COMMIT in one batch, guarded by the seq
+	// the process pinned (an assumed txn, controlplane/assume.go).
+	if work.RoundTrips > k {
+		t.Errorf("%d Postgres round trips for %d steps: want one per step", work.RoundTrips, k)
 	}
 }
 

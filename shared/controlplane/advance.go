@@ -33,8 +33,10 @@ type txn struct {
 	sh  *store.Shard
 	tx  *store.Tx
 	ids *idSource
-	// now is the database clock once the locks are held (R-S4).
-	now time.Time
+	// now is the database clock once the locks are held (R-S4); local is
+	// when it was read, on this process's monotonic clock.
+	now   time.Time
+	local time.Time
 	// reachableSince is when the database last became reachable (its start,
 	// or an outage's end): no lease lapses within a lease of it.
 	reachableSince time.Time
@@ -56,6 +58,9 @@ type txn struct {
 	// cause is who causes the trigger being advanced, for the command
 	// transitions it decides: "" is a worker's report.
 	cause lifecycle.Actor
+	// assumed: the executions and commands were taken from the process's
+	// cache, not read (assume.go).
+	assumed bool
 	// fault is a command transition the lifecycle does not allow
 	// (lifecycle.Check): a bug, refused at commit.
 	fault error
@@ -187,7 +192,7 @@ func (t *txn) lock(ls *store.LockSet) error {
 	if err := t.tx.Lock(t.ctx, ls); err != nil {
 		return err
 	}
-	t.now, t.seen, t.reachableSince = ls.Now, ls.Seen, ls.ReachableSince
+	t.now, t.local, t.seen, t.reachableSince = ls.Now, time.Now(), ls.Seen, ls.ReachableSince
 	ids := make([]int64, 0, len(ls.ExecutionRows))
 	for id := range ls.ExecutionRows {
 		ids = append(ids, id)
@@ -586,7 +591,18 @@ func (t *txn) commit() error {
 	}
 	for _, x := range t.order {
 		if (x.dirty || x.isNew) && x.snap != nil {
-			t.s.snaps.put(x.row.ExecutionID, x.row.LastSeq, x.snap, len(x.row.State))
+			row := x.row
+			row.State = nil
+			e := snapEntry{id: row.ExecutionID, seq: row.LastSeq, snap: x.snap, size: len(x.row.State), row: &row,
+				now: t.now, local: t.local, reachable: t.reachableSince}
+			for _, k := range t.cmds {
+				if k.row.ExecutionID == row.ExecutionID && (k.isNew || k.change != nil) {
+					c := k.row
+					c.Context, c.Meta = nil, nil
+					e.cmds = append(e.cmds, c)
+				}
+			}
+			t.s.snaps.put(e)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), publishTimeout)

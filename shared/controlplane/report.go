@@ -230,8 +230,9 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 			budget.giveBack(taken, takenBytes)
 		}
 	}()
-	err = s.withTx(ctx, sh, ls, func(t *txn) error {
-		// From scratch: withTx may run this again.
+	body := func(t *txn) error {
+		// From scratch: withTx may run this again, or run it after an
+		// assumed txn that did not commit.
 		clear(outcomes)
 		clear(claimed)
 		bodies = nil
@@ -254,6 +255,9 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 					return err
 				default:
 					outcomes[i] = ReportedEvent{Ingested: res}
+				}
+				if outcomes[i].Err != nil && t.assumed {
+					return errAssumption // refusals are answered from what the lock reads
 				}
 			}
 		}
@@ -311,7 +315,15 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 			bodies = append(bodies, bodyOf(k.row))
 		}
 		return nil
-	})
+	}
+	// Claims read commands no cache holds: they take the lock path.
+	done := false
+	if len(part.claims) == 0 {
+		done, err = s.withAssumed(ctx, sh, ls, body)
+	}
+	if !done {
+		err = s.withTx(ctx, sh, ls, body)
+	}
 	if err != nil {
 		return nil, err
 	}
