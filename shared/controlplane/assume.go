@@ -60,6 +60,9 @@ func (t *txn) assume(ls *store.LockSet) (bool, error) {
 		}
 		a.Commands = append(a.Commands, c)
 	}
+	// Stored with the database's precision, as a clock read from it is:
+	// the live snapshot and the log's replay must carry the same times.
+	now = now.Truncate(time.Microsecond)
 	t.pinned, t.now, t.local, t.reachableSince, t.seen = pins, now, time.Now(), reachable, map[store.ClientEventKey]int64{}
 	a.Now = now
 	for _, id := range a.Executions {
