@@ -26,23 +26,6 @@ import (
 	"github.com/noetl-go/noetl/shared/worker"
 )
 
-// chainYAML is a chain of k noop steps: start → s2 → … → sk.
-func chainYAML(path string, k int) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: chain, path: %s}\nworkflow:\n", path)
-	for i := 1; i <= k; i++ {
-		name := "start"
-		if i > 1 {
-			name = fmt.Sprintf("s%d", i)
-		}
-		fmt.Fprintf(&b, "  - step: %s\n    tool: {kind: noop}\n", name)
-		if i < k {
-			fmt.Fprintf(&b, "    next: s%d\n", i+1)
-		}
-	}
-	return b.String()
-}
-
 // stepWatch sees the worker's requests: it counts them and notes the
 // database's counts when the first claim is answered (our worker claims in a
 // report, NoETL's workers with the claim route) and when the completion of the
@@ -196,7 +179,7 @@ func chainCosts(t *testing.T, srv *devserver.Server, db *store.Counter, k int, p
 	cl := client.New(srv.URL, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	reg, err := cl.Register(ctx, chainYAML("tests/costs/chain"+pool, k))
+	reg, err := cl.Register(ctx, bench.Chain("tests/costs/chain"+pool, k))
 	if err != nil {
 		t.Fatal(err)
 	}

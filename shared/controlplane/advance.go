@@ -58,6 +58,9 @@ type txn struct {
 	// cause is who causes the trigger being advanced, for the command
 	// transitions it decides: "" is a worker's report.
 	cause lifecycle.Actor
+	// handed and yielded are the executions eager dispatch handed a command
+	// (once per command) and those whose burst was spent (dispatch.go).
+	handed, yielded []int64
 	// assumed: the executions and commands were taken from the process's
 	// cache, not read (assume.go).
 	assumed bool
@@ -502,6 +505,7 @@ func (t *txn) claim(x *execution, k *command, workerID string, started bool) err
 	lease := lifecycle.LeaseEnd(t.now, deadline, t.s.limits)
 	t.changeCommand(k.row.CommandID, store.CommandChange{Status: status, Hold: true, WorkerID: workerID,
 		LeaseExpiresAt: lease, DeadlineAt: deadline}, lifecycle.Claim)
+	t.s.fair.claimed(poolOf(x.row), k.row.IssuedEventID)
 	meta := map[string]any{"command_id": k.row.CommandID, "attempt": int64(k.row.Attempt), "worker_id": workerID,
 		"lease_expires_at": lease.UTC().Format(time.RFC3339Nano)}
 	if started {
@@ -608,6 +612,15 @@ func (t *txn) commit() error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), publishTimeout)
 	defer cancel()
 	published := t.s.publish(ctx, t.sh, t.ch.Outbox)
+	for _, m := range t.ch.Outbox {
+		t.s.fair.announced(poolOf(t.execs[m.ExecutionID].row), m.EventID, time.Now())
+	}
+	t.s.fair.handed(t.handed, t.yielded)
+	for _, x := range t.order {
+		if terminal(x.row.Status) {
+			t.s.fair.ended(x.row.ExecutionID)
+		}
+	}
 	if callerLeft {
 		t.s.log.Info("the commit stands although its caller went away; its notifications were published",
 			"shard", t.sh.Index(), "execution_ids", t.executionIDs(), "published", published, "notifications", len(t.ch.Outbox))
@@ -721,11 +734,16 @@ func rowStatus(s string) string {
 	return s
 }
 
-func (s *Service) notification(row store.Execution, commandID string, issuedEventID int64, step string, attempt int) store.OutboxMessage {
-	pool := row.Pool
-	if pool == "" {
-		pool = notify.PoolFor("", row.Path)
+// poolOf is an execution's pool.
+func poolOf(row store.Execution) string {
+	if row.Pool == "" {
+		return notify.PoolFor("", row.Path)
 	}
+	return row.Pool
+}
+
+func (s *Service) notification(row store.Execution, commandID string, issuedEventID int64, step string, attempt int) store.OutboxMessage {
+	pool := poolOf(row)
 	payload, _ := json.Marshal(notify.Body{ExecutionID: row.ExecutionID, EventID: issuedEventID, CommandID: commandID,
 		Step: step, ServerURL: s.server, ExecutionPool: pool})
 	return store.OutboxMessage{

@@ -303,6 +303,10 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 			if !k.isNew || x.row.Pool != r.Pool || !lifecycle.Claimable(k.row.Lifecycle(), lifecycle.Clock{Now: t.eventTime(x)}) {
 				continue
 			}
+			if !t.s.fair.mayHandOut(r.Pool, x.row.ExecutionID, time.Now()) {
+				t.yielded = append(t.yielded, x.row.ExecutionID)
+				continue // its burst is spent while others wait: announced (dispatch.go)
+			}
 			size := commandBytes(k.row)
 			if !budget.take(size) {
 				break // a command that does not fit goes by notification and claim
@@ -312,6 +316,7 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 			if err := t.claim(x, k, r.WorkerID, true); err != nil {
 				return err
 			}
+			t.handed = append(t.handed, x.row.ExecutionID)
 			bodies = append(bodies, bodyOf(k.row))
 		}
 		return nil

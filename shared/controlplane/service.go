@@ -101,6 +101,8 @@ type Service struct {
 	ids   *idPool
 	books *playbookCache
 	snaps *snapCache
+	// fair is the fair-dispatch view: what waits, and each execution's burst.
+	fair *dispatch
 	// limits are the lease rules (lifecycle.Limits): every lease and its
 	// end are decided from them.
 	limits     lifecycle.Limits
@@ -157,7 +159,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	return &Service{
 		cfg: cfg, st: cfg.Store, eng: engine.New(cfg.Engine), log: cfg.Logger,
-		ids: newIDPool(cfg.IDBlock), books: newPlaybookCache(cfg.PlaybookCache, cfg.PlaybookCacheBytes), snaps: newSnapCache(cfg.SnapshotCacheBytes),
+		ids: newIDPool(cfg.IDBlock), books: newPlaybookCache(cfg.PlaybookCache, cfg.PlaybookCacheBytes), snaps: newSnapCache(cfg.SnapshotCacheBytes), fair: newDispatch(),
 		limits: lifecycle.Limits{Lease: cfg.Lease, Grace: cfg.DeadlineGrace}, reannounce: cfg.Reannounce, server: cfg.ServerURL,
 	}, nil
 }

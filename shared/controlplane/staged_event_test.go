@@ -19,16 +19,7 @@ import (
 // duplicate whether it was staged or already in the log.
 func TestStagedEventsEnterTheLogInOrder(t *testing.T) {
 	s := newStack(t)
-	s.register(t, threeStepsNoDelay)
-	st, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: "tests/three"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := s.pending(t, st.ExecutionID)[0]
-	body, err := s.svc.Claim(s.ctx, c.IssuedEventID, "A", false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, body := claimedByA(t, s)
 	before := s.eventTypes(t, st.ExecutionID)
 	meta := map[string]any{"command_id": body.CommandID, "attempt": int64(body.Attempt)}
 	ingest := func(typ, client string, payload map[string]any) *controlplane.Ingested {
@@ -89,17 +80,8 @@ func TestStagedEventsEnterTheLogInOrder(t *testing.T) {
 // the locked path answers it as before (fenced, 409) and stores it ignored.
 func TestStagedEventsRefusedTakeTheLockedPath(t *testing.T) {
 	s := newStack(t)
-	s.register(t, threeStepsNoDelay)
-	st, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: "tests/three"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := s.pending(t, st.ExecutionID)[0]
-	body, err := s.svc.Claim(s.ctx, c.IssuedEventID, "A", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = s.svc.Ingest(s.ctx, controlplane.EventInput{ExecutionID: st.ExecutionID, Step: body.Step, Type: "command.started",
+	st, body := claimedByA(t, s)
+	_, err := s.svc.Ingest(s.ctx, controlplane.EventInput{ExecutionID: st.ExecutionID, Step: body.Step, Type: "command.started",
 		WorkerID: "B", Meta: map[string]any{"command_id": body.CommandID}})
 	var fenced *controlplane.FencedError
 	if !errors.As(err, &fenced) {
@@ -117,16 +99,7 @@ func TestStagedEventsRefusedTakeTheLockedPath(t *testing.T) {
 // ignored (R-R10).
 func TestStagedEventsSettledByTheDrain(t *testing.T) {
 	s := newStack(t, func(c *controlplane.Config) { c.StagedGrace = 200 * time.Millisecond })
-	s.register(t, threeStepsNoDelay)
-	st, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: "tests/three"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := s.pending(t, st.ExecutionID)[0]
-	body, err := s.svc.Claim(s.ctx, c.IssuedEventID, "A", false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, body := claimedByA(t, s)
 	// Staged as if the execution's end raced it: the hold was checked, then
 	// the execution was cancelled (the cancel entered what was staged
 	// before it); this one came after.
@@ -165,4 +138,20 @@ func TestStagedEventsSettledByTheDrain(t *testing.T) {
 	if err := sh.Pool().QueryRow(s.ctx, `SELECT count(*) FROM staged_event`).Scan(&left); err != nil || left != 0 {
 		t.Fatalf("%d staged events left (%v)", left, err)
 	}
+}
+
+// claimedByA starts tests/three and has worker A claim its first command
+// (NoETL's claim: not started).
+func claimedByA(t *testing.T, s *stack) (*controlplane.Started, *controlplane.CommandBody) {
+	t.Helper()
+	s.register(t, threeStepsNoDelay)
+	st, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: "tests/three"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := s.svc.Claim(s.ctx, s.pending(t, st.ExecutionID)[0].IssuedEventID, "A", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, body
 }

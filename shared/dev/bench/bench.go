@@ -276,22 +276,27 @@ func poolOf(p Protocol) string {
 
 // playbook is the YAML of a shape: a chain start → s2 → … → sK, or a loop.
 func playbook(path string, sh Shape) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: bench, path: %s}\n", path)
-	if sh.Loop {
-		fmt.Fprintf(&b, "workload: {n: %d}\nworkflow:\n  - step: start\n"+
-			"    loop: {in: \"{{ range(n) }}\", iterator: i, spec: {mode: parallel, max_in_flight: %d}}\n"+
-			"    tool: {kind: noop}\n", sh.K, sh.InFlight)
-		return b.String()
+	if !sh.Loop {
+		return Chain(path, sh.K)
 	}
-	b.WriteString("workflow:\n")
-	for i := 1; i <= sh.K; i++ {
+	return fmt.Sprintf("apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: bench, path: %s}\n"+
+		"workload: {n: %d}\nworkflow:\n  - step: start\n"+
+		"    loop: {in: \"{{ range(n) }}\", iterator: i, spec: {mode: parallel, max_in_flight: %d}}\n"+
+		"    tool: {kind: noop}\n", path, sh.K, sh.InFlight)
+}
+
+// Chain is the YAML of a chain of k noop steps at path: start → s2 → … → sk
+// (what the bench runs, and tests count).
+func Chain(path string, k int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: bench, path: %s}\nworkflow:\n", path)
+	for i := 1; i <= k; i++ {
 		name := "start"
 		if i > 1 {
 			name = "s" + strconv.Itoa(i)
 		}
 		fmt.Fprintf(&b, "  - step: %s\n    tool: {kind: noop}\n", name)
-		if i < sh.K {
+		if i < k {
 			fmt.Fprintf(&b, "    next: s%d\n", i+1)
 		}
 	}
