@@ -21,14 +21,16 @@ run: dashboard steps-python
 	./bin/noetl dev --python $(CURDIR)/$(STEPS_PYTHON)/bin/python3 $(DEV_FLAGS)
 
 # bench: the step path measured (see docs/step-path.md): `noetl bench` starts a
-# durable Postgres and noetl serve, runs the default shapes and a 10,000-iteration
-# loop. Compare with River in the same sitting:
+# durable Postgres and noetl serve, runs the default shapes, a 10,000-iteration
+# loop, and 50x10 through NoETL's workers' protocols (--noetl: the Rust worker's
+# four calls, --noetl-batch: the Python worker's claim and two batches). Compare
+# with River in the same sitting:
 #   FSYNC_MODES=on bash ../shared/bench/river-bench.sh
 # BENCH_FLAGS adds flags, e.g. make bench BENCH_FLAGS="--json --shape 50x10".
 BENCH_FLAGS ?=
 bench:
 	$(GO) build -o bin/noetl ./cmd/noetl
-	./bin/noetl bench --loop 10000x100 $(BENCH_FLAGS)
+	./bin/noetl bench --loop 10000x100 --noetl 50x10 --noetl-batch 50x10 $(BENCH_FLAGS)
 	$(MAKE) bench-whatif
 
 # bench-whatif: the what-if over 1,000 recorded executions of a 10-step

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/dev/bench"
 	"github.com/noetl-go/noetl/shared/dev/devserver"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/store"
@@ -25,26 +26,10 @@ import (
 	"github.com/noetl-go/noetl/shared/worker"
 )
 
-// chainYAML is a chain of k noop steps: start → s2 → … → sk.
-func chainYAML(path string, k int) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: chain, path: %s}\nworkflow:\n", path)
-	for i := 1; i <= k; i++ {
-		name := "start"
-		if i > 1 {
-			name = fmt.Sprintf("s%d", i)
-		}
-		fmt.Fprintf(&b, "  - step: %s\n    tool: {kind: noop}\n", name)
-		if i < k {
-			fmt.Fprintf(&b, "    next: s%d\n", i+1)
-		}
-	}
-	return b.String()
-}
-
 // stepWatch sees the worker's requests: it counts them and notes the
 // database's counts when the first claim is answered (our worker claims in a
-// report) and when the report of the chain's last step is.
+// report, NoETL's workers with the claim route) and when the completion of the
+// chain's last step is.
 type stepWatch struct {
 	next    http.RoundTripper
 	db      *store.Counter
@@ -74,23 +59,29 @@ func (w *stepWatch) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return resp, err
 	}
-	if r.URL.Path != "/api/worker/report" || w.final != nil {
+	if w.final != nil {
 		return resp, err
 	}
+	// Our worker's report (claims and events), or NoETL's workers' claim,
+	// event and batch of events (event_type, or name in a batch).
+	type event struct {
+		Step string `json:"step"`
+		Type string `json:"event_type"`
+		Name string `json:"name"`
+	}
 	var rep struct {
-		Claims []any `json:"claims"`
-		Events []struct {
-			Step string `json:"step"`
-			Type string `json:"event_type"`
-		} `json:"events"`
+		Claims []any   `json:"claims"`
+		Events []event `json:"events"`
+		event
 	}
 	_ = json.Unmarshal(body, &rep)
-	if len(rep.Claims) > 0 && w.claimed == nil {
+	claim := strings.HasPrefix(r.URL.Path, "/api/commands/") && strings.HasSuffix(r.URL.Path, "/claim")
+	if (len(rep.Claims) > 0 || claim) && w.claimed == nil {
 		s := w.db.Snapshot()
 		w.claimed, w.atClaim = &s, w.reqs
 	}
-	for _, e := range rep.Events {
-		if e.Step == w.last && e.Type == "command.completed" {
+	for _, e := range append(rep.Events, rep.event) {
+		if e.Step == w.last && (e.Type == "command.completed" || e.Name == "command.completed") {
 			s := w.db.Snapshot()
 			w.final, w.atFinal = &s, w.reqs
 			close(w.done)
@@ -99,37 +90,111 @@ func (w *stepWatch) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// TestStepPathCosts (issue 9): once a chain of K noop steps has started, our
-// worker spends at most one HTTP request and the server at most two Postgres
-// commits per step. Counted, not timed: the worker's requests, and every
+// TestStepPathCosts (issues 9 and 29): once a chain of K noop steps has
+// started, our worker spends at most one HTTP request and the server at most
+// two Postgres commits and one round trip per step. Counted, not timed: the worker's requests, and every
 // statement the stack sends (store.Counter), with no scheduled drain.
 func TestStepPathCosts(t *testing.T) {
 	const k = 20
+	srv, db := costStack(t)
+	reqs, work := chainCosts(t, srv, db, k, "", func(ctx context.Context, tr http.RoundTripper) error {
+		w, err := worker.Standard{Server: srv.URL, JS: srv.JS, ID: "costs", Concurrency: 4, Transport: tr,
+			Logger: slog.New(slog.NewJSONHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}.Build(ctx)
+		if err != nil {
+			return err
+		}
+		return w.Run(ctx)
+	})
+	if reqs > k {
+		t.Errorf("%d HTTP requests for %d steps: want at most one per step", reqs, k)
+	}
+	if work.Commits > 2*k {
+		t.Errorf("%d commits for %d steps: want at most two per step", work.Commits, k)
+	}
+	// Issue 29: the write and its COMMIT in one batch, guarded by the seq
+	// the process pinned (an assumed txn, controlplane/assume.go).
+	if work.RoundTrips > k {
+		t.Errorf("%d Postgres round trips for %d steps: want one per step", work.RoundTrips, k)
+	}
+}
+
+// TestStepPathCostsNoETL (issue 29): NoETL's workers keep their calls — the
+// Rust worker's claim and three events, the Python worker's claim and two
+// batches — but a step costs the server at most two transactions (BEGIN …
+// COMMIT): the claim's and command.completed's. command.started, call.done
+// and the worker's copies of step.enter and step.exit decide nothing and are
+// staged without the execution's lock, one statement each request, and
+// entered into the log by the completion's transaction. Counted with the
+// bench's NoETL-protocol client (bench.NoETLWorker).
+func TestStepPathCostsNoETL(t *testing.T) {
+	const k = 20
+	srv, db := costStack(t)
+	for _, c := range []struct {
+		protocol bench.Protocol
+		requests int // per step
+	}{{bench.NoETLCalls, 4}, {bench.NoETLBatches, 3}} {
+		t.Run(string(c.protocol), func(t *testing.T) {
+			pool := "costs-" + string(c.protocol)
+			reqs, work := chainCosts(t, srv, db, k, pool, func(ctx context.Context, tr http.RoundTripper) error {
+				w := &bench.NoETLWorker{Server: srv.URL, ID: "costs-" + string(c.protocol), Protocol: c.protocol, Concurrency: 4, Transport: tr}
+				err := w.Run(ctx, srv.JS, pool)
+				if n := w.Refused.Load(); n > 0 {
+					t.Errorf("%d of the client's requests were refused", n)
+				}
+				return err
+			})
+			// From the first claim's answer: k-1 more claims and k completions.
+			if reqs > c.requests*k {
+				t.Errorf("%d HTTP requests for %d steps: want at most %d per step", reqs, k, c.requests)
+			}
+			if work.Transactions > 2*k {
+				t.Errorf("%d transactions for %d steps: want at most two per step (the claim's and the completion's)", work.Transactions, k)
+			}
+			if perStep := work.Commits - work.Transactions; perStep > int64(c.requests)*k {
+				t.Errorf("%d single-statement commits for %d steps", perStep, k)
+			}
+		})
+	}
+}
+
+// costStack starts a stack of its own whose database work is counted.
+func costStack(t *testing.T) (*devserver.Server, *store.Counter) {
+	t.Helper()
 	db := &store.Counter{}
 	srv, err := devserver.Start(context.Background(), devserver.Options{DBCounter: db, Getenv: throwawayEnv})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv, db
+}
+
+// chainCosts runs a chain of k noop steps in pool, served by serve (which
+// runs until its context ends, its requests through the transport it is
+// given), and returns the requests and the database work from the first
+// claim's answer to the last step's completion. The chain must complete.
+func chainCosts(t *testing.T, srv *devserver.Server, db *store.Counter, k int, pool string,
+	serve func(context.Context, http.RoundTripper) error) (int, store.CounterSnapshot) {
+	t.Helper()
 	cl := client.New(srv.URL, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	reg, err := cl.Register(ctx, chainYAML("tests/costs/chain", k))
+	reg, err := cl.Register(ctx, bench.Chain("tests/costs/chain"+pool, k))
 	if err != nil {
 		t.Fatal(err)
 	}
 	watch := &stepWatch{next: http.DefaultTransport, db: db, last: fmt.Sprintf("s%d", k), done: make(chan struct{})}
-	w, err := worker.Standard{Server: srv.URL, JS: srv.JS, ID: "costs", Concurrency: 4, Transport: watch,
-		Logger: slog.New(slog.NewJSONHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}.Build(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	wctx, stop := context.WithCancel(ctx)
 	stopped := make(chan struct{})
-	go func() { _ = w.Run(wctx); close(stopped) }()
+	go func() {
+		if err := serve(wctx, watch); err != nil && wctx.Err() == nil {
+			t.Errorf("worker: %v", err)
+		}
+		close(stopped)
+	}()
 	defer func() { stop(); <-stopped }()
 
-	id, err := cl.Execute(ctx, wire.ExecuteRequest{Path: reg.Path})
+	id, err := cl.Execute(ctx, wire.ExecuteRequest{Path: reg.Path, Pool: pool})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,22 +206,33 @@ func TestStepPathCosts(t *testing.T) {
 	watch.mu.Lock()
 	work, reqs := watch.final.Sub(*watch.claimed), watch.atFinal-watch.atClaim
 	watch.mu.Unlock()
-	t.Logf("after the first claim, %d steps took %d HTTP requests, %d Postgres round trips, %d statements and %d commits",
-		k, reqs, work.RoundTrips, work.Statements, work.Commits)
-	if reqs > k {
-		t.Errorf("%d HTTP requests for %d steps: want at most one per step", reqs, k)
-	}
-	if work.Commits > 2*k {
-		t.Errorf("%d commits for %d steps: want at most two per step", work.Commits, k)
-	}
-	v, err := cl.Execution(ctx, id)
-	if err != nil || v.Status != "COMPLETED" {
-		t.Fatalf("execution %d: %v %v", id, v, err)
+	t.Logf("after the first claim, %d steps took %d HTTP requests, %d Postgres round trips, %d statements, %d commits of which %d transactions",
+		k, reqs, work.RoundTrips, work.Statements, work.Commits, work.Transactions)
+	v := waitStatus(t, ctx, cl, id)
+	if v.Status != "COMPLETED" {
+		t.Fatalf("execution %d: %v %v", id, v.Status, v.Error)
 	}
 	for i := 2; i <= k; i++ {
 		if st := step(v, fmt.Sprintf("s%d", i)); st.Status != "completed" {
 			t.Fatalf("s%d: %v", i, st)
 		}
+	}
+	return reqs, work
+}
+
+// waitStatus reads the execution until it has ended (a completion's answer
+// may come before the chain's last transaction is visible to a reader).
+func waitStatus(t *testing.T, ctx context.Context, cl *client.Client, id int64) *wire.Execution {
+	t.Helper()
+	for {
+		v, err := cl.Execution(ctx, id)
+		if err != nil {
+			t.Fatalf("execution %d: %v", id, err)
+		}
+		if v.Status != "RUNNING" || ctx.Err() != nil {
+			return v
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

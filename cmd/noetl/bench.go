@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -46,10 +47,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	warmup := fs.Bool("warmup", true, "run a small shape first, not reported (a fresh stack's first steps prepare statements and fill caches)")
 	shapes := &shapeFlags{parse: bench.ParseShape}
 	loops := &shapeFlags{parse: bench.ParseLoop}
+	noetl := &shapeFlags{parse: bench.ParseNoETL(bench.NoETLCalls)}
+	noetlBatch := &shapeFlags{parse: bench.ParseNoETL(bench.NoETLBatches)}
 	fs.Var(shapes, "shape", "WxK: W executions at once of a chain of K noop steps (repeatable; default 50x10, 1x200, 500x10)")
 	fs.Var(loops, "loop", "NxM: one loop of N noop iterations with M in flight (repeatable; default none)")
+	fs.Var(noetl, "noetl", "WxK: a chain shape served by a client speaking NoETL's Rust worker's protocol (claim, then command.started, call.done, command.completed: four requests per step; repeatable; default none)")
+	fs.Var(noetlBatch, "noetl-batch", "WxK: a chain shape served by a client speaking NoETL's Python worker's protocol (claim, then two event batches: three requests per step; repeatable; default none)")
 	if code, ok := flagsOnly(fs, args, "bench [flags]", "Measures the step path with the project's worker: steps/s, the step cycle (issue of step i → step i+1),\n"+
-		"execution latency, Postgres commits, HTTP requests and event rows per step, the server's peak memory.\n"+
+		"execution latency, Postgres commits, HTTP requests and event rows per step, the server's peak memory;\n"+
+		"--noetl and --noetl-batch measure the same with NoETL's workers' protocols instead of ours.\n"+
 		"Without --server it starts Postgres with fsync and synchronous_commit on, and noetl serve over it.", stderr); !ok {
 		return code
 	}
@@ -57,10 +63,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	defer stop()
 	o := bench.Options{Server: *server, NATSURL: *natsURL, Token: os.Getenv("NOETL_WORKER_TOKEN"),
 		APIToken: os.Getenv("NOETL_API_TOKEN"), Concurrency: *concurrency, ServerPID: *serverPID, Warmup: *warmup,
-		Shapes: append(shapes.shapes, loops.shapes...), Progress: stderr}
-	if len(shapes.shapes) == 0 {
-		o.Shapes = append(bench.DefaultShapes(), loops.shapes...)
+		Progress: stderr}
+	ours := shapes.shapes
+	if len(ours) == 0 {
+		ours = bench.DefaultShapes()
 	}
+	o.Shapes = slices.Concat(ours, loops.shapes, noetl.shapes, noetlBatch.shapes)
 	if *dbURLs != "" {
 		o.Databases = strings.Split(*dbURLs, ",")
 	}
@@ -109,11 +117,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 func printResults(w io.Writer, rs []bench.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "shape\tsteps/s\tcycle p50 ms\tcycle p99 ms\texec p50 ms\texec p99 ms\tcommits/step\tserver commits/step\tdb trips/step\tdb stmts/step\thttp/step\tevents/step\tserver peak RSS MB\tRSS growth MB\t")
+	fmt.Fprintln(tw, "shape\tsteps/s\tcycle p50 ms\tcycle p99 ms\texec p50 ms\texec p99 ms\tcommits/step\tserver commits/step\tserver txns/step\tdb trips/step\tdb stmts/step\thttp/step\tevents/step\tserver peak RSS MB\tRSS growth MB\t")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%.1f\t%s\t%s\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%.2f\t%.2f\t%s\t%s\t\n", r.Shape, r.StepsPerSecond,
+		fmt.Fprintf(tw, "%s\t%.1f\t%s\t%s\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.2f\t%s\t%s\t\n", r.Shape, r.StepsPerSecond,
 			opt(r.StepCycleP50Ms, "%.2f"), opt(r.StepCycleP99Ms, "%.2f"), r.ExecutionP50Ms, r.ExecutionP99Ms,
-			opt(r.CommitsPerStep, "%.2f"), opt(r.ServerCommitsPerStep, "%.2f"), opt(r.RoundTripsPerStep, "%.2f"), opt(r.StatementsPerStep, "%.1f"),
+			opt(r.CommitsPerStep, "%.2f"), opt(r.ServerCommitsPerStep, "%.2f"), opt(r.TransactionsPerStep, "%.2f"), opt(r.RoundTripsPerStep, "%.2f"), opt(r.StatementsPerStep, "%.1f"),
 			r.HTTPRequestsPerStep, r.EventRowsPerStep, opt(r.ServerPeakRSSMB, "%.1f"), opt(r.ServerRSSGrowthMB, "%.1f"))
 	}
 	tw.Flush()

@@ -11,22 +11,39 @@ import (
 
 // TestBenchSmoke runs the real `noetl bench` binary on a tiny shape: it
 // starts its own durable Postgres and `noetl serve`, runs two chains of three
-// steps with the project's worker, and reports every figure. Only that the
+// steps with the project's worker and a chain of three through each of NoETL's
+// workers' protocols (the bench's NoETL-protocol client), and reports every figure. Only that the
 // figures exist and the work happened is asserted; timings are printed.
 func TestBenchSmoke(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "noetl")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "bench", "--shape", "2x3", "--json")
+	cmd := exec.Command(bin, "bench", "--shape", "2x3", "--noetl", "1x3", "--noetl-batch", "1x3", "--json")
 	cmd.Env = append(cmd.Environ(), "NOETL_API_TOKEN=", "NOETL_WORKER_TOKEN=", "NOETL_INTERNAL_TOKEN=", "NOETL_INTERNAL_API_TOKEN=")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("noetl bench: %v\n%s", err, out)
 	}
 	var rs []bench.Result
-	if err := json.Unmarshal(out, &rs); err != nil || len(rs) != 1 {
+	if err := json.Unmarshal(out, &rs); err != nil || len(rs) != 3 {
 		t.Fatalf("results %v: %s", err, out)
+	}
+	// NoETL's workers' protocols, each step served by its own calls: the
+	// claim and three events (the Rust worker's), the claim and two batches
+	// (the Python worker's).
+	for i, want := range []struct {
+		shape string
+		http  float64
+	}{{"noetl 1x3", 4}, {"noetl-batch 1x3", 3}} {
+		r := rs[i+1]
+		t.Logf("%+v", r)
+		if r.Shape != want.shape || r.Steps != 3 || r.Completed != 1 || r.HTTPRequestsPerStep != want.http {
+			t.Errorf("%s: shape %s, %d steps, %d completed, %.2f requests per step (want %.0f)", want.shape, r.Shape, r.Steps, r.Completed, r.HTTPRequestsPerStep, want.http)
+		}
+		if r.ServerCommitsPerStep == nil || r.RoundTripsPerStep == nil || r.EventRowsPerStep < 7 {
+			t.Errorf("%s: work per step missing: %+v", want.shape, r)
+		}
 	}
 	r := rs[0]
 	t.Logf("%+v", r)

@@ -33,8 +33,10 @@ type txn struct {
 	sh  *store.Shard
 	tx  *store.Tx
 	ids *idSource
-	// now is the database clock once the locks are held (R-S4).
-	now time.Time
+	// now is the database clock once the locks are held (R-S4); local is
+	// when it was read, on this process's monotonic clock.
+	now   time.Time
+	local time.Time
 	// reachableSince is when the database last became reachable (its start,
 	// or an outage's end): no lease lapses within a lease of it.
 	reachableSince time.Time
@@ -56,6 +58,12 @@ type txn struct {
 	// cause is who causes the trigger being advanced, for the command
 	// transitions it decides: "" is a worker's report.
 	cause lifecycle.Actor
+	// handed and yielded are the executions eager dispatch handed a command
+	// (once per command) and those whose burst was spent (dispatch.go).
+	handed, yielded []int64
+	// assumed: the executions and commands were taken from the process's
+	// cache, not read (assume.go).
+	assumed bool
 	// fault is a command transition the lifecycle does not allow
 	// (lifecycle.Check): a bug, refused at commit.
 	fault error
@@ -187,7 +195,7 @@ func (t *txn) lock(ls *store.LockSet) error {
 	if err := t.tx.Lock(t.ctx, ls); err != nil {
 		return err
 	}
-	t.now, t.seen, t.reachableSince = ls.Now, ls.Seen, ls.ReachableSince
+	t.now, t.local, t.seen, t.reachableSince = ls.Now, time.Now(), ls.Seen, ls.ReachableSince
 	ids := make([]int64, 0, len(ls.ExecutionRows))
 	for id := range ls.ExecutionRows {
 		ids = append(ids, id)
@@ -201,7 +209,53 @@ func (t *txn) lock(ls *store.LockSet) error {
 	for _, c := range ls.CommandRows {
 		t.adoptCommand(c)
 	}
+	return t.settle(ls.Staged)
+}
+
+// settle enters the staged events of the locked executions into their logs
+// (stage, store.StageEvents), oldest first and before anything else the txn
+// does: each is fenced against its command as it is now, under the lock, and
+// folded, or stored ignored. None is lost: one its checks would refuse now
+// (its command gone, say) is stored ignored too, since it was accepted.
+func (t *txn) settle(staged []store.StagedEvent) error {
+	last := map[int64]time.Time{}
+	for _, se := range staged {
+		x := t.execs[se.ExecutionID]
+		if x == nil {
+			return fmt.Errorf("controlplane: a staged event of execution %d, which the transaction did not lock", se.ExecutionID)
+		}
+		if se.Command != nil {
+			t.adoptCommand(*se.Command)
+		}
+		e := se.Event
+		e.RawOutput = se.Raw
+		// Its place in the log is now: never before what the log holds
+		// (R-S4), though it keeps its arrival time when it can.
+		e.CreatedAt = latest(e.CreatedAt, x.row.UpdatedAt, last[x.row.ExecutionID])
+		last[x.row.ExecutionID] = e.CreatedAt
+		_, err := t.ingest(x, e)
+		var fenced *FencedError
+		switch {
+		case err == nil, errors.As(err, &fenced):
+		case errors.Is(err, ErrNotFound), errors.Is(err, ErrInvalid):
+			if _, err := t.appendIgnored(x, e); err != nil {
+				return err
+			}
+		default:
+			return err
+		}
+	}
 	return nil
+}
+
+func latest(ts ...time.Time) time.Time {
+	var out time.Time
+	for _, t := range ts {
+		if t.After(out) {
+			out = t
+		}
+	}
+	return out
 }
 
 // adopt makes a locked execution row part of the txn.
@@ -423,8 +477,13 @@ func (t *txn) gather(x *execution, out *engine.Outcome) {
 // for an ended execution, R-R10): it keeps its place in the log and nothing
 // else.
 func (t *txn) appendIgnored(x *execution, e store.Event) (store.Event, error) {
-	e.ExecutionID, e.Seq, e.EventID, e.Ignored = x.row.ExecutionID, x.row.LastSeq+1, t.ids.next(), true
-	e.CreatedAt = t.eventTime(x)
+	e.ExecutionID, e.Seq, e.Ignored = x.row.ExecutionID, x.row.LastSeq+1, true
+	if e.EventID == 0 {
+		e.EventID = t.ids.next() // a staged event keeps the id it was answered with
+	}
+	if e.CreatedAt.IsZero() {
+		e.CreatedAt = t.eventTime(x)
+	}
 	if t.ids.err != nil {
 		return e, t.ids.err
 	}
@@ -446,6 +505,7 @@ func (t *txn) claim(x *execution, k *command, workerID string, started bool) err
 	lease := lifecycle.LeaseEnd(t.now, deadline, t.s.limits)
 	t.changeCommand(k.row.CommandID, store.CommandChange{Status: status, Hold: true, WorkerID: workerID,
 		LeaseExpiresAt: lease, DeadlineAt: deadline}, lifecycle.Claim)
+	t.s.fair.claimed(poolOf(x.row), k.row.IssuedEventID)
 	meta := map[string]any{"command_id": k.row.CommandID, "attempt": int64(k.row.Attempt), "worker_id": workerID,
 		"lease_expires_at": lease.UTC().Format(time.RFC3339Nano)}
 	if started {
@@ -538,12 +598,34 @@ func (t *txn) commit() error {
 	}
 	for _, x := range t.order {
 		if (x.dirty || x.isNew) && x.snap != nil {
-			t.s.snaps.put(x.row.ExecutionID, x.row.LastSeq, x.snap, len(x.row.State))
+			row := x.row
+			row.State = nil
+			e := snapEntry{id: row.ExecutionID, seq: row.LastSeq, snap: x.snap, size: len(x.row.State), row: &row,
+				now: t.now, local: t.local, reachable: t.reachableSince}
+			for _, k := range t.cmds {
+				if k.row.ExecutionID == row.ExecutionID && (k.isNew || k.change != nil) {
+					c := k.row
+					c.Context, c.Meta = nil, nil
+					e.cmds = append(e.cmds, c)
+				}
+			}
+			t.s.snaps.put(e)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), publishTimeout)
 	defer cancel()
+	// Recorded before the publish: a worker may claim a command as soon as
+	// it is published, and a claim must find it recorded to clear it.
+	for _, m := range t.ch.Outbox {
+		t.s.fair.announced(poolOf(t.execs[m.ExecutionID].row), m.EventID, time.Now())
+	}
+	t.s.fair.handed(t.handed, t.yielded)
 	published := t.s.publish(ctx, t.sh, t.ch.Outbox)
+	for _, x := range t.order {
+		if terminal(x.row.Status) {
+			t.s.fair.ended(x.row.ExecutionID)
+		}
+	}
 	if callerLeft {
 		t.s.log.Info("the commit stands although its caller went away; its notifications were published",
 			"shard", t.sh.Index(), "execution_ids", t.executionIDs(), "published", published, "notifications", len(t.ch.Outbox))
@@ -657,11 +739,16 @@ func rowStatus(s string) string {
 	return s
 }
 
-func (s *Service) notification(row store.Execution, commandID string, issuedEventID int64, step string, attempt int) store.OutboxMessage {
-	pool := row.Pool
-	if pool == "" {
-		pool = notify.PoolFor("", row.Path)
+// poolOf is an execution's pool.
+func poolOf(row store.Execution) string {
+	if row.Pool == "" {
+		return notify.PoolFor("", row.Path)
 	}
+	return row.Pool
+}
+
+func (s *Service) notification(row store.Execution, commandID string, issuedEventID int64, step string, attempt int) store.OutboxMessage {
+	pool := poolOf(row)
 	payload, _ := json.Marshal(notify.Body{ExecutionID: row.ExecutionID, EventID: issuedEventID, CommandID: commandID,
 		Step: step, ServerURL: s.server, ExecutionPool: pool})
 	return store.OutboxMessage{

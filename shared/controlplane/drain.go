@@ -32,7 +32,8 @@ const sweepBatch = 100
 const outboxMaxDelay = 5 * time.Minute
 
 // Drain is the scheduled run (api.md, last section): on every shard it publishes
-// the outbox, ends leases that ended (R-L4; past the deadline, R-L2), announces
+// the outbox, enters into the log staged events no transaction came for
+// (job_staged_events.go), ends leases that ended (R-L4; past the deadline, R-L2), announces
 // again pending commands nobody claimed, re-drives the cancel cascade of ended parents (R-R10),
 // deletes old published rows, and measures the outbox lag. It is safe to run
 // concurrently with itself: every claim uses SKIP LOCKED.
@@ -79,6 +80,7 @@ func (s *Service) drainJobs(maxBatch int) []drainJob {
 		{"outbox", func(ctx context.Context, sh *store.Shard, r *DrainReport) error {
 			return s.publishOutbox(ctx, sh, maxBatch, r)
 		}},
+		{"staged events", s.settleStaged},
 		{"leases", s.expireLeases},
 		{"announce again", s.announceAgain},
 		{"orphans", s.cancelOrphans},

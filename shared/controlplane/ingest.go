@@ -93,6 +93,9 @@ func (s *Service) IngestBatch(ctx context.Context, executionID int64, ins []Even
 		}
 		prepared[i] = e
 	}
+	if out, ok, err := s.stage(ctx, executionID, prepared, req); err != nil || ok {
+		return out, err
+	}
 	out := make([]Ingested, len(ins))
 	var fenced *FencedError
 	ls := lockSetOf(prepared)
@@ -138,6 +141,54 @@ func (s *Service) IngestBatch(ctx context.Context, executionID int64, ins []Even
 		return out, fenced
 	}
 	return out, nil
+}
+
+// stage stores events that decide nothing without a transaction that takes
+// the execution's lock (store.StageEvents): a request whose every event is a
+// command.started, call.done or call.error its holder reports on, or a
+// worker's copy of a server-owned event (NoETL's workers' step.enter and
+// step.exit). Its holder's next request (command.completed) enters them into
+// the log under the lock (txn.settle), so NoETL's workers' four calls cost two
+// locked transactions per step. ok false: nothing was stored, and the locked
+// path answers (a command not held, an ended execution, a repeat).
+func (s *Service) stage(ctx context.Context, executionID int64, prepared []store.Event, req *Request) (_ []Ingested, ok bool, _ error) {
+	var holds []store.Hold
+	for _, e := range prepared {
+		if e.Ignored {
+			continue
+		}
+		switch eventtype.Canonical(e.EventType) {
+		case eventtype.CommandStarted, eventtype.CallDone, eventtype.CallError:
+		default:
+			return nil, false, nil // it may decide: under the lock
+		}
+		if e.CommandID == "" || e.WorkerID == "" {
+			return nil, false, nil // fenced under the lock, with its reason
+		}
+		holds = append(holds, store.Hold{CommandID: e.CommandID, WorkerID: e.WorkerID, Attempt: noetlwire.Attempt(e.Meta)})
+	}
+	sh, err := s.st.ShardFor(executionID)
+	if err != nil {
+		return nil, false, nil
+	}
+	ids, err := s.ids.take(ctx, sh.Pool(), sh.Index(), len(prepared))
+	if err != nil {
+		return nil, false, err
+	}
+	st := store.Stage{ExecutionID: executionID, Holds: holds, Events: make([]store.Event, len(prepared)), Raw: make([]bool, len(prepared))}
+	out := make([]Ingested, len(prepared))
+	for i, e := range prepared {
+		e.ExecutionID, e.EventID = executionID, ids[i]
+		st.Events[i], st.Raw[i], out[i] = e, e.RawOutput, Ingested{EventID: ids[i]}
+	}
+	if req != nil {
+		st.Request = &store.EventRequest{RequestKey: store.RequestKey{ExecutionID: executionID, Key: req.Key}, Hash: req.Hash,
+			Answer: encodeAnswer(out, nil)}
+	}
+	if ok, err := store.StageEvents(ctx, sh.Pool(), st); err != nil || !ok {
+		return nil, false, err
+	}
+	return out, true, nil
 }
 
 // answer is an event request's outcome as event_request keeps it.

@@ -230,8 +230,9 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 			budget.giveBack(taken, takenBytes)
 		}
 	}()
-	err = s.withTx(ctx, sh, ls, func(t *txn) error {
-		// From scratch: withTx may run this again.
+	body := func(t *txn) error {
+		// From scratch: withTx may run this again, or run it after an
+		// assumed txn that did not commit.
 		clear(outcomes)
 		clear(claimed)
 		bodies = nil
@@ -254,6 +255,9 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 					return err
 				default:
 					outcomes[i] = ReportedEvent{Ingested: res}
+				}
+				if outcomes[i].Err != nil && t.assumed {
+					return errAssumption // refusals are answered from what the lock reads
 				}
 			}
 		}
@@ -299,6 +303,10 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 			if !k.isNew || x.row.Pool != r.Pool || !lifecycle.Claimable(k.row.Lifecycle(), lifecycle.Clock{Now: t.eventTime(x)}) {
 				continue
 			}
+			if !t.s.fair.mayHandOut(r.Pool, x.row.ExecutionID, time.Now()) {
+				t.yielded = append(t.yielded, x.row.ExecutionID)
+				continue // its burst is spent while others wait: announced (dispatch.go)
+			}
 			size := commandBytes(k.row)
 			if !budget.take(size) {
 				break // a command that does not fit goes by notification and claim
@@ -308,10 +316,19 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 			if err := t.claim(x, k, r.WorkerID, true); err != nil {
 				return err
 			}
+			t.handed = append(t.handed, x.row.ExecutionID)
 			bodies = append(bodies, bodyOf(k.row))
 		}
 		return nil
-	})
+	}
+	// Claims read commands no cache holds: they take the lock path.
+	done := false
+	if len(part.claims) == 0 {
+		done, err = s.withAssumed(ctx, sh, ls, body)
+	}
+	if !done {
+		err = s.withTx(ctx, sh, ls, body)
+	}
 	if err != nil {
 		return nil, err
 	}

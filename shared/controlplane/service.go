@@ -75,6 +75,10 @@ type Config struct {
 	// WorkerTTL is how long a registered worker stays alive without a
 	// register or pool heartbeat (workers.go); default DefaultWorkerTTL.
 	WorkerTTL time.Duration
+	// StagedGrace is how long a staged event waits for its execution's next
+	// transaction before the drain enters it into the log (job_staged_events.go);
+	// default DefaultStagedGrace.
+	StagedGrace time.Duration
 	// Clock is the time schedules fire by; default time.Now. Tests drive
 	// it through daylight-saving changes.
 	Clock func() time.Time
@@ -97,6 +101,8 @@ type Service struct {
 	ids   *idPool
 	books *playbookCache
 	snaps *snapCache
+	// fair is the fair-dispatch view: what waits, and each execution's burst.
+	fair *dispatch
 	// limits are the lease rules (lifecycle.Limits): every lease and its
 	// end are decided from them.
 	limits     lifecycle.Limits
@@ -139,6 +145,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.MaxStateBytes <= 0 {
 		cfg.MaxStateBytes = DefaultMaxStateBytes
 	}
+	if cfg.StagedGrace <= 0 {
+		cfg.StagedGrace = DefaultStagedGrace
+	}
 	if cfg.WorkerTTL <= 0 {
 		cfg.WorkerTTL = DefaultWorkerTTL
 	}
@@ -150,7 +159,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	return &Service{
 		cfg: cfg, st: cfg.Store, eng: engine.New(cfg.Engine), log: cfg.Logger,
-		ids: newIDPool(cfg.IDBlock), books: newPlaybookCache(cfg.PlaybookCache, cfg.PlaybookCacheBytes), snaps: newSnapCache(cfg.SnapshotCacheBytes),
+		ids: newIDPool(cfg.IDBlock), books: newPlaybookCache(cfg.PlaybookCache, cfg.PlaybookCacheBytes), snaps: newSnapCache(cfg.SnapshotCacheBytes), fair: newDispatch(),
 		limits: lifecycle.Limits{Lease: cfg.Lease, Grace: cfg.DeadlineGrace}, reannounce: cfg.Reannounce, server: cfg.ServerURL,
 	}, nil
 }

@@ -3,8 +3,10 @@ package controlplane
 import (
 	"container/list"
 	"sync"
+	"time"
 
 	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/store"
 )
 
 // snapCache keeps the snapshots this process committed last, decoded, so the
@@ -27,6 +29,15 @@ type snapEntry struct {
 	seq  int64
 	size int
 	snap *engine.Snapshot
+	// What the committing txn knew besides the state, for a txn that
+	// assumes it (txn.assume): the row as written (State left out), the
+	// command rows it wrote, the database clock it read and when (local,
+	// monotonic), and since when the database was reachable.
+	row       *store.Execution
+	cmds      []store.Command
+	now       time.Time
+	local     time.Time
+	reachable time.Time
 }
 
 func newSnapCache(budget int) *snapCache {
@@ -64,18 +75,29 @@ func (c *snapCache) pin(ids []int64) map[int64]snapEntry {
 	return out
 }
 
-// put keeps the snapshot of execution id at seq; size is its encoded length.
-func (c *snapCache) put(id, seq int64, snap *engine.Snapshot, size int) {
+// put keeps e (the snapshot of execution e.id at e.seq; e.size is its
+// encoded length).
+func (c *snapCache) put(e snapEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.remove(id)
-	if size > c.budget/4 {
+	c.remove(e.id)
+	if e.size > c.budget/4 {
 		return // one huge execution must not evict everything else
 	}
-	c.byID[id] = c.lru.PushFront(&snapEntry{id: id, seq: seq, size: size, snap: snap})
-	c.used += size
+	c.byID[e.id] = c.lru.PushFront(&e)
+	c.used += e.size
 	for c.used > c.budget {
 		c.remove(c.lru.Back().Value.(*snapEntry).id)
+	}
+}
+
+// restore puts e back unless a newer entry of its execution is there.
+func (c *snapCache) restore(e snapEntry) {
+	c.mu.Lock()
+	have := c.byID[e.id]
+	c.mu.Unlock()
+	if have == nil {
+		c.put(e)
 	}
 }
 

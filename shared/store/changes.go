@@ -47,6 +47,10 @@ type LockSet struct {
 	// or the end of an outage a server process saw (MarkReachable). No lease
 	// is expired within a lease of it.
 	ReachableSince time.Time
+	// Staged are the staged events of the locked executions (StageEvents),
+	// oldest first, taken out of staging: the transaction enters them into
+	// the log, or rolls back and leaves them staged.
+	Staged []StagedEvent
 }
 
 // ClientEventKey names a worker event by its execution and client id.
@@ -157,12 +161,25 @@ func (t *Tx) Lock(ctx context.Context, ls *LockSet) error {
 	}
 	// Read after the locks are held: the clock of this transaction's events,
 	// and since when the database is reachable (see reachableFor).
-	t.Queue(`SELECT clock_timestamp(), ` + lifecycle.ReachableSinceSQL).QueryRow(func(row pgx.Row) error {
-		if err := row.Scan(&ls.Now, &ls.ReachableSince); err != nil {
+	// With executions locked, the same statement takes their staged events
+	// (a statement of its own after the locks: it sees every event staged
+	// before them).
+	clock := `SELECT clock_timestamp(), ` + lifecycle.ReachableSinceSQL + `, '[]'::json`
+	var clockArgs []any
+	if len(ls.Executions) > 0 || len(ls.IssuedEventIDs) > 0 {
+		clock = `WITH ` + stagedSQL + ` SELECT clock_timestamp(), ` + lifecycle.ReachableSinceSQL + `, ` + stagedJSON
+		clockArgs = []any{nonNil(ls.Executions), nonNil(ls.IssuedEventIDs)}
+	}
+	ls.Staged = nil
+	t.Queue(clock, clockArgs...).QueryRow(func(row pgx.Row) error {
+		var staged []byte
+		if err := row.Scan(&ls.Now, &ls.ReachableSince, &staged); err != nil {
 			return err
 		}
 		ls.Now, ls.ReachableSince = ls.Now.UTC(), ls.ReachableSince.UTC()
-		return nil
+		var err error
+		ls.Staged, err = decodeStaged(staged)
+		return err
 	})
 	if err := t.Flush(ctx); err != nil {
 		return fmt.Errorf("store: lock on shard %d: %w", t.shard, err)

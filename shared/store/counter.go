@@ -9,30 +9,33 @@ import (
 )
 
 // Counter is a pgx tracer that counts the work the store sends to Postgres:
-// round trips, statements, and transactions committed (an explicit COMMIT, or
-// a statement or batch sent outside a transaction, which Postgres commits on
-// its own). Set it as Config.Tracer; tests assert these counts per step where
-// timings would be noise.
+// round trips, statements, and commits (an explicit COMMIT, or a statement or
+// batch sent outside a transaction, which Postgres commits on its own), and
+// of those the transactions: the explicit ones, BEGIN … COMMIT, the kind
+// that holds locks across round trips. Set it as Config.Tracer; tests assert
+// these counts per step where timings would be noise.
 type Counter struct {
-	roundTrips atomic.Int64
-	statements atomic.Int64
-	commits    atomic.Int64
+	roundTrips   atomic.Int64
+	statements   atomic.Int64
+	commits      atomic.Int64
+	transactions atomic.Int64
 }
 
 // CounterSnapshot is a Counter's counts at one moment.
 type CounterSnapshot struct {
-	RoundTrips, Statements, Commits int64
+	RoundTrips, Statements, Commits, Transactions int64
 }
 
 // Snapshot reads the counts.
 func (c *Counter) Snapshot() CounterSnapshot {
-	return CounterSnapshot{RoundTrips: c.roundTrips.Load(), Statements: c.statements.Load(), Commits: c.commits.Load()}
+	return CounterSnapshot{RoundTrips: c.roundTrips.Load(), Statements: c.statements.Load(), Commits: c.commits.Load(),
+		Transactions: c.transactions.Load()}
 }
 
 // Sub is the work done between two snapshots.
 func (s CounterSnapshot) Sub(before CounterSnapshot) CounterSnapshot {
 	return CounterSnapshot{RoundTrips: s.RoundTrips - before.RoundTrips, Statements: s.Statements - before.Statements,
-		Commits: s.Commits - before.Commits}
+		Commits: s.Commits - before.Commits, Transactions: s.Transactions - before.Transactions}
 }
 
 func isStatement(sql, word string) bool {
@@ -46,6 +49,7 @@ func (c *Counter) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.
 	switch {
 	case isStatement(data.SQL, "commit"):
 		c.commits.Add(1)
+		c.transactions.Add(1)
 	case isStatement(data.SQL, "begin"), isStatement(data.SQL, "rollback"):
 	case conn.PgConn().TxStatus() == 'I':
 		c.commits.Add(1) // outside a transaction: committed on its own
@@ -66,6 +70,7 @@ func (c *Counter) TraceBatchStart(ctx context.Context, conn *pgx.Conn, data pgx.
 	for _, q := range qs {
 		if isStatement(q.SQL, "commit") {
 			c.commits.Add(1)
+			c.transactions.Add(1)
 		}
 	}
 	if conn.PgConn().TxStatus() == 'I' && len(qs) > 0 && !isStatement(qs[0].SQL, "begin") {

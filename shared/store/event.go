@@ -63,6 +63,33 @@ func scanEvent(row pgx.Row, ev *Event) error {
 
 // appendEventsStmt is the one INSERT of events (created_at set).
 func appendEventsStmt(events []Event) (string, []any, error) {
+	for _, ev := range events {
+		if ev.ExecutionID <= 0 || ev.Seq <= 0 || ev.EventID <= 0 || ev.EventType == "" {
+			return "", nil, fmt.Errorf("append event %d (seq %d) of execution %d: execution_id, seq, event_id and event_type are required",
+				ev.EventID, ev.Seq, ev.ExecutionID)
+		}
+	}
+	args, err := eventArrays(events)
+	if err != nil {
+		return "", nil, err
+	}
+	return `
+		INSERT INTO event (` + eventColumns + `)
+		SELECT execution_id, seq, event_id, event_type, node_name, node_type, status, context::jsonb, meta::jsonb,
+			result::jsonb, error, worker_id, command_id, parent_event_id, client_event_id, ignored, created_at
+		FROM ` + eventsUnnest, args, nil
+}
+
+// eventsUnnest reads the arrays of eventArrays as rows, in order (ord).
+const eventsUnnest = `unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
+			$8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::bigint[], $15::text[],
+			$16::boolean[], $17::timestamptz[]) WITH ORDINALITY
+			AS t(execution_id, seq, event_id, event_type, node_name, node_type, status, context, meta,
+			result, error, worker_id, command_id, parent_event_id, client_event_id, ignored, created_at, ord)`
+
+// eventArrays are events as the 17 arrays eventsUnnest reads, in the order
+// of eventColumns.
+func eventArrays(events []Event) ([]any, error) {
 	n := len(events)
 	var (
 		execIDs, seqs, eventIDs, parents = make([]int64, n), make([]int64, n), make([]int64, n), make([]*int64, n)
@@ -74,10 +101,6 @@ func appendEventsStmt(events []Event) (string, []any, error) {
 		created                          = make([]time.Time, n)
 	)
 	for i, ev := range events {
-		if ev.ExecutionID <= 0 || ev.Seq <= 0 || ev.EventID <= 0 || ev.EventType == "" {
-			return "", nil, fmt.Errorf("append event %d (seq %d) of execution %d: execution_id, seq, event_id and event_type are required",
-				ev.EventID, ev.Seq, ev.ExecutionID)
-		}
 		var err error
 		execIDs[i], seqs[i], eventIDs[i], parents[i] = ev.ExecutionID, ev.Seq, ev.EventID, nullInt64(ev.ParentEventID)
 		types[i], nodeNames[i], nodeTypes[i], statuses[i] = ev.EventType, nullString(ev.NodeName), nullString(ev.NodeType), nullString(ev.Status)
@@ -87,22 +110,13 @@ func appendEventsStmt(events []Event) (string, []any, error) {
 			}
 		}
 		if err != nil {
-			return "", nil, fmt.Errorf("append event %d of execution %d: %w", ev.EventID, ev.ExecutionID, err)
+			return nil, fmt.Errorf("event %d of execution %d: %w", ev.EventID, ev.ExecutionID, err)
 		}
 		errs[i], workers[i], commands[i], clients[i] = nullString(ev.Error), nullString(ev.WorkerID), nullString(ev.CommandID), nullString(ev.ClientEventID)
 		ignored[i], created[i] = ev.Ignored, ev.CreatedAt
 	}
-	return `
-		INSERT INTO event (` + eventColumns + `)
-		SELECT execution_id, seq, event_id, event_type, node_name, node_type, status, context::jsonb, meta::jsonb,
-			result::jsonb, error, worker_id, command_id, parent_event_id, client_event_id, ignored, created_at
-		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
-			$8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::bigint[], $15::text[],
-			$16::boolean[], $17::timestamptz[])
-			AS t(execution_id, seq, event_id, event_type, node_name, node_type, status, context, meta,
-			result, error, worker_id, command_id, parent_event_id, client_event_id, ignored, created_at)`,
-		[]any{execIDs, seqs, eventIDs, types, nodeNames, nodeTypes, statuses, contexts, metas, results,
-			errs, workers, commands, parents, clients, ignored, created}, nil
+	return []any{execIDs, seqs, eventIDs, types, nodeNames, nodeTypes, statuses, contexts, metas, results,
+		errs, workers, commands, parents, clients, ignored, created}, nil
 }
 
 // EventFilter selects events of one execution in seq order.

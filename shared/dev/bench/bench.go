@@ -37,13 +37,20 @@ type Shape struct {
 	W, K     int
 	Loop     bool
 	InFlight int
+	// Protocol is who serves the commands: our worker (Ours), or a client
+	// speaking NoETL's workers' protocol (NoETLWorker).
+	Protocol Protocol
 }
 
 func (s Shape) String() string {
+	shape := fmt.Sprintf("%dx%d", s.W, s.K)
 	if s.Loop {
-		return fmt.Sprintf("loop %dx%d", s.K, s.InFlight)
+		shape = fmt.Sprintf("loop %dx%d", s.K, s.InFlight)
 	}
-	return fmt.Sprintf("%dx%d", s.W, s.K)
+	if s.Protocol != Ours {
+		return string(s.Protocol) + " " + shape
+	}
+	return shape
 }
 
 // steps is how many noop commands the shape runs.
@@ -56,6 +63,16 @@ func ParseShape(s string) (Shape, error) {
 		return Shape{}, fmt.Errorf("shape %q: want WxK, W executions of K chained steps (e.g. 50x10): %w", s, err)
 	}
 	return Shape{W: w, K: k}, nil
+}
+
+// ParseNoETL reads "WxK" for a chain served by a client speaking NoETL's
+// workers' protocol p.
+func ParseNoETL(p Protocol) func(string) (Shape, error) {
+	return func(s string) (Shape, error) {
+		sh, err := ParseShape(s)
+		sh.Protocol = p
+		return sh, err
+	}
 }
 
 // ParseLoop reads "NxM" (one loop of N iterations, M in flight).
@@ -114,6 +131,7 @@ type Options struct {
 // Result is one shape's figures. Pointers are nil when not measured.
 type Result struct {
 	Shape     string  `json:"shape"`
+	Protocol  string  `json:"protocol,omitempty"`
 	W         int     `json:"w"`
 	K         int     `json:"k"`
 	Loop      bool    `json:"loop,omitempty"`
@@ -134,10 +152,13 @@ type Result struct {
 	// the server's own count (its /metrics).
 	CommitsPerStep       *float64 `json:"commits_per_step,omitempty"`
 	ServerCommitsPerStep *float64 `json:"server_commits_per_step,omitempty"`
-	RoundTripsPerStep    *float64 `json:"db_round_trips_per_step,omitempty"`
-	StatementsPerStep    *float64 `json:"db_statements_per_step,omitempty"`
-	HTTPRequestsPerStep  float64  `json:"http_requests_per_step"`
-	EventRowsPerStep     float64  `json:"event_rows_per_step"`
+	// TransactionsPerStep are the server's explicit transactions (BEGIN …
+	// COMMIT) per step: its commits less the statements it sent on their own.
+	TransactionsPerStep *float64 `json:"server_transactions_per_step,omitempty"`
+	RoundTripsPerStep   *float64 `json:"db_round_trips_per_step,omitempty"`
+	StatementsPerStep   *float64 `json:"db_statements_per_step,omitempty"`
+	HTTPRequestsPerStep float64  `json:"http_requests_per_step"`
+	EventRowsPerStep    float64  `json:"event_rows_per_step"`
 	// ServerPeakRSSMB is the server's largest resident set while the shape ran;
 	// ServerRSSGrowthMB the peak of its second half minus the first half's.
 	ServerPeakRSSMB   *float64 `json:"server_peak_rss_mb,omitempty"`
@@ -198,6 +219,26 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 	go func() { workerDone <- w.Run(wctx) }()
 	defer func() { stopWorker(); <-workerDone }()
 
+	// Each NoETL protocol a shape names is served by its own client, on a
+	// pool of its own, its requests counted apart.
+	served := map[Protocol]*counting{Ours: reqs}
+	for _, sh := range o.Shapes {
+		if _, ok := served[sh.Protocol]; ok {
+			continue
+		}
+		nreqs := &counting{next: tr.Clone()}
+		served[sh.Protocol] = nreqs
+		nw := &NoETLWorker{Server: o.Server, Token: o.Token, ID: "bench-" + string(sh.Protocol), Protocol: sh.Protocol,
+			Concurrency: o.Concurrency, Transport: nreqs}
+		done := make(chan error, 1)
+		go func() { done <- nw.Run(wctx, js, poolOf(sh.Protocol)) }()
+		defer func() { stopWorker(); <-done }()
+		defer func() {
+			if n := nw.Refused.Load(); n > 0 {
+				o.Logger.Warn("the NoETL-protocol client had requests refused", "protocol", sh.Protocol, "refused", n)
+			}
+		}()
+	}
 	cl := client.New(o.Server, o.APIToken)
 	commits, err := newCommitCounter(ctx, o.Databases)
 	if err != nil {
@@ -215,7 +256,7 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 	}
 	var out []Result
 	for i, sh := range o.Shapes {
-		r, err := measure(ctx, o, cl, reqs, commits, fmt.Sprintf("%s-%d", run, i), sh)
+		r, err := measure(ctx, o, cl, served[sh.Protocol], commits, fmt.Sprintf("%s-%d", run, i), sh)
 		if err != nil {
 			return out, fmt.Errorf("shape %s: %w", sh, err)
 		}
@@ -224,24 +265,38 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 	return out, nil
 }
 
+// poolOf is the pool of a protocol's executions; "" is the default pool,
+// which our worker serves.
+func poolOf(p Protocol) string {
+	if p == Ours {
+		return ""
+	}
+	return "bench-" + string(p)
+}
+
 // playbook is the YAML of a shape: a chain start → s2 → … → sK, or a loop.
 func playbook(path string, sh Shape) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: bench, path: %s}\n", path)
-	if sh.Loop {
-		fmt.Fprintf(&b, "workload: {n: %d}\nworkflow:\n  - step: start\n"+
-			"    loop: {in: \"{{ range(n) }}\", iterator: i, spec: {mode: parallel, max_in_flight: %d}}\n"+
-			"    tool: {kind: noop}\n", sh.K, sh.InFlight)
-		return b.String()
+	if !sh.Loop {
+		return Chain(path, sh.K)
 	}
-	b.WriteString("workflow:\n")
-	for i := 1; i <= sh.K; i++ {
+	return fmt.Sprintf("apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: bench, path: %s}\n"+
+		"workload: {n: %d}\nworkflow:\n  - step: start\n"+
+		"    loop: {in: \"{{ range(n) }}\", iterator: i, spec: {mode: parallel, max_in_flight: %d}}\n"+
+		"    tool: {kind: noop}\n", path, sh.K, sh.InFlight)
+}
+
+// Chain is the YAML of a chain of k noop steps at path: start → s2 → … → sk
+// (what the bench runs, and tests count).
+func Chain(path string, k int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: bench, path: %s}\nworkflow:\n", path)
+	for i := 1; i <= k; i++ {
 		name := "start"
 		if i > 1 {
 			name = "s" + strconv.Itoa(i)
 		}
 		fmt.Fprintf(&b, "  - step: %s\n    tool: {kind: noop}\n", name)
-		if i < sh.K {
+		if i < k {
 			fmt.Fprintf(&b, "    next: s%d\n", i+1)
 		}
 	}
@@ -267,7 +322,7 @@ func measure(ctx context.Context, o Options, cl *client.Client, reqs *counting, 
 		return nil, err
 	}
 
-	r := &Result{Shape: sh.String(), W: sh.W, K: sh.K, Loop: sh.Loop, InFlight: sh.InFlight, Steps: sh.steps(),
+	r := &Result{Shape: sh.String(), Protocol: string(sh.Protocol), W: sh.W, K: sh.K, Loop: sh.Loop, InFlight: sh.InFlight, Steps: sh.steps(),
 		HTTPRequestsPerStep: float64(reqs1-reqs0) / float64(sh.steps()), ServerPeakRSSMB: peak, ServerRSSGrowthMB: growth}
 	perStep := func(n int64) *float64 {
 		v := float64(n) / float64(sh.steps())
@@ -279,6 +334,7 @@ func measure(ctx context.Context, o Options, cl *client.Client, reqs *counting, 
 	if haveDB {
 		r.RoundTripsPerStep, r.StatementsPerStep = perStep(db1.RoundTrips-db0.RoundTrips), perStep(db1.Statements-db0.Statements)
 		r.ServerCommitsPerStep = perStep(db1.Commits - db0.Commits)
+		r.TransactionsPerStep = perStep(db1.Transactions - db0.Transactions)
 	}
 	if err := timings(ctx, cl, pathOf(run, sh), sh, r); err != nil {
 		return nil, err
@@ -315,7 +371,7 @@ func runShape(ctx context.Context, o Options, cl *client.Client, reqs *counting,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := cl.Execute(ctx, wire.ExecuteRequest{Path: path}); err != nil {
+			if _, err := cl.Execute(ctx, wire.ExecuteRequest{Path: path, Pool: poolOf(sh.Protocol)}); err != nil {
 				errs <- err
 			}
 		}()

@@ -143,9 +143,11 @@ func dbWork(ctx context.Context, server, token string) (store.CounterSnapshot, b
 			c.Statements, found = n, found+1
 		case "noetl_db_commits_total":
 			c.Commits, found = n, found+1
+		case "noetl_db_transactions_total":
+			c.Transactions, found = n, found+1
 		}
 	}
-	return c, resp.StatusCode == http.StatusOK && found == 3
+	return c, resp.StatusCode == http.StatusOK && found == 4
 }
 
 // rssSampler samples a process's resident set every 100 ms.

@@ -144,6 +144,8 @@ func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(&b, "noetl_db_statements_total %d\n", c.Statements)
 		header(&b, "noetl_db_commits_total", "counter", "Transactions committed: COMMITs sent, and statements or batches sent outside a transaction.")
 		fmt.Fprintf(&b, "noetl_db_commits_total %d\n", c.Commits)
+		header(&b, "noetl_db_transactions_total", "counter", "Of the commits, the transactions: BEGIN … COMMIT, which hold their locks across round trips.")
+		fmt.Fprintf(&b, "noetl_db_transactions_total %d\n", c.Transactions)
 	}
 	if m.stats != nil {
 		st, err := m.stats.OutboxStats(r.Context())

@@ -1,0 +1,117 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/noetl-go/noetl/shared/store"
+)
+
+// The fast path's one round trip. A chain's next report most often lands in
+// the process that committed its last step, which keeps what that step
+// wrote (snapCache): the execution's row and snapshot at its seq, and the
+// command it handed out. A txn that assumes them (assume) reads nothing
+// before deciding: it folds the report, and sends its writes and COMMIT
+// behind guards that check, under the executions' locks, that nothing it
+// assumed has moved (store.Assume) — one round trip per step. When a guard
+// fails (another writer moved the execution, a re-post, staged events), the
+// transaction has not committed and the report runs again on the lock path;
+// so does a report the assumption cannot answer exactly (a refused event).
+
+// errAssumption ends an assumed txn that must run on the lock path instead.
+var errAssumption = errors.New("controlplane: the assumption does not cover this transaction")
+
+// assume makes the txn take ls's executions and commands from the process's
+// cache instead of reading them, and queues the guards; false when the cache
+// does not hold all of them (the lock path then reads them).
+func (t *txn) assume(ls *store.LockSet) (bool, error) {
+	if len(ls.Executions) == 0 || len(ls.IssuedEventIDs) > 0 || ls.IdempotencyKey != "" || ls.Request != nil {
+		return false, nil
+	}
+	pins := t.s.snaps.pin(ls.Executions)
+	if len(pins) != len(ls.Executions) {
+		return false, nil
+	}
+	held := map[string]store.Command{}
+	a := store.Assumption{Executions: slices.Clone(ls.Executions), ClientEvents: ls.ClientEvents}
+	var now, reachable time.Time
+	for _, id := range a.Executions {
+		e := pins[id]
+		if e.row == nil || e.row.LastSeq != e.seq {
+			return false, nil
+		}
+		a.Seqs = append(a.Seqs, e.seq)
+		for _, c := range e.cmds {
+			held[c.CommandID] = c
+		}
+		// The database's clock, read by the txn that wrote the entry, and
+		// how long ago on this process's clock: never ahead of the
+		// database's own (the guard checks it is not before the row's
+		// last write, R-S4).
+		now = latest(now, e.now.Add(time.Since(e.local)))
+		reachable = latest(reachable, e.reachable)
+	}
+	for _, id := range ls.Commands {
+		c, ok := held[id]
+		if !ok {
+			return false, nil
+		}
+		a.Commands = append(a.Commands, c)
+	}
+	// Stored with the database's precision, as a clock read from it is:
+	// the live snapshot and the log's replay must carry the same times.
+	now = now.Truncate(time.Microsecond)
+	t.pinned, t.now, t.local, t.reachableSince, t.seen = pins, now, time.Now(), reachable, map[store.ClientEventKey]int64{}
+	a.Now = now
+	for _, id := range a.Executions {
+		row := *pins[id].row
+		if _, err := t.adopt(row); err != nil {
+			return false, err
+		}
+	}
+	for _, c := range a.Commands {
+		t.adoptCommand(c)
+	}
+	t.assumed = true
+	t.tx.Assume(a)
+	return true, nil
+}
+
+// withAssumed runs fn in a txn that assumes ls (assume) when it can, and
+// says whether that txn committed; when it did not, nothing was written and
+// the caller runs fn on the lock path (withTx). A COMMIT whose outcome is
+// unknown is not run again: its error is returned.
+func (s *Service) withAssumed(ctx context.Context, sh *store.Shard, ls *store.LockSet, fn func(*txn) error) (bool, error) {
+	t, err := s.begin(ctx, sh)
+	if err != nil {
+		return false, nil
+	}
+	defer t.rollback()
+	if ok, err := t.assume(ls); !ok || err != nil {
+		return false, nil
+	}
+	if err := fn(t); err != nil {
+		t.keepPins()
+		return false, nil
+	}
+	err = t.commit()
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, store.ErrCommitInDoubt):
+		return true, err // resolve could not decide: running it again could do it twice
+	}
+	t.keepPins()
+	return false, nil
+}
+
+// keepPins puts back the entries an assumed txn took that did not commit:
+// commit dropped them, and an entry still current spares the lock path
+// reading the state.
+func (t *txn) keepPins() {
+	for _, e := range t.pinned {
+		t.s.snaps.restore(e)
+	}
+}

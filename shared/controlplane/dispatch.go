@@ -1,0 +1,108 @@
+package controlplane
+
+import (
+	"sync"
+	"time"
+)
+
+// Fair dispatch. Eager dispatch hands a worker the command its own report
+// just issued, so a running chain never waits — and, under load, chains
+// already running take every free slot while commands announced on NATS
+// (a new execution's first step, a chain that yielded) wait behind them:
+// the step-cycle tail grows far past its median. So an execution gets at most
+// dispatchBurst commands in a row by eager dispatch while commands of its pool
+// are waiting; its next one is announced instead and queues behind them, and
+// the stream (first in, first out) and the claims in the workers' reports
+// serve the longest-waiting command first. With nothing waiting (a chain on
+// its own) nothing changes.
+//
+// What waits is what this process announced and no claim it served has taken
+// yet: a view of its own, as the snapshot cache is. Another process's
+// announcements are not seen; a command claimed elsewhere leaves the view
+// after waitingFor.
+
+// dispatchBurst bounds the commands one execution gets in a row by eager
+// dispatch while others wait.
+const dispatchBurst = 8
+
+// waitingFor is how long an announcement counts as waiting at most.
+const waitingFor = time.Minute
+
+// maxTracked bounds each of the fair-dispatch maps; past it they start over.
+const maxTracked = 100_000
+
+type dispatch struct {
+	mu sync.Mutex
+	// waiting: pool → issued event id → when it was announced.
+	waiting map[string]map[int64]time.Time
+	// bursts: execution → commands handed out in a row by eager dispatch.
+	bursts map[int64]int
+}
+
+func newDispatch() *dispatch {
+	return &dispatch{waiting: map[string]map[int64]time.Time{}, bursts: map[int64]int{}}
+}
+
+// announced records a command announced on NATS (published after commit).
+func (d *dispatch) announced(pool string, issuedEventID int64, at time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	w := d.waiting[pool]
+	if w == nil || len(w) >= maxTracked {
+		w = map[int64]time.Time{}
+		d.waiting[pool] = w
+	}
+	w[issuedEventID] = at
+}
+
+// claimed records a command given to a worker: it waits no more.
+func (d *dispatch) claimed(pool string, issuedEventID int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.waiting[pool], issuedEventID)
+}
+
+// mayHandOut says whether execution id may have its next command by eager
+// dispatch now; false means it yields: the command is announced. The txn
+// records what it did once it commits (handed).
+func (d *dispatch) mayHandOut(pool string, id int64, now time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.bursts[id] < dispatchBurst || !d.waitingLocked(pool, now)
+}
+
+// handed records a committed txn's eager dispatch: the executions it handed
+// a command (once per command) and those that yielded (their bursts start
+// again).
+func (d *dispatch) handed(out, yielded []int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.bursts) >= maxTracked {
+		clear(d.bursts)
+	}
+	for _, id := range out {
+		d.bursts[id]++
+	}
+	for _, id := range yielded {
+		delete(d.bursts, id)
+	}
+}
+
+// waitingLocked reports whether a command of pool announced within
+// waitingFor has not been claimed here, forgetting older ones.
+func (d *dispatch) waitingLocked(pool string, now time.Time) bool {
+	for id, at := range d.waiting[pool] {
+		if now.Sub(at) < waitingFor {
+			return true
+		}
+		delete(d.waiting[pool], id)
+	}
+	return false
+}
+
+// ended forgets an execution's burst.
+func (d *dispatch) ended(id int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.bursts, id)
+}
