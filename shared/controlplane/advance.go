@@ -617,7 +617,7 @@ func (t *txn) commit() error {
 	// Recorded before the publish: a worker may claim a command as soon as
 	// it is published, and a claim must find it recorded to clear it.
 	for _, m := range t.ch.Outbox {
-		t.s.fair.announced(poolOf(t.execs[m.ExecutionID].row), m.EventID, time.Now())
+		t.s.fair.announced(poolOf(t.execs[m.ExecutionID].row), m.EventID, m.ExecutionID, time.Now())
 	}
 	t.s.fair.handed(t.handed, t.yielded)
 	published := t.s.publish(ctx, t.sh, t.ch.Outbox)

@@ -33,26 +33,34 @@ const maxTracked = 100_000
 
 type dispatch struct {
 	mu sync.Mutex
-	// waiting: pool → issued event id → when it was announced.
-	waiting map[string]map[int64]time.Time
+	// waiting: pool → issued event id → when it was announced, and of
+	// which execution.
+	waiting map[string]map[int64]announcement
 	// bursts: execution → commands handed out in a row by eager dispatch.
 	bursts map[int64]int
 }
 
 func newDispatch() *dispatch {
-	return &dispatch{waiting: map[string]map[int64]time.Time{}, bursts: map[int64]int{}}
+	return &dispatch{waiting: map[string]map[int64]announcement{}, bursts: map[int64]int{}}
+}
+
+// announcement is one waiting command: when it was announced, and its
+// execution.
+type announcement struct {
+	at   time.Time
+	exec int64
 }
 
 // announced records a command announced on NATS (published after commit).
-func (d *dispatch) announced(pool string, issuedEventID int64, at time.Time) {
+func (d *dispatch) announced(pool string, issuedEventID, exec int64, at time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	w := d.waiting[pool]
 	if w == nil || len(w) >= maxTracked {
-		w = map[int64]time.Time{}
+		w = map[int64]announcement{}
 		d.waiting[pool] = w
 	}
-	w[issuedEventID] = at
+	w[issuedEventID] = announcement{at: at, exec: exec}
 }
 
 // claimed records a command given to a worker: it waits no more.
@@ -63,12 +71,15 @@ func (d *dispatch) claimed(pool string, issuedEventID int64) {
 }
 
 // mayHandOut says whether execution id may have its next command by eager
-// dispatch now; false means it yields: the command is announced. The txn
-// records what it did once it commits (handed).
+// dispatch now; false means it yields: the command is announced. Only
+// another execution's waiting command makes it yield: yielding to its own
+// (a loop's iterations announced at its start) would serve nobody sooner
+// and cost each of them a notification and a claim. The txn records what it
+// did once it commits (handed).
 func (d *dispatch) mayHandOut(pool string, id int64, now time.Time) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.bursts[id] < dispatchBurst || !d.waitingLocked(pool, now)
+	return d.bursts[id] < dispatchBurst || !d.othersWaitingLocked(pool, id, now)
 }
 
 // handed records a committed txn's eager dispatch: the executions it handed
@@ -88,14 +99,17 @@ func (d *dispatch) handed(out, yielded []int64) {
 	}
 }
 
-// waitingLocked reports whether a command of pool announced within
-// waitingFor has not been claimed here, forgetting older ones.
-func (d *dispatch) waitingLocked(pool string, now time.Time) bool {
-	for id, at := range d.waiting[pool] {
-		if now.Sub(at) < waitingFor {
+// othersWaitingLocked reports whether a command of pool of another
+// execution than exec, announced within waitingFor, has not been claimed
+// here, forgetting older ones.
+func (d *dispatch) othersWaitingLocked(pool string, exec int64, now time.Time) bool {
+	for id, a := range d.waiting[pool] {
+		switch {
+		case now.Sub(a.at) >= waitingFor:
+			delete(d.waiting[pool], id)
+		case a.exec != exec:
 			return true
 		}
-		delete(d.waiting[pool], id)
 	}
 	return false
 }
