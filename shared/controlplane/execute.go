@@ -136,7 +136,7 @@ func (t *txn) start(req ExecuteRequest, entry store.CatalogEntry, pb *playbook.P
 // rendered afresh unless workload gives them: the old run's rendering
 // (its execution_id, its time) would be stale.
 func (s *Service) Rerun(ctx context.Context, id int64, workload map[string]any) (*Started, error) {
-	row, _, _, pb, err := s.readRun(ctx, id)
+	row, _, _, pb, err := s.readRun(ctx, id, false)
 	if err != nil {
 		return nil, err
 	}

@@ -55,16 +55,37 @@ type StatusView struct {
 
 // readExecution reads an execution row and its decoded snapshot.
 func (s *Service) readExecution(ctx context.Context, id int64) (store.Execution, *engine.Snapshot, *store.Shard, error) {
+	return s.read(ctx, id, false)
+}
+
+// read is readExecution; shared says the caller only reads the snapshot,
+// never changes it: then one this process committed at the row's seq
+// (snapCache) is returned as it is, and the row is read without its state
+// (neither read, detoasted, sent nor decoded). The status route, which
+// clients poll while they wait (NoETL's CLI, its GUI), reads so.
+func (s *Service) read(ctx context.Context, id int64, shared bool) (store.Execution, *engine.Snapshot, *store.Shard, error) {
 	sh, err := s.st.ShardFor(id)
 	if err != nil {
 		return store.Execution{}, nil, nil, Errorf(ErrNotFound, "execution %d not found", id)
 	}
-	row, err := store.GetExecution(ctx, sh.Pool(), id)
+	var known snapEntry
+	if shared {
+		known = s.snaps.pin([]int64{id})[id]
+	}
+	var row store.Execution
+	if known.snap != nil {
+		row, err = store.GetExecutionUnlessAt(ctx, sh.Pool(), id, known.seq)
+	} else {
+		row, err = store.GetExecution(ctx, sh.Pool(), id)
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return row, nil, nil, Errorf(ErrNotFound, "execution %d not found", id)
 	}
 	if err != nil {
 		return row, nil, nil, err
+	}
+	if known.snap != nil && row.State == nil && row.LastSeq == known.seq {
+		return row, known.snap, sh, nil
 	}
 	snap, err := engine.UnmarshalSnapshot(row.State)
 	if err != nil {
@@ -73,9 +94,9 @@ func (s *Service) readExecution(ctx context.Context, id int64) (store.Execution,
 	return row, snap, sh, nil
 }
 
-// readRun is readExecution with the playbook the execution runs.
-func (s *Service) readRun(ctx context.Context, id int64) (store.Execution, *engine.Snapshot, *store.Shard, *playbook.Playbook, error) {
-	row, snap, sh, err := s.readExecution(ctx, id)
+// readRun is read with the playbook the execution runs.
+func (s *Service) readRun(ctx context.Context, id int64, shared bool) (store.Execution, *engine.Snapshot, *store.Shard, *playbook.Playbook, error) {
+	row, snap, sh, err := s.read(ctx, id, shared)
 	if err != nil {
 		return row, nil, nil, nil, err
 	}
@@ -98,7 +119,7 @@ func (s *Service) ExecutionSummary(ctx context.Context, id int64) (*ExecutionVie
 }
 
 func (s *Service) execution(ctx context.Context, id int64, steps bool) (*ExecutionView, error) {
-	row, snap, sh, pb, err := s.readRun(ctx, id)
+	row, snap, sh, pb, err := s.readRun(ctx, id, false)
 	if err != nil {
 		return nil, err
 	}
@@ -147,8 +168,9 @@ func (s *Service) execution(ctx context.Context, id int64, steps bool) (*Executi
 }
 
 // Status returns progress and the current step (events.md §6), O(steps).
+// It only reads the snapshot (read's shared).
 func (s *Service) Status(ctx context.Context, id int64) (*StatusView, error) {
-	row, snap, _, pb, err := s.readRun(ctx, id)
+	row, snap, _, pb, err := s.readRun(ctx, id, true)
 	if err != nil {
 		return nil, err
 	}

@@ -90,7 +90,7 @@ func (t *Tx) Lock(ctx context.Context, ls *LockSet) error {
 		for id, seq := range ls.KnownStates {
 			knownIDs, knownSeqs = append(knownIDs, id), append(knownSeqs, seq)
 		}
-		t.Queue(`SELECT `+executionStateUnlessKnown+` FROM execution
+		t.Queue(`SELECT `+executionStateUnlessKnown("$3", "$4")+` FROM execution
 			WHERE execution_id = ANY($1)
 			   OR execution_id = ANY(ARRAY(SELECT execution_id FROM command WHERE issued_event_id = ANY($2)))
 			ORDER BY execution_id FOR UPDATE`, nonNil(ls.Executions), nonNil(ls.IssuedEventIDs), knownIDs, knownSeqs).Query(keepExecution)

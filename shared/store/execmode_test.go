@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -187,9 +188,20 @@ func pipelined(t *testing.T, sh *store.Shard, e store.Execution, catalogID int64
 }
 
 // knownStates checks that Lock leaves out the state of an execution the
-// caller holds at its current seq and reads it at any other seq.
+// caller holds at its current seq and reads it at any other seq, and so
+// does GetExecutionUnlessAt.
 func knownStates(t *testing.T, sh *store.Shard, id, seq int64, want string) {
 	ctx := testContext(t)
+	for _, at := range []int64{seq, seq - 1, -1} {
+		row, err := store.GetExecutionUnlessAt(ctx, sh.Pool(), id, at)
+		omitted := at == seq
+		if err != nil || row.LastSeq != seq || (row.State == nil) != omitted || (!omitted && string(row.State) != want) {
+			t.Errorf("GetExecutionUnlessAt at %d: state %q at seq %d (%v), want omitted=%v", at, row.State, row.LastSeq, err, omitted)
+		}
+	}
+	if _, err := store.GetExecutionUnlessAt(ctx, sh.Pool(), id+1000, seq); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetExecutionUnlessAt of a missing execution: %v, want ErrNotFound", err)
+	}
 	for _, tc := range []struct {
 		known   map[int64]int64
 		omitted bool

@@ -56,12 +56,16 @@ const executionColumns = `execution_id, catalog_id, path, version, parent_execut
 	schedule_id, scheduled_at`
 
 // executionStateUnlessKnown is executionColumns with the state left out
-// (NULL) for the executions $3 at the seqs $4 (LockSet.KnownStates).
-const executionStateUnlessKnown = `execution_id, catalog_id, path, version, parent_execution_id, status, pool,
+// (NULL) for the executions of the bigint[] parameter ids at the seqs of
+// the parameter seqs, pairwise: states the caller holds already
+// (LockSet.KnownStates, GetExecutionUnlessAt).
+func executionStateUnlessKnown(ids, seqs string) string {
+	return `execution_id, catalog_id, path, version, parent_execution_id, status, pool,
 	idempotency_key, workload,
-	CASE WHEN EXISTS (SELECT 1 FROM unnest($3::bigint[], $4::bigint[]) AS k(id, seq)
+	CASE WHEN EXISTS (SELECT 1 FROM unnest(` + ids + `::bigint[], ` + seqs + `::bigint[]) AS k(id, seq)
 		WHERE k.id = execution.execution_id AND k.seq = execution.last_seq) THEN NULL ELSE state END,
 	last_seq, started_at, updated_at, completed_at, error, schedule_id, scheduled_at`
+}
 
 func scanExecution(row pgx.Row) (Execution, error) {
 	var (
@@ -133,6 +137,14 @@ func IsIdempotencyConflict(err error) bool {
 // GetExecution reads an execution without locking it.
 func GetExecution(ctx context.Context, q Querier, id int64) (Execution, error) {
 	return getExecution(ctx, q, id, "")
+}
+
+// GetExecutionUnlessAt is GetExecution with the state left out (nil) when
+// the row is at seq: the caller holds the state of that seq already.
+func GetExecutionUnlessAt(ctx context.Context, q Querier, id, seq int64) (Execution, error) {
+	e, err := scanExecution(q.QueryRow(ctx, `SELECT `+executionStateUnlessKnown("$2", "$3")+` FROM execution WHERE execution_id = $1`,
+		id, []int64{id}, []int64{seq}))
+	return found(e, err, "execution %d", id)
 }
 
 func getExecution(ctx context.Context, q Querier, id int64, lock string) (Execution, error) {
