@@ -485,10 +485,24 @@ func paramName(seg string) string { return strings.TrimSuffix(seg[1:len(seg)-1],
 
 // match reports whether path fits the pattern and returns its parameters.
 func (p pattern) match(path string) (map[string]string, bool) {
+	segs, ok := segmentsOf(path)
+	if !ok {
+		return nil, false
+	}
+	return p.matchSegments(segs)
+}
+
+// segmentsOf splits a request path into its segments; false when it does
+// not start with "/". Router.Find splits once for all its patterns.
+func segmentsOf(path string) ([]string, bool) {
 	if !strings.HasPrefix(path, "/") {
 		return nil, false
 	}
-	segs := strings.Split(path[1:], "/")
+	return strings.Split(path[1:], "/"), true
+}
+
+// matchSegments is match over a path's segments (segmentsOf).
+func (p pattern) matchSegments(segs []string) (map[string]string, bool) {
 	n := len(p.segments)
 	if len(segs) != n && (p.greedy < 0 || len(segs) < n) {
 		return nil, false
@@ -563,9 +577,13 @@ func NewRouter(routes []Route) *Router {
 // the path has (empty: the path is unknown).
 func (r *Router) Find(method, path string) (route Route, params map[string]string, allow []string, ok bool) {
 	var best *pattern
+	segs, ok := segmentsOf(path)
+	if !ok {
+		return Route{}, nil, nil, false
+	}
 	for i := range r.patterns {
 		p := &r.patterns[i]
-		ps, matched := p.match(path)
+		ps, matched := p.matchSegments(segs)
 		if !matched {
 			continue
 		}
