@@ -75,6 +75,12 @@ func (s *Service) Claim(ctx context.Context, eventID int64, workerID string, sta
 	var claimed *CommandBody
 	var refusal error
 	ls := &store.LockSet{IssuedEventIDs: []int64{eventID}}
+	// The execution is known when this process issued the command (the
+	// common case: the previous step's completion came here): locked by id
+	// too, its state is left out of the lock when cached (txn.lock).
+	if id, ok := s.snaps.executionOf(eventID); ok {
+		ls.Executions = []int64{id}
+	}
 	err = s.withTx(ctx, sh, ls, func(t *txn) error {
 		var k *command
 		for id := range ls.CommandRows {

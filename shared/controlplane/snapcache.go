@@ -22,6 +22,10 @@ type snapCache struct {
 	used   int
 	lru    *list.List // front: most recent
 	byID   map[int64]*list.Element
+	// byIssued names the execution of each pending command an entry
+	// wrote, by its command.issued event id: a claim names only that id,
+	// and knowing the execution lets its lock leave the state out.
+	byIssued map[int64]int64
 }
 
 type snapEntry struct {
@@ -41,7 +45,7 @@ type snapEntry struct {
 }
 
 func newSnapCache(budget int) *snapCache {
-	return &snapCache{budget: budget, lru: list.New(), byID: map[int64]*list.Element{}}
+	return &snapCache{budget: budget, lru: list.New(), byID: map[int64]*list.Element{}, byIssued: map[int64]int64{}}
 }
 
 // get returns the snapshot of execution id at seq, or nil.
@@ -75,6 +79,15 @@ func (c *snapCache) pin(ids []int64) map[int64]snapEntry {
 	return out
 }
 
+// executionOf returns the execution of the pending command issued by event
+// issuedEventID, when an entry wrote it.
+func (c *snapCache) executionOf(issuedEventID int64) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, ok := c.byIssued[issuedEventID]
+	return id, ok
+}
+
 // put keeps e (the snapshot of execution e.id at e.seq; e.size is its
 // encoded length).
 func (c *snapCache) put(e snapEntry) {
@@ -86,6 +99,11 @@ func (c *snapCache) put(e snapEntry) {
 	}
 	c.byID[e.id] = c.lru.PushFront(&e)
 	c.used += e.size
+	for _, k := range e.cmds {
+		if k.Status == store.CommandPending && k.IssuedEventID != 0 {
+			c.byIssued[k.IssuedEventID] = e.id
+		}
+	}
 	for c.used > c.budget {
 		c.remove(c.lru.Back().Value.(*snapEntry).id)
 	}
@@ -110,7 +128,13 @@ func (c *snapCache) drop(id int64) {
 
 func (c *snapCache) remove(id int64) {
 	if el := c.byID[id]; el != nil {
-		c.used -= el.Value.(*snapEntry).size
+		e := el.Value.(*snapEntry)
+		c.used -= e.size
+		for _, k := range e.cmds {
+			if c.byIssued[k.IssuedEventID] == id {
+				delete(c.byIssued, k.IssuedEventID)
+			}
+		}
 		c.lru.Remove(el)
 		delete(c.byID, id)
 	}
