@@ -16,14 +16,21 @@ import (
 // serve the longest-waiting command first. With nothing waiting (a chain on
 // its own) nothing changes.
 //
+// The burst sets the tail: with more executions than slots a yielded command
+// waits behind all those queued, and the queue moves one claim per burst+1
+// steps, so the longest cycle is about burst+1 times the average. A queued
+// step costs a notification and a claim more than one handed back
+// (docs/step-path.md, "Fair dispatch", has both measured).
+//
 // What waits is what this process announced and no claim it served has taken
 // yet: a view of its own, as the snapshot cache is. Another process's
 // announcements are not seen; a command claimed elsewhere leaves the view
 // after waitingFor.
 
 // dispatchBurst bounds the commands one execution gets in a row by eager
-// dispatch while others wait.
-const dispatchBurst = 8
+// dispatch while others wait: one, so under load a chain alternates between
+// a step handed back and a step queued.
+const dispatchBurst = 1
 
 // waitingFor is how long an announcement counts as waiting at most.
 const waitingFor = time.Minute
