@@ -3,6 +3,7 @@ package controlplane_test
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/dev/bench"
@@ -27,6 +28,7 @@ func TestFairDispatchBoundsABurst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(controlplane.InTransit) // b's command now waits for a slot
 	// run reports a's steps one by one, Take 1, until an answer hands out
 	// nothing; it returns how many it handed out in a row.
 	run := func() int {
@@ -95,6 +97,7 @@ func TestFairDispatchServesInTurn(t *testing.T) {
 		claims++
 		for body != nil {
 			served = append(served, names[body.ExecutionID]+":"+body.Step)
+			time.Sleep(controlplane.InTransit) // what was announced waits for the slot
 			out, err := s.svc.Report(s.ctx, controlplane.Report{WorkerID: "w1", Pool: "shared", Take: 1,
 				Events: []controlplane.EventInput{completion(body, "w1", nil)}})
 			if err != nil || out.Events[0].Err != nil {
