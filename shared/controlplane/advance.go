@@ -865,7 +865,7 @@ func (s *Service) publish(ctx context.Context, sh *store.Shard, msgs []store.Out
 	if len(done) == 0 {
 		return 0
 	}
-	if _, err := store.MarkOutboxPublished(ctx, sh.Pool(), done); err != nil {
+	if err := s.marks[sh.Index()].mark(ctx, done); err != nil {
 		s.log.WarnContext(ctx, "mark outbox published failed; rows will be re-published (de-duplicated by JetStream)", "error", err.Error())
 	}
 	return len(done)

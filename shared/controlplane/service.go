@@ -103,6 +103,8 @@ type Service struct {
 	snaps *snapCache
 	// fair is the fair-dispatch view: what waits, and each execution's burst.
 	fair *dispatch
+	// marks marks each shard's published outbox rows (marks.go).
+	marks []*marker
 	// limits are the lease rules (lifecycle.Limits): every lease and its
 	// end are decided from them.
 	limits     lifecycle.Limits
@@ -159,7 +161,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	return &Service{
 		cfg: cfg, st: cfg.Store, eng: engine.New(cfg.Engine), log: cfg.Logger,
-		ids: newIDPool(cfg.IDBlock), books: newPlaybookCache(cfg.PlaybookCache, cfg.PlaybookCacheBytes), snaps: newSnapCache(cfg.SnapshotCacheBytes), fair: newDispatch(),
+		ids: newIDPool(cfg.IDBlock), books: newPlaybookCache(cfg.PlaybookCache, cfg.PlaybookCacheBytes), snaps: newSnapCache(cfg.SnapshotCacheBytes), fair: newDispatch(), marks: newMarkers(cfg.Store),
 		limits: lifecycle.Limits{Lease: cfg.Lease, Grace: cfg.DeadlineGrace}, reannounce: cfg.Reannounce, server: cfg.ServerURL,
 	}, nil
 }
