@@ -56,7 +56,8 @@ type NoETLWorker struct {
 	hc      *http.Client
 	eventNo atomic.Int64
 	// Refused counts answers other than 2xx to event requests, and claims
-	// refused other than 409: a load that is not served as it should be.
+	// refused other than 409: a load that is not served as it should be
+	// (requests cut short by the worker's own stop are not counted).
 	Refused atomic.Int64
 }
 
@@ -114,7 +115,7 @@ func (w *NoETLWorker) handle(ctx context.Context, m jetstream.Msg) {
 		_ = m.Ack() // another worker has it, or it ended
 		return
 	default:
-		w.Refused.Add(1)
+		w.refused(ctx)
 		_ = m.NakWithDelay(100 * time.Millisecond)
 		return
 	}
@@ -122,7 +123,7 @@ func (w *NoETLWorker) handle(ctx context.Context, m jetstream.Msg) {
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
 	if err := d.Decode(&c); err != nil {
-		w.Refused.Add(1)
+		w.refused(ctx)
 		return
 	}
 	_ = m.Ack()
@@ -189,7 +190,16 @@ func (w *NoETLWorker) event(ctx context.Context, path, key string, body map[stri
 			break
 		}
 	}
-	w.Refused.Add(1)
+	w.refused(ctx)
+}
+
+// refused counts a request the server did not take, unless the worker was
+// stopping: a request its own stop cut short was never answered, so nothing
+// refused it.
+func (w *NoETLWorker) refused(ctx context.Context) {
+	if ctx.Err() == nil {
+		w.Refused.Add(1)
+	}
 }
 
 // sleep waits d, or until ctx ends (its error).
