@@ -71,7 +71,7 @@ workflow:
 // replays to its snapshot. The dashboard then draws the loop with its rows done.
 func TestCursorLoopWorkersKilled(t *testing.T) {
 	if testing.Short() {
-		t.Skip("drains 10,000 rows while killing workers")
+		t.Skip("drains 3,000 rows while killing workers")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
