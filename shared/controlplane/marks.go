@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/noetl-go/noetl/shared/store"
 )
@@ -40,10 +41,16 @@ func newMarkers(st *store.Store) []*marker {
 	return out
 }
 
+// markTimeout bounds one marking statement. It runs apart from its caller's
+// context: the rows it marks are mostly other callers', so a leading caller
+// whose request ends (its client gone) must not fail theirs.
+const markTimeout = 10 * time.Second
+
 // mark marks ids published, with whatever other callers queued meanwhile.
 // The first caller marks; those arriving while it does wait, and the first
-// of them marks all of theirs next. A waiter never gives up its turn (its
-// context is the marking caller's business), so the chain never stalls.
+// of them marks all of theirs next. A waiter never gives up its turn (the
+// statement runs on a context of its own, markTimeout), so the chain never
+// stalls.
 func (m *marker) mark(ctx context.Context, ids []int64) error {
 	me := make(chan markTurn, 1)
 	m.mu.Lock()
@@ -61,7 +68,9 @@ func (m *marker) mark(ctx context.Context, ids []int64) error {
 	batch, served := m.ids, m.waiting
 	m.ids, m.waiting = nil, nil
 	m.mu.Unlock()
-	err := m.do(ctx, batch)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
+	err := m.do(dctx, batch)
+	cancel()
 	m.mu.Lock()
 	var next chan markTurn
 	if len(m.waiting) > 0 {

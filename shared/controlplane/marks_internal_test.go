@@ -67,3 +67,61 @@ func TestMarkerGroupsWhatArrivesWhileMarking(t *testing.T) {
 		}
 	}
 }
+
+// TestMarkerLeaderLeavingFailsNobody: the caller who marks next may be one
+// whose request has ended; the statement runs on a context of its own, so
+// the rows of the callers queued with it are still marked.
+func TestMarkerLeaderLeavingFailsNobody(t *testing.T) {
+	inFirst, release := make(chan struct{}), make(chan struct{})
+	var (
+		mu      sync.Mutex
+		batches [][]int64
+	)
+	m := &marker{do: func(ctx context.Context, ids []int64) error {
+		mu.Lock()
+		batches = append(batches, slices.Sorted(slices.Values(ids)))
+		first := len(batches) == 1
+		mu.Unlock()
+		if first {
+			close(inFirst)
+			<-release
+		}
+		return ctx.Err() // what a statement on a cancelled context answers
+	}}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	errs := make([]error, 4)
+	var wg sync.WaitGroup
+	mark := func(ctx context.Context, i int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = m.mark(ctx, []int64{int64(i)})
+		}()
+	}
+	mark(context.Background(), 1)
+	<-inFirst
+	mark(gone, 2) // first in line: it marks the next statement
+	for queued := 0; queued < 1; time.Sleep(time.Millisecond) {
+		m.mu.Lock()
+		queued = len(m.waiting)
+		m.mu.Unlock()
+	}
+	mark(context.Background(), 3)
+	for queued := 0; queued < 2; time.Sleep(time.Millisecond) {
+		m.mu.Lock()
+		queued = len(m.waiting)
+		m.mu.Unlock()
+	}
+	close(release)
+	wg.Wait()
+	want := [][]int64{{1}, {2, 3}}
+	if !slices.EqualFunc(batches, want, slices.Equal) {
+		t.Fatalf("marked in the statements %v, want %v", batches, want)
+	}
+	for i, err := range errs[1:] {
+		if err != nil {
+			t.Errorf("caller %d: %v, want its rows marked", i+1, err)
+		}
+	}
+}
