@@ -79,7 +79,9 @@ func TestCursorLoopWorkersKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(context.Background())
+	// Cleanups run last in, first out: the tables are dropped before the
+	// connection closes (a deferred Close ran first and left them behind).
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	work, done := fmt.Sprintf("cursor_work_%d", os.Getpid()), fmt.Sprintf("cursor_done_%d", os.Getpid())
 	if _, err := conn.Exec(ctx, fmt.Sprintf(`CREATE TABLE %[1]s (id int PRIMARY KEY, status text NOT NULL DEFAULT 'pending', claims int NOT NULL DEFAULT 0);
 		INSERT INTO %[1]s (id) SELECT g FROM generate_series(1, %[3]d) g;
