@@ -556,6 +556,19 @@ func (p *parser) parseArgs() ([]node, []kwArg, error) {
 	return args, kw, nil
 }
 
+// parsePositional reads the arguments of a call that takes no keywords; what
+// names the callees for the error ("methods", "tests").
+func (p *parser) parsePositional(what string) ([]node, error) {
+	args, kw, err := p.parseArgs()
+	if err != nil {
+		return nil, err
+	}
+	if len(kw) > 0 {
+		return nil, errAt(kw[0].pos, what+" take no keyword arguments")
+	}
+	return args, nil
+}
+
 func (p *parser) parsePostfix(n node) (node, error) {
 	defer p.restore(p.depth)
 	for {
@@ -585,12 +598,9 @@ func (p *parser) parsePostfix(n node) (node, error) {
 			p.next()
 			if k.kind == tName && p.isOp("(") {
 				p.next()
-				args, kw, err := p.parseArgs()
+				args, err := p.parsePositional("methods")
 				if err != nil {
 					return nil, err
-				}
-				if len(kw) > 0 {
-					return nil, errAt(kw[0].pos, "methods take no keyword arguments")
 				}
 				n = &methodExpr{obj: n, name: k.s, args: args, pos: k.pos}
 				continue
@@ -680,12 +690,9 @@ func (p *parser) parseFilters(n node) (node, error) {
 			te.name, te.pos = t.s, t.pos
 			if p.isOp("(") {
 				p.next()
-				args, kw, err := p.parseArgs()
+				args, err := p.parsePositional("tests")
 				if err != nil {
 					return nil, err
-				}
-				if len(kw) > 0 {
-					return nil, errAt(kw[0].pos, "tests take no keyword arguments")
 				}
 				te.args = args
 			}
