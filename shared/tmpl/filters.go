@@ -743,10 +743,8 @@ func fAbs(x any, _ []any) (any, error) {
 	switch {
 	case !ok:
 		return nil, fmt.Errorf("abs needs a number, got %s", typeName(x))
-	case isInt && i == math.MinInt64:
-		return nil, errOverflow
 	case isInt && i < 0:
-		return -i, nil
+		return neg(x) // -i, or the overflow of math.MinInt64
 	case isInt:
 		return i, nil
 	}

@@ -689,6 +689,7 @@ func TestErrors(t *testing.T) {
 		{"{{ big * big }}", "integer overflow", 1, 8},
 		{"{{ 2 ** 64 }}", "integer overflow", 1, 6},
 		{"{{ 9223372036854775807 + 1 }}", "integer overflow", 1, 24},
+		{"{{ (-9223372036854775807 - 1)|abs }}", "integer overflow", 1, 31},
 		{"{{ 1e308 * 10 }}", "not a finite number", 1, 10},
 		{"{{ n|length }}", "number has no length", 1, 6},
 		{"{{ 'x'|fromjson }}", "fromjson:", 1, 8},
