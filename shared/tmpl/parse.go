@@ -485,14 +485,25 @@ func (p *parser) parseList(close string) ([]node, error) {
 			return nil, err
 		}
 		items = append(items, e)
-		if p.isOp(",") {
-			p.next()
-		} else if !p.isOp(close) {
-			return nil, p.unexpected("',' or '" + close + "'")
+		if err := p.comma(close); err != nil {
+			return nil, err
 		}
 	}
 	p.next()
 	return items, nil
+}
+
+// comma reads the comma after an item of a bracketed sequence (list, dict,
+// call arguments; a trailing one is allowed), or stands at its close.
+func (p *parser) comma(close string) error {
+	if p.isOp(",") {
+		p.next()
+		return nil
+	}
+	if !p.isOp(close) {
+		return p.unexpected("',' or '" + close + "'")
+	}
+	return nil
 }
 
 func (p *parser) parseDict() (node, error) {
@@ -512,10 +523,8 @@ func (p *parser) parseDict() (node, error) {
 		}
 		d.keys = append(d.keys, k)
 		d.vals = append(d.vals, v)
-		if p.isOp(",") {
-			p.next()
-		} else if !p.isOp("}") {
-			return nil, p.unexpected("',' or '}'")
+		if err := p.comma("}"); err != nil {
+			return nil, err
 		}
 	}
 	p.next()
@@ -546,10 +555,8 @@ func (p *parser) parseArgs() ([]node, []kwArg, error) {
 			}
 			args = append(args, v)
 		}
-		if p.isOp(",") {
-			p.next()
-		} else if !p.isOp(")") {
-			return nil, nil, p.unexpected("',' or ')'")
+		if err := p.comma(")"); err != nil {
+			return nil, nil, err
 		}
 	}
 	p.next()

@@ -639,6 +639,8 @@ func TestErrors(t *testing.T) {
 		{"{{ 'abc }}", "unterminated string", 1, 4},
 		{"{{ a. }}", "expected a name after '.'", 1, 7},
 		{"{{ [1, 2 }}", "expected ',' or ']'", 1, 10},
+		{"{{ {'a': 1 2} }}", "expected ',' or '}'", 1, 12},
+		{"{{ xs|join(1 2) }}", "expected ',' or ')'", 1, 14},
 		{"{{ n ; }}", "unexpected character ';'", 1, 6},
 		{"{{ 99999999999999999999 }}", "integer out of range", 1, 4},
 		{"{{ (n)(1) }}", "only len(), now(), range() and methods can be called", 1, 7},
