@@ -97,14 +97,20 @@ func (w *objWriter) strings(k string, l []string) {
 		return
 	}
 	w.key(k)
+	list(w, l, func(s string) { w.b = jsonx.AppendString(w.b, s) })
+}
+
+// list writes l as a JSON array, each element by elem.
+func list[E any](w *objWriter, l []E, elem func(E)) {
 	w.b = append(w.b, '[')
-	for i, s := range l {
+	for i, e := range l {
 		if i > 0 {
 			w.b = append(w.b, ',')
 		}
-		w.b = jsonx.AppendString(w.b, s)
+		elem(e)
 	}
 	w.b = append(w.b, ']')
+	w.first = false
 }
 
 func (w *objWriter) value(f func([]byte) ([]byte, error)) {
@@ -116,8 +122,11 @@ func (w *objWriter) value(f func([]byte) ([]byte, error)) {
 }
 
 // writeMap writes m under key with its keys sorted, as encoding/json does;
-// nothing when m is empty (omitempty).
-func writeMap[V interface{ write(*objWriter) }](w *objWriter, key string, m map[string]V) {
+// nothing when m is empty (omitempty), and null for a nil entry.
+func writeMap[T any, V interface {
+	*T
+	write(*objWriter)
+}](w *objWriter, key string, m map[string]V) {
 	if len(m) == 0 {
 		return
 	}
@@ -129,7 +138,11 @@ func writeMap[V interface{ write(*objWriter) }](w *objWriter, key string, m map[
 		}
 		w.b = jsonx.AppendString(w.b, k)
 		w.b = append(w.b, ':')
-		m[k].write(w)
+		if v := m[k]; v == nil {
+			w.b = append(w.b, "null"...)
+		} else {
+			v.write(w)
+		}
 	}
 	w.b = append(w.b, '}')
 	w.first = false
@@ -160,10 +173,6 @@ func (w *objWriter) nested(k string, f func()) {
 }
 
 func (st *StepState) write(w *objWriter) {
-	if st == nil {
-		w.b = append(w.b, "null"...)
-		return
-	}
 	w.open()
 	w.str("status", st.Status, false)
 	w.int("visits", int64(st.Visits), true)
@@ -180,18 +189,12 @@ func (st *StepState) write(w *objWriter) {
 	w.time("exited_at", st.ExitedAt)
 	if len(st.Ledger) > 0 {
 		w.key("ledger")
-		w.b = append(w.b, '[')
-		for i, a := range st.Ledger {
-			if i > 0 {
-				w.b = append(w.b, ',')
-			}
+		list(w, st.Ledger, func(a FiredArc) {
 			w.open()
 			w.str("from", a.From, false)
 			w.object("set", a.Set)
 			w.close()
-		}
-		w.b = append(w.b, ']')
-		w.first = false
+		})
 	}
 	if st.Visit != nil {
 		w.nested("visit", func() { st.Visit.write(w) })
@@ -218,14 +221,7 @@ func (w *objWriter) ints(k string, l []int, omitEmpty bool) {
 		w.b = append(w.b, "null"...)
 		return
 	}
-	w.b = append(w.b, '[')
-	for i, n := range l {
-		if i > 0 {
-			w.b = append(w.b, ',')
-		}
-		w.b = strconv.AppendInt(w.b, int64(n), 10)
-	}
-	w.b = append(w.b, ']')
+	list(w, l, func(n int) { w.b = strconv.AppendInt(w.b, int64(n), 10) })
 }
 
 func (k *ResultKey) write(w *objWriter) {
@@ -264,10 +260,6 @@ func (v *Visit) write(w *objWriter) {
 }
 
 func (c *CommandState) write(w *objWriter) {
-	if c == nil {
-		w.b = append(w.b, "null"...)
-		return
-	}
 	w.open()
 	w.str("step", c.Step, false)
 	w.int("visit", int64(c.Visit), false)
@@ -280,14 +272,7 @@ func (c *CommandState) write(w *objWriter) {
 	w.strings("retry_on", c.RetryOn)
 	if len(c.OnStatus) > 0 {
 		w.key("on_status")
-		w.b = append(w.b, '[')
-		for i, n := range c.OnStatus {
-			if i > 0 {
-				w.b = append(w.b, ',')
-			}
-			w.b = strconv.AppendInt(w.b, n, 10)
-		}
-		w.b = append(w.b, ']')
+		list(w, c.OnStatus, func(n int64) { w.b = strconv.AppendInt(w.b, n, 10) })
 	}
 	w.bool("claim", c.Claim)
 	w.object("envelope", c.Envelope)

@@ -70,17 +70,9 @@ func Normalize(v any) any {
 		}
 		return x
 	case []string:
-		out := make([]any, len(x))
-		for i, s := range x {
-			out[i] = s
-		}
-		return out
+		return each(x, func(s string) any { return s })
 	case []map[string]any:
-		out := make([]any, len(x))
-		for i, m := range x {
-			out[i] = Normalize(m)
-		}
-		return out
+		return each(x, func(m map[string]any) any { return Normalize(m) })
 	case json.RawMessage:
 		d, err := Decode(x)
 		if err != nil {
@@ -171,14 +163,19 @@ func Clone(v any) any {
 		}
 		return m
 	case []any:
-		s := make([]any, len(x))
-		for i, e := range x {
-			s[i] = Clone(e)
-		}
-		return s
+		return each(x, Clone)
 	default:
 		return x
 	}
+}
+
+// each is a new list of f of each element of l.
+func each[E any](l []E, f func(E) any) []any {
+	out := make([]any, len(l))
+	for i, e := range l {
+		out[i] = f(e)
+	}
+	return out
 }
 
 // Int is the integer a number value holds (a float64 truncated), 0 for

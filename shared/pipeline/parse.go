@@ -259,13 +259,10 @@ func parseSpec(v any) ([]rule, error) {
 	if !ok {
 		return nil, fmt.Errorf("expected an object, got %s", jsonx.TypeName(v))
 	}
-	pol, ok := sp["policy"]
-	if !ok || pol == nil {
-		return nil, nil
-	}
-	pm, ok := pol.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("policy: expected an object, got %s", jsonx.TypeName(pol))
+	// An absent or null policy is an empty one: no rules.
+	pm, err := optionalObject(sp, "policy")
+	if err != nil {
+		return nil, err
 	}
 	rv, ok := pm["rules"]
 	if !ok || rv == nil {

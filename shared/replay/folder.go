@@ -225,13 +225,19 @@ func (f *Folder) Add(r Row) error {
 		f.exec.status = nextStatus(f.exec.status, typ)
 	}
 	if p.includes(ProjectionStage) {
-		f.foldStage(&r, typ)
+		if s := track(f.stages, stageIDOf(&r), r.EventID); s != nil {
+			s.fold(&r, typ)
+		}
 	}
 	if p.includes(ProjectionFrame) {
-		f.foldFrame(&r, typ)
+		if fr := track(f.frames, frameIDOf(&r), r.EventID); fr != nil {
+			fr.fold(&r, typ)
+		}
 	}
 	if p.includes(ProjectionCommand) {
-		f.foldCommand(&r, typ)
+		if c := track(f.commands, commandIDOf(&r), r.EventID); c != nil {
+			c.fold(&r, typ)
+		}
 	}
 	if p.includes(ProjectionBusinessObject) {
 		f.foldBusinessObject(&r)

@@ -65,26 +65,51 @@ func (e *executionState) value() map[string]any {
 	}
 }
 
+// idState is what the stage, frame and command projections keep alike of
+// each id: its status, UNKNOWN until an event of the id says otherwise, and
+// the id's last event.
+type idState struct {
+	status string
+	last   int64
+}
+
+func (s *idState) ids() *idState { return s }
+
+// track returns the state of key in m, opened UNKNOWN when the key is new,
+// with eventID as its last event; nil for an event without the id (key ""),
+// which is not the projection's. The caller folds the event into it: a call
+// through the type parameter would let the row escape, and the fold
+// allocates nothing per event (TestExecutionFoldDoesNotAllocatePerEvent).
+func track[T any, P interface {
+	*T
+	ids() *idState
+}](m map[string]*T, key string, eventID int64) P {
+	v := P(entry(m, key, func() *T {
+		v := P(new(T))
+		v.ids().status = "UNKNOWN"
+		return v
+	}))
+	if v != nil {
+		v.ids().last = eventID
+	}
+	return v
+}
+
 type stageState struct {
-	status        string
+	idState
 	kind          any
 	stepName      any
 	parentStageID string
 	loopEventID   string
 	opened        int64
 	closed        int64
-	last          int64
 	frameCount    int64
 	rowCount      int64
 	eventsEmitted int64
 	failedCount   int64
 }
 
-func (f *Folder) foldStage(r *Row, typ string) {
-	s := entry(f.stages, stageIDOf(r), func() *stageState { return &stageState{status: "UNKNOWN"} })
-	if s == nil {
-		return
-	}
+func (s *stageState) fold(r *Row, typ string) {
 	// kind and step_name come from the first event that carries them
 	// (stage.opened in practice; the data set's step_name is meta.step_name).
 	if s.kind == nil {
@@ -93,10 +118,7 @@ func (f *Folder) foldStage(r *Row, typ string) {
 	if s.stepName == nil {
 		s.stepName = jsonx.Clone(firstPresent(r.Meta["step_name"], strValue(r.NodeName)))
 	}
-	s.last = r.EventID
-	if p, ok := metaString(r.Meta, "parent_stage_id"); ok {
-		s.parentStageID = p
-	}
+	setMetaString(&s.parentStageID, r.Meta, "parent_stage_id")
 	setString(&s.loopEventID, loopIDOf(r))
 	switch typ {
 	case "stage.opened":
@@ -110,9 +132,7 @@ func (f *Folder) foldStage(r *Row, typ string) {
 		setInt(&s.eventsEmitted, r.Meta, "events_emitted")
 		setInt(&s.failedCount, r.Meta, "failed_count")
 	default:
-		if r.Status != "" {
-			s.status = r.Status
-		}
+		setString(&s.status, r.Status)
 	}
 }
 
@@ -135,13 +155,12 @@ func (s *stageState) value(id string) map[string]any {
 }
 
 type frameState struct {
-	status           string
+	idState
 	stageID          string
 	parentFrameID    string
 	commandID        string
 	claimed          int64
 	terminal         int64
-	last             int64
 	rowCount         int64
 	attempts         int64
 	eventsEmitted    int64
@@ -149,16 +168,9 @@ type frameState struct {
 	outputRefSummary any
 }
 
-func (f *Folder) foldFrame(r *Row, typ string) {
-	fr := entry(f.frames, frameIDOf(r), func() *frameState { return &frameState{status: "UNKNOWN"} })
-	if fr == nil {
-		return
-	}
-	fr.last = r.EventID
+func (fr *frameState) fold(r *Row, typ string) {
 	setString(&fr.stageID, stageIDOf(r))
-	if p, ok := metaString(r.Meta, "parent_frame_id"); ok {
-		fr.parentFrameID = p
-	}
+	setMetaString(&fr.parentFrameID, r.Meta, "parent_frame_id")
 	setString(&fr.commandID, commandIDOf(r))
 	switch typ {
 	case "frame.dispatched":
@@ -189,9 +201,7 @@ func (f *Folder) foldFrame(r *Row, typ string) {
 		// The data set pins this: a later command.completed with status
 		// "success" for the frame's command overrides frame.committed's
 		// COMPLETED.
-		if r.Status != "" {
-			fr.status = r.Status
-		}
+		setString(&fr.status, r.Status)
 	}
 }
 
@@ -214,7 +224,7 @@ func (fr *frameState) value(id string) map[string]any {
 }
 
 type commandState struct {
-	status   string
+	idState
 	stageID  string
 	frameID  string
 	workerID string
@@ -222,15 +232,9 @@ type commandState struct {
 	claimed  int64
 	started  int64
 	terminal int64
-	last     int64
 }
 
-func (f *Folder) foldCommand(r *Row, typ string) {
-	c := entry(f.commands, commandIDOf(r), func() *commandState { return &commandState{status: "UNKNOWN"} })
-	if c == nil {
-		return
-	}
-	c.last = r.EventID
+func (c *commandState) fold(r *Row, typ string) {
 	setString(&c.stageID, stageIDOf(r))
 	setString(&c.frameID, frameIDOf(r))
 	setString(&c.workerID, r.WorkerID)
@@ -250,8 +254,8 @@ func (f *Folder) foldCommand(r *Row, typ string) {
 	default:
 		// Other command.* events (expired, retry, …) carry their status;
 		// events of other families only touch ids and last_event_id.
-		if strings.HasPrefix(typ, "command.") && r.Status != "" {
-			c.status = r.Status
+		if strings.HasPrefix(typ, "command.") {
+			setString(&c.status, r.Status)
 		}
 	}
 }
@@ -541,11 +545,18 @@ func setInt(dst *int64, meta map[string]any, key string) {
 }
 
 // setString overwrites *dst with v unless v is empty: an event that does not
-// carry an id keeps the one an earlier event gave.
+// carry an id (or a status) keeps the one an earlier event gave.
 func setString(dst *string, v string) {
 	if v != "" {
 		*dst = v
 	}
+}
+
+// setMetaString overwrites *dst with meta[key] when it holds a non-empty
+// scalar.
+func setMetaString(dst *string, meta map[string]any, key string) {
+	v, _ := metaString(meta, key)
+	setString(dst, v)
 }
 
 // entry returns m[key], storing made() there first when the key is new: the

@@ -601,25 +601,23 @@ func fKeys(b *Budget, x any, _ []any) (any, error) {
 }
 
 func fValues(x any, _ []any) (any, error) {
-	m, err := mapArg("values", x)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]any, 0, len(m))
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, m[k])
-	}
-	return out, nil
+	return entries("values", x, func(_ string, v any) any { return v })
 }
 
 func fItems(x any, _ []any) (any, error) {
-	m, err := mapArg("items", x)
+	return entries("items", x, func(k string, v any) any { return []any{k, v} })
+}
+
+// entries lists what entry makes of each entry of the object x, in key order
+// (values, items); name is the filter's, for its error.
+func entries(name string, x any, entry func(k string, v any) any) (any, error) {
+	m, err := mapArg(name, x)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]any, 0, len(m))
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, []any{k, m[k]})
+		out = append(out, entry(k, m[k]))
 	}
 	return out, nil
 }
@@ -745,10 +743,8 @@ func fAbs(x any, _ []any) (any, error) {
 	switch {
 	case !ok:
 		return nil, fmt.Errorf("abs needs a number, got %s", typeName(x))
-	case isInt && i == math.MinInt64:
-		return nil, errOverflow
 	case isInt && i < 0:
-		return -i, nil
+		return neg(x) // -i, or the overflow of math.MinInt64
 	case isInt:
 		return i, nil
 	}
@@ -819,10 +815,16 @@ func fSort(b *Budget, x any, a []any) (any, error) {
 	if cmpErr != nil {
 		return nil, cmpErr
 	}
-	if out == nil {
-		out = []any{}
+	return orEmpty(out), nil
+}
+
+// orEmpty is l, or an empty list for nil: a list a filter gives is [], never
+// null.
+func orEmpty(l []any) []any {
+	if l == nil {
+		return []any{}
 	}
-	return out, nil
+	return l
 }
 
 func fReverse(x any, _ []any) (any, error) {
@@ -849,10 +851,7 @@ func fList(b *Budget, x any, _ []any) (any, error) {
 	if l, ok := x.([]any); ok {
 		return slices.Clone(l), nil
 	}
-	if items == nil {
-		items = []any{}
-	}
-	return items, nil
+	return orEmpty(items), nil
 }
 
 // fDict copies a map or builds one from [key, value] pairs (the output of items).

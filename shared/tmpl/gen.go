@@ -740,8 +740,8 @@ var helpers = func() map[string]helper {
 		"$lookup":   free(func(_ *Budget, a []any) (any, error) { return lookup(a[0], a[1], a[2:]) }),
 		"$iter": metered(func(b *Budget, a []any) (any, error) {
 			items, err := iterate(b, a[0])
-			if items == nil && err == nil {
-				items = []any{}
+			if err == nil {
+				items = orEmpty(items)
 			}
 			return items, err
 		}),

@@ -485,14 +485,25 @@ func (p *parser) parseList(close string) ([]node, error) {
 			return nil, err
 		}
 		items = append(items, e)
-		if p.isOp(",") {
-			p.next()
-		} else if !p.isOp(close) {
-			return nil, p.unexpected("',' or '" + close + "'")
+		if err := p.comma(close); err != nil {
+			return nil, err
 		}
 	}
 	p.next()
 	return items, nil
+}
+
+// comma reads the comma after an item of a bracketed sequence (list, dict,
+// call arguments; a trailing one is allowed), or stands at its close.
+func (p *parser) comma(close string) error {
+	if p.isOp(",") {
+		p.next()
+		return nil
+	}
+	if !p.isOp(close) {
+		return p.unexpected("',' or '" + close + "'")
+	}
+	return nil
 }
 
 func (p *parser) parseDict() (node, error) {
@@ -512,10 +523,8 @@ func (p *parser) parseDict() (node, error) {
 		}
 		d.keys = append(d.keys, k)
 		d.vals = append(d.vals, v)
-		if p.isOp(",") {
-			p.next()
-		} else if !p.isOp("}") {
-			return nil, p.unexpected("',' or '}'")
+		if err := p.comma("}"); err != nil {
+			return nil, err
 		}
 	}
 	p.next()
@@ -546,14 +555,25 @@ func (p *parser) parseArgs() ([]node, []kwArg, error) {
 			}
 			args = append(args, v)
 		}
-		if p.isOp(",") {
-			p.next()
-		} else if !p.isOp(")") {
-			return nil, nil, p.unexpected("',' or ')'")
+		if err := p.comma(")"); err != nil {
+			return nil, nil, err
 		}
 	}
 	p.next()
 	return args, kw, nil
+}
+
+// parsePositional reads the arguments of a call that takes no keywords; what
+// names the callees for the error ("methods", "tests").
+func (p *parser) parsePositional(what string) ([]node, error) {
+	args, kw, err := p.parseArgs()
+	if err != nil {
+		return nil, err
+	}
+	if len(kw) > 0 {
+		return nil, errAt(kw[0].pos, what+" take no keyword arguments")
+	}
+	return args, nil
 }
 
 func (p *parser) parsePostfix(n node) (node, error) {
@@ -585,12 +605,9 @@ func (p *parser) parsePostfix(n node) (node, error) {
 			p.next()
 			if k.kind == tName && p.isOp("(") {
 				p.next()
-				args, kw, err := p.parseArgs()
+				args, err := p.parsePositional("methods")
 				if err != nil {
 					return nil, err
-				}
-				if len(kw) > 0 {
-					return nil, errAt(kw[0].pos, "methods take no keyword arguments")
 				}
 				n = &methodExpr{obj: n, name: k.s, args: args, pos: k.pos}
 				continue
@@ -680,12 +697,9 @@ func (p *parser) parseFilters(n node) (node, error) {
 			te.name, te.pos = t.s, t.pos
 			if p.isOp("(") {
 				p.next()
-				args, kw, err := p.parseArgs()
+				args, err := p.parsePositional("tests")
 				if err != nil {
 					return nil, err
-				}
-				if len(kw) > 0 {
-					return nil, errAt(kw[0].pos, "tests take no keyword arguments")
 				}
 				te.args = args
 			}
