@@ -116,24 +116,25 @@ func (a *API) listExecutions(ctx context.Context, c *call, q executionsQuery) (a
 // executionSummary is an execution row as lists and the detail carry it:
 // ours, and NoETL's times measured at now.
 func executionSummary(r store.Execution, now time.Time, progress int) wire.ExecutionSummary {
-	secs := durationSeconds(r.StartedAt, r.CompletedAt, now)
 	return wire.ExecutionSummary{
 		ExecutionID: wire.ID(r.ExecutionID), CatalogID: wire.ID(r.CatalogID), Path: r.Path,
 		Version: r.Version, Status: r.Status, StartedAt: wire.At(r.StartedAt), CompletedAt: wire.At(r.CompletedAt),
 		ParentExecutionID: wire.OptID(r.ParentExecutionID), EventCount: r.LastSeq,
 		StartTime: wire.Wall(r.StartedAt), EndTime: wire.Wall(r.CompletedAt),
-		DurationSeconds: secs, DurationHuman: durationHuman(secs), Progress: progress,
+		Elapsed: elapsed(r.StartedAt, r.CompletedAt, now), Progress: progress,
 		ScheduleID: wire.OptID(r.ScheduleID), ScheduledAt: wire.At(r.ScheduledAt),
 	}
 }
 
-// durationSeconds is NoETL's duration_seconds: from start to end, or to now
-// while running (end zero), to the millisecond.
-func durationSeconds(start, end, now time.Time) float64 {
+// elapsed is NoETL's duration_seconds, from start to end, or to now while
+// running (end zero), to the millisecond; and duration_human, the same
+// written out.
+func elapsed(start, end, now time.Time) wire.Elapsed {
 	if end.IsZero() {
 		end = now
 	}
-	return math.Round(max(0, end.Sub(start).Seconds())*1000) / 1000
+	secs := math.Round(max(0, end.Sub(start).Seconds())*1000) / 1000
+	return wire.Elapsed{DurationSeconds: secs, DurationHuman: durationHuman(secs)}
 }
 
 // progress is an execution's percent done: 100 once it ended; while it runs,
@@ -289,7 +290,6 @@ func (a *API) statusView(ctx context.Context, c *call) (*controlplane.StatusView
 // completed false for a failed run, and its CLI prints RUNNING forever;
 // docs/noetl-compat.md).
 func statusJSON(v *controlplane.StatusView, now time.Time) wire.Status {
-	secs := durationSeconds(v.StartedAt, v.CompletedAt, now)
 	ended := v.Status == store.ExecutionCompleted || v.Status == store.ExecutionFailed || v.Status == store.ExecutionCancelled
 	failed := ended && v.Status != store.ExecutionCompleted
 	msg := maskedString(maskerFor(v.Workload), v.Error)
@@ -305,7 +305,7 @@ func statusJSON(v *controlplane.StatusView, now time.Time) wire.Status {
 		IsCancelled: v.IsCancelled,
 		Completed:   ended, Failed: failed, CompletedSteps: v.DoneSteps, Error: wire.OptString(msg),
 		StartTime: wire.At(v.StartedAt), EndTime: wire.At(v.CompletedAt),
-		DurationSeconds: secs, DurationHuman: durationHuman(secs),
+		Elapsed: elapsed(v.StartedAt, v.CompletedAt, now),
 	}
 }
 
