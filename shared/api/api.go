@@ -61,7 +61,7 @@ import (
 
 // Limits (api.md §1).
 const (
-	DefaultMaxBodyBytes     = 1 << 20
+	DefaultMaxBodyBytes     = config.DefaultMaxBodyBytes // NOETL_MAX_BODY_BYTES's default
 	DefaultMaxPlaybookBytes = 512 << 10
 	MaxBatchEvents          = wire.MaxBatchEvents
 	MaxListLimit            = 1000

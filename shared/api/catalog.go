@@ -87,15 +87,9 @@ func playbookText(content string) string {
 }
 
 // GET /api/catalog?path=&limit=&cursor=&latest=
-func (a *API) listCatalogQuery(ctx context.Context, c *call) (wire.CatalogPage, error) {
-	q := c.req.Query
-	f := store.CatalogFilter{Path: q.Get("path")}
-	limit, _, err := queryInt(q, "limit", 1, MaxListLimit)
-	if err != nil {
-		return wire.CatalogPage{}, err
-	}
-	f.Limit = int(limit)
-	if s := q.Get("latest"); s != "" {
+func (a *API) listCatalogQuery(ctx context.Context, c *call, q catalogQuery) (wire.CatalogPage, error) {
+	f := store.CatalogFilter{Path: q.Path, Limit: int(q.Limit)}
+	if s := string(q.Latest); s != "" {
 		switch strings.ToLower(s) {
 		case "true", "1":
 			f.LatestOnly = true
@@ -104,8 +98,9 @@ func (a *API) listCatalogQuery(ctx context.Context, c *call) (wire.CatalogPage, 
 			return wire.CatalogPage{}, invalid("latest", "expected true or false, got %q", jsonx.Cut(s, 40))
 		}
 	}
-	if s := q.Get("cursor"); s != "" {
-		if f.After, err = decodeCatalogCursor(s); err != nil {
+	if q.Cursor != "" {
+		var err error
+		if f.After, err = decodeCatalogCursor(q.Cursor); err != nil {
 			return wire.CatalogPage{}, err
 		}
 	}
@@ -264,11 +259,11 @@ func catalogEntry(e store.CatalogEntry) wire.CatalogEntry {
 // GET /api/catalog/{path+}/ui_schema?version=: the form of a playbook's
 // workload (NoETL's ui_schema, which its GUI's Run dialog draws), inferred
 // from the values the workload declares.
-func (a *API) uiSchema(ctx context.Context, c *call) (wire.UISchema, error) {
+func (a *API) uiSchema(ctx context.Context, c *call, q uiSchemaQuery) (wire.UISchema, error) {
 	path := c.params["path"]
 	version := 0
-	if s := c.req.Query.Get("version"); s != "" && !strings.EqualFold(s, "latest") {
-		n, _, err := queryInt(c.req.Query, "version", 1, 1<<31-1)
+	if s := q.Version; s != "" && !strings.EqualFold(s, "latest") {
+		n, err := intParam("version", s, 1, 1<<31-1)
 		if err != nil {
 			return wire.UISchema{}, invalid("version", "expected a version number or latest, got %q", jsonx.Cut(s, 40))
 		}
@@ -314,8 +309,8 @@ func uiFields(fs []parser.FormField) []wire.UIField {
 // GET /api/catalog/playbook/content?playbook_id=: a playbook's YAML, by
 // catalog_id or by path (its latest version); what NoETL's GUI asks for to
 // draw a playbook's flow.
-func (a *API) playbookContent(ctx context.Context, c *call) (wire.PlaybookContent, error) {
-	ref := c.req.Query.Get("playbook_id")
+func (a *API) playbookContent(ctx context.Context, c *call, q playbookContentQuery) (wire.PlaybookContent, error) {
+	ref := q.PlaybookID
 	if ref == "" {
 		return wire.PlaybookContent{}, invalid("playbook_id", "required: a catalog_id or a playbook path")
 	}

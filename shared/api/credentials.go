@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"strconv"
@@ -46,12 +47,12 @@ func (a *API) putCredential(ctx context.Context, c *call, r wire.CredentialReque
 }
 
 // GET /api/credentials?type=&q=: every credential, never its data.
-func (a *API) listCredentials(ctx context.Context, c *call) (wire.CredentialList, error) {
+func (a *API) listCredentials(ctx context.Context, c *call, q credentialsQuery) (wire.CredentialList, error) {
 	kc, err := a.keychain()
 	if err != nil {
 		return wire.CredentialList{}, err
 	}
-	return kc.ListJSON(ctx, c.req.Query.Get("type"), c.req.Query.Get("q"))
+	return kc.ListJSON(ctx, q.Type, q.Q)
 }
 
 // GET /api/credentials/{identifier}?include_data=&execution_id=&command_id=&worker_id=&attempt=:
@@ -59,20 +60,16 @@ func (a *API) listCredentials(ctx context.Context, c *call) (wire.CredentialList
 // running execution, to the holder of a live claim whose step names the
 // credential (shared/credentials, claim.go): command_id, worker_id and
 // attempt name the claim. Every read is logged.
-func (a *API) getCredential(ctx context.Context, c *call) (wire.Credential, error) {
-	q := c.req.Query
+func (a *API) getCredential(ctx context.Context, c *call, q credentialQuery) (wire.Credential, error) {
 	include := false
-	if s := q.Get("include_data"); s != "" {
+	if s := string(q.IncludeData); s != "" {
 		b, err := strconv.ParseBool(s)
 		if err != nil {
 			return wire.Credential{}, invalid("include_data", "expected true or false, got %q", jsonx.Cut(s, 20))
 		}
 		include = b
 	}
-	eid, err := queryID(q, "execution_id")
-	if err != nil {
-		return wire.Credential{}, err
-	}
+	eid := int64(q.ExecutionID)
 	if eid != 0 {
 		c.attrs.executionID = eid
 	}
@@ -80,11 +77,7 @@ func (a *API) getCredential(ctx context.Context, c *call) (wire.Credential, erro
 	if err != nil {
 		return wire.Credential{}, err
 	}
-	attempt, _, err := queryInt(q, "attempt", 1, 1<<30)
-	if err != nil {
-		return wire.Credential{}, err
-	}
-	claim := store.ClaimAsk{CommandID: q.Get("command_id"), WorkerID: q.Get("worker_id"), Attempt: int(attempt)}
+	claim := store.ClaimAsk{CommandID: q.CommandID, WorkerID: q.WorkerID, Attempt: int(q.Attempt)}
 	read := store.CredentialRead{IncludeData: include, ExecutionID: eid, Scope: c.auth.scopeLabel(), Token: c.auth.token,
 		RequestID: c.req.RequestID}
 	return kc.GetJSON(ctx, c.params["identifier"], read, c.auth.scopes.Has(config.ScopeWorker) && !c.auth.tokenless, claim)
@@ -101,23 +94,13 @@ func (a *API) deleteCredential(ctx context.Context, c *call) (wire.CredentialDel
 
 // GET /api/credentials/{identifier}/reads?execution_id=&limit=: the read log
 // of a credential name, newest first.
-func (a *API) listCredentialReads(ctx context.Context, c *call) (wire.CredentialReads, error) {
-	limit, ok, err := queryInt(c.req.Query, "limit", 1, MaxListLimit)
-	if err != nil {
-		return wire.CredentialReads{}, err
-	}
-	if !ok {
-		limit = DefaultListLimit
-	}
-	eid, err := queryID(c.req.Query, "execution_id")
-	if err != nil {
-		return wire.CredentialReads{}, err
-	}
+func (a *API) listCredentialReads(ctx context.Context, c *call, q readsQuery) (wire.CredentialReads, error) {
+	limit := cmp.Or(q.Limit, DefaultListLimit)
 	kc, err := a.keychain()
 	if err != nil {
 		return wire.CredentialReads{}, err
 	}
-	return kc.ReadsJSON(ctx, c.params["identifier"], eid, int(limit))
+	return kc.ReadsJSON(ctx, c.params["identifier"], int64(q.ExecutionID), int(limit))
 }
 
 // POST /api/credentials/rotate {new_key?, limit?}: reseal credentials under

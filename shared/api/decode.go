@@ -138,31 +138,6 @@ func parseID(field string, v any) (int64, error) {
 	return id, nil
 }
 
-// Query parameters.
-
-func queryInt(q url.Values, k string, lo, hi int64) (int64, bool, error) {
-	s := q.Get(k)
-	if s == "" {
-		return 0, false, nil
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-	if err != nil {
-		return 0, false, invalid(k, "expected integer, got %q", jsonx.Cut(s, 40))
-	}
-	if n < lo || n > hi {
-		return 0, false, invalid(k, "%s", jsonx.RangeError(n, lo, hi))
-	}
-	return n, true, nil
-}
-
-func queryID(q url.Values, k string) (int64, error) {
-	s := q.Get(k)
-	if s == "" {
-		return 0, nil
-	}
-	return parseID(k, s)
-}
-
 // checkParams applies the storable-text rule (see decodeBody) to the query
 // string and the path parameters, which reach the database as they are.
 func checkParams(q url.Values, params map[string]string) *Error {

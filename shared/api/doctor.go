@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
@@ -9,15 +10,8 @@ import (
 
 // GET /api/doctor?limit=: the executions that break the liveness invariant
 // (controlplane.Doctor).
-func (a *API) doctor(ctx context.Context, c *call) (wire.Doctor, error) {
-	limit, ok, err := queryInt(c.req.Query, "limit", 1, MaxListLimit)
-	if err != nil {
-		return wire.Doctor{}, err
-	}
-	if !ok {
-		limit = 100
-	}
-	found, err := a.svc.Doctor(ctx, int(limit))
+func (a *API) doctor(ctx context.Context, c *call, q doctorQuery) (wire.Doctor, error) {
+	found, err := a.svc.Doctor(ctx, int(cmp.Or(q.Limit, 100)))
 	if err != nil {
 		return wire.Doctor{}, err
 	}

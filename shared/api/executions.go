@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,38 +58,27 @@ const (
 // NoETL's does. Keyset paging across shards stays ours: a full page carries
 // the next page's cursor in X-Next-Cursor (and a Link rel="next"); offset
 // pages the NoETL way.
-func (a *API) listExecutions(ctx context.Context, c *call) (any, error) {
-	q := c.req.Query
-	f := store.ExecutionFilter{PathContains: q.Get("path"), Limit: DefaultExecutionsLimit}
-	var err error
-	if s := q.Get("status"); s != "" {
+func (a *API) listExecutions(ctx context.Context, c *call, q executionsQuery) (any, error) {
+	f := store.ExecutionFilter{PathContains: q.Path, Limit: DefaultExecutionsLimit,
+		CatalogID: int64(q.CatalogID), ParentExecutionID: int64(q.ParentExecutionID)}
+	if s := q.Status; s != "" {
 		f.Status = strings.ToUpper(s)
 		if !slices.Contains(executionStatuses, f.Status) {
 			return nil, invalid("status", "expected one of %s, got %q", strings.Join(executionStatuses, ", "), jsonx.Cut(s, 40))
 		}
 	}
-	if f.CatalogID, err = queryID(q, "catalog_id"); err != nil {
-		return nil, err
-	}
-	if f.ParentExecutionID, err = queryID(q, "parent_execution_id"); err != nil {
-		return nil, err
-	}
 	capped := false
-	if n, ok, err := queryInt(q, "limit", 1, 1<<31-1); err != nil {
-		return nil, err
-	} else if ok {
+	if n := q.Limit; n != 0 {
 		f.Limit = int(min(n, MaxExecutionsLimit))
 		capped = n > MaxExecutionsLimit
 	}
-	if n, ok, err := queryInt(q, "offset", 0, 1<<31-1); err != nil {
-		return nil, err
-	} else if n > MaxListOffset {
-		return nil, invalid("offset", "%d is past the offset limit %d; page further with the cursor the %s header carries", n, MaxListOffset, HeaderNextCursor)
-	} else if ok {
-		f.Offset = int(n)
+	if q.Offset > MaxListOffset {
+		return nil, invalid("offset", "%d is past the offset limit %d; page further with the cursor the %s header carries", q.Offset, MaxListOffset, HeaderNextCursor)
 	}
-	if s := q.Get("cursor"); s != "" {
-		if f.After, err = decodeExecutionCursor(s); err != nil {
+	f.Offset = int(q.Offset)
+	if q.Cursor != "" {
+		var err error
+		if f.After, err = decodeExecutionCursor(q.Cursor); err != nil {
 			return nil, err
 		}
 	}
@@ -112,7 +102,7 @@ func (a *API) listExecutions(ctx context.Context, c *call) (any, error) {
 		next := encodeExecutionCursor(rows[len(rows)-1].Cursor())
 		resp.Header.Set(HeaderNextCursor, next)
 		nq := url.Values{}
-		for k, v := range q {
+		for k, v := range c.req.Query {
 			if k != "cursor" && k != "offset" {
 				nq[k] = v
 			}
@@ -126,24 +116,25 @@ func (a *API) listExecutions(ctx context.Context, c *call) (any, error) {
 // executionSummary is an execution row as lists and the detail carry it:
 // ours, and NoETL's times measured at now.
 func executionSummary(r store.Execution, now time.Time, progress int) wire.ExecutionSummary {
-	secs := durationSeconds(r.StartedAt, r.CompletedAt, now)
 	return wire.ExecutionSummary{
 		ExecutionID: wire.ID(r.ExecutionID), CatalogID: wire.ID(r.CatalogID), Path: r.Path,
 		Version: r.Version, Status: r.Status, StartedAt: wire.At(r.StartedAt), CompletedAt: wire.At(r.CompletedAt),
 		ParentExecutionID: wire.OptID(r.ParentExecutionID), EventCount: r.LastSeq,
 		StartTime: wire.Wall(r.StartedAt), EndTime: wire.Wall(r.CompletedAt),
-		DurationSeconds: secs, DurationHuman: durationHuman(secs), Progress: progress,
+		Elapsed: elapsed(r.StartedAt, r.CompletedAt, now), Progress: progress,
 		ScheduleID: wire.OptID(r.ScheduleID), ScheduledAt: wire.At(r.ScheduledAt),
 	}
 }
 
-// durationSeconds is NoETL's duration_seconds: from start to end, or to now
-// while running (end zero), to the millisecond.
-func durationSeconds(start, end, now time.Time) float64 {
+// elapsed is NoETL's duration_seconds, from start to end, or to now while
+// running (end zero), to the millisecond; and duration_human, the same
+// written out.
+func elapsed(start, end, now time.Time) wire.Elapsed {
 	if end.IsZero() {
 		end = now
 	}
-	return math.Round(max(0, end.Sub(start).Seconds())*1000) / 1000
+	secs := math.Round(max(0, end.Sub(start).Seconds())*1000) / 1000
+	return wire.Elapsed{DurationSeconds: secs, DurationHuman: durationHuman(secs)}
 }
 
 // progress is an execution's percent done: 100 once it ended; while it runs,
@@ -162,13 +153,13 @@ func progress(status string, done, total int) int {
 // execution with one page of its events, newest first, paged NoETL's way.
 // view=summary leaves out the steps and the events: what a client waiting for
 // the outcome needs, at a size that does not grow with the steps' results.
-func (a *API) getExecution(ctx context.Context, c *call) (wire.Execution, error) {
+func (a *API) getExecution(ctx context.Context, c *call, q executionQuery) (wire.Execution, error) {
 	id, err := executionID(c)
 	if err != nil {
 		return wire.Execution{}, err
 	}
 	summary := false
-	switch view := c.req.Query.Get("view"); view {
+	switch view := q.View; view {
 	case "", "full":
 	case "summary":
 		summary = true
@@ -179,22 +170,7 @@ func (a *API) getExecution(ctx context.Context, c *call) (wire.Execution, error)
 	if summary {
 		get = a.svc.ExecutionSummary
 	}
-	q := c.req.Query
-	page, size := int64(1), int64(DefaultEventsPageSize)
-	if n, ok, err := queryInt(q, "page", 1, 1<<31-1); err != nil {
-		return wire.Execution{}, err
-	} else if ok {
-		page = n
-	}
-	if n, ok, err := queryInt(q, "page_size", 1, MaxEventsPageSize); err != nil {
-		return wire.Execution{}, err
-	} else if ok {
-		size = n
-	}
-	since, err := queryID(q, "since_event_id")
-	if err != nil {
-		return wire.Execution{}, err
-	}
+	page, size, since := cmp.Or(q.Page, 1), cmp.Or(q.PageSize, DefaultEventsPageSize), int64(q.SinceEventID)
 	v, err := get(ctx, id)
 	if err != nil {
 		return wire.Execution{}, err
@@ -269,21 +245,13 @@ func (a *API) cancellationCheck(ctx context.Context, c *call) (wire.Cancellation
 }
 
 // GET /api/executions/{id}/events?after_seq=&limit=&event_type=&step=
-func (a *API) listEvents(ctx context.Context, c *call) (wire.EventPage, error) {
+func (a *API) listEvents(ctx context.Context, c *call, q eventsQuery) (wire.EventPage, error) {
 	id, err := executionID(c)
 	if err != nil {
 		return wire.EventPage{}, err
 	}
-	q := c.req.Query
-	f := store.EventFilter{ExecutionID: id, EventType: q.Get("event_type"), Step: q.Get("step"), Limit: DefaultListLimit}
-	if f.AfterSeq, _, err = queryInt(q, "after_seq", 0, 1<<62); err != nil {
-		return wire.EventPage{}, err
-	}
-	if n, ok, err := queryInt(q, "limit", 1, MaxListLimit); err != nil {
-		return wire.EventPage{}, err
-	} else if ok {
-		f.Limit = int(n)
-	}
+	f := store.EventFilter{ExecutionID: id, EventType: q.EventType, Step: q.Step, AfterSeq: q.AfterSeq,
+		Limit: int(cmp.Or(q.Limit, DefaultListLimit))}
 	row, evs, err := a.svc.ExecutionEvents(ctx, f)
 	if err != nil {
 		return wire.EventPage{}, err
@@ -322,7 +290,6 @@ func (a *API) statusView(ctx context.Context, c *call) (*controlplane.StatusView
 // completed false for a failed run, and its CLI prints RUNNING forever;
 // docs/noetl-compat.md).
 func statusJSON(v *controlplane.StatusView, now time.Time) wire.Status {
-	secs := durationSeconds(v.StartedAt, v.CompletedAt, now)
 	ended := v.Status == store.ExecutionCompleted || v.Status == store.ExecutionFailed || v.Status == store.ExecutionCancelled
 	failed := ended && v.Status != store.ExecutionCompleted
 	msg := maskedString(maskerFor(v.Workload), v.Error)
@@ -338,7 +305,7 @@ func statusJSON(v *controlplane.StatusView, now time.Time) wire.Status {
 		IsCancelled: v.IsCancelled,
 		Completed:   ended, Failed: failed, CompletedSteps: v.DoneSteps, Error: wire.OptString(msg),
 		StartTime: wire.At(v.StartedAt), EndTime: wire.At(v.CompletedAt),
-		DurationSeconds: secs, DurationHuman: durationHuman(secs),
+		Elapsed: elapsed(v.StartedAt, v.CompletedAt, now),
 	}
 }
 

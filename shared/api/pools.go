@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"strings"
@@ -53,23 +54,15 @@ func (a *API) deregisterPool(ctx context.Context, c *call, d noetlwire.Deregistr
 }
 
 // GET /api/worker/pools?runtime=&status=&pool=&limit=: the registry.
-func (a *API) listWorkerPools(ctx context.Context, c *call) (wire.WorkerPools, error) {
-	q := c.req.Query
-	limit, ok, err := queryInt(q, "limit", 1, MaxListLimit)
-	if err != nil {
-		return wire.WorkerPools{}, err
-	}
-	if !ok {
-		limit = MaxListLimit
-	}
+func (a *API) listWorkerPools(ctx context.Context, c *call, q workerPoolsQuery) (wire.WorkerPools, error) {
 	// Runtimes and states are stored lower case (NoETL's server lowers them too).
-	ws, err := a.svc.Workers(ctx, controlplane.WorkerQuery{Pool: q.Get("pool"), Runtime: strings.ToLower(q.Get("runtime")),
-		State: strings.ToLower(q.Get("status")), Limit: int(limit)})
+	ws, err := a.svc.Workers(ctx, controlplane.WorkerQuery{Pool: q.Pool, Runtime: strings.ToLower(q.Runtime),
+		State: strings.ToLower(q.Status), Limit: int(cmp.Or(q.Limit, MaxListLimit))})
 	if err != nil {
 		return wire.WorkerPools{}, err
 	}
 	out := wire.WorkerPools{Items: make([]wire.WorkerPool, len(ws)), Count: len(ws),
-		Runtime: wire.OptString(q.Get("runtime")), Status: wire.OptString(q.Get("status"))}
+		Runtime: wire.OptString(q.Runtime), Status: wire.OptString(q.Status)}
 	for i, w := range ws {
 		item := wire.WorkerPool{Name: w.Name, RuntimeID: wire.ID(w.RuntimeID), Runtime: w.Info, Status: w.State,
 			Capacity: w.Capacity, Labels: w.Labels, Heartbeat: wire.At(w.LastSeen), CreatedAt: wire.At(w.CreatedAt),

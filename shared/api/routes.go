@@ -59,7 +59,8 @@ type Route struct {
 	ID string
 	// Summary is one line for the OpenAPI document.
 	Summary string
-	// Query lists the query parameters the handler reads.
+	// Query lists the query parameters the handler reads; getQuery derives
+	// them from its query type.
 	Query []Param
 	// Body is the JSON request body; nil: the route reads none.
 	Body *Shape
@@ -72,7 +73,8 @@ type Route struct {
 	MaxBody int64
 
 	// handler serves the route: handle or get over a method expression (the
-	// table is built without an API). Body and Reply default to its shapes.
+	// table is built without an API). Body, Reply and Query default to its
+	// shapes.
 	handler handler
 }
 
@@ -80,8 +82,9 @@ type Route struct {
 // the answer it writes.
 type handler struct {
 	run   func(a *API, ctx context.Context, c *call) (any, error)
-	body  func() *Shape // nil: the route reads no body
-	reply func() *Shape // nil: the route declares its answer (Reply)
+	body  func() *Shape  // nil: the route reads no body
+	reply func() *Shape  // nil: the route declares its answer (Reply)
+	query func() []Param // nil: the route declares its query (Query), if any
 }
 
 // handle is the one skeleton of a route that reads a body: the body decoded
@@ -104,6 +107,19 @@ func handle[Req, Resp any](h func(a *API, ctx context.Context, c *call, req Req)
 func get[Resp any](h func(a *API, ctx context.Context, c *call) (Resp, error)) handler {
 	return handler{reply: replyOf[Resp], run: func(a *API, ctx context.Context, c *call) (any, error) {
 		return h(a, ctx, c)
+	}}
+}
+
+// getQuery is get for a route that reads a query: the query read into Q by
+// readQuery (a refusal is the 422 naming the parameter), then h. The OpenAPI
+// document lists the parameters from Q (paramsOf).
+func getQuery[Q, Resp any](h func(a *API, ctx context.Context, c *call, q Q) (Resp, error)) handler {
+	return handler{query: paramsOf[Q], reply: replyOf[Resp], run: func(a *API, ctx context.Context, c *call) (any, error) {
+		q, err := readQuery[Q](c.req.Query)
+		if err != nil {
+			return nil, err
+		}
+		return h(a, ctx, c, q)
 	}}
 }
 
@@ -188,7 +204,7 @@ func Routes() []Route {
 			handler: handle((*API).register)},
 		{Method: "GET", Path: "/api/catalog", Function: FnCatalog, Scope: api, ID: "listCatalog",
 			Summary: "List catalog entries, newest first, paged by cursor",
-			Query:   catalogQuery(), handler: get((*API).listCatalogQuery)},
+			handler: getQuery((*API).listCatalogQuery)},
 		{Method: "GET", Path: "/api/catalog/{catalog_id}", Function: FnCatalog, Scope: api, ID: "getCatalogEntry",
 			Summary: "One catalog entry with its content, step graph and problems",
 			handler: get((*API).getCatalog)},
@@ -201,10 +217,10 @@ func Routes() []Route {
 		// What NoETL's GUI asks of the catalog besides (docs/noetl-compat.md, "The GUI").
 		{Method: "GET", Path: "/api/catalog/{path+}/ui_schema", Function: FnCatalog, Scope: api, ID: "getUISchema",
 			Summary: "The form of a playbook's workload, inferred from the values it declares (NoETL's ui_schema)",
-			Query:   uiSchemaQuery(), handler: get((*API).uiSchema)},
+			handler: getQuery((*API).uiSchema)},
 		{Method: "GET", Path: "/api/catalog/playbook/content", Function: FnCatalog, Scope: api, ID: "getPlaybookContent",
 			Summary: "A playbook's YAML by catalog_id or path (NoETL's GUI draws its flow from it)",
-			Query:   playbookContentQuery(), handler: get((*API).playbookContent)},
+			handler: getQuery((*API).playbookContent)},
 		{Method: "POST", Path: "/api/catalog/playbooks/validate", Function: FnCatalog, Scope: api, ID: "validatePlaybook",
 			Summary: "What register would say of a playbook, without registering it",
 			handler: handle((*API).validatePlaybook)},
@@ -250,7 +266,7 @@ func Routes() []Route {
 			Body:    poolDeregisterBody(), handler: handle((*API).deregisterPool)},
 		{Method: "GET", Path: "/api/worker/pools", Function: FnStatus, Scope: api | worker, ID: "listWorkers",
 			Summary: "The worker registry: who is alive, how busy (commands held), by name",
-			Query:   workerPoolsQuery(), handler: get((*API).listWorkerPools)},
+			handler: getQuery((*API).listWorkerPools)},
 		{Method: "GET", Path: "/api/pool/status", Function: FnStatus, Scope: api | worker, ID: "poolStatus", Tokenless: true,
 			Summary: "NoETL's pool telemetry (the answering process's database connections) and the registry's totals",
 			handler: get((*API).poolStatus)},
@@ -268,14 +284,13 @@ func Routes() []Route {
 			handler: handle((*API).postgresExecute)},
 		{Method: "GET", Path: "/api/doctor", Function: FnStatus, Scope: api, ID: "doctor",
 			Summary: "The executions that break the liveness invariant (nothing will move them, or their commands wait on a drain that is not running), each with why",
-			Query:   []Param{param("limit", integer(), "how many to list, at most 1000; default 100")},
-			handler: get((*API).doctor)},
+			handler: getQuery((*API).doctor)},
 
 		// The keychain in NoETL's credential API (credentials.go): users manage
 		// credentials; a worker reads one's data for the execution it runs.
 		{Method: "GET", Path: "/api/credentials", Function: FnKeychain, Scope: api, ID: "listCredentials",
 			Summary: "List credentials (never their data)",
-			Query:   credentialsQuery(), handler: get((*API).listCredentials)},
+			handler: getQuery((*API).listCredentials)},
 		{Method: "POST", Path: "/api/credentials", Function: FnKeychain, Scope: api, ID: "putCredential",
 			Summary: "Create or replace a credential by name; its data is stored sealed",
 			handler: handle((*API).putCredential)},
@@ -284,13 +299,13 @@ func Routes() []Route {
 			handler: handle((*API).rotateCredentials)},
 		{Method: "GET", Path: "/api/credentials/{identifier}", Function: FnKeychain, Scope: api | worker, ID: "getCredential",
 			Summary: "A credential by id or name; its data only to the worker scope for a running execution; every read is logged",
-			Query:   credentialQuery(), handler: get((*API).getCredential)},
+			handler: getQuery((*API).getCredential)},
 		{Method: "DELETE", Path: "/api/credentials/{identifier}", Function: FnKeychain, Scope: api, ID: "deleteCredential",
 			Summary: "Delete a credential by id or name",
 			handler: get((*API).deleteCredential)},
 		{Method: "GET", Path: "/api/credentials/{identifier}/reads", Function: FnKeychain, Scope: api, ID: "listCredentialReads",
 			Summary: "A credential's reads (never the data), newest first",
-			Query:   readsQuery(), handler: get((*API).listCredentialReads)},
+			handler: getQuery((*API).listCredentialReads)},
 
 		// Execution variables (vars.go): the execution's durable context.
 		{Method: "POST", Path: "/api/vars/{execution_id}", Function: FnIngest, Scope: api | worker, ID: "setVariables",
@@ -315,13 +330,13 @@ func Routes() []Route {
 
 		{Method: "GET", Path: "/api/executions", Function: FnStatus, Scope: api, ID: "listExecutions",
 			Summary: "List executions, newest first; the next page's cursor is in the X-Next-Cursor and Link headers",
-			Query:   executionsQuery(), Reply: array(shapeOf[wire.ExecutionSummary]()), handler: get((*API).listExecutions)},
+			Reply:   array(shapeOf[wire.ExecutionSummary]()), handler: getQuery((*API).listExecutions)},
 		{Method: "GET", Path: "/api/executions/{id}", Function: FnStatus, Scope: api, ID: "getExecution",
 			Summary: "An execution with its steps, context, result and one page of its events, newest first (view=summary: without the steps and the events)",
-			Query:   executionQuery(), handler: get((*API).getExecution)},
+			handler: getQuery((*API).getExecution)},
 		{Method: "GET", Path: "/api/executions/{id}/events", Function: FnStatus, Scope: api, ID: "listExecutionEvents",
 			Summary: "An execution's event log, paged by seq",
-			Query:   eventsQuery(), handler: get((*API).listEvents)},
+			handler: getQuery((*API).listEvents)},
 		{Method: "GET", Path: "/api/executions/{id}/status", Function: FnStatus, Scope: api, ID: "getExecutionStatus",
 			Summary: "An execution's status and progress (events.md §6)",
 			handler: get((*API).status)},
@@ -384,6 +399,9 @@ func Routes() []Route {
 		if r.Reply == nil && r.handler.reply != nil {
 			rs[i].Reply = r.handler.reply()
 		}
+		if r.Query == nil && r.handler.query != nil {
+			rs[i].Query = r.handler.query()
+		}
 	}
 	slices.SortFunc(rs, func(a, b Route) int {
 		return cmp.Or(cmp.Compare(a.GatewayPath(), b.GatewayPath()), cmp.Compare(a.Method, b.Method), cmp.Compare(a.Path, b.Path))
@@ -401,7 +419,7 @@ func scheduleRoutes() []Route {
 			handler: handle((*API).createSchedule)},
 		{Method: "GET", Path: "/api/schedules", Function: FnSchedules, Scope: api, ID: "listSchedules",
 			Summary: "List schedules by id, paged by cursor",
-			Query:   pageQuery(), handler: get((*API).listSchedules)},
+			handler: getQuery((*API).listSchedules)},
 		{Method: "GET", Path: "/api/schedules/{id}", Function: FnSchedules, Scope: api, ID: "getSchedule",
 			Summary: "One schedule with its next and last run",
 			handler: get((*API).getSchedule)},
@@ -419,7 +437,7 @@ func scheduleRoutes() []Route {
 			handler: handle((*API).backfillSchedule)},
 		{Method: "GET", Path: "/api/schedules/{id}/runs", Function: FnSchedules, Scope: api, ID: "listScheduleRuns",
 			Summary: "A schedule's log: runs started and due times skipped, newest first",
-			Query:   pageQuery(), handler: get((*API).listScheduleRuns)},
+			handler: getQuery((*API).listScheduleRuns)},
 	}
 }
 

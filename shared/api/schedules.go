@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"strconv"
 	"time"
@@ -12,10 +13,6 @@ import (
 // The schedule routes (the lifecycle is controlplane/schedule.go's). Bodies
 // name every field they may hold: a misspelt field is a 422 naming it, not a
 // setting silently left at its default.
-
-func pageQuery() []Param {
-	return []Param{param("limit", integer(), "page size, at most 1000"), param("cursor", str(), "the previous page's next_cursor")}
-}
 
 // schedulePatch is a create or PATCH body as the lifecycle takes it.
 func schedulePatch(r wire.ScheduleRequest) controlplane.SchedulePatch {
@@ -37,16 +34,10 @@ func (a *API) createSchedule(ctx context.Context, c *call, r wire.ScheduleReques
 }
 
 // GET /api/schedules?limit=&cursor=
-func (a *API) listSchedules(ctx context.Context, c *call) (wire.SchedulePage, error) {
-	limit, _, err := queryInt(c.req.Query, "limit", 1, MaxListLimit)
-	if err != nil {
-		return wire.SchedulePage{}, err
-	}
-	if limit == 0 {
-		limit = DefaultListLimit
-	}
+func (a *API) listSchedules(ctx context.Context, c *call, q pageQuery) (wire.SchedulePage, error) {
+	limit := cmp.Or(q.Limit, DefaultListLimit)
 	var after int64
-	if s := c.req.Query.Get("cursor"); s != "" {
+	if s := q.Cursor; s != "" {
 		parts, err := cursorParts(s, scheduleCursorTag, 2)
 		if err != nil {
 			return wire.SchedulePage{}, err
@@ -139,23 +130,17 @@ func (a *API) backfillSchedule(ctx context.Context, c *call, r wire.BackfillRequ
 }
 
 // GET /api/schedules/{id}/runs?limit=&cursor=
-func (a *API) listScheduleRuns(ctx context.Context, c *call) (wire.ScheduleRunPage, error) {
+func (a *API) listScheduleRuns(ctx context.Context, c *call, q pageQuery) (wire.ScheduleRunPage, error) {
 	id, err := scheduleID(c)
 	if err != nil {
 		return wire.ScheduleRunPage{}, err
 	}
-	limit, _, err := queryInt(c.req.Query, "limit", 1, MaxListLimit)
-	if err != nil {
-		return wire.ScheduleRunPage{}, err
-	}
-	if limit == 0 {
-		limit = DefaultListLimit
-	}
+	limit := cmp.Or(q.Limit, DefaultListLimit)
 	var (
 		before    time.Time
 		beforeRun int64
 	)
-	if s := c.req.Query.Get("cursor"); s != "" {
+	if s := q.Cursor; s != "" {
 		parts, err := cursorParts(s, runCursorTag, 3)
 		if err != nil {
 			return wire.ScheduleRunPage{}, err

@@ -13,10 +13,11 @@ import (
 // shared/wire's types: the handlers write the answers and shared/client reads
 // them (shapeOf); our client sends the requests and the server reads them
 // with jsonx.Read (bodyOf); so the document, the server and the client cannot
-// disagree. Written here by hand: the query parameters, the bodies NoETL's
-// workers send in several shapes (read by shared/noetlwire: the pool routes,
-// vars, staged results) and the internal routes' answers. Each shape is a
-// function returning a fresh value: no package-level state.
+// disagree; so are the query parameters (queries.go). Written here by hand:
+// the replay routes' query parameters (shared/replay reads them), the bodies
+// NoETL's workers send in several shapes (read by shared/noetlwire: the pool
+// routes, vars, staged results) and the internal routes' answers. Each shape
+// is a function returning a fresh value: no package-level state.
 
 // Shape is a JSON shape: the subset of OpenAPI 3.0's schema object the API
 // needs.
@@ -115,15 +116,6 @@ func errorShape() *Shape {
 	)
 }
 
-func catalogQuery() []Param {
-	return []Param{
-		param("path", str(), "only entries whose path contains this"),
-		param("limit", integer(), "page size, at most 1000"),
-		param("latest", boolean(), "only each path's latest version"),
-		param("cursor", str(), "the previous page's next_cursor"),
-	}
-}
-
 // registrationProps are NoETL's registration fields (noetlwire.Registration);
 // inside a heartbeat the name may be left to the heartbeat's.
 func registrationProps(name func(string, *Shape) Prop) []Prop {
@@ -153,57 +145,7 @@ func poolDeregisterBody() *Shape {
 	return object(req("name", scalar()), opt("component_type", enum("worker_pool")), opt("kind", enum("worker_pool")))
 }
 
-func workerPoolsQuery() []Param {
-	return []Param{
-		param("runtime", str(), "only workers of this runtime (python, rust, go)"),
-		param("status", str(), "only workers in this state: alive (every live one), ready, expired, offline, …"),
-		param("pool", str(), "only workers of this pool"),
-		param("limit", integer(), "at most this many, by name (default and maximum 1000)"),
-	}
-}
-
-func executionStatus() *Shape {
-	return enum("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
-}
-
-func executionsQuery() []Param {
-	return []Param{
-		param("path", str(), "only executions whose path contains this"),
-		param("status", executionStatus(), ""),
-		param("catalog_id", str(), ""),
-		param("parent_execution_id", str(), ""),
-		param("limit", integer(), "page size"),
-		param("offset", integer(), "rows to skip (bounded; page with cursor)"),
-		param("cursor", str(), "the X-Next-Cursor header of the previous page"),
-	}
-}
-
-func eventsQuery() []Param {
-	return []Param{
-		param("after_seq", integer(), "the previous page's next_after_seq"),
-		param("limit", integer(), "page size, at most 1000"),
-		param("event_type", str(), ""),
-		param("step", str(), ""),
-	}
-}
-
-func executionQuery() []Param {
-	return []Param{
-		param("page", integer(), "the page of events, 1 (the newest) by default"),
-		param("page_size", integer(), "events per page: 100 by default, at most 500"),
-		param("since_event_id", str(), "only events after this one (an event_id of the execution's)"),
-		param("view", enum("full", "summary"), "summary leaves out the steps and the events; default full"),
-	}
-}
-
-func uiSchemaQuery() []Param {
-	return []Param{param("version", str(), `a version number, or "latest" (default)`)}
-}
-
-func playbookContentQuery() []Param {
-	return []Param{{Name: "playbook_id", Required: true, Shape: str(), Doc: "a catalog_id, or a playbook path (its latest version)"}}
-}
-
+// replayQuery is what replay.ParseQuery reads.
 func replayQuery() []Param {
 	return []Param{
 		param("as_of_event_id", integer(), "fold up to this event id (at most one as_of_* cutoff)"),
@@ -214,26 +156,6 @@ func replayQuery() []Param {
 		param("verify", boolean(), "compare the fold with the stored projections"),
 		param("diff_from", str(), "a second cutoff to diff against (replay.md)"),
 	}
-}
-
-func credentialsQuery() []Param {
-	return []Param{param("type", str(), "only credentials of this type"),
-		param("q", str(), "only credentials whose name or description contains this (any case)")}
-}
-
-func credentialQuery() []Param {
-	return []Param{
-		param("include_data", boolean(), "answer the data too: the worker scope only, for a running execution the credential's scope allows, to the holder of a live claim whose step names the credential"),
-		param("execution_id", str(), "the execution the credential is read for (logged)"),
-		param("parent_execution_id", str(), "NoETL's; accepted, not used"),
-		param("command_id", str(), "the claimed command the data is for (our worker sends it)"),
-		param("worker_id", str(), "the worker holding that claim"),
-		param("attempt", integer(), "the claim's attempt (R-L8's fence)"),
-	}
-}
-
-func readsQuery() []Param {
-	return []Param{param("execution_id", str(), "only reads for this execution"), param("limit", integer(), "at most 1000 (default 100)")}
 }
 
 func varsBody() *Shape {

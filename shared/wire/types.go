@@ -38,14 +38,20 @@ type ExecutionSummary struct {
 	// Every event is numbered 1..last_seq (R-S4): the count without a scan.
 	EventCount int64 `json:"event_count"`
 	// NoETL's names for the times and what its GUI shows of them.
-	StartTime       WallTime `json:"start_time" doc:"started_at as NoETL's GUI shows it (UTC, 2006-01-02 15:04:05): its list prints the field as it comes"`
-	EndTime         WallTime `json:"end_time" doc:"completed_at as start_time; null while running"`
-	DurationSeconds float64  `json:"duration_seconds" doc:"from start to end, or to now while running, to the millisecond"`
-	DurationHuman   string   `json:"duration_human" doc:"duration_seconds as NoETL writes it: 1h 2m 3s"`
-	Progress        int      `json:"progress" doc:"percent: 100 once ended; while running, the share of steps done where the answer knows them (the detail), else 0"`
+	StartTime WallTime `json:"start_time" doc:"started_at as NoETL's GUI shows it (UTC, 2006-01-02 15:04:05): its list prints the field as it comes"`
+	EndTime   WallTime `json:"end_time" doc:"completed_at as start_time; null while running"`
+	Elapsed
+	Progress int `json:"progress" doc:"percent: 100 once ended; while running, the share of steps done where the answer knows them (the detail), else 0"`
 	// A run a schedule started names the schedule and the due time it ran for.
 	ScheduleID  OptID `json:"schedule_id" doc:"the schedule that started the execution; null: none"`
 	ScheduledAt Time  `json:"scheduled_at" doc:"the due time the schedule started it for; null: not a scheduled run"`
+}
+
+// Elapsed is how long an execution ran, as NoETL's lists and status
+// answer it.
+type Elapsed struct {
+	DurationSeconds float64 `json:"duration_seconds" doc:"from start to end, or to now while running, to the millisecond"`
+	DurationHuman   string  `json:"duration_human" doc:"duration_seconds as NoETL writes it: 1h 2m 3s"`
 }
 
 // Execution answers GET /api/executions/{id}.
@@ -128,8 +134,7 @@ type Status struct {
 	Error              OptString `json:"error" doc:"why it failed or was cancelled; null otherwise"`
 	StartTime          Time      `json:"start_time"`
 	EndTime            Time      `json:"end_time" doc:"null while running"`
-	DurationSeconds    float64   `json:"duration_seconds" doc:"from start to end, or to now while running, to the millisecond"`
-	DurationHuman      string    `json:"duration_human" doc:"duration_seconds as NoETL writes it: 1h 2m 3s"`
+	Elapsed
 }
 
 // Progress counts an execution's steps by state.
