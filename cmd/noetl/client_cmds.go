@@ -148,8 +148,7 @@ func idArg(fs *flag.FlagSet, stderr io.Writer, article, kind string) (int64, boo
 	return id, true
 }
 
-func runRegister(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, fs := clientFlags("register", stderr)
+func runRegister(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args, "register [flags] FILE...", "Registers playbook files; the server validates them and answers every problem."); !ok {
 		return code
 	}
@@ -206,8 +205,7 @@ func (s setFlags) Set(kv string) error {
 	return nil
 }
 
-func runExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, fs := clientFlags("exec", stderr)
+func runExec(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	sets := setFlags{}
 	fs.Var(sets, "set", "payload value key=value (repeatable; JSON values allowed)")
 	payloadFile := fs.String("payload", "", "JSON file with the payload (--set values win)")
@@ -295,8 +293,7 @@ func runExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, fs := clientFlags("status", stderr)
+func runStatus(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	id, code, ok := oneArg(fs, args, stderr, "status [flags] EXECUTION_ID", "Shows an execution's status, current step and progress.", executionID)
 	if !ok {
 		return code
@@ -314,8 +311,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	})
 }
 
-func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, fs := clientFlags("watch", stderr)
+func runWatch(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	fs.Lookup("json").Usage = "print the execution view (as exec --wait --json prints it) as one JSON line each time it changes; the last line is the final view"
 	every := fs.Duration("every", 500*time.Millisecond, "refresh interval")
 	if code, ok := parseFlags(fs, args, "watch [flags] EXECUTION_ID", "Follows an execution until it ends: a step table and a progress bar, or with --json a stream of\n"+
@@ -413,8 +409,7 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, fs := clientFlags("events", stderr)
+func runEvents(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args, "events [flags] EXECUTION_ID", "Lists an execution's events in order."); !ok {
 		return code
 	}
@@ -443,8 +438,7 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 }
 
-func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, fs := clientFlags("cancel", stderr)
+func runCancel(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	fs.Lookup("json").Usage = `print the API's answer as JSON: {"execution_id": "ID", "status": "CANCELLED", "cancelled_executions": [...]}`
 	reason := fs.String("reason", "cancelled from the CLI", "why")
 	id, code, ok := oneArg(fs, args, stderr, "cancel [flags] EXECUTION_ID", "Cancels an execution and its children. Cancelling a cancelled execution succeeds again;\n"+
@@ -470,8 +464,7 @@ func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return code
 }
 
-func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, fs := clientFlags("replay", stderr)
+func runReplay(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	eventsFile := fs.String("events", "", "fold this JSON log file offline (rows shaped like the parity data set) instead of asking a server")
 	asOfEvent := fs.String("as-of-event-id", "", "cutoff: fold up to this event id (inclusive)")
 	asOfPos := fs.String("as-of-position", "", "cutoff: fold up to this sequence number (inclusive)")

@@ -29,13 +29,13 @@ func runCredentials(ctx context.Context, args []string, stdout, stderr io.Writer
 		doc: "Manage the keychain: credentials playbooks name with auth: <name>, sealed at rest (README, \"Credentials\").\n" +
 			"Workers read a credential's data for the execution they run; users never get it back.",
 		order: []string{"set", "list", "get", "delete", "reads", "rotate"},
-		cmds: map[string]subcommand{
-			"set":    {"create or replace a credential (its data from a file or stdin)", runCredentialSet},
-			"list":   {"list credentials (never their data)", runCredentialList},
-			"get":    {"show a credential's metadata", runCredentialGet},
-			"delete": {"delete a credential", runCredentialDelete},
-			"reads":  {"who read a credential, for which execution, and what was answered", runCredentialReads},
-			"rotate": {"reseal every credential under the keychain's current key (--new-key: a new key first)", runCredentialRotate},
+		cmds: map[string]command{
+			"set":    {summary: "create or replace a credential (its data from a file or stdin)", client: runCredentialSet},
+			"list":   {summary: "list credentials (never their data)", client: runCredentialList},
+			"get":    {summary: "show a credential's metadata", client: runCredentialGet},
+			"delete": {summary: "delete a credential", client: runCredentialDelete},
+			"reads":  {summary: "who read a credential, for which execution, and what was answered", client: runCredentialReads},
+			"rotate": {summary: "reseal every credential under the keychain's current key (--new-key: a new key first)", client: runCredentialRotate},
 		}}.run(ctx, args, stdout, stderr)
 }
 

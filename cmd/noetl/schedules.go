@@ -21,16 +21,16 @@ import (
 func runSchedules(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return subcommandGroup{name: "schedules", doc: "Start playbooks on a cron or an interval, once per due time (docs/schedules.md).",
 		order: []string{"create", "list", "get", "pause", "resume", "trigger", "backfill", "delete", "runs"},
-		cmds: map[string]subcommand{
-			"create":   {"create a schedule from flags or a YAML file (flags win)", runScheduleCreate},
-			"list":     {"list schedules with their next and last runs", runScheduleList},
-			"get":      {"show one schedule", runScheduleGet},
-			"pause":    {"pause a schedule (its due times do not run)", runSchedulePause},
-			"resume":   {"resume a schedule from its next due time (no burst of the paused ones)", runScheduleResume},
-			"trigger":  {"run a schedule now, under its overlap policy", runScheduleTrigger},
-			"backfill": {"run every due time of a past range once, in order", runScheduleBackfill},
-			"delete":   {"delete a schedule (its runs go on)", runScheduleDelete},
-			"runs":     {"list a schedule's runs and skipped due times, newest first", runScheduleRuns},
+		cmds: map[string]command{
+			"create":   {summary: "create a schedule from flags or a YAML file (flags win)", client: runScheduleCreate},
+			"list":     {summary: "list schedules with their next and last runs", client: runScheduleList},
+			"get":      {summary: "show one schedule", client: runScheduleGet},
+			"pause":    {summary: "pause a schedule (its due times do not run)", client: runSchedulePause},
+			"resume":   {summary: "resume a schedule from its next due time (no burst of the paused ones)", client: runScheduleResume},
+			"trigger":  {summary: "run a schedule now, under its overlap policy", client: runScheduleTrigger},
+			"backfill": {summary: "run every due time of a past range once, in order", client: runScheduleBackfill},
+			"delete":   {summary: "delete a schedule (its runs go on)", client: runScheduleDelete},
+			"runs":     {summary: "list a schedule's runs and skipped due times, newest first", client: runScheduleRuns},
 		}}.run(ctx, args, stdout, stderr)
 }
 

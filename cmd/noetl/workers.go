@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -14,8 +15,7 @@ import (
 	"github.com/noetl-go/noetl/shared/wire"
 )
 
-func runWorkers(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, fs := clientFlags("workers", stderr)
+func runWorkers(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	fs.Lookup("json").Usage = "print the registry as GET /api/worker/pools answers it (NoETL's {items, count} with our fields)"
 	status := fs.String("status", "", "only workers in this state: alive (every live one), ready, expired, offline")
 	pool := fs.String("pool", "", "only workers of this pool")
