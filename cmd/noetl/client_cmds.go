@@ -108,6 +108,19 @@ func oneArg[T any](fs *flag.FlagSet, args []string, stderr io.Writer, usage, hel
 	return v, 0, true
 }
 
+// onOne is a client command on one thing: it reads the one positional
+// argument (read, as oneArg), asks the server about it (call) and replies
+// with the answer under the command's name (conn.reply), text printing it.
+func onOne[A, T any](c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer, usage, help string,
+	read func(*flag.FlagSet, io.Writer) (A, bool), call func(*client.Client, A) (T, error), text func(A, T) int) int {
+	a, code, ok := oneArg(fs, args, stderr, usage, help, read)
+	if !ok {
+		return code
+	}
+	answer, err := call(c.client(), a)
+	return c.reply(stdout, stderr, fs.Name(), answer, err, func() int { return text(a, answer) })
+}
+
 // reply ends a client command: a failed call is reported under the
 // command's name, the answer printed as JSON with --json, or else as text
 // writes it (text's result is the exit code).
@@ -294,21 +307,18 @@ func runExec(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdo
 }
 
 func runStatus(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
-	id, code, ok := oneArg(fs, args, stderr, "status [flags] EXECUTION_ID", "Shows an execution's status, current step and progress.", executionID)
-	if !ok {
-		return code
-	}
-	st, err := c.client().Status(ctx, id)
-	return c.reply(stdout, stderr, "status", st, err, func() int {
-		p := st.Progress
-		fmt.Fprintf(stdout, "execution %d: %s\n", id, st.Status)
-		if st.CurrentStep != "" {
-			fmt.Fprintf(stdout, "current step: %s\n", st.CurrentStep)
-		}
-		fmt.Fprintf(stdout, "steps: %d total, %d completed, %d running, %d failed, %d skipped\n",
-			p.TotalSteps, p.CompletedSteps, p.RunningSteps, p.FailedSteps, p.SkippedSteps)
-		return exitOK
-	})
+	return onOne(c, fs, args, stdout, stderr, "status [flags] EXECUTION_ID", "Shows an execution's status, current step and progress.", executionID,
+		func(cl *client.Client, id int64) (*wire.Status, error) { return cl.Status(ctx, id) },
+		func(id int64, st *wire.Status) int {
+			p := st.Progress
+			fmt.Fprintf(stdout, "execution %d: %s\n", id, st.Status)
+			if st.CurrentStep != "" {
+				fmt.Fprintf(stdout, "current step: %s\n", st.CurrentStep)
+			}
+			fmt.Fprintf(stdout, "steps: %d total, %d completed, %d running, %d failed, %d skipped\n",
+				p.TotalSteps, p.CompletedSteps, p.RunningSteps, p.FailedSteps, p.SkippedSteps)
+			return exitOK
+		})
 }
 
 func runWatch(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
