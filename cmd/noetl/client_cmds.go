@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"sort"
 	"strconv"
@@ -476,23 +475,18 @@ func runCancel(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, st
 
 func runReplay(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	eventsFile := fs.String("events", "", "fold this JSON log file offline (rows shaped like the parity data set) instead of asking a server")
-	asOfEvent := fs.String("as-of-event-id", "", "cutoff: fold up to this event id (inclusive)")
-	asOfPos := fs.String("as-of-position", "", "cutoff: fold up to this sequence number (inclusive)")
-	asOfTime := fs.String("as-of-time", "", "cutoff: fold up to this RFC 3339 time (inclusive)")
-	diffFrom := fs.String("diff-from", "", "also show what changed since this cutoff (event_id:N, position:N, time:T)")
-	projection := fs.String("projection", "", "execution|stage|frame|command|business_object|loop|step|all")
+	query := queryFlags(fs,
+		queryFlag{"as-of-event-id", "cutoff: fold up to this event id (inclusive)"},
+		queryFlag{"as-of-position", "cutoff: fold up to this sequence number (inclusive)"},
+		queryFlag{"as-of-time", "cutoff: fold up to this RFC 3339 time (inclusive)"},
+		queryFlag{"diff-from", "also show what changed since this cutoff (event_id:N, position:N, time:T)"},
+		queryFlag{"projection", "execution|stage|frame|command|business_object|loop|step|all"})
 	verify := fs.Bool("verify", false, "compare the full fold with the live snapshot")
 	limit := fs.Int("limit", 0, "fold at most this many events (default 100000); the output says truncated when the log is longer")
 	if code, ok := parseFlags(fs, args, "replay [flags] EXECUTION_ID | replay --events FILE.json", "Folds an event log into deterministic projections with checksums and prints the state as JSON."); !ok {
 		return code
 	}
-	q := url.Values{}
-	for k, v := range map[string]string{"as_of_event_id": *asOfEvent, "as_of_position": *asOfPos, "as_of_time": *asOfTime,
-		"diff_from": *diffFrom, "projection": *projection} {
-		if v != "" {
-			q.Set(k, v)
-		}
-	}
+	q := query()
 	if *verify {
 		q.Set("verify", "true")
 	}
