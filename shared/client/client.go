@@ -132,10 +132,6 @@ func RetryAfterOf(err error) time.Duration {
 	return 0
 }
 
-// do sends one request; idempotent requests are retried on 5xx and network
-// errors, with capped exponential backoff and jitter, Retries times — and,
-// while the server answers when to come back (Retry-After), for up to
-// Patience, waiting at least that long. out, when not nil, receives the
 // withQuery is path with the query, when it has one.
 func withQuery(path string, q url.Values) string {
 	if len(q) == 0 {
@@ -153,6 +149,10 @@ func call[T any](ctx context.Context, c *Client, method, path string, body any, 
 	return &out, nil
 }
 
+// do sends one request; idempotent requests are retried on 5xx and network
+// errors, with capped exponential backoff and jitter, Retries times — and,
+// while the server answers when to come back (Retry-After), for up to
+// Patience, waiting at least that long. out, when not nil, receives the
 // decoded JSON answer; the answer's headers are returned.
 func (c *Client) do(ctx context.Context, method, path string, body any, idempotent bool, out any) (http.Header, error) {
 	var payload []byte
