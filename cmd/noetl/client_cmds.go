@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"sort"
 	"strconv"
@@ -108,6 +107,19 @@ func oneArg[T any](fs *flag.FlagSet, args []string, stderr io.Writer, usage, hel
 	return v, 0, true
 }
 
+// onOne is a client command on one thing: it reads the one positional
+// argument (read, as oneArg), asks the server about it (call) and replies
+// with the answer under the command's name (conn.reply), text printing it.
+func onOne[A, T any](c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer, usage, help string,
+	read func(*flag.FlagSet, io.Writer) (A, bool), call func(*client.Client, A) (T, error), text func(A, T) int) int {
+	a, code, ok := oneArg(fs, args, stderr, usage, help, read)
+	if !ok {
+		return code
+	}
+	answer, err := call(c.client(), a)
+	return c.reply(stdout, stderr, fs.Name(), answer, err, func() int { return text(a, answer) })
+}
+
 // reply ends a client command: a failed call is reported under the
 // command's name, the answer printed as JSON with --json, or else as text
 // writes it (text's result is the exit code).
@@ -148,8 +160,7 @@ func idArg(fs *flag.FlagSet, stderr io.Writer, article, kind string) (int64, boo
 	return id, true
 }
 
-func runRegister(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, fs := clientFlags("register", stderr)
+func runRegister(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args, "register [flags] FILE...", "Registers playbook files; the server validates them and answers every problem."); !ok {
 		return code
 	}
@@ -206,8 +217,7 @@ func (s setFlags) Set(kv string) error {
 	return nil
 }
 
-func runExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, fs := clientFlags("exec", stderr)
+func runExec(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	sets := setFlags{}
 	fs.Var(sets, "set", "payload value key=value (repeatable; JSON values allowed)")
 	payloadFile := fs.String("payload", "", "JSON file with the payload (--set values win)")
@@ -295,27 +305,22 @@ func runExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, fs := clientFlags("status", stderr)
-	id, code, ok := oneArg(fs, args, stderr, "status [flags] EXECUTION_ID", "Shows an execution's status, current step and progress.", executionID)
-	if !ok {
-		return code
-	}
-	st, err := c.client().Status(ctx, id)
-	return c.reply(stdout, stderr, "status", st, err, func() int {
-		p := st.Progress
-		fmt.Fprintf(stdout, "execution %d: %s\n", id, st.Status)
-		if st.CurrentStep != "" {
-			fmt.Fprintf(stdout, "current step: %s\n", st.CurrentStep)
-		}
-		fmt.Fprintf(stdout, "steps: %d total, %d completed, %d running, %d failed, %d skipped\n",
-			p.TotalSteps, p.CompletedSteps, p.RunningSteps, p.FailedSteps, p.SkippedSteps)
-		return exitOK
-	})
+func runStatus(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
+	return onOne(c, fs, args, stdout, stderr, "status [flags] EXECUTION_ID", "Shows an execution's status, current step and progress.", executionID,
+		func(cl *client.Client, id int64) (*wire.Status, error) { return cl.Status(ctx, id) },
+		func(id int64, st *wire.Status) int {
+			p := st.Progress
+			fmt.Fprintf(stdout, "execution %d: %s\n", id, st.Status)
+			if st.CurrentStep != "" {
+				fmt.Fprintf(stdout, "current step: %s\n", st.CurrentStep)
+			}
+			fmt.Fprintf(stdout, "steps: %d total, %d completed, %d running, %d failed, %d skipped\n",
+				p.TotalSteps, p.CompletedSteps, p.RunningSteps, p.FailedSteps, p.SkippedSteps)
+			return exitOK
+		})
 }
 
-func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, fs := clientFlags("watch", stderr)
+func runWatch(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	fs.Lookup("json").Usage = "print the execution view (as exec --wait --json prints it) as one JSON line each time it changes; the last line is the final view"
 	every := fs.Duration("every", 500*time.Millisecond, "refresh interval")
 	if code, ok := parseFlags(fs, args, "watch [flags] EXECUTION_ID", "Follows an execution until it ends: a step table and a progress bar, or with --json a stream of\n"+
@@ -413,8 +418,7 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, fs := clientFlags("events", stderr)
+func runEvents(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args, "events [flags] EXECUTION_ID", "Lists an execution's events in order."); !ok {
 		return code
 	}
@@ -443,8 +447,7 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 }
 
-func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, fs := clientFlags("cancel", stderr)
+func runCancel(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	fs.Lookup("json").Usage = `print the API's answer as JSON: {"execution_id": "ID", "status": "CANCELLED", "cancelled_executions": [...]}`
 	reason := fs.String("reason", "cancelled from the CLI", "why")
 	id, code, ok := oneArg(fs, args, stderr, "cancel [flags] EXECUTION_ID", "Cancels an execution and its children. Cancelling a cancelled execution succeeds again;\n"+
@@ -470,26 +473,20 @@ func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return code
 }
 
-func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, fs := clientFlags("replay", stderr)
+func runReplay(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	eventsFile := fs.String("events", "", "fold this JSON log file offline (rows shaped like the parity data set) instead of asking a server")
-	asOfEvent := fs.String("as-of-event-id", "", "cutoff: fold up to this event id (inclusive)")
-	asOfPos := fs.String("as-of-position", "", "cutoff: fold up to this sequence number (inclusive)")
-	asOfTime := fs.String("as-of-time", "", "cutoff: fold up to this RFC 3339 time (inclusive)")
-	diffFrom := fs.String("diff-from", "", "also show what changed since this cutoff (event_id:N, position:N, time:T)")
-	projection := fs.String("projection", "", "execution|stage|frame|command|business_object|loop|step|all")
+	query := queryFlags(fs,
+		queryFlag{"as-of-event-id", "cutoff: fold up to this event id (inclusive)"},
+		queryFlag{"as-of-position", "cutoff: fold up to this sequence number (inclusive)"},
+		queryFlag{"as-of-time", "cutoff: fold up to this RFC 3339 time (inclusive)"},
+		queryFlag{"diff-from", "also show what changed since this cutoff (event_id:N, position:N, time:T)"},
+		queryFlag{"projection", "execution|stage|frame|command|business_object|loop|step|all"})
 	verify := fs.Bool("verify", false, "compare the full fold with the live snapshot")
 	limit := fs.Int("limit", 0, "fold at most this many events (default 100000); the output says truncated when the log is longer")
 	if code, ok := parseFlags(fs, args, "replay [flags] EXECUTION_ID | replay --events FILE.json", "Folds an event log into deterministic projections with checksums and prints the state as JSON."); !ok {
 		return code
 	}
-	q := url.Values{}
-	for k, v := range map[string]string{"as_of_event_id": *asOfEvent, "as_of_position": *asOfPos, "as_of_time": *asOfTime,
-		"diff_from": *diffFrom, "projection": *projection} {
-		if v != "" {
-			q.Set(k, v)
-		}
-	}
+	q := query()
 	if *verify {
 		q.Set("verify", "true")
 	}

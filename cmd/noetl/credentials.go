@@ -29,13 +29,13 @@ func runCredentials(ctx context.Context, args []string, stdout, stderr io.Writer
 		doc: "Manage the keychain: credentials playbooks name with auth: <name>, sealed at rest (README, \"Credentials\").\n" +
 			"Workers read a credential's data for the execution they run; users never get it back.",
 		order: []string{"set", "list", "get", "delete", "reads", "rotate"},
-		cmds: map[string]subcommand{
-			"set":    {"create or replace a credential (its data from a file or stdin)", runCredentialSet},
-			"list":   {"list credentials (never their data)", runCredentialList},
-			"get":    {"show a credential's metadata", runCredentialGet},
-			"delete": {"delete a credential", runCredentialDelete},
-			"reads":  {"who read a credential, for which execution, and what was answered", runCredentialReads},
-			"rotate": {"reseal every credential under the keychain's current key (--new-key: a new key first)", runCredentialRotate},
+		cmds: map[string]command{
+			"set":    {summary: "create or replace a credential (its data from a file or stdin)", client: runCredentialSet},
+			"list":   {summary: "list credentials (never their data)", client: runCredentialList},
+			"get":    {summary: "show a credential's metadata", client: runCredentialGet},
+			"delete": {summary: "delete a credential", client: runCredentialDelete},
+			"reads":  {summary: "who read a credential, for which execution, and what was answered", client: runCredentialReads},
+			"rotate": {summary: "reseal every credential under the keychain's current key (--new-key: a new key first)", client: runCredentialRotate},
 		}}.run(ctx, args, stdout, stderr)
 }
 
@@ -201,12 +201,11 @@ func runCredentialList(ctx context.Context, c *conn, fs *flag.FlagSet, args []st
 }
 
 func runCredentialGet(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
-	name, code, ok := oneArg(fs, args, stderr, "credentials get NAME [flags]", "Shows a credential's metadata. Its data is given only to workers, for the execution they run.", nameArg)
-	if !ok {
-		return code
-	}
-	cr, err := c.client().Credential(ctx, name, client.CredentialQuery{})
-	return c.reply(stdout, stderr, "credentials get", cr, err, func() int { return printCredential(stdout, cr) })
+	return onOne(c, fs, args, stdout, stderr, "credentials get NAME [flags]", "Shows a credential's metadata. Its data is given only to workers, for the execution they run.", nameArg,
+		func(cl *client.Client, name string) (*wire.Credential, error) {
+			return cl.Credential(ctx, name, client.CredentialQuery{})
+		},
+		func(_ string, cr *wire.Credential) int { return printCredential(stdout, cr) })
 }
 
 // printCredential shows a credential's metadata and scope.
@@ -222,15 +221,14 @@ func printCredential(stdout io.Writer, cr *wire.Credential) int {
 }
 
 func runCredentialDelete(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
-	name, code, ok := oneArg(fs, args, stderr, "credentials delete NAME [flags]", "Deletes a credential; steps naming it fail from then on.", nameArg)
-	if !ok {
-		return code
-	}
-	d, err := c.client().DeleteCredential(ctx, name)
-	return c.reply(stdout, stderr, "credentials delete", d, err, func() int {
-		fmt.Fprintf(stdout, "deleted credential %s (id %d)\n", name, d.ID)
-		return exitOK
-	})
+	return onOne(c, fs, args, stdout, stderr, "credentials delete NAME [flags]", "Deletes a credential; steps naming it fail from then on.", nameArg,
+		func(cl *client.Client, name string) (*wire.CredentialDeleted, error) {
+			return cl.DeleteCredential(ctx, name)
+		},
+		func(name string, d *wire.CredentialDeleted) int {
+			fmt.Fprintf(stdout, "deleted credential %s (id %d)\n", name, d.ID)
+			return exitOK
+		})
 }
 
 func runCredentialReads(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -9,8 +10,7 @@ import (
 
 // noetl doctor: the executions that break the liveness invariant
 // (GET /api/doctor). It exits 1 when it names any, so scripts can alarm.
-func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, fs := clientFlags("doctor", stderr)
+func runDoctor(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	fs.Lookup("json").Usage = "print the answer of GET /api/doctor"
 	limit := fs.Int("limit", 100, "how many executions to list, at most 1000")
 	if code, ok := flagsOnly(fs, args, "doctor [flags]", "Checks that every running execution has something that will move it: a command pending\n"+

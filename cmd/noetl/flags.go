@@ -1,6 +1,32 @@
 package main
 
-import "flag"
+import (
+	"flag"
+	"net/url"
+	"strings"
+)
+
+// queryFlag is a string flag passed on as the query parameter of its name
+// with _ for - (--as-of-time: as_of_time).
+type queryFlag struct{ name, usage string }
+
+// queryFlags defines flags on fs; the function it returns, called once fs is
+// parsed, is the query of those given.
+func queryFlags(fs *flag.FlagSet, flags ...queryFlag) func() url.Values {
+	vals := make([]*string, len(flags))
+	for i, f := range flags {
+		vals[i] = fs.String(f.name, "", f.usage)
+	}
+	return func() url.Values {
+		q := url.Values{}
+		for i, f := range flags {
+			if *vals[i] != "" {
+				q.Set(strings.ReplaceAll(f.name, "-", "_"), *vals[i])
+			}
+		}
+		return q
+	}
+}
 
 // parseInterspersed parses flags wherever they appear among the positional
 // arguments (`noetl exec FILE --wait` as well as `noetl exec --wait FILE`); the

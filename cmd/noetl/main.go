@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,10 +15,22 @@ import (
 	"syscall"
 )
 
-// command is one subcommand.
+// command is one command, or one subcommand of a group (subcommandGroup).
+// A client command (client set instead of run) is handed its flag set, named
+// after the command and carrying the client flags (clientFlags).
 type command struct {
 	summary string
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+	client  func(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int
+}
+
+// start runs cmd, called name ("doctor", "schedules get"), on its arguments.
+func (cmd command) start(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
+	if cmd.client == nil {
+		return cmd.run(ctx, args, stdout, stderr)
+	}
+	c, fs := clientFlags(name, stderr)
+	return cmd.client(ctx, c, fs, args, stdout, stderr)
 }
 
 // Exit codes: 0 success, 1 the work failed (invalid playbook, failed run), 2 usage.
@@ -29,27 +42,27 @@ const (
 
 func commands() map[string]command {
 	return map[string]command{
-		"corpus":      {"run NoETL's offline playbook corpus end to end and report each playbook's outcome and checks", runCorpus},
-		"bench":       {"measure the step path: steps/s, step cycle, commits, HTTP requests and event rows per step", runBench},
-		"dev":         {"the whole stack in one process: database, NATS, API, workers, examples and a demo", runDev},
-		"serve":       {"serve the API on one port through the Lambda handlers (throwaway Postgres and NATS unless given)", runServe},
-		"worker":      {"run a worker: pull commands from NATS, claim and run them", runWorker},
-		"migrate":     {"apply the database migrations and create the NATS stream", runMigrate},
-		"validate":    {"parse and validate playbooks, printing every error and warning with its YAML path", runValidate},
-		"register":    {"register playbooks in the catalog", runRegister},
-		"exec":        {"start an execution (of a catalog path, or of a playbook file after registering it)", runExec},
-		"status":      {"show an execution's status and progress", runStatus},
-		"watch":       {"follow an execution: live step table and progress bar until it ends", runWatch},
-		"events":      {"list an execution's events", runEvents},
-		"cancel":      {"cancel an execution and its children", runCancel},
-		"redrive":     {"continue FAILED or CANCELLED executions in place (under a newer version: the fix); completed steps do not run again", runRedrive},
-		"credentials": {"manage the keychain: set, list, get, delete credentials, their read log, key rotation", runCredentials},
-		"replay":      {"fold an execution's event log (or a log file with --events) into its projections", runReplay},
-		"whatif":      {"what a new playbook version would have done on recorded executions, without running a tool", runWhatIf},
-		"schedules":   {"create, list, pause, resume, trigger, backfill and delete schedules (cron or interval runs)", runSchedules},
-		"workers":     {"list the workers registered with the server (ours and NoETL's): who is alive, how busy", runWorkers},
-		"doctor":      {"list the running executions that nothing will move (the liveness invariant), each with why", runDoctor},
-		"routes":      {"print routes.json (every API route and its Lambda function); --write: regenerate the files derived from the routes", runRoutes},
+		"corpus":      {summary: "run NoETL's offline playbook corpus end to end and report each playbook's outcome and checks", run: runCorpus},
+		"bench":       {summary: "measure the step path: steps/s, step cycle, commits, HTTP requests and event rows per step", run: runBench},
+		"dev":         {summary: "the whole stack in one process: database, NATS, API, workers, examples and a demo", run: runDev},
+		"serve":       {summary: "serve the API on one port through the Lambda handlers (throwaway Postgres and NATS unless given)", run: runServe},
+		"worker":      {summary: "run a worker: pull commands from NATS, claim and run them", run: runWorker},
+		"migrate":     {summary: "apply the database migrations and create the NATS stream", run: runMigrate},
+		"validate":    {summary: "parse and validate playbooks, printing every error and warning with its YAML path", run: runValidate},
+		"register":    {summary: "register playbooks in the catalog", client: runRegister},
+		"exec":        {summary: "start an execution (of a catalog path, or of a playbook file after registering it)", client: runExec},
+		"status":      {summary: "show an execution's status and progress", client: runStatus},
+		"watch":       {summary: "follow an execution: live step table and progress bar until it ends", client: runWatch},
+		"events":      {summary: "list an execution's events", client: runEvents},
+		"cancel":      {summary: "cancel an execution and its children", client: runCancel},
+		"redrive":     {summary: "continue FAILED or CANCELLED executions in place (under a newer version: the fix); completed steps do not run again", client: runRedrive},
+		"credentials": {summary: "manage the keychain: set, list, get, delete credentials, their read log, key rotation", run: runCredentials},
+		"replay":      {summary: "fold an execution's event log (or a log file with --events) into its projections", client: runReplay},
+		"whatif":      {summary: "what a new playbook version would have done on recorded executions, without running a tool", client: runWhatIf},
+		"schedules":   {summary: "create, list, pause, resume, trigger, backfill and delete schedules (cron or interval runs)", run: runSchedules},
+		"workers":     {summary: "list the workers registered with the server (ours and NoETL's): who is alive, how busy", client: runWorkers},
+		"doctor":      {summary: "list the running executions that nothing will move (the liveness invariant), each with why", client: runDoctor},
+		"routes":      {summary: "print routes.json (every API route and its Lambda function); --write: regenerate the files derived from the routes", run: runRoutes},
 	}
 }
 
@@ -72,7 +85,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		if len(args) > 1 {
 			if c, ok := cmds[args[1]]; ok {
-				return c.run(ctx, []string{"-h"}, stdout, stderr)
+				return c.start(ctx, args[1], []string{"-h"}, stdout, stderr)
 			}
 		}
 		usage(stdout, cmds)
@@ -84,7 +97,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stderr, cmds)
 		return exitUsage
 	}
-	return c.run(ctx, args[1:], stdout, stderr)
+	return c.start(ctx, args[0], args[1:], stdout, stderr)
 }
 
 func usage(w io.Writer, cmds map[string]command) {

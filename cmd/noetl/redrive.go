@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -15,8 +16,7 @@ import (
 // runRedrive continues FAILED or CANCELLED executions in place
 // (docs/redrive.md): one id through the single route, several
 // through the bulk one (at most 100), each redriven once.
-func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, fs := clientFlags("redrive", stderr)
+func runRedrive(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	fs.Lookup("json").Usage = "print the API's answer as JSON (one id: the redrive; several: the batch)"
 	version := fs.Int("version", 0, "continue under this version of the playbook (default: each execution's own); a newer version is the fix")
 	wait := fs.Bool("wait", false, "wait until each redriven execution ends; exit 1 unless all COMPLETED")

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/wire"
 )
@@ -21,16 +22,16 @@ import (
 func runSchedules(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return subcommandGroup{name: "schedules", doc: "Start playbooks on a cron or an interval, once per due time (docs/schedules.md).",
 		order: []string{"create", "list", "get", "pause", "resume", "trigger", "backfill", "delete", "runs"},
-		cmds: map[string]subcommand{
-			"create":   {"create a schedule from flags or a YAML file (flags win)", runScheduleCreate},
-			"list":     {"list schedules with their next and last runs", runScheduleList},
-			"get":      {"show one schedule", runScheduleGet},
-			"pause":    {"pause a schedule (its due times do not run)", runSchedulePause},
-			"resume":   {"resume a schedule from its next due time (no burst of the paused ones)", runScheduleResume},
-			"trigger":  {"run a schedule now, under its overlap policy", runScheduleTrigger},
-			"backfill": {"run every due time of a past range once, in order", runScheduleBackfill},
-			"delete":   {"delete a schedule (its runs go on)", runScheduleDelete},
-			"runs":     {"list a schedule's runs and skipped due times, newest first", runScheduleRuns},
+		cmds: map[string]command{
+			"create":   {summary: "create a schedule from flags or a YAML file (flags win)", client: runScheduleCreate},
+			"list":     {summary: "list schedules with their next and last runs", client: runScheduleList},
+			"get":      {summary: "show one schedule", client: runScheduleGet},
+			"pause":    {summary: "pause a schedule (its due times do not run)", client: runSchedulePause},
+			"resume":   {summary: "resume a schedule from its next due time (no burst of the paused ones)", client: runScheduleResume},
+			"trigger":  {summary: "run a schedule now, under its overlap policy", client: runScheduleTrigger},
+			"backfill": {summary: "run every due time of a past range once, in order", client: runScheduleBackfill},
+			"delete":   {summary: "delete a schedule (its runs go on)", client: runScheduleDelete},
+			"runs":     {summary: "list a schedule's runs and skipped due times, newest first", client: runScheduleRuns},
 		}}.run(ctx, args, stdout, stderr)
 }
 
@@ -193,15 +194,12 @@ func orDash(s string) string {
 }
 
 func runScheduleGet(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
-	id, code, ok := oneArg(fs, args, stderr, "schedules get [flags] SCHEDULE_ID", "Shows one schedule.", scheduleIDArg)
-	if !ok {
-		return code
-	}
-	s, err := c.client().Schedule(ctx, id)
-	return c.reply(stdout, stderr, "schedules get", s, err, func() int {
-		printSchedule(stdout, *s)
-		return exitOK
-	})
+	return onOne(c, fs, args, stdout, stderr, "schedules get [flags] SCHEDULE_ID", "Shows one schedule.", scheduleIDArg,
+		func(cl *client.Client, id int64) (*wire.Schedule, error) { return cl.Schedule(ctx, id) },
+		func(_ int64, s *wire.Schedule) int {
+			printSchedule(stdout, *s)
+			return exitOK
+		})
 }
 
 func printSchedule(w io.Writer, s wire.Schedule) {
@@ -234,39 +232,35 @@ func runScheduleResume(ctx context.Context, c *conn, fs *flag.FlagSet, args []st
 
 func setEnabled(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer, enabled bool) int {
 	verb := map[bool]string{true: "resume", false: "pause"}[enabled]
-	id, code, ok := oneArg(fs, args, stderr, "schedules "+verb+" [flags] SCHEDULE_ID", "Sets the schedule's enabled flag.", scheduleIDArg)
-	if !ok {
-		return code
-	}
-	s, err := c.client().UpdateSchedule(ctx, id, wire.ScheduleRequest{Enabled: &enabled})
-	return c.reply(stdout, stderr, "schedules "+verb, s, err, func() int {
-		if enabled {
-			fmt.Fprintf(stdout, "schedule %d resumed, next run %s\n", id, at(s.NextRunAt))
-		} else {
-			fmt.Fprintf(stdout, "schedule %d paused\n", id)
-		}
-		return exitOK
-	})
+	return onOne(c, fs, args, stdout, stderr, "schedules "+verb+" [flags] SCHEDULE_ID", "Sets the schedule's enabled flag.", scheduleIDArg,
+		func(cl *client.Client, id int64) (*wire.Schedule, error) {
+			return cl.UpdateSchedule(ctx, id, wire.ScheduleRequest{Enabled: &enabled})
+		},
+		func(id int64, s *wire.Schedule) int {
+			if enabled {
+				fmt.Fprintf(stdout, "schedule %d resumed, next run %s\n", id, at(s.NextRunAt))
+			} else {
+				fmt.Fprintf(stdout, "schedule %d paused\n", id)
+			}
+			return exitOK
+		})
 }
 
 func runScheduleTrigger(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
-	id, code, ok := oneArg(fs, args, stderr, "schedules trigger [flags] SCHEDULE_ID", "Runs the schedule now under its overlap policy (skip: not while a run is going).", scheduleIDArg)
-	if !ok {
-		return code
-	}
-	r, err := c.client().TriggerSchedule(ctx, id)
-	return c.reply(stdout, stderr, "schedules trigger", r, err, func() int {
-		switch r.Outcome {
-		case "started":
-			fmt.Fprintf(stdout, "schedule %d: started execution %d (watch it: noetl watch %d)\n", id, r.ExecutionID, r.ExecutionID)
-		case "buffered":
-			fmt.Fprintf(stdout, "schedule %d: the run waits for the one going (overlap buffer_one)\n", id)
-		default:
-			fmt.Fprintf(stdout, "schedule %d: %s: %s\n", id, r.Outcome, r.Reason)
-			return exitFail
-		}
-		return exitOK
-	})
+	return onOne(c, fs, args, stdout, stderr, "schedules trigger [flags] SCHEDULE_ID", "Runs the schedule now under its overlap policy (skip: not while a run is going).", scheduleIDArg,
+		func(cl *client.Client, id int64) (*wire.Triggered, error) { return cl.TriggerSchedule(ctx, id) },
+		func(id int64, r *wire.Triggered) int {
+			switch r.Outcome {
+			case "started":
+				fmt.Fprintf(stdout, "schedule %d: started execution %d (watch it: noetl watch %d)\n", id, r.ExecutionID, r.ExecutionID)
+			case "buffered":
+				fmt.Fprintf(stdout, "schedule %d: the run waits for the one going (overlap buffer_one)\n", id)
+			default:
+				fmt.Fprintf(stdout, "schedule %d: %s: %s\n", id, r.Outcome, r.Reason)
+				return exitFail
+			}
+			return exitOK
+		})
 }
 
 func runScheduleBackfill(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
@@ -297,25 +291,23 @@ func runScheduleBackfill(ctx context.Context, c *conn, fs *flag.FlagSet, args []
 }
 
 func runScheduleDelete(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
-	id, code, ok := oneArg(fs, args, stderr, "schedules delete [flags] SCHEDULE_ID", "Deletes a schedule and its log; the runs it started go on.", scheduleIDArg)
-	if !ok {
-		return code
-	}
-	err := c.client().DeleteSchedule(ctx, id)
-	return c.reply(stdout, stderr, "schedules delete", map[string]any{"schedule_id": strconv.FormatInt(id, 10), "deleted": true}, err, func() int {
-		fmt.Fprintf(stdout, "schedule %d deleted\n", id)
-		return exitOK
-	})
+	return onOne(c, fs, args, stdout, stderr, "schedules delete [flags] SCHEDULE_ID", "Deletes a schedule and its log; the runs it started go on.", scheduleIDArg,
+		func(cl *client.Client, id int64) (map[string]any, error) {
+			return map[string]any{"schedule_id": strconv.FormatInt(id, 10), "deleted": true}, cl.DeleteSchedule(ctx, id)
+		},
+		func(id int64, _ map[string]any) int {
+			fmt.Fprintf(stdout, "schedule %d deleted\n", id)
+			return exitOK
+		})
 }
 
 func runScheduleRuns(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	limit := fs.Int("limit", 50, "rows to show (newest first)")
-	id, code, ok := oneArg(fs, args, stderr, "schedules runs [flags] SCHEDULE_ID", "Lists the schedule's runs and the due times it skipped, newest first.", scheduleIDArg)
-	if !ok {
-		return code
-	}
-	page, err := c.client().ScheduleRuns(ctx, id, "", *limit)
-	return c.reply(stdout, stderr, "schedules runs", page, err, func() int { return printRuns(stdout, page.Runs) })
+	return onOne(c, fs, args, stdout, stderr, "schedules runs [flags] SCHEDULE_ID", "Lists the schedule's runs and the due times it skipped, newest first.", scheduleIDArg,
+		func(cl *client.Client, id int64) (*wire.ScheduleRunPage, error) {
+			return cl.ScheduleRuns(ctx, id, "", *limit)
+		},
+		func(_ int64, page *wire.ScheduleRunPage) int { return printRuns(stdout, page.Runs) })
 }
 
 // printRuns is a schedule's log as a table.

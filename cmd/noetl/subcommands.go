@@ -2,24 +2,16 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 )
-
-// subcommand is one subcommand of a command group (noetl schedules …, noetl
-// credentials …): it gets the client flags registered on its flag set.
-type subcommand struct {
-	summary string
-	run     func(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int
-}
 
 // subcommandGroup is `noetl <name> <subcommand>`.
 type subcommandGroup struct {
 	name  string
 	doc   string
 	order []string // the subcommands in the order usage lists them
-	cmds  map[string]subcommand
+	cmds  map[string]command
 }
 
 func (g subcommandGroup) run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -46,6 +38,5 @@ func (g subcommandGroup) run(ctx context.Context, args []string, stdout, stderr 
 		usage(stderr)
 		return exitUsage
 	}
-	c, fs := clientFlags(g.name+" "+args[0], stderr)
-	return sc.run(ctx, c, fs, args[1:], stdout, stderr)
+	return sc.start(ctx, g.name+" "+args[0], args[1:], stdout, stderr)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,8 +16,7 @@ import (
 // runWhatIf is `noetl whatif NEW.yaml --path P --status FAILED --since 24h`:
 // what the new version would have done on recorded executions (POST
 // /api/whatif), a table and the summary.
-func runWhatIf(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, fs := clientFlags("whatif", stderr)
+func runWhatIf(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	path := fs.String("path", "", "the recorded executions' playbook path (default: the new version's)")
 	version := fs.Int("version", 0, "a registered version of --path as the new version, instead of a file")
 	status := fs.String("status", "", "only recorded executions with this status (RUNNING, COMPLETED, FAILED, CANCELLED)")

@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,24 +14,18 @@ import (
 	"github.com/noetl-go/noetl/shared/wire"
 )
 
-func runWorkers(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, fs := clientFlags("workers", stderr)
+func runWorkers(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	fs.Lookup("json").Usage = "print the registry as GET /api/worker/pools answers it (NoETL's {items, count} with our fields)"
-	status := fs.String("status", "", "only workers in this state: alive (every live one), ready, expired, offline")
-	pool := fs.String("pool", "", "only workers of this pool")
-	runtime := fs.String("runtime", "", "only workers of this runtime (go, python, rust)")
+	query := queryFlags(fs,
+		queryFlag{"status", "only workers in this state: alive (every live one), ready, expired, offline"},
+		queryFlag{"pool", "only workers of this pool"},
+		queryFlag{"runtime", "only workers of this runtime (go, python, rust)"})
 	if code, ok := flagsOnly(fs, args, "workers [flags]", "Lists the workers registered with the server, ours and NoETL's: who is alive and how busy.\n"+
 		"BUSY is the commands a worker holds under a live lease over the capacity it declared; a worker\n"+
 		"expires when it has not registered or beaten for a while (45 s by default), and is offline once\nit deregistered.", stderr); !ok {
 		return code
 	}
-	q := url.Values{}
-	for k, v := range map[string]string{"status": *status, "pool": *pool, "runtime": *runtime} {
-		if v != "" {
-			q.Set(k, v)
-		}
-	}
-	ws, err := c.client().Workers(ctx, q)
+	ws, err := c.client().Workers(ctx, query())
 	return c.reply(stdout, stderr, "workers", ws, err, func() int {
 		renderWorkers(stdout, ws.Items, time.Now())
 		return exitOK

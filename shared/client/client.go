@@ -132,10 +132,6 @@ func RetryAfterOf(err error) time.Duration {
 	return 0
 }
 
-// do sends one request; idempotent requests are retried on 5xx and network
-// errors, with capped exponential backoff and jitter, Retries times — and,
-// while the server answers when to come back (Retry-After), for up to
-// Patience, waiting at least that long. out, when not nil, receives the
 // withQuery is path with the query, when it has one.
 func withQuery(path string, q url.Values) string {
 	if len(q) == 0 {
@@ -144,6 +140,19 @@ func withQuery(path string, q url.Values) string {
 	return path + "?" + q.Encode()
 }
 
+// call is do for an answer that is one JSON object: a new T, or the error.
+func call[T any](ctx context.Context, c *Client, method, path string, body any, idempotent bool) (*T, error) {
+	var out T
+	if _, err := c.do(ctx, method, path, body, idempotent, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// do sends one request; idempotent requests are retried on 5xx and network
+// errors, with capped exponential backoff and jitter, Retries times — and,
+// while the server answers when to come back (Retry-After), for up to
+// Patience, waiting at least that long. out, when not nil, receives the
 // decoded JSON answer; the answer's headers are returned.
 func (c *Client) do(ctx context.Context, method, path string, body any, idempotent bool, out any) (http.Header, error) {
 	var payload []byte
@@ -308,11 +317,7 @@ func ID(v any) int64 {
 
 // Register registers a playbook's YAML.
 func (c *Client) Register(ctx context.Context, content string) (*wire.Registered, error) {
-	var out wire.Registered
-	if _, err := c.do(ctx, http.MethodPost, "/api/catalog/register", wire.RegisterRequest{Content: content}, true, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[wire.Registered](ctx, c, http.MethodPost, "/api/catalog/register", wire.RegisterRequest{Content: content}, true)
 }
 
 // Execute starts an execution (set Path or CatalogID) and returns its id.
@@ -329,41 +334,25 @@ func (c *Client) Execute(ctx context.Context, r wire.ExecuteRequest) (int64, err
 // executions (POST /api/whatif): nothing runs and nothing is written, so it
 // is safe to retry.
 func (c *Client) WhatIf(ctx context.Context, r wire.WhatIfRequest) (*wire.WhatIf, error) {
-	var out wire.WhatIf
-	if _, err := c.do(ctx, http.MethodPost, "/api/whatif", r, true, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[wire.WhatIf](ctx, c, http.MethodPost, "/api/whatif", r, true)
 }
 
 func executionPath(id int64) string { return "/api/executions/" + strconv.FormatInt(id, 10) }
 
 // Execution returns GET /api/executions/{id}.
 func (c *Client) Execution(ctx context.Context, id int64) (*wire.Execution, error) {
-	var out wire.Execution
-	if _, err := c.do(ctx, http.MethodGet, executionPath(id), nil, true, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[wire.Execution](ctx, c, http.MethodGet, executionPath(id), nil, true)
 }
 
 // ExecutionSummary returns GET /api/executions/{id}?view=summary: the execution
 // without its steps and events (status, context, result, error).
 func (c *Client) ExecutionSummary(ctx context.Context, id int64) (*wire.Execution, error) {
-	var out wire.Execution
-	if _, err := c.do(ctx, http.MethodGet, executionPath(id)+"?view=summary", nil, true, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[wire.Execution](ctx, c, http.MethodGet, executionPath(id)+"?view=summary", nil, true)
 }
 
 // Status returns GET /api/executions/{id}/status.
 func (c *Client) Status(ctx context.Context, id int64) (*wire.Status, error) {
-	var out wire.Status
-	if _, err := c.do(ctx, http.MethodGet, executionPath(id)+"/status", nil, true, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[wire.Status](ctx, c, http.MethodGet, executionPath(id)+"/status", nil, true)
 }
 
 // Events returns one page of an execution's events after afterSeq and the
@@ -405,11 +394,7 @@ func (c *Client) ListExecutions(ctx context.Context, q url.Values) ([]wire.Execu
 // Redrive continues a FAILED or CANCELLED execution in place under version
 // (0: its own).
 func (c *Client) Redrive(ctx context.Context, id int64, version int) (*wire.Redriven, error) {
-	var out wire.Redriven
-	if _, err := c.do(ctx, http.MethodPost, executionPath(id)+"/redrive", wire.RedriveRequest{Version: version}, true, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[wire.Redriven](ctx, c, http.MethodPost, executionPath(id)+"/redrive", wire.RedriveRequest{Version: version}, true)
 }
 
 // RedriveMany redrives up to 100 executions, each once.
@@ -418,21 +403,13 @@ func (c *Client) RedriveMany(ctx context.Context, ids []int64, version int) (*wi
 	for i, id := range ids {
 		req.Executions[i] = wire.ID(id)
 	}
-	var out wire.RedriveBatch
-	if _, err := c.do(ctx, http.MethodPost, "/api/executions/redrive", req, true, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[wire.RedriveBatch](ctx, c, http.MethodPost, "/api/executions/redrive", req, true)
 }
 
 // Cancel cancels an execution and its children; the answer's Already says
 // how one that had already ended ended.
 func (c *Client) Cancel(ctx context.Context, id int64, reason string) (*wire.CancelAnswer, error) {
-	var out wire.CancelAnswer
-	if _, err := c.do(ctx, http.MethodPost, executionPath(id)+"/cancel", wire.CancelRequest{Reason: reason}, true, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[wire.CancelAnswer](ctx, c, http.MethodPost, executionPath(id)+"/cancel", wire.CancelRequest{Reason: reason}, true)
 }
 
 // Replay returns the replay document (replay.md, written by shared/replay)
@@ -499,12 +476,12 @@ func commandPath(eventID int64) string { return "/api/commands/" + strconv.Forma
 // start with the claim (the caller runs the command at once), so no
 // command.started is posted.
 func (c *Client) Claim(ctx context.Context, eventID int64, workerID string, start bool) (*wire.Command, error) {
-	var out wire.Command
-	if _, err := c.do(ctx, http.MethodPost, commandPath(eventID)+"/claim", wire.ClaimRequest{WorkerID: workerID, Start: start}, true, &out); err != nil {
+	out, err := call[wire.Command](ctx, c, http.MethodPost, commandPath(eventID)+"/claim", wire.ClaimRequest{WorkerID: workerID, Start: start}, true)
+	if err != nil {
 		return nil, err
 	}
-	fillCommand(&out)
-	return &out, nil
+	fillCommand(out)
+	return out, nil
 }
 
 // fillCommand takes command_id and attempt from meta when the body leaves
@@ -590,21 +567,13 @@ func (c *Client) ResolveResult(ctx context.Context, ref string) ([]byte, error) 
 
 // RegisterWorker registers (or re-registers) a worker.
 func (c *Client) RegisterWorker(ctx context.Context, r wire.PoolRegistration) (*wire.PoolRegistered, error) {
-	var out wire.PoolRegistered
-	if _, err := c.do(ctx, http.MethodPost, "/api/worker/pool/register", r, true, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[wire.PoolRegistered](ctx, c, http.MethodPost, "/api/worker/pool/register", r, true)
 }
 
 // WorkerHeartbeat is a worker's pool heartbeat; a 404 (StatusOf) means the
 // registry does not know it: register again.
 func (c *Client) WorkerHeartbeat(ctx context.Context, name string) (*wire.PoolRegistered, error) {
-	var out wire.PoolRegistered
-	if _, err := c.do(ctx, http.MethodPost, "/api/worker/pool/heartbeat", wire.PoolBeat{Name: name}, true, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[wire.PoolRegistered](ctx, c, http.MethodPost, "/api/worker/pool/heartbeat", wire.PoolBeat{Name: name}, true)
 }
 
 // DeregisterWorker marks a worker offline.
@@ -617,39 +586,23 @@ func (c *Client) DeregisterWorker(ctx context.Context, name string) error {
 // status, pool, limit).
 func (c *Client) Workers(ctx context.Context, q url.Values) (*wire.WorkerPools, error) {
 	path := withQuery("/api/worker/pools", q)
-	var out wire.WorkerPools
-	if _, err := c.do(ctx, http.MethodGet, path, nil, true, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[wire.WorkerPools](ctx, c, http.MethodGet, path, nil, true)
 }
 
 // Doctor returns GET /api/doctor: the executions that break the liveness
 // invariant, at most limit of them.
 func (c *Client) Doctor(ctx context.Context, limit int) (*wire.Doctor, error) {
-	var out wire.Doctor
-	if _, err := c.do(ctx, http.MethodGet, "/api/doctor?limit="+strconv.Itoa(limit), nil, true, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[wire.Doctor](ctx, c, http.MethodGet, "/api/doctor?limit="+strconv.Itoa(limit), nil, true)
 }
 
 // PoolStatus returns GET /api/pool/status.
 func (c *Client) PoolStatus(ctx context.Context) (*wire.PoolStatus, error) {
-	var out wire.PoolStatus
-	if _, err := c.do(ctx, http.MethodGet, "/api/pool/status", nil, true, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[wire.PoolStatus](ctx, c, http.MethodGet, "/api/pool/status", nil, true)
 }
 
 // Health returns GET /api/health.
 func (c *Client) Health(ctx context.Context) (*wire.Health, error) {
-	var out wire.Health
-	if _, err := c.do(ctx, http.MethodGet, "/api/health", nil, false, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[wire.Health](ctx, c, http.MethodGet, "/api/health", nil, false)
 }
 
 // MarshalIndent pretty-prints a decoded answer for humans.

@@ -16,9 +16,7 @@ func credentialPath(identifier string) string {
 
 // PutCredential creates or replaces a credential.
 func (c *Client) PutCredential(ctx context.Context, r wire.CredentialRequest) (*wire.Credential, error) {
-	var out wire.Credential
-	_, err := c.do(ctx, "POST", "/api/credentials", r, true, &out)
-	return &out, err
+	return call[wire.Credential](ctx, c, "POST", "/api/credentials", r, true)
 }
 
 // Credentials lists credentials (never their data), by type and a name or
@@ -32,9 +30,7 @@ func (c *Client) Credentials(ctx context.Context, typ, q string) (*wire.Credenti
 		v.Set("q", q)
 	}
 	path := withQuery("/api/credentials", v)
-	var out wire.CredentialList
-	_, err := c.do(ctx, "GET", path, nil, true, &out)
-	return &out, err
+	return call[wire.CredentialList](ctx, c, "GET", path, nil, true)
 }
 
 // CredentialQuery is what a credential read asks for: its data for an
@@ -68,16 +64,12 @@ func (c *Client) Credential(ctx context.Context, identifier string, q Credential
 		v.Set("attempt", strconv.Itoa(q.Attempt))
 	}
 	path := withQuery(credentialPath(identifier), v)
-	var out wire.Credential
-	_, err := c.do(ctx, "GET", path, nil, true, &out)
-	return &out, err
+	return call[wire.Credential](ctx, c, "GET", path, nil, true)
 }
 
 // DeleteCredential deletes a credential by id or name.
 func (c *Client) DeleteCredential(ctx context.Context, identifier string) (*wire.CredentialDeleted, error) {
-	var out wire.CredentialDeleted
-	_, err := c.do(ctx, "DELETE", credentialPath(identifier), nil, false, &out)
-	return &out, err
+	return call[wire.CredentialDeleted](ctx, c, "DELETE", credentialPath(identifier), nil, false)
 }
 
 // CredentialReads lists who read a credential, newest first.
@@ -90,15 +82,11 @@ func (c *Client) CredentialReads(ctx context.Context, identifier string, executi
 		v.Set("limit", strconv.Itoa(limit))
 	}
 	path := withQuery(credentialPath(identifier)+"/reads", v)
-	var out wire.CredentialReads
-	_, err := c.do(ctx, "GET", path, nil, true, &out)
-	return &out, err
+	return call[wire.CredentialReads](ctx, c, "GET", path, nil, true)
 }
 
 // RotateCredentials reseals up to r.Limit credentials under the keychain's
 // current key (r.NewKey: a new key first).
 func (c *Client) RotateCredentials(ctx context.Context, r wire.RotateRequest) (*wire.Rotation, error) {
-	var out wire.Rotation
-	_, err := c.do(ctx, "POST", "/api/credentials/rotate", r, false, &out)
-	return &out, err
+	return call[wire.Rotation](ctx, c, "POST", "/api/credentials/rotate", r, false)
 }

@@ -16,39 +16,23 @@ func schedulePath(id int64) string { return "/api/schedules/" + strconv.FormatIn
 
 // CreateSchedule creates a schedule. Not retried: a retry could create two.
 func (c *Client) CreateSchedule(ctx context.Context, r wire.ScheduleRequest) (*wire.Schedule, error) {
-	var out wire.Schedule
-	if _, err := c.do(ctx, http.MethodPost, "/api/schedules", r, false, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[wire.Schedule](ctx, c, http.MethodPost, "/api/schedules", r, false)
 }
 
 // UpdateSchedule changes the fields r gives (PATCH); Enabled pauses or
 // resumes.
 func (c *Client) UpdateSchedule(ctx context.Context, id int64, r wire.ScheduleRequest) (*wire.Schedule, error) {
-	var out wire.Schedule
-	if _, err := c.do(ctx, http.MethodPatch, schedulePath(id), r, true, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[wire.Schedule](ctx, c, http.MethodPatch, schedulePath(id), r, true)
 }
 
 // Schedule returns one schedule.
 func (c *Client) Schedule(ctx context.Context, id int64) (*wire.Schedule, error) {
-	var out wire.Schedule
-	if _, err := c.do(ctx, http.MethodGet, schedulePath(id), nil, true, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[wire.Schedule](ctx, c, http.MethodGet, schedulePath(id), nil, true)
 }
 
 // Schedules returns one page of schedules after cursor ("": the first).
 func (c *Client) Schedules(ctx context.Context, cursor string, limit int) (*wire.SchedulePage, error) {
-	var out wire.SchedulePage
-	if _, err := c.do(ctx, http.MethodGet, "/api/schedules"+pageQuery(cursor, limit), nil, true, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[wire.SchedulePage](ctx, c, http.MethodGet, "/api/schedules"+pageQuery(cursor, limit), nil, true)
 }
 
 // DeleteSchedule deletes a schedule.
@@ -59,32 +43,20 @@ func (c *Client) DeleteSchedule(ctx context.Context, id int64) error {
 
 // TriggerSchedule runs a schedule now. Not retried: a retry is another run.
 func (c *Client) TriggerSchedule(ctx context.Context, id int64) (*wire.Triggered, error) {
-	var out wire.Triggered
-	if _, err := c.do(ctx, http.MethodPost, schedulePath(id)+"/trigger", map[string]any{}, false, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[wire.Triggered](ctx, c, http.MethodPost, schedulePath(id)+"/trigger", map[string]any{}, false)
 }
 
 // BackfillSchedule runs every due time of [from, to] once, in order.
 func (c *Client) BackfillSchedule(ctx context.Context, id int64, from, to time.Time) (*wire.Backfilled, error) {
-	var out wire.Backfilled
 	body := wire.BackfillRequest{From: wire.At(from), To: wire.At(to)}
 	// Retrying is safe: a second backfill of a running one is a 409, and
 	// each due time runs once whatever asks for it.
-	if _, err := c.do(ctx, http.MethodPost, schedulePath(id)+"/backfill", body, true, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[wire.Backfilled](ctx, c, http.MethodPost, schedulePath(id)+"/backfill", body, true)
 }
 
 // ScheduleRuns returns one page of a schedule's log, newest first.
 func (c *Client) ScheduleRuns(ctx context.Context, id int64, cursor string, limit int) (*wire.ScheduleRunPage, error) {
-	var out wire.ScheduleRunPage
-	if _, err := c.do(ctx, http.MethodGet, schedulePath(id)+"/runs"+pageQuery(cursor, limit), nil, true, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[wire.ScheduleRunPage](ctx, c, http.MethodGet, schedulePath(id)+"/runs"+pageQuery(cursor, limit), nil, true)
 }
 
 // AllScheduleRuns reads a schedule's whole log, oldest first.
