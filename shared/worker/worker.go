@@ -326,15 +326,6 @@ func (w *Worker) execute(ctx context.Context, rep *reporter, cmd *wire.Command) 
 	started := time.Now()
 	env, settle := w.runCommand(runCtx, cmd)
 	env = w.mask(cmd, env)
-	stopBeat() // from here the result keeps nothing alive: the report delivers it or the lease ends
-	select {
-	case <-lost:
-		log.Warn("lease lost while running; dropping the result")
-		settle(false)
-		w.slots.release(1)
-		return
-	default:
-	}
 	if runCtx.Err() == context.DeadlineExceeded && env.Status != toolresult.StatusTimeout {
 		env = toolresult.Envelope{Status: toolresult.StatusTimeout, Data: env.Data,
 			Error: &toolresult.ErrorInfo{Message: fmt.Sprintf("the step timed out after %s", timeout), Kind: toolresult.KindTimeout, Retryable: true}}
@@ -342,10 +333,32 @@ func (w *Worker) execute(ctx context.Context, rep *reporter, cmd *wire.Command) 
 	if env.DurationMs == 0 {
 		env.DurationMs = time.Since(started).Milliseconds()
 	}
-	env, uri := w.offload(ctx, cmd, env)
+	var uri string
+	if !isClosed(lost) {
+		// Storing a large result is the command's work too: the lease is
+		// kept alive while it uploads (60 MB under load outlasted a lease).
+		env, uri = w.offload(ctx, cmd, env)
+	}
+	stopBeat() // from here the result keeps nothing alive: the report delivers it or the lease ends
+	if isClosed(lost) {
+		log.Warn("lease lost while running; dropping the result")
+		settle(false)
+		w.slots.release(1)
+		return
+	}
 	c := completionOf(cmd, env, uri, w.cfg.WorkerID)
 	c.settle = settle
 	rep.add(c)
+}
+
+// isClosed says whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // runCommand runs a command: a cursor claim through Claim, holding its
