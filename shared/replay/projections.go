@@ -6,6 +6,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 )
 
 // The per-projection fold rules. They follow R-X2; where the parity data set
@@ -240,13 +241,13 @@ func (c *commandState) fold(r *Row, typ string) {
 	setString(&c.workerID, r.WorkerID)
 	switch typ {
 	case "command.issued":
-		c.status = orDefault(r.Status, "PENDING")
+		c.status = orDefault(r.Status, lifecycle.Pending)
 		c.issued = r.EventID
 	case "command.claimed":
-		c.status = orDefault(r.Status, "CLAIMED")
+		c.status = orDefault(r.Status, lifecycle.Claimed)
 		c.claimed = r.EventID
 	case "command.started":
-		c.status = orDefault(r.Status, "RUNNING")
+		c.status = orDefault(r.Status, lifecycle.Running)
 		c.started = r.EventID
 	case "command.completed", "command.failed", "command.cancelled":
 		c.status = orDefault(r.Status, strings.ToUpper(strings.TrimPrefix(typ, "command.")))
