@@ -157,11 +157,14 @@ func TestStepPathCostsNoETL(t *testing.T) {
 	}
 }
 
-// costStack starts a stack of its own whose database work is counted.
+// costStack starts a stack of its own whose database work is counted. It
+// runs no schedules' loop: a firing's transaction, once a second, would be
+// counted with the steps' whenever a loaded machine stretches the chain past
+// a second.
 func costStack(t *testing.T) (*devserver.Server, *store.Counter) {
 	t.Helper()
 	db := &store.Counter{}
-	srv, err := devserver.Start(context.Background(), devserver.Options{DBCounter: db, Getenv: throwawayEnv})
+	srv, err := devserver.Start(context.Background(), devserver.Options{DBCounter: db, Getenv: throwawayEnv, ScheduleEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,6 +209,7 @@ func chainCosts(t *testing.T, srv *devserver.Server, db *store.Counter, k int, p
 	watch.mu.Lock()
 	work, reqs := watch.final.Sub(*watch.claimed), watch.atFinal-watch.atClaim
 	watch.mu.Unlock()
+	fmt.Fprintf(os.Stderr, "DBGWIN %p claimed-at %v final %v\n", db, watch.claimed, watch.final)
 	t.Logf("after the first claim, %d steps took %d HTTP requests, %d Postgres round trips, %d statements, %d commits of which %d transactions",
 		k, reqs, work.RoundTrips, work.Statements, work.Commits, work.Transactions)
 	v := waitStatus(t, ctx, cl, id)

@@ -596,10 +596,20 @@ func (t *txn) commit() error {
 	if err != nil {
 		return err
 	}
+	// The database stamped each row's updated_at as it wrote it
+	// (store.Tx.Write): a txn that assumes the row next takes its clock from
+	// no earlier than that (txn.assume).
+	stamped := make(map[int64]time.Time, len(t.ch.Executions))
+	for _, e := range t.ch.Executions {
+		stamped[e.ExecutionID] = e.UpdatedAt
+	}
 	for _, x := range t.order {
 		if (x.dirty || x.isNew) && x.snap != nil {
 			row := x.row
 			row.State = nil
+			if at, ok := stamped[row.ExecutionID]; ok {
+				row.UpdatedAt = at
+			}
 			e := snapEntry{id: row.ExecutionID, seq: row.LastSeq, snap: x.snap, size: len(x.row.State), row: &row,
 				now: t.now, local: t.local, reachable: t.reachableSince}
 			for _, k := range t.cmds {

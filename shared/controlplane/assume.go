@@ -48,9 +48,11 @@ func (t *txn) assume(ls *store.LockSet) (bool, error) {
 		}
 		// The database's clock, read by the txn that wrote the entry, and
 		// how long ago on this process's clock: never ahead of the
-		// database's own (the guard checks it is not before the row's
-		// last write, R-S4).
-		now = latest(now, e.now.Add(time.Since(e.local)))
+		// database's own. Nor before the row's last write, which the
+		// database stamped later than that txn read its clock (the guard
+		// checks it, R-S4): a report that follows at once would otherwise
+		// fail the guard and pay the lock path.
+		now = latest(now, e.now.Add(time.Since(e.local)), e.row.UpdatedAt)
 		reachable = latest(reachable, e.reachable)
 	}
 	for _, id := range ls.Commands {

@@ -1,5 +1,23 @@
 package controlplane
 
+import "time"
+
 // InTransit is inTransit, for the external tests: a command announced this
 // long ago waits for a slot.
 const InTransit = inTransit
+
+// LagClock makes the process's estimate of the database clock for execution
+// id lag by d, as on a loaded machine, where the database stamps a row later
+// than the txn that wrote it read its clock. False when the cache holds no
+// entry for id.
+func (s *Service) LagClock(id int64, d time.Duration) bool {
+	s.snaps.mu.Lock()
+	defer s.snaps.mu.Unlock()
+	el := s.snaps.byID[id]
+	if el == nil {
+		return false
+	}
+	e := el.Value.(*snapEntry)
+	e.local = e.local.Add(d)
+	return true
+}

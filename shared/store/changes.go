@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/noetl-go/noetl/shared/lifecycle"
 )
@@ -364,10 +363,32 @@ func (t *Tx) Write(ch *Changes) error {
 		t.Queue(sql, args...)
 	}
 	if len(ch.Executions) > 0 {
+		// Each row's updated_at comes back into ch.Executions: the database
+		// clock stamps it, and a later txn that assumes the row must know
+		// it (Assumption.Now).
 		sql, args := updateExecutionsStmt(ch.Executions)
-		t.Queue(sql, args...).Exec(func(tag pgconn.CommandTag) error {
-			if tag.RowsAffected() != int64(len(ch.Executions)) {
-				return fmt.Errorf("store: update %d executions: %d rows changed: %w", len(ch.Executions), tag.RowsAffected(), ErrNotFound)
+		t.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+			at := make(map[int64]int, len(ch.Executions))
+			for i, e := range ch.Executions {
+				at[e.ExecutionID] = i
+			}
+			changed := 0
+			for rows.Next() {
+				var id int64
+				var updated time.Time
+				if err := rows.Scan(&id, &updated); err != nil {
+					return fmt.Errorf("store: update executions: %w", err)
+				}
+				if i, ok := at[id]; ok {
+					ch.Executions[i].UpdatedAt = updated.UTC()
+					changed++
+				}
+			}
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			if changed != len(ch.Executions) {
+				return fmt.Errorf("store: update %d executions: %d rows changed: %w", len(ch.Executions), changed, ErrNotFound)
 			}
 			return nil
 		})

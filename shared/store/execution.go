@@ -180,7 +180,8 @@ func updateExecutionsStmt(rows []Execution) (string, []any) {
 		    catalog_id = u.catalog_id, version = u.version
 		FROM unnest($1::bigint[], $2::text[], $3::bytea[], $4::bigint[], $5::timestamptz[], $6::text[], $7::bigint[], $8::int[])
 			AS u(execution_id, status, state, last_seq, completed_at, error, catalog_id, version)
-		WHERE x.execution_id = u.execution_id AND x.execution_id = ANY($1)`, []any{ids, statuses, states, seqs, completed, errs, catalogs, versions}
+		WHERE x.execution_id = u.execution_id AND x.execution_id = ANY($1)
+		RETURNING x.execution_id, x.updated_at`, []any{ids, statuses, states, seqs, completed, errs, catalogs, versions}
 }
 
 // ExecutionCursor is the keyset position after the last row of a page.
