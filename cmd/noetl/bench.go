@@ -117,12 +117,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 func printResults(w io.Writer, rs []bench.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "shape\tsteps/s\tcycle p50 ms\tcycle p99 ms\texec p50 ms\texec p99 ms\tcommits/step\tserver commits/step\tserver txns/step\tdb trips/step\tdb stmts/step\thttp/step\tevents/step\tserver peak RSS MB\tRSS growth MB\t")
+	fmt.Fprintln(tw, "shape\tsteps/s\tcycle p50 ms\tcycle p99 ms\texec p50 ms\texec p99 ms\tcommits/step\tserver commits/step\tserver txns/step\tdb trips/step\tdb stmts/step\thttp/step\tevents/step\tserver peak RSS MB\tRSS growth MB\tserver CPU ms/step\tworker CPU ms/step\tpg CPU ms/step\t")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%.1f\t%s\t%s\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.2f\t%s\t%s\t\n", r.Shape, r.StepsPerSecond,
+		fmt.Fprintf(tw, "%s\t%.1f\t%s\t%s\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%s\t\n", r.Shape, r.StepsPerSecond,
 			opt(r.StepCycleP50Ms, "%.2f"), opt(r.StepCycleP99Ms, "%.2f"), r.ExecutionP50Ms, r.ExecutionP99Ms,
 			opt(r.CommitsPerStep, "%.2f"), opt(r.ServerCommitsPerStep, "%.2f"), opt(r.TransactionsPerStep, "%.2f"), opt(r.RoundTripsPerStep, "%.2f"), opt(r.StatementsPerStep, "%.1f"),
-			r.HTTPRequestsPerStep, r.EventRowsPerStep, opt(r.ServerPeakRSSMB, "%.1f"), opt(r.ServerRSSGrowthMB, "%.1f"))
+			r.HTTPRequestsPerStep, r.EventRowsPerStep, opt(r.ServerPeakRSSMB, "%.1f"), opt(r.ServerRSSGrowthMB, "%.1f"),
+			opt(r.ServerCPUMsPerStep, "%.2f"), opt(r.WorkerCPUMsPerStep, "%.2f"), opt(r.PostgresCPUMsPerStep, "%.2f"))
 	}
 	tw.Flush()
 }

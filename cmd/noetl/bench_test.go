@@ -41,7 +41,8 @@ func TestBenchSmoke(t *testing.T) {
 		if r.Shape != want.shape || r.Steps != 3 || r.Completed != 1 || r.HTTPRequestsPerStep != want.http {
 			t.Errorf("%s: shape %s, %d steps, %d completed, %.2f requests per step (want %.0f)", want.shape, r.Shape, r.Steps, r.Completed, r.HTTPRequestsPerStep, want.http)
 		}
-		if r.ServerCommitsPerStep == nil || r.RoundTripsPerStep == nil || r.EventRowsPerStep < 7 {
+		if r.ServerCommitsPerStep == nil || r.RoundTripsPerStep == nil || r.EventRowsPerStep < 7 ||
+			r.ServerCPUMsPerStep == nil || r.WorkerCPUMsPerStep == nil || r.PostgresCPUMsPerStep == nil {
 			t.Errorf("%s: work per step missing: %+v", want.shape, r)
 		}
 	}

@@ -163,6 +163,12 @@ type Result struct {
 	// ServerRSSGrowthMB the peak of its second half minus the first half's.
 	ServerPeakRSSMB   *float64 `json:"server_peak_rss_mb,omitempty"`
 	ServerRSSGrowthMB *float64 `json:"server_rss_growth_mb,omitempty"`
+	// CPU time per step of the server process, the bench's own process (the
+	// worker) and Postgres, while the shape ran: what bounds steps/s when
+	// all three share a machine. Nil when not measured (a remote server).
+	ServerCPUMsPerStep   *float64 `json:"server_cpu_ms_per_step,omitempty"`
+	WorkerCPUMsPerStep   *float64 `json:"worker_cpu_ms_per_step,omitempty"`
+	PostgresCPUMsPerStep *float64 `json:"postgres_cpu_ms_per_step,omitempty"`
 }
 
 // counting counts the worker's HTTP requests and tells when it is idle.
@@ -311,9 +317,11 @@ func measure(ctx context.Context, o Options, cl *client.Client, reqs *counting, 
 	}
 	db0, haveDB := dbWork(ctx, o.Server, o.APIToken)
 	reqs0 := reqs.n.Load()
+	cpu0 := sampleCPU(ctx, o.ServerPID, commits)
 	if err := runShape(ctx, o, cl, reqs, run, sh); err != nil {
 		return nil, err
 	}
+	cpu1 := sampleCPU(ctx, o.ServerPID, commits)
 	reqs1 := reqs.n.Load()
 	db1, _ := dbWork(ctx, o.Server, o.APIToken)
 	peak, growth := rss.stop()
@@ -324,6 +332,7 @@ func measure(ctx context.Context, o Options, cl *client.Client, reqs *counting, 
 
 	r := &Result{Shape: sh.String(), Protocol: string(sh.Protocol), W: sh.W, K: sh.K, Loop: sh.Loop, InFlight: sh.InFlight, Steps: sh.steps(),
 		HTTPRequestsPerStep: float64(reqs1-reqs0) / float64(sh.steps()), ServerPeakRSSMB: peak, ServerRSSGrowthMB: growth}
+	r.ServerCPUMsPerStep, r.WorkerCPUMsPerStep, r.PostgresCPUMsPerStep = cpuPerStep(cpu0, cpu1, sh.steps())
 	perStep := func(n int64) *float64 {
 		v := float64(n) / float64(sh.steps())
 		return &v

@@ -81,6 +81,32 @@ func (c *commitCounter) read(ctx context.Context) (int64, error) {
 	return total, nil
 }
 
+// postgresPIDs lists the processes of the Postgres servers counted: every
+// backend and background process pg_stat_activity shows, and their parent,
+// the postmaster. Only a server on this machine has them in /proc.
+func (c *commitCounter) postgresPIDs(ctx context.Context) ([]int, error) {
+	var out []int
+	for _, conn := range c.servers {
+		rows, err := conn.Query(ctx, `SELECT pid FROM pg_stat_activity`)
+		if err != nil {
+			return nil, fmt.Errorf("read pg_stat_activity: %w", err)
+		}
+		pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+		if err != nil {
+			return nil, fmt.Errorf("read pg_stat_activity: %w", err)
+		}
+		for _, pid := range pids {
+			out = append(out, int(pid))
+		}
+		if len(pids) > 0 {
+			if ppid, ok := parentPID(int(pids[0])); ok {
+				out = append(out, ppid)
+			}
+		}
+	}
+	return out, nil
+}
+
 // statsFlushLag bounds how late a backend reports its counts: Postgres 15
 // flushes them when a backend goes idle, but at most once a second, and a
 // backend that went idle within a second of its last flush waits 10 s.

@@ -1,0 +1,31 @@
+package bench
+
+import (
+	"os"
+	"testing"
+	"time"
+)
+
+// TestProcessCPU: a process's CPU time and parent are read from /proc as the
+// kernel keeps them.
+func TestProcessCPU(t *testing.T) {
+	before, ok := processCPU(os.Getpid())
+	if !ok {
+		t.Fatal("no CPU time for this process")
+	}
+	// Spin until the kernel has charged at least two ticks more.
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); {
+		if now, _ := processCPU(os.Getpid()); now-before >= 2*clockTick {
+			break
+		}
+	}
+	if after, _ := processCPU(os.Getpid()); after-before < 2*clockTick {
+		t.Errorf("5 s of spinning charged %v", after-before)
+	}
+	if ppid, ok := parentPID(os.Getpid()); !ok || ppid != os.Getppid() {
+		t.Errorf("parent %d %v, want %d", ppid, ok, os.Getppid())
+	}
+	if _, ok := processCPU(-1); ok {
+		t.Error("a process that does not exist has a CPU time")
+	}
+}
