@@ -24,7 +24,7 @@ import (
 // from a file or stdin, never taken as a flag value (any user can read a
 // process's arguments).
 
-func runCredentials(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func runCredentials(ctx context.Context, _ *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	return subcommandGroup{name: "credentials",
 		doc: "Manage the keychain: credentials playbooks name with auth: <name>, sealed at rest (README, \"Credentials\").\n" +
 			"Workers read a credential's data for the execution they run; users never get it back.",

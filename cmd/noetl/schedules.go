@@ -19,7 +19,7 @@ import (
 
 // `noetl schedules <subcommand>`: the schedule routes from the shell.
 
-func runSchedules(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func runSchedules(ctx context.Context, _ *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	return subcommandGroup{name: "schedules", doc: "Start playbooks on a cron or an interval, once per due time (docs/schedules.md).",
 		order: []string{"create", "list", "get", "pause", "resume", "trigger", "backfill", "delete", "runs"},
 		cmds: map[string]command{
