@@ -33,8 +33,7 @@ func (s *shapeFlags) Set(v string) error {
 	return nil
 }
 
-func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("bench", stderr)
+func runBench(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	server := fs.String("server", "", "measure a running control plane at this URL (with --nats); empty: start a durable Postgres and noetl serve")
 	natsURL := fs.String("nats", os.Getenv("NOETL_NATS_URL"), "the running control plane's NATS, with --server (env NOETL_NATS_URL)")
 	dbURLs := fs.String("database-urls", "", "with --server: comma-separated URLs of its databases, to count commits per step")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,8 +20,7 @@ import (
 	"github.com/noetl-go/noetl/shared/worker"
 )
 
-func runCorpus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("corpus", stderr)
+func runCorpus(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", "", "the corpus folder (offline.json and playbooks/); default noetl-e2e in the conformance folder ($NOETL_CONFORMANCE_DIR or ../shared/conformance)")
 	python := fs.String("python", envOr("NOETL_PYTHON", "python3"), "python interpreter for python steps (env NOETL_PYTHON; make corpus passes the steps' environment, see README)")
 	only := fs.String("only", "", "run only the playbooks whose file contains one of these comma-separated words")

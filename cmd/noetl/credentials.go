@@ -24,18 +24,17 @@ import (
 // from a file or stdin, never taken as a flag value (any user can read a
 // process's arguments).
 
-func runCredentials(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func runCredentials(ctx context.Context, _ *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	return subcommandGroup{name: "credentials",
 		doc: "Manage the keychain: credentials playbooks name with auth: <name>, sealed at rest (README, \"Credentials\").\n" +
 			"Workers read a credential's data for the execution they run; users never get it back.",
-		order: []string{"set", "list", "get", "delete", "reads", "rotate"},
-		cmds: map[string]command{
-			"set":    {summary: "create or replace a credential (its data from a file or stdin)", client: runCredentialSet},
-			"list":   {summary: "list credentials (never their data)", client: runCredentialList},
-			"get":    {summary: "show a credential's metadata", client: runCredentialGet},
-			"delete": {summary: "delete a credential", client: runCredentialDelete},
-			"reads":  {summary: "who read a credential, for which execution, and what was answered", client: runCredentialReads},
-			"rotate": {summary: "reseal every credential under the keychain's current key (--new-key: a new key first)", client: runCredentialRotate},
+		cmds: []subcommand{
+			{"set", command{summary: "create or replace a credential (its data from a file or stdin)", client: runCredentialSet}},
+			{"list", command{summary: "list credentials (never their data)", client: runCredentialList}},
+			{"get", command{summary: "show a credential's metadata", client: runCredentialGet}},
+			{"delete", command{summary: "delete a credential", client: runCredentialDelete}},
+			{"reads", command{summary: "who read a credential, for which execution, and what was answered", client: runCredentialReads}},
+			{"rotate", command{summary: "reseal every credential under the keychain's current key (--new-key: a new key first)", client: runCredentialRotate}},
 		}}.run(ctx, args, stdout, stderr)
 }
 

@@ -28,9 +28,7 @@ import (
 // demoPath is the example `noetl dev` runs.
 const demoPath = "examples/demo"
 
-func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func runDev(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	listen := fs.String("listen", envOr("NOETL_LISTEN", "127.0.0.1:8082"), "address to listen on (env NOETL_LISTEN)")
 	databaseURL := fs.String("database-url", os.Getenv("NOETL_DATABASE_URL"), "cluster database URL (env NOETL_DATABASE_URL); empty: a throwaway Postgres with 2 shards")
 	shardURLs := fs.String("shard-urls", os.Getenv("NOETL_SHARD_URLS"), "comma-separated shard URLs (env NOETL_SHARD_URLS)")

@@ -16,18 +16,19 @@ import (
 )
 
 // command is one command, or one subcommand of a group (subcommandGroup).
-// A client command (client set instead of run) is handed its flag set, named
-// after the command and carrying the client flags (clientFlags).
+// Every command is handed its flag set, named after the command; a client
+// command's (client set instead of run) carries the client flags too
+// (clientFlags). A group ignores its own: each subcommand is handed one.
 type command struct {
 	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+	run     func(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int
 	client  func(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int
 }
 
 // start runs cmd, called name ("doctor", "schedules get"), on its arguments.
 func (cmd command) start(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
 	if cmd.client == nil {
-		return cmd.run(ctx, args, stdout, stderr)
+		return cmd.run(ctx, newFlags(name, stderr), args, stdout, stderr)
 	}
 	c, fs := clientFlags(name, stderr)
 	return cmd.client(ctx, c, fs, args, stdout, stderr)

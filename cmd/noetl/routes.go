@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,8 +17,7 @@ import (
 // truth), or with --write DIR regenerates every file derived from api.Routes
 // in DIR (the repository root): routes.json, openapi.json and the HttpApi
 // events of template.yaml. `make generate` runs `noetl routes --write .`.
-func runRoutes(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("routes", stderr)
+func runRoutes(_ context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("write", "", "regenerate routes.json, openapi.json and template.yaml's route events in this `dir` (the repository root)")
 	if code, ok := parseFlags(fs, args, "routes > routes.json\n       noetl routes --write DIR",
 		"Prints every API route with its Lambda function, in routes.json's format;\n"+

@@ -19,19 +19,18 @@ import (
 
 // `noetl schedules <subcommand>`: the schedule routes from the shell.
 
-func runSchedules(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func runSchedules(ctx context.Context, _ *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	return subcommandGroup{name: "schedules", doc: "Start playbooks on a cron or an interval, once per due time (docs/schedules.md).",
-		order: []string{"create", "list", "get", "pause", "resume", "trigger", "backfill", "delete", "runs"},
-		cmds: map[string]command{
-			"create":   {summary: "create a schedule from flags or a YAML file (flags win)", client: runScheduleCreate},
-			"list":     {summary: "list schedules with their next and last runs", client: runScheduleList},
-			"get":      {summary: "show one schedule", client: runScheduleGet},
-			"pause":    {summary: "pause a schedule (its due times do not run)", client: runSchedulePause},
-			"resume":   {summary: "resume a schedule from its next due time (no burst of the paused ones)", client: runScheduleResume},
-			"trigger":  {summary: "run a schedule now, under its overlap policy", client: runScheduleTrigger},
-			"backfill": {summary: "run every due time of a past range once, in order", client: runScheduleBackfill},
-			"delete":   {summary: "delete a schedule (its runs go on)", client: runScheduleDelete},
-			"runs":     {summary: "list a schedule's runs and skipped due times, newest first", client: runScheduleRuns},
+		cmds: []subcommand{
+			{"create", command{summary: "create a schedule from flags or a YAML file (flags win)", client: runScheduleCreate}},
+			{"list", command{summary: "list schedules with their next and last runs", client: runScheduleList}},
+			{"get", command{summary: "show one schedule", client: runScheduleGet}},
+			{"pause", command{summary: "pause a schedule (its due times do not run)", client: runSchedulePause}},
+			{"resume", command{summary: "resume a schedule from its next due time (no burst of the paused ones)", client: runScheduleResume}},
+			{"trigger", command{summary: "run a schedule now, under its overlap policy", client: runScheduleTrigger}},
+			{"backfill", command{summary: "run every due time of a past range once, in order", client: runScheduleBackfill}},
+			{"delete", command{summary: "delete a schedule (its runs go on)", client: runScheduleDelete}},
+			{"runs", command{summary: "list a schedule's runs and skipped due times, newest first", client: runScheduleRuns}},
 		}}.run(ctx, args, stdout, stderr)
 }
 

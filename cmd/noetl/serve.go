@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -33,9 +34,8 @@ type serveFlags struct {
 	pprof       string
 }
 
-func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func runServe(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var f serveFlags
-	fs := newFlags("serve", stderr)
 	fs.StringVar(&f.listen, "listen", envOr("NOETL_LISTEN", "127.0.0.1:8082"), "address to listen on ($NOETL_LISTEN)")
 	fs.StringVar(&f.databaseURL, "database-url", os.Getenv(config.EnvDatabaseURL),
 		"cluster database URL ($"+config.EnvDatabaseURL+"); empty: start a throwaway Postgres")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -21,8 +22,7 @@ type fileReport struct {
 	Warnings []playbook.Diagnostic `json:"warnings"`
 }
 
-func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("validate", stderr)
+func runValidate(_ context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print a JSON array of {file, valid, errors, warnings}")
 	if code, ok := parseFlags(fs, args, "validate [--json] FILE...",
 		"Parses and validates NoETL noetl.io/v2 playbooks and prints every error and\n"+

@@ -44,8 +44,7 @@ func toolUserFlag(fs *flag.FlagSet) *string {
 		"run python and shell steps as this user (env NOETL_TOOL_USER); default nobody when running as root,\nso steps cannot read the worker's tokens or root-only credential files; --tool-user= runs them as the worker")
 }
 
-func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("worker", stderr)
+func runWorker(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	server := fs.String("server", envOr("NOETL_SERVER_URL", "http://127.0.0.1:8082"), "control plane URL (env NOETL_SERVER_URL)")
 	token := fs.String("token", os.Getenv("NOETL_WORKER_TOKEN"), "worker token (env NOETL_WORKER_TOKEN)")
 	apiToken := fs.String("api-token", os.Getenv("NOETL_API_TOKEN"), "api token the playbook tool uses to start and read child executions (env NOETL_API_TOKEN; default the worker token)")
@@ -121,8 +120,7 @@ func connectNATS(url, id string, log *slog.Logger) (*nats.Conn, error) {
 	return nc, nil
 }
 
-func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("migrate", stderr)
+func runMigrate(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	dbURL := fs.String("database-url", os.Getenv("NOETL_DATABASE_URL"), "cluster database URL (env NOETL_DATABASE_URL)")
 	shardURLs := fs.String("shard-urls", os.Getenv("NOETL_SHARD_URLS"), "comma-separated shard database URLs (env NOETL_SHARD_URLS); default: the cluster database is the only shard")
 	natsURL := fs.String("nats", os.Getenv("NOETL_NATS_URL"), "NATS URL: also create the NOETL_COMMANDS stream (env NOETL_NATS_URL)")
