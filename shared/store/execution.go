@@ -18,7 +18,6 @@ import (
 // untouched while the step path is measured. Everything else reads lifecycle's.
 const (
 	ExecutionRunning   = lifecycle.ExecutionRunning
-	ExecutionFailing   = lifecycle.ExecutionFailing
 	ExecutionCompleted = lifecycle.ExecutionCompleted
 	ExecutionFailed    = lifecycle.ExecutionFailed
 	ExecutionCancelled = lifecycle.ExecutionCancelled
