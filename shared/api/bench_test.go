@@ -18,6 +18,7 @@ import (
 	"github.com/noetl-go/noetl/shared/dev/devstack"
 	"github.com/noetl-go/noetl/shared/ids"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -129,13 +130,13 @@ func seedExecutions(ctx context.Context, st *store.Store) error {
 			n := i*benchShards + shard
 			seq := int64(i + 1)
 			started := base.Add(time.Duration(n) * 30 * 24 * time.Hour / benchExecutions)
-			status := store.ExecutionCompleted
+			status := lifecycle.ExecutionCompleted
 			var completed any = started.Add(2 * time.Second)
 			switch {
 			case n%10 < 2:
-				status, completed = store.ExecutionRunning, nil
+				status, completed = lifecycle.ExecutionRunning, nil
 			case n%10 == 2:
-				status = store.ExecutionFailed
+				status = lifecycle.ExecutionFailed
 			}
 			rows = append(rows, []any{ids.Compose(seq, shard), int64(n%benchPaths + 1), "tests/p" + strconv.Itoa(n%benchPaths), 1,
 				status, "shared", "{}", "{}", int64(5), started, started, completed})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/replay"
 	"github.com/noetl-go/noetl/shared/store"
 	"github.com/noetl-go/noetl/shared/wire"
@@ -30,8 +31,8 @@ func executionID(c *call) (int64, error) {
 	return id, nil
 }
 
-var executionStatuses = []string{store.ExecutionRunning, store.ExecutionFailing, store.ExecutionCompleted,
-	store.ExecutionFailed, store.ExecutionCancelled}
+var executionStatuses = []string{lifecycle.ExecutionRunning, lifecycle.ExecutionFailing, lifecycle.ExecutionCompleted,
+	lifecycle.ExecutionFailed, lifecycle.ExecutionCancelled}
 
 // List paging (NoETL's contract, issue 12): limit defaults to 50 and is
 // capped at 100 — a larger limit is served capped and says so in
@@ -141,7 +142,7 @@ func elapsed(start, end, now time.Time) wire.Elapsed {
 // the share of its steps done (done of total) when known, at most 99.
 func progress(status string, done, total int) int {
 	switch {
-	case status == store.ExecutionCompleted || status == store.ExecutionFailed || status == store.ExecutionCancelled:
+	case status == lifecycle.ExecutionCompleted || status == lifecycle.ExecutionFailed || status == lifecycle.ExecutionCancelled:
 		return 100
 	case total > 0:
 		return min(99, done*100/total)
@@ -290,10 +291,10 @@ func (a *API) statusView(ctx context.Context, c *call) (*controlplane.StatusView
 // completed false for a failed run, and its CLI prints RUNNING forever;
 // docs/noetl-compat.md).
 func statusJSON(v *controlplane.StatusView, now time.Time) wire.Status {
-	ended := v.Status == store.ExecutionCompleted || v.Status == store.ExecutionFailed || v.Status == store.ExecutionCancelled
-	failed := ended && v.Status != store.ExecutionCompleted
+	ended := v.Status == lifecycle.ExecutionCompleted || v.Status == lifecycle.ExecutionFailed || v.Status == lifecycle.ExecutionCancelled
+	failed := ended && v.Status != lifecycle.ExecutionCompleted
 	msg := maskedString(maskerFor(v.Workload), v.Error)
-	if msg == "" && v.Status == store.ExecutionCancelled {
+	if msg == "" && v.Status == lifecycle.ExecutionCancelled {
 		msg = "the execution was cancelled"
 	}
 	return wire.Status{
@@ -322,7 +323,7 @@ func (a *API) cancel(ctx context.Context, c *call, r wire.CancelRequest) (wire.C
 	if err != nil {
 		return wire.CancelAnswer{}, err
 	}
-	ans := wire.CancelAnswer{ExecutionID: wire.ID(id), Status: store.ExecutionCancelled, CancelledExecutions: make([]wire.ID, len(out.IDs)),
+	ans := wire.CancelAnswer{ExecutionID: wire.ID(id), Status: lifecycle.ExecutionCancelled, CancelledExecutions: make([]wire.ID, len(out.IDs)),
 		Message: fmt.Sprintf("Cancelled %d execution(s)", len(out.IDs))}
 	for i, x := range out.IDs {
 		ans.CancelledExecutions[i] = wire.ID(x)
@@ -423,7 +424,7 @@ func (a *API) redriveMany(ctx context.Context, c *call, r wire.RedriveManyReques
 }
 
 func redriven(r *controlplane.Redriven) wire.Redriven {
-	out := wire.Redriven{ExecutionID: wire.ID(r.ExecutionID), Status: store.ExecutionRunning, Path: r.Path,
+	out := wire.Redriven{ExecutionID: wire.ID(r.ExecutionID), Status: lifecycle.ExecutionRunning, Path: r.Path,
 		Version: r.Version, PreviousVersion: r.PreviousVersion, PreviousStatus: r.PreviousStatus, Commands: r.Commands}
 	if len(r.Kept) > 0 {
 		out.KeptIterations = r.Kept
@@ -438,7 +439,7 @@ func (a *API) finalize(ctx context.Context, c *call, r wire.FinalizeRequest) (wi
 		return wire.Ended{}, err
 	}
 	status := strings.ToUpper(r.Status)
-	if status != store.ExecutionCompleted && status != store.ExecutionFailed {
+	if status != lifecycle.ExecutionCompleted && status != lifecycle.ExecutionFailed {
 		return wire.Ended{}, invalid("status", "expected COMPLETED or FAILED, got %q", jsonx.Cut(status, 40))
 	}
 	if err := a.svc.Finalize(ctx, id, status, r.Error); err != nil {

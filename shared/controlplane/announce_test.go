@@ -175,7 +175,7 @@ func TestLostNotificationsAreAnnouncedAgain(t *testing.T) {
 	}
 	s.report(t, body, "w1", nil)
 	s.drive(t, st.ExecutionID, func(store.Command) any { return nil })
-	if v := s.execution(t, st.ExecutionID); v.Row.Status != store.ExecutionCompleted {
+	if v := s.execution(t, st.ExecutionID); v.Row.Status != lifecycle.ExecutionCompleted {
 		t.Fatalf("status %s", v.Row.Status)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/eventtype"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -25,7 +26,7 @@ func (s *Service) Cancel(ctx context.Context, id int64, reason string) error {
 	if err != nil {
 		return err
 	}
-	if out.Already != "" && out.Already != store.ExecutionCancelled {
+	if out.Already != "" && out.Already != lifecycle.ExecutionCancelled {
 		return Errorf(ErrConflict, "execution %d is already %s", id, out.Already)
 	}
 	return nil
@@ -58,20 +59,20 @@ func (s *Service) CancelRequested(ctx context.Context, id int64, reason string, 
 	if err != nil {
 		return Cancelled{}, Errorf(ErrNotFound, "execution %d not found", id)
 	}
-	prior, err := s.endTx(ctx, sh, id, eventtype.PlaybookCancelled, store.ExecutionCancelled, ctxv)
+	prior, err := s.endTx(ctx, sh, id, eventtype.PlaybookCancelled, lifecycle.ExecutionCancelled, ctxv)
 	if err != nil {
 		return Cancelled{}, err
 	}
 	out := Cancelled{Already: prior}
 	if prior == "" {
-		s.log.InfoContext(ctx, "execution ended by request", "execution_id", id, "status", store.ExecutionCancelled, "cascade", cascade)
+		s.log.InfoContext(ctx, "execution ended by request", "execution_id", id, "status", lifecycle.ExecutionCancelled, "cascade", cascade)
 		out.IDs = []int64{id}
 	}
 	if !cascade {
 		return out, nil
 	}
 	// A repeated cancel re-drives the cascade of one that failed part way.
-	if prior == "" || prior == store.ExecutionCancelled {
+	if prior == "" || prior == lifecycle.ExecutionCancelled {
 		children, err := s.cancelChildren(ctx, sh, id)
 		out.IDs = append(out.IDs, children...)
 		if err != nil {
@@ -86,9 +87,9 @@ func (s *Service) CancelRequested(ctx context.Context, id int64, reason string, 
 func (s *Service) Finalize(ctx context.Context, id int64, status, errMsg string) error {
 	var typ string
 	switch status {
-	case store.ExecutionCompleted:
+	case lifecycle.ExecutionCompleted:
 		typ = eventtype.PlaybookCompleted
-	case store.ExecutionFailed:
+	case lifecycle.ExecutionFailed:
 		typ = eventtype.PlaybookFailed
 	default:
 		return Errorf(ErrInvalid, "status: expected COMPLETED or FAILED, got %q", status)
@@ -194,7 +195,7 @@ func (s *Service) Redrive(ctx context.Context, id int64, version int) (*Redriven
 	var out *Redriven
 	err := s.withExecution(ctx, id, nil, func(t *txn, x *execution) error {
 		switch x.row.Status {
-		case store.ExecutionFailed, store.ExecutionCancelled:
+		case lifecycle.ExecutionFailed, lifecycle.ExecutionCancelled:
 		default:
 			return Errorf(ErrConflict, "execution %d is %s: only a FAILED or CANCELLED execution can be redriven", id, x.row.Status)
 		}

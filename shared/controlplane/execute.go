@@ -9,6 +9,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/eventtype"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/playbook"
 	"github.com/noetl-go/noetl/shared/store"
@@ -108,7 +109,7 @@ func (t *txn) start(req ExecuteRequest, entry store.CatalogEntry, pb *playbook.P
 	}
 	row := store.Execution{
 		ExecutionID: id, CatalogID: entry.CatalogID, Path: entry.Path, Version: entry.Version,
-		ParentExecutionID: req.ParentExecutionID, Status: store.ExecutionRunning,
+		ParentExecutionID: req.ParentExecutionID, Status: lifecycle.ExecutionRunning,
 		Pool: notify.PoolFor(req.Pool, entry.Path), IdempotencyKey: req.IdempotencyKey,
 		Workload: workload, StartedAt: at, UpdatedAt: at, ScheduleID: req.ScheduleID, ScheduledAt: req.ScheduledAt,
 	}

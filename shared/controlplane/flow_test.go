@@ -11,7 +11,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/controlplane/cptest"
-	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/store"
 	"github.com/noetl-go/noetl/shared/store/storetest"
 )
@@ -44,7 +44,7 @@ func TestThreeStepRunsOnBothShards(t *testing.T) {
 		}
 		s.drive(t, st.ExecutionID, echoInput)
 		v := s.execution(t, st.ExecutionID)
-		if v.Row.Status != store.ExecutionCompleted {
+		if v.Row.Status != lifecycle.ExecutionCompleted {
 			t.Fatalf("status %s (%s)", v.Row.Status, v.Row.Error)
 		}
 		if got := v.Steps["middle"].Result; !reflect.DeepEqual(got, map[string]any{"m": int64(i + 1)}) {
@@ -185,7 +185,7 @@ func TestCancel(t *testing.T) {
 		t.Fatalf("cancel of a cancelled run must be a no-op: %v", err)
 	}
 	v := s.execution(t, st.ExecutionID)
-	if v.Row.Status != store.ExecutionCancelled || len(s.pending(t, st.ExecutionID)) != 0 {
+	if v.Row.Status != lifecycle.ExecutionCancelled || len(s.pending(t, st.ExecutionID)) != 0 {
 		t.Fatalf("status %s", v.Row.Status)
 	}
 	sh, _ := s.st.ShardFor(st.ExecutionID)
@@ -408,8 +408,8 @@ workflow:
 	s.report(t, body2, "w2", "ok")
 	row, _ = storetest.Command(s.ctx, sh.Pool(), c.CommandID)
 	v := s.execution(t, st.ExecutionID)
-	if row.Status != store.CommandCompleted || v.Row.Status != store.ExecutionCompleted {
+	if row.Status != store.CommandCompleted || v.Row.Status != lifecycle.ExecutionCompleted {
 		t.Fatalf("command %s execution %s", row.Status, v.Row.Status)
 	}
-	_ = engine.StatusCompleted
+	_ = lifecycle.ExecutionCompleted
 }

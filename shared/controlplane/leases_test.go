@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/noetlwire"
 	"github.com/noetl-go/noetl/shared/store"
 	"github.com/noetl-go/noetl/shared/store/storetest"
@@ -92,7 +93,7 @@ func TestPoolHeartbeatsEndAtTheTimeLimit(t *testing.T) {
 		t.Fatalf("claim of the retry: %+v %v", body, err)
 	}
 	s.report(t, body, "healthy", nil)
-	if v := s.execution(t, st.ExecutionID); v.Row.Status != store.ExecutionCompleted {
+	if v := s.execution(t, st.ExecutionID); v.Row.Status != lifecycle.ExecutionCompleted {
 		t.Fatalf("status %s", v.Row.Status)
 	}
 }

@@ -418,7 +418,7 @@ func (l *liveness) heal() {
 
 func isTerminal(status string) bool {
 	switch status {
-	case store.ExecutionCompleted, store.ExecutionFailed, store.ExecutionCancelled:
+	case lifecycle.ExecutionCompleted, lifecycle.ExecutionFailed, lifecycle.ExecutionCancelled:
 		return true
 	}
 	return false

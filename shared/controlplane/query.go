@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/engine"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/playbook"
 	"github.com/noetl-go/noetl/shared/store"
@@ -180,7 +181,7 @@ func (s *Service) Status(ctx context.Context, id int64) (*StatusView, error) {
 
 func statusOf(row store.Execution, snap *engine.Snapshot, pb *playbook.Playbook) StatusView {
 	v := StatusView{ExecutionID: row.ExecutionID, Status: row.Status, TotalSteps: len(pb.Steps),
-		IsCancelled: row.Status == store.ExecutionCancelled, DoneSteps: []string{},
+		IsCancelled: row.Status == lifecycle.ExecutionCancelled, DoneSteps: []string{},
 		StartedAt: row.StartedAt, CompletedAt: row.CompletedAt, Error: row.Error, Workload: row.Workload}
 	var latest int64
 	for name, st := range snap.Steps {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -156,7 +157,7 @@ workflow:
 	}
 	s.drive(t, started.ExecutionID, func(store.Command) any { return map[string]any{} })
 	v := s.execution(t, started.ExecutionID)
-	if v.Row.Status != store.ExecutionFailed || !strings.Contains(v.Row.Error, "MaxStateBytes") {
+	if v.Row.Status != lifecycle.ExecutionFailed || !strings.Contains(v.Row.Error, "MaxStateBytes") {
 		t.Fatalf("status %s, error %q; want FAILED naming MaxStateBytes", v.Row.Status, v.Row.Error)
 	}
 	if n := len(v.Row.State); n > limit+64<<10 {

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/noetl-go/noetl/shared/ids"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/schedule"
 	"github.com/noetl-go/noetl/shared/store"
 )
@@ -389,7 +390,7 @@ func (s *Service) fireLocked(ctx context.Context, tx pgx.Tx, sc store.Schedule, 
 		if err != nil {
 			return sc, err
 		}
-		st.Running = statuses[sc.LastExecutionID] == store.ExecutionRunning || statuses[sc.LastExecutionID] == store.ExecutionFailing
+		st.Running = statuses[sc.LastExecutionID] == lifecycle.ExecutionRunning || statuses[sc.LastExecutionID] == lifecycle.ExecutionFailing
 	}
 	p := plan(st)
 	for _, a := range p.Actions {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/noetl-go/noetl/shared/credscope"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/store"
 	"github.com/noetl-go/noetl/shared/tmpl"
 	"github.com/noetl-go/noetl/shared/toolkind"
@@ -47,7 +48,7 @@ func (s *Service) claimFor(ctx context.Context, alias string, scope credscope.Sc
 		return store.ClaimHeld{}, fmt.Sprintf("execution %d: its claims could not be read: %v", executionID, err)
 	}
 	switch ex.Status {
-	case store.ExecutionCompleted, store.ExecutionFailed, store.ExecutionCancelled:
+	case lifecycle.ExecutionCompleted, lifecycle.ExecutionFailed, lifecycle.ExecutionCancelled:
 		return store.ClaimHeld{}, fmt.Sprintf("execution %d is %s; credential data is given only while an execution runs", executionID, ex.Status)
 	}
 	if err := scope.Playbook(ex.Path); err != nil {

@@ -24,16 +24,6 @@ import (
 	"github.com/noetl-go/noetl/shared/store"
 )
 
-// Errorf, ErrNotFound, … are controlplane's error kinds, which the API maps
-// onto statuses.
-var (
-	errorf       = controlplane.Errorf
-	errNotFound  = controlplane.ErrNotFound
-	errInvalid   = controlplane.ErrInvalid
-	errForbidden = controlplane.ErrForbidden
-	errNoKey     = controlplane.ErrUnavailable
-)
-
 // Service is the keychain.
 type Service struct {
 	st   *store.Store
@@ -89,7 +79,7 @@ func aad(name string) string { return "credential:" + name }
 
 func (s *Service) keyRing() (keychain.KeyRing, error) {
 	if s.ring == nil {
-		return nil, errorf(errNoKey, "this server has no keychain key: set NOETL_KEYCHAIN_KMS_KEY_ID (a KMS key, in AWS) or NOETL_KEYCHAIN_KEY_FILE (a key file, locally)")
+		return nil, controlplane.Errorf(controlplane.ErrUnavailable, "this server has no keychain key: set NOETL_KEYCHAIN_KMS_KEY_ID (a KMS key, in AWS) or NOETL_KEYCHAIN_KEY_FILE (a key file, locally)")
 	}
 	return s.ring, nil
 }
@@ -107,7 +97,7 @@ func (s *Service) Put(ctx context.Context, in Input) (Credential, bool, error) {
 	}
 	defer clear(plain)
 	if len(plain) > MaxCredentialDataBytes {
-		return Credential{}, false, errorf(errInvalid, "data: %d bytes of JSON; a credential holds at most %d (MaxCredentialDataBytes)", len(plain), MaxCredentialDataBytes)
+		return Credential{}, false, controlplane.Errorf(controlplane.ErrInvalid, "data: %d bytes of JSON; a credential holds at most %d (MaxCredentialDataBytes)", len(plain), MaxCredentialDataBytes)
 	}
 	sealed, err := keychain.Seal(ctx, ring, aad(in.Name), plain)
 	if err != nil {
@@ -166,7 +156,7 @@ func (s *Service) Get(ctx context.Context, identifier string, read store.Credent
 		if lerr := s.logRead(ctx, read); lerr != nil {
 			return Credential{}, lerr
 		}
-		return Credential{}, errorf(errNotFound, "credential %q not found", identifier)
+		return Credential{}, controlplane.Errorf(controlplane.ErrNotFound, "credential %q not found", identifier)
 	}
 	if err != nil {
 		return Credential{}, err
@@ -184,7 +174,7 @@ func (s *Service) Get(ctx context.Context, identifier string, read store.Credent
 			return Credential{}, lerr
 		}
 		s.log.WarnContext(ctx, "credential data refused", "credential", row.Name, "execution_id", read.ExecutionID, "scope", read.Scope, "reason", why)
-		return Credential{}, errorf(errForbidden, "credential %q: %s", row.Name, why)
+		return Credential{}, controlplane.Errorf(controlplane.ErrForbidden, "credential %q: %s", row.Name, why)
 	}
 	ring, err := s.keyRing()
 	if err != nil {
@@ -246,14 +236,14 @@ func (s *Service) List(ctx context.Context, typ, query string) ([]Credential, er
 func (s *Service) Delete(ctx context.Context, identifier string) (int64, error) {
 	row, err := store.GetCredential(ctx, s.st.Cluster(), identifier)
 	if errors.Is(err, store.ErrNotFound) {
-		return 0, errorf(errNotFound, "credential %q not found", identifier)
+		return 0, controlplane.Errorf(controlplane.ErrNotFound, "credential %q not found", identifier)
 	}
 	if err != nil {
 		return 0, err
 	}
 	if err := store.DeleteCredential(ctx, s.st.Cluster(), row.CredentialID); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return 0, errorf(errNotFound, "credential %q not found", identifier)
+			return 0, controlplane.Errorf(controlplane.ErrNotFound, "credential %q not found", identifier)
 		}
 		return 0, err
 	}
@@ -305,7 +295,7 @@ func (s *Service) Rotate(ctx context.Context, newKey bool, limit int) (Rotation,
 	if newKey {
 		adder, ok := ring.(KeyAdder)
 		if !ok {
-			return rot, errorf(errInvalid, "new_key: %s cannot make a key here; create a new KMS key (or let KMS rotate this one's material yearly, which needs no resealing), point NOETL_KEYCHAIN_KMS_KEY_ID or its alias at it, then rotate without new_key", ring.Describe())
+			return rot, controlplane.Errorf(controlplane.ErrInvalid, "new_key: %s cannot make a key here; create a new KMS key (or let KMS rotate this one's material yearly, which needs no resealing), point NOETL_KEYCHAIN_KMS_KEY_ID or its alias at it, then rotate without new_key", ring.Describe())
 		}
 		if rot.KeyID, err = adder.AddKey(); err != nil {
 			return rot, err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 )
 
 // Apply folds one event into the snapshot. It is total: events it does not know,
@@ -20,7 +21,7 @@ func Apply(s *Snapshot, ev Event) {
 	}
 	switch eventtype.Canonical(ev.Type) {
 	case eventtype.PlaybookStarted:
-		s.Status = StatusRunning
+		s.Status = lifecycle.ExecutionRunning
 		s.StartedAt = ev.Time
 	case eventtype.StepEnter:
 		applyEnter(s, ev)
@@ -96,14 +97,14 @@ func Apply(s *Snapshot, ev Event) {
 			}
 		}
 	case eventtype.PlaybookCompleted:
-		s.Status, s.EndedAt = StatusCompleted, ev.Time
+		s.Status, s.EndedAt = lifecycle.ExecutionCompleted, ev.Time
 	case eventtype.PlaybookFailed:
-		s.Status, s.EndedAt = StatusFailed, ev.Time
+		s.Status, s.EndedAt = lifecycle.ExecutionFailed, ev.Time
 		if e, ok := ev.Context["error"].(string); ok && e != "" {
 			s.Error = e
 		}
 	case eventtype.PlaybookCancelled:
-		s.Status, s.EndedAt = StatusCancelled, ev.Time
+		s.Status, s.EndedAt = lifecycle.ExecutionCancelled, ev.Time
 	case eventtype.PlaybookRedriven:
 		applyRedriven(s, ev)
 	}
@@ -153,16 +154,16 @@ func applyExit(s *Snapshot, ev Event) {
 	st.ExitedAt = ev.Time
 	st.Error, _ = ev.Context["error"].(string)
 	switch strings.ToUpper(ev.Status) {
-	case StatusFailed:
+	case lifecycle.ExecutionFailed:
 		st.Status = StepFailed
-		if s.Status == StatusRunning {
-			s.Status = StatusFailing
+		if s.Status == lifecycle.ExecutionRunning {
+			s.Status = lifecycle.ExecutionFailing
 		}
 		if s.Error == "" {
 			s.Error = st.Error
 		}
 		s.FailedSteps = append(s.FailedSteps, ev.Step)
-	case StatusCancelled:
+	case lifecycle.ExecutionCancelled:
 		st.Status = StepCancelled
 		return
 	default:

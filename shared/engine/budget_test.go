@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 )
 
 // multiplying is the issue's template: three replaces, each ten times longer.
@@ -17,7 +17,7 @@ const multiplying = `"{{ ('a' * 100000)|replace('a', 'aaaaaaaaaa')|replace('a', 
 // limit, without issuing the step's command.
 func budgetFailure(t *testing.T, s *enginetest.Sim, step, limit string) {
 	t.Helper()
-	if s.Status() != engine.StatusFailed {
+	if s.Status() != lifecycle.ExecutionFailed {
 		t.Fatalf("status %s, want FAILED", s.Status())
 	}
 	if e := s.Snapshot().Error; !strings.Contains(e, "render budget exceeded") || !strings.Contains(e, "limit "+limit) {
@@ -55,7 +55,7 @@ workflow:
 `)
 	run(t, s, nil)
 	res, _ := s.Result("start").(map[string]any)
-	if e, _ := res["error"].(string); s.Status() != engine.StatusCompleted || s.StepStatus("after") != "completed" || !strings.Contains(e, "limit MaxRenderBytes") {
+	if e, _ := res["error"].(string); s.Status() != lifecycle.ExecutionCompleted || s.StepStatus("after") != "completed" || !strings.Contains(e, "limit MaxRenderBytes") {
 		t.Fatalf("on_error continue: status %s, after %s, start result %v", s.Status(), s.StepStatus("after"), s.Result("start"))
 	}
 }
@@ -75,7 +75,7 @@ workflow:
     set:
 `+set.String())
 	run(t, s, nil)
-	if s.Status() != engine.StatusFailed || !strings.Contains(s.Snapshot().Error, "set: ") || !strings.Contains(s.Snapshot().Error, "limit MaxRenderBytes") {
+	if s.Status() != lifecycle.ExecutionFailed || !strings.Contains(s.Snapshot().Error, "set: ") || !strings.Contains(s.Snapshot().Error, "limit MaxRenderBytes") {
 		t.Fatalf("status %s error %q", s.Status(), s.Snapshot().Error)
 	}
 
@@ -91,7 +91,7 @@ workflow:
     next: [`+strings.TrimSuffix(next.String(), ", ")+`]
 `+steps.String())
 	run(t, s, nil)
-	if s.Status() != engine.StatusFailed || !strings.Contains(s.Snapshot().Error, "limit MaxRenderBytes") {
+	if s.Status() != lifecycle.ExecutionFailed || !strings.Contains(s.Snapshot().Error, "limit MaxRenderBytes") {
 		t.Fatalf("status %s error %q", s.Status(), s.Snapshot().Error)
 	}
 	if issued := s.Count("command.issued", ""); issued < 2 || issued > 17 {
@@ -110,7 +110,7 @@ workflow:
     set: {w: "{{ 'x' * 1000000 }}"}
 `)
 	run(t, s, nil)
-	if s.Status() != engine.StatusCompleted {
+	if s.Status() != lifecycle.ExecutionCompleted {
 		t.Fatalf("status %s error %q", s.Status(), s.Snapshot().Error)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/noetl-go/noetl/shared/eventtype"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/playbook"
 	"github.com/noetl-go/noetl/shared/toolresult"
 )
@@ -73,7 +74,7 @@ func classify(s *Snapshot, ev Event) cmdOutcome {
 		return oc
 	}
 	oc.errMsg = failureMessage(ev, env, oc.class)
-	oc.final = s.Status != StatusRunning || !retryable(oc.cmd, oc.class, env)
+	oc.final = s.Status != lifecycle.ExecutionRunning || !retryable(oc.cmd, oc.class, env)
 	return oc
 }
 

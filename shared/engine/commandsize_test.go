@@ -14,6 +14,7 @@ import (
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
 	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/toolresult"
 )
@@ -77,7 +78,7 @@ workflow:
 		return toolresult.Envelope{Status: "success", Data: it.Input}
 	}}
 	run(t, s, nil)
-	if s.Status() != engine.StatusCompleted {
+	if s.Status() != lifecycle.ExecutionCompleted {
 		t.Fatalf("status %s, want COMPLETED", s.Status())
 	}
 	want := map[string]any{"n": int64(3000), "first": items[0], "ref": "file:///results/start.json", "made": int64(7)}
@@ -136,9 +137,9 @@ workflow:
 		if !regexp.MustCompile(`^command: \d+ bytes of JSON, over the limit of 4194304 \(engine.MaxCommandBytes, 4 MiB\); args.blob is \d+ bytes`).MatchString(msg) {
 			t.Fatalf("%s: reader's error %q must name the key and the sizes", onError, msg)
 		}
-		wantStatus, after := engine.StatusFailed, engine.StepPending
+		wantStatus, after := lifecycle.ExecutionFailed, engine.StepPending
 		if onError != "" {
-			wantStatus, after = engine.StatusCompleted, engine.StepCompleted
+			wantStatus, after = lifecycle.ExecutionCompleted, engine.StepCompleted
 		}
 		if s.Status() != wantStatus || s.StepStatus("after") != after {
 			t.Fatalf("%s: status %s, after %s; want %s, %s", onError, s.Status(), s.StepStatus("after"), wantStatus, after)
@@ -201,7 +202,7 @@ workflow:
 	s = sim(t, many)
 	s.Engine = engine.New(engine.Config{PartRef: func(id int64, name, hash string) string { return "noetl://x/" + hash }})
 	run(t, s, nil)
-	if msg := s.Snapshot().Steps["start"].Error; s.Status() != engine.StatusFailed ||
+	if msg := s.Snapshot().Steps["start"].Error; s.Status() != lifecycle.ExecutionFailed ||
 		!regexp.MustCompile(`^command: \d+ bytes of JSON, over the limit of 4194304 \(engine.MaxCommandBytes, 4 MiB\); args is \d+ bytes`).MatchString(msg) {
 		t.Fatalf("status %s, error %q: want the step failed naming args and the sizes", s.Status(), msg)
 	}

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/noetl-go/noetl/shared/conformance"
-	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/playbook/parser"
 	"github.com/noetl-go/noetl/shared/toolresult"
@@ -44,7 +44,7 @@ func item(f func(in map[string]any) any) enginetest.ItemTool {
 
 func wantCompleted(t *testing.T, s *enginetest.Sim, steps ...string) {
 	t.Helper()
-	if s.Status() != engine.StatusCompleted {
+	if s.Status() != lifecycle.ExecutionCompleted {
 		t.Fatalf("status %s (error %q)\nlog %v", s.Status(), s.Snapshot().Error, s.Types(""))
 	}
 	for _, st := range steps {
@@ -284,7 +284,7 @@ func TestConformanceBrokenSQL(t *testing.T) {
 		},
 	}
 	run(t, s, nil)
-	if s.Status() != engine.StatusFailed {
+	if s.Status() != lifecycle.ExecutionFailed {
 		t.Fatalf("status %s", s.Status())
 	}
 	last := s.Log[len(s.Log)-1]

@@ -9,6 +9,7 @@ import (
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
 	"github.com/noetl-go/noetl/shared/eventtype"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 )
 
 // The two long executions the O(1) proofs use.
@@ -229,7 +230,7 @@ func TestCostPerEventChainLength(t *testing.T) {
 			got[point] = append(got[point], cost{out.Work, types, probe.lastBytes})
 			must(t, s.Finish(c, s.Default(c)))
 		}
-		if s.Status() != engine.StatusCompleted || s.Count("step.exit", "") != n {
+		if s.Status() != lifecycle.ExecutionCompleted || s.Count("step.exit", "") != n {
 			t.Fatalf("chain of %d: status %s, %d steps exited", n, s.Status(), s.Count("step.exit", ""))
 		}
 	}

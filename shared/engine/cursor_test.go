@@ -11,6 +11,7 @@ import (
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
 	"github.com/noetl-go/noetl/shared/eventtype"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
@@ -171,7 +172,7 @@ func TestCursorLoop(t *testing.T) {
 				maxInFlight = max(maxInFlight, n)
 			}
 			run(t, s, nil)
-			if s.Status() != engine.StatusCompleted {
+			if s.Status() != lifecycle.ExecutionCompleted {
 				t.Fatalf("status %s: %v", s.Status(), s.Snapshot().Error)
 			}
 			q.check(t)
@@ -279,7 +280,7 @@ func TestCursorLoopFaults(t *testing.T) {
 				return q.tool()(c)
 			}}
 			run(t, s, nil)
-			if s.Status() != engine.StatusCompleted {
+			if s.Status() != lifecycle.ExecutionCompleted {
 				t.Fatalf("status %s: %s", s.Status(), s.Snapshot().Error)
 			}
 			q.check(t)
@@ -303,7 +304,7 @@ func TestCursorLoopClaimFailures(t *testing.T) {
 			s.Tools = map[string]enginetest.Tool{"start": func(*enginetest.Cmd) enginetest.Reply { return c.reply }}
 			run(t, s, nil)
 			st := s.Snapshot().Steps["start"]
-			if s.Status() != engine.StatusFailed || !strings.Contains(st.Error, c.want) {
+			if s.Status() != lifecycle.ExecutionFailed || !strings.Contains(st.Error, c.want) {
 				t.Fatalf("status %s, error %q; want failed naming %q", s.Status(), st.Error, c.want)
 			}
 		})
@@ -342,7 +343,7 @@ func TestCursorIterationsWaitForClaim(t *testing.T) {
 			return r
 		}}
 		run(t, s, nil)
-		if s.Status() != engine.StatusCompleted {
+		if s.Status() != lifecycle.ExecutionCompleted {
 			t.Fatalf("status %s: %v", s.Status(), s.Snapshot().Error)
 		}
 		q.check(t)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/playbook"
 	"github.com/noetl-go/noetl/shared/tmpl"
@@ -196,8 +197,8 @@ func (d *decider) singleEnded(step *playbook.Step, st *StepState, oc cmdOutcome)
 	case oc.ok:
 		data, updates := splitContextUpdates(d.resultData(oc))
 		d.complete(step, st, data, updates, "", oc.ref)
-	case d.s.Status != StatusRunning:
-		d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: StatusFailed,
+	case d.s.Status != lifecycle.ExecutionRunning:
+		d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: lifecycle.ExecutionFailed,
 			Context: map[string]any{"visit": int64(st.Visit.N), "error": oc.errMsg}})
 	case step.OnError == playbook.OnErrorContinue:
 		d.complete(step, st, map[string]any{"error": oc.errMsg}, nil, oc.errMsg, "")
@@ -212,7 +213,7 @@ func (d *decider) iterationEnded(step *playbook.Step, st *StepState, oc cmdOutco
 	if oc.ok {
 		data, updates := splitContextUpdates(d.resultData(oc))
 		d.write(key, data)
-		if len(updates) > 0 && d.s.Status == StatusRunning {
+		if len(updates) > 0 && d.s.Status == lifecycle.ExecutionRunning {
 			// R-W3: applied before the next iteration renders.
 			d.emit(Event{Type: eventtype.CtxUpdated, Step: step.Name, Status: "CONTEXT",
 				Context: map[string]any{"step": step.Name, "values": updates}})
@@ -221,14 +222,14 @@ func (d *decider) iterationEnded(step *playbook.Step, st *StepState, oc cmdOutco
 		switch {
 		case step.OnError == playbook.OnErrorContinue:
 			d.write(key, map[string]any{"error": oc.errMsg})
-		case d.s.Status == StatusRunning:
+		case d.s.Status == lifecycle.ExecutionRunning:
 			d.failStep(step, fmt.Sprintf("iteration %d: %s", oc.cmd.Index, oc.errMsg))
 			return
 		}
 	}
-	if d.s.Status != StatusRunning {
+	if d.s.Status != lifecycle.ExecutionRunning {
 		if v.InFlight == 0 {
-			d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: StatusCancelled,
+			d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: lifecycle.ExecutionCancelled,
 				Context: map[string]any{"visit": int64(v.N), "error": "the loop was stopped because the execution is failing"}})
 		}
 		return
@@ -266,9 +267,9 @@ func (d *decider) claimEnded(step *playbook.Step, st *StepState, oc cmdOutcome) 
 			errMsg = err.Error()
 		}
 	}
-	if d.s.Status != StatusRunning {
+	if d.s.Status != lifecycle.ExecutionRunning {
 		if v.InFlight == 0 {
-			d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: StatusCancelled,
+			d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: lifecycle.ExecutionCancelled,
 				Context: map[string]any{"visit": int64(v.N), "error": "the loop was stopped because the execution is failing"}})
 		}
 		return
@@ -346,7 +347,7 @@ func (d *decider) enter(step *playbook.Step, arcSet map[string]any, checkWhen bo
 	visit := st.Visits + 1
 	if visit > step.MaxVisits {
 		// R-J8: fails the playbook whatever on_error says.
-		d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: StatusFailed, Context: map[string]any{
+		d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: lifecycle.ExecutionFailed, Context: map[string]any{
 			"visit": int64(st.Visits), "error": fmt.Sprintf("step %q exceeded max_visits (%d); raise spec.max_visits if the cycle is intended", step.Name, step.MaxVisits)}})
 		d.enterFailing()
 		return
@@ -509,7 +510,7 @@ func (d *decider) emitEnter(step *playbook.Step, visit int, arcSet map[string]an
 func (d *decider) fillLoop(step *playbook.Step, st *StepState) {
 	v := st.Visit
 	limit := d.loopLimit(step, v)
-	for st.Visit == v && nextIteration(v.Loop) < v.Loop.Total && v.InFlight-claiming(v) < limit && d.s.Status == StatusRunning {
+	for st.Visit == v && nextIteration(v.Loop) < v.Loop.Total && v.InFlight-claiming(v) < limit && d.s.Status == lifecycle.ExecutionRunning {
 		i := nextIteration(v.Loop)
 		item := d.load(ResultKey{Kind: KindLoopItem, Step: step.Name, Visit: v.N, Index: i})
 		d.issue(step, st, &iteration{index: i, total: v.Loop.Total, iterator: step.Loop.Iterator, item: item})
@@ -564,7 +565,7 @@ func claiming(v *Visit) int {
 // its rows (shared/worker).
 func (d *decider) claim(step *playbook.Step, st *StepState) {
 	v := st.Visit
-	if v == nil || v.Loop == nil || d.s.Status != StatusRunning || v.Loop.Claiming || v.Loop.Issued < v.Loop.Total || (v.Loop.Drained && v.InFlight > 0) {
+	if v == nil || v.Loop == nil || d.s.Status != lifecycle.ExecutionRunning || v.Loop.Claiming || v.Loop.Issued < v.Loop.Total || (v.Loop.Drained && v.InFlight > 0) {
 		return
 	}
 	c := step.Loop.Cursor
@@ -765,10 +766,10 @@ func (d *decider) complete(step *playbook.Step, st *StepState, result any, updat
 	if ref != "" {
 		exit["result_uri"] = ref
 	}
-	if d.s.Status != StatusRunning {
+	if d.s.Status != lifecycle.ExecutionRunning {
 		// A late completion while failing is recorded, never routed (R-R9).
 		d.putResult(exit, step, v.N, result, stored.uri)
-		d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: StatusCompleted, Context: exit})
+		d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: lifecycle.ExecutionCompleted, Context: exit})
 		return
 	}
 	if len(updates) > 0 {
@@ -780,7 +781,7 @@ func (d *decider) complete(step *playbook.Step, st *StepState, result any, updat
 		eventName = "loop.done"
 	}
 	b := &bindings{arcSet: v.ArcSet, phase: true, output: result, stored: stored.uri, errMsg: errMsg, self: step.Name,
-		event: map[string]any{"name": eventName, "step": step.Name, "status": StatusCompleted}}
+		event: map[string]any{"name": eventName, "step": step.Name, "status": lifecycle.ExecutionCompleted}}
 	values, err := d.renderSet(step.Set, b)
 	if err != nil {
 		d.failStep(step, fmt.Sprintf("set: %v", err))
@@ -799,7 +800,7 @@ func (d *decider) complete(step *playbook.Step, st *StepState, result any, updat
 		exit["fired"] = fired
 	}
 	d.putResult(exit, step, v.N, result, stored.uri)
-	d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: StatusCompleted, Context: exit})
+	d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: lifecycle.ExecutionCompleted, Context: exit})
 	d.stepEnded(step)
 }
 
@@ -864,7 +865,7 @@ func (d *decider) failStep(step *playbook.Step, msg string) {
 	if st := d.s.Steps[step.Name]; st != nil && st.Visit != nil {
 		c["visit"] = int64(st.Visit.N)
 	}
-	d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: StatusFailed, Context: c})
+	d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: lifecycle.ExecutionFailed, Context: c})
 	d.enterFailing()
 }
 
@@ -876,7 +877,7 @@ func (d *decider) enterFailing() {
 	}, "the execution is failing")
 	for _, name := range touched {
 		if st := d.s.Steps[name]; st != nil && st.Visit != nil && st.Visit.InFlight == 0 {
-			d.emit(Event{Type: eventtype.StepExit, Step: name, Status: StatusCancelled,
+			d.emit(Event{Type: eventtype.StepExit, Step: name, Status: lifecycle.ExecutionCancelled,
 				Context: map[string]any{"visit": int64(st.Visit.N), "error": "cancelled because the execution is failing"}})
 		}
 	}
@@ -921,7 +922,7 @@ func (d *decider) closeVisits(reason string) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(d.s.Steps)) {
 		if st := d.s.Steps[name]; st.Visit != nil {
-			d.emit(Event{Type: eventtype.StepExit, Step: name, Status: StatusCancelled,
+			d.emit(Event{Type: eventtype.StepExit, Step: name, Status: lifecycle.ExecutionCancelled,
 				Context: map[string]any{"visit": int64(st.Visit.N), "error": reason}})
 		}
 	}
@@ -958,9 +959,9 @@ func (d *decider) push(i int) {
 func (d *decider) settle() {
 	for {
 		switch d.s.Status {
-		case StatusRunning:
+		case lifecycle.ExecutionRunning:
 			d.drain()
-			if d.s.Status != StatusRunning {
+			if d.s.Status != lifecycle.ExecutionRunning {
 				continue
 			}
 			if d.s.Running > 0 {
@@ -973,10 +974,10 @@ func (d *decider) settle() {
 			// dsl.md §4.10: nothing running, nothing waiting, nothing failed. Orphaned
 			// commands of visits that ended early are cancelled.
 			d.cancelCommands(func(*CommandState) bool { return true }, "the execution completed")
-			d.emit(Event{Type: eventtype.PlaybookCompleted, Status: StatusCompleted,
+			d.emit(Event{Type: eventtype.PlaybookCompleted, Status: lifecycle.ExecutionCompleted,
 				Context: map[string]any{"result": d.s.Ctx}})
 			return
-		case StatusFailing:
+		case lifecycle.ExecutionFailing:
 			for _, c := range d.s.Commands {
 				if c.Status == CmdClaimed || c.Status == CmdRunning {
 					return // R-R9: wait for them; leases bound the wait
@@ -988,7 +989,7 @@ func (d *decider) settle() {
 			for i, f := range d.s.FailedSteps {
 				failed[i] = f
 			}
-			d.emit(Event{Type: eventtype.PlaybookFailed, Status: StatusFailed,
+			d.emit(Event{Type: eventtype.PlaybookFailed, Status: lifecycle.ExecutionFailed,
 				Context: map[string]any{"error": d.s.Error, "failed_steps": failed}})
 			return
 		default:
@@ -1000,7 +1001,7 @@ func (d *decider) settle() {
 // drain re-checks queued steps in depth-first preorder (R-J3, R-J4).
 func (d *decider) drain() {
 	start := d.pb.Start().Index
-	for d.work.Len() > 0 && d.s.Status == StatusRunning {
+	for d.work.Len() > 0 && d.s.Status == lifecycle.ExecutionRunning {
 		i := heap.Pop(&d.work).(rankItem).step
 		d.queued[i/64] &^= 1 << (i % 64)
 		d.out.Work.StepsExamined++

@@ -7,6 +7,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 )
 
 // The forms below come from NoETL's public playbook corpus (issue 12); each test
@@ -25,7 +26,7 @@ workflow:
     tool: {kind: noop}
 `)
 	run(t, s, nil)
-	if s.Log[1].Type != "step.enter" || s.Log[1].Step != "validate" || s.Status() != engine.StatusCompleted {
+	if s.Log[1].Type != "step.enter" || s.Log[1].Step != "validate" || s.Status() != lifecycle.ExecutionCompleted {
 		t.Fatalf("entry %s %s, status %s", s.Log[1].Type, s.Log[1].Step, s.Status())
 	}
 
@@ -124,7 +125,7 @@ workflow:
 		}
 	}
 	invariants(t, s)
-	if s.Status() != engine.StatusCompleted || len(s.Result("start").([]any)) != 6 {
+	if s.Status() != lifecycle.ExecutionCompleted || len(s.Result("start").([]any)) != 6 {
 		t.Fatalf("status %s result %v", s.Status(), s.Result("start"))
 	}
 
@@ -136,7 +137,7 @@ workflow:
     tool: {kind: noop}
 `)
 	run(t, s, nil)
-	if st := s.Snapshot().Steps["start"]; s.Status() != engine.StatusFailed || !strings.Contains(st.Error, "max_in_flight") {
+	if st := s.Snapshot().Steps["start"]; s.Status() != lifecycle.ExecutionFailed || !strings.Contains(st.Error, "max_in_flight") {
 		t.Fatalf("status %s, error %q", s.Status(), st.Error)
 	}
 }
@@ -165,7 +166,7 @@ workflow:
 	for _, c := range []struct{ enabled, want string }{{"true", engine.StepCompleted}, {"false", engine.StepSkipped}} {
 		s := sim(t, strings.Replace(body, "%s", c.enabled, 1))
 		run(t, s, nil)
-		if s.Status() != engine.StatusCompleted || s.StepStatus("gated") != c.want {
+		if s.Status() != lifecycle.ExecutionCompleted || s.StepStatus("gated") != c.want {
 			t.Errorf("enabled %s: status %s, gated %s, want %s", c.enabled, s.Status(), s.StepStatus("gated"), c.want)
 		}
 	}
@@ -201,7 +202,7 @@ workflow:
 		return enginetest.Reply{Data: enginetest.Args(c)["path"]}
 	}
 	run(t, s, nil)
-	if s.Status() != engine.StatusCompleted {
+	if s.Status() != lifecycle.ExecutionCompleted {
 		t.Fatalf("status %s", s.Status())
 	}
 	if got := s.Result("error"); !reflect.DeepEqual(got, map[string]any{"hello": "world"}) {
@@ -232,7 +233,7 @@ func TestUnsupportedFeaturesFailAtDispatch(t *testing.T) {
 			s := sim(t, "workload: {google_auth: g}\nworkflow:"+c.step)
 			run(t, s, nil)
 			st := s.Snapshot().Steps["start"]
-			if s.Status() != engine.StatusFailed || st == nil || !strings.Contains(st.Error, c.want) {
+			if s.Status() != lifecycle.ExecutionFailed || st == nil || !strings.Contains(st.Error, c.want) {
 				t.Fatalf("status %s, step %+v; want failed naming %q", s.Status(), st, c.want)
 			}
 		})

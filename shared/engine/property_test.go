@@ -4,9 +4,9 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 )
 
 // scheduleBodies are playbooks whose outcome must not depend on which worker
@@ -84,7 +84,7 @@ func TestRandomSchedules(t *testing.T) {
 				if err := enginetest.SameState(s.Snapshot(), s.Replay()); err != nil {
 					t.Fatalf("seed %d: %v", seed, err)
 				}
-				if s.Status() != engine.StatusCompleted {
+				if s.Status() != lifecycle.ExecutionCompleted {
 					t.Fatalf("seed %d: status %s error %q", seed, s.Status(), s.Snapshot().Error)
 				}
 				for _, join := range []string{"j", "done"} {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/playbook"
 )
 
@@ -81,7 +82,7 @@ func (r Redrive) Event() Event {
 		}
 		c["entered"] = entered
 	}
-	return Event{Type: eventtype.PlaybookRedriven, Status: StatusRunning, Context: c}
+	return Event{Type: eventtype.PlaybookRedriven, Status: lifecycle.ExecutionRunning, Context: c}
 }
 
 // CheckRedrive says why snap cannot continue under pb: a step that completed
@@ -176,7 +177,7 @@ func applyRedriven(s *Snapshot, ev Event) {
 	if !s.Terminal() {
 		return // a running execution is not redriven (the caller answers 409)
 	}
-	s.Status, s.EndedAt, s.Error, s.FailedSteps = StatusRunning, time.Time{}, "", nil
+	s.Status, s.EndedAt, s.Error, s.FailedSteps = lifecycle.ExecutionRunning, time.Time{}, "", nil
 	clear(s.Commands)
 	kept, _ := ev.Context["kept"].(map[string]any)
 	for name, st := range s.Steps {
@@ -264,7 +265,7 @@ func (d *decider) redrive() {
 		st := d.s.Steps[step.Name]
 		arcSet, _ := arcSets[step.Name].(map[string]any)
 		b := &bindings{arcSet: arcSet, phase: true, errMsg: st.Error, self: step.Name,
-			event: map[string]any{"name": "step.exit", "step": step.Name, "status": StatusCompleted}}
+			event: map[string]any{"name": "step.exit", "step": step.Name, "status": lifecycle.ExecutionCompleted}}
 		switch {
 		case st.ResultRef != nil && st.ResultRef.Kind == KindReference:
 			b.stored = st.ResultRef.URI

@@ -10,6 +10,7 @@ import (
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
 	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 )
 
 // failWhenStrict is a tool that fails while its input says strict: v1 of the
@@ -35,7 +36,7 @@ func redriveTo(t *testing.T, s *enginetest.Sim, body string, version int, want m
 		t.Fatal(err)
 	}
 	invariants(t, s)
-	if s.Status() != engine.StatusCompleted {
+	if s.Status() != lifecycle.ExecutionCompleted {
 		t.Fatalf("after redrive: status %s, want COMPLETED", s.Status())
 	}
 	for step, n := range want {
@@ -74,7 +75,7 @@ func TestRedriveRunsWhatDidNotComplete(t *testing.T) {
 		"check": failWhenStrict,
 	}
 	run(t, s, nil)
-	if s.Status() != engine.StatusFailed {
+	if s.Status() != lifecycle.ExecutionFailed {
 		t.Fatalf("v1: status %s, want FAILED", s.Status())
 	}
 	redriveTo(t, s, pipelineV2(pipelineV1), 2, map[string]int{"start": 1, "fetch": 1, "check": 2, "done": 1})
@@ -128,7 +129,7 @@ workflow:
 		"legacy": failWhenStrict,
 	}
 	run(t, s, nil)
-	if s.Status() != engine.StatusFailed {
+	if s.Status() != lifecycle.ExecutionFailed {
 		t.Fatalf("v1: %s", s.Status())
 	}
 	redriveTo(t, s, v2, 2, map[string]int{"start": 1, "pick": 1, "legacy": 1, "modern": 1})
@@ -171,7 +172,7 @@ func TestRedriveResumesLoops(t *testing.T) {
 		return enginetest.Reply{Data: map[string]any{"sq": jsonx.Int(a["n"]) * jsonx.Int(a["n"])}}
 	}}
 	run(t, s, nil)
-	if s.Status() != engine.StatusFailed {
+	if s.Status() != lifecycle.ExecutionFailed {
 		t.Fatalf("v1: %s", s.Status())
 	}
 	completed := map[int]bool{}
@@ -238,7 +239,7 @@ func TestRedriveCancelledAndRunning(t *testing.T) {
 	if err := s.Post(engine.Event{Type: eventtype.PlaybookCancelled, Status: "CANCELLED", Context: map[string]any{"reason": "test"}}); err != nil {
 		t.Fatal(err)
 	}
-	if s.Status() != engine.StatusCancelled {
+	if s.Status() != lifecycle.ExecutionCancelled {
 		t.Fatalf("status %s", s.Status())
 	}
 	redriveTo(t, s, pipelineV2(pipelineV1), 1, map[string]int{"start": 1, "fetch": 2, "check": 1, "done": 1})
@@ -303,7 +304,7 @@ func TestRedriveResumesAroundKeptIterations(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if s.Status() != engine.StatusFailed {
+	if s.Status() != lifecycle.ExecutionFailed {
 		t.Fatalf("v1: %s", s.Status())
 	}
 	v2 := replaceOnce(replaceOnce(v1, "strict: true", "strict: false"), "mode: parallel, max_in_flight: 5", "mode: sequential")
@@ -365,7 +366,7 @@ workflow:
 	s := sim(t, v1)
 	s.Tools = map[string]enginetest.Tool{"quick": failWhenStrict}
 	run(t, s, nil)
-	if s.Status() != engine.StatusFailed {
+	if s.Status() != lifecycle.ExecutionFailed {
 		t.Fatalf("v1: %s", s.Status())
 	}
 	redriveTo(t, s, replaceOnce(v1, "strict: true", "strict: false"), 2, map[string]int{"start": 1, "pick": 1, "quick": 2, "slow": 0})
@@ -401,7 +402,7 @@ workflow:
 		return enginetest.Reply{Data: map[string]any{"more": jsonx.Int(a["page"]) < 5}}
 	}}
 	run(t, s, nil)
-	if s.Status() != engine.StatusFailed {
+	if s.Status() != lifecycle.ExecutionFailed {
 		t.Fatalf("v1: %s", s.Status())
 	}
 	redriveTo(t, s, replaceOnce(v1, "strict: true", "strict: false"), 2, map[string]int{"start": 1, "fetch": 6, "done": 1})
@@ -441,7 +442,7 @@ func TestRedriveTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	invariants(t, s)
-	if s.Status() != engine.StatusFailed || s.StepStatus("each") != engine.StepCompleted || s.StepStatus("check") != engine.StepFailed {
+	if s.Status() != lifecycle.ExecutionFailed || s.StepStatus("each") != engine.StepCompleted || s.StepStatus("check") != engine.StepFailed {
 		t.Fatalf("after the first redrive: %s, each %s, check %s", s.Status(), s.StepStatus("each"), s.StepStatus("check"))
 	}
 	before := iterationsIssued(s, "each")

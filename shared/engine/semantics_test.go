@@ -10,6 +10,7 @@ import (
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
 	"github.com/noetl-go/noetl/shared/eventtype"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/playbook"
 )
 
@@ -36,7 +37,7 @@ workflow:
 	if types[0] != "playbook.started" || types[1] != "step.enter" || s.Log[1].Step != "start" {
 		t.Fatalf("log starts %v", types[:2])
 	}
-	if s.Status() != engine.StatusCompleted || s.StepStatus("start") != "completed" {
+	if s.Status() != lifecycle.ExecutionCompleted || s.StepStatus("start") != "completed" {
 		t.Fatalf("status %s, start %s", s.Status(), s.StepStatus("start"))
 	}
 }
@@ -106,7 +107,7 @@ workflow:
 	if s.StepStatus("a") != "skipped" || s.Count("step.enter", "a") != 0 || s.StepStatus("after_a") != "skipped" {
 		t.Fatalf("a %s (enters %d), after_a %s", s.StepStatus("a"), s.Count("step.enter", "a"), s.StepStatus("after_a"))
 	}
-	if s.StepStatus("b") != "completed" || s.Status() != engine.StatusCompleted {
+	if s.StepStatus("b") != "completed" || s.Status() != lifecycle.ExecutionCompleted {
 		t.Fatalf("b %s, run %s", s.StepStatus("b"), s.Status())
 	}
 }
@@ -172,7 +173,7 @@ workflow:
 			}
 			run(t, s, c.payload)
 			if c.fails != "" {
-				if s.Status() != engine.StatusFailed || !strings.Contains(s.Snapshot().Error, c.fails) {
+				if s.Status() != lifecycle.ExecutionFailed || !strings.Contains(s.Snapshot().Error, c.fails) {
 					t.Fatalf("status %s error %q, want failure containing %q", s.Status(), s.Snapshot().Error, c.fails)
 				}
 				return
@@ -304,10 +305,10 @@ workflow:
 		reply  enginetest.Reply
 		status string
 	}{
-		{"error envelope then command.completed", enginetest.Reply{Status: "error", Error: "Traceback...\nValueError: boom"}, engine.StatusFailed},
-		{"timeout envelope", enginetest.Reply{Status: "timeout"}, engine.StatusFailed},
-		{"command.failed", enginetest.Reply{Fail: true, Error: "worker crashed"}, engine.StatusFailed},
-		{"data status failed is data (R-R2)", enginetest.Reply{Data: map[string]any{"status": "failed"}}, engine.StatusCompleted},
+		{"error envelope then command.completed", enginetest.Reply{Status: "error", Error: "Traceback...\nValueError: boom"}, lifecycle.ExecutionFailed},
+		{"timeout envelope", enginetest.Reply{Status: "timeout"}, lifecycle.ExecutionFailed},
+		{"command.failed", enginetest.Reply{Fail: true, Error: "worker crashed"}, lifecycle.ExecutionFailed},
+		{"data status failed is data (R-R2)", enginetest.Reply{Data: map[string]any{"status": "failed"}}, lifecycle.ExecutionCompleted},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -317,7 +318,7 @@ workflow:
 			if s.Status() != c.status {
 				t.Fatalf("status %s, want %s (log %v)", s.Status(), c.status, s.Types(""))
 			}
-			if c.status == engine.StatusFailed && s.Count("step.enter", "after") != 0 {
+			if c.status == lifecycle.ExecutionFailed && s.Count("step.enter", "after") != 0 {
 				t.Fatalf("a failed step must not route")
 			}
 		})
@@ -352,7 +353,7 @@ workflow:
 			}
 			t0 := s.Clock
 			run(t, s, nil)
-			if s.Status() != engine.StatusCompleted || attempts != 4 || s.Count("command.issued", "") != 1 {
+			if s.Status() != lifecycle.ExecutionCompleted || attempts != 4 || s.Count("command.issued", "") != 1 {
 				t.Fatalf("status %s attempts %d issued %d", s.Status(), attempts, s.Count("command.issued", ""))
 			}
 			var delays []float64
@@ -390,7 +391,7 @@ func TestRetryClasses(t *testing.T) {
 		n := 0
 		s.Default = func(*enginetest.Cmd) enginetest.Reply { n++; return enginetest.Reply{Expire: true} }
 		run(t, s, nil)
-		if n != 3 || s.Status() != engine.StatusFailed || !strings.Contains(s.Snapshot().Error, "lease expired") {
+		if n != 3 || s.Status() != lifecycle.ExecutionFailed || !strings.Contains(s.Snapshot().Error, "lease expired") {
 			t.Fatalf("attempts %d status %s error %q", n, s.Status(), s.Snapshot().Error)
 		}
 	})
@@ -403,7 +404,7 @@ func TestRetryClasses(t *testing.T) {
 			return enginetest.Reply{Data: c.Attempt}
 		}
 		run(t, s, nil)
-		if s.Status() != engine.StatusCompleted || s.Result("start") != int64(2) {
+		if s.Status() != lifecycle.ExecutionCompleted || s.Result("start") != int64(2) {
 			t.Fatalf("status %s result %v", s.Status(), s.Result("start"))
 		}
 	})
@@ -421,7 +422,7 @@ func TestRetryClasses(t *testing.T) {
 		n := 0
 		s.Default = func(*enginetest.Cmd) enginetest.Reply { n++; return enginetest.Reply{Status: "timeout"} }
 		run(t, s, nil)
-		if n != 1 || s.Status() != engine.StatusFailed {
+		if n != 1 || s.Status() != lifecycle.ExecutionFailed {
 			t.Fatalf("attempts %d status %s", n, s.Status())
 		}
 	})
@@ -452,7 +453,7 @@ workflow:
     tool: {kind: noop, message: "{{ 1 // 0 }}"}
 `)
 	run(t, s, nil)
-	if s.Status() != engine.StatusFailed || s.Count("command.issued", "") != 0 || !strings.Contains(s.Snapshot().Error, "tool:") {
+	if s.Status() != lifecycle.ExecutionFailed || s.Count("command.issued", "") != 0 || !strings.Contains(s.Snapshot().Error, "tool:") {
 		t.Fatalf("status %s issued %d error %q", s.Status(), s.Count("command.issued", ""), s.Snapshot().Error)
 	}
 }
@@ -484,7 +485,7 @@ workflow:
 		t.Errorf("start result %v", s.Result("start"))
 	}
 	want := []any{int64(1), map[string]any{"error": "two is bad"}, int64(3)}
-	if got := s.Result("looped"); !reflect.DeepEqual(got, want) || s.Status() != engine.StatusCompleted {
+	if got := s.Result("looped"); !reflect.DeepEqual(got, want) || s.Status() != lifecycle.ExecutionCompleted {
 		t.Fatalf("loop result %v (status %s)", got, s.Status())
 	}
 }
@@ -564,7 +565,7 @@ workflow:
 		return enginetest.Reply{Data: 1}
 	}
 	run(t, s, nil)
-	if s.Status() != engine.StatusFailed || s.Count("command.issued", "start") != 2 {
+	if s.Status() != lifecycle.ExecutionFailed || s.Count("command.issued", "start") != 2 {
 		t.Fatalf("status %s, issued %d (iteration 3 must not run)", s.Status(), s.Count("command.issued", "start"))
 	}
 	if !strings.Contains(s.Snapshot().Error, "iteration 1: bad item") {
@@ -680,7 +681,7 @@ workflow:
 	// a fails fatally.
 	must(t, s.Claim(a, "w1"))
 	must(t, s.Finish(a, enginetest.Reply{Status: "error", Error: "a broke"}))
-	if s.Status() != engine.StatusFailing {
+	if s.Status() != lifecycle.ExecutionFailing {
 		t.Fatalf("status %s, want FAILING while b runs", s.Status())
 	}
 	if s.Commands[c.ID].Status != "CANCELLED" {
@@ -689,7 +690,7 @@ workflow:
 	// b's late completion is recorded as step.exit but routes nowhere.
 	must(t, s.Finish(b, enginetest.Reply{Data: "b done"}))
 	invariants(t, s)
-	if s.Status() != engine.StatusFailed {
+	if s.Status() != lifecycle.ExecutionFailed {
 		t.Fatalf("status %s", s.Status())
 	}
 	if s.StepStatus("b") != "completed" || s.Count("step.enter", "after_b") != 0 || s.Count("step.enter", "after_a") != 0 {
@@ -725,7 +726,7 @@ workflow:
 		return enginetest.Reply{Status: "error", Error: "boom"}
 	}}
 	run(t, s, nil)
-	if s.Status() != engine.StatusCompleted || s.StepStatus("handler") != "completed" {
+	if s.Status() != lifecycle.ExecutionCompleted || s.StepStatus("handler") != "completed" {
 		t.Fatalf("status %s handler %s", s.Status(), s.StepStatus("handler"))
 	}
 	if !reflect.DeepEqual(s.Result("start"), map[string]any{"error": "boom"}) || s.Snapshot().Ctx["err"] != "boom" {
@@ -825,7 +826,7 @@ workflow:
     next: tick
 `)
 	run(t, s, nil)
-	if s.Status() != engine.StatusCompleted {
+	if s.Status() != lifecycle.ExecutionCompleted {
 		t.Fatalf("status %s", s.Status())
 	}
 	if n := s.Count("step.enter", "tick"); n != 6 {
@@ -847,7 +848,7 @@ workflow:
     next: start
 `)
 	run(t, s, nil)
-	if s.Status() != engine.StatusFailed || s.Count("step.enter", "start") != 4 {
+	if s.Status() != lifecycle.ExecutionFailed || s.Count("step.enter", "start") != 4 {
 		t.Fatalf("status %s enters %d", s.Status(), s.Count("step.enter", "start"))
 	}
 	if e := s.Snapshot().Error; !strings.Contains(e, `"start"`) || !strings.Contains(e, "max_visits (4)") {
@@ -906,7 +907,7 @@ workflow:
 	p := s.Pending()
 	must(t, s.Claim(p[0], "w"))
 	must(t, s.Post(engine.Event{Type: "playbook.cancelled", Status: "CANCELLED", Context: map[string]any{"reason": "user"}}))
-	if s.Status() != engine.StatusCancelled {
+	if s.Status() != lifecycle.ExecutionCancelled {
 		t.Fatalf("status %s", s.Status())
 	}
 	for _, c := range p {
@@ -917,7 +918,7 @@ workflow:
 	n := len(s.Log)
 	must(t, s.Finish(p[0], enginetest.Reply{Data: "late"}))
 	invariants(t, s)
-	if s.Status() != engine.StatusCancelled || len(s.Log) != n+2 || s.Count("step.enter", "c") != 0 {
+	if s.Status() != lifecycle.ExecutionCancelled || len(s.Log) != n+2 || s.Count("step.enter", "c") != 0 {
 		t.Fatalf("late result changed the run: status %s, %d new events", s.Status(), len(s.Log)-n)
 	}
 	for _, st := range []string{"a", "b"} {
@@ -1086,7 +1087,7 @@ workflow:
     tool: {kind: snowflake, query: select 1}
 `)
 	run(t, s, nil)
-	if s.Status() != engine.StatusFailed || !strings.Contains(s.Snapshot().Error, "tool kind snowflake is not supported") || s.Count("command.issued", "duck") != 0 {
+	if s.Status() != lifecycle.ExecutionFailed || !strings.Contains(s.Snapshot().Error, "tool kind snowflake is not supported") || s.Count("command.issued", "duck") != 0 {
 		t.Fatalf("status %s error %q", s.Status(), s.Snapshot().Error)
 	}
 }
@@ -1211,7 +1212,7 @@ workflow:
     next: [{step: x, when: "{{ x is not defined }}"}]
 `)
 	run(t, s, nil)
-	if s.Status() != engine.StatusCompleted {
+	if s.Status() != lifecycle.ExecutionCompleted {
 		t.Fatalf("status %s: %v", s.Status(), s.Types(""))
 	}
 	if s.Index("step.enter", "x", 0) > s.Index("step.enter", "y", 0) {
@@ -1550,7 +1551,7 @@ workflow:
     tool: {kind: noop}
 `)
 	run(t, s, nil)
-	if s.Status() != engine.StatusCompleted {
+	if s.Status() != lifecycle.ExecutionCompleted {
 		t.Fatalf("status %s, want COMPLETED", s.Status())
 	}
 	if s.Count("step.exit", "step1") != 1 || s.Count("step.enter", "end") != 0 || s.Count("command.issued", "end") != 0 {

@@ -7,16 +7,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/jsonx"
-)
-
-// Execution statuses. FAILING is internal: a step failed fatally and the engine
-// waits for claimed/running commands before writing playbook.failed (R-R9).
-const (
-	StatusRunning   = "RUNNING"
-	StatusFailing   = "FAILING"
-	StatusCompleted = "COMPLETED"
-	StatusFailed    = "FAILED"
-	StatusCancelled = "CANCELLED"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 )
 
 // Step statuses in the snapshot and the API (a step not in the snapshot is pending).
@@ -234,7 +225,7 @@ func (s *Snapshot) Clone() *Snapshot {
 // Terminal reports whether the execution has ended.
 func (s *Snapshot) Terminal() bool {
 	switch s.Status {
-	case StatusCompleted, StatusFailed, StatusCancelled:
+	case lifecycle.ExecutionCompleted, lifecycle.ExecutionFailed, lifecycle.ExecutionCancelled:
 		return true
 	}
 	return false

@@ -10,6 +10,7 @@ import (
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
 	"github.com/noetl-go/noetl/shared/eventtype"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 )
 
 // visitsNeverOverlap checks R-J7 on a whole log: between a step's step.enter and
@@ -78,7 +79,7 @@ workflow:
 		{"f1", map[string]any{"from": "f1 again", "a": int64(10)}},
 		{"f2", map[string]any{"from": "f2 again", "b": int64(20)}},
 	} {
-		must(t, s.Post(engine.Event{Type: eventtype.StepExit, Step: f.from, Status: engine.StatusCompleted,
+		must(t, s.Post(engine.Event{Type: eventtype.StepExit, Step: f.from, Status: lifecycle.ExecutionCompleted,
 			Context: map[string]any{"fired": []any{map[string]any{"step": "t", "set": f.set}}}}))
 	}
 	snap := s.Snapshot()
@@ -108,7 +109,7 @@ workflow:
 	must(t, s.RunToEnd(10))
 	invariants(t, s)
 	visitsNeverOverlap(t, s)
-	if s.Status() != engine.StatusCompleted || s.Count("step.enter", "t") != 2 || s.Count("command.issued", "t") != 2 {
+	if s.Status() != lifecycle.ExecutionCompleted || s.Count("step.enter", "t") != 2 || s.Count("command.issued", "t") != 2 {
 		t.Fatalf("status %s, t entered %d, issued %d: two held arcs must coalesce into one visit",
 			s.Status(), s.Count("step.enter", "t"), s.Count("command.issued", "t"))
 	}
@@ -145,7 +146,7 @@ workflow:
 	s.Default = echoArgs
 	run(t, s, nil)
 	visitsNeverOverlap(t, s)
-	if s.Status() != engine.StatusCompleted {
+	if s.Status() != lifecycle.ExecutionCompleted {
 		t.Fatalf("status %s", s.Status())
 	}
 	if n := s.Count("step.enter", "t"); n != 1 {
@@ -190,12 +191,12 @@ workflow:
 	must(t, s.Claim(b, "w2"))
 	must(t, s.Claim(a, "w1"))
 	must(t, s.Finish(a, enginetest.Reply{Status: "error", Error: "a broke"}))
-	if s.Status() != engine.StatusFailing || s.Count("playbook.failed", "") != 0 {
+	if s.Status() != lifecycle.ExecutionFailing || s.Count("playbook.failed", "") != 0 {
 		t.Fatalf("status %s with %d playbook.failed: want FAILING while b runs", s.Status(), s.Count("playbook.failed", ""))
 	}
 
 	must(t, s.Post(engine.Event{Type: eventtype.PlaybookCancelled, Status: "CANCELLED", Context: map[string]any{"reason": "user"}}))
-	if s.Status() != engine.StatusCancelled {
+	if s.Status() != lifecycle.ExecutionCancelled {
 		t.Fatalf("status %s after cancel while failing, want CANCELLED", s.Status())
 	}
 	if s.Commands[b.ID].Status != "CANCELLED" || s.StepStatus("b") != engine.StepCancelled {
@@ -203,7 +204,7 @@ workflow:
 	}
 	must(t, s.Finish(b, enginetest.Reply{Data: "late"}))
 	invariants(t, s)
-	if s.Status() != engine.StatusCancelled || s.Count("playbook.failed", "") != 0 || s.Count("playbook.cancelled", "") != 1 {
+	if s.Status() != lifecycle.ExecutionCancelled || s.Count("playbook.failed", "") != 0 || s.Count("playbook.cancelled", "") != 1 {
 		t.Fatalf("status %s, playbook.failed %d, playbook.cancelled %d", s.Status(), s.Count("playbook.failed", ""), s.Count("playbook.cancelled", ""))
 	}
 	if s.Count("step.enter", "after_b") != 0 {
@@ -255,7 +256,7 @@ workflow:
 	must(t, s.Claim(b, "w2"))
 	must(t, s.Claim(a, "w1"))
 	must(t, s.Finish(a, enginetest.Reply{Status: "error", Error: "a broke"}))
-	if s.Status() != engine.StatusFailing {
+	if s.Status() != lifecycle.ExecutionFailing {
 		t.Fatalf("status %s, want FAILING", s.Status())
 	}
 	ctxBefore := s.Snapshot().Ctx
@@ -276,7 +277,7 @@ workflow:
 		t.Fatalf("late completion examined %d arcs, want none (R-R9)", late.Work.ArcsExamined)
 	}
 	exit := late.Events[0]
-	if exit.Step != "b" || exit.Status != engine.StatusCompleted || !reflect.DeepEqual(exit.Context["result"], map[string]any{"v": int64(7)}) {
+	if exit.Step != "b" || exit.Status != lifecycle.ExecutionCompleted || !reflect.DeepEqual(exit.Context["result"], map[string]any{"v": int64(7)}) {
 		t.Fatalf("b's step.exit %s %s %v: the late result must be recorded", exit.Step, exit.Status, exit.Context)
 	}
 	if _, fired := exit.Context["fired"]; fired {
@@ -288,7 +289,7 @@ workflow:
 	if s.Count("ctx.updated", "b") != 0 || s.Count("step.enter", "after_b") != 0 || s.Snapshot().Steps["after_b"] != nil {
 		t.Fatal("b's set or arcs were applied")
 	}
-	if s.Status() != engine.StatusFailed || s.StepStatus("b") != engine.StepCompleted {
+	if s.Status() != lifecycle.ExecutionFailed || s.StepStatus("b") != engine.StepCompleted {
 		t.Fatalf("status %s, b %s", s.Status(), s.StepStatus("b"))
 	}
 }
@@ -318,7 +319,7 @@ workflow:
 	s.Default = echoArgs
 	s.Tools = map[string]enginetest.Tool{"start": ok(map[string]any{"n": int64(41)})}
 	run(t, s, nil)
-	if s.Status() != engine.StatusCompleted {
+	if s.Status() != lifecycle.ExecutionCompleted {
 		t.Fatalf("status %s", s.Status())
 	}
 	exit := s.Log[s.Index("step.exit", "start", 0)]

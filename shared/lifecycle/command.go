@@ -4,7 +4,8 @@
 // the control plane decides in memory, under its locks) and in SQL (what
 // the store's statements select and update), from the same constants;
 // TestGuardsMatchSQL (shared/store) pins each Go guard to its SQL form on a
-// real Postgres. Nothing else spells a command status or a lease rule.
+// real Postgres. Nothing else spells a command status or a lease rule, nor
+// an execution status (execution.go), which the guards speak of.
 //
 //	engine: command.issued
 //	       │

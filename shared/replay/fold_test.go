@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 )
 
 func mustJSON(t testing.TB, st *State) []byte {
@@ -155,17 +156,17 @@ func TestExecutionStatus(t *testing.T) {
 		want  string
 	}{
 		{"no events", nil, StatusUnknown},
-		{"legacy start", []string{"playbook_started"}, StatusRunning},
-		{"dotted start", []string{"playbook.started", "step.enter"}, StatusRunning},
-		{"completed", []string{"playbook.started", "playbook.completed"}, StatusCompleted},
-		{"legacy completed", []string{"playbook_started", "playbook_completed"}, StatusCompleted},
-		{"failed", []string{"playbook.started", "command.failed", "playbook.failed"}, StatusFailed},
-		{"command failure is not execution failure", []string{"playbook.started", "command.failed"}, StatusRunning},
-		{"legacy cancelled", []string{"playbook_started", "playbook_cancelled"}, StatusCancelled},
-		{"terminal sticks", []string{"playbook.started", "playbook.cancelled", "step.exit"}, StatusCancelled},
+		{"legacy start", []string{"playbook_started"}, lifecycle.ExecutionRunning},
+		{"dotted start", []string{"playbook.started", "step.enter"}, lifecycle.ExecutionRunning},
+		{"completed", []string{"playbook.started", "playbook.completed"}, lifecycle.ExecutionCompleted},
+		{"legacy completed", []string{"playbook_started", "playbook_completed"}, lifecycle.ExecutionCompleted},
+		{"failed", []string{"playbook.started", "command.failed", "playbook.failed"}, lifecycle.ExecutionFailed},
+		{"command failure is not execution failure", []string{"playbook.started", "command.failed"}, lifecycle.ExecutionRunning},
+		{"legacy cancelled", []string{"playbook_started", "playbook_cancelled"}, lifecycle.ExecutionCancelled},
+		{"terminal sticks", []string{"playbook.started", "playbook.cancelled", "step.exit"}, lifecycle.ExecutionCancelled},
 		// A redrive reopens an ended execution (docs/redrive.md).
-		{"redriven", []string{"playbook.started", "playbook.failed", "playbook.redriven", "step.rerouted"}, StatusRunning},
-		{"redriven, then completed", []string{"playbook.started", "playbook.cancelled", "playbook.redriven", "playbook.completed"}, StatusCompleted},
+		{"redriven", []string{"playbook.started", "playbook.failed", "playbook.redriven", "step.rerouted"}, lifecycle.ExecutionRunning},
+		{"redriven, then completed", []string{"playbook.started", "playbook.cancelled", "playbook.redriven", "playbook.completed"}, lifecycle.ExecutionCompleted},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -264,7 +265,7 @@ func TestOurLoops(t *testing.T) {
 	if len(st.Projections["stages"].(map[string]any)) != 0 || len(st.Projections["frames"].(map[string]any)) != 0 {
 		t.Error("stages/frames must stay empty for our runs")
 	}
-	if st.ExecutionStatus() != StatusFailed {
+	if st.ExecutionStatus() != lifecycle.ExecutionFailed {
 		t.Errorf("status %s", st.ExecutionStatus())
 	}
 	cmds := st.Projections["commands"].(map[string]any)
@@ -370,7 +371,7 @@ func TestAddRejectsOutOfOrderRows(t *testing.T) {
 		}
 	}
 	st, _ := f.State()
-	if st.EventCount != 1 || st.ExecutionStatus() != StatusRunning {
+	if st.EventCount != 1 || st.ExecutionStatus() != lifecycle.ExecutionRunning {
 		t.Fatalf("rejected rows changed the fold: count %d status %s", st.EventCount, st.ExecutionStatus())
 	}
 }

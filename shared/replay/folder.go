@@ -6,14 +6,9 @@ import (
 	"strings"
 )
 
-// Execution status vocabulary (replay.md "Output").
-const (
-	StatusUnknown   = "UNKNOWN" // no events folded
-	StatusRunning   = "RUNNING"
-	StatusCompleted = "COMPLETED"
-	StatusFailed    = "FAILED"
-	StatusCancelled = "CANCELLED"
-)
+// StatusUnknown is the execution status of a fold that read no events
+// (replay.md "Output"); the others are lifecycle's execution statuses.
+const StatusUnknown = "UNKNOWN"
 
 // DefaultLimit is the number of events folded when the caller sets no limit.
 const DefaultLimit = 100000

@@ -3,6 +3,8 @@ package replay
 import (
 	"fmt"
 	"testing"
+
+	"github.com/noetl-go/noetl/shared/lifecycle"
 )
 
 // noetlLog is an execution's log as NoETL's own server (4.26, with its Python
@@ -44,7 +46,7 @@ func noetlLog(t *testing.T, end string) []Row {
 // workflow.initialized, batch.*, loop.done) change nothing else: we read
 // NoETL's names where they arrive and write none of them ourselves.
 func TestNoETLLifecycleRowsRead(t *testing.T) {
-	for end, want := range map[string]string{"completed": StatusCompleted, "failed": StatusFailed} {
+	for end, want := range map[string]string{"completed": lifecycle.ExecutionCompleted, "failed": lifecycle.ExecutionFailed} {
 		t.Run(end, func(t *testing.T) {
 			rows := noetlLog(t, end)
 			st := fold(t, Options{ExecutionID: "7"}, rows)
@@ -79,8 +81,8 @@ func TestNoETLLifecycleRowsRead(t *testing.T) {
 // same vocabulary as ingest (eventtype.Canonical): execution_completed ends an
 // execution as playbook.completed does, execution_failed as playbook.failed.
 func TestLegacySpellingsAsIngestReadsThem(t *testing.T) {
-	for typ, want := range map[string]string{"execution_completed": StatusCompleted, "execution_failed": StatusFailed,
-		"execution_cancelled": StatusCancelled, "playbook_completed": StatusCompleted} {
+	for typ, want := range map[string]string{"execution_completed": lifecycle.ExecutionCompleted, "execution_failed": lifecycle.ExecutionFailed,
+		"execution_cancelled": lifecycle.ExecutionCancelled, "playbook_completed": lifecycle.ExecutionCompleted} {
 		var rows []Row
 		for i, e := range []string{"execution_started", "step_started", "step_completed", typ} {
 			r, err := RowFromObject(map[string]any{"event_id": int64(200 + i), "event_type": e, "node_name": "start"}, int64(i+1))

@@ -26,10 +26,10 @@ func nextStatus(cur, typ string) string {
 		return t
 	}
 	if typ == eventtype.PlaybookRedriven && cur != StatusUnknown {
-		return StatusRunning
+		return lifecycle.ExecutionRunning
 	}
 	if cur == StatusUnknown {
-		return StatusRunning
+		return lifecycle.ExecutionRunning
 	}
 	return cur
 }

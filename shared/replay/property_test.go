@@ -6,6 +6,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/engine/enginetest"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/playbook/parser"
 	"github.com/noetl-go/noetl/shared/replay"
 )
@@ -110,7 +111,7 @@ func TestFoldDeterministicOverSchedules(t *testing.T) {
 		if err := enginetest.SameState(s.Snapshot(), steps.Snapshot()); err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
-		if s.Status() != engine.StatusCompleted {
+		if s.Status() != lifecycle.ExecutionCompleted {
 			t.Fatalf("seed %d: status %s", seed, s.Status())
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 )
 
 // canonicalType maps NoETL's legacy spellings (events.md §3) onto the dotted
@@ -24,11 +25,11 @@ func canonicalType(t string) string {
 func terminalStatus(canonical string) string {
 	switch canonical {
 	case "playbook.completed", "workflow.completed", "execution.completed":
-		return StatusCompleted
+		return lifecycle.ExecutionCompleted
 	case "playbook.failed", "workflow.failed", "execution.failed":
-		return StatusFailed
+		return lifecycle.ExecutionFailed
 	case "playbook.cancelled", "workflow.cancelled", "execution.cancelled":
-		return StatusCancelled
+		return lifecycle.ExecutionCancelled
 	}
 	return ""
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/noetl-go/noetl/shared/eventtype"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -23,10 +24,10 @@ func TestOrphansHonourCascade(t *testing.T) {
 		ls := &store.LockSet{Executions: []int64{p.ExecutionID}}
 		tx := lock(t, sh, ls)
 		row := ls.ExecutionRows[p.ExecutionID]
-		row.Status, row.LastSeq, row.CompletedAt = store.ExecutionCancelled, 1, time.Now()
+		row.Status, row.LastSeq, row.CompletedAt = lifecycle.ExecutionCancelled, 1, time.Now()
 		if err := tx.Write(&store.Changes{
 			Events: []store.Event{{ExecutionID: p.ExecutionID, Seq: 1, EventID: allocate(t, sh, 1)[0], EventType: eventtype.PlaybookCancelled,
-				Status: store.ExecutionCancelled, Context: ctxv, CreatedAt: ls.Now}},
+				Status: lifecycle.ExecutionCancelled, Context: ctxv, CreatedAt: ls.Now}},
 			Executions: []store.Execution{row},
 		}); err != nil {
 			t.Fatal(err)

@@ -164,7 +164,7 @@ func pipelined(t *testing.T, sh *store.Shard, e store.Execution, catalogID int64
 			Result: map[string]any{"x": int64(1)}}},
 		Outbox: []store.OutboxMessage{{OutboxID: more[2], ExecutionID: e.ExecutionID, EventID: more[1], Subject: "noetl.commands.shared.1",
 			MsgID: next + ":1", Payload: json.RawMessage(`{"b":2}`)}},
-		Executions: []store.Execution{{ExecutionID: e.ExecutionID, Status: store.ExecutionRunning, LastSeq: 2, State: json.RawMessage(`{"y":2}`)}},
+		Executions: []store.Execution{{ExecutionID: e.ExecutionID, Status: lifecycle.ExecutionRunning, LastSeq: 2, State: json.RawMessage(`{"y":2}`)}},
 	}
 	if err := tx.Write(ch); err != nil {
 		t.Fatal(err)

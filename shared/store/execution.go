@@ -13,14 +13,14 @@ import (
 	"github.com/noetl-go/noetl/shared/lifecycle"
 )
 
-// Execution statuses. FAILING is the R-R9 window between the first fatal failure and
-// playbook.failed.
+// The execution statuses under the store's names: lifecycle's, kept for
+// controlplane's advance.go and claim.go, which spell them so and are left
+// untouched while the step path is measured. Everything else reads lifecycle's.
 const (
-	ExecutionRunning   = "RUNNING"
-	ExecutionFailing   = "FAILING"
-	ExecutionCompleted = "COMPLETED"
-	ExecutionFailed    = "FAILED"
-	ExecutionCancelled = "CANCELLED"
+	ExecutionRunning   = lifecycle.ExecutionRunning
+	ExecutionCompleted = lifecycle.ExecutionCompleted
+	ExecutionFailed    = lifecycle.ExecutionFailed
+	ExecutionCancelled = lifecycle.ExecutionCancelled
 )
 
 // Execution is one row of the execution table.
@@ -102,7 +102,7 @@ func insertExecutionStmt(e Execution) (string, []any, error) {
 		return "", nil, fmt.Errorf("insert execution %d: execution_id, path and pool are required", e.ExecutionID)
 	}
 	if e.Status == "" {
-		e.Status = ExecutionRunning
+		e.Status = lifecycle.ExecutionRunning
 	}
 	workload, err := objectJSON(e.Workload)
 	if err != nil {
@@ -264,7 +264,7 @@ const CascadeKey = "cascade"
 // cancelCascadedSQL is true when execution p was cancelled with its children:
 // CANCELLED, and its cancel event did not say cascade false. The event is
 // found by the log's primary key (execution_id, seq).
-const cancelCascadedSQL = `(p.status = '` + ExecutionCancelled + `' AND NOT EXISTS (
+const cancelCascadedSQL = `(p.status = '` + lifecycle.ExecutionCancelled + `' AND NOT EXISTS (
 	SELECT 1 FROM event ce WHERE ce.execution_id = p.execution_id
 	AND ce.event_type = '` + eventtype.PlaybookCancelled + `' AND ce.context @> '{"` + CascadeKey + `": false}'))`
 
@@ -276,7 +276,7 @@ func ListOrphanedChildren(ctx context.Context, q Querier, limit int) ([]int64, e
 	return queryRows(ctx, q, "list orphaned children", scanID, `
 		SELECT c.execution_id FROM execution c
 		JOIN execution p ON p.execution_id = c.parent_execution_id
-		WHERE c.status IN ('RUNNING', 'FAILING') AND `+cancelCascadedSQL+`
+		WHERE c.status IN ('`+lifecycle.ExecutionRunning+`', '`+lifecycle.ExecutionFailing+`') AND `+cancelCascadedSQL+`
 		LIMIT $1`, limit)
 }
 
@@ -290,10 +290,10 @@ func ListOrphanedChildren(ctx context.Context, q Querier, limit int) ([]int64, e
 func ListIdle(ctx context.Context, q Querier, before time.Time, limit int) ([]int64, error) {
 	return queryRows(ctx, q, "list idle executions", scanID, `
 		SELECT e.execution_id FROM execution e
-		WHERE e.status IN ('`+ExecutionRunning+`', '`+ExecutionFailing+`') AND e.updated_at < $1
+		WHERE e.status IN ('`+lifecycle.ExecutionRunning+`', '`+lifecycle.ExecutionFailing+`') AND e.updated_at < $1
 		  AND NOT EXISTS (SELECT 1 FROM command c WHERE c.execution_id = e.execution_id AND `+lifecycle.ActiveSQL+` AND `+lifecycle.LiveSQL+`)
 		  AND NOT EXISTS (SELECT 1 FROM execution k WHERE k.parent_execution_id = e.execution_id
-			AND k.status IN ('`+ExecutionRunning+`', '`+ExecutionFailing+`') AND k.updated_at >= $1)
+			AND k.status IN ('`+lifecycle.ExecutionRunning+`', '`+lifecycle.ExecutionFailing+`') AND k.updated_at >= $1)
 		ORDER BY e.execution_id
 		LIMIT $2`, before, limit)
 }

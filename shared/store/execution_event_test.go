@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -22,7 +23,7 @@ func TestExecutionLifecycle(t *testing.T) {
 		e.ParentExecutionID = 77
 		e.Workload = map[string]any{"big": int64(9007199254740993), "s": "x"}
 	})
-	if e.Status != store.ExecutionRunning || e.StartedAt.IsZero() || !e.UpdatedAt.Equal(e.StartedAt) || string(e.State) != "{}" {
+	if e.Status != lifecycle.ExecutionRunning || e.StartedAt.IsZero() || !e.UpdatedAt.Equal(e.StartedAt) || string(e.State) != "{}" {
 		t.Fatalf("inserted: %+v", e)
 	}
 	got, err := store.GetExecution(ctx, sh.Pool(), e.ExecutionID)
@@ -33,7 +34,7 @@ func TestExecutionLifecycle(t *testing.T) {
 	ls := &store.LockSet{Executions: []int64{e.ExecutionID}}
 	tx := lock(t, sh, ls)
 	locked := ls.ExecutionRows[e.ExecutionID]
-	locked.Status, locked.State, locked.LastSeq = store.ExecutionFailed, json.RawMessage(`{"steps":{}}`), 9
+	locked.Status, locked.State, locked.LastSeq = lifecycle.ExecutionFailed, json.RawMessage(`{"steps":{}}`), 9
 	locked.CompletedAt, locked.Error = done, "boom"
 	if err := tx.Write(&store.Changes{Executions: []store.Execution{locked}}); err != nil {
 		t.Fatal(err)
@@ -42,14 +43,14 @@ func TestExecutionLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err = store.GetExecution(ctx, sh.Pool(), e.ExecutionID)
-	if err != nil || got.Status != store.ExecutionFailed || got.LastSeq != 9 || !got.CompletedAt.Equal(done) ||
+	if err != nil || got.Status != lifecycle.ExecutionFailed || got.LastSeq != 9 || !got.CompletedAt.Equal(done) ||
 		got.Error != "boom" || string(got.State) != `{"steps":{}}` || !got.UpdatedAt.After(e.UpdatedAt) {
 		t.Fatalf("after update: %+v %v", got, err)
 	}
 	// nil State keeps the stored snapshot.
-	got.State, got.Status = nil, store.ExecutionCancelled
+	got.State, got.Status = nil, lifecycle.ExecutionCancelled
 	mustWrite(t, sh, &store.Changes{Executions: []store.Execution{got}})
-	if again, _ := store.GetExecution(ctx, sh.Pool(), e.ExecutionID); string(again.State) != `{"steps":{}}` || again.Status != store.ExecutionCancelled {
+	if again, _ := store.GetExecution(ctx, sh.Pool(), e.ExecutionID); string(again.State) != `{"steps":{}}` || again.Status != lifecycle.ExecutionCancelled {
 		t.Errorf("nil state: %+v", again)
 	}
 	if _, err := store.GetExecution(ctx, sh.Pool(), 12345); !errors.Is(err, store.ErrNotFound) {
@@ -149,7 +150,7 @@ func TestListExecutionsKeyset(t *testing.T) {
 		e := newExecution(t, sh, func(e *store.Execution) {
 			// Groups of three share a start time, across shards: ids break the ties.
 			e.StartedAt = base.Add(time.Duration(i/3) * time.Second)
-			e.Status = []string{store.ExecutionRunning, store.ExecutionCompleted, store.ExecutionFailed}[i%3]
+			e.Status = []string{lifecycle.ExecutionRunning, lifecycle.ExecutionCompleted, lifecycle.ExecutionFailed}[i%3]
 			e.Path = fmt.Sprintf("path/%d", i%4)
 			e.CatalogID = int64(100 + i%5)
 			if i%6 == 0 {
@@ -216,12 +217,12 @@ func TestListExecutionsKeyset(t *testing.T) {
 		keep func(store.Execution) bool
 	}{
 		{"all", store.ExecutionFilter{Limit: 7}, func(store.Execution) bool { return true }},
-		{"status", store.ExecutionFilter{Limit: 4, Status: store.ExecutionFailed}, func(e store.Execution) bool { return e.Status == store.ExecutionFailed }},
+		{"status", store.ExecutionFilter{Limit: 4, Status: lifecycle.ExecutionFailed}, func(e store.Execution) bool { return e.Status == lifecycle.ExecutionFailed }},
 		{"path", store.ExecutionFilter{Limit: 5, Path: "path/1"}, func(e store.Execution) bool { return e.Path == "path/1" }},
 		{"catalog", store.ExecutionFilter{Limit: 3, CatalogID: 102}, func(e store.Execution) bool { return e.CatalogID == 102 }},
 		{"parent", store.ExecutionFilter{Limit: 2, ParentExecutionID: 4242}, func(e store.Execution) bool { return e.ParentExecutionID == 4242 }},
-		{"status+path", store.ExecutionFilter{Limit: 2, Status: store.ExecutionRunning, Path: "path/0"},
-			func(e store.Execution) bool { return e.Status == store.ExecutionRunning && e.Path == "path/0" }},
+		{"status+path", store.ExecutionFilter{Limit: 2, Status: lifecycle.ExecutionRunning, Path: "path/0"},
+			func(e store.Execution) bool { return e.Status == lifecycle.ExecutionRunning && e.Path == "path/0" }},
 	}
 	for _, c := range cases {
 		want := expect(c.keep)

@@ -45,9 +45,9 @@ func Stalls(ctx context.Context, q Querier, overdue time.Duration, limit int) ([
 			FROM command WHERE command.execution_id = e.execution_id AND `+lifecycle.ActiveSQL+`) a
 		CROSS JOIN LATERAL (
 			SELECT count(*) AS running FROM execution c
-			WHERE c.parent_execution_id = e.execution_id AND c.status IN ('`+ExecutionRunning+`', '`+ExecutionFailing+`')) k
+			WHERE c.parent_execution_id = e.execution_id AND c.status IN ('`+lifecycle.ExecutionRunning+`', '`+lifecycle.ExecutionFailing+`')) k
 		LEFT JOIN execution p ON p.execution_id = e.parent_execution_id
-		WHERE e.status IN ('`+ExecutionRunning+`', '`+ExecutionFailing+`')
+		WHERE e.status IN ('`+lifecycle.ExecutionRunning+`', '`+lifecycle.ExecutionFailing+`')
 		  AND ((a.active = 0 AND k.running = 0 AND NOT coalesce(`+cancelCascadedSQL+`, false)) OR a.stale > 0)
 		ORDER BY e.execution_id
 		LIMIT $2`, overdue, limit)

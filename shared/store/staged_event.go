@@ -77,7 +77,7 @@ func StageEvents(ctx context.Context, q Querier, st Stage) (bool, error) {
 	err = q.QueryRow(ctx, `
 		WITH ok AS (
 			SELECT 1 FROM execution WHERE execution_id = `+p(1)+`
-				AND status NOT IN ('`+ExecutionCompleted+`', '`+ExecutionFailed+`', '`+ExecutionCancelled+`')
+				AND status NOT IN ('`+lifecycle.ExecutionCompleted+`', '`+lifecycle.ExecutionFailed+`', '`+lifecycle.ExecutionCancelled+`')
 				AND NOT EXISTS (SELECT 1 FROM unnest(`+p(2)+`::text[], `+p(3)+`::text[], `+p(4)+`::int[]) AS h(cmd, wkr, att)
 					WHERE NOT EXISTS (SELECT 1 FROM command WHERE command_id = h.cmd AND execution_id = `+p(1)+`
 						AND `+lifecycle.HeldBySQL("h.wkr", "h.att")+`))

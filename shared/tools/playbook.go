@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/tmpl"
 	"github.com/noetl-go/noetl/shared/toolkind"
@@ -47,14 +48,6 @@ type ChildView struct {
 	// the tool's error message.
 	Error any
 }
-
-// Child execution statuses.
-const (
-	ChildCompleted = "COMPLETED"
-	ChildFailed    = "FAILED"
-	ChildCancelled = "CANCELLED"
-	ChildRunning   = "RUNNING"
-)
 
 // runPlaybook starts a child execution and, unless `wait: false`, waits for it.
 //
@@ -111,21 +104,21 @@ func (r *Registry) runPlaybook(ctx context.Context, it pipeline.Item) toolresult
 	}
 	r.log.Debug("playbook: child started", "execution_id", id, "parent", req.ParentExecutionID, "path", req.Path)
 	if !wait {
-		return toolresult.Envelope{Status: toolresult.StatusSuccess, Data: map[string]any{"execution_id": id, "status": ChildRunning}}
+		return toolresult.Envelope{Status: toolresult.StatusSuccess, Data: map[string]any{"execution_id": id, "status": lifecycle.ExecutionRunning}}
 	}
 
 	status, result, err := r.children.Wait(ctx, id)
 	if err != nil {
 		if ctx.Err() != nil {
 			out := ctxEnvelope(ctx, fmt.Sprintf("playbook: waiting for child execution %s (%s)", id, name))
-			out.Data = map[string]any{"execution_id": id, "status": ChildRunning}
+			out.Data = map[string]any{"execution_id": id, "status": lifecycle.ExecutionRunning}
 			return out
 		}
 		return failure(toolresult.KindTool, fmt.Sprintf("playbook: wait for child execution %s (%s): %v", id, name, err))
 	}
 	status = strings.ToUpper(strings.TrimSpace(status))
 	if status == "CANCELED" {
-		status = ChildCancelled
+		status = lifecycle.ExecutionCancelled
 	}
 	view, isView := asChildView(result)
 	data := map[string]any{"execution_id": id, "status": status}
@@ -151,9 +144,9 @@ func (r *Registry) runPlaybook(ctx context.Context, it pipeline.Item) toolresult
 		data["result"] = view.Ctx
 	}
 	switch status {
-	case ChildCompleted:
+	case lifecycle.ExecutionCompleted:
 		return toolresult.Envelope{Status: toolresult.StatusSuccess, Data: data}
-	case ChildFailed, ChildCancelled:
+	case lifecycle.ExecutionFailed, lifecycle.ExecutionCancelled:
 		msg := fmt.Sprintf("playbook: child execution %s (%s) %s", id, name, status)
 		if e := errorText(view.Error); e != "" {
 			msg += ": " + e

@@ -9,6 +9,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/redact"
 	"github.com/noetl-go/noetl/shared/wire"
 )
@@ -68,13 +69,13 @@ func (s *sim) compare(out wire.WhatIfExecution) (wire.WhatIfExecution, error) {
 		result = mine.final.Context["result"]
 	}
 	sameEnd := status == s.rec.Status
-	if sameEnd && s.rc.final != nil && status == engine.StatusCompleted {
+	if sameEnd && s.rc.final != nil && status == lifecycle.ExecutionCompleted {
 		sameEnd = firstDiff("result", s.rc.final.Context["result"], result) == ""
 	}
 	switch {
 	case !changed && sameEnd:
 		out.Outcome = wire.OutcomeSame
-	case status == engine.StatusCompleted:
+	case status == lifecycle.ExecutionCompleted:
 		out.Outcome = wire.OutcomeWouldComplete
 	default:
 		out.Outcome = wire.OutcomeWouldFail

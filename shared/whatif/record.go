@@ -4,6 +4,7 @@ import (
 	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 )
 
 // Record is one recorded execution: its row's facts and its log.
@@ -147,9 +148,9 @@ func exitOf(ev engine.Event) exit {
 	x := exit{status: engine.StepCompleted, result: ev.Context["result"]}
 	x.err, _ = ev.Context["error"].(string)
 	switch ev.Status {
-	case engine.StatusFailed:
+	case lifecycle.ExecutionFailed:
 		x.status = engine.StepFailed
-	case engine.StatusCancelled:
+	case lifecycle.ExecutionCancelled:
 		x.status = engine.StepCancelled
 	}
 	if m, ok := ev.Context["result_ref"].(map[string]any); ok {

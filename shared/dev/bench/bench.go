@@ -27,6 +27,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/wire"
 	"github.com/noetl-go/noetl/shared/worker"
 )
@@ -402,7 +403,7 @@ func waitDone(ctx context.Context, cl *client.Client, reqs *counting, path strin
 		if reqs.idleFor(100*time.Millisecond) || time.Since(lastAsk) >= time.Second {
 			lastAsk = time.Now()
 			running := 0
-			for _, status := range []string{"RUNNING", "FAILING"} {
+			for _, status := range []string{lifecycle.ExecutionRunning, lifecycle.ExecutionFailing} {
 				rows, _, err := cl.ListExecutions(ctx, url.Values{"path": {path}, "status": {status}, "limit": {"100"}})
 				if err != nil {
 					return fmt.Errorf("list executions: %w", err)
@@ -442,7 +443,7 @@ func timings(ctx context.Context, cl *client.Client, path string, sh Shape, r *R
 	var durations []float64
 	for _, e := range execs {
 		start, end := e.StartedAt.Time, e.CompletedAt.Time
-		if e.Status == "COMPLETED" {
+		if e.Status == lifecycle.ExecutionCompleted {
 			r.Completed++
 		}
 		if first.IsZero() || start.Before(first) {
