@@ -20,6 +20,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/dev/devstack"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/notify"
 	"github.com/noetl-go/noetl/shared/schedule"
 	"github.com/noetl-go/noetl/shared/store"
@@ -339,7 +340,7 @@ func TestScheduleOverlapSkip(t *testing.T) {
 	waitFor(t, "3 finished runs", 60*time.Second, func() bool {
 		n := 0
 		for _, e := range scheduledExecutions(t, cl, path) {
-			if client.Terminal(e.Status) {
+			if lifecycle.ExecutionEnded(e.Status) {
 				n++
 			}
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/wire"
 )
 
@@ -356,7 +357,7 @@ func runWatch(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, std
 			fmt.Fprint(stdout, frame)
 			last = frame
 		}
-		if client.Terminal(view.Status) {
+		if lifecycle.ExecutionEnded(view.Status) {
 			if view.Status != "COMPLETED" {
 				return exitFail
 			}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/ids"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/wire"
 )
 
@@ -422,15 +423,6 @@ func (c *Client) Replay(ctx context.Context, id int64, q url.Values) (wire.Objec
 	return out, err
 }
 
-// Terminal reports whether an execution status is final.
-func Terminal(status string) bool {
-	switch status {
-	case "COMPLETED", "FAILED", "CANCELLED":
-		return true
-	}
-	return false
-}
-
 // Wait polls an execution's status until it ends or ctx is done, then returns
 // its whole view. A server that is unavailable for a while (Unavailable:
 // restarting, or its database failing over) is waited out, however long ctx
@@ -451,7 +443,7 @@ func (c *Client) wait(ctx context.Context, id int64, every time.Duration, view f
 		switch {
 		case err != nil && !Unavailable(err):
 			return nil, err
-		case err == nil && Terminal(st.Status):
+		case err == nil && lifecycle.ExecutionEnded(st.Status):
 			v, err := view(ctx, id)
 			if Unavailable(err) {
 				break // it ended; ask again once the server is back

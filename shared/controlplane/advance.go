@@ -324,15 +324,6 @@ func runOf(row store.Execution) *engine.Run {
 		ParentExecutionID: row.ParentExecutionID, Workload: row.Workload}
 }
 
-// terminal reports whether an execution status is final.
-func terminal(status string) bool {
-	switch status {
-	case store.ExecutionCompleted, store.ExecutionFailed, store.ExecutionCancelled:
-		return true
-	}
-	return false
-}
-
 // snapshot is the execution's snapshot, decoded once per txn (or found in
 // the process's cache). Callers must not change it in place: advance folds
 // into a clone.
@@ -538,9 +529,9 @@ func (t *txn) commit() error {
 		// Until it commits, no cached snapshot of it is current.
 		t.s.snaps.drop(x.row.ExecutionID)
 		switch {
-		case terminal(x.row.Status) && x.row.CompletedAt.IsZero():
+		case lifecycle.ExecutionEnded(x.row.Status) && x.row.CompletedAt.IsZero():
 			x.row.CompletedAt = t.lastEventTime(x.row.ExecutionID)
-		case !terminal(x.row.Status):
+		case !lifecycle.ExecutionEnded(x.row.Status):
 			x.row.CompletedAt = time.Time{} // running again after a redrive
 		}
 		if x.isNew {
@@ -632,7 +623,7 @@ func (t *txn) commit() error {
 	t.s.fair.handed(t.handed, t.yielded)
 	published := t.s.publish(ctx, t.sh, t.ch.Outbox)
 	for _, x := range t.order {
-		if terminal(x.row.Status) {
+		if lifecycle.ExecutionEnded(x.row.Status) {
 			t.s.fair.ended(x.row.ExecutionID)
 		}
 	}
@@ -723,7 +714,7 @@ func (t *txn) encodeState(x *execution) ([]byte, error) {
 	}
 	msg := fmt.Sprintf("the execution's state grew to %d bytes, over the limit of %d (MaxStateBytes): keep large values in step results (each step's result is kept outside the state) rather than in ctx with set:",
 		len(b), t.s.cfg.MaxStateBytes)
-	if _, _, err := t.advance(x, store.Event{EventType: eventtype.PlaybookFailed, Status: store.ExecutionFailed,
+	if _, _, err := t.advance(x, store.Event{EventType: eventtype.PlaybookFailed, Status: lifecycle.ExecutionFailed,
 		Context: map[string]any{"error": msg}}); err != nil {
 		return nil, err
 	}
@@ -744,7 +735,7 @@ func (t *txn) lastEventTime(id int64) time.Time {
 // rowStatus maps the snapshot status to the execution row's.
 func rowStatus(s string) string {
 	if s == "" {
-		return store.ExecutionRunning
+		return lifecycle.ExecutionRunning
 	}
 	return s
 }

@@ -124,7 +124,7 @@ func (s *Service) endTx(ctx context.Context, sh *store.Shard, id int64, typ, sta
 		if err != nil {
 			return err
 		}
-		if terminal(x.row.Status) {
+		if lifecycle.ExecutionEnded(x.row.Status) {
 			prior = x.row.Status
 			return errDiscard
 		}
@@ -150,7 +150,7 @@ func (s *Service) cancelChildren(ctx context.Context, sh *store.Shard, parent in
 			return ended, err
 		}
 		for _, c := range page {
-			if terminal(c.Status) {
+			if lifecycle.ExecutionEnded(c.Status) {
 				continue
 			}
 			out, err := s.CancelRequested(ctx, c.ExecutionID, "the parent execution ended", true)

@@ -116,10 +116,10 @@ func (s *Service) Claim(ctx context.Context, eventID int64, workerID string, sta
 // subscribes twice by default (legacy and shared consumers both receive a
 // notification) and must run the command once.
 func (t *txn) claimOne(x *execution, k *command, workerID string, start bool) (*CommandBody, error, error) {
-	if x.row.Status == store.ExecutionCancelled {
+	if x.row.Status == lifecycle.ExecutionCancelled {
 		return nil, refuse(ClaimExecutionCancelled, "Execution has been cancelled"), nil
 	}
-	if terminal(x.row.Status) {
+	if lifecycle.ExecutionEnded(x.row.Status) {
 		return nil, refuse(ClaimTerminal, "Execution is already %s", x.row.Status), nil
 	}
 	if lifecycle.Ended(k.row.Lifecycle(), t.clock(), t.s.limits) {
@@ -205,7 +205,7 @@ func (s *Service) extendLease(ctx context.Context, sh *store.Shard, executionID 
 	if err != nil {
 		return time.Time{}, err
 	}
-	if terminal(exec.Status) {
+	if lifecycle.ExecutionEnded(exec.Status) {
 		return time.Time{}, Errorf(ErrConflict, "execution %d is already %s", exec.ExecutionID, exec.Status)
 	}
 	until, err := store.ExtendLease(ctx, sh.Pool(), commandID, workerID, attempt, s.limits)

@@ -325,7 +325,7 @@ func (t *txn) remember(x *execution, e store.Event, id int64) {
 // any. A report on a held command is accepted only from its holder: the
 // worker id must be the holder's and the attempt, when given, the current one.
 func (t *txn) fence(x *execution, e *store.Event) (string, error) {
-	if terminal(x.row.Status) {
+	if lifecycle.ExecutionEnded(x.row.Status) {
 		return fmt.Sprintf("execution %d is already %s; the event was stored and ignored", x.row.ExecutionID, x.row.Status), nil
 	}
 	typ := eventtype.Canonical(e.EventType)

@@ -125,7 +125,7 @@ func (s *Service) execution(ctx context.Context, id int64, steps bool) (*Executi
 		return nil, err
 	}
 	v := &ExecutionView{Row: row, Steps: map[string]StepView{}, Context: snap.Ctx, Status: statusOf(row, snap, pb)}
-	if terminal(row.Status) {
+	if lifecycle.ExecutionEnded(row.Status) {
 		v.Result = snap.Ctx
 	}
 	if !steps {

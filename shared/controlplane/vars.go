@@ -6,6 +6,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/noetlwire"
 	"github.com/noetl-go/noetl/shared/playbook"
 	"github.com/noetl-go/noetl/shared/store"
@@ -47,7 +48,7 @@ func (s *Service) SetVariables(ctx context.Context, executionID int64, v noetlwi
 	}
 	var eventID int64
 	err := s.withExecution(ctx, executionID, nil, func(t *txn, x *execution) error {
-		if terminal(x.row.Status) {
+		if lifecycle.ExecutionEnded(x.row.Status) {
 			return Errorf(ErrConflict, "execution %d is already %s: its variables can no longer be set", executionID, x.row.Status)
 		}
 		_, ev, err := t.advance(x, store.Event{EventType: eventtype.CtxUpdated, Status: "CONTEXT", NodeName: v.SourceStep,

@@ -224,11 +224,7 @@ func (s *Snapshot) Clone() *Snapshot {
 
 // Terminal reports whether the execution has ended.
 func (s *Snapshot) Terminal() bool {
-	switch s.Status {
-	case lifecycle.ExecutionCompleted, lifecycle.ExecutionFailed, lifecycle.ExecutionCancelled:
-		return true
-	}
-	return false
+	return lifecycle.ExecutionEnded(s.Status)
 }
 
 func (s *Snapshot) step(name string) *StepState {

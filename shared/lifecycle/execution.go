@@ -13,3 +13,13 @@ const (
 	ExecutionFailed    = "FAILED"
 	ExecutionCancelled = "CANCELLED"
 )
+
+// ExecutionEnded reports whether an execution status is final: nothing runs
+// after it but a redrive.
+func ExecutionEnded(status string) bool {
+	switch status {
+	case ExecutionCompleted, ExecutionFailed, ExecutionCancelled:
+		return true
+	}
+	return false
+}

@@ -13,16 +13,6 @@ import (
 	"github.com/noetl-go/noetl/shared/lifecycle"
 )
 
-// The execution statuses under the store's names: lifecycle's, kept for
-// controlplane's advance.go and claim.go, which spell them so and are left
-// untouched while the step path is measured. Everything else reads lifecycle's.
-const (
-	ExecutionRunning   = lifecycle.ExecutionRunning
-	ExecutionCompleted = lifecycle.ExecutionCompleted
-	ExecutionFailed    = lifecycle.ExecutionFailed
-	ExecutionCancelled = lifecycle.ExecutionCancelled
-)
-
 // Execution is one row of the execution table.
 type Execution struct {
 	ExecutionID       int64

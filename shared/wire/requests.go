@@ -9,6 +9,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/ids"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/lifecycle"
 )
 
 // The request bodies, each declared once: our client sends these types, the
@@ -549,8 +550,9 @@ func (r *WhatIfRequest) Check(f jsonx.Fields) error {
 	}
 	if s := r.Select; s != nil && s.Status != "" {
 		s.Status = strings.ToUpper(s.Status)
-		if !slices.Contains([]string{"RUNNING", "COMPLETED", "FAILED", "CANCELLED"}, s.Status) {
-			return jsonx.Refuse(f.Name("select")+".status", "expected RUNNING, COMPLETED, FAILED or CANCELLED, got %q", jsonx.Cut(s.Status, 40))
+		if !slices.Contains([]string{lifecycle.ExecutionRunning, lifecycle.ExecutionCompleted, lifecycle.ExecutionFailed, lifecycle.ExecutionCancelled}, s.Status) {
+			return jsonx.Refuse(f.Name("select")+".status", "expected %s, %s, %s or %s, got %q", lifecycle.ExecutionRunning,
+				lifecycle.ExecutionCompleted, lifecycle.ExecutionFailed, lifecycle.ExecutionCancelled, jsonx.Cut(s.Status, 40))
 		}
 	}
 	return nil
