@@ -26,18 +26,6 @@ func registerYAML(t *testing.T, yaml string) string {
 	return r.Path
 }
 
-// buildNoetl builds the CLI binary for tests that need a separate process.
-func buildNoetl(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "noetl")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/noetl")
-	cmd.Dir = ".."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build noetl: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // children lists the processes whose parent is pid.
 func children(pid int) []int {
 	var out []int

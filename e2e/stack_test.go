@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -57,10 +59,43 @@ func TestMain(m *testing.M) {
 		creds: tools.CredentialMap{"pg_local": {Kind: "postgres", DSN: srv.ClusterDSN}}}
 	code := m.Run()
 	shared.stopWorkers()
+	if noetlBin != "" {
+		_ = os.RemoveAll(filepath.Dir(noetlBin))
+	}
 	if err := srv.Close(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: close: %v\n", err)
 	}
 	os.Exit(code)
+}
+
+// The CLI binary for tests that need a separate process, built once: linking
+// it takes seconds to tens of seconds on a loaded machine, and the tests only
+// run it. TestMain removes it.
+var (
+	noetlOnce sync.Once
+	noetlBin  string
+	noetlErr  error
+)
+
+func buildNoetl(t *testing.T) string {
+	t.Helper()
+	noetlOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "noetl-e2e-bin-")
+		if err != nil {
+			noetlErr = err
+			return
+		}
+		noetlBin = filepath.Join(dir, "noetl")
+		cmd := exec.Command("go", "build", "-o", noetlBin, "./cmd/noetl")
+		cmd.Dir = ".."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			noetlErr = fmt.Errorf("build noetl: %w\n%s", err, out)
+		}
+	})
+	if noetlErr != nil {
+		t.Fatal(noetlErr)
+	}
+	return noetlBin
 }
 
 // startWorkers runs n in-process workers on a pool until the test ends; adjust,
