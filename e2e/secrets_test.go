@@ -99,6 +99,7 @@ workflow:
 // user, kept out of /proc by Protect; the credentials file, readable then,
 // comes back masked).
 func TestSecretsStayOut(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("the worker runs as root and as nobody: needs root")
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -36,8 +37,24 @@ type stack struct {
 // lease is short so expiry tests do not wait a minute.
 const lease = 3 * time.Second
 
+// parallel is how many of the tests that call t.Parallel run at once unless
+// -test.parallel says otherwise. They spend their time waiting on stacks of
+// their own (a Postgres starting, a lease running out, a schedule's next due
+// time, a link), not on the CPU, so GOMAXPROCS, the default, would leave a
+// 2-core machine idle while they wait one after the other.
+const parallel = 4
+
 func TestMain(m *testing.M) {
 	ctx := context.Background()
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		if err := flag.Set("test.parallel", strconv.Itoa(parallel)); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: -test.parallel: %v\n", err)
+			os.Exit(1)
+		}
+	}
 	env := map[string]string{"NOETL_LEASE_SECONDS": strconv.Itoa(int(lease / time.Second))}
 	srv, err := devserver.Start(ctx, devserver.Options{DrainEvery: 500 * time.Millisecond,
 		Getenv: func(k string) string {
