@@ -56,6 +56,7 @@ func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 // together with the python subprocess group; the lease expires, the command is
 // re-issued (attempt 2, R-L3) and another worker completes it.
 func TestWorkerKilledMidCommand(t *testing.T) {
+	t.Parallel()
 	marker := filepath.Join(t.TempDir(), "first-attempt")
 	path := registerYAML(t, `apiVersion: noetl.io/v2
 kind: Playbook
@@ -150,6 +151,7 @@ func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 // TestToolTimeout: the step timeout is enforced (the python process is killed)
 // and the step fails with a timeout; with retry.on timeout it is retried first.
 func TestToolTimeout(t *testing.T) {
+	t.Parallel()
 	shared.startWorkers(t, "faults-timeout", 1)
 	for _, c := range []struct {
 		name, retry string
@@ -191,6 +193,7 @@ workflow:
 // TestPythonException: a python exception fails the step with the exception's
 // last line.
 func TestPythonException(t *testing.T) {
+	t.Parallel()
 	shared.startWorkers(t, "faults-exception", 1)
 	path := registerYAML(t, `apiVersion: noetl.io/v2
 kind: Playbook
@@ -221,6 +224,7 @@ workflow:
 // directly in the database) fails with a clear error, and the worker keeps
 // running.
 func TestUndecodableCommand(t *testing.T) {
+	t.Parallel()
 	path := registerYAML(t, `apiVersion: noetl.io/v2
 kind: Playbook
 metadata: {name: fine, path: e2e/fine}
