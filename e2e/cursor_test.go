@@ -70,7 +70,6 @@ workflow:
 // had its rows rolled back with the connection), and the execution's log
 // replays to its snapshot. The dashboard then draws the loop with its rows done.
 func TestCursorLoopWorkersKilled(t *testing.T) {
-	t.Parallel()
 	if testing.Short() {
 		t.Skip("drains 3,000 rows while killing workers")
 	}
