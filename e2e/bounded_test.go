@@ -195,6 +195,7 @@ workflow:
 // heartbeats notwithstanding (our worker's extend no lease), and are retried,
 // and the run ends (FAILED: no attempt can be delivered to this worker).
 func TestAnswerOverWorkerLimit(t *testing.T) {
+	t.Parallel()
 	var logs lockedBuffer
 	shared.startWorkers(t, "small-answers", 1, func(w *worker.Standard) {
 		w.MaxAnswerBytes = 16 << 10

@@ -74,7 +74,9 @@ func newBrowser(t *testing.T, width, height int64) *browser {
 		chromedp.WindowSize(int(width), int(height)), chromedp.Flag("disable-gpu", true), chromedp.Env("TZ=UTC"))
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelC := chromedp.NewContext(actx)
-	ctx, cancelT := context.WithTimeout(ctx, 5*time.Minute)
+	// A hang guard over the whole walk (each step has its own 45 s): the
+	// longest walk shares the machine with the parallel tests.
+	ctx, cancelT := context.WithTimeout(ctx, 10*time.Minute)
 	t.Cleanup(func() { cancelT(); cancelC(); cancelA() })
 	// E2E_SCREENSHOTS keeps the screenshots in a directory of one's choice.
 	dir := os.Getenv("E2E_SCREENSHOTS")

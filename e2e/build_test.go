@@ -43,51 +43,65 @@ func checkBootstrap(t *testing.T, path string) int64 {
 
 // TestMakeBuildTargets runs what `sam build` calls for every function
 // (make build-<LogicalId> ARTIFACTS_DIR=…, BuildMethod: makefile) and `make
-// build`, since the SAM CLI cannot run here.
+// build`, since the SAM CLI cannot run here. Each is a link of its own (go
+// build caches no binary), so the targets run side by side as parallel
+// subtests, and `make build` runs once, as the prerequisite of `make
+// package`, which is how a deploy runs it.
 func TestMakeBuildTargets(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("cross-compiles eight binaries")
 	}
 	tmp := t.TempDir()
-	for id, fn := range functions {
-		dir := filepath.Join(tmp, id)
-		cmd := exec.Command("make", "--no-print-directory", "build-"+id, "ARTIFACTS_DIR="+dir)
-		cmd.Dir = ".."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("make build-%s: %v\n%s", id, err, out)
+	// The group returns when its parallel subtests have ended.
+	t.Run("targets", func(t *testing.T) {
+		// First: its nine links in a row are the longest part.
+		t.Run("package", func(t *testing.T) {
+			t.Parallel()
+			all := filepath.Join(tmp, "all")
+			// make package zips each bootstrap `make build` wrote, executable, as
+			// Lambda wants it.
+			cmd := exec.Command("make", "--no-print-directory", "package", "BUILD_DIR="+all)
+			cmd.Dir = ".."
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("make package: %v\n%s", err, out)
+			}
+			for _, fn := range functions {
+				if !strings.Contains(string(out), filepath.Join(all, fn, "bootstrap")+" (GOARCH=") {
+					t.Errorf("make package did not run make build for %s:\n%s", fn, out)
+				}
+				checkBootstrap(t, filepath.Join(all, fn, "bootstrap"))
+			}
+			for _, fn := range functions {
+				z, err := zip.OpenReader(filepath.Join(all, fn+".zip"))
+				if err != nil {
+					t.Fatalf("%s.zip: %v", fn, err)
+				}
+				if len(z.File) != 1 {
+					t.Errorf("%s.zip holds %d files, want one bootstrap", fn, len(z.File))
+				} else if f := z.File[0]; f.Name != "bootstrap" || f.Mode().Perm()&0o111 == 0 {
+					t.Errorf("%s.zip holds %q mode %v, want an executable bootstrap", fn, f.Name, f.Mode())
+				}
+				z.Close()
+			}
+		})
+		for id, fn := range functions {
+			t.Run("build-"+id, func(t *testing.T) {
+				t.Parallel()
+				dir := filepath.Join(tmp, id)
+				cmd := exec.Command("make", "--no-print-directory", "build-"+id, "ARTIFACTS_DIR="+dir)
+				cmd.Dir = ".."
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("make build-%s: %v\n%s", id, err, out)
+				}
+				size := checkBootstrap(t, filepath.Join(dir, "bootstrap"))
+				t.Logf("build-%s (%s): %d bytes", id, fn, size)
+			})
 		}
-		size := checkBootstrap(t, filepath.Join(dir, "bootstrap"))
-		t.Logf("build-%s (%s): %d bytes", id, fn, size)
-	}
-	all := filepath.Join(tmp, "all")
-	cmd := exec.Command("make", "--no-print-directory", "build", "BUILD_DIR="+all)
-	cmd.Dir = ".."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make build: %v\n%s", err, out)
-	}
-	for _, fn := range functions {
-		checkBootstrap(t, filepath.Join(all, fn, "bootstrap"))
-	}
-	// make package zips each bootstrap, executable, as Lambda wants it.
-	cmd = exec.Command("make", "--no-print-directory", "package", "BUILD_DIR="+all)
-	cmd.Dir = ".."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make package: %v\n%s", err, out)
-	}
-	for _, fn := range functions {
-		z, err := zip.OpenReader(filepath.Join(all, fn+".zip"))
-		if err != nil {
-			t.Fatalf("%s.zip: %v", fn, err)
-		}
-		if len(z.File) != 1 {
-			t.Errorf("%s.zip holds %d files, want one bootstrap", fn, len(z.File))
-		} else if f := z.File[0]; f.Name != "bootstrap" || f.Mode().Perm()&0o111 == 0 {
-			t.Errorf("%s.zip holds %q mode %v, want an executable bootstrap", fn, f.Name, f.Mode())
-		}
-		z.Close()
-	}
+	})
 	// Without ARTIFACTS_DIR the target refuses instead of writing /bootstrap.
-	cmd = exec.Command("make", "--no-print-directory", "build-CatalogFunction")
+	cmd := exec.Command("make", "--no-print-directory", "build-CatalogFunction")
 	cmd.Dir = ".."
 	if out, err := cmd.CombinedOutput(); err == nil {
 		t.Fatalf("build-CatalogFunction without ARTIFACTS_DIR succeeded:\n%s", out)
@@ -98,6 +112,7 @@ func TestMakeBuildTargets(t *testing.T) {
 // client) is linked into the keychain function only; the others reach no
 // credential code (api.Keychain is nil there) and keep their size budget.
 func TestKeychainOnlyInItsFunction(t *testing.T) {
+	t.Parallel()
 	for _, fn := range functions {
 		cmd := exec.Command("go", "list", "-tags", "lambda.norpc", "-deps", "./functions/"+fn)
 		cmd.Dir = ".."

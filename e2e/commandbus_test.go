@@ -45,6 +45,7 @@ workflow:
 // notifications, and once the writer is back every command is delivered,
 // claimed once, and every execution completes.
 func TestRustWorkerOnCommandBus(t *testing.T) {
+	t.Parallel()
 	bus, d := busStack(t, "ehdb")
 	path := d.register(t, busYAML)
 	ctx := context.Background()
@@ -211,6 +212,7 @@ func outboxPending(t *testing.T, d *devStack) int64 {
 // double completes a playbook from the bus while the same notifications
 // wait on the NATS stream.
 func TestCommandBusShadow(t *testing.T) {
+	t.Parallel()
 	bus, d := busStack(t, "shadow")
 	path := d.register(t, busYAML)
 	id, v := d.run(t, wire.ExecuteRequest{Path: path})

@@ -267,6 +267,7 @@ func latestCatalogID(base, path string) (string, error) {
 // wrong one is refused, and with the right one every call it makes carries
 // it.
 func TestDashboardTokens(t *testing.T) {
+	t.Parallel()
 	const good = "dash-api-token-0123456789"
 	env := map[string]string{"NOETL_API_TOKEN": good, "NOETL_WORKER_TOKEN": "dash-worker-token-0123456789"}
 	srv, err := devserver.Start(context.Background(), devserver.Options{Getenv: func(k string) string {

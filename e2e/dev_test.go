@@ -18,6 +18,7 @@ import (
 // stack up from nothing, runs the demo to COMPLETED, prints its result and the
 // URLs, exits 0, and leaves nothing running.
 func TestDevDemoExit(t *testing.T) {
+	t.Parallel()
 	bin := buildNoetl(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

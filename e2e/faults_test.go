@@ -26,18 +26,6 @@ func registerYAML(t *testing.T, yaml string) string {
 	return r.Path
 }
 
-// buildNoetl builds the CLI binary for tests that need a separate process.
-func buildNoetl(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "noetl")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/noetl")
-	cmd.Dir = ".."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build noetl: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // children lists the processes whose parent is pid.
 func children(pid int) []int {
 	var out []int
@@ -68,6 +56,7 @@ func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 // together with the python subprocess group; the lease expires, the command is
 // re-issued (attempt 2, R-L3) and another worker completes it.
 func TestWorkerKilledMidCommand(t *testing.T) {
+	t.Parallel()
 	marker := filepath.Join(t.TempDir(), "first-attempt")
 	path := registerYAML(t, `apiVersion: noetl.io/v2
 kind: Playbook
@@ -162,6 +151,7 @@ func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 // TestToolTimeout: the step timeout is enforced (the python process is killed)
 // and the step fails with a timeout; with retry.on timeout it is retried first.
 func TestToolTimeout(t *testing.T) {
+	t.Parallel()
 	shared.startWorkers(t, "faults-timeout", 1)
 	for _, c := range []struct {
 		name, retry string
@@ -203,6 +193,7 @@ workflow:
 // TestPythonException: a python exception fails the step with the exception's
 // last line.
 func TestPythonException(t *testing.T) {
+	t.Parallel()
 	shared.startWorkers(t, "faults-exception", 1)
 	path := registerYAML(t, `apiVersion: noetl.io/v2
 kind: Playbook
@@ -233,6 +224,7 @@ workflow:
 // directly in the database) fails with a clear error, and the worker keeps
 // running.
 func TestUndecodableCommand(t *testing.T) {
+	t.Parallel()
 	path := registerYAML(t, `apiVersion: noetl.io/v2
 kind: Playbook
 metadata: {name: fine, path: e2e/fine}

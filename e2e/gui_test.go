@@ -126,6 +126,7 @@ func startGUI(t *testing.T, dist string) *guiServer {
 // stop and cancel, the terminal's run, a refused request's message, and a
 // console without CORS errors or unexpected failed requests.
 func TestNoETLGUI(t *testing.T) {
+	t.Parallel()
 	dist := filepath.Join(conformance.Dir(t), "noetl-gui", "dist")
 	gui := startGUI(t, dist)
 	registered := []string{time.Now().UTC().Format("1/2/2006")} // the cards' "Updated:" date (the browser's clock is UTC)

@@ -171,6 +171,7 @@ func post(ctx context.Context, url string, body any) (int, map[string]any, error
 // the limit, or its execution ends FAILED naming it, and the server stays
 // healthy. Before the budgets the first bomb ran it out of memory.
 func TestHostileInputsUnderAddressSpaceLimit(t *testing.T) {
+	t.Parallel()
 	bin := buildNoetl(t)
 	// The Go runtime must start at all under the limit on this machine.
 	if out, err := limited(bin, "routes").CombinedOutput(); err != nil {

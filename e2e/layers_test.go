@@ -33,6 +33,7 @@ func linked(t *testing.T) map[string][]string {
 // development-only package (the test fixtures apitest and cptest excepted:
 // they start a throwaway stack).
 func TestLayers(t *testing.T) {
+	t.Parallel()
 	deps := linked(t)
 	ours := func(d string) bool { return strings.HasPrefix(d, module) }
 	dev := func(d string) bool { return strings.HasPrefix(d, module+"shared/dev/") }

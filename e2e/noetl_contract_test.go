@@ -171,6 +171,7 @@ func startContractStack(t *testing.T) *devserver.Server {
 // by route. The stack has its own databases and no scheduled drain, so the
 // outbox subtests see exactly the rows they make.
 func TestNoETLClientContract(t *testing.T) {
+	t.Parallel()
 	srv := startContractStack(t)
 	c := noetlClient{t: t, base: srv.URL}
 	ctx := context.Background()

@@ -121,6 +121,7 @@ func folded(evs []wire.Event, typ string) int {
 // though two of its consumers receive each notification; a step running 3× the
 // lease while heartbeating completes once; no event request is refused.
 func TestNoETLWorkerDouble(t *testing.T) {
+	t.Parallel()
 	// Only NoETL's worker (the double) runs steps.
 	d := startDev(t, devOptions{env: []string{fmt.Sprintf("NOETL_LEASE_SECONDS=%d", int(devLease/time.Second))}})
 	// First, with no worker running: the requests NoETL's worker sent (recorded),

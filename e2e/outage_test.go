@@ -122,6 +122,7 @@ func (l *logLines) wait(ctx context.Context, msg string) (string, bool) {
 // unreachable it keeps the claimed command, says it retries, and completes the
 // playbook once the API is back; each outage's end is said too (issue 23).
 func TestWorkerWaitsOutOutages(t *testing.T) {
+	t.Parallel()
 	natsURL, err := url.Parse(shared.srv.NATSURL)
 	if err != nil {
 		t.Fatal(err)

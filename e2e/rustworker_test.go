@@ -64,6 +64,7 @@ workflow:
 // error and an alias the keychain lacks each fail their step; a step three
 // leases long, kept alive only by the pool heartbeat, runs once.
 func TestRustWorkerDouble(t *testing.T) {
+	t.Parallel()
 	d := startDev(t, devOptions{env: []string{fmt.Sprintf("NOETL_LEASE_SECONDS=%d", int(devLease/time.Second)),
 		"NOETL_API_TOKEN=" + apiToken, "NOETL_WORKER_TOKEN=" + workerToken, "NOETL_INTERNAL_API_TOKEN=" + rustInternalToken}})
 	d.cl = client.New(d.url, apiToken)

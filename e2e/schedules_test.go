@@ -3,14 +3,12 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -32,34 +30,6 @@ import (
 // schedules of its database, over their own databases (on the shared
 // stack's Postgres server) and their own NATS: a server stopped by one test
 // must not be stood in for by another test's.
-
-var (
-	noetlOnce sync.Once
-	noetlBin  string
-	noetlErr  error
-)
-
-// noetlBinary builds the CLI once for the package's tests.
-func noetlBinary(t *testing.T) string {
-	t.Helper()
-	noetlOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "noetl-e2e-bin-")
-		if err != nil {
-			noetlErr = err
-			return
-		}
-		noetlBin = dir + "/noetl"
-		cmd := exec.Command("go", "build", "-o", noetlBin, "./cmd/noetl")
-		cmd.Dir = ".."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			noetlErr = fmt.Errorf("build noetl: %v\n%s", err, out)
-		}
-	})
-	if noetlErr != nil {
-		t.Fatal(noetlErr)
-	}
-	return noetlBin
-}
 
 // schedStack is one database set and NATS, served by `noetl serve`s.
 type schedStack struct {
@@ -109,7 +79,7 @@ type server struct {
 // serve starts `noetl serve` on the stack's databases and NATS.
 func (s *schedStack) serve(t *testing.T) *server {
 	t.Helper()
-	cmd := exec.Command(noetlBinary(t), "serve", "--listen", "127.0.0.1:0", "--database-url", s.pg.ClusterDSN,
+	cmd := exec.Command(buildNoetl(t), "serve", "--listen", "127.0.0.1:0", "--database-url", s.pg.ClusterDSN,
 		"--shard-urls", strings.Join(s.pg.ShardDSNs, ","), "--nats-url", s.nats.URL(), "--drain-every", "500ms")
 	cmd.Env = append(os.Environ(), "NOETL_API_TOKEN=", "NOETL_WORKER_TOKEN=", "NOETL_INTERNAL_API_TOKEN=", "NOETL_INTERNAL_TOKEN=",
 		"NOETL_LOG_LEVEL=warn", "NOETL_SERVER_URL=")

@@ -99,6 +99,7 @@ workflow:
 // user, kept out of /proc by Protect; the credentials file, readable then,
 // comes back masked).
 func TestSecretsStayOut(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("the worker runs as root and as nobody: needs root")
 	}
@@ -125,11 +126,9 @@ func TestSecretsStayOut(t *testing.T) {
 	t.Cleanup(echo.Close)
 
 	dir := openDir(t)
-	bin := buildNoetl(t)
-	if err := os.Rename(bin, filepath.Join(dir, "noetl")); err != nil {
-		t.Fatal(err)
-	}
-	bin = filepath.Join(dir, "noetl")
+	// A copy the user nobody can run: the shared build's directory is 0700.
+	bin := filepath.Join(dir, "noetl")
+	copyFile(t, buildNoetl(t), bin, 0o755)
 	dsn, err := url.Parse(srv.ClusterDSN) // trust auth: any password logs in
 	if err != nil {
 		t.Fatal(err)
@@ -300,6 +299,27 @@ func clusterRows(t *testing.T, srv *devserver.Server, tables ...string) []byte {
 }
 
 // openDir is a temp dir nobody can use too (t.TempDir's are root's, 0700).
+// copyFile copies src to a new file dst with mode perm.
+func copyFile(t *testing.T, src, dst string, perm os.FileMode) {
+	t.Helper()
+	in, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func openDir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()

@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -34,8 +37,24 @@ type stack struct {
 // lease is short so expiry tests do not wait a minute.
 const lease = 3 * time.Second
 
+// parallel is how many of the tests that call t.Parallel run at once unless
+// -test.parallel says otherwise. They spend their time waiting on stacks of
+// their own (a Postgres starting, a lease running out, a schedule's next due
+// time, a link), not on the CPU, so GOMAXPROCS, the default, would leave a
+// 2-core machine idle while they wait one after the other.
+const parallel = 4
+
 func TestMain(m *testing.M) {
 	ctx := context.Background()
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		if err := flag.Set("test.parallel", strconv.Itoa(parallel)); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: -test.parallel: %v\n", err)
+			os.Exit(1)
+		}
+	}
 	env := map[string]string{"NOETL_LEASE_SECONDS": strconv.Itoa(int(lease / time.Second))}
 	srv, err := devserver.Start(ctx, devserver.Options{DrainEvery: 500 * time.Millisecond,
 		Getenv: func(k string) string {
@@ -57,10 +76,43 @@ func TestMain(m *testing.M) {
 		creds: tools.CredentialMap{"pg_local": {Kind: "postgres", DSN: srv.ClusterDSN}}}
 	code := m.Run()
 	shared.stopWorkers()
+	if noetlBin != "" {
+		_ = os.RemoveAll(filepath.Dir(noetlBin))
+	}
 	if err := srv.Close(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: close: %v\n", err)
 	}
 	os.Exit(code)
+}
+
+// The CLI binary for tests that need a separate process, built once: linking
+// it takes seconds to tens of seconds on a loaded machine, and the tests only
+// run it. TestMain removes it.
+var (
+	noetlOnce sync.Once
+	noetlBin  string
+	noetlErr  error
+)
+
+func buildNoetl(t *testing.T) string {
+	t.Helper()
+	noetlOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "noetl-e2e-bin-")
+		if err != nil {
+			noetlErr = err
+			return
+		}
+		noetlBin = filepath.Join(dir, "noetl")
+		cmd := exec.Command("go", "build", "-o", noetlBin, "./cmd/noetl")
+		cmd.Dir = ".."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			noetlErr = fmt.Errorf("build noetl: %w\n%s", err, out)
+		}
+	})
+	if noetlErr != nil {
+		t.Fatal(noetlErr)
+	}
+	return noetlBin
 }
 
 // startWorkers runs n in-process workers on a pool until the test ends; adjust,

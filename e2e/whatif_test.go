@@ -172,6 +172,7 @@ func (s *whatIfStack) post(t *testing.T, body string) (int, map[string]any) {
 // service's request counter stay put) and without writing a row. The bad
 // inputs answer 4xx naming the problem.
 func TestWhatIf(t *testing.T) {
+	t.Parallel()
 	s := newWhatIfStack(t)
 	ctx := context.Background()
 	// Another playbook, for the what-if over the wrong path.

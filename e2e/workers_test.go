@@ -226,6 +226,7 @@ workflow:
 // (../shared/conformance/noetl-worker, recorded when we answered 404) get 2xx
 // in NoETL's shapes, and a registered worker silent past the TTL expires.
 func TestNoETLWorkerRegistrations(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv, err := devserver.Start(ctx, devserver.Options{Getenv: throwawayEnv, WorkerTTL: 2 * time.Second})
 	if err != nil {
