@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -22,6 +23,7 @@ import (
 type commitCounter struct {
 	servers []*pgx.Conn
 	names   [][]string // per server, the databases counted
+	local   []bool     // per server: on this machine (its processes are in /proc)
 }
 
 func newCommitCounter(ctx context.Context, urls []string) (*commitCounter, error) {
@@ -47,6 +49,7 @@ func newCommitCounter(ctx context.Context, urls []string) (*commitCounter, error
 			byServer[key] = i
 			c.servers = append(c.servers, conn)
 			c.names = append(c.names, nil)
+			c.local = append(c.local, isLoopback(cfg.Host))
 			cfg.Database = db
 		}
 		c.names[i] = append(c.names[i], cfg.Database)
@@ -86,7 +89,10 @@ func (c *commitCounter) read(ctx context.Context) (int64, error) {
 // the postmaster. Only a server on this machine has them in /proc.
 func (c *commitCounter) postgresPIDs(ctx context.Context) ([]int, error) {
 	var out []int
-	for _, conn := range c.servers {
+	for i, conn := range c.servers {
+		if !c.local[i] {
+			continue
+		}
 		rows, err := conn.Query(ctx, `SELECT pid FROM pg_stat_activity`)
 		if err != nil {
 			return nil, fmt.Errorf("read pg_stat_activity: %w", err)
@@ -105,6 +111,16 @@ func (c *commitCounter) postgresPIDs(ctx context.Context) ([]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// isLoopback: a Postgres host on this machine (a loopback address, localhost
+// or a Unix socket's directory).
+func isLoopback(host string) bool {
+	if strings.HasPrefix(host, "/") || host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // statsFlushLag bounds how late a backend reports its counts: Postgres 15

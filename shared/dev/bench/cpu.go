@@ -38,6 +38,11 @@ func sampleCPU(ctx context.Context, serverPID int, commits *commitCounter) cpuUs
 	if pids, err := commits.postgresPIDs(ctx); err == nil && len(pids) > 0 {
 		u.postgres, u.pg = map[int]time.Duration{}, true
 		for _, pid := range pids {
+			// A pid Postgres named a moment ago, unless it has ended and
+			// been reused since.
+			if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err != nil || !strings.HasPrefix(string(comm), "postgres") {
+				continue
+			}
 			if d, ok := processCPU(pid); ok {
 				u.postgres[pid] = d
 			}

@@ -29,3 +29,14 @@ func TestProcessCPU(t *testing.T) {
 		t.Error("a process that does not exist has a CPU time")
 	}
 }
+
+// TestLoopbackHosts: only a Postgres on this machine has its processes in
+// /proc; a remote one's pids would name local processes.
+func TestLoopbackHosts(t *testing.T) {
+	for host, want := range map[string]bool{"127.0.0.1": true, "::1": true, "localhost": true, "/tmp/pg": true,
+		"10.0.0.5": false, "db.example.com": false, "": false} {
+		if got := isLoopback(host); got != want {
+			t.Errorf("isLoopback(%q) = %v, want %v", host, got, want)
+		}
+	}
+}
