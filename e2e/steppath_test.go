@@ -209,7 +209,6 @@ func chainCosts(t *testing.T, srv *devserver.Server, db *store.Counter, k int, p
 	watch.mu.Lock()
 	work, reqs := watch.final.Sub(*watch.claimed), watch.atFinal-watch.atClaim
 	watch.mu.Unlock()
-	fmt.Fprintf(os.Stderr, "DBGWIN %p claimed-at %v final %v\n", db, watch.claimed, watch.final)
 	t.Logf("after the first claim, %d steps took %d HTTP requests, %d Postgres round trips, %d statements, %d commits of which %d transactions",
 		k, reqs, work.RoundTrips, work.Statements, work.Commits, work.Transactions)
 	v := waitStatus(t, ctx, cl, id)
