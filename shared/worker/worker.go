@@ -322,7 +322,10 @@ func (w *Worker) execute(ctx context.Context, rep *reporter, cmd *wire.Command) 
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	lost := make(chan struct{})
-	stopBeat := w.heartbeat(runCtx, cmd, cancel, lost, log)
+	// The lease is kept until the server has taken the result, not only while
+	// the tool runs: a report can wait behind others or a slow answer, and a
+	// lease that ran out meanwhile refuses it (a 3 s lease under load did).
+	stopBeat := w.heartbeat(ctx, cmd, cancel, lost, log)
 	started := time.Now()
 	env, settle := w.runCommand(runCtx, cmd)
 	env = w.mask(cmd, env)
@@ -339,15 +342,18 @@ func (w *Worker) execute(ctx context.Context, rep *reporter, cmd *wire.Command) 
 		// kept alive while it uploads (60 MB under load outlasted a lease).
 		env, uri = w.offload(ctx, cmd, env)
 	}
-	stopBeat() // from here the result keeps nothing alive: the report delivers it or the lease ends
 	if isClosed(lost) {
+		stopBeat()
 		log.Warn("lease lost while running; dropping the result")
 		settle(false)
 		w.slots.release(1)
 		return
 	}
 	c := completionOf(cmd, env, uri, w.cfg.WorkerID)
-	c.settle = settle
+	c.settle = func(accepted bool) {
+		stopBeat()
+		settle(accepted)
+	}
 	rep.add(c)
 }
 
@@ -491,8 +497,9 @@ func errorEnvelope(msg string) toolresult.Envelope {
 	return toolresult.Envelope{Status: toolresult.StatusError, Error: &toolresult.ErrorInfo{Message: msg, Kind: toolresult.KindTool}}
 }
 
-// heartbeat extends the lease every third of it while the tool runs (worker.md
-// §1.3); a 409 means the lease is gone: cancel the tool. While the server is
+// heartbeat extends the lease every third of it from the command's start
+// until its result is taken or dropped (worker.md §1.3); a 409 means the
+// lease is gone: cancel the tool. While the server is
 // unavailable a beat goes only as the worker's probe (w.server): the lease
 // lapses meanwhile, and the server gives its holder a lease's time after an
 // outage before it takes it away.
