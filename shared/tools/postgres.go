@@ -7,9 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/big"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,7 +28,8 @@ import (
 	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
-// runPostgres runs `query` (alias `command`) on its own connection.
+// runPostgres runs `query` (alias `command`) on a connection of its own for
+// the step: a new one or one an earlier step left idle (pgIdle).
 //
 // Without params the script goes out as one simple-protocol Query: PostgreSQL runs
 // the statements of such a message in order as one implicit transaction (an error
@@ -37,8 +40,12 @@ import (
 //
 // Decisions where the spec is silent are in the package doc.
 func (r *Registry) runPostgres(ctx context.Context, it pipeline.Item) toolresult.Envelope {
-	env, conn := r.postgres(ctx, it, false)
-	if conn != nil {
+	env, conn, key := r.postgres(ctx, it, false)
+	switch {
+	case conn == nil:
+	case env.Status == toolresult.StatusSuccess:
+		r.pgIdle.release(ctx, key, conn)
+	default:
 		closePG(ctx, conn)
 	}
 	return env
@@ -52,7 +59,7 @@ func (r *Registry) runPostgres(ctx context.Context, it pipeline.Item) toolresult
 // no row is marked taken that the loop does not hold. Settle must be called
 // once; a claim left unsettled rolls back after holdMax.
 func (r *Registry) Claim(ctx context.Context, it pipeline.Item) (toolresult.Envelope, func(accepted bool)) {
-	env, conn := r.postgres(ctx, it, true)
+	env, conn, _ := r.postgres(ctx, it, true)
 	if conn == nil {
 		return env, func(bool) {}
 	}
@@ -100,26 +107,28 @@ func (r *Registry) AwaitClaim(ctx context.Context, cursor map[string]any) error 
 	if r.claimsEnded.seen(tx) {
 		return nil
 	}
-	pc, err := r.pgConfig(ctx, map[string]any{"auth": cursor["auth"]})
+	pc, key, err := r.pgConfig(ctx, map[string]any{"auth": cursor["auth"]})
 	if err != nil {
 		return fmt.Errorf("the cursor's database: %w", err)
 	}
-	conn, err := pgconn.ConnectConfig(ctx, pc)
+	conn, err := r.pgIdle.connect(ctx, key, pc)
 	if err != nil {
 		return fmt.Errorf("the cursor's database: %w", err)
 	}
-	defer closePG(ctx, conn)
 	for {
 		res := conn.ExecParams(ctx, "SELECT coalesce(txid_status($1::bigint), 'ended')", [][]byte{[]byte(tx)}, nil, nil, nil).Read()
 		if res.Err != nil {
+			closePG(ctx, conn)
 			return fmt.Errorf("the claim's transaction %s: %w", tx, res.Err)
 		}
 		if len(res.Rows) == 1 && string(res.Rows[0][0]) != "in progress" {
 			r.claimsEnded.add(tx)
+			r.pgIdle.release(ctx, key, conn)
 			return nil
 		}
 		select {
 		case <-ctx.Done():
+			closePG(ctx, conn)
 			return fmt.Errorf("waiting for the claim's transaction %s: %w", tx, ctx.Err())
 		case <-time.After(10 * time.Millisecond):
 		}
@@ -154,43 +163,44 @@ func closePG(ctx context.Context, conn *pgconn.PgConn) {
 }
 
 // postgres runs the item's SQL; with hold, inside a transaction left open on the
-// connection it returns (nil when it could not connect). The caller closes it.
-func (r *Registry) postgres(ctx context.Context, it pipeline.Item, hold bool) (toolresult.Envelope, *pgconn.PgConn) {
+// connection it returns (nil when it could not connect) with its pgIdle key.
+// The caller closes or releases it.
+func (r *Registry) postgres(ctx context.Context, it pipeline.Item, hold bool) (toolresult.Envelope, *pgconn.PgConn, string) {
 	cfg := it.Config
 	query, err := r.sqlSource(ctx, cfg, keyNames(toolkind.Postgres, "query"), nil, keyNames(toolkind.Postgres, "script"))
 	if err != nil {
-		return failure(toolresult.KindTool, "postgres: "+err.Error()), nil
+		return failure(toolresult.KindTool, "postgres: "+err.Error()), nil, ""
 	}
 	var params []any
 	if v := valueOf(cfg, keyNames(toolkind.Postgres, "params")...); v != nil {
 		list, isList := v.([]any)
 		if !isList {
-			return failure(toolresult.KindTool, fmt.Sprintf("postgres: params: expected a list (positional $1, $2, …), got %s", jsonx.TypeName(v))), nil
+			return failure(toolresult.KindTool, fmt.Sprintf("postgres: params: expected a list (positional $1, $2, …), got %s", jsonx.TypeName(v))), nil, ""
 		}
 		params = list
 	}
 	if params != nil {
 		if n := countStatements(query); n > 1 {
-			return failure(toolresult.KindTool, fmt.Sprintf("postgres: params need exactly one statement, the query has %d", n)), nil
+			return failure(toolresult.KindTool, fmt.Sprintf("postgres: params need exactly one statement, the query has %d", n)), nil, ""
 		}
 	}
-	pc, err := r.pgConfig(ctx, cfg)
+	pc, key, err := r.pgConfig(ctx, cfg)
 	if err != nil {
-		return failure(toolresult.KindTool, "postgres: "+err.Error()), nil
+		return failure(toolresult.KindTool, "postgres: "+err.Error()), nil, ""
 	}
 	ctx, cancel, _, err := withToolTimeout(ctx, cfg)
 	if err != nil {
-		return failure(toolresult.KindTool, "postgres: "+err.Error()), nil
+		return failure(toolresult.KindTool, "postgres: "+err.Error()), nil, ""
 	}
 	defer cancel()
 
-	conn, err := pgconn.ConnectConfig(ctx, pc)
+	conn, err := r.pgIdle.connect(ctx, key, pc)
 	if err != nil {
-		return pgFailure(ctx, err, "postgres: connect", "postgres: connect", true), nil
+		return pgFailure(ctx, err, "postgres: connect", "postgres: connect", true), nil, ""
 	}
 	if hold {
 		if _, err = conn.Exec(ctx, "BEGIN").ReadAll(); err != nil {
-			return failure(toolresult.KindConnection, fmt.Sprintf("postgres: begin: %v", err)), conn
+			return failure(toolresult.KindConnection, fmt.Sprintf("postgres: begin: %v", err)), conn, key
 		}
 	}
 	var data map[string]any
@@ -200,9 +210,9 @@ func (r *Registry) postgres(ctx context.Context, it pipeline.Item, hold bool) (t
 		data, err = execScript(ctx, conn, query)
 	}
 	if err != nil {
-		return pgFailure(ctx, err, "postgres", "postgres: query cancelled", pgconn.SafeToRetry(err) || conn.IsClosed()), conn
+		return pgFailure(ctx, err, "postgres", "postgres: query cancelled", pgconn.SafeToRetry(err) || conn.IsClosed()), conn, key
 	}
-	return toolresult.Envelope{Status: toolresult.StatusSuccess, Data: data}, conn
+	return toolresult.Envelope{Status: toolresult.StatusSuccess, Data: data}, conn, key
 }
 
 // sqlSource reads a SQL tool's statements from the keys given: the query (a
@@ -298,21 +308,24 @@ func pgErrorMessage(e *pgconn.PgError) string {
 	return msg
 }
 
-// pgConfig builds the connection config (see runPostgres for the precedence).
-func (r *Registry) pgConfig(ctx context.Context, cfg map[string]any) (*pgconn.Config, error) {
+// pgConfig builds the connection config (see runPostgres for the precedence)
+// and its key: every input the config is made from (the DSN, the fields
+// over it), so two configs with one key reach the same database as the same
+// user with the same password (pgIdle).
+func (r *Registry) pgConfig(ctx context.Context, cfg map[string]any) (*pgconn.Config, string, error) {
 	dsn, err := stringField(cfg, keyNames(toolkind.Postgres, "connection")...)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	var cred Credential
 	alias, err := authAlias(cfg)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	usesCred := dsn == "" && alias != ""
 	if usesCred {
 		if cred, err = r.lookupCredential(ctx, alias); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		dsn = cred.DSN
 	}
@@ -327,7 +340,7 @@ func (r *Registry) pgConfig(ctx context.Context, cfg map[string]any) (*pgconn.Co
 	} {
 		v, err := stringField(cfg, f.names...)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		if v != "" {
 			fields[f.key] = v
@@ -349,19 +362,23 @@ func (r *Registry) pgConfig(ctx context.Context, cfg map[string]any) (*pgconn.Co
 			}
 		}
 		if len(parts) == 0 {
-			return nil, errors.New("no connection: give connection (a DSN), auth (a credential alias) or host/port/user/password/database")
+			return nil, "", errors.New("no connection: give connection (a DSN), auth (a credential alias) or host/port/user/password/database")
 		}
 		dsn = strings.Join(parts, " ")
 		fields = nil
+	}
+	key := dsn
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		key += "\x00" + k + "=" + fields[k]
 	}
 	pc, err := pgconn.ParseConfig(dsn)
 	if err != nil {
 		// pgconn's message may quote the DSN, password included: keep only the kind.
 		var pe *pgconn.ParseConfigError
 		if errors.As(err, &pe) {
-			return nil, fmt.Errorf("invalid connection string: %s", redactParseError(pe))
+			return nil, "", fmt.Errorf("invalid connection string: %s", redactParseError(pe))
 		}
-		return nil, errors.New("invalid connection string")
+		return nil, "", errors.New("invalid connection string")
 	}
 	for k, v := range fields {
 		switch k {
@@ -370,7 +387,7 @@ func (r *Registry) pgConfig(ctx context.Context, cfg map[string]any) (*pgconn.Co
 		case "port":
 			p, err := strconv.ParseUint(v, 10, 16)
 			if err != nil {
-				return nil, fmt.Errorf("port: expected a TCP port, got %q", v)
+				return nil, "", fmt.Errorf("port: expected a TCP port, got %q", v)
 			}
 			pc.Port = uint16(p)
 		case "user":
@@ -383,7 +400,7 @@ func (r *Registry) pgConfig(ctx context.Context, cfg map[string]any) (*pgconn.Co
 	}
 	if usesCred {
 		if err := checkPostgresHosts(alias, cred, pc); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 	}
 	if _, ok := pc.RuntimeParams["application_name"]; !ok {
@@ -396,7 +413,7 @@ func (r *Registry) pgConfig(ctx context.Context, cfg map[string]any) (*pgconn.Co
 	pc.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: 2 * time.Second}
 	}
-	return pc, nil
+	return pc, key, nil
 }
 
 // redactParseError describes a DSN parse failure without quoting the DSN (it may hold

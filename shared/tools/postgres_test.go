@@ -257,21 +257,29 @@ func TestPostgresTimeoutCancelsTheQuery(t *testing.T) {
 	mustFail(t, env, toolresult.StatusTimeout, toolresult.KindTimeout, "step deadline exceeded")
 
 	// The server-side statement was cancelled, not left running.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		env = execTool(t, r, pgCfg(dsn, "SELECT count(*) AS n FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%noetl-timeout-test */'"), nil)
-		mustSucceed(t, env)
-		if dataMap(t, env)["rows"].([]any)[0].(map[string]any)["n"] == int64(0) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("pg_sleep still running server-side after the tool stopped")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	awaitNoRows(t, r, dsn, "pg_stat_activity WHERE state = 'active' AND query LIKE '%noetl-timeout-test */'",
+		"pg_sleep still running server-side after the tool stopped")
 
 	env = execTool(t, r, pgCfg(dsn, "SELECT pg_sleep(60)", "timeout", 0.5), nil)
 	mustFail(t, env, toolresult.StatusTimeout, toolresult.KindTimeout, "tool timeout")
+}
+
+// awaitNoRows waits until `SELECT count(*) FROM <from>` is 0 (a backend's
+// end is asynchronous), failing with why after 20 s.
+func awaitNoRows(t *testing.T, r *Registry, dsn, from, why string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		env := execTool(t, r, pgCfg(dsn, "SELECT count(*) AS n FROM "+from), nil)
+		mustSucceed(t, env)
+		if dataMap(t, env)["rows"].([]any)[0].(map[string]any)["n"] == int64(0) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(why)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func TestCountStatements(t *testing.T) {
@@ -382,4 +390,49 @@ func TestPostgresClaimHeldUntilSettled(t *testing.T) {
 	if ids(env3) != "3,4" || pending() != 2 {
 		t.Fatalf("the rolled back rows are claimed again: got %s, %d pending", ids(env3), pending())
 	}
+}
+
+// TestPostgresConnectionsKeptBetweenSteps: a step's connection is kept for
+// the next step to the same target (pgIdle), reset so that nothing of the
+// first step reaches the second (settings, temporary tables, advisory
+// locks); a target differing by so much as the password gets a connection of
+// its own; a connection left inside a transaction is never kept (the
+// transaction rolls back); and Close ends the kept connections.
+func TestPostgresConnectionsKeptBetweenSteps(t *testing.T) {
+	t.Parallel()
+	dsn := devstacktest.Postgres(t, 0).ClusterDSN
+	r := New(Options{})
+	row := func(cfg map[string]any) map[string]any {
+		t.Helper()
+		env := execTool(t, r, cfg, nil)
+		mustSucceed(t, env)
+		return dataMap(t, env)["rows"].([]any)[0].(map[string]any)
+	}
+	table := fmt.Sprintf("kept_%d", os.Getpid())
+	first := row(pgCfg(dsn, "CREATE TABLE "+table+" (x int); SET search_path TO pg_catalog; CREATE TEMP TABLE leak (x int); "+
+		"SELECT pg_backend_pid() AS pid, pg_advisory_lock(42)::text AS locked"))
+	second := row(pgCfg(dsn, "SELECT pg_backend_pid() AS pid, current_setting('search_path') AS search_path, "+
+		"to_regclass('pg_temp.leak') IS NULL AS no_temp, (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()) AS locks"))
+	if second["pid"] != first["pid"] {
+		t.Fatalf("the second step ran on backend %v, the first on %v: the connection was not kept", second["pid"], first["pid"])
+	}
+	if second["search_path"] != `"$user", public` || second["no_temp"] != true || second["locks"] != int64(0) {
+		t.Fatalf("the first step's session reached the second: %v", second)
+	}
+	one := row(pgCfg(dsn, "SELECT pg_backend_pid() AS pid", "password", "one"))
+	two := row(pgCfg(dsn, "SELECT pg_backend_pid() AS pid", "password", "two"))
+	if one["pid"] == first["pid"] || two["pid"] == one["pid"] {
+		t.Fatalf("steps with other passwords were given another's connection (backends %v, %v, %v)", first["pid"], one["pid"], two["pid"])
+	}
+	open := row(pgCfg(dsn, "BEGIN; INSERT INTO "+table+" VALUES (1); SELECT pg_backend_pid() AS pid"))
+	after := row(pgCfg(dsn, "SELECT pg_backend_pid() AS pid, (SELECT count(*) FROM "+table+") AS n"))
+	if after["pid"] == open["pid"] || after["n"] != int64(0) {
+		t.Fatalf("a connection left in a transaction was kept (%v, then %v)", open, after)
+	}
+	kept := after["pid"]
+	r.Close()
+	check := New(Options{})
+	defer check.Close()
+	awaitNoRows(t, check, dsn, fmt.Sprintf("pg_stat_activity WHERE pid = %v", kept), "a kept connection's backend is still there after Close")
+	_ = execTool(t, check, pgCfg(dsn, "DROP TABLE "+table), nil)
 }

@@ -81,10 +81,18 @@ type Registry struct {
 	allowLinkLocal bool
 	// claimsEnded are cursor claims' transactions seen ended (AwaitClaim).
 	claimsEnded txidSet
+	// pgIdle keeps postgres connections between steps.
+	pgIdle pgIdle
 	// Two shared transports so connections are pooled across calls; verify_ssl: false
 	// picks the second.
 	transport         *http.Transport
 	insecureTransport *http.Transport
+}
+
+// Close closes what the registry keeps between steps (idle postgres
+// connections); it keeps none after.
+func (r *Registry) Close() {
+	r.pgIdle.close()
 }
 
 // New builds a Registry.

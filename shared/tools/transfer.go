@@ -597,7 +597,7 @@ func (r *Registry) openDuckDB(ctx context.Context, end map[string]any) (SQLDB, e
 // pgConnect connects to a transfer endpoint's PostgreSQL (auth, connection or
 // host/… as the postgres tool reads them).
 func (r *Registry) pgConnect(ctx context.Context, end map[string]any) (*pgconn.PgConn, error) {
-	pc, err := r.pgConfig(ctx, end)
+	pc, _, err := r.pgConfig(ctx, end)
 	if err != nil {
 		return nil, err
 	}

@@ -121,6 +121,6 @@ func (s Standard) Build(ctx context.Context) (*Worker, error) {
 		logger.Info("python and shell steps run as "+user.String(), "python", python)
 	}
 	return New(Config{Client: cl, JS: s.JS, Pool: s.Pool, WorkerID: s.ID,
-		Concurrency: s.Concurrency, Exec: reg.Exec, Claim: reg.Claim, AwaitClaim: reg.AwaitClaim, Results: results, InlineLimit: s.InlineLimit, Logger: logger, Secrets: secrets,
+		Concurrency: s.Concurrency, Exec: reg.Exec, Claim: reg.Claim, AwaitClaim: reg.AwaitClaim, CloseTools: reg.Close, Results: results, InlineLimit: s.InlineLimit, Logger: logger, Secrets: secrets,
 		PoolHeartbeat: s.PoolHeartbeat})
 }

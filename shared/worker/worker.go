@@ -58,6 +58,10 @@ type Config struct {
 	// cursor block) to end before the iteration runs (shared/tools' Registry.
 	// AwaitClaim). Nil: iterations run at once.
 	AwaitClaim func(ctx context.Context, cursor map[string]any) error
+	// CloseTools, when set, is called as Run returns: what the tools keep
+	// between commands (shared/tools' Registry.Close: idle connections)
+	// is closed.
+	CloseTools func()
 	// PoolHeartbeat is how often the worker beats in the registry; default
 	// noetlwire.PoolHeartbeatInterval (NoETL's workers' 15 s).
 	PoolHeartbeat time.Duration
@@ -167,6 +171,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	// Registered while it runs, commands finishing in the grace period
 	// included; deregistered last.
 	defer w.keepRegistered(context.WithoutCancel(ctx), w.cfg.PoolHeartbeat)()
+	if w.cfg.CloseTools != nil {
+		defer w.cfg.CloseTools()
+	}
 	cons, err := w.consumer(ctx)
 	if err != nil {
 		return nil // stopped before NATS came back
@@ -514,10 +521,7 @@ func (w *Worker) heartbeat(ctx context.Context, cmd *wire.Command, cancel contex
 	next := func() time.Duration { return max(time.Until(expires)/3, 100*time.Millisecond) }
 	ctx, stopBeats := context.WithCancel(ctx)
 	var once sync.Once
-	var wg sync.WaitGroup
-	wg.Add(1)
 	go func() {
-		defer wg.Done()
 		t := time.NewTimer(next())
 		defer t.Stop()
 		for {
@@ -555,7 +559,11 @@ func (w *Worker) heartbeat(ctx context.Context, cmd *wire.Command, cancel contex
 			}
 		}
 	}()
-	return func() { stopBeats(); wg.Wait() }
+	// Stopping does not wait for the beat in flight, if any: it is cut short
+	// (the reporter calls this for every result it settles, and must not
+	// wait on one goroutine after another), and a 409 it may still get is
+	// for a result already settled.
+	return stopBeats
 }
 
 // offload stores a successful result's data by reference when its JSON is
