@@ -40,7 +40,14 @@ bench-whatif:
 
 # test: everything CI checks.
 # dashboard and chromium (mk/dashboard.mk) are what the browser test needs.
-test: fmt-check vet dashboard chromium unit fuzz
+# After the set-up the checks run at once (make -j): the unit tests' slowest
+# packages wait on Postgres, leases and timeouts more than on the CPU, and the
+# fuzz targets and the OpenAPI and serverless checks (TEST_CHECKS, added to by
+# mk/*.mk) fill that time. Their lines interleave as they come (make's
+# --output-sync would hold the unit tests' lines until all of them ended).
+TEST_CHECKS := unit fuzz
+test: fmt-check vet dashboard chromium
+	$(MAKE) --no-print-directory -j $(TEST_CHECKS)
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null; git ls-files --others --exclude-standard '*.go' 2>/dev/null)); \

@@ -14,5 +14,5 @@ openapi-check: $(OPENAPI_DIR)/node_modules/.package-lock.json
 $(OPENAPI_DIR)/node_modules/.package-lock.json: $(OPENAPI_DIR)/package-lock.json $(OPENAPI_DIR)/package.json
 	cd $(OPENAPI_DIR) && npm ci --no-audit --no-fund --loglevel=error
 
-# make merges prerequisites: `make test` also validates the document.
-test: openapi-check
+# `make test` also validates the document (TEST_CHECKS run at once).
+TEST_CHECKS += openapi-check

@@ -60,5 +60,5 @@ infra-test:
 	cd infra && JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(GO) vet ./... && \
 	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(GO) test -timeout 30m ./...
 
-# make merges prerequisites: `make test` also runs the serverless checks.
-test: test-serverless
+# `make test` also runs the serverless checks (TEST_CHECKS run at once).
+TEST_CHECKS += test-serverless

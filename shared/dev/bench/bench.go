@@ -322,11 +322,12 @@ func measure(ctx context.Context, o Options, cl *client.Client, reqs *counting, 
 	if err := runShape(ctx, o, cl, reqs, run, sh); err != nil {
 		return nil, err
 	}
+	ended := time.Now()
 	cpu1 := sampleCPU(ctx, o.ServerPID, commits)
 	reqs1 := reqs.n.Load()
 	db1, _ := dbWork(ctx, o.Server, o.APIToken)
 	peak, growth := rss.stop()
-	commits1, err := commits.settle(ctx, commits0)
+	commits1, err := commits.settle(ctx, commits0, ended)
 	if err != nil {
 		return nil, err
 	}

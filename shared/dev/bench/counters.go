@@ -128,30 +128,20 @@ func isLoopback(host string) bool {
 // backend that went idle within a second of its last flush waits 10 s.
 const statsFlushLag = 11 * time.Second
 
-// settle reads until the count has not moved for statsFlushLag.
-func (c *commitCounter) settle(ctx context.Context, since int64) (int64, error) {
+// settle reads the count once every backend has reported what it did before
+// ended: statsFlushLag after it. (Waiting for the count to stop moving
+// waited for the longest, 3×statsFlushLag, whenever anything else committed
+// meanwhile, such as the server's schedules' loop once a second.)
+func (c *commitCounter) settle(ctx context.Context, since int64, ended time.Time) (int64, error) {
 	if since < 0 {
 		return -1, nil
 	}
-	prev, changed := int64(-1), time.Now()
-	deadline := time.Now().Add(3 * statsFlushLag)
-	for {
-		n, err := c.read(ctx)
-		if err != nil {
-			return 0, err
-		}
-		if n != prev {
-			prev, changed = n, time.Now()
-		}
-		if time.Since(changed) >= statsFlushLag || time.Now().After(deadline) {
-			return n, nil
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(time.Second):
-		}
+	select {
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-time.After(time.Until(ended.Add(statsFlushLag))):
 	}
+	return c.read(ctx)
 }
 
 // dbWork reads the server's own count of its work in Postgres from /metrics;
