@@ -43,10 +43,10 @@ func checkBootstrap(t *testing.T, path string) int64 {
 
 // TestMakeBuildTargets runs what `sam build` calls for every function
 // (make build-<LogicalId> ARTIFACTS_DIR=…, BuildMethod: makefile) and `make
-// build`, since the SAM CLI cannot run here. Each is a link of its own (go
-// build caches no binary), so the targets run side by side as parallel
-// subtests, and `make build` runs once, as the prerequisite of `make
-// package`, which is how a deploy runs it.
+// build`, since the SAM CLI cannot run here. Each function is linked once
+// (go build caches no binary, and a link is seconds of CPU on two cores):
+// `make build` as the prerequisite of `make package`, which is how a deploy
+// runs it, and the build-<LogicalId> rule for the status function.
 func TestMakeBuildTargets(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -55,7 +55,6 @@ func TestMakeBuildTargets(t *testing.T) {
 	tmp := t.TempDir()
 	// The group returns when its parallel subtests have ended.
 	t.Run("targets", func(t *testing.T) {
-		// First: its nine links in a row are the longest part.
 		t.Run("package", func(t *testing.T) {
 			t.Parallel()
 			all := filepath.Join(tmp, "all")
@@ -89,8 +88,7 @@ func TestMakeBuildTargets(t *testing.T) {
 		// What sam build calls: one pattern rule for every function. It runs
 		// for one (the status function, with the dashboard it embeds); for the
 		// others make -n shows it would build that function's package into
-		// ARTIFACTS_DIR. make package above linked and checked all nine (each
-		// link is seconds of CPU on two cores).
+		// ARTIFACTS_DIR. make package above linked and checked all nine.
 		for id, fn := range functions {
 			t.Run("build-"+id, func(t *testing.T) {
 				t.Parallel()

@@ -75,18 +75,8 @@ func cpuPerStep(before, after cpuUse, steps int) (server, worker, postgres *floa
 
 // processCPU reads a process's user and system time from /proc/<pid>/stat.
 func processCPU(pid int) (time.Duration, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, false
-	}
-	// The command name, in parentheses, may hold spaces: fields count from
-	// after its closing parenthesis (state is field 3, utime 14, stime 15).
-	_, rest, ok := strings.Cut(string(b), ") ")
-	if !ok {
-		return 0, false
-	}
-	f := strings.Fields(rest)
-	if len(f) < 13 {
+	f, ok := statFields(pid)
+	if !ok || len(f) < 13 {
 		return 0, false
 	}
 	user, err1 := strconv.ParseInt(f[11], 10, 64)
@@ -99,15 +89,24 @@ func processCPU(pid int) (time.Duration, bool) {
 
 // parentPID reads a process's parent from /proc/<pid>/stat.
 func parentPID(pid int) (int, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, false
-	}
-	_, rest, ok := strings.Cut(string(b), ") ")
-	f := strings.Fields(rest)
+	f, ok := statFields(pid)
 	if !ok || len(f) < 2 {
 		return 0, false
 	}
 	ppid, err := strconv.Atoi(f[1])
 	return ppid, err == nil
+}
+
+// statFields reads /proc/<pid>/stat's fields after the command name, which is
+// in parentheses and may hold spaces: the first is the state (field 3).
+func statFields(pid int) ([]string, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, false
+	}
+	_, rest, ok := strings.Cut(string(b), ") ")
+	if !ok {
+		return nil, false
+	}
+	return strings.Fields(rest), true
 }
