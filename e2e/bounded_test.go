@@ -41,18 +41,22 @@ func exitOf(evs []wire.Event, stepName string) (any, string) {
 // 0.1, 2 and 15 MB go by reference (NoETL's 64 KiB threshold: the 5 KB one
 // stays inline), the artifact tool reads each back whole through its _ref,
 // and the last step reads those results: its command carries them as
-// references, so it is small and the run completes (this stack's lease is
-// 3 s: on a loaded machine a step may take a second attempt). The playbook's
+// references, so it is small and the run completes within its leases (the
+// product's default lease: defaultLease). The playbook's
 // own verdict names NoETL's storage tiers, which this server does not have,
 // and reads the artifact's count outside its data: docs/noetl-playbooks.md.
 func TestStorageTiersWithDefaults(t *testing.T) {
-	shared.startWorkers(t, "tiers", 2)
-	path := shared.register(t, filepath.Join(conformance.Dir(t), "noetl-e2e", "playbooks", "test_storage_tiers.yaml"))
-	id, view := shared.runSummary(t, wire.ExecuteRequest{Path: path, Pool: "tiers"})
+	st := shared.defaultLease(t)
+	st.startWorkers(t, "tiers", 2)
+	path := st.register(t, filepath.Join(conformance.Dir(t), "noetl-e2e", "playbooks", "test_storage_tiers.yaml"))
+	id, view := st.runSummary(t, wire.ExecuteRequest{Path: path, Pool: "tiers"})
 	if view.Status != "COMPLETED" {
 		t.Fatalf("status %s error %s", view.Status, view.Error)
 	}
 	evs := shared.events(t, id)
+	if n := count(evs, "command.expired", "") + count(evs, "command.retry", ""); n != 0 {
+		t.Fatalf("%d expiries and retries; with the default lease the run must end within its leases", n)
+	}
 	for name, n := range map[string]int64{"load_kv_data": 500, "load_disk_data": 2000, "load_large_data": 5000} {
 		r := storedResult(t, evs, name)
 		data, _ := r["data"].(map[string]any)
@@ -126,9 +130,10 @@ func lastIssued(evs []wire.Event, stepName string) map[string]any {
 // small, the step reads all 60 MB and the run completes. A command that
 // cannot be made small (a hundred values of 50 KB, none a part) fails its
 // step at dispatch naming the key and the size. No lease expires, nothing is
-// retried.
+// retried: the product's default lease (defaultLease).
 func TestSixtyMBResult(t *testing.T) {
-	shared.startWorkers(t, "sixty", 2)
+	st := shared.defaultLease(t)
+	st.startWorkers(t, "sixty", 2)
 	many := ""
 	for i := range 100 {
 		many += fmt.Sprintf("k%d: \"{{ 'x' * 50000 }}\", ", i)
@@ -156,7 +161,7 @@ workflow:
 `)
 	for _, tc := range []struct{ mode, status, step string }{{"code", "COMPLETED", "by_code"}, {"input", "COMPLETED", "by_input"}, {"many", "FAILED", "by_many"}} {
 		t.Run(tc.mode, func(t *testing.T) {
-			id, view := shared.runSummary(t, wire.ExecuteRequest{Path: path, Pool: "sixty", Payload: map[string]any{"mode": tc.mode}})
+			id, view := st.runSummary(t, wire.ExecuteRequest{Path: path, Pool: "sixty", Payload: map[string]any{"mode": tc.mode}})
 			if view.Status != tc.status {
 				t.Fatalf("status %s error %s, want %s", view.Status, view.Error, tc.status)
 			}

@@ -5,15 +5,18 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/noetl-go/noetl/shared/client"
+	"github.com/noetl-go/noetl/shared/config"
 	"github.com/noetl-go/noetl/shared/dev/devserver"
 	"github.com/noetl-go/noetl/shared/tools"
 	"github.com/noetl-go/noetl/shared/wire"
@@ -29,6 +32,7 @@ type stack struct {
 	srv     *devserver.Server
 	cl      *client.Client
 	creds   tools.Credentials
+	parts   stackParts
 	mu      sync.Mutex
 	cancels []context.CancelFunc
 	done    sync.WaitGroup
@@ -55,8 +59,18 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
+	// The result store and key file are named here, not left to Start, so
+	// that a second server over the same stack (defaultLease) uses them too.
+	dir, err := os.MkdirTemp("", "noetl-e2e-stack-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		os.Exit(1)
+	}
+	parts := stackParts{results: (&url.URL{Scheme: "file", Path: filepath.Join(dir, "results")}).String(),
+		keyFile: filepath.Join(dir, "keychain.key")}
 	env := map[string]string{"NOETL_LEASE_SECONDS": strconv.Itoa(int(lease / time.Second))}
 	srv, err := devserver.Start(ctx, devserver.Options{DrainEvery: 500 * time.Millisecond,
+		ResultStore: parts.results, KeyFile: parts.keyFile,
 		Getenv: func(k string) string {
 			if v, ok := env[k]; ok {
 				return v
@@ -70,19 +84,71 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "e2e: start the stack: %v\n", err)
 		os.Exit(1)
 	}
-	shared = &stack{srv: srv, cl: client.New(srv.URL, ""),
+	shared = &stack{srv: srv, cl: client.New(srv.URL, ""), parts: parts,
 		// R-P4: the conformance credential alias pg_local, here the stack's own
 		// database (broken_sql needs a real server to answer 42601).
 		creds: tools.CredentialMap{"pg_local": {Kind: "postgres", DSN: srv.ClusterDSN}}}
 	code := m.Run()
 	shared.stopWorkers()
+	if d := defaultLeased; d != nil {
+		d.stopWorkers()
+		if err := d.srv.Close(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: close the default-lease server: %v\n", err)
+		}
+	}
 	if noetlBin != "" {
 		_ = os.RemoveAll(filepath.Dir(noetlBin))
 	}
 	if err := srv.Close(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: close: %v\n", err)
 	}
+	_ = os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// stackParts are the shared stack's result store and keychain key file.
+type stackParts struct{ results, keyFile string }
+
+// The default-lease server, started by the first test that asks for it;
+// TestMain stops it.
+var (
+	defaultLeaseOnce sync.Once
+	defaultLeased    *stack
+	defaultLeaseErr  error
+)
+
+// defaultLease is a second API server over the shared stack's Postgres, NATS,
+// result store and key file, with the product's default lease
+// (NOETL_LEASE_SECONDS unset): for a test whose claim is that a run ends
+// within its leases with the product's defaults. On the shared stack's 3 s
+// lease that claim would depend on the machine's load (CI's 2 cores busy
+// with other packages let a beat land more than 3 s after the last one).
+// Leases are rows: the shared stack's sweeps end these at their own time.
+func (s *stack) defaultLease(t *testing.T) *stack {
+	t.Helper()
+	defaultLeaseOnce.Do(func() {
+		srv, err := devserver.Start(context.Background(), devserver.Options{DatabaseURL: s.srv.ClusterDSN,
+			ShardURLs: strings.Join(s.srv.ShardDSNs, ","), NATSURL: s.srv.NATSURL,
+			ResultStore: s.parts.results, KeyFile: s.parts.keyFile, ScheduleEvery: -1,
+			Getenv: func(k string) string {
+				if k == config.EnvLeaseSeconds {
+					return ""
+				}
+				return throwawayEnv(k)
+			}})
+		if err != nil {
+			defaultLeaseErr = fmt.Errorf("start the default-lease server: %w", err)
+			return
+		}
+		defaultLeased = &stack{srv: srv, cl: client.New(srv.URL, ""), creds: s.creds, parts: s.parts}
+	})
+	if defaultLeaseErr != nil {
+		t.Fatal(defaultLeaseErr)
+	}
+	if got := defaultLeased.srv.Config.Lease; got != config.DefaultLeaseSeconds*time.Second {
+		t.Fatalf("the default-lease server's lease is %s, want the product's default %ds", got, config.DefaultLeaseSeconds)
+	}
+	return defaultLeased
 }
 
 // The CLI binary for tests that need a separate process, built once: linking
