@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/noetl-go/noetl/shared/config"
 )
 
 // command is one command, or one subcommand of a group (subcommandGroup).
@@ -71,6 +73,7 @@ func main() {
 	// SIGTERM too: process managers stop workers with it, and a worker must get
 	// its grace period.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	config.ApplyGCDefaults(os.Getenv) // serve, dev and worker live long; the rest do not mind
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

@@ -84,6 +84,11 @@
 //	AWS_REGION                    region for Secrets Manager / SSM / S3                               SDK default chain
 //	AWS_ENDPOINT_URL              endpoint override (moto, LocalStack)                                SDK default
 //
+// Go's own variables are read apart from Load, by ApplyGCDefaults at a
+// function's or the CLI's start: GOGC (default DefaultGCPercent, 200, not
+// Go's 100), and on Lambda GOMEMLIMIT (default 90% of
+// AWS_LAMBDA_FUNCTION_MEMORY_SIZE, which the runtime sets).
+//
 // Local mode (NOETL_DATABASE_URL, NOETL_*_TOKEN) and AWS mode (the *_ARN and
 // *_PARAM names) cannot be mixed for the same setting: Load refuses rather than
 // guess which one wins.

@@ -33,6 +33,7 @@ import (
 // Lambda reports as an init error.
 func Main(function string, env Env) {
 	start := time.Now()
+	config.ApplyGCDefaults(os.Getenv)
 	// Until the configuration names a level, report at the default one.
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	startFn := func(ctx context.Context) (*Handler, func(), error) { return FromEnv(ctx, function, os.Getenv, env) }
