@@ -82,8 +82,13 @@ func (r *Registry) Claim(ctx context.Context, it pipeline.Item) (toolresult.Enve
 				if _, err := conn.Exec(cctx, "COMMIT").ReadAll(); err != nil {
 					r.log.Error("committing a cursor claim failed: its rows stay pending and are claimed again", "error", err.Error())
 				}
+			} else {
+				// Rolled back before the close returns, not when the server
+				// notices the closed session: the next claim must find these
+				// rows unlocked, not skip them (SKIP LOCKED) as still held.
+				_, _ = conn.Exec(cctx, "ROLLBACK").ReadAll()
 			}
-			closePG(cctx, conn) // a transaction still open rolls back
+			closePG(cctx, conn) // a transaction still open (a failed COMMIT's) rolls back
 		})
 	}
 	t := time.AfterFunc(holdMax, func() { settle(false) })
