@@ -86,7 +86,11 @@ func (r *Registry) Claim(ctx context.Context, it pipeline.Item) (toolresult.Enve
 				// Rolled back before the close returns, not when the server
 				// notices the closed session: the next claim must find these
 				// rows unlocked, not skip them (SKIP LOCKED) as still held.
-				_, _ = conn.Exec(cctx, "ROLLBACK").ReadAll()
+				// Bounded as the close is: a server that does not answer
+				// rolls it back when the connection goes.
+				rctx, done := context.WithTimeout(cctx, 5*time.Second)
+				_, _ = conn.Exec(rctx, "ROLLBACK").ReadAll()
+				done()
 			}
 			closePG(cctx, conn) // a transaction still open (a failed COMMIT's) rolls back
 		})
