@@ -9,8 +9,8 @@ import (
 // Go's 100. The server's and the worker's heap is mostly the garbage of one
 // request or step (decoded bodies, encoded rows, rendered templates), so
 // collecting half as often costs little memory for much less CPU: at
-// W=500×K=10 it cut the server's CPU per step by about a tenth and raised
-// steps/s by about an eighth, for a peak RSS about a third larger
+// W=500×K=10 it cut the server's CPU per step by about a sixth and raised
+// steps/s by about an eighth, for a peak RSS about a quarter larger
 // (docs/step-path.md).
 const DefaultGCPercent = 200
 
