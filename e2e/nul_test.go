@@ -35,17 +35,20 @@ workflow:
 // steps fail on their first attempt with no lease expiry and the execution
 // ends FAILED; the clean step beside them completes. Before, the report got a
 // 500, the result was dropped, and the execution ended 70 s later on "lease
-// expired and no attempt is left", the cause only in the server log.
+// expired and no attempt is left", the cause only in the server log. The
+// product's default lease (defaultLease): on the shared stack's 3 s lease
+// "no expiry" would depend on the machine's load.
 func TestToolOutputWithNUL(t *testing.T) {
 	path := registerYAML(t, nulPlaybook)
-	shared.startWorkers(t, "e2e-nul", 1)
+	st := shared.defaultLease(t)
+	st.startWorkers(t, "e2e-nul", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang guard
 	defer cancel()
-	id, err := shared.cl.Execute(ctx, wire.ExecuteRequest{Path: path, Pool: "e2e-nul"})
+	id, err := st.cl.Execute(ctx, wire.ExecuteRequest{Path: path, Pool: "e2e-nul"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	view, err := shared.cl.Wait(ctx, id, 100*time.Millisecond)
+	view, err := st.cl.Wait(ctx, id, 100*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,9 +86,11 @@ workflow:
 // /api/result/resolve), and the run completes. A result the server's route
 // cannot take (over wire.MaxStagedResultBytes) is never sent: its step
 // fails at once naming the size, the limit and --result-store, and the
-// worker keeps serving.
+// worker keeps serving. No lease expires: the product's default lease
+// (defaultLease).
 func TestLargeResultWithoutStore(t *testing.T) {
-	shared.startWorkers(t, "big-no-store", 1, func(w *worker.Standard) { w.Results = nil })
+	st := shared.defaultLease(t)
+	st.startWorkers(t, "big-no-store", 1, func(w *worker.Standard) { w.Results = nil })
 	path := registerYAML(t, `apiVersion: noetl.io/v2
 kind: Playbook
 metadata: {name: big_no_store, path: e2e/big_no_store}
@@ -110,7 +112,7 @@ workflow:
     tool: {kind: artifact, action: get, result_ref: "{{ start._ref }}"}
 `)
 	const size = 100 << 10
-	id, view := shared.runSummary(t, wire.ExecuteRequest{Path: path, Pool: "big-no-store", Payload: map[string]any{"size": int64(size)}})
+	id, view := st.runSummary(t, wire.ExecuteRequest{Path: path, Pool: "big-no-store", Payload: map[string]any{"size": int64(size)}})
 	if view.Status != "COMPLETED" {
 		t.Fatalf("status %v error %s, want COMPLETED", view.Status, view.Error)
 	}
@@ -154,7 +156,7 @@ workflow:
 	shared.verify(t, id)
 
 	// Over what the server's route takes: never sent, the step fails at once.
-	_, view = shared.runSummary(t, wire.ExecuteRequest{Path: path, Pool: "big-no-store", Payload: map[string]any{"size": int64(6 << 20)}})
+	_, view = st.runSummary(t, wire.ExecuteRequest{Path: path, Pool: "big-no-store", Payload: map[string]any{"size": int64(6 << 20)}})
 	e := string(view.Error)
 	for _, want := range []string{"is 6291467 bytes of JSON", "inline limit of 65536", "at most 5242880 bytes (5 MiB, wire.MaxStagedResultBytes)", "--result-store"} {
 		if view.Status != "FAILED" || !strings.Contains(e, want) {
@@ -168,7 +170,7 @@ workflow:
   - step: start
     tool: {kind: python, code: "result = {'ok': True}"}
 `)
-	if _, view := shared.run(t, wire.ExecuteRequest{Path: small, Pool: "big-no-store"}); view.Status != "COMPLETED" {
+	if _, view := st.run(t, wire.ExecuteRequest{Path: small, Pool: "big-no-store"}); view.Status != "COMPLETED" {
 		t.Fatalf("the worker stopped serving after the refused result: %v", view.Status)
 	}
 }
