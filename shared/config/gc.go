@@ -24,16 +24,12 @@ const lambdaMemoryPercent = 90
 // process (a function, noetl serve/dev/worker): DefaultGCPercent unless GOGC
 // is set, and on Lambda (AWS_LAMBDA_FUNCTION_MEMORY_SIZE, in MB) a soft
 // memory limit of lambdaMemoryPercent of the function's memory unless
-// GOMEMLIMIT is set. It returns the target and the limit it set (0: left as
-// they were).
-func ApplyGCDefaults(getenv func(string) string) (gcPercent int, memoryLimit int64) {
+// GOMEMLIMIT is set.
+func ApplyGCDefaults(getenv func(string) string) {
 	if getenv("GOGC") == "" {
 		debug.SetGCPercent(DefaultGCPercent)
-		gcPercent = DefaultGCPercent
 	}
 	if mb, err := strconv.ParseInt(getenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE"), 10, 64); err == nil && mb > 0 && getenv("GOMEMLIMIT") == "" {
-		memoryLimit = mb << 20 * lambdaMemoryPercent / 100
-		debug.SetMemoryLimit(memoryLimit)
+		debug.SetMemoryLimit(mb << 20 * lambdaMemoryPercent / 100)
 	}
-	return gcPercent, memoryLimit
 }

@@ -97,16 +97,22 @@ func parentPID(pid int) (int, bool) {
 	return ppid, err == nil
 }
 
-// statFields reads /proc/<pid>/stat's fields after the command name, which is
-// in parentheses and may hold spaces: the first is the state (field 3).
+// statFields reads /proc/<pid>/stat's fields after the command name.
 func statFields(pid int) ([]string, bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return nil, false
 	}
-	_, rest, ok := strings.Cut(string(b), ") ")
-	if !ok {
+	return parseStat(string(b))
+}
+
+// parseStat splits a /proc/<pid>/stat line after the command name, which is
+// in parentheses and may hold spaces and parentheses of its own: it ends at
+// the line's last ')'. The first field returned is the state (field 3).
+func parseStat(line string) ([]string, bool) {
+	i := strings.LastIndexByte(line, ')')
+	if i < 0 {
 		return nil, false
 	}
-	return strings.Fields(rest), true
+	return strings.Fields(line[i+1:]), true
 }

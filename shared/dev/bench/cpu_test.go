@@ -30,6 +30,18 @@ func TestProcessCPU(t *testing.T) {
 	}
 }
 
+// TestParseStat: the command name may hold ") " (a process names itself
+// what it likes); the fields are counted from its last ')'.
+func TestParseStat(t *testing.T) {
+	f, ok := parseStat("4242 (odd) name) S 17 4242 4242 0 -1 4194304 1 0 0 0 250 31 0 0 20 0 1")
+	if !ok || len(f) < 13 || f[0] != "S" || f[1] != "17" || f[11] != "250" || f[12] != "31" {
+		t.Fatalf("fields %q %v: want state S, parent 17, utime 250, stime 31", f, ok)
+	}
+	if _, ok := parseStat("garbage"); ok {
+		t.Error("a line without a command name parsed")
+	}
+}
+
 // TestLoopbackHosts: only a Postgres on this machine has its processes in
 // /proc; a remote one's pids would name local processes.
 func TestLoopbackHosts(t *testing.T) {
