@@ -8,10 +8,10 @@ import (
 	"maps"
 	"time"
 
-	"github.com/noetl-go/noetl/shared/wire"
-
 	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/store"
+	"github.com/noetl-go/noetl/shared/wire"
 )
 
 // The internal routes (R-A6, R-A4) need the internal scope.
@@ -108,9 +108,9 @@ func (a *API) project(ctx context.Context, c *call, r wire.ProjectRequest) (wire
 // time (NoETL: timestamp, else created_at) and the five ids replay reads are
 // kept in meta; the row's created_at is the server's (R-S4).
 func externalEvent(e wire.Envelope) controlplane.ExternalEvent {
-	out := controlplane.ExternalEvent{SourceEventID: int64(e.EventID), ExecutionID: int64(e.ExecutionID), Type: e.EventType,
-		Step: e.NodeName, Status: e.Status, Context: e.Context, Meta: e.Meta, Result: e.Result, Error: e.Error,
-		WorkerID: e.WorkerID, CommandID: string(e.CommandID)}
+	out := controlplane.ExternalEvent{SourceEventID: int64(e.EventID), Event: store.Event{ExecutionID: int64(e.ExecutionID),
+		EventType: e.EventType, NodeName: e.NodeName, Status: e.Status, Context: e.Context, Meta: e.Meta, Result: e.Result,
+		Error: e.Error, WorkerID: e.WorkerID, CommandID: string(e.CommandID)}}
 	extra := map[string]any{}
 	if t := cmp.Or(e.Timestamp, e.CreatedAt); t != "" {
 		extra["client_created_at"] = string(t)

@@ -6,6 +6,7 @@ import (
 	"github.com/noetl-go/noetl/shared/controlplane"
 	"github.com/noetl-go/noetl/shared/ids"
 	"github.com/noetl-go/noetl/shared/replay"
+	"github.com/noetl-go/noetl/shared/store"
 )
 
 // TestClaimOutboxSharesShards: a claim smaller than the backlog takes rows
@@ -71,11 +72,12 @@ func TestProjectIsIdempotentAndConsistent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs := []controlplane.ExternalEvent{
-		{ExecutionID: st.ExecutionID, SourceEventID: 1, Type: "stage.opened", Meta: map[string]any{"stage_id": "s"}},
-		{ExecutionID: st.ExecutionID, SourceEventID: 2, Type: "frame.started"},
-		{ExecutionID: st.ExecutionID, SourceEventID: 2, Type: "frame.started"},
+	ext := func(executionID, source int64, typ string) controlplane.ExternalEvent {
+		return controlplane.ExternalEvent{SourceEventID: source, Event: store.Event{ExecutionID: executionID, EventType: typ}}
 	}
+	evs := []controlplane.ExternalEvent{ext(st.ExecutionID, 1, "stage.opened"), ext(st.ExecutionID, 2, "frame.started"),
+		ext(st.ExecutionID, 2, "frame.started")}
+	evs[0].Meta = map[string]any{"stage_id": "s"}
 	p, err := s.svc.Project(s.ctx, evs)
 	if err != nil || p.Projected != 2 || p.Duplicates != 1 {
 		t.Fatalf("project: %+v %v", p, err)
@@ -98,15 +100,15 @@ func TestProjectIsIdempotentAndConsistent(t *testing.T) {
 	}
 	// An engine type (legacy spelling too) is kept in the log but not folded:
 	// the snapshot still equals a fresh fold.
-	if p, err := s.svc.Project(s.ctx, []controlplane.ExternalEvent{{ExecutionID: st.ExecutionID, SourceEventID: 3, Type: "step_completed"}}); err != nil || p.Projected != 1 {
+	if p, err := s.svc.Project(s.ctx, []controlplane.ExternalEvent{ext(st.ExecutionID, 3, "step_completed")}); err != nil || p.Projected != 1 {
 		t.Fatalf("legacy engine type: %+v %v", p, err)
 	}
 	if rp, err := s.svc.Replay(s.ctx, st.ExecutionID, replay.Query{Verify: true}); err != nil || !rp.Verify.Consistent {
 		t.Fatalf("verify after projecting an engine type: %+v %v", rp.Verify, err)
 	}
 	// NoETL's projector accepts envelopes with no log here: counted, skipped.
-	p, err = s.svc.Project(s.ctx, []controlplane.ExternalEvent{{ExecutionID: ids.Compose(1<<40, 0), SourceEventID: 4, Type: "x.y"},
-		{SourceEventID: 5, Type: "x.y"}, {ExecutionID: st.ExecutionID, SourceEventID: 6}})
+	p, err = s.svc.Project(s.ctx, []controlplane.ExternalEvent{ext(ids.Compose(1<<40, 0), 4, "x.y"),
+		ext(0, 5, "x.y"), ext(st.ExecutionID, 6, "")})
 	if err != nil || p.Skipped != 3 || p.Projected != 0 {
 		t.Fatalf("unknown execution, none, no type: %+v %v", p, err)
 	}

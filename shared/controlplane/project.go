@@ -16,18 +16,12 @@ import (
 // (stage, frame, business-object events a projector forwards), appended by
 // Project (R-A4).
 type ExternalEvent struct {
-	ExecutionID int64
 	// SourceEventID is the producer's id of the event: the idempotency key.
 	SourceEventID int64
-	Type          string
-	Step          string
-	Status        string
-	Context       map[string]any
-	Meta          map[string]any
-	Result        map[string]any
-	Error         string
-	WorkerID      string
-	CommandID     string
+	// Event is the row as its producer sent it: ExecutionID, EventType,
+	// NodeName, Status, Context, Meta, Result, Error, WorkerID, CommandID.
+	// Project sets the rest and redacts secrets.
+	store.Event
 }
 
 // Projection is the outcome of Project.
@@ -70,7 +64,7 @@ func (s *Service) Project(ctx context.Context, events []ExternalEvent) (*Project
 		switch {
 		case e.SourceEventID <= 0:
 			return nil, Errorf(ErrInvalid, "events[%d].event_id: required (the producer's id makes projection idempotent)", i)
-		case e.Type == "" || e.ExecutionID <= 0:
+		case e.EventType == "" || e.ExecutionID <= 0:
 			out.Skipped++
 			continue
 		}
@@ -135,7 +129,7 @@ func (t *txn) project(x *execution, events []ExternalEvent) (projected, duplicat
 		if t.ids.err != nil {
 			return 0, 0, t.ids.err
 		}
-		if typ := eventtype.Canonical(e.Type); workerTypes[typ] || serverTypes[typ] {
+		if typ := eventtype.Canonical(e.EventType); workerTypes[typ] || serverTypes[typ] {
 			r.Ignored = true // kept in the log, never folded (as appendIgnored)
 		}
 		t.ch.Events = append(t.ch.Events, r)
@@ -156,8 +150,8 @@ func projectedClient(e ExternalEvent) string {
 // externalRow is the event row of an external event: secrets redacted
 // (events.md §7), the producer's id kept in meta.
 func externalRow(e ExternalEvent, client string) store.Event {
-	r := store.Event{EventType: e.Type, NodeName: e.Step, Status: e.Status, Error: e.Error,
-		WorkerID: e.WorkerID, CommandID: e.CommandID, ClientEventID: client}
+	r := store.Event{ExecutionID: e.ExecutionID, EventType: e.EventType, NodeName: e.NodeName, Status: e.Status,
+		Error: e.Error, WorkerID: e.WorkerID, CommandID: e.CommandID, ClientEventID: client}
 	if e.Context != nil {
 		r.Context = redact.Value(e.Context).(map[string]any)
 	}
