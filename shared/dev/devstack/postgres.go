@@ -423,13 +423,8 @@ func (s *PostgresServer) startLocal(ctx context.Context, opts PostgresOptions) e
 		return fail(err)
 	}
 
-	initdb := exec.CommandContext(ctx, filepath.Join(binDir, "initdb"),
-		"-D", dataDir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C",
-		"--no-sync", "--no-instructions")
-	initdb.Dir = dir // the server user may not be able to read our working dir
-	initdb.SysProcAttr = procAttr(cred)
-	if out, err := initdb.CombinedOutput(); err != nil {
-		return fail(fmt.Errorf("devstack: initdb: %w\n%s", err, tail(out, 2000)))
+	if err := initDataDir(ctx, binDir, base, dataDir, cred, s.log); err != nil {
+		return fail(err)
 	}
 
 	s.settings = settingsFor(opts)

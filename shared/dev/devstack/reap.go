@@ -39,7 +39,7 @@ func makeOwnedDir(base, prefix string, cred *syscall.Credential) (string, error)
 // killed before it could clean up), first killing a postmaster that still serves one
 // (the parent-death signal normally stops it; this covers the rare miss).
 func reapStale(base string, log *slog.Logger) {
-	for _, prefix := range []string{pgDirPrefix, natsDirPrefix} {
+	for _, prefix := range []string{pgDirPrefix, natsDirPrefix, initdbTmpPrefix} {
 		dirs, _ := filepath.Glob(filepath.Join(base, prefix+"*"))
 		for _, dir := range dirs {
 			owner, ok := readPID(filepath.Join(dir, ownerFile))
