@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/noetl-go/noetl/shared/dev/bench"
@@ -15,10 +14,7 @@ import (
 // workers' protocols (the bench's NoETL-protocol client), and reports every figure. Only that the
 // figures exist and the work happened is asserted; timings are printed.
 func TestBenchSmoke(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "noetl")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := builtBinary(t)
 	cmd := exec.Command(bin, "bench", "--shape", "2x3", "--noetl", "1x3", "--noetl-batch", "1x3", "--json")
 	cmd.Env = append(cmd.Environ(), "NOETL_API_TOKEN=", "NOETL_WORKER_TOKEN=", "NOETL_INTERNAL_TOKEN=", "NOETL_INTERNAL_API_TOKEN=")
 	out, err := cmd.Output()

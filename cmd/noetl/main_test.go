@@ -5,15 +5,53 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/noetl-go/noetl/shared/conformance"
 )
+
+// built is the real binary, linked once for the tests and benchmarks that
+// run it: a link with DuckDB's cgo is seconds of CPU.
+var built struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.path != "" {
+		_ = os.RemoveAll(filepath.Dir(built.path))
+	}
+	os.Exit(code)
+}
+
+// builtBinary returns the path of this command built from the working tree.
+func builtBinary(tb testing.TB) string {
+	tb.Helper()
+	built.once.Do(func() {
+		dir, err := os.MkdirTemp("", "noetl-cli-test-")
+		if err != nil {
+			built.err = err
+			return
+		}
+		built.path = filepath.Join(dir, "noetl")
+		if out, err := exec.Command("go", "build", "-o", built.path, ".").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %w\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		tb.Fatal(built.err)
+	}
+	return built.path
+}
 
 func runCLI(args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
@@ -125,10 +163,7 @@ func TestValidateBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "noetl")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := builtBinary(t)
 	good := conformance.Playbook(t, "hello_world.yaml")
 	if out, err := exec.Command(bin, "validate", good).CombinedOutput(); err != nil {
 		t.Fatalf("valid playbook: %v\n%s", err, out)

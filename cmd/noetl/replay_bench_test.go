@@ -51,10 +51,7 @@ func writeLog(tb testing.TB, path string, n int) {
 // and peak RSS: the fold streams, so the peak must not grow with the log.
 func BenchmarkReplayStreaming(b *testing.B) {
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "noetl")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		b.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := builtBinary(b)
 	for _, n := range []int{10000, 100000} {
 		log := filepath.Join(dir, fmt.Sprintf("log-%d.json", n))
 		writeLog(b, log, n)
