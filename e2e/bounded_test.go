@@ -46,6 +46,7 @@ func exitOf(evs []wire.Event, stepName string) (any, string) {
 // own verdict names NoETL's storage tiers, which this server does not have,
 // and reads the artifact's count outside its data: docs/noetl-playbooks.md.
 func TestStorageTiersWithDefaults(t *testing.T) {
+	t.Parallel()
 	st := shared.defaultLease(t)
 	st.startWorkers(t, "tiers", 2)
 	path := st.register(t, filepath.Join(conformance.Dir(t), "noetl-e2e", "playbooks", "test_storage_tiers.yaml"))
@@ -132,6 +133,7 @@ func lastIssued(evs []wire.Event, stepName string) map[string]any {
 // step at dispatch naming the key and the size. No lease expires, nothing is
 // retried: the product's default lease (defaultLease).
 func TestSixtyMBResult(t *testing.T) {
+	t.Parallel()
 	st := shared.defaultLease(t)
 	st.startWorkers(t, "sixty", 2)
 	many := ""

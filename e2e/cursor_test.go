@@ -19,12 +19,15 @@ import (
 	"github.com/noetl-go/noetl/shared/wire"
 )
 
-// cursorRows is the work table's size in TestCursorLoopWorkersKilled: enough
-// for a dozen kills mid-row. While each iteration opened a connection of its
-// own a row cost about 60 ms of the test's time on 2 cores (3,000 rows took
-// 3m50s); with the postgres tool's connections kept between steps (pgIdle)
-// 3,000 rows take about 35 s.
-const cursorRows = 3_000
+// cursorRows is the work table's size in TestCursorLoopWorkersKilled: with a
+// worker killed every two to four seconds, enough for half a dozen kills
+// mid-row. While each iteration opened a connection of its own a row cost
+// about 60 ms of the test's time on 2 cores; with the postgres tool's
+// connections kept between steps (pgIdle) 1,500 rows take about 17 s and 50
+// CPU-s (3,000 took 41 s and 81 CPU-s of make test's budget). Killing more
+// often drains no faster: each kill strands a worker's rows until its lease
+// ends.
+const cursorRows = 1_500
 
 // cursorPlaybook drains a work table with a cursor loop: each claim marks up
 // to max_in_flight pending rows claimed (counting the claim on the row) and
@@ -64,16 +67,17 @@ workflow:
     tool: {kind: noop, input: {rows: "{{ drain.stats.total }}"}}
 `
 
-// TestCursorLoopWorkersKilled drains 3,000 rows with max_in_flight 50 while
-// separate noetl worker processes are SIGKILLed every few seconds, mid-row and
-// mid-claim, and replaced. Counted in the database: every row was done exactly
+// TestCursorLoopWorkersKilled drains 1,500 rows with max_in_flight 50 while
+// separate noetl worker processes are SIGKILLed every few seconds, mid-row
+// and mid-claim, and replaced. Counted in the database: every row was done exactly
 // once and claimed exactly once (a claim whose worker died before the server
 // had its rows rolled back with the connection), and the execution's log
 // replays to its snapshot. The dashboard then draws the loop with its rows done.
 func TestCursorLoopWorkersKilled(t *testing.T) {
 	if testing.Short() {
-		t.Skip("drains 3,000 rows while killing workers")
+		t.Skip("drains a work table while killing workers")
 	}
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, shared.srv.ClusterDSN)
