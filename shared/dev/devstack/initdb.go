@@ -74,15 +74,11 @@ func initdbTemplate(ctx context.Context, binDir, base string, cred *syscall.Cred
 	if err := runInitdb(ctx, binDir, filepath.Join(tmp, "data"), cred, log); err != nil {
 		return "", errors.Join(err, os.RemoveAll(tmp))
 	}
-	// The owner file would have it reaped as abandoned once this process ends.
-	if err := os.Remove(filepath.Join(tmp, ownerFile)); err != nil {
-		return "", errors.Join(fmt.Errorf("devstack: %w", err), os.RemoveAll(tmp))
-	}
 	if err := os.Rename(tmp, final); err != nil {
 		// Another start made it first: use theirs.
 		_ = os.RemoveAll(tmp)
 		if err := trustedTemplate(final, cred); err != nil {
-			return "", err
+			return "", fmt.Errorf("%w (remove %s to have it made again)", err, final)
 		}
 		return filepath.Join(final, "data"), nil
 	}

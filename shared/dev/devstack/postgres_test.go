@@ -269,13 +269,18 @@ func TestReapStale(t *testing.T) {
 	}
 	abandoned := mk(pgDirPrefix+"abandoned", deadPID)
 	abandonedNATS := mk(natsDirPrefix+"abandoned", deadPID)
+	// A template whose initdb was killed is reaped; a made one (renamed into
+	// place with its maker's owner file) is kept after its maker ends.
+	abandonedInitdb := mk(initdbTmpPrefix+"abandoned", deadPID)
+	template := mk(initdbPrefix+"0123456789abcdef", deadPID)
 	live := mk(pgDirPrefix+"live", os.Getpid())
 	foreign := filepath.Join(base, pgDirPrefix+"foreign") // no owner marker: not ours
 	if err := os.Mkdir(foreign, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	reapStale(base, nil2discard())
-	for dir, wantGone := range map[string]bool{abandoned: true, abandonedNATS: true, live: false, foreign: false} {
+	for dir, wantGone := range map[string]bool{abandoned: true, abandonedNATS: true, abandonedInitdb: true, template: false,
+		live: false, foreign: false} {
 		_, err := os.Stat(dir)
 		if gone := os.IsNotExist(err); gone != wantGone {
 			t.Errorf("%s: gone = %v, want %v", filepath.Base(dir), gone, wantGone)
