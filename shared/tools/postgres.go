@@ -86,9 +86,7 @@ func (r *Registry) Claim(ctx context.Context, it pipeline.Item) (toolresult.Enve
 				// Rolled back before the close returns, not when the server
 				// notices the closed session: the next claim must find these
 				// rows unlocked, not skip them (SKIP LOCKED) as still held.
-				// Bounded as the close is: a server that does not answer
-				// rolls it back when the connection goes.
-				rctx, done := context.WithTimeout(cctx, 5*time.Second)
+				rctx, done := context.WithTimeout(cctx, pgCloseTimeout)
 				_, _ = conn.Exec(rctx, "ROLLBACK").ReadAll()
 				done()
 			}
@@ -165,8 +163,12 @@ func (s *txidSet) add(tx string) {
 	s.set[tx] = true
 }
 
+// pgCloseTimeout bounds a close and a refused claim's ROLLBACK: a server that
+// does not answer ends the session's transaction when the connection goes.
+const pgCloseTimeout = 5 * time.Second
+
 func closePG(ctx context.Context, conn *pgconn.PgConn) {
-	closeCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	closeCtx, done := context.WithTimeout(context.WithoutCancel(ctx), pgCloseTimeout)
 	defer done()
 	_ = conn.Close(closeCtx)
 }

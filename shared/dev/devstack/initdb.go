@@ -35,8 +35,8 @@ const (
 	initdbTmpPrefix = initdbPrefix + "tmp-"
 )
 
-// initdbArgs are initdb's arguments after -D.
-var initdbArgs = []string{"-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"}
+// initdbFlags are initdb's arguments after -D.
+const initdbFlags = "-U postgres --auth=trust -E UTF8 --locale=C --no-sync --no-instructions"
 
 // initDataDir makes dataDir a new cluster's data directory, owned by cred's
 // user (the caller's when nil). Without a usable template (base not
@@ -89,7 +89,7 @@ func initdbTemplate(ctx context.Context, binDir, base string, cred *syscall.Cred
 // runInitdb runs initdb into dataDir, whose parent cred's user can write.
 func runInitdb(ctx context.Context, binDir, dataDir string, cred *syscall.Credential, log *slog.Logger) error {
 	log.Debug("devstack: initdb", "dir", dataDir)
-	initdb := exec.CommandContext(ctx, filepath.Join(binDir, "initdb"), append([]string{"-D", dataDir}, initdbArgs...)...)
+	initdb := exec.CommandContext(ctx, filepath.Join(binDir, "initdb"), append([]string{"-D", dataDir}, strings.Fields(initdbFlags)...)...)
 	initdb.Dir = filepath.Dir(dataDir) // the server user may not be able to read our working dir
 	initdb.SysProcAttr = procAttr(cred)
 	if out, err := initdb.CombinedOutput(); err != nil {
@@ -102,7 +102,7 @@ func runInitdb(ctx context.Context, binDir, dataDir string, cred *syscall.Creden
 // binaries (path, size, time) and the user it runs as.
 func templateKey(binDir string, cred *syscall.Credential) (string, error) {
 	h := sha256.New()
-	fmt.Fprintln(h, strings.Join(initdbArgs, " "), ownerUID(cred))
+	fmt.Fprintln(h, initdbFlags, ownerUID(cred))
 	for _, bin := range []string{"initdb", "postgres"} {
 		p := filepath.Join(binDir, bin)
 		fi, err := os.Stat(p)

@@ -93,11 +93,11 @@ func TestClustersStartFromOneInitdb(t *testing.T) {
 }
 
 // TestPlantedTemplateIsNotUsed: a directory under the template's name that
-// others can write (another user could have made it in /tmp) is not copied;
-// the cluster runs initdb of its own and starts.
+// others can write, or that another user made (either could have been
+// planted in /tmp), is not copied; the cluster runs initdb of its own and
+// starts.
 func TestPlantedTemplateIsNotUsed(t *testing.T) {
 	requireServerBinaries(t)
-	base := testBaseDir(t)
 	binDir, err := findBinDir("")
 	if err != nil {
 		t.Fatal(err)
@@ -110,29 +110,48 @@ func TestPlantedTemplateIsNotUsed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	planted := filepath.Join(base, initdbPrefix+key)
-	if err := os.MkdirAll(filepath.Join(planted, "data"), 0o777); err != nil {
-		t.Fatal(err)
+	// plant makes a template-shaped directory owned by uid with the top
+	// directory's mode, then starts a cluster beside it.
+	plant := func(t *testing.T, uid int, mode os.FileMode) {
+		base := testBaseDir(t)
+		planted := filepath.Join(base, initdbPrefix+key)
+		marker := filepath.Join(planted, "data", "PG_VERSION")
+		if err := os.MkdirAll(filepath.Dir(marker), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(marker, []byte("planted\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{planted, filepath.Dir(marker), marker} {
+			if err := os.Lchown(p, uid, -1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chmod(planted, mode); err != nil { // past the umask
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		pg, err := StartPostgres(ctx, PostgresOptions{BaseDir: base})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = pg.Stop() })
+		if got := queryString(t, pg.ClusterDSN, "SELECT 'ok'"); got != "ok" {
+			t.Fatal(got)
+		}
+		b, err := os.ReadFile(filepath.Join(pg.Server().Dir(), "data", "PG_VERSION"))
+		if err != nil || string(b) == "planted\n" {
+			t.Fatalf("the cluster's PG_VERSION is %q (%v): the planted template was copied", b, err)
+		}
 	}
-	if err := os.Chmod(planted, 0o777); err != nil { // past the umask
-		t.Fatal(err)
-	}
-	marker := filepath.Join(planted, "data", "PG_VERSION")
-	if err := os.WriteFile(marker, []byte("planted\n"), 0o666); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	pg, err := StartPostgres(ctx, PostgresOptions{BaseDir: base})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pg.Stop() })
-	if got := queryString(t, pg.ClusterDSN, "SELECT 'ok'"); got != "ok" {
-		t.Fatal(got)
-	}
-	b, err := os.ReadFile(filepath.Join(pg.Server().Dir(), "data", "PG_VERSION"))
-	if err != nil || string(b) == "planted\n" {
-		t.Fatalf("the cluster's PG_VERSION is %q (%v): the planted template was copied", b, err)
-	}
+	t.Run("writable by others", func(t *testing.T) {
+		plant(t, int(ownerUID(cred)), 0o777)
+	})
+	t.Run("another user's", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("only root can make a directory another user owns")
+		}
+		plant(t, 0, 0o700) // root's, while the server runs as postgres
+	})
 }
