@@ -23,9 +23,10 @@ run: dashboard steps-python
 # bench: the step path measured (see docs/step-path.md): `noetl bench` starts a
 # durable Postgres and noetl serve, runs the default shapes, a 10,000-iteration
 # loop, and 50x10 through NoETL's workers' protocols (--noetl: the Rust worker's
-# four calls, --noetl-batch: the Python worker's claim and two batches). Compare
-# with River in the same sitting:
-#   FSYNC_MODES=on bash ../shared/bench/river-bench.sh
+# four calls, --noetl-batch: the Python worker's claim and two batches), each
+# three times in rounds with its median [min..max]. Compare with River's
+# medians of three in the same sitting:
+#   FSYNC_MODES=on REPS=3 bash ../shared/bench/river-bench.sh
 # BENCH_FLAGS adds flags, e.g. make bench BENCH_FLAGS="--json --shape 50x10".
 BENCH_FLAGS ?=
 bench:

@@ -43,6 +43,7 @@ func runBench(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stde
 	pprofAddr := fs.String("pprof", "", "serve the started server's pprof on this address (e.g. 127.0.0.1:6060)")
 	serverLog := fs.String("server-log", "", "append the started server's log (JSON, warnings and errors) to this file")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
+	reps := fs.Int("reps", 3, "run every shape this many times, in rounds, and print each shape's median [min..max] (3: REPS in ../shared/bench/river-bench.sh, which prints River's so)")
 	warmup := fs.Bool("warmup", true, "run a small shape first, not reported (a fresh stack's first steps prepare statements and fill caches)")
 	shapes := &shapeFlags{parse: bench.ParseShape}
 	loops := &shapeFlags{parse: bench.ParseLoop}
@@ -58,11 +59,15 @@ func runBench(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stde
 		"Without --server it starts Postgres with fsync and synchronous_commit on, and noetl serve over it.", stderr); !ok {
 		return code
 	}
+	if *reps < 1 {
+		fmt.Fprintf(stderr, "noetl bench: --reps %d: want at least 1 run of each shape\n", *reps)
+		return exitUsage
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	o := bench.Options{Server: *server, NATSURL: *natsURL, Token: os.Getenv("NOETL_WORKER_TOKEN"),
 		APIToken: os.Getenv("NOETL_API_TOKEN"), Concurrency: *concurrency, ServerPID: *serverPID, Warmup: *warmup,
-		Progress: stderr}
+		Reps: *reps, Progress: stderr}
 	ours := shapes.shapes
 	if len(ours) == 0 {
 		ours = bench.DefaultShapes()
@@ -114,17 +119,40 @@ func runBench(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stde
 	return exitOK
 }
 
+// printResults prints each run's figures, then, when a shape ran more than
+// once, each shape's median [min..max] of the timings and CPU.
 func printResults(w io.Writer, rs []bench.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "shape\tsteps/s\tcycle p50 ms\tcycle p99 ms\texec p50 ms\texec p99 ms\tcommits/step\tserver commits/step\tserver txns/step\tdb trips/step\tdb stmts/step\thttp/step\tevents/step\tserver peak RSS MB\tRSS growth MB\tserver CPU ms/step\tworker CPU ms/step\tpg CPU ms/step\t")
+	fmt.Fprintln(tw, "shape\trun\tsteps/s\tcycle p50 ms\tcycle p99 ms\texec p50 ms\texec p99 ms\tcommits/step\tserver commits/step\tserver txns/step\tdb trips/step\tdb stmts/step\thttp/step\tevents/step\tserver peak RSS MB\tRSS growth MB\tserver CPU ms/step\tworker CPU ms/step\tpg CPU ms/step\t")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%.1f\t%s\t%s\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%s\t\n", r.Shape, r.StepsPerSecond,
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%s\t%s\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%s\t\n", r.Shape, r.Rep, r.StepsPerSecond,
 			opt(r.StepCycleP50Ms, "%.2f"), opt(r.StepCycleP99Ms, "%.2f"), r.ExecutionP50Ms, r.ExecutionP99Ms,
 			opt(r.CommitsPerStep, "%.2f"), opt(r.ServerCommitsPerStep, "%.2f"), opt(r.TransactionsPerStep, "%.2f"), opt(r.RoundTripsPerStep, "%.2f"), opt(r.StatementsPerStep, "%.1f"),
 			r.HTTPRequestsPerStep, r.EventRowsPerStep, opt(r.ServerPeakRSSMB, "%.1f"), opt(r.ServerRSSGrowthMB, "%.1f"),
 			opt(r.ServerCPUMsPerStep, "%.2f"), opt(r.WorkerCPUMsPerStep, "%.2f"), opt(r.PostgresCPUMsPerStep, "%.2f"))
 	}
 	tw.Flush()
+	sums := bench.Summarize(rs)
+	if !slices.ContainsFunc(sums, func(s bench.Summary) bool { return s.Runs > 1 }) {
+		return
+	}
+	fmt.Fprintln(w, "\nmedian [min..max] over each shape's runs:")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "shape\truns\tsteps/s\tcycle p50 ms\tcycle p99 ms\tserver CPU ms/step\tworker CPU ms/step\tpg CPU ms/step\t")
+	for _, s := range sums {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Shape, s.Runs, spread(&s.StepsPerSecond, "%.1f"),
+			spread(s.StepCycleP50Ms, "%.2f"), spread(s.StepCycleP99Ms, "%.2f"),
+			spread(s.ServerCPUMsPerStep, "%.2f"), spread(s.WorkerCPUMsPerStep, "%.2f"), spread(s.PostgresCPUMsPerStep, "%.2f"))
+	}
+	tw.Flush()
+}
+
+// spread prints a figure's median [min..max], as river-bench.sh does.
+func spread(s *bench.Spread, format string) string {
+	if s == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf(format+" ["+format+".."+format+"]", s.Median, s.Min, s.Max)
 }
 
 func opt(v *float64, format string) string {

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"os/exec"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/noetl-go/noetl/shared/dev/bench"
@@ -11,19 +13,26 @@ import (
 // TestBenchSmoke runs the real `noetl bench` binary on a tiny shape: it
 // starts its own durable Postgres and `noetl serve`, runs two chains of three
 // steps with the project's worker and a chain of three through each of NoETL's
-// workers' protocols (the bench's NoETL-protocol client), and reports every figure. Only that the
-// figures exist and the work happened is asserted; timings are printed.
+// workers' protocols (the bench's NoETL-protocol client), twice in rounds
+// (--reps 2), and reports every figure of every run. Only that the figures
+// exist and the work happened is asserted; timings are printed.
 func TestBenchSmoke(t *testing.T) {
 	bin := builtBinary(t)
-	cmd := exec.Command(bin, "bench", "--shape", "2x3", "--noetl", "1x3", "--noetl-batch", "1x3", "--json")
+	cmd := exec.Command(bin, "bench", "--shape", "2x3", "--noetl", "1x3", "--noetl-batch", "1x3", "--reps", "2", "--json")
 	cmd.Env = append(cmd.Environ(), "NOETL_API_TOKEN=", "NOETL_WORKER_TOKEN=", "NOETL_INTERNAL_TOKEN=", "NOETL_INTERNAL_API_TOKEN=")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("noetl bench: %v\n%s", err, out)
 	}
 	var rs []bench.Result
-	if err := json.Unmarshal(out, &rs); err != nil || len(rs) != 3 {
+	if err := json.Unmarshal(out, &rs); err != nil || len(rs) != 6 {
 		t.Fatalf("results %v: %s", err, out)
+	}
+	// Rounds: each shape once, then again.
+	for i, r := range rs {
+		if r.Shape != rs[i%3].Shape || r.Rep != i/3+1 || r.Completed != r.W {
+			t.Errorf("run %d: shape %s (want %s), rep %d (want %d), %d of %d completed", i, r.Shape, rs[i%3].Shape, r.Rep, i/3+1, r.Completed, r.W)
+		}
 	}
 	// NoETL's workers' protocols, each step served by its own calls: the
 	// claim and three events (the Rust worker's), the claim and two batches
@@ -53,5 +62,22 @@ func TestBenchSmoke(t *testing.T) {
 		t.Errorf("work per step missing: %+v", r)
 	case r.ServerPeakRSSMB == nil || *r.ServerPeakRSSMB <= 0:
 		t.Errorf("server memory missing: %+v", r)
+	}
+}
+
+// TestPrintResultsMedians: one run of each shape prints its row only; more
+// print each shape's median [min..max] after the runs, as River's script does.
+func TestPrintResultsMedians(t *testing.T) {
+	one := []bench.Result{{Shape: "500x10", Rep: 1, StepsPerSecond: 900}}
+	var b strings.Builder
+	printResults(&b, one)
+	if strings.Contains(b.String(), "median") {
+		t.Errorf("one run printed a median:\n%s", b.String())
+	}
+	three := append(one, bench.Result{Shape: "500x10", Rep: 2, StepsPerSecond: 1100}, bench.Result{Shape: "500x10", Rep: 3, StepsPerSecond: 1000})
+	b.Reset()
+	printResults(&b, three)
+	if !regexp.MustCompile(`(?m)^ *500x10 +3 +1000\.0 \[900\.0\.\.1100\.0\] +n/a`).MatchString(b.String()) {
+		t.Errorf("three runs, no median row:\n%s", b.String())
 	}
 }

@@ -124,6 +124,10 @@ type Options struct {
 	ServerPID int
 	// Warmup runs a small shape first, not reported.
 	Warmup bool
+	// Reps runs every shape this many times, in rounds (each shape once, then
+	// again), as the peer's script repeats its shapes; default 1. Summarize
+	// gives each shape's median and spread.
+	Reps int
 	// Progress receives a line per second while a shape runs; nil: none.
 	Progress io.Writer
 	Logger   *slog.Logger
@@ -131,7 +135,9 @@ type Options struct {
 
 // Result is one shape's figures. Pointers are nil when not measured.
 type Result struct {
-	Shape     string  `json:"shape"`
+	Shape string `json:"shape"`
+	// Rep is which of the Reps runs of the shape this is, from 1.
+	Rep       int     `json:"rep"`
 	Protocol  string  `json:"protocol,omitempty"`
 	W         int     `json:"w"`
 	K         int     `json:"k"`
@@ -262,12 +268,15 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 		}
 	}
 	var out []Result
-	for i, sh := range o.Shapes {
-		r, err := measure(ctx, o, cl, served[sh.Protocol], commits, fmt.Sprintf("%s-%d", run, i), sh)
-		if err != nil {
-			return out, fmt.Errorf("shape %s: %w", sh, err)
+	for rep := 1; rep <= max(o.Reps, 1); rep++ {
+		for i, sh := range o.Shapes {
+			r, err := measure(ctx, o, cl, served[sh.Protocol], commits, fmt.Sprintf("%s-%d-%d", run, rep, i), sh)
+			if err != nil {
+				return out, fmt.Errorf("shape %s (run %d): %w", sh, rep, err)
+			}
+			r.Rep = rep
+			out = append(out, *r)
 		}
-		out = append(out, *r)
 	}
 	return out, nil
 }
