@@ -606,7 +606,11 @@ func (t *txn) commit() error {
 			for _, k := range t.cmds {
 				if k.row.ExecutionID == row.ExecutionID && (k.isNew || k.change != nil) {
 					c := k.row
-					c.Context, c.Meta = nil, nil
+					if size := claimablePayload(k); size > 0 {
+						e.size += size // its claim may be assumed (txn.assume): the answer carries the payload
+					} else {
+						c.Context, c.Meta = nil, nil
+					}
 					e.cmds = append(e.cmds, c)
 				}
 			}

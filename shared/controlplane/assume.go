@@ -27,15 +27,31 @@ var errAssumption = errors.New("controlplane: the assumption does not cover this
 // cache instead of reading them, and queues the guards; false when the cache
 // does not hold all of them (the lock path then reads them).
 func (t *txn) assume(ls *store.LockSet) (bool, error) {
-	if len(ls.Executions) == 0 || len(ls.IssuedEventIDs) > 0 || ls.IdempotencyKey != "" || ls.Request != nil {
+	if ls.IdempotencyKey != "" || ls.Request != nil {
 		return false, nil
 	}
-	pins := t.s.snaps.pin(ls.Executions)
-	if len(pins) != len(ls.Executions) {
+	// A claim names its command by the command.issued event: assumed when
+	// this process wrote the command, still pending, with its payload
+	// (snapCache.put keeps that of a small pending command).
+	execs := slices.Clone(ls.Executions)
+	for _, ev := range ls.IssuedEventIDs {
+		id, ok := t.s.snaps.executionOf(ev)
+		if !ok {
+			return false, nil
+		}
+		execs = append(execs, id)
+	}
+	slices.Sort(execs)
+	execs = slices.Compact(execs)
+	if len(execs) == 0 {
+		return false, nil
+	}
+	pins := t.s.snaps.pin(execs)
+	if len(pins) != len(execs) {
 		return false, nil
 	}
 	held := map[string]store.Command{}
-	a := store.Assumption{Executions: slices.Clone(ls.Executions), ClientEvents: ls.ClientEvents}
+	a := store.Assumption{Executions: execs, ClientEvents: ls.ClientEvents}
 	var now, reachable time.Time
 	for _, id := range a.Executions {
 		e := pins[id]
@@ -62,6 +78,13 @@ func (t *txn) assume(ls *store.LockSet) (bool, error) {
 		}
 		a.Commands = append(a.Commands, c)
 	}
+	for _, ev := range ls.IssuedEventIDs {
+		c := claimableIn(pins, ev)
+		if c == nil {
+			return false, nil
+		}
+		a.Commands = append(a.Commands, *c)
+	}
 	// Stored with the database's precision, as a clock read from it is:
 	// the live snapshot and the log's replay must carry the same times.
 	now = now.Truncate(time.Microsecond)
@@ -76,9 +99,43 @@ func (t *txn) assume(ls *store.LockSet) (bool, error) {
 	for _, c := range a.Commands {
 		t.adoptCommand(c)
 	}
+	if err := t.tx.Assume(a); err != nil {
+		return false, err
+	}
 	t.assumed = true
-	t.tx.Assume(a)
 	return true, nil
+}
+
+// claimableBytes bounds the payload of a pending command a cache entry keeps
+// so that its claim can be assumed; a larger one (a step's large rendered
+// input) is claimed on the lock path, which reads it.
+const claimableBytes = 64 << 10
+
+// claimablePayload is the size of k's payload when a cache entry keeps it:
+// a command this txn issued that waits for a claim, within claimableBytes;
+// else 0.
+func claimablePayload(k *command) int {
+	if !k.isNew || k.row.Status != store.CommandPending {
+		return 0
+	}
+	if size := commandBytes(k.row); size <= claimableBytes {
+		return size
+	}
+	return 0
+}
+
+// claimableIn is the pending command the pinned entries wrote for
+// command.issued event ev, if they kept its payload (a nil Context: left out,
+// so a claim of it takes the lock path).
+func claimableIn(pins map[int64]snapEntry, ev int64) *store.Command {
+	for _, e := range pins {
+		for i := range e.cmds {
+			if c := &e.cmds[i]; c.IssuedEventID == ev && c.Status == store.CommandPending && c.Context != nil {
+				return c
+			}
+		}
+	}
+	return nil
 }
 
 // withAssumed runs fn in a txn that assumes ls (assume) when it can, and

@@ -1,6 +1,8 @@
 package controlplane_test
 
 import (
+	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -18,17 +20,7 @@ import (
 // hour: the report still costs one round trip, and its events come after
 // the log's (R-S4).
 func TestAssumedClockFollowsTheRowsStamp(t *testing.T) {
-	cs := cptest.New(t, 1)
-	db := &store.Counter{}
-	st, err := store.Open(cs.Ctx, store.Config{ClusterDSN: cs.PG.ClusterDSN, ShardDSNs: cs.PG.ShardDSNs, MaxConns: 4, Tracer: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	svc, err := controlplane.New(controlplane.Config{Store: st, ServerURL: "http://test", Lease: time.Minute, Publisher: cs.Publisher})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs, st, db, svc := counted(t)
 	ctx := cs.Ctx
 	if _, err := svc.Register(ctx, cptest.ThreeSteps); err != nil {
 		t.Fatal(err)
@@ -74,4 +66,115 @@ func TestAssumedClockFollowsTheRowsStamp(t *testing.T) {
 	if backwards > 0 {
 		t.Errorf("%d events are stamped before the event they follow (R-S4)", backwards)
 	}
+}
+
+// TestAssumedClaim (issue 29): a report that claims a command this process
+// issued and announced (a worker heard of it from NATS) claims it in the
+// assumed txn: one round trip, the payload from the cache equal to the row's.
+// When the row's payload was edited, or another process claimed it first, the
+// guard fails and the lock path hands out the edit, or refuses the claim.
+func TestAssumedClaim(t *testing.T) {
+	cs, st, db, svc := counted(t)
+	// Another process over the same databases, with a cache of its own.
+	other, err := controlplane.New(controlplane.Config{Store: cs.Store, ServerURL: "http://test", Lease: time.Minute, Publisher: cs.Publisher})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := cs.Ctx
+	if _, err := svc.Register(ctx, cptest.ThreeSteps); err != nil {
+		t.Fatal(err)
+	}
+	var sh *store.Shard
+	first := func() (int64, store.Command) {
+		started, err := svc.Execute(ctx, controlplane.ExecuteRequest{Path: "tests/three"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sh, _ = st.ShardFor(started.ExecutionID)
+		cmds, err := storetest.ActiveCommands(ctx, sh.Pool(), started.ExecutionID)
+		if err != nil || len(cmds) != 1 {
+			t.Fatalf("the first command: %v %v", cmds, err)
+		}
+		return started.ExecutionID, cmds[0]
+	}
+
+	_, cmd := first()
+	before := db.Snapshot()
+	out, err := svc.Report(ctx, controlplane.Report{WorkerID: "w1", Pool: "shared", Take: 1, Claims: []int64{cmd.IssuedEventID}})
+	if err != nil || out.Claims[0].Err != nil || len(out.Commands) != 1 {
+		t.Fatalf("the claim: %v %+v", err, out)
+	}
+	if work := db.Snapshot().Sub(before); work.RoundTrips != 1 || work.Commits != 1 {
+		t.Errorf("the claim took %d round trips and %d commits: want one of each (the assumed txn)", work.RoundTrips, work.Commits)
+	}
+	body := out.Commands[0]
+	row, err := storetest.Command(ctx, sh.Pool(), cmd.CommandID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body.CommandID != cmd.CommandID || body.WorkerID != "w1" || row.Status != store.CommandRunning || row.WorkerID != "w1" {
+		t.Errorf("claimed %+v; the row %+v", body, row)
+	}
+	if got, want := jsonOf(t, body.Context), jsonOf(t, row.Context); got != want || len(body.Context) == 0 {
+		t.Errorf("the payload from the cache:\n%s\nthe row's:\n%s", got, want)
+	}
+
+	// Its payload edited in the database by hand: the guard sees the edit,
+	// and the lock path hands out the row's payload.
+	_, cmd = first()
+	if _, err := sh.Pool().Exec(ctx, `UPDATE command SET context = '{"edited": true}' WHERE command_id = $1`, cmd.CommandID); err != nil {
+		t.Fatal(err)
+	}
+	before = db.Snapshot()
+	out, err = svc.Report(ctx, controlplane.Report{WorkerID: "w1", Pool: "shared", Take: 1, Claims: []int64{cmd.IssuedEventID}})
+	if err != nil || out.Claims[0].Err != nil || len(out.Commands) != 1 || out.Commands[0].Context["edited"] != true {
+		t.Fatalf("the claim of an edited command: %v %+v", err, out)
+	}
+	if work := db.Snapshot().Sub(before); work.RoundTrips < 2 {
+		t.Errorf("the claim of an edited command took %d round trips: want the failed assumption and the lock path", work.RoundTrips)
+	}
+
+	// Claimed first through another process: this one's cache is stale.
+	_, cmd = first()
+	if _, err := other.Claim(ctx, cmd.IssuedEventID, "w2", true); err != nil {
+		t.Fatal(err)
+	}
+	before = db.Snapshot()
+	out, err = svc.Report(ctx, controlplane.Report{WorkerID: "w1", Pool: "shared", Take: 1, Claims: []int64{cmd.IssuedEventID}})
+	var refused *controlplane.RefusedClaim
+	if err != nil || !errors.As(out.Claims[0].Err, &refused) || refused.Code != controlplane.ClaimActive || len(out.Commands) != 0 {
+		t.Fatalf("a claim of a command w2 holds: %v %+v", err, out)
+	}
+	if work := db.Snapshot().Sub(before); work.RoundTrips < 2 {
+		t.Errorf("the refused claim took %d round trips: want the failed assumption and the lock path", work.RoundTrips)
+	}
+	if row, err := storetest.Command(ctx, sh.Pool(), cmd.CommandID); err != nil || row.WorkerID != "w2" {
+		t.Errorf("the command's holder: %+v %v", row, err)
+	}
+}
+
+// counted is a service over a store whose database work is counted.
+func counted(t *testing.T) (*cptest.Stack, *store.Store, *store.Counter, *controlplane.Service) {
+	t.Helper()
+	cs := cptest.New(t, 1)
+	db := &store.Counter{}
+	st, err := store.Open(cs.Ctx, store.Config{ClusterDSN: cs.PG.ClusterDSN, ShardDSNs: cs.PG.ShardDSNs, MaxConns: 4, Tracer: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	svc, err := controlplane.New(controlplane.Config{Store: st, ServerURL: "http://test", Lease: time.Minute, Publisher: cs.Publisher})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs, st, db, svc
+}
+
+func jsonOf(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -261,13 +261,18 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 				}
 			}
 		}
+		// The claimed commands, as the lock read them or the assumption took
+		// them from the cache.
 		byEvent := map[int64]*command{}
-		for _, c := range ls.CommandRows {
-			byEvent[c.IssuedEventID] = t.cmds[c.CommandID]
+		for _, k := range t.cmds {
+			byEvent[k.row.IssuedEventID] = k
 		}
 		for _, i := range part.claims {
 			k := byEvent[r.Claims[i]]
 			if k == nil {
+				if t.assumed {
+					return errAssumption
+				}
 				claimed[i] = Errorf(ErrNotFound, "command %d not found", r.Claims[i])
 				continue
 			}
@@ -286,6 +291,9 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 			body, refusal, err := t.claimOne(x, k, r.WorkerID, true)
 			if err != nil {
 				return err
+			}
+			if refusal != nil && t.assumed {
+				return errAssumption // refusals are answered from what the lock reads
 			}
 			claimed[i] = refusal
 			if body == nil {
@@ -321,11 +329,7 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 		}
 		return nil
 	}
-	// Claims read commands no cache holds: they take the lock path.
-	done := false
-	if len(part.claims) == 0 {
-		done, err = s.withAssumed(ctx, sh, ls, body)
-	}
+	done, err := s.withAssumed(ctx, sh, ls, body)
 	if !done {
 		err = s.withTx(ctx, sh, ls, body)
 	}

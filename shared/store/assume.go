@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"time"
 )
 
@@ -23,8 +24,10 @@ type Assumption struct {
 	Now time.Time
 }
 
-// Assume queues a's guards (see Assumption) after BEGIN.
-func (t *Tx) Assume(a Assumption) {
+// Assume queues a's guards (see Assumption) after BEGIN. A command given
+// with its payload (Context not nil: a claim hands it out from the cache) is
+// also checked to hold that payload still.
+func (t *Tx) Assume(a Assumption) error {
 	// Locks in id order (R-L5), each row only if still at its seq and not
 	// written after Now; a count short of all fails the statement. The
 	// failing branch divides a count, not a constant, so the planner cannot
@@ -37,8 +40,19 @@ func (t *Tx) Assume(a Assumption) {
 			ORDER BY execution_id FOR UPDATE) AS locked`, a.Executions, a.Seqs, a.Now)
 	n := len(a.Commands)
 	ids, statuses, workers, attempts := make([]string, n), make([]string, n), make([]string, n), make([]int32, n)
+	contexts, metas := make([]*string, n), make([]*string, n)
 	for i, c := range a.Commands {
 		ids[i], statuses[i], workers[i], attempts[i] = c.CommandID, c.Status, c.WorkerID, int32(c.Attempt)
+		if c.Context == nil {
+			continue
+		}
+		var err error
+		if contexts[i], err = objectJSONText(c.Context); err == nil {
+			metas[i], err = objectJSONText(c.Meta)
+		}
+		if err != nil {
+			return fmt.Errorf("store: assume command %s: %w", c.CommandID, err)
+		}
 	}
 	clients := make([]string, 0, len(a.ClientEvents))
 	for _, k := range a.ClientEvents {
@@ -48,11 +62,14 @@ func (t *Tx) Assume(a Assumption) {
 	// holders before it committed): every writer of a command's status,
 	// holder or attempt holds its execution's lock.
 	t.Queue(`SELECT CASE WHEN
-			(SELECT count(*) FROM command c JOIN unnest($1::text[], $2::text[], $3::text[], $4::int[]) AS u(id, status, worker, attempt)
+			(SELECT count(*) FROM command c
+				JOIN unnest($1::text[], $2::text[], $3::text[], $4::int[], $7::text[], $8::text[]) AS u(id, status, worker, attempt, context, meta)
 				ON c.command_id = u.id AND c.status = u.status AND coalesce(c.worker_id, '') = u.worker AND c.attempt = u.attempt
+					AND (u.context IS NULL OR (c.context = u.context::jsonb AND c.meta = coalesce(u.meta::jsonb, '{}')))
 				WHERE c.command_id = ANY($1::text[])) = cardinality($1::text[])
 			AND NOT EXISTS (SELECT 1 FROM staged_event WHERE execution_id = ANY($5::bigint[]))
 			AND NOT EXISTS (SELECT 1 FROM event WHERE execution_id = ANY($5::bigint[]) AND client_event_id = ANY($6::text[]))
 		THEN 1 ELSE (SELECT count(*) FROM command WHERE command_id = ANY($1::text[])) / 0 END`,
-		ids, statuses, workers, attempts, a.Executions, clients)
+		ids, statuses, workers, attempts, a.Executions, clients, contexts, metas)
+	return nil
 }
