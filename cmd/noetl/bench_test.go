@@ -13,25 +13,25 @@ import (
 // TestBenchSmoke runs the real `noetl bench` binary on a tiny shape: it
 // starts its own durable Postgres and `noetl serve`, runs two chains of three
 // steps with the project's worker and a chain of three through each of NoETL's
-// workers' protocols (the bench's NoETL-protocol client), twice in rounds
-// (--reps 2), and reports every figure of every run. Only that the figures
-// exist and the work happened is asserted; timings are printed.
+// workers' protocols (the bench's NoETL-protocol client), once each (--reps 1:
+// each run waits 11 s for Postgres's statistics), and reports every figure.
+// Only that the figures exist and the work happened is asserted; timings are
+// printed. The rounds of --reps are TestRounds'.
 func TestBenchSmoke(t *testing.T) {
 	bin := builtBinary(t)
-	cmd := exec.Command(bin, "bench", "--shape", "2x3", "--noetl", "1x3", "--noetl-batch", "1x3", "--reps", "2", "--json")
+	cmd := exec.Command(bin, "bench", "--shape", "2x3", "--noetl", "1x3", "--noetl-batch", "1x3", "--reps", "1", "--json")
 	cmd.Env = append(cmd.Environ(), "NOETL_API_TOKEN=", "NOETL_WORKER_TOKEN=", "NOETL_INTERNAL_TOKEN=", "NOETL_INTERNAL_API_TOKEN=")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("noetl bench: %v\n%s", err, out)
 	}
 	var rs []bench.Result
-	if err := json.Unmarshal(out, &rs); err != nil || len(rs) != 6 {
+	if err := json.Unmarshal(out, &rs); err != nil || len(rs) != 3 {
 		t.Fatalf("results %v: %s", err, out)
 	}
-	// Rounds: each shape once, then again.
-	for i, r := range rs {
-		if r.Shape != rs[i%3].Shape || r.Rep != i/3+1 || r.Completed != r.W {
-			t.Errorf("run %d: shape %s (want %s), rep %d (want %d), %d of %d completed", i, r.Shape, rs[i%3].Shape, r.Rep, i/3+1, r.Completed, r.W)
+	for _, r := range rs {
+		if r.Rep != 1 {
+			t.Errorf("%s: run %d, want 1", r.Shape, r.Rep)
 		}
 	}
 	// NoETL's workers' protocols, each step served by its own calls: the

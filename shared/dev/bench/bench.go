@@ -268,17 +268,34 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 		}
 	}
 	var out []Result
-	for rep := 1; rep <= max(o.Reps, 1); rep++ {
-		for i, sh := range o.Shapes {
-			r, err := measure(ctx, o, cl, served[sh.Protocol], commits, fmt.Sprintf("%s-%d-%d", run, rep, i), sh)
-			if err != nil {
-				return out, fmt.Errorf("shape %s (run %d): %w", sh, rep, err)
-			}
-			r.Rep = rep
-			out = append(out, *r)
+	for i, m := range rounds(o.Shapes, o.Reps) {
+		r, err := measure(ctx, o, cl, served[m.Shape.Protocol], commits, fmt.Sprintf("%s-%d", run, i), m.Shape)
+		if err != nil {
+			return out, fmt.Errorf("shape %s (run %d): %w", m.Shape, m.Rep, err)
 		}
+		r.Rep = m.Rep
+		out = append(out, *r)
 	}
 	return out, nil
+}
+
+// measurement is one run of a shape: the rep-th.
+type measurement struct {
+	Shape Shape
+	Rep   int
+}
+
+// rounds is the order Run measures in: every shape once, then again, reps
+// times in all (at least once), so a slow spell of the machine falls on
+// every shape rather than on all the runs of one.
+func rounds(shapes []Shape, reps int) []measurement {
+	var out []measurement
+	for rep := 1; rep <= max(reps, 1); rep++ {
+		for _, sh := range shapes {
+			out = append(out, measurement{sh, rep})
+		}
+	}
+	return out
 }
 
 // poolOf is the pool of a protocol's executions; "" is the default pool,

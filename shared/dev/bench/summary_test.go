@@ -25,3 +25,14 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("Summarize:\n got %+v\nwant %+v", got, want)
 	}
 }
+
+func TestRounds(t *testing.T) {
+	a, b := Shape{W: 50, K: 10}, Shape{W: 1, K: 200}
+	want := []measurement{{a, 1}, {b, 1}, {a, 2}, {b, 2}}
+	if got := rounds([]Shape{a, b}, 2); !reflect.DeepEqual(got, want) {
+		t.Errorf("rounds of two shapes, twice: %v, want %v", got, want)
+	}
+	if got := rounds([]Shape{a}, 0); !reflect.DeepEqual(got, []measurement{{a, 1}}) {
+		t.Errorf("no reps given: %v, want one run", got)
+	}
+}
