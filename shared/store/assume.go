@@ -28,16 +28,6 @@ type Assumption struct {
 // with its payload (Context not nil: a claim hands it out from the cache) is
 // also checked to hold that payload still.
 func (t *Tx) Assume(a Assumption) error {
-	// Locks in id order (R-L5), each row only if still at its seq and not
-	// written after Now; a count short of all fails the statement. The
-	// failing branch divides a count, not a constant, so the planner cannot
-	// fold it into an error at plan time.
-	t.Queue(`SELECT CASE WHEN count(*) = cardinality($1::bigint[]) THEN 1 ELSE count(*) / 0 END FROM (
-			SELECT 1 FROM execution
-			WHERE execution_id = ANY($1::bigint[]) AND updated_at <= $3
-				AND EXISTS (SELECT 1 FROM unnest($1::bigint[], $2::bigint[]) AS u(id, seq)
-					WHERE u.id = execution.execution_id AND u.seq = execution.last_seq)
-			ORDER BY execution_id FOR UPDATE) AS locked`, a.Executions, a.Seqs, a.Now)
 	n := len(a.Commands)
 	ids, statuses, workers, attempts := make([]string, n), make([]string, n), make([]string, n), make([]int32, n)
 	contexts, metas := make([]*string, n), make([]*string, n)
@@ -54,13 +44,24 @@ func (t *Tx) Assume(a Assumption) error {
 			return fmt.Errorf("store: assume command %s: %w", c.CommandID, err)
 		}
 	}
+	// Locks in id order (R-L5), each row only if still at its seq and not
+	// written after Now; a count short of all fails the statement. The
+	// failing branch divides a count, not a constant, so the planner cannot
+	// fold it into an error at plan time.
+	t.Queue(`SELECT CASE WHEN count(*) = cardinality($1::bigint[]) THEN 1 ELSE count(*) / 0 END FROM (
+			SELECT 1 FROM execution
+			WHERE execution_id = ANY($1::bigint[]) AND updated_at <= $3
+				AND EXISTS (SELECT 1 FROM unnest($1::bigint[], $2::bigint[]) AS u(id, seq)
+					WHERE u.id = execution.execution_id AND u.seq = execution.last_seq)
+			ORDER BY execution_id FOR UPDATE) AS locked`, a.Executions, a.Seqs, a.Now)
 	clients := make([]string, 0, len(a.ClientEvents))
 	for _, k := range a.ClientEvents {
 		clients = append(clients, k.ClientID)
 	}
 	// After the locks (a statement of its own, so it reads what the lock
 	// holders before it committed): every writer of a command's status,
-	// holder or attempt holds its execution's lock.
+	// holder or attempt holds its execution's lock. Nothing in the server
+	// writes a payload after the insert; the check sees an edit by hand.
 	t.Queue(`SELECT CASE WHEN
 			(SELECT count(*) FROM command c
 				JOIN unnest($1::text[], $2::text[], $3::text[], $4::int[], $7::text[], $8::text[]) AS u(id, status, worker, attempt, context, meta)
