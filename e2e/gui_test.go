@@ -395,7 +395,8 @@ func TestNoETLGUI(t *testing.T) {
 	b.waitJS(t, "the create dialog", `!!document.querySelector('.ant-modal .ant-tabs')`)
 	g.click(`document.querySelector('.ant-modal .ant-tabs')`, "JSON")
 	b.waitJS(t, "the JSON tab", `!!document.querySelector('.ant-modal .ant-tabs-tabpane-active textarea')`)
-	g.setInput(`.ant-modal .ant-tabs-tabpane-active textarea`, `{"name": "api_gui", "type": "bearer", "description": "made in the GUI", "data": {"token": "gui-token-2e"}}`)
+	typed := `{"name": "api_gui", "type": "bearer", "description": "made in the GUI", "data": {"token": "gui-token-2e"}}`
+	g.setInput(`.ant-modal .ant-tabs-tabpane-active textarea`, typed)
 	g.click(`[...document.querySelectorAll('.ant-modal-footer')].find(f => f.textContent.includes('Create'))`, "Create")
 	b.waitJS(t, "the created credential", `!!`+credCard("api_gui"))
 	if c, err := cl.Credential(ctx, "api_gui", client.CredentialQuery{}); err != nil || c.Type != "bearer" || c.Description != "made in the GUI" {
@@ -412,9 +413,10 @@ func TestNoETLGUI(t *testing.T) {
 	// next New Credential), and whether the closed dialog stays in the page
 	// depends on whether its list reload showed the spinner first: a race in
 	// the GUI, not data our server sent. So the typed token is looked for
-	// outside that textarea, and the API-made password everywhere.
+	// everywhere but a dialog's textarea holding exactly what was typed, and
+	// the API-made password everywhere.
 	b.waitJS(t, "the dialogs closed", `[...document.querySelectorAll('.ant-modal-wrap')].every(w => getComputedStyle(w).display === 'none')`)
-	typedHere := `n.parentElement.matches('.ant-modal-wrap .ant-tabs-tabpane textarea')`
+	typedHere := `(n.parentElement.matches('.ant-modal-wrap textarea') && n.textContent === ` + jsString(typed) + `)`
 	for _, c := range []struct{ secret, exempt string }{
 		{"gui-secret-pw-1f", "false"},
 		{"gui-token-2e", typedHere},
