@@ -208,6 +208,17 @@ func str(v any) string {
 	return s
 }
 
+// carriesContextUpdates says whether a result's data holds _context_updates
+// (splitContextUpdates would change it).
+func carriesContextUpdates(data any) bool {
+	m, ok := data.(map[string]any)
+	if !ok {
+		return false
+	}
+	_, present := m[toolresult.ContextUpdatesKey]
+	return present
+}
+
 // splitContextUpdates strips _context_updates from a result's data.
 func splitContextUpdates(data any) (any, map[string]any) {
 	m, ok := data.(map[string]any)

@@ -195,7 +195,16 @@ func (d *decider) singleEnded(step *playbook.Step, st *StepState, oc cmdOutcome)
 		// it (set, next, a later step), never copied into the shard.
 		d.complete(step, st, storedResult{oc.ref}, nil, "", oc.ref)
 	case oc.ok:
-		data, updates := splitContextUpdates(d.resultData(oc))
+		data := d.resultData(oc)
+		if oc.ref != "" && !carriesContextUpdates(data) {
+			// Read only for its context updates: without any, the stored
+			// value is the result, and it stays where the worker stored it
+			// rather than being copied into the shard (tens of MB under the
+			// execution's lock).
+			d.complete(step, st, storedResult{oc.ref}, nil, "", oc.ref)
+			return
+		}
+		data, updates := splitContextUpdates(data)
 		d.complete(step, st, data, updates, "", oc.ref)
 	case d.s.Status != lifecycle.ExecutionRunning:
 		d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: lifecycle.ExecutionFailed,

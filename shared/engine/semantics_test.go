@@ -1404,6 +1404,49 @@ workflow:
 	}
 }
 
+// TestPipelineResultByReference: a pipeline's result the worker stored by
+// reference is read for its _context_updates; without any it stays a
+// reference (nothing written to the shard), with some the updates apply and
+// the stripped result is what the step keeps (inline when small).
+func TestPipelineResultByReference(t *testing.T) {
+	s := sim(t, `
+workflow:
+  - step: start
+    tool: [{name: gen, kind: noop}]
+    next: updating
+  - step: updating
+    tool: [{name: gen, kind: noop}]
+    next: reader
+  - step: reader
+    tool: {kind: noop, input: {status: "{{ start.status }}", ref: "{{ start._ref is defined }}", n: "{{ ctx.n }}", v: "{{ updating.v }}"}}
+`)
+	s.Tools = map[string]enginetest.Tool{
+		"start": func(*enginetest.Cmd) enginetest.Reply {
+			return enginetest.Reply{Data: map[string]any{"status": "ok", "items": []any{1, 2}}, Ref: "file:///results/start.json"}
+		},
+		"updating": func(*enginetest.Cmd) enginetest.Reply {
+			return enginetest.Reply{Data: map[string]any{"v": 7, "_context_updates": map[string]any{"n": 3}}, Ref: "file:///results/updating.json"}
+		},
+		"reader": echoArgs,
+	}
+	written := map[string]int{}
+	s.Observe = func(_ engine.Event, out *engine.Outcome, _ []byte) {
+		for _, w := range out.Writes {
+			written[w.Key.Step]++
+		}
+	}
+	run(t, s, nil)
+	if want := map[string]any{"status": "ok", "ref": true, "n": int64(3), "v": int64(7)}; !reflect.DeepEqual(s.Result("reader"), want) {
+		t.Fatalf("reader saw %v, want %v", s.Result("reader"), want)
+	}
+	if st := s.Snapshot().Steps["start"]; st.ResultRef == nil || st.ResultRef.Kind != engine.KindReference || written["start"] != 0 {
+		t.Fatalf("start's result without context updates must stay a reference, nothing written: %+v, %d writes", st.ResultRef, written["start"])
+	}
+	if st := s.Snapshot().Steps["updating"]; st.ResultRef != nil || !reflect.DeepEqual(s.Result("updating"), map[string]any{"v": int64(7)}) {
+		t.Fatalf("updating's result is its own, stripped of its updates: ref %+v, result %v", st.ResultRef, s.Result("updating"))
+	}
+}
+
 // TestAncestors: R-J1 — anc(S) and back edges, observed through joins: a
 // predecessor through a back edge does not hold a join.
 func TestAncestors(t *testing.T) {
