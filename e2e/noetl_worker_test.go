@@ -79,9 +79,25 @@ func (d *devStack) run(t *testing.T, req wire.ExecuteRequest) (int64, *wire.Exec
 	}
 	v, err := d.cl.Wait(ctx, id, 100*time.Millisecond)
 	if err != nil {
-		t.Fatalf("execution %d of %s: %v", id, req.Path, err)
+		t.Fatalf("execution %d of %s: %v\n%s", id, req.Path, err, d.diagnose(id))
 	}
 	return id, v
+}
+
+// diagnose is what a run that did not end leaves to read: its log, a line
+// per event, and the end of what the server printed.
+func (d *devStack) diagnose(id int64) string {
+	var b strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	evs, _, err := d.cl.Events(ctx, id, 0, 1000)
+	fmt.Fprintf(&b, "its log (%d events, %v):\n", len(evs), err)
+	for _, e := range evs {
+		fmt.Fprintf(&b, "  %s %s %s %s %s\n", e.CreatedAt, e.EventType, e.NodeName, e.Status, e.Error)
+	}
+	lines := strings.Split(strings.TrimSpace(d.printed()), "\n")
+	b.WriteString("the server's last lines:\n  " + strings.Join(lines[max(0, len(lines)-40):], "\n  "))
+	return b.String()
 }
 
 func (d *devStack) events(t *testing.T, id int64) []wire.Event {
