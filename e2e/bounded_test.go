@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/noetl-go/noetl/shared/conformance"
+	"github.com/noetl-go/noetl/shared/engine"
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/wire"
@@ -80,6 +81,15 @@ func TestStorageTiersWithDefaults(t *testing.T) {
 		b, _ := jsonx.Marshal(map[string]any(e.Context))
 		if len(b) > 64<<10 {
 			t.Errorf("%s's command carries %d bytes; results stored by reference must travel as references", e.NodeName, len(b))
+		}
+	}
+	// Its steps are one-task pipelines, read for context updates: with none,
+	// each keeps the worker's reference rather than a copy in the shard.
+	for _, e := range evs {
+		if e.EventType == "step.exit" && (e.NodeName == "test_large_storage" || e.NodeName == "load_large_data") {
+			if ref, _ := e.Context["result_ref"].(map[string]any); ref["kind"] != string(engine.KindReference) || ref["uri"] == nil {
+				t.Errorf("%s's step.exit names its result as %v, want the worker's reference", e.NodeName, ref)
+			}
 		}
 	}
 	rc, _ := lastIssued(evs, "final_summary")["render_context"].(map[string]any)

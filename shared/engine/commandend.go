@@ -221,16 +221,11 @@ func carriesContextUpdates(data any) bool {
 
 // splitContextUpdates strips _context_updates from a result's data.
 func splitContextUpdates(data any) (any, map[string]any) {
-	m, ok := data.(map[string]any)
-	if !ok {
+	if !carriesContextUpdates(data) {
 		return data, nil
 	}
-	updates, ok := m[toolresult.ContextUpdatesKey].(map[string]any)
-	if !ok {
-		if _, present := m[toolresult.ContextUpdatesKey]; !present {
-			return data, nil
-		}
-	}
+	m := data.(map[string]any)
+	updates, _ := m[toolresult.ContextUpdatesKey].(map[string]any)
 	out := make(map[string]any, len(m))
 	for k, v := range m {
 		if k != toolresult.ContextUpdatesKey {

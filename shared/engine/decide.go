@@ -190,21 +190,14 @@ func (d *decider) scheduleRetry(oc cmdOutcome) {
 
 func (d *decider) singleEnded(step *playbook.Step, st *StepState, oc cmdOutcome) {
 	switch {
-	case oc.ok && oc.ref != "" && !step.UsesPolicy():
+	case oc.ok && oc.ref != "" && (!step.UsesPolicy() || !carriesContextUpdates(d.resultData(oc))):
 		// Stored by reference, it stays there: read only if a template reads
-		// it (set, next, a later step), never copied into the shard.
+		// it (set, next, a later step), never copied into the shard (tens of
+		// MB under the execution's lock). A pipeline's or a policy's result
+		// is read first for the context updates it may carry.
 		d.complete(step, st, storedResult{oc.ref}, nil, "", oc.ref)
 	case oc.ok:
-		data := d.resultData(oc)
-		if oc.ref != "" && !carriesContextUpdates(data) {
-			// Read only for its context updates: without any, the stored
-			// value is the result, and it stays where the worker stored it
-			// rather than being copied into the shard (tens of MB under the
-			// execution's lock).
-			d.complete(step, st, storedResult{oc.ref}, nil, "", oc.ref)
-			return
-		}
-		data, updates := splitContextUpdates(data)
+		data, updates := splitContextUpdates(d.resultData(oc))
 		d.complete(step, st, data, updates, "", oc.ref)
 	case d.s.Status != lifecycle.ExecutionRunning:
 		d.emit(Event{Type: eventtype.StepExit, Step: step.Name, Status: lifecycle.ExecutionFailed,
