@@ -195,11 +195,8 @@ func (a *API) listCatalog(ctx context.Context, f store.CatalogFilter) (wire.Cata
 }
 
 // GET /api/catalog/{catalog_id}
-func (a *API) getCatalog(ctx context.Context, c *call) (wire.CatalogDetail, error) {
-	id, err := parseID("catalog_id", c.params["catalog_id"])
-	if err != nil {
-		return wire.CatalogDetail{}, err
-	}
+func (a *API) getCatalog(ctx context.Context, c *call, p catalogPath) (wire.CatalogDetail, error) {
+	id := int64(p.CatalogID)
 	e, err := a.svc.Catalog(ctx, id)
 	if err != nil {
 		return wire.CatalogDetail{}, err
@@ -260,7 +257,6 @@ func catalogEntry(e store.CatalogEntry) wire.CatalogEntry {
 // workload (NoETL's ui_schema, which its GUI's Run dialog draws), inferred
 // from the values the workload declares.
 func (a *API) uiSchema(ctx context.Context, c *call, q uiSchemaQuery) (wire.UISchema, error) {
-	path := c.params["path"]
 	version := 0
 	if s := q.Version; s != "" && !strings.EqualFold(s, "latest") {
 		n, err := intParam("version", s, 1, 1<<31-1)
@@ -269,7 +265,7 @@ func (a *API) uiSchema(ctx context.Context, c *call, q uiSchemaQuery) (wire.UISc
 		}
 		version = int(n)
 	}
-	e, err := a.svc.CatalogByPath(ctx, path, version)
+	e, err := a.svc.CatalogByPath(ctx, q.Path, version)
 	if err != nil {
 		return wire.UISchema{}, err
 	}

@@ -69,27 +69,23 @@ func (a *API) getCredential(ctx context.Context, c *call, q credentialQuery) (wi
 		}
 		include = b
 	}
-	eid := int64(q.ExecutionID)
-	if eid != 0 {
-		c.attrs.executionID = eid
-	}
 	kc, err := a.keychain()
 	if err != nil {
 		return wire.Credential{}, err
 	}
 	claim := store.ClaimAsk{CommandID: q.CommandID, WorkerID: q.WorkerID, Attempt: int(q.Attempt)}
-	read := store.CredentialRead{IncludeData: include, ExecutionID: eid, Scope: c.auth.scopeLabel(), Token: c.auth.token,
+	read := store.CredentialRead{IncludeData: include, ExecutionID: int64(q.ExecutionID), Scope: c.auth.scopeLabel(), Token: c.auth.token,
 		RequestID: c.req.RequestID}
-	return kc.GetJSON(ctx, c.params["identifier"], read, c.auth.scopes.Has(config.ScopeWorker) && !c.auth.tokenless, claim)
+	return kc.GetJSON(ctx, q.Identifier, read, c.auth.scopes.Has(config.ScopeWorker) && !c.auth.tokenless, claim)
 }
 
 // DELETE /api/credentials/{identifier}.
-func (a *API) deleteCredential(ctx context.Context, c *call) (wire.CredentialDeleted, error) {
+func (a *API) deleteCredential(ctx context.Context, c *call, p credentialPath) (wire.CredentialDeleted, error) {
 	kc, err := a.keychain()
 	if err != nil {
 		return wire.CredentialDeleted{}, err
 	}
-	return kc.DeleteJSON(ctx, c.params["identifier"])
+	return kc.DeleteJSON(ctx, p.Identifier)
 }
 
 // GET /api/credentials/{identifier}/reads?execution_id=&limit=: the read log
@@ -100,7 +96,7 @@ func (a *API) listCredentialReads(ctx context.Context, c *call, q readsQuery) (w
 	if err != nil {
 		return wire.CredentialReads{}, err
 	}
-	return kc.ReadsJSON(ctx, c.params["identifier"], int64(q.ExecutionID), int(limit))
+	return kc.ReadsJSON(ctx, q.Identifier, int64(q.ExecutionID), int(limit))
 }
 
 // POST /api/credentials/rotate {new_key?, limit?}: reseal credentials under

@@ -38,13 +38,13 @@ func (a *API) dashboardIndex(_ context.Context, _ *call) (any, error) {
 }
 
 // GET /ui/{asset}
-func (a *API) dashboardAsset(_ context.Context, c *call) (any, error) {
+func (a *API) dashboardAsset(_ context.Context, _ *call, p assetPath) (any, error) {
 	if a.opts.Dashboard == nil {
 		return nil, noDashboard()
 	}
-	body, ctype, ok := a.opts.Dashboard.Asset(c.params["asset"])
+	body, ctype, ok := a.opts.Dashboard.Asset(p.Asset)
 	if !ok {
-		return nil, errorf(http.StatusNotFound, "no dashboard file %q", c.params["asset"])
+		return nil, errorf(http.StatusNotFound, "no dashboard file %q", p.Asset)
 	}
 	return dashboardResponse(body, ctype), nil
 }

@@ -179,12 +179,8 @@ func commandBody(b *controlplane.CommandBody, status string) wire.Command {
 
 // GET /api/commands/{event_id}: the command without claiming it, masked;
 // status is the command's own (PENDING, CLAIMED, …).
-func (a *API) getCommand(ctx context.Context, c *call) (wire.Command, error) {
-	id, err := parseID("event_id", c.params["event_id"])
-	if err != nil {
-		return wire.Command{}, err
-	}
-	b, err := a.svc.Command(ctx, id)
+func (a *API) getCommand(ctx context.Context, c *call, p commandPath) (wire.Command, error) {
+	b, err := a.svc.Command(ctx, int64(p.EventID))
 	if err != nil {
 		return wire.Command{}, err
 	}
@@ -204,12 +200,8 @@ func (a *API) getCommand(ctx context.Context, c *call) (wire.Command, error) {
 
 // POST /api/commands/{event_id}/claim {worker_id, start?}: start (our
 // worker's) records the start with the claim, so no command.started follows.
-func (a *API) claim(ctx context.Context, c *call, r wire.ClaimRequest) (wire.Command, error) {
-	id, err := parseID("event_id", c.params["event_id"])
-	if err != nil {
-		return wire.Command{}, err
-	}
-	b, err := a.svc.Claim(ctx, id, r.WorkerID, r.Start)
+func (a *API) claim(ctx context.Context, c *call, p commandPath, r wire.ClaimRequest) (wire.Command, error) {
+	b, err := a.svc.Claim(ctx, int64(p.EventID), r.WorkerID, r.Start)
 	if rec := a.opts.Recorder; rec != nil {
 		status := http.StatusOK
 		if err != nil {
@@ -226,12 +218,8 @@ func (a *API) claim(ctx context.Context, c *call, r wire.ClaimRequest) (wire.Com
 }
 
 // POST /api/commands/{event_id}/heartbeat {worker_id, attempt?}
-func (a *API) heartbeat(ctx context.Context, c *call, r wire.HeartbeatRequest) (wire.Lease, error) {
-	id, err := parseID("event_id", c.params["event_id"])
-	if err != nil {
-		return wire.Lease{}, err
-	}
-	until, err := a.svc.Heartbeat(ctx, id, r.WorkerID, r.Attempt)
+func (a *API) heartbeat(ctx context.Context, c *call, p commandPath, r wire.HeartbeatRequest) (wire.Lease, error) {
+	until, err := a.svc.Heartbeat(ctx, int64(p.EventID), r.WorkerID, r.Attempt)
 	if err != nil {
 		return wire.Lease{}, err
 	}

@@ -21,16 +21,6 @@ import (
 	"github.com/noetl-go/noetl/shared/wire"
 )
 
-// executionID reads the {id} path parameter; messages call it execution_id.
-func executionID(c *call) (int64, error) {
-	id, err := parseID("execution_id", c.params["id"])
-	if err != nil {
-		return 0, err
-	}
-	c.attrs.setExecution(id)
-	return id, nil
-}
-
 var executionStatuses = []string{lifecycle.ExecutionRunning, lifecycle.ExecutionFailing, lifecycle.ExecutionCompleted,
 	lifecycle.ExecutionFailed, lifecycle.ExecutionCancelled}
 
@@ -155,10 +145,7 @@ func progress(status string, done, total int) int {
 // view=summary leaves out the steps and the events: what a client waiting for
 // the outcome needs, at a size that does not grow with the steps' results.
 func (a *API) getExecution(ctx context.Context, c *call, q executionQuery) (wire.Execution, error) {
-	id, err := executionID(c)
-	if err != nil {
-		return wire.Execution{}, err
-	}
+	id := int64(q.ID)
 	summary := false
 	switch view := q.View; view {
 	case "", "full":
@@ -237,8 +224,8 @@ const (
 
 // GET /api/executions/{id}/cancellation-check: what NoETL's workers ask
 // before running a command. O(1): read from the execution row.
-func (a *API) cancellationCheck(ctx context.Context, c *call) (wire.CancellationCheck, error) {
-	v, err := a.statusView(ctx, c)
+func (a *API) cancellationCheck(ctx context.Context, c *call, p executionPath) (wire.CancellationCheck, error) {
+	v, err := a.svc.Status(ctx, int64(p.ID))
 	if err != nil {
 		return wire.CancellationCheck{}, err
 	}
@@ -247,11 +234,7 @@ func (a *API) cancellationCheck(ctx context.Context, c *call) (wire.Cancellation
 
 // GET /api/executions/{id}/events?after_seq=&limit=&event_type=&step=
 func (a *API) listEvents(ctx context.Context, c *call, q eventsQuery) (wire.EventPage, error) {
-	id, err := executionID(c)
-	if err != nil {
-		return wire.EventPage{}, err
-	}
-	f := store.EventFilter{ExecutionID: id, EventType: q.EventType, Step: q.Step, AfterSeq: q.AfterSeq,
+	f := store.EventFilter{ExecutionID: int64(q.ID), EventType: q.EventType, Step: q.Step, AfterSeq: q.AfterSeq,
 		Limit: int(cmp.Or(q.Limit, DefaultListLimit))}
 	row, evs, err := a.svc.ExecutionEvents(ctx, f)
 	if err != nil {
@@ -268,21 +251,12 @@ func (a *API) listEvents(ctx context.Context, c *call, q eventsQuery) (wire.Even
 }
 
 // GET /api/executions/{id}/status (events.md §6)
-func (a *API) status(ctx context.Context, c *call) (wire.Status, error) {
-	v, err := a.statusView(ctx, c)
+func (a *API) status(ctx context.Context, c *call, p executionPath) (wire.Status, error) {
+	v, err := a.svc.Status(ctx, int64(p.ID))
 	if err != nil {
 		return wire.Status{}, err
 	}
 	return statusJSON(v, time.Now()), nil
-}
-
-// statusView is the status of the execution the path names.
-func (a *API) statusView(ctx context.Context, c *call) (*controlplane.StatusView, error) {
-	id, err := executionID(c)
-	if err != nil {
-		return nil, err
-	}
-	return a.svc.Status(ctx, id)
 }
 
 // statusJSON is the status answer: ours, and NoETL's Python server's fields
@@ -314,11 +288,8 @@ func statusJSON(v *controlplane.StatusView, now time.Time) wire.Status {
 // unless cascade is false, its children. One that already ended is answered
 // as NoETL answers it (200 already_completed, nothing cancelled; NoETL's CLI
 // prints it and exits 0), not as a conflict.
-func (a *API) cancel(ctx context.Context, c *call, r wire.CancelRequest) (wire.CancelAnswer, error) {
-	id, err := executionID(c)
-	if err != nil {
-		return wire.CancelAnswer{}, err
-	}
+func (a *API) cancel(ctx context.Context, c *call, p executionPath, r wire.CancelRequest) (wire.CancelAnswer, error) {
+	id := int64(p.ID)
 	out, err := a.svc.CancelRequested(ctx, id, r.Reason, r.Cascade == nil || *r.Cascade)
 	if err != nil {
 		return wire.CancelAnswer{}, err
@@ -368,15 +339,11 @@ func (a *API) cleanup(ctx context.Context, c *call, r wire.CleanupRequest) (wire
 // POST /api/executions/{id}/rerun {workload|payload?}: the same playbook
 // version again, with the execution's workload, the given keys replacing its
 // keys (controlplane.Rerun).
-func (a *API) rerun(ctx context.Context, c *call, r wire.RerunRequest) (wire.Started, error) {
-	id, err := executionID(c)
-	if err != nil {
-		return wire.Started{}, err
-	}
+func (a *API) rerun(ctx context.Context, c *call, p executionPath, r wire.RerunRequest) (wire.Started, error) {
 	if err := playbookKind("resource_kind", r.ResourceKind); err != nil {
 		return wire.Started{}, err
 	}
-	st, err := a.svc.Rerun(ctx, id, r.Workload)
+	st, err := a.svc.Rerun(ctx, int64(p.ID), r.Workload)
 	if err != nil {
 		return wire.Started{}, err
 	}
@@ -384,12 +351,8 @@ func (a *API) rerun(ctx context.Context, c *call, r wire.RerunRequest) (wire.Sta
 }
 
 // POST /api/executions/{id}/redrive {version?} (controlplane.Redrive)
-func (a *API) redrive(ctx context.Context, c *call, r wire.RedriveRequest) (wire.Redriven, error) {
-	id, err := executionID(c)
-	if err != nil {
-		return wire.Redriven{}, err
-	}
-	out, err := a.svc.Redrive(ctx, id, r.Version)
+func (a *API) redrive(ctx context.Context, c *call, p executionPath, r wire.RedriveRequest) (wire.Redriven, error) {
+	out, err := a.svc.Redrive(ctx, int64(p.ID), r.Version)
 	if err != nil {
 		return wire.Redriven{}, err
 	}
@@ -433,11 +396,8 @@ func redriven(r *controlplane.Redriven) wire.Redriven {
 }
 
 // POST /api/executions/{id}/finalize {status: COMPLETED|FAILED, error?}
-func (a *API) finalize(ctx context.Context, c *call, r wire.FinalizeRequest) (wire.Ended, error) {
-	id, err := executionID(c)
-	if err != nil {
-		return wire.Ended{}, err
-	}
+func (a *API) finalize(ctx context.Context, c *call, p executionPath, r wire.FinalizeRequest) (wire.Ended, error) {
+	id := int64(p.ID)
 	status := strings.ToUpper(r.Status)
 	if status != lifecycle.ExecutionCompleted && status != lifecycle.ExecutionFailed {
 		return wire.Ended{}, invalid("status", "expected COMPLETED or FAILED, got %q", jsonx.Cut(status, 40))
@@ -450,12 +410,8 @@ func (a *API) finalize(ctx context.Context, c *call, r wire.FinalizeRequest) (wi
 }
 
 // GET /api/executions/{id}/replay
-func (a *API) replayByPath(ctx context.Context, c *call) (any, error) {
-	id, err := executionID(c)
-	if err != nil {
-		return nil, err
-	}
-	return a.replay(ctx, c, id)
+func (a *API) replayByPath(ctx context.Context, c *call, p executionPath) (any, error) {
+	return a.replay(ctx, c, int64(p.ID))
 }
 
 // GET /api/replay/state?execution_id= (NoETL's path)

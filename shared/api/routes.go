@@ -59,8 +59,8 @@ type Route struct {
 	ID string
 	// Summary is one line for the OpenAPI document.
 	Summary string
-	// Query lists the query parameters the handler reads; getQuery derives
-	// them from its query type.
+	// Query lists the query parameters the handler reads; getParams and
+	// handleParams derive them from its parameter type.
 	Query []Param
 	// Body is the JSON request body; nil: the route reads none.
 	Body *Shape
@@ -85,42 +85,59 @@ type handler struct {
 	body  func() *Shape  // nil: the route reads no body
 	reply func() *Shape  // nil: the route declares its answer (Reply)
 	query func() []Param // nil: the route declares its query (Query), if any
+	// params are the fields of the parameters it reads (readParams).
+	params []paramField
 }
 
-// handle is the one skeleton of a route that reads a body: the body decoded
-// into Req by decodeBody's rules and jsonx.Read (a refusal is the 422 naming
-// the field, or 413 for a list over its limit), then h, whose answer is
-// written as JSON. The OpenAPI document describes the body from Req
-// (bodyOf) and the answer from Resp (shapeOf).
+// handleParams is the one skeleton of a route that reads a body: the body
+// decoded into Req by decodeBody's rules and jsonx.Read (a refusal is the
+// 422 naming the field, or 413 for a list over its limit), then the query
+// and path parameters read into P by readParams (a refusal is the 422 naming
+// the parameter), then h, whose answer is written as JSON. The OpenAPI
+// document describes the body from Req (bodyOf), the query from P (paramsOf)
+// and the answer from Resp (shapeOf).
+func handleParams[P, Req, Resp any](h func(a *API, ctx context.Context, c *call, p P, req Req) (Resp, error)) handler {
+	fields := paramFields[P]()
+	return handler{body: bodyOf[Req], reply: replyOf[Resp], query: paramsOf[P], params: fields,
+		run: func(a *API, ctx context.Context, c *call) (any, error) {
+			var req Req
+			if err := decodeInto(c.req.Body, &req); err != nil {
+				return nil, err
+			}
+			p, err := readParams[P](fields, c)
+			if err != nil {
+				return nil, err
+			}
+			return h(a, ctx, c, p, req)
+		}}
+}
+
+// handle is handleParams for a route that reads no parameters.
 func handle[Req, Resp any](h func(a *API, ctx context.Context, c *call, req Req) (Resp, error)) handler {
-	return handler{body: bodyOf[Req], reply: replyOf[Resp], run: func(a *API, ctx context.Context, c *call) (any, error) {
-		var req Req
-		if err := decodeInto(c.req.Body, &req); err != nil {
-			return nil, err
-		}
+	return handleParams(func(a *API, ctx context.Context, c *call, _ struct{}, req Req) (Resp, error) {
 		return h(a, ctx, c, req)
-	}}
+	})
 }
 
-// get is handle for a route that reads no body (its input is the path and
-// the query).
-func get[Resp any](h func(a *API, ctx context.Context, c *call) (Resp, error)) handler {
-	return handler{reply: replyOf[Resp], run: func(a *API, ctx context.Context, c *call) (any, error) {
-		return h(a, ctx, c)
-	}}
-}
-
-// getQuery is get for a route that reads a query: the query read into Q by
-// readQuery (a refusal is the 422 naming the parameter), then h. The OpenAPI
-// document lists the parameters from Q (paramsOf).
-func getQuery[Q, Resp any](h func(a *API, ctx context.Context, c *call, q Q) (Resp, error)) handler {
-	return handler{query: paramsOf[Q], reply: replyOf[Resp], run: func(a *API, ctx context.Context, c *call) (any, error) {
-		q, err := readQuery[Q](c.req.Query)
+// getParams is handleParams for a route that reads no body (its input is
+// the path and the query): P read by readParams, then h.
+func getParams[P, Resp any](h func(a *API, ctx context.Context, c *call, p P) (Resp, error)) handler {
+	fields := paramFields[P]()
+	return handler{query: paramsOf[P], reply: replyOf[Resp], params: fields, run: func(a *API, ctx context.Context, c *call) (any, error) {
+		p, err := readParams[P](fields, c)
 		if err != nil {
 			return nil, err
 		}
-		return h(a, ctx, c, q)
+		return h(a, ctx, c, p)
 	}}
+}
+
+// get is getParams for a route that reads neither a body nor parameters
+// (or reads a query its own way: replay's).
+func get[Resp any](h func(a *API, ctx context.Context, c *call) (Resp, error)) handler {
+	return getParams(func(a *API, ctx context.Context, c *call, _ struct{}) (Resp, error) {
+		return h(a, ctx, c)
+	})
 }
 
 // replyOf is the shape of an answer type; nil for any (the route declares it).
@@ -197,17 +214,17 @@ func Routes() []Route {
 		{Method: "GET", Path: "/", Function: FnStatus, ID: "dashboard",
 			Summary: "The web dashboard's page", HTML: true, handler: get((*API).dashboardIndex)},
 		{Method: "GET", Path: "/ui/{asset}", Function: FnStatus, ID: "dashboardAsset",
-			Summary: "One of the web dashboard's files", HTML: true, handler: get((*API).dashboardAsset)},
+			Summary: "One of the web dashboard's files", HTML: true, handler: getParams((*API).dashboardAsset)},
 
 		{Method: "POST", Path: "/api/catalog/register", Function: FnCatalog, Scope: api, ID: "registerPlaybook",
 			Summary: "Register a playbook (idempotent: the same content as the latest version is that version)",
 			handler: handle((*API).register)},
 		{Method: "GET", Path: "/api/catalog", Function: FnCatalog, Scope: api, ID: "listCatalog",
 			Summary: "List catalog entries, newest first, paged by cursor",
-			handler: getQuery((*API).listCatalogQuery)},
+			handler: getParams((*API).listCatalogQuery)},
 		{Method: "GET", Path: "/api/catalog/{catalog_id}", Function: FnCatalog, Scope: api, ID: "getCatalogEntry",
 			Summary: "One catalog entry with its content, step graph and problems",
-			handler: get((*API).getCatalog)},
+			handler: getParams((*API).getCatalog)},
 		{Method: "POST", Path: "/api/catalog/list", Function: FnCatalog, Scope: api, ID: "listCatalogPost",
 			Summary: "NoETL's alias of GET /api/catalog, the filter in the body",
 			handler: handle((*API).listCatalogBody)},
@@ -217,10 +234,10 @@ func Routes() []Route {
 		// What NoETL's GUI asks of the catalog besides (docs/noetl-compat.md, "The GUI").
 		{Method: "GET", Path: "/api/catalog/{path+}/ui_schema", Function: FnCatalog, Scope: api, ID: "getUISchema",
 			Summary: "The form of a playbook's workload, inferred from the values it declares (NoETL's ui_schema)",
-			handler: getQuery((*API).uiSchema)},
+			handler: getParams((*API).uiSchema)},
 		{Method: "GET", Path: "/api/catalog/playbook/content", Function: FnCatalog, Scope: api, ID: "getPlaybookContent",
 			Summary: "A playbook's YAML by catalog_id or path (NoETL's GUI draws its flow from it)",
-			handler: getQuery((*API).playbookContent)},
+			handler: getParams((*API).playbookContent)},
 		{Method: "POST", Path: "/api/catalog/playbooks/validate", Function: FnCatalog, Scope: api, ID: "validatePlaybook",
 			Summary: "What register would say of a playbook, without registering it",
 			handler: handle((*API).validatePlaybook)},
@@ -241,13 +258,13 @@ func Routes() []Route {
 
 		{Method: "GET", Path: "/api/commands/{event_id}", Function: FnClaim, Scope: worker, ID: "getCommand", Tokenless: true,
 			Summary: "A command's body without claiming it",
-			handler: get((*API).getCommand)},
+			handler: getParams((*API).getCommand)},
 		{Method: "POST", Path: "/api/commands/{event_id}/claim", Function: FnClaim, Scope: worker, ID: "claimCommand", Tokenless: true,
 			Summary: "Claim a command (events.md §4); 409 when another worker holds it, 429 before a retry is due",
-			handler: handle((*API).claim)},
+			handler: handleParams((*API).claim)},
 		{Method: "POST", Path: "/api/commands/{event_id}/heartbeat", Function: FnClaim, Scope: worker, ID: "heartbeatCommand", Tokenless: true,
 			Summary: "Extend a claimed command's lease",
-			handler: handle((*API).heartbeat)},
+			handler: handleParams((*API).heartbeat)},
 
 		// The worker registry in NoETL's shapes (pools.go): NoETL's Python
 		// worker re-registers every 15 s as its heartbeat, its Rust worker
@@ -266,7 +283,7 @@ func Routes() []Route {
 			Body:    poolDeregisterBody(), handler: handle((*API).deregisterPool)},
 		{Method: "GET", Path: "/api/worker/pools", Function: FnStatus, Scope: api | worker, ID: "listWorkers",
 			Summary: "The worker registry: who is alive, how busy (commands held), by name",
-			handler: getQuery((*API).listWorkerPools)},
+			handler: getParams((*API).listWorkerPools)},
 		{Method: "GET", Path: "/api/pool/status", Function: FnStatus, Scope: api | worker, ID: "poolStatus", Tokenless: true,
 			Summary: "NoETL's pool telemetry (the answering process's database connections) and the registry's totals",
 			handler: get((*API).poolStatus)},
@@ -284,13 +301,13 @@ func Routes() []Route {
 			handler: handle((*API).postgresExecute)},
 		{Method: "GET", Path: "/api/doctor", Function: FnStatus, Scope: api, ID: "doctor",
 			Summary: "The executions that break the liveness invariant (nothing will move them, or their commands wait on a drain that is not running), each with why",
-			handler: getQuery((*API).doctor)},
+			handler: getParams((*API).doctor)},
 
 		// The keychain in NoETL's credential API (credentials.go): users manage
 		// credentials; a worker reads one's data for the execution it runs.
 		{Method: "GET", Path: "/api/credentials", Function: FnKeychain, Scope: api, ID: "listCredentials",
 			Summary: "List credentials (never their data)",
-			handler: getQuery((*API).listCredentials)},
+			handler: getParams((*API).listCredentials)},
 		{Method: "POST", Path: "/api/credentials", Function: FnKeychain, Scope: api, ID: "putCredential",
 			Summary: "Create or replace a credential by name; its data is stored sealed",
 			handler: handle((*API).putCredential)},
@@ -299,30 +316,29 @@ func Routes() []Route {
 			handler: handle((*API).rotateCredentials)},
 		{Method: "GET", Path: "/api/credentials/{identifier}", Function: FnKeychain, Scope: api | worker, ID: "getCredential",
 			Summary: "A credential by id or name; its data only to the worker scope for a running execution; every read is logged",
-			handler: getQuery((*API).getCredential)},
+			handler: getParams((*API).getCredential)},
 		{Method: "DELETE", Path: "/api/credentials/{identifier}", Function: FnKeychain, Scope: api, ID: "deleteCredential",
 			Summary: "Delete a credential by id or name",
-			handler: get((*API).deleteCredential)},
+			handler: getParams((*API).deleteCredential)},
 		{Method: "GET", Path: "/api/credentials/{identifier}/reads", Function: FnKeychain, Scope: api, ID: "listCredentialReads",
 			Summary: "A credential's reads (never the data), newest first",
-			handler: getQuery((*API).listCredentialReads)},
+			handler: getParams((*API).listCredentialReads)},
 
 		// Execution variables (vars.go): the execution's durable context.
 		{Method: "POST", Path: "/api/vars/{execution_id}", Function: FnIngest, Scope: api | worker, ID: "setVariables",
 			Summary: "Set variables of a running execution: one ctx.updated event; later steps read ctx.<name>",
-			Query:   []Param{param("worker_id", str(), "the worker setting them (recorded)")},
-			Body:    varsBody(), handler: handle((*API).setVariables)},
+			Body:    varsBody(), handler: handleParams((*API).setVariables)},
 		{Method: "GET", Path: "/api/vars/{execution_id}", Function: FnStatus, Scope: api | worker, ID: "listVariables",
 			Summary: "An execution's variables (its durable context)",
-			handler: get((*API).listVariables)},
+			handler: getParams((*API).listVariables)},
 		{Method: "GET", Path: "/api/vars/{execution_id}/{var_name}", Function: FnStatus, Scope: api | worker, ID: "getVariable",
 			Summary: "One variable of an execution; 404 when unset",
-			handler: get((*API).getVariable)},
+			handler: getParams((*API).getVariable)},
 
 		// Results staged by reference (staged.go), NoETL's result store routes.
 		{Method: "PUT", Path: "/api/result/{execution_id}", Function: FnIngest, Scope: worker, ID: "stageResult",
 			Summary: "Stage a result too large for an event; answers its noetl:// reference",
-			Body:    stagedBody(), MaxBody: wire.MaxStagedResultBytes, handler: handle((*API).stageResult)},
+			Body:    stagedBody(), MaxBody: wire.MaxStagedResultBytes, handler: handleParams((*API).stageResult)},
 		{Method: "GET", Path: "/api/result/resolve", Function: FnIngest, Scope: api | worker, ID: "resolveResult",
 			Summary: "The value a result reference names",
 			Query:   []Param{{Name: "ref", Required: true, Shape: str(), Doc: "noetl://execution/<execution_id>/result/<name>/<id>, or a URI inside the result store"}},
@@ -330,44 +346,44 @@ func Routes() []Route {
 
 		{Method: "GET", Path: "/api/executions", Function: FnStatus, Scope: api, ID: "listExecutions",
 			Summary: "List executions, newest first; the next page's cursor is in the X-Next-Cursor and Link headers",
-			Reply:   array(shapeOf[wire.ExecutionSummary]()), handler: getQuery((*API).listExecutions)},
+			Reply:   array(shapeOf[wire.ExecutionSummary]()), handler: getParams((*API).listExecutions)},
 		{Method: "GET", Path: "/api/executions/{id}", Function: FnStatus, Scope: api, ID: "getExecution",
 			Summary: "An execution with its steps, context, result and one page of its events, newest first (view=summary: without the steps and the events)",
-			handler: getQuery((*API).getExecution)},
+			handler: getParams((*API).getExecution)},
 		{Method: "GET", Path: "/api/executions/{id}/events", Function: FnStatus, Scope: api, ID: "listExecutionEvents",
 			Summary: "An execution's event log, paged by seq",
-			handler: getQuery((*API).listEvents)},
+			handler: getParams((*API).listEvents)},
 		{Method: "GET", Path: "/api/executions/{id}/status", Function: FnStatus, Scope: api, ID: "getExecutionStatus",
 			Summary: "An execution's status and progress (events.md §6)",
-			handler: get((*API).status)},
+			handler: getParams((*API).status)},
 		{Method: "GET", Path: "/api/executions/{id}/cancellation-check", Function: FnStatus, Scope: api | worker, ID: "cancellationCheck", Tokenless: true,
 			Summary: "Whether an execution is cancelled (NoETL's workers ask before running a command)",
-			handler: get((*API).cancellationCheck)},
+			handler: getParams((*API).cancellationCheck)},
 		{Method: "POST", Path: "/api/executions/{id}/cancel", Function: FnStatus, Scope: api, ID: "cancelExecution",
 			Summary: "Cancel an execution and, unless cascade is false, its children; one that already ended is answered already_completed",
-			handler: handle((*API).cancel)},
+			handler: handleParams((*API).cancel)},
 		{Method: "POST", Path: "/api/executions/cleanup", Function: FnStatus, Scope: api, ID: "cleanupExecutions",
 			Summary: "Cancel the running executions nothing moved for N minutes (NoETL's cleanup of stuck executions); dry_run lists them",
 			handler: handle((*API).cleanup)},
 		{Method: "POST", Path: "/api/executions/{id}/stop", Function: FnStatus, Scope: api, ID: "stopExecution",
 			Summary: "The cancel route under the name NoETL's GUI calls",
-			handler: handle((*API).cancel)},
+			handler: handleParams((*API).cancel)},
 		{Method: "POST", Path: "/api/executions/{id}/rerun", Function: FnExecute, Scope: api, ID: "rerunExecution",
 			Summary: "Start the execution's playbook version again with its workload, the given keys replacing its keys",
-			handler: handle((*API).rerun)},
+			handler: handleParams((*API).rerun)},
 		{Method: "POST", Path: "/api/executions/{id}/redrive", Function: FnStatus, Scope: api, ID: "redriveExecution",
 			Summary: "Continue a FAILED or CANCELLED execution in place under its version or a newer one: completed steps keep their results, the rest run; 409 when it is running or completed",
-			handler: handle((*API).redrive)},
+			handler: handleParams((*API).redrive)},
 		{Method: "POST", Path: "/api/executions/redrive", Function: FnStatus, Scope: api, ID: "redriveExecutions",
 			Summary: "Redrive up to 100 executions, each once, each answered redriven or refused",
 			handler: handle((*API).redriveMany)},
 		{Method: "POST", Path: "/api/executions/{id}/finalize", Function: FnStatus, Scope: api, ID: "finalizeExecution",
 			Summary: "Force an execution to COMPLETED or FAILED (an operator's action)",
-			handler: handle((*API).finalize)},
+			handler: handleParams((*API).finalize)},
 
 		{Method: "GET", Path: "/api/executions/{id}/replay", Function: FnReplay, Scope: api, ID: "replayExecution",
 			Summary: "Fold an execution's event log into its projections (replay.md); parameter errors are 400 (R-A2)",
-			Query:   replayQuery(), Reply: object(), handler: get((*API).replayByPath)},
+			Query:   replayQuery(), Reply: object(), handler: getParams((*API).replayByPath)},
 		{Method: "GET", Path: "/api/replay/state", Function: FnReplay, Scope: api, ID: "replayState",
 			Summary: "NoETL's path of the replay route, the execution in the query",
 			Query:   append([]Param{execID}, replayQuery()...), Reply: object(), handler: get((*API).replayByQuery)},
@@ -419,25 +435,25 @@ func scheduleRoutes() []Route {
 			handler: handle((*API).createSchedule)},
 		{Method: "GET", Path: "/api/schedules", Function: FnSchedules, Scope: api, ID: "listSchedules",
 			Summary: "List schedules by id, paged by cursor",
-			handler: getQuery((*API).listSchedules)},
+			handler: getParams((*API).listSchedules)},
 		{Method: "GET", Path: "/api/schedules/{id}", Function: FnSchedules, Scope: api, ID: "getSchedule",
 			Summary: "One schedule with its next and last run",
-			handler: get((*API).getSchedule)},
+			handler: getParams((*API).getSchedule)},
 		{Method: "PATCH", Path: "/api/schedules/{id}", Function: FnSchedules, Scope: api, ID: "updateSchedule",
 			Summary: "Change a schedule; enabled false pauses, true resumes from the next due time (no burst)",
-			handler: handle((*API).updateSchedule)},
+			handler: handleParams((*API).updateSchedule)},
 		{Method: "DELETE", Path: "/api/schedules/{id}", Function: FnSchedules, Scope: api, ID: "deleteSchedule",
 			Summary: "Delete a schedule and its run log (its runs go on)",
-			handler: get((*API).deleteSchedule)},
+			handler: getParams((*API).deleteSchedule)},
 		{Method: "POST", Path: "/api/schedules/{id}/trigger", Function: FnSchedules, Scope: api, ID: "triggerSchedule",
 			Summary: "Run a schedule now, under its overlap policy",
-			handler: handle((*API).triggerSchedule)},
+			handler: handleParams((*API).triggerSchedule)},
 		{Method: "POST", Path: "/api/schedules/{id}/backfill", Function: FnSchedules, Scope: api, ID: "backfillSchedule",
 			Summary: "Run every due time of a past range once, in order, under the overlap policy",
-			handler: handle((*API).backfillSchedule)},
+			handler: handleParams((*API).backfillSchedule)},
 		{Method: "GET", Path: "/api/schedules/{id}/runs", Function: FnSchedules, Scope: api, ID: "listScheduleRuns",
 			Summary: "A schedule's log: runs started and due times skipped, newest first",
-			handler: getQuery((*API).listScheduleRuns)},
+			handler: getParams((*API).listScheduleRuns)},
 	}
 }
 

@@ -21,9 +21,6 @@ func schedulePatch(r wire.ScheduleRequest) controlplane.SchedulePatch {
 		Overlap: r.Overlap, CatchupSeconds: r.CatchupSeconds, JitterSeconds: r.JitterSeconds, Meta: r.Meta}
 }
 
-// scheduleID reads the {id} path parameter; messages call it schedule_id.
-func scheduleID(c *call) (int64, error) { return parseID("schedule_id", c.params["id"]) }
-
 // POST /api/schedules
 func (a *API) createSchedule(ctx context.Context, c *call, r wire.ScheduleRequest) (wire.Schedule, error) {
 	v, err := a.svc.CreateSchedule(ctx, schedulePatch(r))
@@ -61,12 +58,8 @@ func (a *API) listSchedules(ctx context.Context, c *call, q pageQuery) (wire.Sch
 }
 
 // GET /api/schedules/{id}
-func (a *API) getSchedule(ctx context.Context, c *call) (wire.Schedule, error) {
-	id, err := scheduleID(c)
-	if err != nil {
-		return wire.Schedule{}, err
-	}
-	v, err := a.svc.Schedule(ctx, id)
+func (a *API) getSchedule(ctx context.Context, c *call, p schedulePath) (wire.Schedule, error) {
+	v, err := a.svc.Schedule(ctx, int64(p.ID))
 	if err != nil {
 		return wire.Schedule{}, err
 	}
@@ -74,12 +67,8 @@ func (a *API) getSchedule(ctx context.Context, c *call) (wire.Schedule, error) {
 }
 
 // PATCH /api/schedules/{id}: pause and resume with enabled, or change any field.
-func (a *API) updateSchedule(ctx context.Context, c *call, r wire.ScheduleRequest) (wire.Schedule, error) {
-	id, err := scheduleID(c)
-	if err != nil {
-		return wire.Schedule{}, err
-	}
-	v, err := a.svc.UpdateSchedule(ctx, id, schedulePatch(r))
+func (a *API) updateSchedule(ctx context.Context, c *call, p schedulePath, r wire.ScheduleRequest) (wire.Schedule, error) {
+	v, err := a.svc.UpdateSchedule(ctx, int64(p.ID), schedulePatch(r))
 	if err != nil {
 		return wire.Schedule{}, err
 	}
@@ -87,37 +76,26 @@ func (a *API) updateSchedule(ctx context.Context, c *call, r wire.ScheduleReques
 }
 
 // DELETE /api/schedules/{id}
-func (a *API) deleteSchedule(ctx context.Context, c *call) (wire.ScheduleDeleted, error) {
-	id, err := scheduleID(c)
-	if err != nil {
+func (a *API) deleteSchedule(ctx context.Context, c *call, p schedulePath) (wire.ScheduleDeleted, error) {
+	if err := a.svc.DeleteSchedule(ctx, int64(p.ID)); err != nil {
 		return wire.ScheduleDeleted{}, err
 	}
-	if err := a.svc.DeleteSchedule(ctx, id); err != nil {
-		return wire.ScheduleDeleted{}, err
-	}
-	return wire.ScheduleDeleted{ScheduleID: wire.ID(id), Deleted: true}, nil
+	return wire.ScheduleDeleted{ScheduleID: wire.ID(p.ID), Deleted: true}, nil
 }
 
 // POST /api/schedules/{id}/trigger: run now.
-func (a *API) triggerSchedule(ctx context.Context, c *call, _ wire.TriggerRequest) (wire.Triggered, error) {
-	id, err := scheduleID(c)
+func (a *API) triggerSchedule(ctx context.Context, c *call, p schedulePath, _ wire.TriggerRequest) (wire.Triggered, error) {
+	r, err := a.svc.TriggerSchedule(ctx, int64(p.ID))
 	if err != nil {
 		return wire.Triggered{}, err
 	}
-	r, err := a.svc.TriggerSchedule(ctx, id)
-	if err != nil {
-		return wire.Triggered{}, err
-	}
-	return wire.Triggered{ScheduleID: wire.ID(id), ScheduledAt: wire.At(r.ScheduledAt), Outcome: r.Outcome,
+	return wire.Triggered{ScheduleID: wire.ID(p.ID), ScheduledAt: wire.At(r.ScheduledAt), Outcome: r.Outcome,
 		ExecutionID: wire.OptID(r.ExecutionID), Reason: wire.OptString(r.Reason)}, nil
 }
 
 // POST /api/schedules/{id}/backfill {from, to}
-func (a *API) backfillSchedule(ctx context.Context, c *call, r wire.BackfillRequest) (wire.Backfilled, error) {
-	id, err := scheduleID(c)
-	if err != nil {
-		return wire.Backfilled{}, err
-	}
+func (a *API) backfillSchedule(ctx context.Context, c *call, p schedulePath, r wire.BackfillRequest) (wire.Backfilled, error) {
+	id := int64(p.ID)
 	n, err := a.svc.BackfillSchedule(ctx, id, r.From.Time, r.To.Time)
 	if err != nil {
 		return wire.Backfilled{}, err
@@ -130,11 +108,7 @@ func (a *API) backfillSchedule(ctx context.Context, c *call, r wire.BackfillRequ
 }
 
 // GET /api/schedules/{id}/runs?limit=&cursor=
-func (a *API) listScheduleRuns(ctx context.Context, c *call, q pageQuery) (wire.ScheduleRunPage, error) {
-	id, err := scheduleID(c)
-	if err != nil {
-		return wire.ScheduleRunPage{}, err
-	}
+func (a *API) listScheduleRuns(ctx context.Context, c *call, q scheduleRunsQuery) (wire.ScheduleRunPage, error) {
 	limit := cmp.Or(q.Limit, DefaultListLimit)
 	var (
 		before    time.Time
@@ -152,7 +126,7 @@ func (a *API) listScheduleRuns(ctx context.Context, c *call, q pageQuery) (wire.
 		}
 		before, beforeRun = time.Unix(0, nanos).UTC(), run
 	}
-	rows, err := a.svc.ScheduleRuns(ctx, id, before, beforeRun, int(limit))
+	rows, err := a.svc.ScheduleRuns(ctx, int64(q.ID), before, beforeRun, int(limit))
 	if err != nil {
 		return wire.ScheduleRunPage{}, err
 	}

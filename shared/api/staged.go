@@ -12,12 +12,8 @@ import (
 // the reference; GET /api/result/resolve reads a reference back.
 
 // PUT /api/result/{execution_id} {name, data, scope?, source_step?}.
-func (a *API) stageResult(ctx context.Context, c *call, r noetlwire.StagedResult) (wire.StagedResult, error) {
-	id, err := a.executionParam(c)
-	if err != nil {
-		return wire.StagedResult{}, err
-	}
-	st, err := a.svc.StageResult(ctx, id, r)
+func (a *API) stageResult(ctx context.Context, c *call, p executionIDPath, r noetlwire.StagedResult) (wire.StagedResult, error) {
+	st, err := a.svc.StageResult(ctx, int64(p.ExecutionID), r)
 	if err != nil {
 		return wire.StagedResult{}, err
 	}

@@ -13,21 +13,10 @@ import (
 // masked like the execution view, except to the worker scope, which gets
 // them as its steps do (the claim answer is never masked either).
 
-func (a *API) executionParam(c *call) (int64, error) {
-	id, err := parseID("execution_id", c.params["execution_id"])
-	if err == nil {
-		c.attrs.executionID = id
-	}
-	return id, err
-}
-
 // POST /api/vars/{execution_id}: NoETL's three body shapes (noetlwire.ReadVariables).
-func (a *API) setVariables(ctx context.Context, c *call, v noetlwire.Variables) (wire.VariablesSet, error) {
-	id, err := a.executionParam(c)
-	if err != nil {
-		return wire.VariablesSet{}, err
-	}
-	eventID, err := a.svc.SetVariables(ctx, id, v, c.req.Query.Get("worker_id"))
+func (a *API) setVariables(ctx context.Context, c *call, p setVariablesParams, v noetlwire.Variables) (wire.VariablesSet, error) {
+	id := int64(p.ExecutionID)
+	eventID, err := a.svc.SetVariables(ctx, id, v, p.WorkerID)
 	if err != nil {
 		return wire.VariablesSet{}, err
 	}
@@ -45,11 +34,8 @@ func (c *call) maskVars(workload map[string]any, v any) any {
 }
 
 // GET /api/vars/{execution_id}: every variable.
-func (a *API) listVariables(ctx context.Context, c *call) (wire.Variables, error) {
-	id, err := a.executionParam(c)
-	if err != nil {
-		return wire.Variables{}, err
-	}
+func (a *API) listVariables(ctx context.Context, c *call, p executionIDPath) (wire.Variables, error) {
+	id := int64(p.ExecutionID)
 	vars, workload, err := a.svc.Variables(ctx, id)
 	if err != nil {
 		return wire.Variables{}, err
@@ -63,12 +49,8 @@ func (a *API) listVariables(ctx context.Context, c *call) (wire.Variables, error
 }
 
 // GET /api/vars/{execution_id}/{var_name}: one variable; 404 when unset.
-func (a *API) getVariable(ctx context.Context, c *call) (wire.Variable, error) {
-	id, err := a.executionParam(c)
-	if err != nil {
-		return wire.Variable{}, err
-	}
-	name := c.params["var_name"]
+func (a *API) getVariable(ctx context.Context, c *call, p variablePath) (wire.Variable, error) {
+	id, name := int64(p.ExecutionID), p.Name
 	v, workload, err := a.svc.Variable(ctx, id, name)
 	if err != nil {
 		return wire.Variable{}, err
