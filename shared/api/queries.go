@@ -168,6 +168,11 @@ type doctorQuery struct {
 	Limit int64 `query:"limit" min:"1" max:"1000" doc:"how many to list, at most {max}; default 100"`
 }
 
+// resolveQuery is GET /api/result/resolve's.
+type resolveQuery struct {
+	Ref string `query:"ref" required:"true" doc:"noetl://execution/<execution_id>/result/<name>/<id>, or a URI inside the result store"`
+}
+
 // pageQuery is the schedules' lists'.
 type pageQuery struct {
 	Limit  int64  `query:"limit" min:"1" max:"1000" doc:"page size, at most {max}"`

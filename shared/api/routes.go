@@ -82,10 +82,12 @@ type Route struct {
 // the answer it writes.
 type handler struct {
 	run   func(a *API, ctx context.Context, c *call) (any, error)
-	body  func() *Shape  // nil: the route reads no body
-	reply func() *Shape  // nil: the route declares its answer (Reply)
-	query func() []Param // nil: the route declares its query (Query), if any
-	// params are the fields of the parameters it reads (readParams).
+	body  func() *Shape // nil: the route reads no body
+	reply func() *Shape // nil: the route declares its answer (Reply)
+	// query lists its parameter type's query parameters; none: the route
+	// declares its query (Query), if any.
+	query func() []Param
+	// params are the fields of its parameter type (readParams).
 	params []paramField
 }
 
@@ -133,7 +135,7 @@ func getParams[P, Resp any](h func(a *API, ctx context.Context, c *call, p P) (R
 }
 
 // get is getParams for a route that reads neither a body nor parameters
-// (or reads a query its own way: replay's).
+// (or reads its query its own way: replay's).
 func get[Resp any](h func(a *API, ctx context.Context, c *call) (Resp, error)) handler {
 	return getParams(func(a *API, ctx context.Context, c *call, _ struct{}) (Resp, error) {
 		return h(a, ctx, c)
@@ -341,8 +343,7 @@ func Routes() []Route {
 			Body:    stagedBody(), MaxBody: wire.MaxStagedResultBytes, handler: handleParams((*API).stageResult)},
 		{Method: "GET", Path: "/api/result/resolve", Function: FnIngest, Scope: api | worker, ID: "resolveResult",
 			Summary: "The value a result reference names",
-			Query:   []Param{{Name: "ref", Required: true, Shape: str(), Doc: "noetl://execution/<execution_id>/result/<name>/<id>, or a URI inside the result store"}},
-			Reply:   anyJSON(), handler: get((*API).resolveResult)},
+			Reply:   anyJSON(), handler: getParams((*API).resolveResult)},
 
 		{Method: "GET", Path: "/api/executions", Function: FnStatus, Scope: api, ID: "listExecutions",
 			Summary: "List executions, newest first; the next page's cursor is in the X-Next-Cursor and Link headers",

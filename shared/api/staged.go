@@ -22,8 +22,8 @@ func (a *API) stageResult(ctx context.Context, c *call, p executionIDPath, r noe
 
 // GET /api/result/resolve?ref=: the stored value itself (NoETL's answer is
 // the data, not an envelope); 404 when nothing is stored there.
-func (a *API) resolveResult(ctx context.Context, c *call) (any, error) {
-	ref := c.req.Query.Get("ref")
+func (a *API) resolveResult(ctx context.Context, c *call, q resolveQuery) (any, error) {
+	ref := q.Ref
 	if ref == "" {
 		return nil, invalid("ref", "required: a noetl://execution/<execution_id>/result/<name>/<id> reference")
 	}
