@@ -15,6 +15,7 @@ package toolkind
 import (
 	"fmt"
 	"slices"
+	"sync"
 )
 
 // The tool kinds this project runs.
@@ -86,7 +87,9 @@ func (k Key) renames(twice string, aliases ...string) Key {
 	return k
 }
 
-// kindTable is the table. It is built on each call so no caller can change it.
+// kindTable is the table. Read it through table: built once, and only ever
+// handed out as copies (Lookup) or fresh slices (KeyNames), so no caller can
+// change it. (Building it on each lookup cost a tool two tables a step.)
 func kindTable() []Kind {
 	return []Kind{
 		{Python, own(k("code"), k("code_b64", "code_base64"), k("script"), k("libs"), k("env"))},
@@ -132,7 +135,7 @@ func CommonNames(name string) []string {
 // SupportedNames are the names of the kinds this project runs, in table order.
 func SupportedNames() []string {
 	var out []string
-	for _, kd := range kindTable() {
+	for _, kd := range table() {
 		out = append(out, kd.Name)
 	}
 	return out
@@ -154,14 +157,31 @@ func Renaming(kind, name string) (Key, bool) {
 	return Key{}, false
 }
 
-// Lookup returns a supported kind.
-func Lookup(name string) (Kind, bool) {
-	for _, kd := range kindTable() {
+// table is kindTable, built on first use.
+var table = sync.OnceValue(kindTable)
+
+// find is the table's kind name; the caller must not change it.
+func find(name string) (Kind, bool) {
+	for _, kd := range table() {
 		if kd.Name == name {
 			return kd, true
 		}
 	}
 	return Kind{}, false
+}
+
+// Lookup returns a supported kind: a copy the caller may change.
+func Lookup(name string) (Kind, bool) {
+	kd, ok := find(name)
+	if !ok {
+		return Kind{}, false
+	}
+	keys := make([]Key, len(kd.Keys))
+	for i, key := range kd.Keys {
+		key.Aliases, key.Renamed = slices.Clone(key.Aliases), slices.Clone(key.Renamed)
+		keys[i] = key
+	}
+	return Kind{Name: kd.Name, Keys: keys}, true
 }
 
 // Accepted is every name and alias the kind accepts, common keys included.
@@ -207,11 +227,13 @@ func NoETLOnly(name string) bool {
 	}, name)
 }
 
-// Must is Lookup for a kind the caller knows is in the table.
-func Must(name string) Kind {
-	kd, ok := Lookup(name)
+// KeyNames is Kind.Names of a kind the caller knows is in the table: what a
+// tool reads for its key name, on every run, so it copies nothing but the
+// names.
+func KeyNames(kind, name string) []string {
+	kd, ok := find(kind)
 	if !ok {
-		panic(fmt.Sprintf("toolkind: %q is not a supported tool kind", name))
+		panic(fmt.Sprintf("toolkind: %q is not a supported tool kind", kind))
 	}
-	return kd
+	return kd.Names(name)
 }

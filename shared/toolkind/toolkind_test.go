@@ -34,14 +34,15 @@ func TestLookupAndNames(t *testing.T) {
 	if NoETLOnly(HTTP) {
 		t.Error("http is not NoETL-only")
 	}
-	if got := Must(Postgres).Names("database"); !slices.Equal(got, []string{"database", "dbname", "db"}) {
+	if got := KeyNames(Postgres, "database"); !slices.Equal(got, []string{"database", "dbname", "db"}) {
 		t.Errorf("postgres database names = %v", got)
 	}
 	if got := CommonNames("timeout"); !slices.Equal(got, []string{"timeout", "timeout_seconds"}) {
 		t.Errorf("timeout names = %v", got)
 	}
 	// Only the knobs of the common keys may be written under spec.
-	in := Must(Shell).InSpec()
+	shell, _ := Lookup(Shell)
+	in := shell.InSpec()
 	for _, n := range []string{"command", "auth", "credential", "retry", "timeout", "timeout_seconds", "input"} {
 		if !slices.Contains(in, n) {
 			t.Errorf("shell InSpec lacks %q", n)
@@ -53,8 +54,8 @@ func TestLookupAndNames(t *testing.T) {
 		}
 	}
 	for _, f := range []func(){
-		func() { Must(HTTP).Names("data") },
-		func() { Must("snowflake") },
+		func() { KeyNames(HTTP, "data") },
+		func() { KeyNames("snowflake", "url") },
 		func() { CommonNames("url") },
 	} {
 		func() {
@@ -65,6 +66,28 @@ func TestLookupAndNames(t *testing.T) {
 			}()
 			f()
 		}()
+	}
+}
+
+// The table is built once and shared, so what Lookup and KeyNames hand out
+// must be copies: a caller's change reaches neither the table nor the next
+// caller.
+func TestLookupHandsOutCopies(t *testing.T) {
+	kd, _ := Lookup(Postgres)
+	for i := range kd.Keys {
+		if kd.Keys[i].Name == "database" {
+			kd.Keys[i].Name = "changed"
+			kd.Keys[i].Aliases[0] = "changed"
+		}
+	}
+	kd.Keys[0] = Key{Name: "changed"}
+	names := KeyNames(Postgres, "database")
+	names[1] = "changed"
+	if got := KeyNames(Postgres, "database"); !slices.Equal(got, []string{"database", "dbname", "db"}) {
+		t.Errorf("after changing copies, postgres database names = %v", got)
+	}
+	if again, _ := Lookup(Postgres); again.Keys[0].Name != "query" {
+		t.Errorf("after changing a copy, postgres's first key = %q, want query", again.Keys[0].Name)
 	}
 }
 

@@ -21,7 +21,7 @@ import (
 
 // keyNames is what a tool reads for one of its keys: the name and aliases from the
 // one table of tool keys (shared/toolkind), which the engine validates against.
-func keyNames(kind, name string) []string { return toolkind.Must(kind).Names(name) }
+func keyNames(kind, name string) []string { return toolkind.KeyNames(kind, name) }
 
 // valueOf is the value of the first given key (nil when none is).
 func valueOf(cfg map[string]any, keys ...string) any {

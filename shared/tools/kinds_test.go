@@ -76,7 +76,7 @@ func TestToolsReadEveryTableKey(t *testing.T) {
 		toolkind.Shell: "Shell", toolkind.Noop: "Noop", toolkind.Playbook: "Playbook", toolkind.DuckDB: "DuckDB", toolkind.NATS: "NATS",
 		toolkind.Artifact: "Artifact", toolkind.Transfer: "Transfer"}
 	for _, name := range toolkind.SupportedNames() {
-		kd := toolkind.Must(name)
+		kd, _ := toolkind.Lookup(name)
 		var missing []string
 		for _, key := range kd.Keys {
 			if key.Name != "input" && !read[consts[kd.Name]][key.Name] {

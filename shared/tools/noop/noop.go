@@ -28,4 +28,4 @@ func Run(config map[string]any) toolresult.Envelope {
 
 // keyNames is a key with its aliases, as the tools in shared/tools read them
 // (their TestToolsReadEveryTableKey reads this file too).
-func keyNames(kind, name string) []string { return toolkind.Must(kind).Names(name) }
+func keyNames(kind, name string) []string { return toolkind.KeyNames(kind, name) }
