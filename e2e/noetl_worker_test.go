@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,12 +22,25 @@ import (
 // lease of the dev stacks started here (NOETL_LEASE_SECONDS).
 const devLease = 2 * time.Second
 
+// countOf is how many of list are v.
+func countOf(list []int, v int) int {
+	n := 0
+	for _, x := range list {
+		if x == v {
+			n++
+		}
+	}
+	return n
+}
+
 // startDouble runs a double of NoETL's Python worker against d until the test ends.
 func startDouble(t *testing.T, d *devStack, adjust func(*pyWorker)) *pyWorker {
 	t.Helper()
 	nc := natsConn(t, d)
 	w := newPyWorker(d.url, nc)
-	w.heartbeat = devLease / 4
+	// NoETL's worker beats every 15 s and remembers a command id for 120 s:
+	// both scaled to the lease, as its beat is.
+	w.heartbeat, w.recentTTL = devLease/4, 2*devLease
 	if adjust != nil {
 		adjust(w)
 	}
@@ -133,9 +147,10 @@ func folded(evs []wire.Event, typ string) int {
 // NoETL's Python worker with its default subscriptions (legacy, shared,
 // python) runs every conformance playbook to the outcome NoETL's worker
 // reaches (../shared/conformance/README.md; broken_sql fails at its first step,
-// whose top-level return NoETL's python refuses), each command claimed once
+// whose top-level return NoETL's python refuses), each command claimed once per attempt
 // though two of its consumers receive each notification; a step running 3× the
-// lease while heartbeating completes once; no event request is refused.
+// lease while heartbeating completes once; no event request is refused but a
+// late holder's, after its lease ran out (R-L8).
 func TestNoETLWorkerDouble(t *testing.T) {
 	t.Parallel()
 	// Only NoETL's worker (the double) runs steps.
@@ -299,28 +314,47 @@ workflow:
 		}
 	})
 
-	t.Run("each command claimed once", func(t *testing.T) {
+	// A lease can run out on a loaded machine (2 s here) before a beat is
+	// taken: the server retries the command id as attempt 2 and fences the
+	// late holder's events (R-L8: 409). The double then claims the retry once
+	// its memory of the id has passed (recentTTL), as NoETL's worker does
+	// after 120 s; so such a command is claimed once per attempt, and only
+	// its events may be refused.
+	t.Run("each command claimed once per attempt", func(t *testing.T) {
 		answers := w.claimAnswers()
 		issued := 0
+		expired := map[string]bool{}
 		for _, id := range ids {
-			for _, e := range d.events(t, id) {
+			evs := d.events(t, id)
+			retries := map[string]int{}
+			for _, e := range evs {
+				switch e.EventType {
+				case "command.retry":
+					retries[string(e.CommandID)]++
+				case "command.expired":
+					expired[string(e.CommandID)] = true
+				}
+			}
+			for _, e := range evs {
 				if e.EventType != "command.issued" {
 					continue
 				}
 				issued++
 				got := answers[string(e.CommandID)]
-				if ok := slices.Index(got, 200); ok < 0 || slices.Index(got[ok+1:], 200) >= 0 {
-					t.Errorf("command %s: claim answers %v, want one 200", e.CommandID, got)
+				if n, want := countOf(got, 200), 1+retries[string(e.CommandID)]; n != want {
+					t.Errorf("command %s: claim answers %v, want %d 200 (one per attempt)", e.CommandID, got, want)
 				}
 			}
 		}
 		dup := 0
 		for _, a := range answers {
-			dup += len(a) - 1
+			dup += len(a) - countOf(a, 200)
 		}
-		t.Logf("%d commands, each claimed once; %d second notifications (legacy and shared consumers) answered 409 active_claim or acked", issued, dup)
-		if refused := w.refused(); len(refused) > 0 {
-			t.Fatalf("event requests refused: %+v", refused)
+		t.Logf("%d commands, each claimed once per attempt (%d leases ran out); %d second notifications (legacy and shared consumers) answered 409 active_claim or acked", issued, len(expired), dup)
+		for _, p := range w.refused() {
+			if p.status != http.StatusConflict || !expired[p.command] {
+				t.Errorf("event request refused: %+v", p)
+			}
 		}
 	})
 

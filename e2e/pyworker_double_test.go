@@ -37,7 +37,8 @@ import (
 //     filtered to noetl.commands.<segment>.>; before consuming it adds to the
 //     stream whichever of noetl.commands and noetl.commands.> it lacks;
 //
-//   - per notification: ack a command it recently claimed or skipped; else POST
+//   - per notification: ack a command it claimed or skipped within its
+//     memory's TTL (recentTTL: NoETL's min(120 s, its command timeout)); else POST
 //     /api/commands/{event_id}/claim {worker_id, locality}; 409 active_claim or
 //     already_terminal (detail.code) acks and skips, another 409 naks;
 //
@@ -71,8 +72,12 @@ type pyWorker struct {
 	// poolEvery is how often it registers again; probeEvery how often it
 	// reads the pool status.
 	poolEvery, probeEvery time.Duration
-	hc                    *http.Client
-	started               string
+	// recentTTL is how long it drops the notifications of a command id it
+	// claimed or was refused: a retry of that id (attempt 2 after a lease
+	// expired) is claimed at its first announcement after that.
+	recentTTL time.Duration
+	hc        *http.Client
+	started   string
 
 	mu        sync.Mutex
 	recent    map[string]time.Time
@@ -85,9 +90,10 @@ type pyWorker struct {
 
 // posted is one event request the double made and the status it got.
 type posted struct {
-	path   string
-	names  []string
-	status int
+	path    string
+	names   []string
+	command string // the command id its events name
+	status  int
 }
 
 func newPyWorker(server string, nc *nats.Conn) *pyWorker {
@@ -95,7 +101,7 @@ func newPyWorker(server string, nc *nats.Conn) *pyWorker {
 	_, _ = rand.Read(b)
 	return &pyWorker{server: strings.TrimRight(server, "/"), nc: nc, id: "worker-" + hex.EncodeToString(b),
 		segments: []string{"legacy", "shared", "python"}, heartbeat: 15 * time.Second, python: "python3",
-		poolEvery: 15 * time.Second, probeEvery: 8 * time.Second, started: time.Now().UTC().Format("2006-01-02T15:04:05.000000+00:00"), ready: make(chan struct{}),
+		poolEvery: 15 * time.Second, probeEvery: 8 * time.Second, recentTTL: 120 * time.Second, started: time.Now().UTC().Format("2006-01-02T15:04:05.000000+00:00"), ready: make(chan struct{}),
 		hc: &http.Client{Timeout: 30 * time.Second}, recent: map[string]time.Time{}, claims: map[string][]int{}}
 }
 
@@ -260,7 +266,8 @@ func (w *pyWorker) handle(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	w.mu.Lock()
-	_, recent := w.recent[n.CommandID]
+	at, seen := w.recent[n.CommandID]
+	recent := seen && time.Since(at) < w.recentTTL
 	w.mu.Unlock()
 	if recent {
 		_ = m.Ack()
@@ -624,17 +631,24 @@ func (w *pyWorker) post(ctx context.Context, path string, body any, key string) 
 	out, _ := io.ReadAll(resp.Body)
 	if strings.HasPrefix(path, "/api/events") {
 		var names []string
+		var command string
+		name := func(e map[string]any) {
+			names = append(names, fmt.Sprint(e["name"]))
+			if p, ok := e["payload"].(map[string]any); ok && command == "" && p["command_id"] != nil {
+				command = fmt.Sprint(p["command_id"])
+			}
+		}
 		if m, ok := body.(map[string]any); ok {
 			if evs, ok := m["events"].([]map[string]any); ok {
 				for _, e := range evs {
-					names = append(names, fmt.Sprint(e["name"]))
+					name(e)
 				}
 			} else {
-				names = append(names, fmt.Sprint(m["name"]))
+				name(m)
 			}
 		}
 		w.mu.Lock()
-		w.posts = append(w.posts, posted{path: path, names: names, status: resp.StatusCode})
+		w.posts = append(w.posts, posted{path: path, names: names, command: command, status: resp.StatusCode})
 		w.mu.Unlock()
 	}
 	return resp.StatusCode, out
