@@ -160,7 +160,8 @@ func Renaming(kind, name string) (Key, bool) {
 // table is kindTable, built on first use.
 var table = sync.OnceValue(kindTable)
 
-// find is the table's kind name; the caller must not change it.
+// find returns the table's own kind called name: shared, so the caller
+// must not change it.
 func find(name string) (Kind, bool) {
 	for _, kd := range table() {
 		if kd.Name == name {
