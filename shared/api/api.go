@@ -40,6 +40,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -161,24 +162,20 @@ type API struct {
 
 // New returns an API over svc.
 func New(svc *controlplane.Service, opts Options) *API {
-	if opts.MaxBodyBytes <= 0 {
-		opts.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if opts.MaxPlaybookBytes <= 0 {
-		opts.MaxPlaybookBytes = DefaultMaxPlaybookBytes
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	if opts.Version == "" {
-		opts.Version = "dev"
-	}
+	opts.MaxBodyBytes = positiveOr(opts.MaxBodyBytes, DefaultMaxBodyBytes)
+	opts.MaxPlaybookBytes = positiveOr(opts.MaxPlaybookBytes, DefaultMaxPlaybookBytes)
+	opts.Logger = cmp.Or(opts.Logger, slog.Default())
+	opts.Version = cmp.Or(opts.Version, "dev")
 	a := &API{svc: svc, opts: opts, log: opts.Logger, router: NewRouter(Routes()), cors: NewCORS(opts.CORSOrigins)}
 	if opts.Database == nil {
 		a.opts.Database = a.pingDatabases
 	}
 	return a
 }
+
+// positiveOr is v, or def when v is zero or negative: a limit left unset (or
+// set below one) gets its default, as it always has.
+func positiveOr[T ~int | ~int64](v, def T) T { return cmp.Or(max(v, 0), def) }
 
 // Open reports whether the API authenticates nobody (no token configured).
 func (a *API) Open() bool { return a.opts.Tokens.Empty() }

@@ -10,6 +10,7 @@
 package controlplane
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -117,45 +118,23 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("controlplane: Config.Store is required")
 	}
-	if cfg.Lease <= 0 {
-		cfg.Lease = 60 * time.Second
-	}
 	if cfg.Results != nil && cfg.Engine.PartRef == nil {
 		cfg.Engine.PartRef = partRef // large commands go in parts (parts.go)
 	}
-	if cfg.DeadlineGrace <= 0 {
-		cfg.DeadlineGrace = 30 * time.Second
-	}
-	if cfg.Reannounce.First <= 0 {
-		cfg.Reannounce.First = lifecycle.DefaultReannounce.First
-	}
+	cfg.Lease = positiveOr(cfg.Lease, 60*time.Second)
+	cfg.DeadlineGrace = positiveOr(cfg.DeadlineGrace, 30*time.Second)
+	cfg.Reannounce.First = positiveOr(cfg.Reannounce.First, lifecycle.DefaultReannounce.First)
 	if cfg.Reannounce.Max < cfg.Reannounce.First {
 		cfg.Reannounce.Max = max(cfg.Reannounce.First, lifecycle.DefaultReannounce.Max)
 	}
-	if cfg.PlaybookCache <= 0 {
-		cfg.PlaybookCache = 256
-	}
-	if cfg.PlaybookCacheBytes <= 0 {
-		cfg.PlaybookCacheBytes = 128 << 20
-	}
-	if cfg.IDBlock <= 0 {
-		cfg.IDBlock = defaultIDBlock
-	}
-	if cfg.SnapshotCacheBytes <= 0 {
-		cfg.SnapshotCacheBytes = 16 << 20
-	}
-	if cfg.MaxStateBytes <= 0 {
-		cfg.MaxStateBytes = DefaultMaxStateBytes
-	}
-	if cfg.StagedGrace <= 0 {
-		cfg.StagedGrace = DefaultStagedGrace
-	}
-	if cfg.WorkerTTL <= 0 {
-		cfg.WorkerTTL = DefaultWorkerTTL
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.PlaybookCache = positiveOr(cfg.PlaybookCache, 256)
+	cfg.PlaybookCacheBytes = positiveOr(cfg.PlaybookCacheBytes, 128<<20)
+	cfg.IDBlock = positiveOr(cfg.IDBlock, defaultIDBlock)
+	cfg.SnapshotCacheBytes = positiveOr(cfg.SnapshotCacheBytes, 16<<20)
+	cfg.MaxStateBytes = positiveOr(cfg.MaxStateBytes, DefaultMaxStateBytes)
+	cfg.StagedGrace = positiveOr(cfg.StagedGrace, DefaultStagedGrace)
+	cfg.WorkerTTL = positiveOr(cfg.WorkerTTL, DefaultWorkerTTL)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
@@ -165,6 +144,10 @@ func New(cfg Config) (*Service, error) {
 		limits: lifecycle.Limits{Lease: cfg.Lease, Grace: cfg.DeadlineGrace}, reannounce: cfg.Reannounce, server: cfg.ServerURL,
 	}, nil
 }
+
+// positiveOr is v, or def when v is zero or negative: a setting left unset
+// (or set below one) gets its default, as it always has.
+func positiveOr[T ~int | ~int64](v, def T) T { return cmp.Or(max(v, 0), def) }
 
 // Store is the store the service writes to.
 func (s *Service) Store() *store.Store { return s.st }
