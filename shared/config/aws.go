@@ -350,23 +350,17 @@ func parseTokensSecret(raw []byte) (Tokens, error) {
 		return Tokens{}, fmt.Errorf(`not the tokens JSON {"api": ..., "worker": ..., "internal": ..., "admin": ...}: %w`, err)
 	}
 	var t Tokens
+	scopes := map[string]*[]string{"api": &t.API, "worker": &t.Worker, "internal": &t.Internal, "admin": &t.Admin}
 	for k, v := range m {
 		var l stringOrList
 		if err := json.Unmarshal(v, &l); err != nil {
 			return Tokens{}, fmt.Errorf("key %q: %w", k, err)
 		}
-		switch k {
-		case "api":
-			t.API = l
-		case "worker":
-			t.Worker = l
-		case "internal":
-			t.Internal = l
-		case "admin":
-			t.Admin = l
-		default:
+		dst, ok := scopes[k]
+		if !ok {
 			return Tokens{}, fmt.Errorf(`unknown key %q: the tokens secret has only "api", "worker", "internal" and "admin"`, k)
 		}
+		*dst = l
 	}
 	return t, nil
 }
