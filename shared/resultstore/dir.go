@@ -106,9 +106,9 @@ func (d *dirStore) Owns(uri string) bool {
 }
 
 func (d *dirStore) Get(_ context.Context, uri string) ([]byte, error) {
-	rel, ok := d.rel(uri)
-	if !ok {
-		return nil, fmt.Errorf("resultstore: %s is not inside the result store %s", uri, d.URL())
+	rel, err := locate(d, uri, d.rel)
+	if err != nil {
+		return nil, err
 	}
 	// OpenInRoot also refuses symlinks that lead out of the root.
 	f, err := os.OpenInRoot(d.root, rel)

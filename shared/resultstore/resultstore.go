@@ -83,3 +83,14 @@ func cleanName(name string) (string, error) {
 	}
 	return c, nil
 }
+
+// locate is how every store's Get begins: the name a URI has inside st (a
+// path under the directory, an object key), found by the store's own rule,
+// or the refusal of a URI outside it.
+func locate(st Store, uri string, rule func(uri string) (string, bool)) (string, error) {
+	name, ok := rule(uri)
+	if !ok {
+		return "", fmt.Errorf("resultstore: %s is not inside the result store %s", uri, st.URL())
+	}
+	return name, nil
+}

@@ -118,9 +118,9 @@ func (s *s3Store) Owns(uri string) bool {
 }
 
 func (s *s3Store) Get(ctx context.Context, uri string) ([]byte, error) {
-	key, ok := s.objectKey(uri)
-	if !ok {
-		return nil, fmt.Errorf("resultstore: %s is not inside the result store %s", uri, s.URL())
+	key, err := locate(s, uri, s.objectKey)
+	if err != nil {
+		return nil, err
 	}
 	resp, err := s.do(ctx, http.MethodGet, key, nil)
 	if err != nil {
