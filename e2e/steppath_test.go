@@ -121,7 +121,7 @@ func TestStepPathCosts(t *testing.T) {
 // TestStepPathCostsNoETL (issue 29): NoETL's workers keep their calls — the
 // Rust worker's claim and three events, the Python worker's claim and two
 // batches — but a step costs the server at most two transactions (BEGIN …
-// COMMIT): the claim's and command.completed's. command.started, call.done
+// COMMIT): the claim's, assumed in one round trip, and command.completed's. command.started, call.done
 // and the worker's copies of step.enter and step.exit decide nothing and are
 // staged without the execution's lock, one statement each request, and
 // entered into the log by the completion's transaction. Counted with the
@@ -152,6 +152,15 @@ func TestStepPathCostsNoETL(t *testing.T) {
 			}
 			if perStep := work.Commits - work.Transactions; perStep > int64(c.requests)*k {
 				t.Errorf("%d single-statement commits for %d steps", perStep, k)
+			}
+			// A round trip per request and one more for the completion's
+			// lock (the claim of a command this process issued is assumed:
+			// one round trip, as in our worker's report; a staged event is
+			// one statement), and up to half a round trip per step for the
+			// outbox's marks and the id blocks. The claim's lock path, a
+			// round trip more per step, exceeds it.
+			if limit := int64(2*c.requests+5) * k / 2; work.RoundTrips > limit {
+				t.Errorf("%d Postgres round trips for %d steps: want at most %d", work.RoundTrips, k, limit)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package controlplane_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -84,44 +85,17 @@ func TestAssumedClaim(t *testing.T) {
 	if _, err := svc.Register(ctx, cptest.ThreeSteps); err != nil {
 		t.Fatal(err)
 	}
-	var sh *store.Shard
-	first := func() (int64, store.Command) {
-		started, err := svc.Execute(ctx, controlplane.ExecuteRequest{Path: "tests/three"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sh, _ = st.ShardFor(started.ExecutionID)
-		cmds, err := storetest.ActiveCommands(ctx, sh.Pool(), started.ExecutionID)
-		if err != nil || len(cmds) != 1 {
-			t.Fatalf("the first command: %v %v", cmds, err)
-		}
-		return started.ExecutionID, cmds[0]
-	}
-
-	_, cmd := first()
+	sh, cmd := firstCommand(t, svc, st)
 	before := db.Snapshot()
 	out, err := svc.Report(ctx, controlplane.Report{WorkerID: "w1", Pool: "shared", Take: 1, Claims: []int64{cmd.IssuedEventID}})
 	if err != nil || out.Claims[0].Err != nil || len(out.Commands) != 1 {
 		t.Fatalf("the claim: %v %+v", err, out)
 	}
-	if work := db.Snapshot().Sub(before); work.RoundTrips != 1 || work.Commits != 1 {
-		t.Errorf("the claim took %d round trips and %d commits: want one of each (the assumed txn)", work.RoundTrips, work.Commits)
-	}
-	body := out.Commands[0]
-	row, err := storetest.Command(ctx, sh.Pool(), cmd.CommandID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body.CommandID != cmd.CommandID || body.WorkerID != "w1" || row.Status != store.CommandRunning || row.WorkerID != "w1" {
-		t.Errorf("claimed %+v; the row %+v", body, row)
-	}
-	if got, want := jsonOf(t, body.Context), jsonOf(t, row.Context); got != want || len(body.Context) == 0 {
-		t.Errorf("the payload from the cache:\n%s\nthe row's:\n%s", got, want)
-	}
+	claimedAssumed(t, db.Snapshot().Sub(before), sh, cmd, out.Commands[0], store.CommandRunning)
 
 	// Its payload edited in the database by hand: the guard sees the edit,
 	// and the lock path hands out the row's payload.
-	_, cmd = first()
+	sh, cmd = firstCommand(t, svc, st)
 	if _, err := sh.Pool().Exec(ctx, `UPDATE command SET context = '{"edited": true}' WHERE command_id = $1`, cmd.CommandID); err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +109,7 @@ func TestAssumedClaim(t *testing.T) {
 	}
 
 	// Claimed first through another process: this one's cache is stale.
-	_, cmd = first()
+	sh, cmd = firstCommand(t, svc, st)
 	if _, err := other.Claim(ctx, cmd.IssuedEventID, "w2", true); err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +124,93 @@ func TestAssumedClaim(t *testing.T) {
 	}
 	if row, err := storetest.Command(ctx, sh.Pool(), cmd.CommandID); err != nil || row.WorkerID != "w2" {
 		t.Errorf("the command's holder: %+v %v", row, err)
+	}
+}
+
+// TestAssumedClaimRoute (issue 29): the claim route NoETL's workers call is
+// assumed as a claim in our worker's report is: a pending command this
+// process issued is claimed in one round trip, with the payload its cache
+// kept; a second claim of it (NoETL's worker hears each notification twice)
+// and a claim of a payload edited by hand are answered from the lock path.
+func TestAssumedClaimRoute(t *testing.T) {
+	cs, st, db, svc := counted(t)
+	ctx := cs.Ctx
+	if _, err := svc.Register(ctx, cptest.ThreeSteps); err != nil {
+		t.Fatal(err)
+	}
+	sh, cmd := firstCommand(t, svc, st)
+	before := db.Snapshot()
+	body, err := svc.Claim(ctx, cmd.IssuedEventID, "w1", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimedAssumed(t, db.Snapshot().Sub(before), sh, cmd, body, store.CommandClaimed)
+
+	// The same command claimed again, by another consumer: refused, its
+	// holder unchanged.
+	before = db.Snapshot()
+	_, err = svc.Claim(ctx, cmd.IssuedEventID, "w2", false)
+	var refused *controlplane.RefusedClaim
+	if !errors.As(err, &refused) || refused.Code != controlplane.ClaimActive {
+		t.Fatalf("a second claim: %v, want %s", err, controlplane.ClaimActive)
+	}
+	if work := db.Snapshot().Sub(before); work.RoundTrips < 2 {
+		t.Errorf("the refused claim took %d round trips: want the lock path's", work.RoundTrips)
+	}
+	if row, err := storetest.Command(ctx, sh.Pool(), cmd.CommandID); err != nil || row.WorkerID != "w1" {
+		t.Errorf("the command's holder: %+v %v", row, err)
+	}
+
+	// Its payload edited in the database by hand: the guard sees the edit,
+	// and the lock path hands out the row's payload.
+	sh, cmd = firstCommand(t, svc, st)
+	if _, err := sh.Pool().Exec(ctx, `UPDATE command SET context = '{"edited": true}' WHERE command_id = $1`, cmd.CommandID); err != nil {
+		t.Fatal(err)
+	}
+	before = db.Snapshot()
+	body, err = svc.Claim(ctx, cmd.IssuedEventID, "w1", false)
+	if err != nil || body.Context["edited"] != true {
+		t.Fatalf("the claim of an edited command: %v %+v", err, body)
+	}
+	if work := db.Snapshot().Sub(before); work.RoundTrips < 2 {
+		t.Errorf("the claim of an edited command took %d round trips: want the failed assumption and the lock path", work.RoundTrips)
+	}
+}
+
+// firstCommand starts tests/three (registered by the caller) and returns its
+// shard and its first command, pending.
+func firstCommand(t *testing.T, svc *controlplane.Service, st *store.Store) (*store.Shard, store.Command) {
+	t.Helper()
+	ctx := context.Background()
+	started, err := svc.Execute(ctx, controlplane.ExecuteRequest{Path: "tests/three"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, _ := st.ShardFor(started.ExecutionID)
+	cmds, err := storetest.ActiveCommands(ctx, sh.Pool(), started.ExecutionID)
+	if err != nil || len(cmds) != 1 {
+		t.Fatalf("the first command: %v %v", cmds, err)
+	}
+	return sh, cmds[0]
+}
+
+// claimedAssumed checks a claim of cmd by w1 that the assumed txn answered:
+// one round trip and one commit (work), the row in status and held by w1,
+// and the body's payload, from the cache, the row's.
+func claimedAssumed(t *testing.T, work store.CounterSnapshot, sh *store.Shard, cmd store.Command, body *controlplane.CommandBody, status string) {
+	t.Helper()
+	if work.RoundTrips != 1 || work.Commits != 1 {
+		t.Errorf("the claim took %d round trips and %d commits: want one of each (the assumed txn)", work.RoundTrips, work.Commits)
+	}
+	row, err := storetest.Command(context.Background(), sh.Pool(), cmd.CommandID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body.CommandID != cmd.CommandID || body.WorkerID != "w1" || row.Status != status || row.WorkerID != "w1" {
+		t.Errorf("claimed %+v; the row %+v", body, row)
+	}
+	if got, want := jsonOf(t, body.Context), jsonOf(t, row.Context); got != want || len(body.Context) == 0 {
+		t.Errorf("the payload from the cache:\n%s\nthe row's:\n%s", got, want)
 	}
 }
 

@@ -66,7 +66,10 @@ func (s *Service) Command(ctx context.Context, eventID int64) (*CommandBody, err
 // Claim gives a command to a worker under a lease (events.md §4) in one
 // transaction that locks the execution row, then the command row (R-L5).
 // start says the worker starts the command at once (our worker): the claim
-// records the start too, so no command.started request follows.
+// records the start too, so no command.started request follows. A claim of
+// a pending command this process issued is assumed (assume.go): one round
+// trip, as a claim in our worker's report; any refusal is answered from
+// what the lock path reads.
 func (s *Service) Claim(ctx context.Context, eventID int64, workerID string, start bool) (*CommandBody, error) {
 	sh, err := s.st.ShardFor(eventID)
 	if err != nil {
@@ -81,12 +84,13 @@ func (s *Service) Claim(ctx context.Context, eventID int64, workerID string, sta
 	if id, ok := s.snaps.executionOf(eventID); ok {
 		ls.Executions = []int64{id}
 	}
-	err = s.withTx(ctx, sh, ls, func(t *txn) error {
-		var k *command
-		for id := range ls.CommandRows {
-			k = t.cmds[id]
-		}
+	body := func(t *txn) error {
+		claimed, refusal = nil, nil // from scratch: the lock path may run it after the assumed txn
+		k := t.issuedBy(eventID)
 		if k == nil {
+			if t.assumed {
+				return errAssumption
+			}
 			return Errorf(ErrNotFound, "command %d not found", eventID)
 		}
 		x, err := t.execution(k.row.ExecutionID)
@@ -96,8 +100,15 @@ func (s *Service) Claim(ctx context.Context, eventID int64, workerID string, sta
 		// A refusal commits too: what it did first (a lapsed lease's
 		// expiry, R-L4) stands.
 		claimed, refusal, err = t.claimOne(x, k, workerID, start)
+		if err == nil && refusal != nil && t.assumed {
+			return errAssumption
+		}
 		return err
-	})
+	}
+	done, err := s.withAssumed(ctx, sh, ls, body)
+	if !done {
+		err = s.withTx(ctx, sh, ls, body)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -107,6 +118,17 @@ func (s *Service) Claim(ctx context.Context, eventID int64, workerID string, sta
 	s.log.InfoContext(ctx, "command claimed", "execution_id", claimed.ExecutionID, "command_id", claimed.CommandID,
 		"worker_id", workerID, "attempt", claimed.Attempt)
 	return claimed, nil
+}
+
+// issuedBy is the command the txn holds that command.issued event eventID
+// created, as the lock read it or the assumption took it from the cache.
+func (t *txn) issuedBy(eventID int64) *command {
+	for _, k := range t.cmds {
+		if k.row.IssuedEventID == eventID {
+			return k
+		}
+	}
+	return nil
 }
 
 // claimOne decides a claim under both locks: the body to answer, or why not.
