@@ -263,12 +263,8 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 		}
 		// The claimed commands, as the lock read them or the assumption took
 		// them from the cache.
-		byEvent := map[int64]*command{}
-		for _, k := range t.cmds {
-			byEvent[k.row.IssuedEventID] = k
-		}
 		for _, i := range part.claims {
-			k := byEvent[r.Claims[i]]
+			k := t.issuedBy(r.Claims[i])
 			if k == nil {
 				if t.assumed {
 					return errAssumption
