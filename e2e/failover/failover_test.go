@@ -49,14 +49,16 @@ func TestDatabaseStoppedForAMinute(t *testing.T) {
 	t.Logf("Postgres is back after %s", time.Since(stopped).Round(time.Millisecond))
 
 	st.check(t, r)
-	checkLogs(t, st, serverMark, workerMark, logBudget{server: 40, worker: 3, workerOutages: 1})
+	checkLogs(t, st, serverMark, workerMark, logBudget{server: 40, worker: 3, workerOutages: 1, serverSeesOutage: true})
 }
 
 // TestDatabaseCrashRestart (issue 23): the same under crash-like restarts
 // (pg_ctl stop -m immediate, then start: what `pg_ctl restart -m immediate`
 // does), twice while executions run. Transactions whose COMMIT was in
 // flight are resolved, connections that died with the server are never
-// handed to a request again (no 500), and nothing runs twice.
+// handed to a request again (no 500), and nothing runs twice. The server
+// says an outage it saw at its start and its end; a restart over before it
+// dialed is not one it saw.
 func TestDatabaseCrashRestart(t *testing.T) {
 	t.Parallel()
 	st := startStack(t, options{lease: 30 * time.Second, drainEvery: time.Second})
@@ -98,9 +100,15 @@ func waitRunning(t *testing.T, st *stack) int {
 }
 
 // logBudget is how many lines at WARN or above each process may write from
-// the database's stop until every execution has ended, and how many outages
-// the worker sees (-1: any number).
-type logBudget struct{ server, worker, workerOutages int }
+// the database's stop until every execution has ended, how many outages the
+// worker sees (-1: any number), and whether the server must see one: a
+// restart quicker than any dial may pass unseen, since a statement that
+// loses its connection is not an outage (store/availability.go) and the
+// pool dials again once the server is back.
+type logBudget struct {
+	server, worker, workerOutages int
+	serverSeesOutage              bool
+}
 
 // checkLogs: an outage is said once at its start and once at its end by
 // each process that saw it (the server per database), there is no ERROR and
@@ -121,7 +129,7 @@ func checkLogs(t *testing.T, st *stack, serverMark, workerMark int, budget logBu
 		t.Errorf("the server answered 500 %d times", n)
 	}
 	down, back := count(server, "the database is unreachable"), count(server, "the database is reachable again")
-	if down < 1 || back != down {
+	if (budget.serverSeesOutage && down < 1) || back != down {
 		t.Errorf("the server said %d times that a database is unreachable and %d times that one is back; want each outage said at its start and its end",
 			down, back)
 	}
