@@ -121,11 +121,12 @@ func TestStepPathCosts(t *testing.T) {
 // TestStepPathCostsNoETL (issue 29): NoETL's workers keep their calls — the
 // Rust worker's claim and three events, the Python worker's claim and two
 // batches — but a step costs the server at most two transactions (BEGIN …
-// COMMIT): the claim's, assumed in one round trip, and command.completed's. command.started, call.done
-// and the worker's copies of step.enter and step.exit decide nothing and are
-// staged without the execution's lock, one statement each request, and
-// entered into the log by the completion's transaction. Counted with the
-// bench's NoETL-protocol client (bench.NoETLWorker).
+// COMMIT): the claim's, assumed in one round trip, and command.completed's.
+// command.started, call.done and the worker's copies of step.enter and
+// step.exit decide nothing and are staged without the execution's lock, one
+// statement each request, and entered into the log by the completion's
+// transaction. Counted with the bench's NoETL-protocol client
+// (bench.NoETLWorker).
 func TestStepPathCostsNoETL(t *testing.T) {
 	const k = 20
 	srv, db := costStack(t)
