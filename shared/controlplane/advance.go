@@ -72,12 +72,15 @@ type txn struct {
 // execution is one execution locked by a txn, with its snapshot decoded once
 // and kept current as triggers are advanced.
 type execution struct {
-	row   store.Execution
-	pb    *playbook.Playbook
-	run   *engine.Run
-	snap  *engine.Snapshot
-	isNew bool // inserted by this txn (execute)
-	dirty bool
+	row  store.Execution
+	pb   *playbook.Playbook
+	run  *engine.Run
+	snap *engine.Snapshot
+	// base is the cached encoding snap was found with; enc is the state this
+	// txn encoded against it (only the steps that changed are written).
+	base, enc *engine.Encoded
+	isNew     bool // inserted by this txn (execute)
+	dirty     bool
 }
 
 // command is a command row known to a txn: read under its execution's lock,
@@ -332,12 +335,12 @@ func (t *txn) snapshot(x *execution) (*engine.Snapshot, error) {
 		return x.snap, nil
 	}
 	if p, ok := t.pinned[x.row.ExecutionID]; ok && p.seq == x.row.LastSeq {
-		x.snap = p.snap
+		x.snap, x.base = p.snap, p.enc
 		return p.snap, nil
 	}
-	if snap := t.s.snaps.get(x.row.ExecutionID, x.row.LastSeq); snap != nil {
-		x.snap = snap
-		return snap, nil
+	if e, ok := t.s.snaps.get(x.row.ExecutionID, x.row.LastSeq); ok {
+		x.snap, x.base = e.snap, e.enc
+		return e.snap, nil
 	}
 	snap, err := engine.UnmarshalSnapshot(x.row.State)
 	if err != nil {
@@ -601,7 +604,7 @@ func (t *txn) commit() error {
 			if at, ok := stamped[row.ExecutionID]; ok {
 				row.UpdatedAt = at
 			}
-			e := snapEntry{id: row.ExecutionID, seq: row.LastSeq, snap: x.snap, size: len(x.row.State), row: &row,
+			e := snapEntry{id: row.ExecutionID, seq: row.LastSeq, snap: x.snap, enc: x.enc, size: len(x.row.State), row: &row,
 				now: t.now, local: t.local, reachable: t.reachableSince}
 			for _, k := range t.cmds {
 				if k.row.ExecutionID == row.ExecutionID && (k.isNew || k.change != nil) {
@@ -712,17 +715,23 @@ const resolveFor = 15 * time.Second
 // whole state, so its size is what each step costs; what one decision can add
 // is bounded by the render budget, so the stored state stays bounded too.
 func (t *txn) encodeState(x *execution) ([]byte, error) {
-	b, err := x.snap.Marshal()
-	if err != nil || len(b) <= t.s.cfg.MaxStateBytes || x.snap.Terminal() {
-		return b, err
+	enc, err := x.snap.Encode(x.base)
+	if err != nil {
+		return nil, err
+	}
+	if x.enc = enc; len(enc.Bytes) <= t.s.cfg.MaxStateBytes || x.snap.Terminal() {
+		return enc.Bytes, nil
 	}
 	msg := fmt.Sprintf("the execution's state grew to %d bytes, over the limit of %d (MaxStateBytes): keep large values in step results (each step's result is kept outside the state) rather than in ctx with set:",
-		len(b), t.s.cfg.MaxStateBytes)
+		len(enc.Bytes), t.s.cfg.MaxStateBytes)
 	if _, _, err := t.advance(x, store.Event{EventType: eventtype.PlaybookFailed, Status: lifecycle.ExecutionFailed,
 		Context: map[string]any{"error": msg}}); err != nil {
 		return nil, err
 	}
-	return x.snap.Marshal()
+	if x.enc, err = x.snap.Encode(x.base); err != nil {
+		return nil, err
+	}
+	return x.enc.Bytes, nil
 }
 
 // lastEventTime is the time of the execution's latest event written here: an

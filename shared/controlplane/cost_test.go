@@ -3,6 +3,7 @@ package controlplane_test
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,15 +29,19 @@ workflow:
     next: [{step: tick, when: "{{ ctx.i < 100000 }}"}]
 `
 
-// cycleRun is an execution of longCycle driven through the service.
+// cycleRun is an execution (of longCycle, most often) driven through the
+// service.
 type cycleRun struct {
 	s  *stack
 	id int64
 	sh *store.Shard
 }
 
-func startCycle(t testing.TB, s *stack) *cycleRun {
-	r, err := s.svc.Register(s.ctx, longCycle)
+func startCycle(t testing.TB, s *stack) *cycleRun { return startRun(t, s, longCycle) }
+
+// startRun registers playbook and starts an execution of it.
+func startRun(t testing.TB, s *stack, playbook string) *cycleRun {
+	r, err := s.svc.Register(s.ctx, playbook)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,5 +152,29 @@ func BenchmarkIngest(b *testing.B) {
 			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 		})
+	}
+}
+
+// TestStateEncodesOnlyWhatChanged: down a chain, each transaction encodes the
+// execution's state against the one the process cached, writing only the
+// steps that changed: by the 30th step, at most the two a step changes (the
+// step that completed, the one it entered) are written afresh.
+func TestStateEncodesOnlyWhatChanged(t *testing.T) {
+	s := newStack(t)
+	var body strings.Builder
+	body.WriteString("apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: chain, path: tests/chain30}\nworkflow:\n")
+	for i := range 30 {
+		fmt.Fprintf(&body, "  - step: s%02d\n    tool: {kind: noop}\n", i)
+		if i < 29 {
+			fmt.Fprintf(&body, "    next: s%02d\n", i+1)
+		}
+	}
+	c := startRun(t, s, body.String())
+	for range 29 {
+		c.visit(t)
+	}
+	copied, ok := s.svc.StepsCopied(c.id)
+	if !ok || copied < 28 {
+		t.Fatalf("the 30th step's state copied %d steps (cached %v), want at least 28 of 30", copied, ok)
 	}
 }

@@ -21,3 +21,15 @@ func (s *Service) LagClock(id int64, d time.Duration) bool {
 	e.local = e.local.Add(d)
 	return true
 }
+
+// StepsCopied is how many steps the cached state of execution id copied
+// from the encoding before it; false when the cache holds no encoding of it.
+func (s *Service) StepsCopied(id int64) (int, bool) {
+	s.snaps.mu.Lock()
+	defer s.snaps.mu.Unlock()
+	el := s.snaps.byID[id]
+	if el == nil || el.Value.(*snapEntry).enc == nil {
+		return 0, false
+	}
+	return el.Value.(*snapEntry).enc.Copied(), true
+}

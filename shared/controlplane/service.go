@@ -66,8 +66,8 @@ type Config struct {
 	PlaybookCacheBytes int
 	// IDBlock is how many event ids one sequence round trip mints; default 256.
 	IDBlock int
-	// SnapshotCacheBytes bounds the decoded snapshots kept per process (by
-	// their encoded size); default 16 MiB.
+	// SnapshotCacheBytes bounds the snapshots kept per process, decoded and
+	// with their encodings (counted by the encoding's size); default 16 MiB.
 	SnapshotCacheBytes int
 	// MaxStateBytes bounds an execution's encoded state (its snapshot): a
 	// step that takes it past the bound fails the execution, naming it;

@@ -33,6 +33,10 @@ type snapEntry struct {
 	seq  int64
 	size int
 	snap *engine.Snapshot
+	// enc is snap's encoding (nil when this txn did not encode it): the
+	// next state of the execution is encoded against it, copying the steps
+	// that did not change. It is what size counts.
+	enc *engine.Encoded
 	// What the committing txn knew besides the state, for a txn that
 	// assumes it (txn.assume): the row as written (State left out), the
 	// command rows it wrote, the database clock it read and when (local,
@@ -48,20 +52,20 @@ func newSnapCache(budget int) *snapCache {
 	return &snapCache{budget: budget, lru: list.New(), byID: map[int64]*list.Element{}, byIssued: map[int64]int64{}}
 }
 
-// get returns the snapshot of execution id at seq, or nil.
-func (c *snapCache) get(id, seq int64) *engine.Snapshot {
+// get returns the entry of execution id at seq, if kept.
+func (c *snapCache) get(id, seq int64) (snapEntry, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el := c.byID[id]
 	if el == nil {
-		return nil
+		return snapEntry{}, false
 	}
 	e := el.Value.(*snapEntry)
 	if e.seq != seq {
-		return nil
+		return snapEntry{}, false
 	}
 	c.lru.MoveToFront(el)
-	return e.snap
+	return *e, true
 }
 
 // pin returns the cached snapshots of ids with their seqs. A txn keeps

@@ -16,9 +16,11 @@ import (
 
 // Marshal encodes the snapshot canonically.
 func (s *Snapshot) Marshal() ([]byte, error) {
-	w := &objWriter{b: make([]byte, 0, 512)}
-	s.write(w)
-	return w.b, w.err
+	e, err := s.Encode(nil)
+	if err != nil {
+		return nil, err
+	}
+	return e.Bytes, nil
 }
 
 // objWriter appends one JSON object's fields, remembering the first error.
@@ -148,14 +150,14 @@ func writeMap[T any, V interface {
 	w.first = false
 }
 
-func (s *Snapshot) write(w *objWriter) {
+func (s *Snapshot) write(w *objWriter, prev, e *Encoded) {
 	w.open()
 	w.str("status", s.Status, true)
 	w.int("seq", s.Seq, false)
 	w.time("started_at", s.StartedAt)
 	w.time("ended_at", s.EndedAt)
 	w.object("ctx", s.Ctx)
-	writeMap(w, "steps", s.Steps)
+	s.writeSteps(w, prev, e)
 	writeMap(w, "commands", s.Commands)
 	w.strings("failed_steps", s.FailedSteps)
 	w.str("error", s.Error, true)

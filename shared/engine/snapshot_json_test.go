@@ -3,7 +3,9 @@ package engine_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,9 +52,13 @@ workflow:
 	checked := 0
 	for name, body := range bodies {
 		pb := parse(t, body)
-		for seed := range 20 {
-			rng := rand.New(rand.NewPCG(uint64(seed), 11))
+		for seed := range 40 {
+			rng := rand.New(rand.NewPCG(uint64(seed/2), 11))
 			s := enginetest.New(pb, 500+int64(seed))
+			// Half the runs fold into clones, as the control plane's cache
+			// does, so unchanged steps share their values and are copied
+			// (the Sim checks each copy against the whole encoding).
+			s.Cached = seed%2 == 1
 			s.Rand = rng
 			s.Default = enginetest.RandomFaults(rng, pb, 6)
 			s.Observe = func(_ engine.Event, _ *engine.Outcome, b []byte) {
@@ -91,7 +97,66 @@ workflow:
 			t.Fatalf("%s:\n got %s %v\nwant %s", name, got, err, reflected(t, s))
 		}
 	}
-	if checked < 1000 {
+	if checked < 2000 {
 		t.Fatalf("only %d snapshots checked", checked)
+	}
+}
+
+// TestEncodeCopiesUnchangedSteps: a snapshot encoded against the last one
+// writes only the steps that changed and copies the rest, byte for byte as
+// the whole encoding; a step added or removed changes only itself.
+func TestEncodeCopiesUnchangedSteps(t *testing.T) {
+	var body strings.Builder
+	body.WriteString("workflow:\n")
+	for i := range 30 {
+		fmt.Fprintf(&body, "  - step: s%02d\n    tool: {kind: noop, result: {i: %d}}\n", i, i)
+		if i < 29 {
+			fmt.Fprintf(&body, "    next: s%02d\n", i+1)
+		}
+	}
+	s := enginetest.New(parse(t, body.String()), 77)
+	s.Cached = true
+	if err := s.Start(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RunToEnd(1000); err != nil {
+		t.Fatal(err)
+	}
+	last, err := engine.UnmarshalSnapshot(s.Stored)
+	if err != nil || len(last.Steps) != 30 {
+		t.Fatalf("%d steps, %v", len(last.Steps), err)
+	}
+	prev, err := last.Encode(nil)
+	if err != nil || prev.Copied() != 0 || !bytes.Equal(prev.Bytes, s.Stored) {
+		t.Fatalf("the first encoding copied %d steps (%v) or differs from the stored one", prev.Copied(), err)
+	}
+	for _, c := range []struct {
+		name   string
+		change func(*engine.Snapshot)
+		copied int
+	}{
+		{"nothing", func(*engine.Snapshot) {}, 30},
+		{"one step's error", func(n *engine.Snapshot) { n.Steps["s07"].Error = "boom" }, 29},
+		{"one step's result", func(n *engine.Snapshot) { n.Steps["s07"].Result = map[string]any{"i": int64(7)} }, 29},
+		{"a step added", func(n *engine.Snapshot) { n.Steps["s07a"] = &engine.StepState{Status: engine.StepPending} }, 30},
+		{"a step removed", func(n *engine.Snapshot) { delete(n.Steps, "s00") }, 29},
+		{"ctx only", func(n *engine.Snapshot) { n.Ctx = map[string]any{"k": "v"} }, 30},
+	} {
+		next := prev.Snapshot().Clone()
+		c.change(next)
+		enc, err := next.Encode(prev)
+		whole, werr := next.Marshal()
+		if err != nil || werr != nil || !bytes.Equal(enc.Bytes, whole) {
+			t.Fatalf("%s: encoded against the last one, not as the whole encoding (%v, %v)", c.name, err, werr)
+		}
+		if got := enc.Copied(); got != c.copied {
+			t.Errorf("%s: copied %d steps, want %d", c.name, got, c.copied)
+		}
+	}
+	// Encoding a snapshot against its own encoding copies nothing: it may
+	// have changed in place since.
+	same := prev.Snapshot()
+	if again, err := same.Encode(prev); err != nil || again.Copied() != 0 {
+		t.Errorf("encoded against itself: copied %d steps (%v)", again.Copied(), err)
 	}
 }

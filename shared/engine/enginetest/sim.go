@@ -6,6 +6,7 @@
 package enginetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -72,7 +73,13 @@ type Sim struct {
 	Rand *rand.Rand
 	// Observe, when set, sees every Handle call's outcome with the snapshot bytes.
 	Observe func(trigger engine.Event, out *engine.Outcome, snapshot []byte)
-	nextID  int64
+	// Cached folds each event into a clone of the last snapshot, as the
+	// control plane's snapshot cache does, instead of decoding Stored.
+	Cached bool
+	// last is the last snapshot with its encoding: every snapshot is encoded
+	// against it, and must come out as its whole encoding does.
+	last   *engine.Encoded
+	nextID int64
 	// NeedRetries counts Handle calls answered with NeedResultsError.
 	NeedRetries int
 }
@@ -148,9 +155,9 @@ func (s *Sim) post(ev engine.Event) (*engine.Outcome, error) {
 	ev.Time = s.Clock
 	in := engine.Inputs{Results: map[engine.ResultKey]any{}, NewID: s.newID}
 	for round := 0; ; round++ {
-		snap, err := engine.UnmarshalSnapshot(s.Stored)
+		snap, err := s.snapshot()
 		if err != nil {
-			return nil, fmt.Errorf("decode snapshot: %w", err)
+			return nil, err
 		}
 		out, err := s.Engine.Handle(s.PB, s.Run, snap, ev, in)
 		var need *engine.NeedResultsError
@@ -168,13 +175,50 @@ func (s *Sim) post(ev engine.Event) (*engine.Outcome, error) {
 		if err != nil {
 			return nil, err
 		}
-		b, err := snap.Marshal()
+		b, err := s.encode(snap)
 		if err != nil {
 			return nil, err
 		}
 		s.commit(ev, out, b)
 		return out, nil
 	}
+}
+
+// snapshot is the state an event folds into: Stored decoded, or with Cached
+// a clone of the last snapshot.
+func (s *Sim) snapshot() (*engine.Snapshot, error) {
+	if s.Cached && s.last != nil && bytes.Equal(s.last.Bytes, s.Stored) {
+		return s.last.Snapshot().Clone(), nil
+	}
+	snap, err := engine.UnmarshalSnapshot(s.Stored)
+	if err != nil {
+		return nil, fmt.Errorf("decode snapshot: %w", err)
+	}
+	return snap, nil
+}
+
+// encode encodes snap against the last snapshot, and checks that comes out
+// as its whole encoding.
+func (s *Sim) encode(snap *engine.Snapshot) ([]byte, error) {
+	enc, err := snap.Encode(s.last)
+	if err != nil {
+		return nil, err
+	}
+	whole, err := snap.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(enc.Bytes, whole) {
+		i := 0
+		for i < min(len(enc.Bytes), len(whole)) && enc.Bytes[i] == whole[i] {
+			i++
+		}
+		from := max(i-60, 0)
+		return nil, fmt.Errorf("the snapshot encoded against the last one differs from its whole encoding at byte %d:\n…%s\n…%s",
+			i, enc.Bytes[from:min(i+60, len(enc.Bytes))], whole[from:min(i+60, len(whole))])
+	}
+	s.last = enc
+	return enc.Bytes, nil
 }
 
 func (s *Sim) commit(ev engine.Event, out *engine.Outcome, snapshot []byte) {
