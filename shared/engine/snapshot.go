@@ -195,8 +195,16 @@ func (s *Snapshot) Clone() *Snapshot {
 	c := *s
 	c.Ctx = s.Ctx
 	c.Steps = make(map[string]*StepState, len(s.Steps))
+	// One allocation for all the copies: a long chain has thousands of steps,
+	// and a clone is made at every event.
+	copies := make([]StepState, 0, len(s.Steps))
 	for name, st := range s.Steps {
-		cp := *st
+		if st == nil {
+			c.Steps[name] = nil
+			continue
+		}
+		copies = append(copies, *st)
+		cp := &copies[len(copies)-1]
 		cp.Ledger = slices.Clone(st.Ledger)
 		if st.ResultRef != nil {
 			ref := *st.ResultRef
@@ -210,7 +218,7 @@ func (s *Snapshot) Clone() *Snapshot {
 			}
 			cp.Visit = &v
 		}
-		c.Steps[name] = &cp
+		c.Steps[name] = cp
 	}
 	c.Commands = make(map[string]*CommandState, len(s.Commands))
 	for id, cs := range s.Commands {

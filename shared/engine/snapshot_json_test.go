@@ -160,3 +160,41 @@ func TestEncodeCopiesUnchangedSteps(t *testing.T) {
 		t.Errorf("encoded against itself: copied %d steps (%v)", again.Copied(), err)
 	}
 }
+
+// TestCloneIsIndependent: what Handle and Apply change in a clone — a step's
+// fields, its visit, loop, result reference and ledger, the steps map itself
+// — leaves the snapshot it was cloned from as it was (the control plane's
+// cache shares that one between transactions).
+func TestCloneIsIndependent(t *testing.T) {
+	orig := &engine.Snapshot{Status: "RUNNING", Steps: map[string]*engine.StepState{"gone": nil}, Commands: map[string]*engine.CommandState{}}
+	for _, name := range []string{"a", "b", "c"} {
+		orig.Steps[name] = &engine.StepState{Status: engine.StepRunning, Visits: 1,
+			ResultRef: &engine.ResultKey{Kind: engine.KindStepResult, Step: name, Visit: 1},
+			Ledger:    []engine.FiredArc{{From: "x"}},
+			Visit:     &engine.Visit{N: 1, InFlight: 2, Loop: &engine.LoopState{Total: 3, Issued: 2}}}
+	}
+	orig.Commands["c1"] = &engine.CommandState{Step: "a", Status: "pending"}
+	before, err := orig.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := orig.Clone()
+	for name, st := range c.Steps {
+		if st == nil {
+			continue
+		}
+		st.Status, st.Visits, st.Error = engine.StepCompleted, 2, "e"+name
+		st.ResultRef.Visit = 2
+		st.Ledger[0].From = "y"
+		st.Visit.InFlight, st.Visit.Loop.Done = 0, 3
+	}
+	c.Steps["new"] = &engine.StepState{Status: engine.StepPending}
+	delete(c.Steps, "gone")
+	c.Commands["c1"].Status = "claimed"
+	if after, _ := orig.Marshal(); !bytes.Equal(before, after) {
+		t.Fatalf("changing the clone changed the original:\n%s\n%s", before, after)
+	}
+	if st := c.Steps["b"]; st == orig.Steps["b"] || st.Error != "eb" {
+		t.Fatal("the clone's steps are the original's")
+	}
+}
