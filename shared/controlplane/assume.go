@@ -138,10 +138,18 @@ func claimableIn(pins map[int64]snapEntry, ev int64) *store.Command {
 	return nil
 }
 
+// withAssumedOrLocked runs fn in a txn that assumes ls when it can
+// (withAssumed), and on the lock path (withTx) when that txn did not commit.
+func (s *Service) withAssumedOrLocked(ctx context.Context, sh *store.Shard, ls *store.LockSet, fn func(*txn) error) error {
+	if done, err := s.withAssumed(ctx, sh, ls, fn); done {
+		return err
+	}
+	return s.withTx(ctx, sh, ls, fn)
+}
+
 // withAssumed runs fn in a txn that assumes ls (assume) when it can, and
-// says whether that txn committed; when it did not, nothing was written and
-// the caller runs fn on the lock path (withTx). A COMMIT whose outcome is
-// unknown is not run again: its error is returned.
+// says whether that txn committed; when it did not, nothing was written. A
+// COMMIT whose outcome is unknown is not run again: its error is returned.
 func (s *Service) withAssumed(ctx context.Context, sh *store.Shard, ls *store.LockSet, fn func(*txn) error) (bool, error) {
 	t, err := s.begin(ctx, sh)
 	if err != nil {

@@ -105,11 +105,7 @@ func (s *Service) Claim(ctx context.Context, eventID int64, workerID string, sta
 		}
 		return err
 	}
-	done, err := s.withAssumed(ctx, sh, ls, body)
-	if !done {
-		err = s.withTx(ctx, sh, ls, body)
-	}
-	if err != nil {
+	if err := s.withAssumedOrLocked(ctx, sh, ls, body); err != nil {
 		return nil, err
 	}
 	if refusal != nil {

@@ -328,11 +328,7 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 		}
 		return nil
 	}
-	done, err := s.withAssumed(ctx, sh, ls, body)
-	if !done {
-		err = s.withTx(ctx, sh, ls, body)
-	}
-	if err != nil {
+	if err := s.withAssumedOrLocked(ctx, sh, ls, body); err != nil {
 		return nil, err
 	}
 	for i, o := range outcomes {
