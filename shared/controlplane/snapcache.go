@@ -97,6 +97,10 @@ func (c *snapCache) executionOf(issuedEventID int64) (int64, bool) {
 func (c *snapCache) put(e snapEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.keep(e)
+}
+
+func (c *snapCache) keep(e snapEntry) {
 	c.remove(e.id)
 	if e.size > c.budget/4 {
 		return // one huge execution must not evict everything else
@@ -113,13 +117,13 @@ func (c *snapCache) put(e snapEntry) {
 	}
 }
 
-// restore puts e back unless a newer entry of its execution is there.
+// restore puts e back unless an entry of its execution is there (a newer
+// one, put since e was taken).
 func (c *snapCache) restore(e snapEntry) {
 	c.mu.Lock()
-	have := c.byID[e.id]
-	c.mu.Unlock()
-	if have == nil {
-		c.put(e)
+	defer c.mu.Unlock()
+	if c.byID[e.id] == nil {
+		c.keep(e)
 	}
 }
 

@@ -190,7 +190,8 @@ func (s *Snapshot) normalise() {
 
 // Clone returns a copy that Handle and Apply can change without touching s.
 // JSON values (results, ctx, arc sets, envelopes) are shared: the engine
-// never changes a value in place (setPath copies the maps along its path).
+// never changes a value in place (setPath copies the maps along its path),
+// and Encode relies on that to copy an unchanged step's bytes.
 func (s *Snapshot) Clone() *Snapshot {
 	c := *s
 	c.Ctx = s.Ctx
@@ -214,9 +215,15 @@ func (s *Snapshot) Clone() *Snapshot {
 			v := *st.Visit
 			if v.Loop != nil {
 				l := *v.Loop
+				l.Kept = slices.Clone(l.Kept)
 				v.Loop = &l
 			}
 			cp.Visit = &v
+		}
+		if st.Kept != nil {
+			k := *st.Kept
+			k.Indexes = slices.Clone(k.Indexes)
+			cp.Kept = &k
 		}
 		c.Steps[name] = cp
 	}

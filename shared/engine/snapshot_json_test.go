@@ -162,8 +162,8 @@ func TestEncodeCopiesUnchangedSteps(t *testing.T) {
 }
 
 // TestCloneIsIndependent: what Handle and Apply change in a clone — a step's
-// fields, its visit, loop, result reference and ledger, the steps map itself
-// — leaves the snapshot it was cloned from as it was (the control plane's
+// fields, its visit, loop, result reference, ledger and kept iterations, the
+// steps map itself — leaves the snapshot it was cloned from as it was (the control plane's
 // cache shares that one between transactions).
 func TestCloneIsIndependent(t *testing.T) {
 	orig := &engine.Snapshot{Status: "RUNNING", Steps: map[string]*engine.StepState{"gone": nil}, Commands: map[string]*engine.CommandState{}}
@@ -171,7 +171,8 @@ func TestCloneIsIndependent(t *testing.T) {
 		orig.Steps[name] = &engine.StepState{Status: engine.StepRunning, Visits: 1,
 			ResultRef: &engine.ResultKey{Kind: engine.KindStepResult, Step: name, Visit: 1},
 			Ledger:    []engine.FiredArc{{From: "x"}},
-			Visit:     &engine.Visit{N: 1, InFlight: 2, Loop: &engine.LoopState{Total: 3, Issued: 2}}}
+			Visit:     &engine.Visit{N: 1, InFlight: 2, Loop: &engine.LoopState{Total: 3, Issued: 2, Kept: []int{0}}},
+			Kept:      &engine.KeptIterations{Visit: 1, Indexes: []int{0}}}
 	}
 	orig.Commands["c1"] = &engine.CommandState{Step: "a", Status: "pending"}
 	before, err := orig.Marshal()
@@ -186,7 +187,8 @@ func TestCloneIsIndependent(t *testing.T) {
 		st.Status, st.Visits, st.Error = engine.StepCompleted, 2, "e"+name
 		st.ResultRef.Visit = 2
 		st.Ledger[0].From = "y"
-		st.Visit.InFlight, st.Visit.Loop.Done = 0, 3
+		st.Visit.InFlight, st.Visit.Loop.Done, st.Visit.Loop.Kept[0] = 0, 3, 1
+		st.Kept.Visit, st.Kept.Indexes[0] = 2, 1
 	}
 	c.Steps["new"] = &engine.StepState{Status: engine.StepPending}
 	delete(c.Steps, "gone")
