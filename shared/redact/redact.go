@@ -39,7 +39,7 @@ var (
 func SecretKey(key string) bool {
 	k := strings.ReplaceAll(strings.ToLower(key), "-", "_")
 	for _, s := range secretKeys {
-		if k == s || strings.HasSuffix(k, "_"+s) {
+		if k == s || strings.HasSuffix(k, s) && k[len(k)-len(s)-1] == '_' { // no "_"+s built per key
 			return true
 		}
 	}

@@ -53,3 +53,18 @@ func TestValueKeeps(t *testing.T) {
 		t.Error("an untouched map should not be copied")
 	}
 }
+
+// TestSecretKey: a secret's name alone or as the last part of a name after
+// an underscore (or a hyphen), in any case; a name that only ends in the
+// letters is not one.
+func TestSecretKey(t *testing.T) {
+	for key, want := range map[string]bool{
+		"password": true, "DB-Password": true, "db_password": true, "_token": true, "x_api_key": true,
+		"apikey": true, "Authorization": true, "xpassword": false, "subtoken": false, "password_hint": false,
+		"": false, "_": false, "token_": false,
+	} {
+		if got := SecretKey(key); got != want {
+			t.Errorf("SecretKey(%q) = %v, want %v", key, got, want)
+		}
+	}
+}
