@@ -19,9 +19,10 @@ import (
 type Encoded struct {
 	Bytes  []byte
 	snap   *Snapshot
-	names  []string // the step names, sorted, as written
-	spans  []span   // names[i]'s value in Bytes
-	copied int      // steps copied from the previous encoding
+	names  []string     // the step names, sorted, as written
+	steps  []*StepState // snap's state of names[i]
+	spans  []span       // names[i]'s value in Bytes
+	copied int          // steps copied from the previous encoding
 }
 
 type span struct{ from, to int }
@@ -62,11 +63,10 @@ func (s *Snapshot) writeSteps(w *objWriter, prev, e *Encoded) {
 	if len(s.Steps) == 0 {
 		return
 	}
-	e.names = stepNames(s.Steps, prev)
+	was := e.order(s.Steps, prev)
 	e.spans = make([]span, len(e.names))
 	w.key("steps")
 	w.b = append(w.b, '{')
-	j := 0 // prev.names is sorted too: walk both in step
 	for i, name := range e.names {
 		if i > 0 {
 			w.b = append(w.b, ',')
@@ -74,10 +74,9 @@ func (s *Snapshot) writeSteps(w *objWriter, prev, e *Encoded) {
 		w.b = jsonx.AppendString(w.b, name)
 		w.b = append(w.b, ':')
 		from := len(w.b)
-		st := s.Steps[name]
-		switch old, ok := prev.find(name, &j); {
-		case ok && stepUnchanged(prev.snap.Steps[name], st):
-			w.b = append(w.b, prev.Bytes[old.from:old.to]...)
+		switch st, k := e.steps[i], was[i]; {
+		case k >= 0 && stepUnchanged(prev.steps[k], st):
+			w.b = append(w.b, prev.Bytes[prev.spans[k].from:prev.spans[k].to]...)
 			e.copied++
 		case st == nil:
 			w.b = append(w.b, "null"...)
@@ -90,36 +89,45 @@ func (s *Snapshot) writeSteps(w *objWriter, prev, e *Encoded) {
 	w.first = false
 }
 
-// stepNames is steps' keys sorted: prev's list when the set is the same.
-func stepNames(steps map[string]*StepState, prev *Encoded) []string {
-	if prev != nil && len(prev.names) == len(steps) {
-		same := true
-		for _, name := range prev.names {
-			if _, ok := steps[name]; !ok {
-				same = false
-				break
+// order sets e.names to steps' keys sorted and e.steps to their states, and
+// returns where each stood in prev (-1: not there). With prev, only the steps
+// added since are sorted (a chain adds one a step), and merged into its order.
+func (e *Encoded) order(steps map[string]*StepState, prev *Encoded) (was []int) {
+	e.names, e.steps, was = make([]string, 0, len(steps)), make([]*StepState, 0, len(steps)), make([]int, 0, len(steps))
+	var added []string
+	if prev == nil {
+		added = slices.Sorted(maps.Keys(steps))
+	} else {
+		for name := range steps {
+			if _, ok := prev.snap.Steps[name]; !ok {
+				added = append(added, name)
 			}
 		}
-		if same {
-			return prev.names
+		slices.Sort(added)
+	}
+	take := func(name string, st *StepState, k int) {
+		e.names, e.steps, was = append(e.names, name), append(e.steps, st), append(was, k)
+	}
+	a := 0
+	if prev != nil {
+		for k, name := range prev.names {
+			st, ok := steps[name]
+			if !ok {
+				continue // removed since
+			}
+			for ; a < len(added) && added[a] < name; a++ {
+				take(added[a], steps[added[a]], -1)
+			}
+			take(name, st, k)
 		}
 	}
-	return slices.Sorted(maps.Keys(steps))
-}
-
-// find returns where step name's value lies in e, advancing *j along
-// e.names (names are looked up in sorted order).
-func (e *Encoded) find(name string, j *int) (span, bool) {
-	if e == nil {
-		return span{}, false
+	for ; a < len(added); a++ {
+		take(added[a], steps[added[a]], -1)
 	}
-	for *j < len(e.names) && e.names[*j] < name {
-		*j++
+	if len(e.names) != len(steps) {
+		return e.order(steps, nil) // prev's snapshot changed after it was encoded: compare nothing
 	}
-	if *j < len(e.names) && e.names[*j] == name {
-		return e.spans[*j], true
-	}
-	return span{}, false
+	return was
 }
 
 // stepUnchanged reports whether a and b encode the same. JSON values are

@@ -153,6 +153,18 @@ func TestEncodeCopiesUnchangedSteps(t *testing.T) {
 			t.Errorf("%s: copied %d steps, want %d", c.name, got, c.copied)
 		}
 	}
+	// A step added to an encoded snapshot (which must not change) is not
+	// lost: the order is made afresh.
+	changed, err := prev.Snapshot().Clone().Encode(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed.Snapshot().Steps["zz"] = &engine.StepState{Status: engine.StepPending}
+	next := changed.Snapshot().Clone()
+	enc, err := next.Encode(changed)
+	if whole, _ := next.Marshal(); err != nil || !bytes.Equal(enc.Bytes, whole) {
+		t.Fatalf("a step added to the encoded snapshot: not the whole encoding (%v)", err)
+	}
 	// Encoding a snapshot against its own encoding copies nothing: it may
 	// have changed in place since.
 	same := prev.Snapshot()
