@@ -110,7 +110,7 @@ func (s *Service) Report(ctx context.Context, r Report) (*ReportOutcome, error) 
 		wg sync.WaitGroup
 		mu sync.Mutex
 	)
-	reportShard := func(sh *store.Shard, execs map[int64][]int) {
+	runShard := func(sh *store.Shard, execs map[int64][]int) {
 		cmds := s.reportShard(ctx, sh, r, report{execs: execs, claims: claims[sh]}, prepared, out, budget)
 		mu.Lock()
 		out.Commands = append(out.Commands, cmds...)
@@ -118,10 +118,10 @@ func (s *Service) Report(ctx context.Context, r Report) (*ReportOutcome, error) 
 	}
 	for sh, execs := range byShard {
 		if len(byShard) == 1 {
-			reportShard(sh, execs) // no goroutine to hand the work to and wait for
+			runShard(sh, execs) // no goroutine to hand the work to and wait for
 			break
 		}
-		wg.Go(func() { reportShard(sh, execs) })
+		wg.Go(func() { runShard(sh, execs) })
 	}
 	wg.Wait()
 	return out, unavailable(out)

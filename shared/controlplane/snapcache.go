@@ -35,7 +35,8 @@ type snapEntry struct {
 	snap *engine.Snapshot
 	// enc is snap's encoding (nil when this txn did not encode it): the
 	// next state of the execution is encoded against it, copying the steps
-	// that did not change. It is what size counts.
+	// that did not change. size counts its bytes (and the payloads of the
+	// claimable commands in cmds).
 	enc *engine.Encoded
 	// What the committing txn knew besides the state, for a txn that
 	// assumes it (txn.assume): the row as written (State left out), the
