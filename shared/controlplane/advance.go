@@ -61,6 +61,9 @@ type txn struct {
 	// handed and yielded are the executions eager dispatch handed a command
 	// (once per command) and those whose burst was spent (dispatch.go).
 	handed, yielded []int64
+	// deferred are the commands issued here whose execution yielded: not
+	// announced, queued for a later report to hand out (dispatch.go).
+	deferred []string
 	// assumed: the executions and commands were taken from the process's
 	// cache, not read (assume.go).
 	assumed bool
@@ -559,6 +562,9 @@ func (t *txn) commit() error {
 	}
 	if t.s.cfg.Publisher != nil {
 		announced := map[string]bool{}
+		for _, id := range t.deferred {
+			announced[id] = true
+		}
 		for _, id := range t.announce {
 			k := t.cmds[id]
 			if k == nil || k.row.Status != store.CommandPending || announced[id] {
@@ -628,6 +634,7 @@ func (t *txn) commit() error {
 		t.s.fair.announced(poolOf(t.execs[m.ExecutionID].row), m.EventID, m.ExecutionID, time.Now())
 	}
 	t.s.fair.handed(t.handed, t.yielded)
+	t.deferCommitted()
 	published := t.s.publish(ctx, t.sh, t.ch.Outbox)
 	for _, x := range t.order {
 		if lifecycle.ExecutionEnded(x.row.Status) {

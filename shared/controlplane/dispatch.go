@@ -1,31 +1,45 @@
 package controlplane
 
 import (
+	"context"
 	"sync"
 	"time"
+
+	"github.com/noetl-go/noetl/shared/store"
 )
 
 // Fair dispatch. Eager dispatch hands a worker the command its own report
 // just issued, so a running chain never waits — and, under load, chains
 // already running take every free slot while commands announced on NATS
-// (a new execution's first step, a chain that yielded) wait behind them:
-// the step-cycle tail grows far past its median. So an execution gets at most
-// dispatchBurst commands in a row by eager dispatch while commands of its pool
-// are waiting; its next one is announced instead and queues behind them, and
-// the stream (first in, first out) and the claims in the workers' reports
-// serve the longest-waiting command first. With nothing waiting for a slot
-// (a chain on its own, or fewer chains than slots) nothing changes.
+// (a new execution's first step) wait behind them: the step-cycle tail grows
+// far past its median. So an execution gets at most dispatchBurst commands
+// in a row by eager dispatch while commands of its pool are waiting; then it
+// yields: its report's slot goes to the longest-waiting command, and its own
+// next one waits in turn. With nothing waiting for a slot (a chain on its
+// own, or fewer chains than slots) nothing changes.
+//
+// A yielded command is deferred, not announced: it waits in this process's
+// queue (deferred, first in, first out) and a later report that yields, or
+// that has slots to spare, takes it — claimed in that report's transaction
+// and handed out in its answer, as eager dispatch hands out its own. So a
+// yielded step costs a claim more than one handed back, and no notification
+// (its outbox row, the publish, the mark, the worker's fetch and claim). A
+// command announced on NATS that has waited longer than the oldest deferred
+// one is served first: the report leaves its slot to the worker's claim.
+// When no report takes deferred commands for idleFor (the chains that
+// reported here have ended, or report elsewhere), this process announces
+// them all (announceStranded); if it stops, the drain announces them again
+// (lifecycle.ReannounceDue), as any pending command.
 //
 // The burst sets the tail: with more executions than slots a yielded command
-// waits behind all those queued, and the queue moves one claim per burst+1
-// steps, so the longest cycle is about burst+1 times the average. A queued
-// step costs a notification and a claim more than one handed back
+// waits behind all those queued, and the queue moves one command per burst+1
+// steps, so the longest cycle is about burst+1 times the average
 // (docs/step-path.md, "Fair dispatch", has both measured).
 //
-// What waits is what this process announced and no claim it served has taken
-// yet: a view of its own, as the snapshot cache is. Another process's
-// announcements are not seen; a command claimed elsewhere leaves the view
-// after waitingFor.
+// What waits is what this process announced or deferred and no claim it
+// served has taken yet: a view of its own, as the snapshot cache is. Another
+// process's are not seen; a command claimed elsewhere leaves the view after
+// waitingFor.
 
 // dispatchBurst bounds the commands one execution gets in a row by eager
 // dispatch while others wait: one, so under load a chain alternates between
@@ -46,34 +60,147 @@ const maxTracked = 100_000
 
 type dispatch struct {
 	mu sync.Mutex
-	// waiting: pool → issued event id → when it was announced, and of
-	// which execution.
+	// waiting: pool → issued event id → when it was announced or
+	// deferred, and of which execution.
 	waiting map[string]map[int64]announcement
 	// bursts: execution → commands handed out in a row by eager dispatch.
 	bursts map[int64]int
+	// deferred: pool → the deferred commands, oldest first. One no longer
+	// in waiting was claimed (or forgotten) and is dropped when reached.
+	deferred map[string][]deferredCmd
+	// asked: pool → when a report of it last came (a chain that reports
+	// yields within a burst or two); armed, whether announceStranded is
+	// scheduled.
+	asked map[string]time.Time
+	armed bool
 }
 
 func newDispatch() *dispatch {
-	return &dispatch{waiting: map[string]map[int64]announcement{}, bursts: map[int64]int{}}
+	return &dispatch{waiting: map[string]map[int64]announcement{}, bursts: map[int64]int{},
+		deferred: map[string][]deferredCmd{}, asked: map[string]time.Time{}}
 }
 
-// announcement is one waiting command: when it was announced, and its
-// execution.
+// announcement is one waiting command: when it was announced (or deferred),
+// of which execution, and whether it was deferred.
 type announcement struct {
-	at   time.Time
-	exec int64
+	at       time.Time
+	exec     int64
+	deferred bool
+}
+
+// deferredCmd is a deferred command: its command.issued event id, its
+// execution, and since when it waits.
+type deferredCmd struct {
+	ev, exec int64
+	at       time.Time
 }
 
 // announced records a command announced on NATS (published after commit).
 func (d *dispatch) announced(pool string, issuedEventID, exec int64, at time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.waitingLocked(pool)[issuedEventID] = announcement{at: at, exec: exec}
+}
+
+func (d *dispatch) waitingLocked(pool string) map[int64]announcement {
 	w := d.waiting[pool]
 	if w == nil || len(w) >= maxTracked {
 		w = map[int64]announcement{}
 		d.waiting[pool] = w
 	}
-	w[issuedEventID] = announcement{at: at, exec: exec}
+	return w
+}
+
+// deferCmds queues committed yielded commands, unannounced; it says whether
+// announceStranded must be scheduled.
+func (d *dispatch) deferCmds(pool string, cs []deferredCmd) (arm bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	w := d.waitingLocked(pool)
+	for _, c := range cs {
+		w[c.ev] = announcement{at: c.at, exec: c.exec, deferred: true}
+	}
+	if q := d.deferred[pool]; len(q) >= maxTracked {
+		d.deferred[pool] = q[len(q)/2:] // the rest are announced again by the drain
+	}
+	d.deferred[pool] = append(d.deferred[pool], cs...)
+	arm, d.armed = !d.armed, true
+	return arm
+}
+
+// serve takes up to n deferred commands of pool, oldest first, of no
+// execution in skip, each older than every announced command waiting
+// (that one goes to a worker's claim first).
+func (d *dispatch) serve(pool string, n int, skip map[int64]bool) []deferredCmd {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.asked[pool] = time.Now()
+	q := d.deferred[pool]
+	if n <= 0 || len(q) == 0 {
+		return nil
+	}
+	w := d.waiting[pool]
+	var announcedSince time.Time
+	for _, a := range w {
+		if !a.deferred && (announcedSince.IsZero() || a.at.Before(announcedSince)) {
+			announcedSince = a.at
+		}
+	}
+	var out []deferredCmd
+	kept := q[:0]
+	for _, c := range q {
+		switch a, ok := w[c.ev]; {
+		case !ok || !a.deferred:
+			// claimed, forgotten, or announced since: not served from here
+		case len(out) < n && !skip[c.exec] && (announcedSince.IsZero() || c.at.Before(announcedSince)):
+			out = append(out, c)
+		default:
+			kept = append(kept, c)
+		}
+	}
+	clear(q[len(kept):])
+	d.deferred[pool] = kept
+	return out
+}
+
+// putBack returns served commands a report did not hand out, at the front.
+func (d *dispatch) putBack(pool string, cs []deferredCmd) {
+	if len(cs) == 0 {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.deferred[pool] = append(cs[:len(cs):len(cs)], d.deferred[pool]...)
+}
+
+// idleFor is how long no report of a pool comes here before this process
+// announces its deferred commands: the reports that hand them out have
+// stopped coming. At W=500 one comes every millisecond or so.
+const idleFor = 100 * time.Millisecond
+
+// stranded takes the deferred commands to announce: all of a pool's, once
+// no report of it came for idleFor and the oldest has waited that long;
+// rearm says whether some remain deferred (announceStranded looks again).
+func (d *dispatch) stranded(now time.Time) (out []deferredCmd, rearm bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for pool, q := range d.deferred {
+		switch {
+		case len(q) == 0:
+			delete(d.deferred, pool)
+		case now.Sub(d.asked[pool]) < idleFor || now.Sub(q[0].at) < idleFor:
+			rearm = true
+		default:
+			for _, c := range q {
+				if a, ok := d.waiting[pool][c.ev]; ok && a.deferred {
+					out = append(out, c)
+				}
+			}
+			delete(d.deferred, pool)
+		}
+	}
+	d.armed = rearm
+	return out, rearm
 }
 
 // claimed records a command given to a worker: it waits no more.
@@ -84,7 +211,7 @@ func (d *dispatch) claimed(pool string, issuedEventID int64) {
 }
 
 // mayHandOut says whether execution id may have its next command by eager
-// dispatch now; false means it yields: the command is announced. Only
+// dispatch now; false means it yields: the command is deferred. Only
 // another execution's command waiting for a slot makes it yield: yielding to
 // its own (a loop's iterations announced at its start) would serve nobody
 // sooner and cost each of them a notification and a claim; nor to one
@@ -136,4 +263,83 @@ func (d *dispatch) ended(id int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.bursts, id)
+}
+
+// announceStranded announces the deferred commands no report takes
+// (dispatch.stranded), and looks again in idleFor while some wait.
+func (s *Service) announceStranded() {
+	cs, rearm := s.fair.stranded(time.Now())
+	if rearm {
+		time.AfterFunc(idleFor, s.announceStranded)
+	}
+	byShard := map[*store.Shard][]int64{}
+	for _, c := range cs {
+		if sh, err := s.st.ShardFor(c.ev); err == nil {
+			byShard[sh] = append(byShard[sh], c.ev)
+		}
+	}
+	for sh, evs := range byShard {
+		ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+		err := s.withTx(ctx, sh, &store.LockSet{IssuedEventIDs: evs}, func(t *txn) error {
+			for _, ev := range evs {
+				if k := t.issuedBy(ev); k != nil && k.row.Status == store.CommandPending {
+					t.announce = append(t.announce, k.row.CommandID)
+				}
+			}
+			return nil
+		})
+		cancel()
+		if err != nil {
+			s.log.Warn("announcing deferred commands failed; the drain announces them again",
+				"shard", sh.Index(), "commands", len(evs), "error", err.Error())
+		}
+	}
+}
+
+// deferCommitted queues the committed txn's deferred commands, and
+// schedules announceStranded if it is not.
+func (t *txn) deferCommitted() {
+	byPool := map[string][]deferredCmd{}
+	now := time.Now()
+	for _, id := range t.deferred {
+		if k := t.cmds[id]; k != nil && k.row.Status == store.CommandPending {
+			pool := poolOf(t.execs[k.row.ExecutionID].row)
+			byPool[pool] = append(byPool[pool], deferredCmd{ev: k.row.IssuedEventID, exec: k.row.ExecutionID, at: now})
+		}
+	}
+	for pool, cs := range byPool {
+		if t.s.fair.deferCmds(pool, cs) {
+			time.AfterFunc(idleFor, t.s.announceStranded)
+		}
+	}
+}
+
+// yieldsOf decides, before a report's transactions, which of its executions
+// yield (their next command is deferred) and which deferred commands take
+// their slots and the worker's spare ones (Take beyond one per execution
+// reported), by shard; a shard with only served commands gets a part in
+// byShard.
+func (s *Service) yieldsOf(r Report, byShard map[*store.Shard]map[int64][]int) (map[int64]bool, map[*store.Shard][]deferredCmd) {
+	yields, reported := map[int64]bool{}, map[int64]bool{}
+	now := time.Now()
+	for _, execs := range byShard {
+		for id := range execs {
+			reported[id] = true
+			if !s.fair.mayHandOut(r.Pool, id, now) {
+				yields[id] = true
+			}
+		}
+	}
+	served := map[*store.Shard][]deferredCmd{}
+	for _, c := range s.fair.serve(r.Pool, len(yields)+max(0, r.Take-len(reported)), reported) {
+		sh, err := s.st.ShardFor(c.ev)
+		if err != nil {
+			continue
+		}
+		served[sh] = append(served[sh], c)
+		if byShard[sh] == nil {
+			byShard[sh] = map[int64][]int{}
+		}
+	}
+	return yields, served
 }

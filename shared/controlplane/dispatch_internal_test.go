@@ -77,3 +77,70 @@ func TestFairDispatchPolicy(t *testing.T) {
 		t.Fatal("a burst does not start again after yielding")
 	}
 }
+
+// TestFairDispatchServesDeferred: what a report's free slots take from the
+// deferred queue: the oldest first, never the reporting executions' own,
+// none while an announced command has waited longer (that one goes to a
+// worker's claim), and nothing claimed meanwhile; what a report did not hand
+// out goes back to the front.
+func TestFairDispatchServesDeferred(t *testing.T) {
+	now := time.Now()
+	d := newDispatch()
+	d.deferCmds("p", []deferredCmd{{ev: 10, exec: 1, at: now}, {ev: 20, exec: 2, at: now.Add(time.Millisecond)},
+		{ev: 30, exec: 3, at: now.Add(2 * time.Millisecond)}, {ev: 40, exec: 4, at: now.Add(3 * time.Millisecond)}})
+	evs := func(cs []deferredCmd) []int64 {
+		var out []int64
+		for _, c := range cs {
+			out = append(out, c.ev)
+		}
+		return out
+	}
+	if got := d.serve("p", 0, nil); got != nil {
+		t.Fatalf("no slot took %v", evs(got))
+	}
+	if got := d.serve("other", 5, nil); got != nil {
+		t.Fatalf("another pool's report took %v", evs(got))
+	}
+	d.claimed("p", 20) // claimed elsewhere (announced again by the drain)
+	if got := evs(d.serve("p", 2, map[int64]bool{1: true})); !slices.Equal(got, []int64{30, 40}) {
+		t.Fatalf("served %v, want [30 40]: the oldest not the reporter's own, 20 dropped as claimed", got)
+	}
+	d.putBack("p", []deferredCmd{{ev: 40, exec: 4, at: now.Add(3 * time.Millisecond)}})
+	d.announced("p", 50, 5, now.Add(-time.Second)) // announced before everything deferred
+	if got := d.serve("p", 3, nil); got != nil {
+		t.Fatalf("served %v while an announced command waited longer", evs(got))
+	}
+	d.claimed("p", 50)
+	if got := evs(d.serve("p", 3, nil)); !slices.Equal(got, []int64{40, 10}) {
+		t.Fatalf("served %v, want [40 10]: what went back first, then the rest", got)
+	}
+	if q := d.deferred["p"]; len(q) != 0 {
+		t.Fatalf("%d left deferred", len(q))
+	}
+}
+
+// TestFairDispatchStranded: deferred commands are announced by their
+// process only once no report of their pool came for idleFor and the oldest
+// has waited that long.
+func TestFairDispatchStranded(t *testing.T) {
+	now := time.Now()
+	d := newDispatch()
+	if !d.deferCmds("p", []deferredCmd{{ev: 10, exec: 1, at: now}}) {
+		t.Fatal("the first deferral does not schedule the announcer")
+	}
+	if d.deferCmds("p", []deferredCmd{{ev: 20, exec: 2, at: now}}) {
+		t.Fatal("a deferral schedules a second announcer")
+	}
+	d.serve("p", 0, nil) // a report came, with no slot to spare
+	if cs, rearm := d.stranded(now.Add(idleFor / 2)); cs != nil || !rearm {
+		t.Fatalf("stranded %v (rearm %v) before idleFor", cs, rearm)
+	}
+	d.claimed("p", 20)
+	cs, rearm := d.stranded(time.Now().Add(idleFor))
+	if len(cs) != 1 || cs[0].ev != 10 || rearm {
+		t.Fatalf("stranded %v (rearm %v), want 10 alone and no rearm", cs, rearm)
+	}
+	if !d.deferCmds("p", []deferredCmd{{ev: 30, exec: 3, at: now}}) {
+		t.Fatal("a deferral after the announcer stopped does not schedule it again")
+	}
+}

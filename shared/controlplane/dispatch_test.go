@@ -11,23 +11,12 @@ import (
 
 // TestFairDispatchBoundsABurst (issue 29): while a command of its pool waits
 // (announced, unclaimed), a running chain gets at most a bounded burst of
-// commands in a row by eager dispatch; its next one is announced instead,
-// behind the waiting one. With nothing waiting, eager dispatch is unbounded.
+// commands in a row by eager dispatch; its next one is deferred instead:
+// pending, not announced, behind the waiting one. With nothing waiting,
+// eager dispatch is unbounded.
 func TestFairDispatchBoundsABurst(t *testing.T) {
 	s := newStack(t)
-	entry := s.register(t, bench.Chain("tests/fair", 30))
-	a, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: entry.Path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: entry.Path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := s.svc.Claim(s.ctx, s.pending(t, a.ExecutionID)[0].IssuedEventID, "w1", true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b, body := startTwo(t, s, bench.Chain("tests/fair", 30))
 	time.Sleep(controlplane.InTransit) // b's command now waits for a slot
 	// run reports a's steps one by one, Take 1, until an answer hands out
 	// nothing; it returns how many it handed out in a row.
@@ -49,15 +38,20 @@ func TestFairDispatchBoundsABurst(t *testing.T) {
 	if n := run(); n != 1 {
 		t.Fatalf("with b's first command waiting, a got %d commands in a row, want a burst of 1", n)
 	}
-	next := s.pending(t, a.ExecutionID)
-	if len(next) != 1 || s.pending(t, b.ExecutionID)[0].Step != "start" {
-		t.Fatalf("a's next command %+v: want it announced, pending behind b's", next)
+	next := s.pending(t, a)
+	if len(next) != 1 || s.pending(t, b)[0].Step != "start" {
+		t.Fatalf("a's next command %+v: want it pending behind b's", next)
 	}
-	// The longest-waiting first: b's, then a's.
-	if _, err := s.svc.Claim(s.ctx, s.pending(t, b.ExecutionID)[0].IssuedEventID, "w2", true); err != nil {
+	if n := s.notifications(t); n != 2 {
+		t.Fatalf("%d notifications, want 2 (the executions' first commands): a's deferred one is not announced", n)
+	}
+	// b's is claimed through its notification, and a's here (a command
+	// deferred is pending: any claim takes it).
+	if _, err := s.svc.Claim(s.ctx, s.pending(t, b)[0].IssuedEventID, "w2", true); err != nil {
 		t.Fatal(err)
 	}
-	if body, err = s.svc.Claim(s.ctx, next[0].IssuedEventID, "w1", true); err != nil {
+	body, err := s.svc.Claim(s.ctx, next[0].IssuedEventID, "w1", true)
+	if err != nil {
 		t.Fatal(err)
 	}
 	// Nothing waits now: a's chain runs to its end by eager dispatch.
@@ -67,16 +61,16 @@ func TestFairDispatchBoundsABurst(t *testing.T) {
 }
 
 // TestFairDispatchServesInTurn: chains sharing one slot are served in turn,
-// each its burst at a time, the longest-waiting first: a command not handed
-// back is announced and queues behind those announced before it (the
-// stream's order, kept here by the test as NATS keeps it), and the slot's
-// next claim takes the front of the queue. Without fair dispatch the first
-// chain would run to its end before the others started.
+// each its burst at a time, the longest-waiting first. A command not handed
+// back is deferred: the answer of the slot's next report that yields hands
+// it out, so only the executions' first commands are announced (and
+// claimed). Without fair dispatch the first chain would run to its end
+// before the others started.
 func TestFairDispatchServesInTurn(t *testing.T) {
 	s := newStack(t)
 	entry := s.register(t, bench.Chain("tests/turn", 6))
 	names := map[int64]string{}
-	var queue []int64 // executions whose pending command waits, in announcement order
+	var queue []int64 // executions whose first command waits, in announcement order
 	for _, name := range []string{"a", "b", "c"} {
 		x, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: entry.Path})
 		if err != nil {
@@ -103,15 +97,11 @@ func TestFairDispatchServesInTurn(t *testing.T) {
 			if err != nil || out.Events[0].Err != nil {
 				t.Fatalf("report: %v %+v", err, out)
 			}
+			body = nil
 			if len(out.Commands) == 1 {
 				handed++
 				body = out.Commands[0]
-				continue
 			}
-			if len(s.pending(t, body.ExecutionID)) == 1 {
-				queue = append(queue, body.ExecutionID) // yielded: announced, behind the others
-			}
-			body = nil
 		}
 	}
 	want := []string{"a:start", "a:s2", "b:start", "b:s2", "c:start", "c:s2", "a:s3", "a:s4", "b:s3", "b:s4",
@@ -119,8 +109,68 @@ func TestFairDispatchServesInTurn(t *testing.T) {
 	if !slices.Equal(served, want) {
 		t.Fatalf("served in the order\n%v\nwant\n%v", served, want)
 	}
-	// One claim (a notification) per burst: half the steps went by the queue.
-	if claims != 9 || handed != 9 {
-		t.Fatalf("%d claims and %d commands handed back, want 9 and 9", claims, handed)
+	// A claim and a notification per execution; every later step handed out
+	// in an answer, its own chain's or a deferred one.
+	if claims != 3 || handed != 15 {
+		t.Fatalf("%d claims and %d commands handed out, want 3 and 15", claims, handed)
 	}
+	if n := s.notifications(t); n != 3 {
+		t.Fatalf("%d notifications, want 3", n)
+	}
+	for id, name := range names {
+		if st := s.execution(t, id).Status.Status; st != "COMPLETED" {
+			t.Fatalf("execution %s is %s", name, st)
+		}
+	}
+}
+
+// TestFairDispatchAnnouncesWhatNoReportTakes: a deferred command that no
+// report takes (the chains that reported have ended) is announced within
+// about idleFor, so a worker's claim gets it.
+func TestFairDispatchAnnouncesWhatNoReportTakes(t *testing.T) {
+	s := newStack(t)
+	a, _, body := startTwo(t, s, bench.Chain("tests/stranded", 3))
+	out, err := s.svc.Report(s.ctx, controlplane.Report{WorkerID: "w1", Pool: "shared", Take: 1,
+		Events: []controlplane.EventInput{completion(body, "w1", nil)}})
+	if err != nil || len(out.Commands) != 1 {
+		t.Fatalf("report: %v %+v", err, out)
+	}
+	time.Sleep(controlplane.InTransit) // b's first command waits for a slot
+	if out, err = s.svc.Report(s.ctx, controlplane.Report{WorkerID: "w1", Pool: "shared", Take: 1,
+		Events: []controlplane.EventInput{completion(out.Commands[0], "w1", nil)}}); err != nil || len(out.Commands) != 0 {
+		t.Fatalf("report: %v %+v: want a's last step deferred", err, out)
+	}
+	if n := s.notifications(t); n != 2 {
+		t.Fatalf("%d notifications right after a yielded, want 2", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.notifications(t) != 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("a's deferred command was never announced")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := s.svc.Claim(s.ctx, s.pending(t, a)[0].IssuedEventID, "w2", true); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startTwo starts two executions of a playbook and claims the first one's
+// first command for w1.
+func startTwo(t *testing.T, s *stack, yaml string) (a, b int64, body *controlplane.CommandBody) {
+	t.Helper()
+	entry := s.register(t, yaml)
+	var ids []int64
+	for range 2 {
+		x, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: entry.Path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, x.ExecutionID)
+	}
+	body, err := s.svc.Claim(s.ctx, s.pending(t, ids[0])[0].IssuedEventID, "w1", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids[0], ids[1], body
 }

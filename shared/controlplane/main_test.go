@@ -56,6 +56,21 @@ func (s *stack) register(t *testing.T, yaml string) store.CatalogEntry {
 	return r.Entry
 }
 
+// notifications counts the outbox rows of every shard: the commands
+// announced.
+func (s *stack) notifications(t *testing.T) int {
+	t.Helper()
+	total := 0
+	for i := range s.st.NumShards() {
+		var n int
+		if err := s.st.Shard(i).Pool().QueryRow(s.ctx, `SELECT count(*) FROM outbox`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		total += n
+	}
+	return total
+}
+
 // pending lists the PENDING commands of an execution.
 func (s *stack) pending(t *testing.T, execID int64) []store.Command {
 	t.Helper()

@@ -105,13 +105,14 @@ func (s *Service) Report(ctx context.Context, r Report) (*ReportOutcome, error) 
 		}
 		byShard[sh][in.ExecutionID] = append(byShard[sh][in.ExecutionID], i)
 	}
+	yields, served := s.yieldsOf(r, byShard)
 	budget := &takeBudget{left: r.Take}
 	var (
 		wg sync.WaitGroup
 		mu sync.Mutex
 	)
 	runShard := func(sh *store.Shard, execs map[int64][]int) {
-		cmds := s.reportShard(ctx, sh, r, report{execs: execs, claims: claims[sh]}, prepared, out, budget)
+		cmds := s.reportShard(ctx, sh, r, report{execs: execs, claims: claims[sh], served: served[sh], yields: yields}, prepared, out, budget)
 		mu.Lock()
 		out.Commands = append(out.Commands, cmds...)
 		mu.Unlock()
@@ -155,6 +156,10 @@ func unavailable(out *ReportOutcome) error {
 type report struct {
 	execs  map[int64][]int
 	claims []int
+	// served are deferred commands to hand out (yieldsOf); yields, the
+	// executions whose next command is deferred.
+	served []deferredCmd
+	yields map[int64]bool
 }
 
 // reportShard handles one shard's part: together, or piece by piece (each
@@ -190,8 +195,9 @@ func (s *Service) reportShard(ctx context.Context, sh *store.Shard, r Report, pa
 	s.log.WarnContext(ctx, "a report's transaction failed; retrying its executions and claims one by one",
 		"executions", len(ids), "claims", len(part.claims), "error", err.Error())
 	var all []*CommandBody
+	piece := report{execs: part.execs, yields: part.yields} // what was served went back to the queue
 	for _, id := range ids {
-		cmds, err := s.reportTx(ctx, sh, r, []int64{id}, part, events, out, budget)
+		cmds, err := s.reportTx(ctx, sh, r, []int64{id}, piece, events, out, budget)
 		if err != nil {
 			fail([]int64{id}, nil, err)
 			continue
@@ -223,6 +229,20 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 	ls := lockSetOf(mine)
 	for _, i := range part.claims {
 		ls.IssuedEventIDs = append(ls.IssuedEventIDs, r.Claims[i])
+	}
+	// Served commands a report does not hand out go back to the queue.
+	handedServed := map[int64]bool{}
+	defer func() {
+		var back []deferredCmd
+		for _, c := range part.served {
+			if !handedServed[c.ev] {
+				back = append(back, c)
+			}
+		}
+		s.fair.putBack(r.Pool, back)
+	}()
+	for _, c := range part.served {
+		ls.IssuedEventIDs = append(ls.IssuedEventIDs, c.ev)
 	}
 	outcomes := map[int]ReportedEvent{}
 	claimed := map[int]error{}
@@ -302,6 +322,43 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 			}
 			bodies = append(bodies, body)
 		}
+		// The deferred commands served here, claimed and started for the
+		// worker as its own claims are; one claimed or ended meanwhile is
+		// dropped from the queue.
+		clear(handedServed)
+		for _, c := range part.served {
+			k := t.issuedBy(c.ev)
+			if k == nil && t.assumed {
+				return errAssumption
+			}
+			var x *execution
+			if k != nil {
+				x, _ = t.execution(k.row.ExecutionID)
+			}
+			if x == nil {
+				handedServed[c.ev] = true // gone
+				continue
+			}
+			size := commandBytes(k.row)
+			if !budget.take(size) {
+				break
+			}
+			body, refusal, err := t.claimOne(x, k, r.WorkerID, true)
+			if err != nil {
+				return err
+			}
+			if refusal != nil && t.assumed {
+				return errAssumption // refusals are answered from what the lock reads
+			}
+			handedServed[c.ev] = true
+			if body == nil {
+				budget.giveBack(1, size)
+				continue
+			}
+			taken++
+			takenBytes += size
+			bodies = append(bodies, body)
+		}
 		for _, id := range t.announce {
 			k := t.cmds[id]
 			x := t.execs[k.row.ExecutionID]
@@ -310,9 +367,10 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 			if !k.isNew || x.row.Pool != r.Pool || !lifecycle.Claimable(k.row.Lifecycle(), lifecycle.Clock{Now: t.eventTime(x)}) {
 				continue
 			}
-			if !t.s.fair.mayHandOut(r.Pool, x.row.ExecutionID, time.Now()) {
+			if part.yields[x.row.ExecutionID] {
 				t.yielded = append(t.yielded, x.row.ExecutionID)
-				continue // its burst is spent while others wait: announced (dispatch.go)
+				t.deferred = append(t.deferred, id)
+				continue // its burst is spent while others wait: deferred (dispatch.go)
 			}
 			size := commandBytes(k.row)
 			if !budget.take(size) {
