@@ -163,13 +163,18 @@ func (d *dispatch) serve(pool string, n int, skip map[int64]bool) []deferredCmd 
 	return out
 }
 
-// putBack returns served commands a report did not hand out, at the front.
+// putBack returns served commands a report did not hand out to the front,
+// waiting again (a claim in a txn that did not commit forgot them).
 func (d *dispatch) putBack(pool string, cs []deferredCmd) {
 	if len(cs) == 0 {
 		return
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	w := d.waitingLocked(pool)
+	for _, c := range cs {
+		w[c.ev] = announcement{at: c.at, exec: c.exec, deferred: true}
+	}
 	d.deferred[pool] = append(cs[:len(cs):len(cs)], d.deferred[pool]...)
 }
 

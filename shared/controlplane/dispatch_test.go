@@ -174,3 +174,55 @@ func startTwo(t *testing.T, s *stack, yaml string) (a, b int64, body *controlpla
 	}
 	return ids[0], ids[1], body
 }
+
+// TestFairDispatchForgetsWhatEnded: a deferred command that ended before a
+// report served it (its execution was cancelled) is dropped and no longer
+// counts as waiting, so the chains stop yielding to it.
+func TestFairDispatchForgetsWhatEnded(t *testing.T) {
+	s := newStack(t)
+	a, b, body := startTwo(t, s, bench.Chain("tests/forget", 8))
+	step := func(body *controlplane.CommandBody) *controlplane.ReportOutcome {
+		t.Helper()
+		time.Sleep(controlplane.InTransit) // what waits, waits for a slot
+		out, err := s.svc.Report(s.ctx, controlplane.Report{WorkerID: "w1", Pool: "shared", Take: 1,
+			Events: []controlplane.EventInput{completion(body, "w1", nil)}})
+		if err != nil || out.Events[0].Err != nil {
+			t.Fatalf("report: %v %+v", err, out)
+		}
+		return out
+	}
+	out := step(body) // a:start, handed a:s2
+	if out = step(out.Commands[0]); len(out.Commands) != 0 {
+		t.Fatalf("a past its burst got %+v, want its next command deferred behind b's", out.Commands)
+	}
+	if err := s.svc.Cancel(s.ctx, a, "test"); err != nil {
+		t.Fatal(err)
+	}
+	body, err := s.svc.Claim(s.ctx, s.pending(t, b)[0].IssuedEventID, "w1", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = step(body) // b:start, handed b:s2
+	// b past its burst yields to a's deferred command, finds it ended, and
+	// defers its own; announced once no report comes.
+	if out = step(out.Commands[0]); len(out.Commands) != 0 {
+		t.Fatalf("b got %+v, want nothing: a's command ended", out.Commands)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.notifications(t) != 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("b's deferred command was never announced")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if body, err = s.svc.Claim(s.ctx, s.pending(t, b)[0].IssuedEventID, "w1", true); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing waits: b runs on by eager dispatch, two steps in a row.
+	for i := range 2 {
+		if out = step(body); len(out.Commands) != 1 {
+			t.Fatalf("b's step %d: got %+v, want its next command: nothing waits", i, out.Commands)
+		}
+		body = out.Commands[0]
+	}
+}

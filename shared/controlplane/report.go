@@ -230,13 +230,17 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 	for _, i := range part.claims {
 		ls.IssuedEventIDs = append(ls.IssuedEventIDs, r.Claims[i])
 	}
-	// Served commands a report does not hand out go back to the queue.
+	// The served commands: those this txn handed out or found gone (claimed
+	// elsewhere, ended) leave the queue once it commits; the rest go back.
 	handedServed := map[int64]bool{}
 	defer func() {
 		var back []deferredCmd
 		for _, c := range part.served {
-			if !handedServed[c.ev] {
+			switch {
+			case err != nil || !handedServed[c.ev]:
 				back = append(back, c)
+			default:
+				s.fair.claimed(r.Pool, c.ev) // handed out, or gone: waits no more
 			}
 		}
 		s.fair.putBack(r.Pool, back)
