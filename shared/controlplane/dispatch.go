@@ -26,10 +26,12 @@ import (
 // (its outbox row, the publish, the mark, the worker's fetch and claim). A
 // command announced on NATS that has waited longer than the oldest deferred
 // one is served first: the report leaves its slot to the worker's claim.
-// When no report takes deferred commands for idleFor (the chains that
-// reported here have ended, or report elsewhere), this process announces
-// them all (announceStranded); if it stops, the drain announces them again
-// (lifecycle.ReannounceDue), as any pending command.
+// When no report of their pool comes for idleFor (the chains that reported
+// here have ended, or report to another process), this process announces
+// them all (announceStranded); if it stops (or, in AWS, its Lambda instance
+// is frozen between invocations, timers with it), the drain announces them
+// again (lifecycle.ReannounceDue: 10 s after they became claimable), as any
+// pending command.
 //
 // The burst sets the tail: with more executions than slots a yielded command
 // waits behind all those queued, and the queue moves one command per burst+1
