@@ -38,8 +38,10 @@ type ReportOutcome struct {
 	Events []ReportedEvent
 	Claims []ClaimOutcome
 	// Commands are claimed and started for the worker: those of its Claims
-	// that it got, and those the reported events issued (eager dispatch: no
-	// notification, no claim request).
+	// that it got, those the reported events issued (eager dispatch: no
+	// notification, no claim request), and deferred commands of other
+	// executions in the slots of those that yielded or to spare
+	// (dispatch.go).
 	Commands []*CommandBody
 }
 
@@ -60,7 +62,8 @@ type ReportedEvent struct {
 
 // Report ingests the events of many executions and hands the worker, within
 // Take, the commands they issued (Temporal's eager dispatch: the caller that
-// can run the next task gets it without a queue hop). Each shard's executions
+// can run the next task gets it without a queue hop), or, under load, the
+// longest-deferred commands of others (fair dispatch). Each shard's executions
 // are handled in one transaction; if that fails, each execution is retried on
 // its own, so one bad execution cannot fail the others.
 func (s *Service) Report(ctx context.Context, r Report) (*ReportOutcome, error) {
