@@ -28,7 +28,8 @@ import (
 // one is served first: the report leaves its slot to the worker's claim.
 // When no report of their pool comes for idleFor (the chains that reported
 // here have ended, or report to another process), this process announces
-// them all (announceStranded); if it stops (or, in AWS, its Lambda instance
+// them all (announceStranded), and any that waited staleAfter whatever the
+// reports do; if it stops (or, in AWS, its Lambda instance
 // is frozen between invocations, timers with it), the drain announces them
 // again (lifecycle.ReannounceDue: 10 s after they became claimable), as any
 // pending command.
@@ -142,9 +143,13 @@ func (d *dispatch) serve(pool string, n int, skip map[int64]bool) []deferredCmd 
 		return nil
 	}
 	w := d.waiting[pool]
+	// An announced command that has waited staleAfter is most likely not
+	// waiting here (claimed through another process, ended, a retry not yet
+	// due): it does not hold the queue back.
+	now := time.Now()
 	var announcedSince time.Time
 	for _, a := range w {
-		if !a.deferred && (announcedSince.IsZero() || a.at.Before(announcedSince)) {
+		if !a.deferred && now.Sub(a.at) < staleAfter && (announcedSince.IsZero() || a.at.Before(announcedSince)) {
 			announcedSince = a.at
 		}
 	}
@@ -167,9 +172,10 @@ func (d *dispatch) serve(pool string, n int, skip map[int64]bool) []deferredCmd 
 
 // putBack returns served commands a report did not hand out to the front,
 // waiting again (a claim in a txn that did not commit forgot them).
-func (d *dispatch) putBack(pool string, cs []deferredCmd) {
+// It says, as deferCmds does, whether announceStranded must be scheduled.
+func (d *dispatch) putBack(pool string, cs []deferredCmd) (arm bool) {
 	if len(cs) == 0 {
-		return
+		return false
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -178,6 +184,8 @@ func (d *dispatch) putBack(pool string, cs []deferredCmd) {
 		w[c.ev] = announcement{at: c.at, exec: c.exec, deferred: true}
 	}
 	d.deferred[pool] = append(cs[:len(cs):len(cs)], d.deferred[pool]...)
+	arm, d.armed = !d.armed, true
+	return arm
 }
 
 // idleFor is how long no report of a pool comes here before this process
@@ -185,26 +193,37 @@ func (d *dispatch) putBack(pool string, cs []deferredCmd) {
 // stopped coming. At W=500 one comes every millisecond or so.
 const idleFor = 100 * time.Millisecond
 
-// stranded takes the deferred commands to announce: all of a pool's, once
-// no report of it came for idleFor and the oldest has waited that long;
+// staleAfter is how long a command waits deferred at most: one older is
+// announced, as before deferral, whatever the reports do (at W=500 the
+// queue's waits are a few hundred milliseconds).
+const staleAfter = time.Second
+
+// stranded takes the deferred commands to announce: those that waited
+// staleAfter, and all of a pool's once no report of it came for idleFor;
 // rearm says whether some remain deferred (announceStranded looks again).
 func (d *dispatch) stranded(now time.Time) (out []deferredCmd, rearm bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for pool, q := range d.deferred {
-		switch {
-		case len(q) == 0:
-			delete(d.deferred, pool)
-		case now.Sub(d.asked[pool]) < idleFor || now.Sub(q[0].at) < idleFor:
-			rearm = true
-		default:
-			for _, c := range q {
-				if a, ok := d.waiting[pool][c.ev]; ok && a.deferred {
-					out = append(out, c)
-				}
+		idle := now.Sub(d.asked[pool]) >= idleFor
+		kept := q[:0]
+		for _, c := range q {
+			switch a, ok := d.waiting[pool][c.ev]; {
+			case !ok || !a.deferred:
+				// claimed, forgotten, or announced since
+			case now.Sub(c.at) >= staleAfter || (idle && now.Sub(c.at) >= idleFor):
+				out = append(out, c)
+			default:
+				kept = append(kept, c)
 			}
-			delete(d.deferred, pool)
 		}
+		clear(q[len(kept):])
+		if len(kept) == 0 {
+			delete(d.deferred, pool)
+			continue
+		}
+		d.deferred[pool] = kept
+		rearm = true
 	}
 	d.armed = rearm
 	return out, rearm
@@ -272,13 +291,20 @@ func (d *dispatch) ended(id int64) {
 	delete(d.bursts, id)
 }
 
-// announceStranded announces the deferred commands no report takes
-// (dispatch.stranded), and looks again in idleFor while some wait.
+// announceStranded announces the deferred commands no report takes, or that
+// waited staleAfter (dispatch.stranded), and looks again in idleFor while
+// some wait.
 func (s *Service) announceStranded() {
 	cs, rearm := s.fair.stranded(time.Now())
 	if rearm {
 		time.AfterFunc(idleFor, s.announceStranded)
 	}
+	s.announceDeferred(cs)
+}
+
+// announceDeferred announces deferred commands (those still pending), one
+// transaction per shard; a failure leaves them to the drain.
+func (s *Service) announceDeferred(cs []deferredCmd) {
 	byShard := map[*store.Shard][]int64{}
 	for _, c := range cs {
 		if sh, err := s.st.ShardFor(c.ev); err == nil {

@@ -106,7 +106,7 @@ func TestFairDispatchServesDeferred(t *testing.T) {
 		t.Fatalf("served %v, want [30 40]: the oldest not the reporter's own, 20 dropped as claimed", got)
 	}
 	d.putBack("p", []deferredCmd{{ev: 40, exec: 4, at: now.Add(3 * time.Millisecond)}})
-	d.announced("p", 50, 5, now.Add(-time.Second)) // announced before everything deferred
+	d.announced("p", 50, 5, now.Add(-10*time.Millisecond)) // announced before everything deferred
 	if got := d.serve("p", 3, nil); got != nil {
 		t.Fatalf("served %v while an announced command waited longer", evs(got))
 	}
@@ -116,6 +116,13 @@ func TestFairDispatchServesDeferred(t *testing.T) {
 	}
 	if q := d.deferred["p"]; len(q) != 0 {
 		t.Fatalf("%d left deferred", len(q))
+	}
+	// An announced command that waited staleAfter (claimed elsewhere, say)
+	// does not hold the queue back.
+	d.announced("p", 60, 6, time.Now().Add(-staleAfter))
+	d.deferCmds("p", []deferredCmd{{ev: 70, exec: 7, at: time.Now()}})
+	if got := evs(d.serve("p", 1, nil)); !slices.Equal(got, []int64{70}) {
+		t.Fatalf("served %v behind a stale announcement, want [70]", got)
 	}
 }
 
@@ -140,7 +147,17 @@ func TestFairDispatchStranded(t *testing.T) {
 	if len(cs) != 1 || cs[0].ev != 10 || rearm {
 		t.Fatalf("stranded %v (rearm %v), want 10 alone and no rearm", cs, rearm)
 	}
-	if !d.deferCmds("p", []deferredCmd{{ev: 30, exec: 3, at: now}}) {
+	// Reports keep coming, but a command deferred staleAfter ago is
+	// announced anyway; a younger one waits on.
+	if !d.deferCmds("p", []deferredCmd{{ev: 30, exec: 3, at: time.Now().Add(-staleAfter)}, {ev: 40, exec: 4, at: time.Now()}}) {
 		t.Fatal("a deferral after the announcer stopped does not schedule it again")
+	}
+	d.serve("p", 0, nil)
+	cs, rearm = d.stranded(time.Now())
+	if len(cs) != 1 || cs[0].ev != 30 || !rearm {
+		t.Fatalf("stranded %v (rearm %v), want 30 alone, 40 waiting on", cs, rearm)
+	}
+	if d.putBack("p", nil) {
+		t.Fatal("putting nothing back schedules the announcer")
 	}
 }

@@ -226,3 +226,43 @@ func TestFairDispatchForgetsWhatEnded(t *testing.T) {
 		body = out.Commands[0]
 	}
 }
+
+// TestFairDispatchHandsOutOnce: a deferred command the worker also claims
+// in the same report (its notification came from the drain's announcement
+// again) is in the answer once.
+func TestFairDispatchHandsOutOnce(t *testing.T) {
+	s := newStack(t)
+	a, b, body := startTwo(t, s, bench.Chain("tests/once", 8))
+	step := func(body *controlplane.CommandBody, claims ...int64) *controlplane.ReportOutcome {
+		t.Helper()
+		time.Sleep(controlplane.InTransit) // what waits, waits for a slot
+		out, err := s.svc.Report(s.ctx, controlplane.Report{WorkerID: "w1", Pool: "shared", Take: 1, Claims: claims,
+			Events: []controlplane.EventInput{completion(body, "w1", nil)}})
+		if err != nil || out.Events[0].Err != nil {
+			t.Fatalf("report: %v %+v", err, out)
+		}
+		return out
+	}
+	out := step(body)                                        // a:start, handed a:s2
+	if out = step(out.Commands[0]); len(out.Commands) != 0 { // a:s2: a yields, a:s3 deferred
+		t.Fatalf("a past its burst got %+v", out.Commands)
+	}
+	deferred := s.pending(t, a)[0]
+	body, err := s.svc.Claim(s.ctx, s.pending(t, b)[0].IssuedEventID, "w1", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = step(body) // b:start, handed b:s2
+	// b past its burst yields, and its slot is served a:s3, which the
+	// worker claims in the same report.
+	out = step(out.Commands[0], deferred.IssuedEventID)
+	n := 0
+	for _, c := range out.Commands {
+		if c.CommandID == deferred.CommandID {
+			n++
+		}
+	}
+	if n != 1 || out.Claims[0].Err != nil {
+		t.Fatalf("a:s3 is in the answer %d times (claim: %v), want once", n, out.Claims[0].Err)
+	}
+}

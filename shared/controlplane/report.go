@@ -179,6 +179,16 @@ func (s *Service) reportShard(ctx context.Context, sh *store.Shard, r Report, pa
 	if err == nil {
 		return cmds
 	}
+	if len(part.served) > 0 && !store.Transient(err) {
+		// Without the deferred commands it was handed (announced instead).
+		part.served = nil
+		if len(ids)+len(part.claims) == 0 {
+			return nil
+		}
+		if cmds, err = s.reportTx(ctx, sh, r, ids, part, events, out, budget); err == nil {
+			return cmds
+		}
+	}
 	fail := func(ids []int64, claims []int, err error) {
 		for _, id := range ids {
 			for _, i := range part.execs[id] {
@@ -189,7 +199,7 @@ func (s *Service) reportShard(ctx context.Context, sh *store.Shard, r Report, pa
 			out.Claims[i].Err = err
 		}
 	}
-	if len(ids)+len(part.claims) == 1 || store.Transient(err) {
+	if len(ids)+len(part.claims) <= 1 || store.Transient(err) {
 		// One piece, or the database is away: piece by piece would only
 		// fail again.
 		fail(ids, part.claims, err)
@@ -198,7 +208,7 @@ func (s *Service) reportShard(ctx context.Context, sh *store.Shard, r Report, pa
 	s.log.WarnContext(ctx, "a report's transaction failed; retrying its executions and claims one by one",
 		"executions", len(ids), "claims", len(part.claims), "error", err.Error())
 	var all []*CommandBody
-	piece := report{execs: part.execs, yields: part.yields} // what was served went back to the queue
+	piece := report{execs: part.execs, yields: part.yields} // what was served is announced
 	for _, id := range ids {
 		cmds, err := s.reportTx(ctx, sh, r, []int64{id}, piece, events, out, budget)
 		if err != nil {
@@ -235,18 +245,27 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 	}
 	// The served commands: those this txn handed out or found gone (claimed
 	// elsewhere, ended) leave the queue once it commits; the rest go back.
+	// When it fails, they are announced rather than served again: one of
+	// them may be what fails it (reportShard retries without them).
 	handedServed := map[int64]bool{}
 	defer func() {
+		if err != nil {
+			if len(part.served) > 0 {
+				go s.announceDeferred(slices.Clone(part.served))
+			}
+			return
+		}
 		var back []deferredCmd
 		for _, c := range part.served {
-			switch {
-			case err != nil || !handedServed[c.ev]:
-				back = append(back, c)
-			default:
+			if handedServed[c.ev] {
 				s.fair.claimed(r.Pool, c.ev) // handed out, or gone: waits no more
+				continue
 			}
+			back = append(back, c)
 		}
-		s.fair.putBack(r.Pool, back)
+		if s.fair.putBack(r.Pool, back) {
+			time.AfterFunc(idleFor, s.announceStranded)
+		}
 	}()
 	for _, c := range part.served {
 		ls.IssuedEventIDs = append(ls.IssuedEventIDs, c.ev)
@@ -330,8 +349,9 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 			bodies = append(bodies, body)
 		}
 		// The deferred commands served here, claimed and started for the
-		// worker as its own claims are; one claimed or ended meanwhile is
-		// dropped from the queue.
+		// worker as its own claims are; one no longer pending (claimed
+		// meanwhile, by this report's claims too, or ended) is dropped from
+		// the queue.
 		clear(handedServed)
 		for _, c := range part.served {
 			k := t.issuedBy(c.ev)
@@ -339,7 +359,7 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 				return errAssumption
 			}
 			var x *execution
-			if k != nil {
+			if k != nil && k.row.Status == store.CommandPending {
 				x, _ = t.execution(k.row.ExecutionID)
 			}
 			if x == nil {
@@ -350,6 +370,8 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 			if !budget.take(size) {
 				break
 			}
+			taken++
+			takenBytes += size
 			body, refusal, err := t.claimOne(x, k, r.WorkerID, true)
 			if err != nil {
 				return err
@@ -360,10 +382,10 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 			handedServed[c.ev] = true
 			if body == nil {
 				budget.giveBack(1, size)
+				taken--
+				takenBytes -= size
 				continue
 			}
-			taken++
-			takenBytes += size
 			bodies = append(bodies, body)
 		}
 		for _, id := range t.announce {
