@@ -333,12 +333,9 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 				continue
 			}
 			takenBytes += size
-			body, refusal, err := t.claimOne(x, k, r.WorkerID, true)
+			body, refusal, err := t.claimStarted(x, k, r.WorkerID)
 			if err != nil {
 				return err
-			}
-			if refusal != nil && t.assumed {
-				return errAssumption // refusals are answered from what the lock reads
 			}
 			claimed[i] = refusal
 			if body == nil {
@@ -372,12 +369,9 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 			}
 			taken++
 			takenBytes += size
-			body, refusal, err := t.claimOne(x, k, r.WorkerID, true)
+			body, _, err := t.claimStarted(x, k, r.WorkerID)
 			if err != nil {
 				return err
-			}
-			if refusal != nil && t.assumed {
-				return errAssumption // refusals are answered from what the lock reads
 			}
 			handedServed[c.ev] = true
 			if body == nil {
@@ -425,6 +419,17 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 		out.Claims[i].Err = err
 	}
 	return bodies, nil
+}
+
+// claimStarted claims k for our worker and starts it (claimOne); in an
+// assumed txn a refusal is errAssumption, since refusals are answered from
+// what the lock reads.
+func (t *txn) claimStarted(x *execution, k *command, workerID string) (*CommandBody, error, error) {
+	body, refusal, err := t.claimOne(x, k, workerID, true)
+	if err == nil && refusal != nil && t.assumed {
+		err = errAssumption
+	}
+	return body, refusal, err
 }
 
 // takeBudget is how many commands a report may still hand out, and how many
