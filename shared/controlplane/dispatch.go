@@ -284,6 +284,19 @@ func (d *dispatch) othersWaitingLocked(pool string, exec int64, now time.Time) b
 	return false
 }
 
+// forget drops commands from every pool's waiting view: their announcement
+// failed, so the drain announces them, and until then no chain yields to
+// them (a view that kept them would have chains yield for waitingFor).
+func (d *dispatch) forget(evs []int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, w := range d.waiting {
+		for _, ev := range evs {
+			delete(w, ev)
+		}
+	}
+}
+
 // ended forgets an execution's burst.
 func (d *dispatch) ended(id int64) {
 	d.mu.Lock()
@@ -303,7 +316,8 @@ func (s *Service) announceStranded() {
 }
 
 // announceDeferred announces deferred commands (those still pending), one
-// transaction per shard; a failure leaves them to the drain.
+// transaction per shard; a failure leaves them to the drain, and out of the
+// waiting view (dispatch.forget).
 func (s *Service) announceDeferred(cs []deferredCmd) {
 	byShard := map[*store.Shard][]int64{}
 	for _, c := range cs {
@@ -323,6 +337,7 @@ func (s *Service) announceDeferred(cs []deferredCmd) {
 		})
 		cancel()
 		if err != nil {
+			s.fair.forget(evs)
 			s.log.Warn("announcing deferred commands failed; the drain announces them again",
 				"shard", sh.Index(), "commands", len(evs), "error", err.Error())
 		}

@@ -161,3 +161,24 @@ func TestFairDispatchStranded(t *testing.T) {
 		t.Fatal("putting nothing back schedules the announcer")
 	}
 }
+
+// TestFairDispatchForgetsWhatItCouldNotAnnounce: a deferred command taken to
+// be announced (by announceStranded, or after a report that failed) whose
+// announcement failed too is left to the drain; chains past their burst do
+// not yield to it meanwhile.
+func TestFairDispatchForgetsWhatItCouldNotAnnounce(t *testing.T) {
+	d := newDispatch()
+	d.deferCmds("p", []deferredCmd{{ev: 10, exec: 1, at: time.Now().Add(-staleAfter)}})
+	cs, _ := d.stranded(time.Now())
+	if len(cs) != 1 {
+		t.Fatalf("stranded %v, want the one deferred staleAfter ago", cs)
+	}
+	d.handed([]int64{2}, nil) // execution 2 has had its burst
+	if d.mayHandOut("p", 2, time.Now()) {
+		t.Fatal("execution 2 does not yield while 10 waits to be announced")
+	}
+	d.forget([]int64{10}) // its announcement failed
+	if !d.mayHandOut("p", 2, time.Now()) {
+		t.Fatal("execution 2 yields to a command whose announcement failed")
+	}
+}

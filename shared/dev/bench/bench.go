@@ -161,6 +161,8 @@ type Result struct {
 	ServerCommitsPerStep *float64 `json:"server_commits_per_step,omitempty"`
 	// TransactionsPerStep are the server's explicit transactions (BEGIN …
 	// COMMIT) per step: its commits less the statements it sent on their own.
+	// The executions' starts count too (one each: 1/K per step of a WxK
+	// shape).
 	TransactionsPerStep *float64 `json:"server_transactions_per_step,omitempty"`
 	RoundTripsPerStep   *float64 `json:"db_round_trips_per_step,omitempty"`
 	StatementsPerStep   *float64 `json:"db_statements_per_step,omitempty"`
