@@ -58,7 +58,8 @@ const waitingFor = time.Minute
 // hundreds of milliseconds.
 const inTransit = 50 * time.Millisecond
 
-// maxTracked bounds each of the fair-dispatch maps; past it they start over.
+// maxTracked bounds each of the fair-dispatch maps; past it they start over
+// (waiting keeps its deferred entries: nothing else queues them).
 const maxTracked = 100_000
 
 type dispatch struct {
@@ -107,9 +108,17 @@ func (d *dispatch) announced(pool string, issuedEventID, exec int64, at time.Tim
 
 func (d *dispatch) waitingLocked(pool string) map[int64]announcement {
 	w := d.waiting[pool]
-	if w == nil || len(w) >= maxTracked {
+	switch {
+	case w == nil:
 		w = map[int64]announcement{}
 		d.waiting[pool] = w
+	case len(w) >= maxTracked:
+		// Start over, keeping what is deferred: only this view queues it.
+		for id, a := range w {
+			if !a.deferred {
+				delete(w, id)
+			}
+		}
 	}
 	return w
 }
@@ -123,8 +132,13 @@ func (d *dispatch) deferCmds(pool string, cs []deferredCmd) (arm bool) {
 	for _, c := range cs {
 		w[c.ev] = announcement{at: c.at, exec: c.exec, deferred: true}
 	}
-	if q := d.deferred[pool]; len(q) >= maxTracked {
-		d.deferred[pool] = q[len(q)/2:] // the rest are announced again by the drain
+	if q := d.deferred[pool]; len(q) >= maxTracked/2 {
+		// The older half is left to the drain's announcement, out of view
+		// (so what is deferred stays under half of what waiting may hold).
+		for _, c := range q[:len(q)/2] {
+			delete(w, c.ev)
+		}
+		d.deferred[pool] = q[len(q)/2:]
 	}
 	d.deferred[pool] = append(d.deferred[pool], cs...)
 	arm, d.armed = !d.armed, true
@@ -137,6 +151,9 @@ func (d *dispatch) deferCmds(pool string, cs []deferredCmd) (arm bool) {
 func (d *dispatch) serve(pool string, n int, skip map[int64]bool) []deferredCmd {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if len(d.asked) >= maxTracked {
+		clear(d.asked) // pools named by clients: bounded, as the other maps
+	}
 	d.asked[pool] = time.Now()
 	q := d.deferred[pool]
 	if n <= 0 || len(q) == 0 {
@@ -316,8 +333,8 @@ func (s *Service) announceStranded() {
 }
 
 // announceDeferred announces deferred commands (those still pending), one
-// transaction per shard; a failure leaves them to the drain, and out of the
-// waiting view (dispatch.forget).
+// transaction per shard; a failure leaves them to the drain. Those not
+// announced leave the waiting view (dispatch.forget).
 func (s *Service) announceDeferred(cs []deferredCmd) {
 	byShard := map[*store.Shard][]int64{}
 	for _, c := range cs {
@@ -327,20 +344,28 @@ func (s *Service) announceDeferred(cs []deferredCmd) {
 	}
 	for sh, evs := range byShard {
 		ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+		var gone []int64
 		err := s.withTx(ctx, sh, &store.LockSet{IssuedEventIDs: evs}, func(t *txn) error {
+			gone = gone[:0] // from scratch: the body may run again
 			for _, ev := range evs {
 				if k := t.issuedBy(ev); k != nil && k.row.Status == store.CommandPending {
 					t.announce = append(t.announce, k.row.CommandID)
+				} else {
+					gone = append(gone, ev)
 				}
 			}
 			return nil
 		})
 		cancel()
 		if err != nil {
-			s.fair.forget(evs)
+			gone = evs
 			s.log.Warn("announcing deferred commands failed; the drain announces them again",
 				"shard", sh.Index(), "commands", len(evs), "error", err.Error())
 		}
+		// What was announced waits as announced (the publish records it);
+		// what was gone (claimed elsewhere, ended) or could not be announced
+		// waits no more here.
+		s.fair.forget(gone)
 	}
 }
 

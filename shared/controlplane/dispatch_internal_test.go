@@ -182,3 +182,36 @@ func TestFairDispatchForgetsWhatItCouldNotAnnounce(t *testing.T) {
 		t.Fatal("execution 2 yields to a command whose announcement failed")
 	}
 }
+
+// TestFairDispatchStartsOverKeepingWhatIsDeferred: when a pool's waiting
+// view reaches maxTracked and starts over, the deferred commands stay in it:
+// nothing but this view queues them, and one left out would be served by no
+// report and announced by no timer (only by the drain, 10 s on).
+func TestFairDispatchStartsOverKeepingWhatIsDeferred(t *testing.T) {
+	d := newDispatch()
+	now := time.Now()
+	d.deferCmds("p", []deferredCmd{{ev: 1, exec: 1, at: now}})
+	for i := range maxTracked {
+		d.announced("p", int64(10+i), 2, now.Add(-staleAfter)) // claimed elsewhere, say
+	}
+	if n := len(d.waiting["p"]); n > maxTracked/2 {
+		t.Fatalf("%d entries waiting after the start over", n)
+	}
+	if got := d.serve("p", 1, nil); len(got) != 1 || got[0].ev != 1 {
+		t.Fatalf("served %v after the start over, want the deferred command 1", got)
+	}
+	// The queue's own bound leaves its older half to the drain, and out of
+	// the view.
+	var cs []deferredCmd
+	for i := range maxTracked / 2 {
+		cs = append(cs, deferredCmd{ev: int64(1_000_000 + i), exec: 3, at: now})
+	}
+	d.deferCmds("p", cs)
+	d.deferCmds("p", []deferredCmd{{ev: 2_000_000, exec: 4, at: now}})
+	if _, ok := d.waiting["p"][1_000_000]; ok {
+		t.Fatal("a command dropped from the queue still counts as waiting")
+	}
+	if _, ok := d.waiting["p"][2_000_000]; !ok {
+		t.Fatal("the newest deferred command does not count as waiting")
+	}
+}

@@ -175,16 +175,18 @@ func startTwo(t *testing.T, s *stack, yaml string) (a, b int64, body *controlpla
 	return ids[0], ids[1], body
 }
 
-// TestFairDispatchForgetsWhatEnded: a deferred command that ended before a
-// report served it (its execution was cancelled) is dropped and no longer
-// counts as waiting, so the chains stop yielding to it.
-func TestFairDispatchForgetsWhatEnded(t *testing.T) {
-	s := newStack(t)
-	a, b, body := startTwo(t, s, bench.Chain("tests/forget", 8))
-	step := func(body *controlplane.CommandBody) *controlplane.ReportOutcome {
+// deferredBehind starts two chains of 8 at path, a and b, and reports a's
+// first two steps with one slot: a is handed its second command, then,
+// past its burst, yields to b's waiting first command, so a's third is
+// deferred. step reports a command's completion, and claims, with one slot
+// to take.
+func deferredBehind(t *testing.T, s *stack, path string) (a, b int64, step func(*controlplane.CommandBody, ...int64) *controlplane.ReportOutcome) {
+	t.Helper()
+	a, b, body := startTwo(t, s, bench.Chain(path, 8))
+	step = func(body *controlplane.CommandBody, claims ...int64) *controlplane.ReportOutcome {
 		t.Helper()
 		time.Sleep(controlplane.InTransit) // what waits, waits for a slot
-		out, err := s.svc.Report(s.ctx, controlplane.Report{WorkerID: "w1", Pool: "shared", Take: 1,
+		out, err := s.svc.Report(s.ctx, controlplane.Report{WorkerID: "w1", Pool: "shared", Take: 1, Claims: claims,
 			Events: []controlplane.EventInput{completion(body, "w1", nil)}})
 		if err != nil || out.Events[0].Err != nil {
 			t.Fatalf("report: %v %+v", err, out)
@@ -195,6 +197,15 @@ func TestFairDispatchForgetsWhatEnded(t *testing.T) {
 	if out = step(out.Commands[0]); len(out.Commands) != 0 {
 		t.Fatalf("a past its burst got %+v, want its next command deferred behind b's", out.Commands)
 	}
+	return a, b, step
+}
+
+// TestFairDispatchForgetsWhatEnded: a deferred command that ended before a
+// report served it (its execution was cancelled) is dropped and no longer
+// counts as waiting, so the chains stop yielding to it.
+func TestFairDispatchForgetsWhatEnded(t *testing.T) {
+	s := newStack(t)
+	a, b, step := deferredBehind(t, s, "tests/forget")
 	if err := s.svc.Cancel(s.ctx, a, "test"); err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +213,7 @@ func TestFairDispatchForgetsWhatEnded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out = step(body) // b:start, handed b:s2
+	out := step(body) // b:start, handed b:s2
 	// b past its burst yields to a's deferred command, finds it ended, and
 	// defers its own; announced once no report comes.
 	if out = step(out.Commands[0]); len(out.Commands) != 0 {
@@ -227,32 +238,51 @@ func TestFairDispatchForgetsWhatEnded(t *testing.T) {
 	}
 }
 
+// TestFairDispatchForgetsWhatEndedUnserved: a deferred command that ended
+// while no report came (its execution was cancelled) is found gone by the
+// process's announcer, not by a report, and counts as waiting no more: the
+// other chains do not yield to it.
+func TestFairDispatchForgetsWhatEndedUnserved(t *testing.T) {
+	s := newStack(t)
+	a, b, step := deferredBehind(t, s, "tests/forget-unserved")
+	deferred := s.pending(t, a)[0].IssuedEventID
+	if err := s.svc.Cancel(s.ctx, a, "test"); err != nil {
+		t.Fatal(err)
+	}
+	// No report comes: the announcer takes a's command and finds it ended.
+	deadline := time.Now().Add(10 * time.Second)
+	for s.svc.Waits("shared", deferred) {
+		if time.Now().After(deadline) {
+			t.Fatal("a's ended command still counts as waiting")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	body, err := s.svc.Claim(s.ctx, s.pending(t, b)[0].IssuedEventID, "w1", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nothing waits: b runs on by eager dispatch.
+	for i := range 3 {
+		if out := step(body); len(out.Commands) != 1 {
+			t.Fatalf("b's step %d: got %+v, want its next command: nothing waits", i, out.Commands)
+		} else {
+			body = out.Commands[0]
+		}
+	}
+}
+
 // TestFairDispatchHandsOutOnce: a deferred command the worker also claims
 // in the same report (its notification came from the drain's announcement
 // again) is in the answer once.
 func TestFairDispatchHandsOutOnce(t *testing.T) {
 	s := newStack(t)
-	a, b, body := startTwo(t, s, bench.Chain("tests/once", 8))
-	step := func(body *controlplane.CommandBody, claims ...int64) *controlplane.ReportOutcome {
-		t.Helper()
-		time.Sleep(controlplane.InTransit) // what waits, waits for a slot
-		out, err := s.svc.Report(s.ctx, controlplane.Report{WorkerID: "w1", Pool: "shared", Take: 1, Claims: claims,
-			Events: []controlplane.EventInput{completion(body, "w1", nil)}})
-		if err != nil || out.Events[0].Err != nil {
-			t.Fatalf("report: %v %+v", err, out)
-		}
-		return out
-	}
-	out := step(body)                                        // a:start, handed a:s2
-	if out = step(out.Commands[0]); len(out.Commands) != 0 { // a:s2: a yields, a:s3 deferred
-		t.Fatalf("a past its burst got %+v", out.Commands)
-	}
+	a, b, step := deferredBehind(t, s, "tests/once")
 	deferred := s.pending(t, a)[0]
 	body, err := s.svc.Claim(s.ctx, s.pending(t, b)[0].IssuedEventID, "w1", true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out = step(body) // b:start, handed b:s2
+	out := step(body) // b:start, handed b:s2
 	// b past its burst yields, and its slot is served a:s3, which the
 	// worker claims in the same report.
 	out = step(out.Commands[0], deferred.IssuedEventID)

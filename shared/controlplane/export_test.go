@@ -33,3 +33,12 @@ func (s *Service) StepsCopied(id int64) (int, bool) {
 	}
 	return el.Value.(*snapEntry).enc.Copied(), true
 }
+
+// Waits says whether this process counts the command that command.issued
+// event ev created as waiting in pool (fair dispatch's view).
+func (s *Service) Waits(pool string, ev int64) bool {
+	s.fair.mu.Lock()
+	defer s.fair.mu.Unlock()
+	_, ok := s.fair.waiting[pool][ev]
+	return ok
+}

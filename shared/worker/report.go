@@ -355,6 +355,12 @@ func (r *reporter) send(tk ticket, batch []completion, claims []claim) {
 	}
 	w.slots.release(held - handed - kept - len(again))
 	for i := range res.Commands[:handed] {
+		if !w.begin(&res.Commands[i]) {
+			w.log.Warn("handed a command this worker already runs; it runs once", "execution_id", res.Commands[i].ExecutionID,
+				"command_id", res.Commands[i].CommandID, "attempt", res.Commands[i].Attempt)
+			w.slots.release(1)
+			continue
+		}
 		go w.execute(r.ctx, r, &res.Commands[i])
 	}
 }

@@ -18,6 +18,8 @@ import (
 
 	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/jsonx"
+	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/toolresult"
 	"github.com/noetl-go/noetl/shared/wire"
 )
 
@@ -174,5 +176,92 @@ func TestReportOfClaimsRefused(t *testing.T) {
 	}
 	if free := w.slots.grab(); free != 1 {
 		t.Fatalf("%d of 1 slots free", free)
+	}
+}
+
+// handingServer answers each claim of a report with its command, as the
+// server answers our worker's claim of a command it already holds (the
+// command again), and takes every event.
+type handingServer struct {
+	cmd    wire.Command
+	mu     sync.Mutex
+	events []string
+}
+
+func (s *handingServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var req wire.Report
+	_ = json.NewDecoder(r.Body).Decode(&req)
+	res := wire.Reported{Status: "ok", Events: []wire.EventOutcome{}, Claims: []wire.ClaimOutcome{}, Commands: []wire.Command{}}
+	s.mu.Lock()
+	for _, e := range req.Events {
+		s.events = append(s.events, e.EventType)
+		res.Events = append(res.Events, wire.EventOutcome{Status: http.StatusOK, EventID: 1})
+	}
+	s.mu.Unlock()
+	for range req.Claims {
+		res.Claims = append(res.Claims, wire.ClaimOutcome{Status: http.StatusOK})
+		res.Commands = append(res.Commands, s.cmd)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(res)
+}
+
+func (s *handingServer) seen() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.events)
+}
+
+// ackMsg is a notification that is acked.
+type ackMsg struct{ jetstream.Msg }
+
+func (ackMsg) Ack() error { return nil }
+
+// TestCommandHandedTwiceRunsOnce: a command handed to the worker while it
+// still runs it — its report's answer served it, then the drain announced
+// it again and the worker's claim of that notification is answered with the
+// command again — runs once, and the second slot is given back at once.
+func TestCommandHandedTwiceRunsOnce(t *testing.T) {
+	srv := &handingServer{cmd: wire.Command{Status: "ok", EventID: 7, ExecutionID: 1024, CommandID: "1024:s:7", NodeName: "s", Action: "noop",
+		Context: map[string]any{"tool_config": map[string]any{}}, Attempt: 1, LeaseExpiresAt: wire.At(time.Now().Add(time.Minute))}}
+	w := testWorker(t, srv, 2)
+	w.cfg.InlineLimit = DefaultInlineLimit
+	release := make(chan struct{})
+	w.cfg.Exec = func(context.Context, pipeline.Item) toolresult.Envelope {
+		<-release
+		return toolresult.Envelope{Status: toolresult.StatusSuccess}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hang guard, not a timing
+	defer cancel()
+	w.slots.acquire(ctx, 2)
+	r := newReporter(w, ctx)
+	r.claim(claim{msg: ackMsg{}, eventID: 7})
+	for w.ToolRuns() == 0 && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	r.claim(claim{msg: ackMsg{}, eventID: 7}) // the drain's notification of it
+	for w.slots.grab() == 0 && w.ToolRuns() == 1 && ctx.Err() == nil {
+		time.Sleep(time.Millisecond) // the second claim's slot comes back unused
+	}
+	close(release)
+	if n := w.ToolRuns(); n != 1 {
+		t.Fatalf("the command ran %d times while it ran, want once", n)
+	}
+	w.slots.release(1)
+	for len(srv.seen()) == 0 && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	r.close()
+	if ctx.Err() != nil {
+		t.Fatal("the command never ran or was never reported")
+	}
+	if n := w.ToolRuns(); n != 1 {
+		t.Fatalf("the command ran %d times, want once", n)
+	}
+	if got := srv.seen(); !slices.Equal(got, []string{"command.completed"}) {
+		t.Fatalf("reported %q, want one command.completed", got)
+	}
+	if free := w.slots.grab(); free != 2 {
+		t.Fatalf("%d of 2 slots free after the report", free)
 	}
 }

@@ -102,6 +102,41 @@ type Worker struct {
 	rep          atomic.Pointer[reporter] // the running reporter, for the log lines
 	// toolRuns counts the commands whose tools this worker ran (ToolRuns).
 	toolRuns atomic.Int64
+	// running holds the commands (id and attempt) this worker runs or has
+	// yet to report, so one handed to it twice runs once: the server
+	// answers our worker's claim of a command it already holds with the
+	// command again (a report re-posted after a lost answer), and a command
+	// a report was handed can also be announced again by the drain.
+	runningMu sync.Mutex
+	running   map[runKey]struct{}
+}
+
+// runKey names one attempt of a command.
+type runKey struct {
+	commandID string
+	attempt   int
+}
+
+// begin marks cmd running; false: it already is (or awaits its report).
+func (w *Worker) begin(cmd *wire.Command) bool {
+	k := runKey{cmd.CommandID, cmd.Attempt}
+	w.runningMu.Lock()
+	defer w.runningMu.Unlock()
+	if _, ok := w.running[k]; ok {
+		return false
+	}
+	if w.running == nil {
+		w.running = map[runKey]struct{}{}
+	}
+	w.running[k] = struct{}{}
+	return true
+}
+
+// end forgets cmd: its result is reported, or dropped.
+func (w *Worker) end(cmd *wire.Command) {
+	w.runningMu.Lock()
+	defer w.runningMu.Unlock()
+	delete(w.running, runKey{cmd.CommandID, cmd.Attempt})
 }
 
 // ToolRuns is how many commands' tools the worker has run: what a test
@@ -353,6 +388,7 @@ func (w *Worker) execute(ctx context.Context, rep *reporter, cmd *wire.Command) 
 		stopBeat()
 		log.Warn("lease lost while running; dropping the result")
 		settle(false)
+		w.end(cmd)
 		w.slots.release(1)
 		return
 	}
@@ -360,6 +396,7 @@ func (w *Worker) execute(ctx context.Context, rep *reporter, cmd *wire.Command) 
 	c.settle = func(accepted bool) {
 		stopBeat()
 		settle(accepted)
+		w.end(cmd)
 	}
 	rep.add(c)
 }
