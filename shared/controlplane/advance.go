@@ -561,16 +561,16 @@ func (t *txn) commit() error {
 		}
 	}
 	if t.s.cfg.Publisher != nil {
-		announced := map[string]bool{}
+		skip := map[string]bool{} // deferred (dispatch.go), or announced already
 		for _, id := range t.deferred {
-			announced[id] = true
+			skip[id] = true
 		}
 		for _, id := range t.announce {
 			k := t.cmds[id]
-			if k == nil || k.row.Status != store.CommandPending || announced[id] {
-				continue // given to a worker here, or ended, or announced already
+			if k == nil || k.row.Status != store.CommandPending || skip[id] {
+				continue // given to a worker here, ended, deferred, or announced already
 			}
-			announced[id] = true
+			skip[id] = true
 			x := t.execs[k.row.ExecutionID]
 			m := t.s.notification(x.row, id, k.row.IssuedEventID, k.row.Step, k.row.Attempt)
 			if m.OutboxID = t.ids.next(); t.ids.err != nil {

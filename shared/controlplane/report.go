@@ -357,7 +357,7 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 			}
 			var x *execution
 			if k != nil && k.row.Status == store.CommandPending {
-				x, _ = t.execution(k.row.ExecutionID)
+				x = t.execs[k.row.ExecutionID]
 			}
 			if x == nil {
 				handedServed[c.ev] = true // gone
