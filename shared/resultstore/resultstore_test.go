@@ -79,6 +79,30 @@ func TestOpen(t *testing.T) {
 	}
 }
 
+// TestOpenS3RefusesHostInjection: the region and the bucket go into the
+// request's host name, so a python step's script source region
+// "x@127.0.0.1:port/" sent the signed request to that listener (the security
+// review of 2026-11-29, finding 5). Both are checked as host labels now.
+func TestOpenS3RefusesHostInjection(t *testing.T) {
+	for _, c := range []struct{ url, region, want string }{
+		{"s3://bucket/p", "x@127.0.0.1:9/", `region "x@127.0.0.1:9/" is not an AWS region name`},
+		{"s3://bucket/p", "evil.example/", `region "evil.example/" is not an AWS region name`},
+		{"s3://evil.example:443/p", "us-east-1", `bucket "evil.example:443" is not a bucket name`},
+	} {
+		cfg := motoFreeConfig()
+		cfg.Region = c.region
+		_, err := resultstore.Open(context.Background(), c.url, resultstore.Options{AWS: &cfg})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Open(%q) in region %q: %v, want %q", c.url, c.region, err, c.want)
+		}
+	}
+	cfg := motoFreeConfig()
+	cfg.Region = "eu-west-2"
+	if _, err := resultstore.Open(context.Background(), "s3://my.bucket-1/p", resultstore.Options{AWS: &cfg}); err != nil {
+		t.Errorf("a well-formed region and bucket: %v", err)
+	}
+}
+
 func TestOpenDirNotCreatable(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "a-file")
 	if err := os.WriteFile(f, nil, 0o600); err != nil {

@@ -56,6 +56,15 @@ func openS3(ctx context.Context, u *url.URL, opt Options) (*s3Store, error) {
 	if cfg.Region == "" {
 		return nil, fmt.Errorf("result store %q: no AWS region configured (set AWS_REGION)", u.String())
 	}
+	// Both go into the request's host name (objectURL): a region or bucket
+	// with other characters ("x@evil.example/") would send the signed
+	// request elsewhere.
+	if !hostLabel(cfg.Region, "-") {
+		return nil, fmt.Errorf("result store %q: region %q is not an AWS region name (letters, digits and hyphens, like us-east-1)", u.String(), cfg.Region)
+	}
+	if !hostLabel(u.Host, ".-_") {
+		return nil, fmt.Errorf("result store %q: bucket %q is not a bucket name (letters, digits, dots, hyphens)", u.String(), u.Host)
+	}
 	if cfg.Credentials == nil {
 		return nil, fmt.Errorf("result store %q: no AWS credentials configured", u.String())
 	}
@@ -69,6 +78,20 @@ func openS3(ctx context.Context, u *url.URL, opt Options) (*s3Store, error) {
 	// S3 signs the path as sent, without escaping it again.
 	signer := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true })
 	return &s3Store{cfg: c, signer: signer, bucket: u.Host, prefix: strings.Trim(u.Path, "/"), max: opt.MaxBytes}, nil
+}
+
+// hostLabel reports whether v is letters and digits joined by the
+// characters of also: safe to place in a host name.
+func hostLabel(v, also string) bool {
+	if v == "" {
+		return false
+	}
+	for _, r := range v {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(also, r)) {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *s3Store) URL() string {

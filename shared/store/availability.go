@@ -2,12 +2,14 @@ package store
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -32,6 +34,11 @@ type availability struct {
 	mu       sync.Mutex
 	since    time.Time
 	failures int
+	// heldUp: every failure of this outage was a refused slot (53300).
+	// The server kept serving the sessions it had, heartbeats included,
+	// so its end moves no lease (MarkReachable): one process near
+	// max_connections would otherwise hold every lease open.
+	heldUp bool
 }
 
 func newAvailability(log *slog.Logger, inner pgx.QueryTracer) *availability {
@@ -64,9 +71,10 @@ func (a *availability) failed(err error) {
 	first := !a.down.Load()
 	if first {
 		a.down.Store(true)
-		a.since, a.failures = time.Now(), 0
+		a.since, a.failures, a.heldUp = time.Now(), 0, true
 	}
 	a.failures++
+	a.heldUp = a.heldUp && noSlot(err)
 	a.mu.Unlock()
 	if first {
 		a.log.Warn("the database is unreachable; what needs it answers 503 with Retry-After until it is back",
@@ -97,11 +105,11 @@ func (a *availability) recovered() {
 		return
 	}
 	a.down.Store(false)
-	since, failures := a.since, a.failures
+	since, failures, heldUp := a.since, a.failures, a.heldUp
 	a.mu.Unlock()
 	a.log.Info("the database is reachable again", "database", a.name,
 		"down_for", time.Since(since).Round(time.Millisecond).String(), "failed_attempts", failures)
-	if a.shard {
+	if a.shard && !heldUp {
 		// Not on the statement that saw the recovery: it holds its
 		// connection, and may hold locks.
 		go func() {
@@ -113,6 +121,13 @@ func (a *availability) recovered() {
 			}
 		}()
 	}
+}
+
+// noSlot: the server refused a new session for want of a slot
+// (too_many_connections) and still serves the ones it has.
+func noSlot(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "53300"
 }
 
 // Down reports whether the last outcome seen was an outage.

@@ -170,3 +170,29 @@ func TestDeadIdleConnectionIsReplaced(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedSlotsMoveNoLease: a process refused a connection slot (53300,
+// as one near max_connections is) saw an outage, and its end recorded the
+// shard reachable again, so leases could not end; one such process every
+// lease held every lease open (the liveness review of 2026-11-29, F5). The
+// server served its other sessions, heartbeats included: only an outage
+// with another failure in it moves the leases.
+func TestRefusedSlotsMoveNoLease(t *testing.T) {
+	noSlot := &pgconn.PgError{Code: "53300", Message: "sorry, too many clients already"}
+	lost := &pgconn.PgError{Code: "08006", Message: "connection failure"}
+	starting := &pgconn.PgError{Code: "57P03", Message: "the database system is starting up"}
+	for _, c := range []struct {
+		name string
+		errs []error
+		want bool
+	}{
+		{"refused slots only", []error{noSlot, noSlot}, false},
+		{"a lost connection", []error{lost}, true},
+		{"refused slots, then a restart", []error{noSlot, starting}, true},
+		{"a restart, then refused slots", []error{starting, noSlot}, true},
+	} {
+		if got := store.OutageMovesLeases(c.errs...); got != c.want {
+			t.Errorf("%s: moves leases %v, want %v", c.name, got, c.want)
+		}
+	}
+}

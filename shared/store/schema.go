@@ -107,6 +107,14 @@ func QueryReadOnly(ctx context.Context, db *pgxpool.Pool, schema, sql string, ti
 		if _, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true)`, fmt.Sprint(timeoutMS)); err != nil {
 			return err
 		}
+		// A superuser (the dev stack's) may still run what a read-only
+		// transaction allows a superuser: pg_read_file, lo_export. The
+		// statement runs as pg_read_all_data (Postgres 14+) instead, which
+		// reads every table and nothing else.
+		if _, err := tx.Exec(ctx, `SELECT set_config('role', 'pg_read_all_data', true) FROM pg_roles
+			WHERE rolname = current_user AND rolsuper AND EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'pg_read_all_data')`); err != nil {
+			return err
+		}
 		if schema != "" {
 			if _, err := tx.Exec(ctx, `SELECT set_config('search_path', quote_ident($1) || ', ' || current_setting('search_path'), true)`, schema); err != nil {
 				return err
@@ -165,7 +173,7 @@ func readStatement(sql string) error {
 			_, rest, _ = strings.Cut(rest, "\n")
 			continue
 		case strings.HasPrefix(rest, "/*"):
-			_, rest, _ = strings.Cut(rest, "*/")
+			rest = afterBlockComment(rest)
 			continue
 		}
 		break
@@ -183,6 +191,28 @@ func readStatement(sql string) error {
 		}
 	}
 	return fmt.Errorf("%w: the statement starts with %q; a read is SELECT, WITH, TABLE, VALUES, SHOW or EXPLAIN (without ANALYZE)", ErrNotARead, word)
+}
+
+// afterBlockComment is what follows the block comment sql opens with.
+// Postgres nests block comments, so the first "*/" need not end it: an
+// unnested reading would take a statement inside the comment for the one
+// that runs. An unclosed comment leaves nothing.
+func afterBlockComment(sql string) string {
+	depth := 0
+	for i := 0; i+1 < len(sql); i++ {
+		switch sql[i : i+2] {
+		case "/*":
+			depth++
+			i++
+		case "*/":
+			depth--
+			i++
+			if depth == 0 {
+				return sql[i+1:]
+			}
+		}
+	}
+	return ""
 }
 
 // errReadOnlyDone rolls back QueryReadOnly's transaction after a success.

@@ -55,8 +55,13 @@ func (r *Registry) runNATS(ctx context.Context, it pipeline.Item) toolresult.Env
 	}
 	defer cancel()
 	js, closeConn, err := r.natsConn(ctx, cfg)
-	if err != nil {
+	var dial *natsDialError
+	switch {
+	case errors.As(err, &dial):
 		return failure(toolresult.KindConnection, "nats: "+err.Error())
+	case err != nil:
+		// The step's own configuration: retrying cannot help.
+		return fail(err)
 	}
 	defer closeConn()
 	limit := MaxNATSPayload
@@ -96,10 +101,12 @@ func (r *Registry) natsConn(ctx context.Context, cfg map[string]any) (jetstream.
 			return nil, nil, fmt.Errorf("credential %q names no NATS server (give it url)", alias)
 		}
 		for _, server := range strings.Split(url, ",") {
-			if u, err := neturl.Parse(strings.TrimSpace(server)); err == nil && u.Host != "" {
-				if err := CheckCredentialHost(alias, cred, u.Hostname(), urlPort(u)); err != nil {
-					return nil, nil, err
-				}
+			u, err := natsServerURL(server)
+			if err != nil {
+				return nil, nil, fmt.Errorf("credential %q: NATS server %q: %w", alias, strings.TrimSpace(server), err)
+			}
+			if err := CheckCredentialHost(alias, cred, u.Hostname(), urlPort(u)); err != nil {
+				return nil, nil, err
 			}
 		}
 	}
@@ -110,6 +117,11 @@ func (r *Registry) natsConn(ctx context.Context, cfg map[string]any) (jetstream.
 		return r.nats, func() {}, nil
 	}
 	opts := []nats.Option{nats.Name("noetl-worker nats tool"), nats.Timeout(10 * time.Second)}
+	if alias != "" {
+		// The servers a server advertises were not checked against the
+		// credential's scope: a reconnect must not carry it to them.
+		opts = append(opts, nats.IgnoreDiscoveredServers())
+	}
 	switch {
 	case token != "":
 		opts = append(opts, nats.Token(token))
@@ -118,7 +130,7 @@ func (r *Registry) natsConn(ctx context.Context, cfg map[string]any) (jetstream.
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect: %w", err)
+		return nil, nil, &natsDialError{err}
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -321,4 +333,30 @@ func natsValue(b []byte) any {
 		return v
 	}
 	return string(b)
+}
+
+// natsDialError is a failure to reach the server: a connection error, which
+// a retry policy may retry, unlike a refused configuration.
+type natsDialError struct{ err error }
+
+func (e *natsDialError) Error() string { return "connect: " + e.err.Error() }
+func (e *natsDialError) Unwrap() error { return e.err }
+
+// natsServerURL reads one server of a NATS url list as the client will dial
+// it: without a scheme it is nats://, as nats.go reads it. A server whose
+// host cannot be read is an error, so no server escapes the credential's
+// host check.
+func natsServerURL(server string) (*neturl.URL, error) {
+	server = strings.TrimSpace(server)
+	if !strings.Contains(server, "://") {
+		server = "nats://" + server
+	}
+	u, err := neturl.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+	if u.Hostname() == "" {
+		return nil, errors.New("it names no host (give nats://host:port)")
+	}
+	return u, nil
 }

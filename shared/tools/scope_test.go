@@ -29,23 +29,8 @@ func TestCredentialHostScope(t *testing.T) {
 	t.Cleanup(srv.Close)
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 
-	// A listener standing in for a foreign Postgres: it counts connections.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	var dials atomic.Int64
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			dials.Add(1)
-			c.Close()
-		}
-	}()
+	// A listener standing in for a foreign Postgres.
+	ln, dials := countingListener(t)
 	_, pgPort, _ := net.SplitHostPort(ln.Addr().String())
 	pgp, _ := strconv.Atoi(pgPort)
 
@@ -82,4 +67,50 @@ func TestCredentialHostScope(t *testing.T) {
 	if dials.Load() == 0 {
 		t.Fatal("the allowed override never dialled")
 	}
+}
+
+// TestNATSServerWithoutSchemeIsScoped: a NATS server written without a
+// scheme ("host:port", which the client dials as nats://) was passed over by
+// the host check, so a step's url: sent a credential whose scope lists other
+// hosts to any server (the security review of 2026-11-29, finding 4). Now
+// every server is checked as the client reads it, and one with no host is
+// refused.
+func TestNATSServerWithoutSchemeIsScoped(t *testing.T) {
+	t.Parallel()
+	ln, dials := countingListener(t)
+	r := New(Options{Credentials: CredentialMap{
+		"natscred": {Kind: "nats", User: "svc", Password: "nats-secret-pw", AllowedHosts: []string{"nats.internal"}},
+	}})
+	for _, url := range []string{ln.Addr().String(), "nats://" + ln.Addr().String(), "nats.internal:4222," + ln.Addr().String()} {
+		env := execTool(t, r, map[string]any{"kind": "nats", "auth": "natscred", "url": url, "operation": "kv_get", "bucket": "b", "key": "k"}, nil)
+		mustFail(t, env, toolresult.StatusError, toolresult.KindTool, `credential "natscred" may be sent only to nats.internal (its scope.hosts)`)
+	}
+	env := execTool(t, r, map[string]any{"kind": "nats", "auth": "natscred", "url": "nats://:4222", "operation": "kv_get", "bucket": "b", "key": "k"}, nil)
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, `NATS server "nats://:4222": it names no host`)
+	if n := dials.Load(); n != 0 {
+		t.Fatalf("refused steps reached the server %d times", n)
+	}
+}
+
+// countingListener accepts and closes connections, counting them: a server
+// a refused step must never reach.
+func countingListener(t *testing.T) (net.Listener, *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	dials := new(atomic.Int64)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			dials.Add(1)
+			c.Close()
+		}
+	}()
+	return ln, dials
 }
