@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"time"
@@ -21,7 +23,12 @@ type Children struct {
 
 // Start starts a child execution.
 func (c *Children) Start(ctx context.Context, req tools.ChildRequest) (string, error) {
-	r := wire.ExecuteRequest{Path: req.Path, Payload: req.Payload, Pool: req.ExecutionPool}
+	// A key of its own makes the start safe to send again: an answer lost
+	// after the server started the child (a dropped connection, a 502)
+	// is asked again and answers that child, not a second one.
+	key := make([]byte, 16)
+	rand.Read(key)
+	r := wire.ExecuteRequest{Path: req.Path, Payload: req.Payload, Pool: req.ExecutionPool, IdempotencyKey: "child-" + hex.EncodeToString(key)}
 	if req.CatalogID != "" {
 		id, err := strconv.ParseInt(req.CatalogID, 10, 64)
 		if err != nil {
