@@ -391,20 +391,21 @@ func (t *txn) advance(x *execution, trigger store.Event) (*engine.Outcome, store
 	in := engine.Inputs{Results: cache, NewID: t.ids.next}
 	started := time.Now()
 	var out *engine.Outcome
-	for round := 0; ; round++ {
+	var rounds engine.Rounds
+	for {
 		// Handle may change the snapshot before it finds a stored value
 		// missing; it then starts again from the state before the trigger.
 		work := snap.Clone()
 		out, err = t.s.eng.Handle(x.pb, x.run, work, ev, in)
-		var need *engine.NeedResultsError
-		if errors.As(err, &need) && round < 4 {
-			if err := t.s.loadResults(t.ctx, t.tx, x.row.ExecutionID, need.Keys, cache); err != nil {
+		keys, err := rounds.Next(err)
+		if err != nil {
+			return nil, trigger, fmt.Errorf("execution %d: %w", x.row.ExecutionID, err)
+		}
+		if keys != nil {
+			if err := t.s.loadResults(t.ctx, t.tx, x.row.ExecutionID, keys, cache); err != nil {
 				return nil, trigger, err
 			}
 			continue
-		}
-		if err != nil {
-			return nil, trigger, fmt.Errorf("execution %d: %w", x.row.ExecutionID, err)
 		}
 		snap = work
 		break

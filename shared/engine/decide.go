@@ -102,6 +102,12 @@ type decider struct {
 	budget *tmpl.Budget
 	// sizeBuf is scratch space for measuring commands (boundCommand).
 	sizeBuf []byte
+	// missing are the stored values this decision found missing so far, and
+	// gathering counts the open blocks (gather) that collect them rather than
+	// stop at the first, so the caller loads them in one round.
+	missing   needResults
+	missed    map[ResultKey]bool
+	gathering int
 }
 
 func (d *decider) decide() {
@@ -1165,26 +1171,90 @@ func (d *decider) resultData(oc cmdOutcome) any {
 	return d.load(RefKey(oc.ref))
 }
 
-func (d *decider) load(key ResultKey) any { return d.loadAll([]ResultKey{key})[0] }
+// load is loadAll of one key, with no slice to allocate.
+func (d *decider) load(key ResultKey) any {
+	if v, ok := d.local[key]; ok {
+		return v
+	}
+	if v, ok := d.in.Results[key]; ok {
+		return v
+	}
+	d.miss([]ResultKey{key})
+	return nil
+}
 
 // loadAll returns stored values, asking the caller for every missing one at once.
+// Inside a gather block a missing value reads as nil and the block goes on
+// (what it builds is thrown away when the block ends); outside one the
+// decision stops here, asking for everything found missing so far.
 func (d *decider) loadAll(keys []ResultKey) []any {
 	out := make([]any, len(keys))
-	var missing needResults
+	found := true
 	for i, k := range keys {
 		if v, ok := d.local[k]; ok {
 			out[i] = v
 		} else if v, ok := d.in.Results[k]; ok {
 			out[i] = v
 		} else {
-			missing = append(missing, k)
+			found = false
 		}
 	}
-	if len(missing) > 0 {
-		panic(missing)
+	if !found {
+		d.miss(keys)
 	}
 	return out
 }
+
+// miss records the keys of a load that are missing, each once, and stops the
+// decision outside a gather block. Outside a block nothing was missing before
+// this load and its keys differ, so only a block's keys are checked.
+func (d *decider) miss(keys []ResultKey) {
+	for _, k := range keys {
+		if _, ok := d.local[k]; ok {
+			continue
+		}
+		if _, ok := d.in.Results[k]; ok {
+			continue
+		}
+		if d.gathering > 0 {
+			if d.missed[k] {
+				continue
+			}
+			if d.missed == nil {
+				d.missed = map[ResultKey]bool{}
+			}
+			d.missed[k] = true
+		}
+		d.missing = append(d.missing, k)
+	}
+	if d.gathering == 0 {
+		panic(d.missing)
+	}
+}
+
+// gather opens a block that collects the stored values it finds missing instead
+// of stopping at the first: the names one template reads, a set block's
+// entries, a command's input and config. Each of these is rendered whatever
+// the values are, so nothing in the block is steered by the nil a missing
+// value reads as, and every key collected is one the decision needs. Blocks
+// that choose a path (when, next) stay outside: there the decision stops at
+// the first missing value, and the caller's rounds (Rounds) go on. The block
+// must end with flush.
+func (d *decider) gather() { d.gathering++ }
+
+// flush ends a gather block; the outermost one stops the decision, asking for
+// every value found missing, before anything built from them is used.
+func (d *decider) flush() {
+	d.gathering--
+	if d.gathering == 0 && d.missing != nil {
+		panic(d.missing)
+	}
+}
+
+// short says a gather block found a value missing: what it renders is thrown
+// away, so a render error is not acted on, and the block goes on to collect
+// the rest.
+func (d *decider) short() bool { return d.missing != nil }
 
 // ---- worklist ----
 

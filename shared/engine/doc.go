@@ -6,7 +6,9 @@
 //
 // It is pure: no I/O, no clocks, no randomness. Time, ids and any large stored
 // values come in through the event and the Inputs (Temporal's split between a pure
-// history state machine and its persistence is the model).
+// history state machine and its persistence is the model). A decision that
+// finds stored values missing returns NeedResultsError naming them; the caller
+// loads them and decides again, following Rounds.
 //
 // The live path calls Handle once per event:
 //

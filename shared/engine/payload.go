@@ -19,11 +19,21 @@ import (
 // their templates read, as NoETL's task_sequence {tasks: [{name, kind, …}],
 // remaining_actions}, and the worker renders item by item against its running
 // context (R-S3, worker.md §3).
+//
+// The stored values its input, config and code context read are asked for at
+// once.
 func (d *decider) commandPayload(step *playbook.Step, visit int, b *bindings) (map[string]any, error) {
+	d.gather()
+	p, err := d.payload(step, visit, b)
+	d.flush()
+	return p, err
+}
+
+func (d *decider) payload(step *playbook.Step, visit int, b *bindings) (map[string]any, error) {
 	args := map[string]any{}
 	if step.Input != nil {
 		in, err := d.renderValue(step.Input, b)
-		if err != nil {
+		if err != nil && !d.short() {
 			return nil, fmt.Errorf("input: %w", err)
 		}
 		if m, ok := in.(map[string]any); ok {
@@ -37,7 +47,7 @@ func (d *decider) commandPayload(step *playbook.Step, visit int, b *bindings) (m
 	}
 	if !step.UsesPolicy() {
 		cfg, err := d.renderValue(step.Tool.Config, b)
-		if err != nil {
+		if err != nil && !d.short() {
 			return nil, err
 		}
 		tc, _ := cfg.(map[string]any)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -66,4 +67,55 @@ func (e *NeedResultsError) Error() string {
 		parts[i] = k.String()
 	}
 	return "engine: needs stored results " + strings.Join(parts, ", ")
+}
+
+// MaxRounds bounds how many times one event is decided again after loading
+// stored values. A decision asks for all it finds missing in each block it
+// renders, and each round for values not loaded before, so rounds end by
+// themselves; the bound only stops a loop that would not.
+const MaxRounds = 1000
+
+// Rounds is the one rule for deciding an event again after loading what the
+// engine asked for, which every caller of Handle follows (the control plane,
+// the simulator, what-if): keep going while each round asks for values not
+// loaded yet. The zero value is ready; it allocates only once a value is
+// asked for.
+type Rounds struct {
+	n      int
+	loaded map[ResultKey]struct{}
+}
+
+// Next takes what a Handle call returned. With no error, or an error other
+// than NeedResultsError, the decision is over: Next returns nil and that
+// error. Otherwise it returns the keys to load into Inputs.Results before
+// deciding again on a fresh copy of the snapshot, or an error naming the keys
+// when they were all loaded before (the loader stores them under other keys)
+// or after MaxRounds rounds.
+func (r *Rounds) Next(err error) ([]ResultKey, error) {
+	if err == nil {
+		return nil, nil
+	}
+	var need *NeedResultsError
+	if !errors.As(err, &need) {
+		return nil, err
+	}
+	if r.loaded == nil {
+		r.loaded = make(map[ResultKey]struct{}, len(need.Keys))
+	}
+	var fresh []ResultKey
+	for _, k := range need.Keys {
+		if _, done := r.loaded[k]; !done {
+			fresh = append(fresh, k)
+		}
+	}
+	if len(fresh) == 0 {
+		return nil, fmt.Errorf("%w, all loaded before: the loader must put each into Inputs.Results under the key asked for", err)
+	}
+	if r.n++; r.n > MaxRounds {
+		return nil, fmt.Errorf("%w, after %d rounds of loading stored values for one event (engine.MaxRounds)", err, MaxRounds)
+	}
+	for _, k := range fresh {
+		r.loaded[k] = struct{}{}
+	}
+	return fresh, nil
 }

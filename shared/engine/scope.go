@@ -54,13 +54,16 @@ func (it *iteration) vars() map[string]any {
 
 // env builds a template environment holding exactly the names the template reads
 // (R-S2), so rendering costs what the template uses, not the size of the context.
+// Every stored value its names read is asked for at once (gather).
 func (d *decider) env(roots []string, b *bindings) tmpl.Env {
 	vars := make(map[string]any, len(roots))
+	d.gather()
 	for _, r := range roots {
 		if v, ok := d.lookup(r, b); ok {
 			vars[r] = v
 		}
 	}
+	d.flush()
 	return tmpl.Env{Vars: vars, Now: d.trig.Time, Budget: d.budget}
 }
 
@@ -287,14 +290,22 @@ func (d *decider) renderValue(v *tmpl.Value, b *bindings) (any, error) {
 
 // renderSet renders a set block; every value sees the context as it was before the
 // block (R-W3).
+// The stored values of all its entries are asked for at once.
 func (d *decider) renderSet(entries []playbook.SetEntry, b *bindings) (map[string]any, error) {
 	if len(entries) == 0 {
 		return nil, nil
 	}
+	d.gather()
+	out, err := d.renderEntries(entries, b)
+	d.flush()
+	return out, err
+}
+
+func (d *decider) renderEntries(entries []playbook.SetEntry, b *bindings) (map[string]any, error) {
 	out := make(map[string]any, len(entries))
 	for _, e := range entries {
 		v, err := d.renderValue(e.Value, b)
-		if err != nil {
+		if err != nil && !d.short() {
 			return nil, err
 		}
 		out[e.Path] = v

@@ -152,24 +152,25 @@ func (s *sim) post(ev engine.Event) error {
 	ev.Seq, ev.ID = s.snap.Seq+1, s.id()
 	in := engine.Inputs{Results: s.values, NewID: s.id}
 	var keep *engine.Snapshot
+	var rounds engine.Rounds
 	for round := 0; ; round++ {
 		if round > 0 || s.mayNeed() {
 			keep = s.snap.Clone()
 		}
 		out, err := s.r.Engine.Handle(s.v.PB, s.run, s.snap, ev, in)
-		var need *engine.NeedResultsError
-		if errors.As(err, &need) && round < 3 {
-			if err := s.load(need.Keys); err != nil {
+		keys, err := rounds.Next(err)
+		if err != nil {
+			return err
+		}
+		if keys != nil {
+			if err := s.load(keys); err != nil {
 				return err
 			}
 			if keep == nil {
-				return fmt.Errorf("the engine asked for %v with no copy kept", need.Keys)
+				return fmt.Errorf("the engine asked for %v with no copy kept", keys)
 			}
 			s.snap = keep
 			continue
-		}
-		if err != nil {
-			return err
 		}
 		s.log = append(s.log, ev)
 		s.log = append(s.log, out.Events...)

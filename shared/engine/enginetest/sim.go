@@ -8,7 +8,6 @@ package enginetest
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -154,16 +153,20 @@ func (s *Sim) post(ev engine.Event) (*engine.Outcome, error) {
 	ev.ID = s.newID()
 	ev.Time = s.Clock
 	in := engine.Inputs{Results: map[engine.ResultKey]any{}, NewID: s.newID}
-	for round := 0; ; round++ {
+	var rounds engine.Rounds
+	for {
 		snap, err := s.snapshot()
 		if err != nil {
 			return nil, err
 		}
 		out, err := s.Engine.Handle(s.PB, s.Run, snap, ev, in)
-		var need *engine.NeedResultsError
-		if errors.As(err, &need) && round < 3 {
+		keys, err := rounds.Next(err)
+		if err != nil {
+			return nil, err
+		}
+		if keys != nil {
 			s.NeedRetries++
-			for _, k := range need.Keys {
+			for _, k := range keys {
 				v, ok := s.Results[k]
 				if !ok {
 					return nil, fmt.Errorf("engine asked for %s, which was never written", k)
@@ -171,9 +174,6 @@ func (s *Sim) post(ev engine.Event) (*engine.Outcome, error) {
 				in.Results[k] = v
 			}
 			continue
-		}
-		if err != nil {
-			return nil, err
 		}
 		b, err := s.encode(snap)
 		if err != nil {
