@@ -70,6 +70,10 @@ type txn struct {
 	// fault is a command transition the lifecycle does not allow
 	// (lifecycle.Check): a bug, refused at commit.
 	fault error
+	// tolerant: the lock keeps an execution the server cannot load
+	// (execution.unloadable) rather than failing, for the callers that can
+	// end one without the engine (endTx, the lease job).
+	tolerant bool
 }
 
 // execution is one execution locked by a txn, with its snapshot decoded once
@@ -84,6 +88,10 @@ type execution struct {
 	base, enc *engine.Encoded
 	isNew     bool // inserted by this txn (execute)
 	dirty     bool
+	// unloadable is why the execution cannot be folded (its playbook or its
+	// snapshot does not load, for good): set only in a tolerant txn, which
+	// never advances it.
+	unloadable error
 }
 
 // command is a command row known to a txn: read under its execution's lock,
@@ -239,6 +247,14 @@ func (t *txn) settle(staged []store.StagedEvent) error {
 		// (R-S4), though it keeps its arrival time when it can.
 		e.CreatedAt = latest(e.CreatedAt, x.row.UpdatedAt, last[x.row.ExecutionID])
 		last[x.row.ExecutionID] = e.CreatedAt
+		if x.unloadable != nil {
+			// Nothing can fold it (the execution is being ended without
+			// the engine): kept in the log, ignored.
+			if _, err := t.appendIgnored(x, e); err != nil {
+				return err
+			}
+			continue
+		}
 		_, err := t.ingest(x, e)
 		var fenced *FencedError
 		switch {
@@ -264,16 +280,38 @@ func latest(ts ...time.Time) time.Time {
 	return out
 }
 
-// adopt makes a locked execution row part of the txn.
+// undecodable is a snapshot that does not decode: it will not, however
+// often it is tried (wontLoad).
+type undecodable struct{ err error }
+
+func (e undecodable) Error() string { return e.err.Error() }
+func (e undecodable) Unwrap() error { return e.err }
+
+// wontLoad says whether err, from loading an execution, will recur however
+// often it is tried: its catalog entry no longer parses or is gone, or its
+// snapshot does not decode. A database error may not.
+func wontLoad(err error) bool {
+	return errors.Is(err, ErrInvalid) || errors.Is(err, store.ErrNotFound) || errors.As(err, new(undecodable))
+}
+
+// adopt makes a locked execution row part of the txn; in a tolerant txn,
+// one that cannot be loaded is kept with why (execution.unloadable).
 func (t *txn) adopt(row store.Execution) (*execution, error) {
 	if x := t.execs[row.ExecutionID]; x != nil {
 		return x, nil
 	}
 	pb, err := t.s.playbook(t.ctx, t.tx, t.sh, row.CatalogID)
-	if err != nil {
+	if err != nil && (!t.tolerant || !wontLoad(err)) {
 		return nil, err
 	}
-	x := &execution{row: row, pb: pb, run: runOf(row)}
+	x := &execution{row: row, pb: pb, run: runOf(row), unloadable: err}
+	if x.unloadable == nil && t.tolerant {
+		// Decoded now rather than when first folded: what fails here is
+		// known before anything is decided for it.
+		if _, err := t.snapshot(x); err != nil {
+			x.unloadable = err
+		}
+	}
 	t.execs[row.ExecutionID] = x
 	t.order = append(t.order, x)
 	return x, nil
@@ -347,7 +385,7 @@ func (t *txn) snapshot(x *execution) (*engine.Snapshot, error) {
 	}
 	snap, err := engine.UnmarshalSnapshot(x.row.State)
 	if err != nil {
-		return nil, fmt.Errorf("decode the snapshot of execution %d: %w", x.row.ExecutionID, err)
+		return nil, undecodable{fmt.Errorf("decode the snapshot of execution %d: %w", x.row.ExecutionID, err)}
 	}
 	x.snap = snap
 	return snap, nil
@@ -377,6 +415,9 @@ func (t *txn) advance(x *execution, trigger store.Event) (*engine.Outcome, store
 	}
 	if t.ids.err != nil {
 		return nil, trigger, t.ids.err
+	}
+	if x.unloadable != nil {
+		return nil, trigger, x.unloadable
 	}
 	snap, err := t.snapshot(x)
 	if err != nil {

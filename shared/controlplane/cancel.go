@@ -116,10 +116,17 @@ func (s *Service) Finalize(ctx context.Context, id int64, status, errMsg string)
 
 // endTx writes the terminal event and cancels the execution's commands in one
 // transaction; an execution that already ended is left as it is, and prior
-// says how it ended ("" when this call ended it).
+// says how it ended ("" when this call ended it). One the server cannot load
+// (its catalog entry no longer parses, its snapshot does not decode) is
+// ended without the engine (endUnloadable): an operator can always end it.
 func (s *Service) endTx(ctx context.Context, sh *store.Shard, id int64, typ, status string, ctxv map[string]any) (string, error) {
 	prior := ""
-	err := s.withTx(ctx, sh, &store.LockSet{Executions: []int64{id}}, func(t *txn) error {
+	err := s.withTx(ctx, sh, nil, func(t *txn) error {
+		prior = ""
+		t.tolerant = true
+		if err := t.lock(&store.LockSet{Executions: []int64{id}}); err != nil {
+			return err
+		}
 		x, err := t.execution(id)
 		if err != nil {
 			return err
@@ -127,6 +134,11 @@ func (s *Service) endTx(ctx context.Context, sh *store.Shard, id int64, typ, sta
 		if lifecycle.ExecutionEnded(x.row.Status) {
 			prior = x.row.Status
 			return errDiscard
+		}
+		if x.unloadable != nil {
+			s.log.WarnContext(ctx, "ending an execution the server cannot load, without the engine", "execution_id", id,
+				"status", status, "error", x.unloadable.Error())
+			return t.endUnloadable(x, typ, status, ctxv)
 		}
 		if _, _, err := t.advance(x, store.Event{EventType: typ, Status: status, Context: ctxv}); err != nil {
 			return err
@@ -136,6 +148,25 @@ func (s *Service) endTx(ctx context.Context, sh *store.Shard, id int64, typ, sta
 		return err
 	})
 	return prior, err
+}
+
+// endUnloadable ends an execution the server cannot load: its ending event
+// is written as given, without the engine, the row takes its status (and
+// the event's error), and its active commands are cancelled. The stored
+// snapshot is kept as it was: nothing can fold it.
+func (t *txn) endUnloadable(x *execution, typ, status string, ctxv map[string]any) error {
+	e := store.Event{ExecutionID: x.row.ExecutionID, Seq: x.row.LastSeq + 1, EventID: t.ids.next(), EventType: typ,
+		Status: status, Context: ctxv, CreatedAt: t.eventTime(x)}
+	if t.ids.err != nil {
+		return t.ids.err
+	}
+	t.ch.Events = append(t.ch.Events, e)
+	x.row.LastSeq, x.row.Status, x.row.State, x.dirty = e.Seq, status, nil, true
+	if msg, ok := ctxv["error"].(string); ok {
+		x.row.Error = msg
+	}
+	_, err := store.CancelActiveCommands(t.ctx, t.tx, x.row.ExecutionID)
+	return err
 }
 
 // cancelChildren cancels the running children of an execution, and theirs,
@@ -377,13 +408,19 @@ func (s *Service) CancelIdle(ctx context.Context, idle time.Duration, dryRun boo
 	}
 	reason := fmt.Sprintf("cleaned up: nothing moved it for %s", idle)
 	var ended []int64
+	var errs []error
 	for _, id := range found {
 		// A child listed after its parent was ended with it: no repeat.
 		out, err := s.CancelRequested(ctx, id, reason, true)
 		ended = append(ended, out.IDs...)
-		if err != nil {
-			return ended, err
+		switch {
+		case err == nil:
+		case store.Transient(err) || ctx.Err() != nil:
+			return ended, errors.Join(append(errs, err)...)
+		default:
+			// One that fails does not hold back the others.
+			errs = append(errs, fmt.Errorf("execution %d: %w", id, err))
 		}
 	}
-	return ended, nil
+	return ended, errors.Join(errs...)
 }

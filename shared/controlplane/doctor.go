@@ -3,8 +3,10 @@ package controlplane
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -42,8 +44,9 @@ func (s *Service) Doctor(ctx context.Context, limit int) ([]Stall, error) {
 		if err != nil {
 			return nil, fmt.Errorf("shard %d: %w", i, err)
 		}
+		failing := s.drained.of(i)
 		for _, f := range found {
-			out = append(out, Stall{Stall: f, Reason: stallReason(f)})
+			out = append(out, Stall{Stall: f, Reason: stallReason(f, i, failing)})
 		}
 		if len(out) >= limit {
 			break
@@ -52,10 +55,22 @@ func (s *Service) Doctor(ctx context.Context, limit int) ([]Stall, error) {
 	return out, nil
 }
 
-func stallReason(f store.Stall) string {
+// stallReason says why f stalls; failing are the drain jobs whose last run
+// on its shard (in this process) failed.
+func stallReason(f store.Stall, shard int, failing []drainFailure) string {
 	if f.Active == 0 && f.RunningChildren == 0 && !f.ParentCancelled {
 		return fmt.Sprintf("nothing will move it: the execution is %s with no command pending or held, no child running and no cancel in progress; "+
 			"end it (POST /api/executions/%d/finalize, or cancel) and report it as a bug", f.Status, f.ExecutionID)
+	}
+	if len(failing) > 0 {
+		// The drain runs here, and fails: say how, not whether it runs.
+		var why []string
+		for _, d := range failing {
+			why = append(why, fmt.Sprintf("%s at %s: %s", d.job, d.at.UTC().Format(time.RFC3339), jsonx.Cut(strings.ReplaceAll(d.err, "\n", "; "), 400)))
+		}
+		return fmt.Sprintf("%d of its %d command(s) in flight waited more than %s for the scheduled drain, which runs but failed on shard %d (%s); "+
+			"fix what it names, or end the execution (POST /api/executions/%d/finalize, or cancel)",
+			f.Stale, f.Active, DoctorOverdue, shard, strings.Join(why, "; "), f.ExecutionID)
 	}
 	return fmt.Sprintf("%d of its %d command(s) in flight waited more than %s for the scheduled drain (announcing pending commands again, "+
 		"ending leases): is the drain running (the outbox function's schedule, noetl serve --drain-every)?", f.Stale, f.Active, DoctorOverdue)

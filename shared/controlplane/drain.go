@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/noetl-go/noetl/shared/store"
@@ -89,39 +91,85 @@ func (s *Service) drainJobs(maxBatch int) []drainJob {
 	}
 }
 
+// drainShard runs every job on the shard, each whatever the others did: one
+// that fails (an execution it cannot handle, say) must not stop the others,
+// run after run. Their errors are returned together, and each job's last one
+// is kept for Doctor (drainFailures).
 func (s *Service) drainShard(ctx context.Context, sh *store.Shard, maxBatch int, r *DrainReport) error {
+	var errs []error
 	for _, j := range s.drainJobs(maxBatch) {
-		if err := j.run(ctx, sh, r); err != nil {
-			return fmt.Errorf("%s: %w", j.name, err)
+		err := j.run(ctx, sh, r)
+		s.drained.record(sh.Index(), j.name, err, time.Now())
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", j.name, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
-// sweepBatches runs sweepOnce until a batch comes back short, counting the
-// commands handled.
-func (s *Service) sweepBatches(ctx context.Context, sh *store.Shard, lock func(store.Querier) ([]store.Command, error),
-	apply func(*txn, *execution, *command) error, count *int) error {
+// sweep is one of the drain's sweeps over commands.
+type sweep struct {
+	// lock locks up to limit commands due (SKIP LOCKED, executions first,
+	// R-L5), leaving out the executions of skip.
+	lock func(q store.Querier, skip []int64, limit int) ([]store.Command, error)
+	// apply handles one locked command under its execution's lock.
+	apply func(*txn, *execution, *command) error
+	// unloadable, when set, ends an execution the server cannot load
+	// (execution.unloadable) in place of apply, once, given its first
+	// command; unset, such an execution fails its transaction.
+	unloadable func(*txn, *execution, *command) error
+	// done hears the commands of each transaction that committed.
+	done func([]store.Command)
+}
+
+// sweepBatches runs sweepOnce until a batch comes back short. A batch that
+// fails is run again one execution per transaction: an execution that fails
+// alone is left out for the rest of the run, its error returned with the
+// others, so the healthy ones progress (the oldest rows come first every
+// run: one bad row would otherwise hold back the whole shard for ever).
+func (s *Service) sweepBatches(ctx context.Context, sh *store.Shard, sw sweep) error {
+	var skip []int64
+	var errs []error
+	failed := func(err error) error { return errors.Join(append(errs, err)...) }
 	for {
-		n, err := s.sweepOnce(ctx, sh, lock, apply)
-		if err != nil {
-			return err
+		n, _, err := s.sweepOnce(ctx, sh, sw, skip, sweepBatch)
+		switch {
+		case err == nil && n < sweepBatch:
+			return errors.Join(errs...)
+		case err == nil:
+			continue
+		case store.Transient(err) || ctx.Err() != nil:
+			return failed(err) // the database is away: one by one would only fail again
 		}
-		*count += n
-		if n < sweepBatch {
-			return nil
+		s.log.WarnContext(ctx, "a drain sweep's batch failed; retrying its executions one by one",
+			"shard", sh.Index(), "error", err.Error())
+		for range sweepBatch {
+			n, execs, err := s.sweepOnce(ctx, sh, sw, skip, 1)
+			if err != nil {
+				if store.Transient(err) || ctx.Err() != nil || len(execs) == 0 {
+					return failed(err)
+				}
+				skip = append(skip, execs...)
+				errs = append(errs, fmt.Errorf("execution %d: %w", execs[0], err))
+				continue
+			}
+			if n == 0 {
+				return errors.Join(errs...)
+			}
 		}
 	}
 }
 
 // sweepOnce runs one sweep batch in one transaction: it locks the commands
-// lock picks (SKIP LOCKED, executions first, R-L5), then applies apply to
-// each under its execution's lock.
-func (s *Service) sweepOnce(ctx context.Context, sh *store.Shard, lock func(store.Querier) ([]store.Command, error),
-	apply func(*txn, *execution, *command) error) (int, error) {
-	n := 0
+// sw.lock picks (SKIP LOCKED, executions first, R-L5), then applies sw.apply
+// to each under its execution's lock. It returns how many it handled and
+// the executions it locked (those that failed it, when it fails).
+func (s *Service) sweepOnce(ctx context.Context, sh *store.Shard, sw sweep, skip []int64, limit int) (int, []int64, error) {
+	var handled []store.Command
+	var execs []int64
 	err := s.withTx(ctx, sh, nil, func(t *txn) error {
-		cmds, err := lock(t.tx)
+		handled, execs = nil, nil
+		cmds, err := sw.lock(t.tx, skip, limit)
 		if err != nil {
 			return err
 		}
@@ -136,24 +184,84 @@ func (s *Service) sweepOnce(ctx context.Context, sh *store.Shard, lock func(stor
 			}
 		}
 		slices.Sort(ls.Executions)
+		execs = slices.Clone(ls.Executions)
+		t.tolerant = sw.unloadable != nil
 		if err := t.lock(ls); err != nil {
 			return err
 		}
+		ended := map[int64]bool{}
 		for _, c := range cmds {
 			k := t.adoptCommand(c)
 			x, err := t.execution(c.ExecutionID)
 			if err != nil {
 				return err
 			}
-			if err := apply(t, x, k); err != nil {
+			switch {
+			case x.unloadable == nil:
+				err = sw.apply(t, x, k)
+			case !ended[c.ExecutionID]:
+				ended[c.ExecutionID] = true
+				err = sw.unloadable(t, x, k)
+			}
+			if err != nil {
 				return err
 			}
 		}
-		n = len(cmds)
+		handled = cmds
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return 0, execs, err
 	}
-	return n, nil
+	if sw.done != nil && len(handled) > 0 {
+		sw.done(handled)
+	}
+	return len(handled), execs, nil
+}
+
+// drainFailures keeps each drain job's last error per shard, as this
+// process ran it, until the job next succeeds: Doctor says the drain runs
+// and fails rather than asking whether it runs.
+type drainFailures struct {
+	mu sync.Mutex
+	m  map[drainJobKey]drainFailure
+}
+
+type drainJobKey struct {
+	shard int
+	job   string
+}
+
+type drainFailure struct {
+	job string
+	err string
+	at  time.Time
+}
+
+func (d *drainFailures) record(shard int, job string, err error, at time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	key := drainJobKey{shard, job}
+	if err == nil {
+		delete(d.m, key)
+		return
+	}
+	if d.m == nil {
+		d.m = map[drainJobKey]drainFailure{}
+	}
+	d.m[key] = drainFailure{job: job, err: err.Error(), at: at}
+}
+
+// of lists the shard's failing jobs by name.
+func (d *drainFailures) of(shard int) []drainFailure {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []drainFailure
+	for k, f := range d.m {
+		if k.shard == shard {
+			out = append(out, f)
+		}
+	}
+	slices.SortFunc(out, func(a, b drainFailure) int { return strings.Compare(a.job, b.job) })
+	return out
 }

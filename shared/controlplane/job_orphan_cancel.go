@@ -2,6 +2,8 @@ package controlplane
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/noetl-go/noetl/shared/store"
 )
@@ -14,11 +16,19 @@ func (s *Service) cancelOrphans(ctx context.Context, sh *store.Shard, r *DrainRe
 	if err != nil {
 		return err
 	}
+	// One child that fails does not hold back the others: each is its own
+	// transaction, its error kept.
+	var errs []error
 	for _, id := range orphans {
-		if err := s.Cancel(ctx, id, "the parent execution was cancelled"); err != nil && !isConflict(err) {
-			return err
+		err := s.Cancel(ctx, id, "the parent execution was cancelled")
+		switch {
+		case err == nil, isConflict(err):
+			r.ChildrenCancelled++
+		case store.Transient(err) || ctx.Err() != nil:
+			return errors.Join(append(errs, err)...)
+		default:
+			errs = append(errs, fmt.Errorf("execution %d: %w", id, err))
 		}
-		r.ChildrenCancelled++
 	}
-	return nil
+	return errors.Join(errs...)
 }

@@ -20,12 +20,13 @@ func (s *Service) announceAgain(ctx context.Context, sh *store.Shard, r *DrainRe
 	if s.cfg.Publisher == nil {
 		return nil
 	}
-	return s.sweepBatches(ctx, sh,
-		func(q store.Querier) ([]store.Command, error) {
-			return store.LockReannounceDue(ctx, q, s.reannounce, sweepBatch)
+	return s.sweepBatches(ctx, sh, sweep{
+		lock: func(q store.Querier, skip []int64, limit int) ([]store.Command, error) {
+			return store.LockReannounceDue(ctx, q, s.reannounce, skip, limit)
 		},
-		func(t *txn, x *execution, k *command) error { return t.announceAgain(x, k) },
-		&r.Reannounced)
+		apply: func(t *txn, x *execution, k *command) error { return t.announceAgain(x, k) },
+		done:  func(cmds []store.Command) { r.Reannounced += len(cmds) },
+	})
 }
 
 // announceAgain records a pending command's announcement again and queues

@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/noetl-go/noetl/shared/store"
@@ -23,12 +24,19 @@ func (s *Service) settleStaged(ctx context.Context, sh *store.Shard, r *DrainRep
 	if err != nil {
 		return err
 	}
+	// One execution that fails (one the server cannot load) does not hold
+	// back the others: each is its own transaction, its error kept.
+	var errs []error
 	for _, id := range ids {
 		// The lock enters them (txn.settle); nothing else is done.
 		err := s.withExecution(ctx, id, nil, func(*txn, *execution) error { return nil })
-		if err != nil && !errors.Is(err, ErrNotFound) {
-			return err
+		switch {
+		case err == nil, errors.Is(err, ErrNotFound):
+		case store.Transient(err) || ctx.Err() != nil:
+			return errors.Join(append(errs, err)...)
+		default:
+			errs = append(errs, fmt.Errorf("execution %d: %w", id, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }

@@ -31,6 +31,7 @@ type stack struct {
 	js   jetstream.JetStream
 	nc   *nats.Conn
 	ctx  context.Context
+	cfg  controlplane.Config // svc's: another process's service is controlplane.New(cfg)
 }
 
 func newStack(t testing.TB, opts ...func(*controlplane.Config)) *stack {
@@ -44,7 +45,7 @@ func newStack(t testing.TB, opts ...func(*controlplane.Config)) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &stack{pg: cs.PG, nats: cs.NATS, svc: svc, st: cs.Store, js: cs.JS, nc: cs.Conn, ctx: cs.Ctx}
+	return &stack{pg: cs.PG, nats: cs.NATS, svc: svc, st: cs.Store, js: cs.JS, nc: cs.Conn, ctx: cs.Ctx, cfg: c}
 }
 
 func (s *stack) register(t *testing.T, yaml string) store.CatalogEntry {

@@ -111,6 +111,8 @@ type Service struct {
 	limits     lifecycle.Limits
 	reannounce lifecycle.Reannounce
 	server     string
+	// drained is each drain job's last error per shard (drain.go).
+	drained drainFailures
 }
 
 // New returns a Service over an opened store.

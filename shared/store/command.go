@@ -257,33 +257,38 @@ func CancelActiveCommands(ctx context.Context, q Querier, executionID int64) ([]
 // SKIP LOCKED: concurrent sweepers and live ingest never wait for each other), then
 // it locks and returns those executions' matching commands. limit bounds the
 // candidate commands (1..1000); executions skipped are picked up by the next run.
+// skip names executions left out (those the run already failed on): the next
+// batch reaches past them.
 
 // LockEndedLeases returns held commands whose lease ended
 // (lifecycle.Ended): it ran out, or the deadline and grace passed, once the
 // database has been reachable for a lease.
-func LockEndedLeases(ctx context.Context, tx Querier, l lifecycle.Limits, limit int) ([]Command, error) {
-	return lockForSweep(ctx, tx, "ended leases", limit, lifecycle.EndedSQL("$2", "$3"), "lease_expires_at", l.Lease, l.Grace)
+func LockEndedLeases(ctx context.Context, tx Querier, l lifecycle.Limits, skip []int64, limit int) ([]Command, error) {
+	return lockForSweep(ctx, tx, "ended leases", skip, limit, lifecycle.EndedSQL("$2", "$3"), "lease_expires_at", l.Lease, l.Grace)
 }
 
 // LockReannounceDue returns pending commands of any attempt due to be
 // announced again (lifecycle.ReannounceDue).
-func LockReannounceDue(ctx context.Context, tx Querier, a lifecycle.Reannounce, limit int) ([]Command, error) {
-	return lockForSweep(ctx, tx, "announcements due again", limit, lifecycle.ReannounceDueSQL("$2", "$3"), "available_at", a.First, a.Max)
+func LockReannounceDue(ctx context.Context, tx Querier, a lifecycle.Reannounce, skip []int64, limit int) ([]Command, error) {
+	return lockForSweep(ctx, tx, "announcements due again", skip, limit, lifecycle.ReannounceDueSQL("$2", "$3"), "available_at", a.First, a.Max)
 }
 
 // lockForSweep: cond may use $2.. (extra); $1 is the limit in step one and the
-// execution ids in step two. `= ANY (ARRAY(…))` makes step one a handful of primary
-// key lookups rather than a join the planner may turn into a long index scan.
-func lockForSweep(ctx context.Context, tx Querier, what string, limit int, cond, order string, extra ...any) ([]Command, error) {
+// execution ids in step two; skip follows extra in step one. `= ANY (ARRAY(…))`
+// makes step one a handful of primary key lookups rather than a join the
+// planner may turn into a long index scan.
+func lockForSweep(ctx context.Context, tx Querier, what string, skip []int64, limit int, cond, order string, extra ...any) ([]Command, error) {
 	if limit < 1 || limit > 1000 {
 		return nil, fmt.Errorf("store: sweep %s: limit %d outside 1..1000", what, limit)
 	}
+	skipAt := fmt.Sprintf("$%d", len(extra)+2)
 	rows, err := tx.Query(ctx, `
 		SELECT execution_id FROM execution
 		WHERE execution_id = ANY (ARRAY(
-			SELECT execution_id FROM command WHERE `+cond+` ORDER BY `+order+` LIMIT $1))
+			SELECT execution_id FROM command WHERE `+cond+` AND execution_id <> ALL(`+skipAt+`::bigint[])
+			ORDER BY `+order+` LIMIT $1))
 		ORDER BY execution_id
-		FOR UPDATE SKIP LOCKED`, append([]any{limit}, extra...)...)
+		FOR UPDATE SKIP LOCKED`, append(append([]any{limit}, extra...), nonNil(skip))...)
 	if err != nil {
 		return nil, fmt.Errorf("store: sweep %s: lock executions: %w", what, err)
 	}

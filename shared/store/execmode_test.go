@@ -100,10 +100,10 @@ func TestExecModes(t *testing.T) {
 				t.Fatal(err)
 			}
 			err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-				if _, err := store.LockReannounceDue(ctx, tx, lifecycle.DefaultReannounce, 10); err != nil {
+				if _, err := store.LockReannounceDue(ctx, tx, lifecycle.DefaultReannounce, nil, 10); err != nil {
 					return err
 				}
-				_, err := store.LockEndedLeases(ctx, tx, lifecycle.Limits{Grace: time.Minute}, 10)
+				_, err := store.LockEndedLeases(ctx, tx, lifecycle.Limits{Grace: time.Minute}, nil, 10)
 				return err
 			})
 			if err != nil {

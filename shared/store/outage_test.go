@@ -32,7 +32,7 @@ func TestLeasesWaitAfterAnOutage(t *testing.T) {
 	mustExec(t, db, `UPDATE command SET deadline_at = now() - interval '10 minutes' WHERE command_id = $1`, cmds[1].CommandID)
 	sweep := func(quiet time.Duration) (expired, late int) {
 		inTx(t, db, func(tx pgx.Tx) error {
-			ended, err := store.LockEndedLeases(ctx, tx, lifecycle.Limits{Lease: quiet, Grace: time.Minute}, 100)
+			ended, err := store.LockEndedLeases(ctx, tx, lifecycle.Limits{Lease: quiet, Grace: time.Minute}, nil, 100)
 			for _, c := range ended {
 				switch c.CommandID {
 				case cmds[0].CommandID:
