@@ -8,7 +8,7 @@ import (
 // A render's budget bounds what its templates build, so a hostile or mistaken
 // template fails with an error instead of exhausting memory: text multiplies
 // (three chained replaces of a long string grow it a thousandfold), lists and maps
-// multiply (repetition, nesting) and loops multiply work.
+// multiply (repetition, nesting) and loops and scans multiply work.
 //
 // The limits are about a hundred times what real templates build (a rendered
 // SQL statement, a request body, a list of a few thousand rows) and small enough
@@ -22,10 +22,19 @@ const (
 	// MaxRenderElements bounds the list items and map entries they build, counted
 	// deep: a list of lists counts the inner items too.
 	MaxRenderElements = 1_000_000
-	// MaxLoopIterations bounds {% for %} iterations, nested loops counted in full:
-	// the bound on a render's work. A count, not a clock, so a render succeeds or
-	// fails the same way on every machine (the engine is deterministic).
+	// MaxLoopIterations bounds {% for %} iterations, nested loops counted in full.
+	// A count, not a clock, so a render succeeds or fails the same way on every
+	// machine (the engine is deterministic).
 	MaxLoopIterations = 1_000_000
+	// MaxRenderWork bounds a render's work, what its helpers read: every list
+	// item and map entry visited and every byte of text scanned (`in`, `==`,
+	// `<`, length, min, max, sum, sort, unique, join, a filter reading a
+	// string, a computed key's bytes), and each helper call a loop iteration
+	// makes. Reading a value builds nothing, so without this limit a loop
+	// testing `x in big` is quadratic within the others. A count, not a clock,
+	// like MaxLoopIterations: scans of 1e8 take well under a second, a loop of
+	// 1e8 cheap calls several; real templates read thousands.
+	MaxRenderWork = 100_000_000
 )
 
 // Budget is what renders may still build. Every helper the generated code calls
@@ -33,6 +42,10 @@ const (
 // result; a helper is exempt only if it is marked free in its table entry
 // (it returns an argument, a part of one, a number or a bool), and a test holds
 // that list. So a filter added later is charged without doing anything.
+//
+// What a helper reads it charges itself (Budget.read), since only it knows what
+// it scanned; every helper but the flat ones (constant work, listed by a test)
+// is handed the Budget to do so.
 //
 // A value counts its size as it would be serialized: a string its bytes, a list
 // or map its items plus everything they hold, however shared (repeating one list
@@ -49,20 +62,25 @@ type Budget struct {
 	maxBytes, maxElems int64
 	bytes, elems       int64 // built so far
 	iterations         int
+	work, maxWork      int64 // read so far (MaxRenderWork)
 }
 
-// NewBudget returns a full budget: MaxRenderBytes, MaxRenderElements and
-// MaxLoopIterations.
+// NewBudget returns a full budget: MaxRenderBytes, MaxRenderElements,
+// MaxLoopIterations and MaxRenderWork.
 func NewBudget() *Budget { return newBudget(MaxRenderBytes, MaxRenderElements) }
 
 // newBudget is a budget of other sizes, for tests.
 func newBudget(maxBytes, maxElems int64) *Budget {
-	return &Budget{maxBytes: maxBytes, maxElems: maxElems}
+	return &Budget{maxBytes: maxBytes, maxElems: maxElems, maxWork: MaxRenderWork}
 }
 
 // Built reports what the budget's renders have built so far: bytes of text and
 // list items and map entries.
 func (b *Budget) Built() (bytes, elements int64) { return b.bytes, b.elems }
+
+// Read reports the work the budget's renders have done so far: list items and
+// map entries visited and bytes scanned (MaxRenderWork).
+func (b *Budget) Read() int64 { return b.work }
 
 // BudgetError is a render stopped by its budget. Limit names the constant.
 type BudgetError struct {
@@ -76,6 +94,8 @@ func (e *BudgetError) Error() string {
 		return fmt.Sprintf("render budget exceeded: this would build more than %d MiB of text (limit MaxRenderBytes = %d bytes per render); build less, or pass large values on unchanged", e.Max>>20, e.Max)
 	case "MaxRenderElements":
 		return fmt.Sprintf("render budget exceeded: this would build more than %d list items and map entries (limit MaxRenderElements per render); build less, or pass large values on unchanged", e.Max)
+	case "MaxRenderWork":
+		return fmt.Sprintf("render budget exceeded: this would read more than %d list items, map entries and bytes of text (limit MaxRenderWork per render); scan large values fewer times: test membership in a map instead of a list, or compute once outside the loop", e.Max)
 	}
 	return fmt.Sprintf("render budget exceeded: loops would run more than %d iterations (limit %s per render)", e.Max, e.Limit)
 }
@@ -119,17 +139,40 @@ func (b *Budget) iterate() error {
 	return nil
 }
 
+// read charges n units of work (MaxRenderWork): items and entries visited,
+// bytes scanned. Helpers charge what they are about to read when they know it,
+// and what a deep comparison read once it is done: one step reads at most its
+// inputs, so it overshoots at most once.
+func (b *Budget) read(n int64) error {
+	b.work += n
+	if b.work > b.maxWork {
+		return &BudgetError{Limit: "MaxRenderWork", Max: b.maxWork}
+	}
+	return nil
+}
+
+// readText charges the bytes of s.
+func (b *Budget) readText(s string) error { return b.read(int64(len(s))) }
+
 // helper is one function the generated code calls.
 type helper struct {
 	fn func(b *Budget, a []any) (any, error)
 	// free marks a helper whose result costs nothing: an argument, a part of one, a
-	// number, a bool, or bookkeeping bounded elsewhere. Such a helper gets no
-	// Budget. TestFreeHelpers lists them and checks their results.
+	// number, a bool, or bookkeeping bounded elsewhere. TestFreeHelpers lists them
+	// and checks their results. A free helper still gets the Budget, to charge
+	// what it reads (MaxRenderWork).
 	free bool
+	// flat marks a free helper whose work does not grow with its arguments (a
+	// number's arithmetic, truthiness): it gets no Budget, so a template of
+	// nothing else does not bind one. TestFlatHelpers lists them.
+	flat bool
 }
 
 // call runs h and charges what it built: the one place results are counted.
 func (b *Budget) call(h helper, args []any) (any, error) {
+	if h.flat {
+		return h.fn(nil, args)
+	}
 	out, err := h.fn(b, args)
 	if err != nil || h.free {
 		return out, err

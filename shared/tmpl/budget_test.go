@@ -208,7 +208,7 @@ func TestBudgetSharedAcrossRenders(t *testing.T) {
 // or a single character, which TestFreeHelpers checks.
 var freeHelpers = []string{
 	"$div", "$empty", "$eq", "$f_abs", "$f_bool", "$f_default", "$f_first", "$f_float", "$f_int", "$f_last",
-	"$f_length", "$f_max", "$f_min", "$f_round", "$floordiv", "$ge", "$get", "$gt", "$has", "$in",
+	"$f_length", "$f_max", "$f_min", "$f_round", "$floordiv", "$ge", "$get", "$getw", "$gt", "$has", "$in",
 	"$is_boolean", "$is_divisibleby", "$is_even", "$is_false", "$is_float", "$is_integer", "$is_iterable",
 	"$is_lower", "$is_mapping", "$is_none", "$is_number", "$is_odd", "$is_sequence", "$is_string", "$is_true",
 	"$is_upper", "$le", "$lookup", "$loop", "$lt", "$mod", "$neg", "$pos", "$pow", "$sub", "$t", "$token", "$unpack",
@@ -272,7 +272,7 @@ func callSafely(h helper, args []any) (out any, err error, ok bool) {
 			ok = false
 		}
 	}()
-	out, err = h.fn(nil, args)
+	out, err = NewBudget().call(h, args)
 	return out, err, true
 }
 

@@ -27,6 +27,8 @@
 //   - a render budget (budget.go) stops runaway templates: every helper draws what
 //     it builds from it, at most MaxRenderBytes (16 MiB) of text, MaxRenderElements
 //     (1 000 000) list items and map entries and MaxLoopIterations (1 000 000) loop
-//     iterations per render (a count, not a clock, so renders stay deterministic);
-//     passing a value on unchanged is free. Nesting is limited to 200.
+//     iterations per render, and what helpers read from it, at most MaxRenderWork
+//     (100 000 000) items visited, bytes scanned and loop-body calls (counts, not
+//     a clock, so renders stay deterministic); passing a value on unchanged is
+//     free. Nesting is limited to 200.
 package tmpl

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +27,7 @@ type filterDef struct {
 	defs   []any // defaults, parallel to params; required marks a mandatory one
 	fn     filterFn
 	free   bool
+	flat   bool // free, and its work does not grow with its input (helper.flat)
 }
 
 type filterFn = func(b *Budget, x any, a []any) (any, error)
@@ -41,9 +43,15 @@ func (d *filterDef) reads() *filterDef {
 	return d
 }
 
+// flatWork marks a free filter flat: it reads a number or passes its input on.
+func (d *filterDef) flatWork() *filterDef {
+	d.free, d.flat = true, true
+	return d
+}
+
 // asHelper is the filter as the helper it compiles to.
 func (d *filterDef) asHelper() helper {
-	return helper{fn: func(b *Budget, a []any) (any, error) { return d.fn(b, a[0], a[1:]) }, free: d.free}
+	return helper{fn: func(b *Budget, a []any) (any, error) { return d.fn(b, a[0], a[1:]) }, free: d.free, flat: d.flat}
 }
 
 type requiredArg struct{}
@@ -63,38 +71,38 @@ func fdef(helper string, fn filterFn, params ...any) *filterDef {
 // filters is the read-only filter table (dsl.md §5). "map" is compiled specially: its
 // first argument names another filter, or it takes attribute=.
 var filters = func() map[string]*filterDef {
-	length := fdef("length", pure(fLength)).reads()
-	def := fdef("default", pure(fDefault), "default_value", "", "boolean", false).reads()
+	length := fdef("length", fLength).reads()
+	def := fdef("default", pure(fDefault), "default_value", "", "boolean", false).flatWork()
 	return map[string]*filterDef{
-		"int":        fdef("int", pure(fInt), "default", int64(0), "base", int64(10)).reads(),
-		"float":      fdef("float", pure(fFloat), "default", 0.0).reads(),
+		"int":        fdef("int", readsText(fInt), "default", int64(0), "base", int64(10)).reads(),
+		"float":      fdef("float", readsText(fFloat), "default", 0.0).reads(),
 		"string":     fdef("string", pure(func(x any, _ []any) (any, error) { return Text(x), nil })),
-		"bool":       fdef("bool", pure(func(x any, _ []any) (any, error) { return WhenTrue(x), nil })).reads(),
+		"bool":       fdef("bool", readsText(func(x any, _ []any) (any, error) { return WhenTrue(x), nil })).reads(),
 		"length":     length,
 		"count":      length,
 		"default":    def,
 		"d":          def,
 		"tojson":     fdef("tojson", fToJSON, "indent", nil),
-		"fromjson":   fdef("fromjson", pure(fFromJSON)),
+		"fromjson":   fdef("fromjson", readsText(fFromJSON)),
 		"lower":      fdef("lower", textFilter(strings.ToLower)),
 		"upper":      fdef("upper", textFilter(strings.ToUpper)),
 		"capitalize": fdef("capitalize", textFilter(capitalize)),
 		"title":      fdef("title", textFilter(jinjaTitle)),
 		"quote":      fdef("quote", textFilter(ShellQuote)),
-		"trim":       fdef("trim", pure(fTrim), "chars", nil),
+		"trim":       fdef("trim", fTrim, "chars", nil),
 		"replace":    fdef("replace", fReplace, "old", required, "new", required, "count", nil),
-		"split":      fdef("split", pure(fSplit), "sep", nil, "maxsplit", int64(-1)),
+		"split":      fdef("split", fSplit, "sep", nil, "maxsplit", int64(-1)),
 		"join":       fdef("join", fJoin, "d", "", "attribute", nil),
-		"first":      fdef("first", pure(edge(false))).reads(),
-		"last":       fdef("last", pure(edge(true))).reads(),
+		"first":      fdef("first", edge(false)).reads(),
+		"last":       fdef("last", edge(true)).reads(),
 		"keys":       fdef("keys", fKeys),
 		"values":     fdef("values", pure(fValues)),
 		"items":      fdef("items", pure(fItems)),
 		"sum":        fdef("sum", fSum, "attribute", nil, "start", int64(0)),
-		"min":        fdef("min", pure(minMax(-1)), "case_sensitive", false, "attribute", nil).reads(),
-		"max":        fdef("max", pure(minMax(1)), "case_sensitive", false, "attribute", nil).reads(),
-		"round":      fdef("round", pure(fRound), "precision", int64(0), "method", "common").reads(),
-		"abs":        fdef("abs", pure(fAbs)).reads(),
+		"min":        fdef("min", minMax(-1), "case_sensitive", false, "attribute", nil).reads(),
+		"max":        fdef("max", minMax(1), "case_sensitive", false, "attribute", nil).reads(),
+		"round":      fdef("round", pure(fRound), "precision", int64(0), "method", "common").flatWork(),
+		"abs":        fdef("abs", pure(fAbs)).flatWork(),
 		"unique":     fdef("unique", fUnique, "case_sensitive", false, "attribute", nil),
 		"sort":       fdef("sort", fSort, "reverse", false, "case_sensitive", false, "attribute", nil),
 		"reverse":    fdef("reverse", pure(fReverse)),
@@ -133,12 +141,26 @@ func bindArgs(what string, params []string, defs []any, args []node, kw []kwArg,
 	return out, nil
 }
 
-func fLength(x any, _ []any) (any, error) {
+// readsText adapts a filter that reads the whole of a string it is given
+// (parsing, folding): it charges the string's bytes (MaxRenderWork) first.
+func readsText(f func(x any, a []any) (any, error)) filterFn {
+	return func(b *Budget, x any, a []any) (any, error) {
+		if s, ok := x.(string); ok {
+			if err := b.readText(s); err != nil {
+				return nil, err
+			}
+		}
+		return f(x, a)
+	}
+}
+
+// fLength is free but counts a string's characters, which reads it.
+func fLength(b *Budget, x any, _ []any) (any, error) {
 	switch v := x.(type) {
 	case nil:
 		return int64(0), nil
 	case string:
-		return int64(utf8.RuneCountInString(v)), nil
+		return int64(utf8.RuneCountInString(v)), b.readText(v)
 	case []any:
 		return int64(len(v)), nil
 	case map[string]any:
@@ -318,8 +340,16 @@ func fFromJSON(x any, _ []any) (any, error) {
 	return v, nil
 }
 
+// textFilter is a filter of the input's text, which it reads whole (and may
+// hand back unchanged, uncharged as built).
 func textFilter(f func(string) string) filterFn {
-	return func(_ *Budget, x any, _ []any) (any, error) { return f(Text(x)), nil }
+	return func(b *Budget, x any, _ []any) (any, error) {
+		s := Text(x)
+		if err := b.readText(s); err != nil {
+			return nil, err
+		}
+		return f(s), nil
+	}
 }
 
 // ShellQuote is the `quote` filter: s (in its R-T2 text form) as one word of
@@ -387,8 +417,11 @@ func pyTitle(s string) string {
 	return b.String()
 }
 
-func fTrim(x any, a []any) (any, error) {
+func fTrim(b *Budget, x any, a []any) (any, error) {
 	s := Text(x)
+	if err := b.readText(s); err != nil {
+		return nil, err
+	}
 	if a[0] == nil {
 		return strings.TrimSpace(s), nil
 	}
@@ -432,6 +465,9 @@ func fReplace(b *Budget, x any, a []any) (any, error) {
 		}
 	}
 	s := Text(x)
+	if err := b.read(int64(len(s) + len(old))); err != nil {
+		return nil, err
+	}
 	if grow := int64(len(repl) - len(old)); grow > 0 {
 		var hits int64
 		if old == "" {
@@ -450,12 +486,16 @@ func fReplace(b *Budget, x any, a []any) (any, error) {
 }
 
 // fSplit is Python's str.split: without a separator it splits on runs of whitespace.
-func fSplit(x any, a []any) (any, error) {
+func fSplit(b *Budget, x any, a []any) (any, error) {
 	maxSplit, ok := intArg(a[1])
 	if !ok {
 		return nil, fmt.Errorf("split: maxsplit must be an integer, got %s", typeName(a[1]))
 	}
-	return pySplit(Text(x), a[0], maxSplit)
+	s := Text(x)
+	if err := b.readText(s); err != nil {
+		return nil, err
+	}
+	return pySplit(s, a[0], maxSplit)
 }
 
 func pySplit(s string, sepArg any, maxSplit int64) (any, error) {
@@ -505,13 +545,42 @@ func splitSpace(s string, maxSplit int64) []string {
 
 // seq reads the items a list filter works on: lists, map keys (sorted), string
 // characters; null is empty. The list made for a map or a string is checked
-// against b first (see iterate).
+// against b first (see iterate), and the filter's reading of every item is
+// charged (MaxRenderWork): an item or entry each, a string's bytes.
 func seq(b *Budget, name string, x any) ([]any, error) {
-	switch x.(type) {
-	case nil, []any, map[string]any, string:
-		return iterate(b, x)
+	var n int
+	switch v := x.(type) {
+	case nil:
+	case []any:
+		n = len(v)
+	case map[string]any:
+		n = len(v)
+	case string:
+		n = len(v)
+	default:
+		return nil, fmt.Errorf("%s needs a list, got %s", name, typeName(x))
 	}
-	return nil, fmt.Errorf("%s needs a list, got %s", name, typeName(x))
+	if err := b.read(int64(n)); err != nil {
+		return nil, err
+	}
+	return iterate(b, x)
+}
+
+// attrWork is what reading attribute= of each item costs (attrPath): its
+// parts, split from the path, and the lookup of each.
+func attrWork(attr any) int64 {
+	if s, ok := attr.(string); ok {
+		return 1 + int64(len(s))
+	}
+	return 1
+}
+
+// readAttrs charges reading attribute= of n items; nothing without one.
+func readAttrs(b *Budget, n int, attr any) error {
+	if attr == nil {
+		return nil
+	}
+	return b.read(int64(n) * attrWork(attr))
 }
 
 // attrPath reads attribute= of filters: a dotted path, numeric parts index lists.
@@ -537,6 +606,9 @@ func attrPath(item, attr any) any {
 // budget first (a long separator between many items multiplies).
 func fJoin(b *Budget, x any, a []any) (any, error) {
 	items, err := seq(b, "join", x)
+	if err == nil {
+		err = readAttrs(b, len(items), a[1])
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -557,28 +629,47 @@ func fJoin(b *Budget, x any, a []any) (any, error) {
 }
 
 // edge is the first or last filter. Both are free: a string's character is read in
-// place rather than listing them all.
-func edge(last bool) func(x any, _ []any) (any, error) {
+// place rather than listing them all, and a map's first or last key is found in
+// one pass rather than sorting them.
+func edge(last bool) filterFn {
 	name, decode := "first", utf8.DecodeRuneInString
 	if last {
 		name, decode = "last", utf8.DecodeLastRuneInString
 	}
-	return func(x any, _ []any) (any, error) {
-		if s, ok := x.(string); ok {
-			if s == "" {
+	return func(b *Budget, x any, _ []any) (any, error) {
+		switch v := x.(type) {
+		case string:
+			if v == "" {
 				return nil, nil
 			}
-			r, _ := decode(s)
+			r, _ := decode(v)
 			return string(r), nil
+		case map[string]any:
+			var n int64
+			var best string
+			found := false
+			for k := range v {
+				n += 1 + int64(len(k))
+				if !found || (k > best) == last {
+					best, found = k, true
+				}
+			}
+			if err := b.read(n); err != nil || !found {
+				return nil, err
+			}
+			return best, nil
+		case nil:
+			return nil, nil
+		case []any:
+			if len(v) == 0 {
+				return nil, nil
+			}
+			if last {
+				return v[len(v)-1], nil
+			}
+			return v[0], nil
 		}
-		items, err := seq(nil, name, x)
-		if err != nil || len(items) == 0 {
-			return nil, err
-		}
-		if last {
-			return items[len(items)-1], nil
-		}
-		return items[0], nil
+		return nil, fmt.Errorf("%s needs a list, got %s", name, typeName(x))
 	}
 }
 
@@ -626,21 +717,46 @@ func entries(name string, x any, entry func(k string, v any) any) (any, error) {
 // them, and every partial list is a new one).
 func fSum(b *Budget, x any, a []any) (any, error) {
 	items, err := seq(b, "sum", x)
+	if err == nil {
+		err = readAttrs(b, len(items), a[0])
+	}
 	if err != nil {
 		return nil, err
 	}
 	total := a[1]
+	// Integers are added here, unboxed: the common case, and a sum of many
+	// must cost about what reading them is charged (MaxRenderWork).
+	acc, isInt := total.(int64)
 	for _, it := range items {
-		if total, err = b.call(metered(fn2(add)), []any{total, attrPath(it, a[0])}); err != nil {
+		v := attrPath(it, a[0])
+		if y, ok := v.(int64); ok && isInt {
+			r := acc + y
+			if (y > 0 && r < acc) || (y < 0 && r > acc) {
+				return nil, fmt.Errorf("sum: %w", errOverflow)
+			}
+			acc = r
+			continue
+		}
+		if isInt {
+			total = acc
+		}
+		if total, err = b.call(sumAdd, []any{total, v}); err != nil {
 			var be *BudgetError
 			if errors.As(err, &be) {
 				return nil, err
 			}
 			return nil, fmt.Errorf("sum: %w", err)
 		}
+		acc, isInt = total.(int64)
+	}
+	if isInt {
+		return acc, nil
 	}
 	return total, nil
 }
+
+// sumAdd is + as sum applies it, its partial results charged.
+var sumAdd = metered(fn2(add))
 
 // sortKey folds strings for the case-insensitive default of min, max, sort and unique.
 func sortKey(v any, caseSensitive bool) any {
@@ -650,21 +766,31 @@ func sortKey(v any, caseSensitive bool) any {
 	return v
 }
 
-func minMax(sign int) func(any, []any) (any, error) {
+// sortKeyN is sortKey adding the bytes it folds to *n (MaxRenderWork).
+func sortKeyN(v any, caseSensitive bool, n *int64) any {
+	if s, ok := v.(string); ok && !caseSensitive {
+		*n += int64(len(s))
+		return strings.ToLower(s)
+	}
+	return v
+}
+
+func minMax(sign int) filterFn {
 	name := "min"
 	if sign > 0 {
 		name = "max"
 	}
-	return func(x any, a []any) (any, error) {
+	return func(b *Budget, x any, a []any) (any, error) {
 		cs := Truthy(a[0])
 		var best any
+		var n int64 // what comparing read, charged once done
 		first := true
 		consider := func(it any) error {
 			if first {
 				best, first = it, false
 				return nil
 			}
-			c, err := compare(name, sortKey(attrPath(it, a[1]), cs), sortKey(attrPath(best, a[1]), cs))
+			c, err := compareN(name, sortKeyN(attrPath(it, a[1]), cs, &n), sortKeyN(attrPath(best, a[1]), cs, &n), &n)
 			if c*sign > 0 {
 				best = it
 			}
@@ -672,14 +798,27 @@ func minMax(sign int) func(any, []any) (any, error) {
 		}
 		// A string's characters are read in place: min and max are free.
 		if s, ok := x.(string); ok {
+			if err := b.readText(s); err != nil {
+				return nil, err
+			}
 			for _, r := range s {
 				if err := consider(string(r)); err != nil {
 					return nil, err
 				}
 			}
-			return best, nil
+			return best, b.read(n)
 		}
-		items, err := seq(nil, name, x)
+		switch x.(type) {
+		case nil, []any, map[string]any:
+		default:
+			return nil, fmt.Errorf("%s needs a list, got %s", name, typeName(x))
+		}
+		// The list of a map's keys is not kept: it is not charged as built.
+		items, _ := iterate(nil, x)
+		err := b.read(int64(len(items)))
+		if err == nil {
+			err = readAttrs(b, 2*len(items), a[1])
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -688,7 +827,7 @@ func minMax(sign int) func(any, []any) (any, error) {
 				return nil, err
 			}
 		}
-		return best, nil
+		return best, b.read(n)
 	}
 }
 
@@ -781,11 +920,18 @@ func fUnique(b *Budget, x any, a []any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := readAttrs(b, len(items), a[1]); err != nil {
+		return nil, err
+	}
 	cs := Truthy(a[0])
 	seen := make(map[string]bool, len(items))
 	out := make([]any, 0, len(items))
 	for _, it := range items {
 		k := hashKey(sortKey(attrPath(it, a[1]), cs))
+		// The key is as long as the item's text, which folding and hashing read.
+		if err := b.read(2 * int64(len(k))); err != nil {
+			return nil, err
+		}
 		if !seen[k] {
 			seen[k] = true
 			out = append(out, it)
@@ -799,11 +945,22 @@ func fSort(b *Budget, x any, a []any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Sorting compares about n·log2(n) pairs; charged before it starts, so a
+	// sort too large for what is left never begins. What the comparisons read
+	// beyond one item each is charged once it is done.
+	cmps := int64(len(items)) * int64(bits.Len(uint(len(items))))
+	if err := b.read(cmps); err != nil {
+		return nil, err
+	}
+	if err := readAttrs(b, 2*int(cmps), a[2]); err != nil {
+		return nil, err
+	}
 	out := slices.Clone(items)
 	reverse, cs := Truthy(a[0]), Truthy(a[1])
 	var cmpErr error
+	var n int64
 	slices.SortStableFunc(out, func(p, q any) int {
-		c, err := compare("sort", sortKey(attrPath(p, a[2]), cs), sortKey(attrPath(q, a[2]), cs))
+		c, err := compareN("sort", sortKeyN(attrPath(p, a[2]), cs, &n), sortKeyN(attrPath(q, a[2]), cs, &n), &n)
 		if err != nil && cmpErr == nil {
 			cmpErr = err
 		}
@@ -815,7 +972,7 @@ func fSort(b *Budget, x any, a []any) (any, error) {
 	if cmpErr != nil {
 		return nil, cmpErr
 	}
-	return orEmpty(out), nil
+	return orEmpty(out), b.read(n)
 }
 
 // orEmpty is l, or an empty list for nil: a list a filter gives is [], never
@@ -882,6 +1039,9 @@ func fDict(x any, _ []any) (any, error) {
 // mapAttr is map(attribute=…, default=…).
 func mapAttr(b *Budget, x, attr, def any) (any, error) {
 	items, err := seq(b, "map", x)
+	if err == nil {
+		err = readAttrs(b, len(items), attr)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -917,10 +1077,17 @@ func mapFilter(b *Budget, x any, name string, args []any) (any, error) {
 type testDef struct {
 	nargs int
 	fn    func(x any, a []any) (bool, error)
+	text  bool // reads the whole of a string (charged, MaxRenderWork)
 }
 
 func simpleTest(f func(any) bool) testDef {
 	return testDef{fn: func(x any, _ []any) (bool, error) { return f(x), nil }}
+}
+
+func textTest(f func(any) bool) testDef {
+	d := simpleTest(f)
+	d.text = true
+	return d
 }
 
 var tests = map[string]testDef{
@@ -950,8 +1117,8 @@ var tests = map[string]testDef{
 		}
 		return false
 	}),
-	"lower": simpleTest(func(x any) bool { s, ok := x.(string); return ok && strings.ToLower(s) == s }),
-	"upper": simpleTest(func(x any) bool { s, ok := x.(string); return ok && strings.ToUpper(s) == s }),
+	"lower": textTest(func(x any) bool { s, ok := x.(string); return ok && strings.ToLower(s) == s }),
+	"upper": textTest(func(x any) bool { s, ok := x.(string); return ok && strings.ToUpper(s) == s }),
 	"even": {fn: func(x any, _ []any) (bool, error) {
 		r, err := mod(x, int64(2))
 		return err == nil && equal(r, int64(0)), numErr("even", x, err)
@@ -1030,6 +1197,12 @@ func callMethod(b *Budget, obj any, name string, args []any) (any, error) {
 }
 
 func stringMethod(b *Budget, s, name string, args []any) (any, error) {
+	switch name {
+	case "upper", "lower", "title", "capitalize", "strip", "lstrip", "rstrip", "split":
+		if err := b.readText(s); err != nil { // each reads the whole string
+			return nil, err
+		}
+	}
 	arg := func(i int, what string) (string, error) { return strArg(name, what, args[i]) }
 	trim := func(f func(string, string) string, g func(string, func(rune) bool) string) (any, error) {
 		if len(args) == 0 || args[0] == nil {
@@ -1081,6 +1254,9 @@ func stringMethod(b *Budget, s, name string, args []any) (any, error) {
 		}
 		for _, c := range cands {
 			p, err := strArg(name, "prefix", c)
+			if err == nil {
+				err = b.read(1 + int64(len(p)))
+			}
 			if err != nil {
 				return nil, err
 			}

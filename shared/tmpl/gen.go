@@ -3,6 +3,7 @@ package tmpl
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,6 +38,7 @@ type gen struct {
 	nvars   int
 	usesNow bool
 	metered bool // some helper call takes the render's Budget
+	ops     int  // helper calls emitted since the innermost loop body began
 	// unsupported names the functions the template calls that compile but cannot
 	// run here (token()), so registration can warn.
 	unsupported []string
@@ -54,13 +56,14 @@ func (g *gen) call(helper string, pos int) {
 	g.open(helper)
 }
 
-// open opens a call of a helper that cannot fail. A helper that is not free gets
+// open opens a call of a helper that cannot fail. A helper that is not flat gets
 // the render's Budget first, so no call can skip the accounting.
 func (g *gen) open(helper string) {
+	g.ops++
 	g.used[helper] = true
 	g.w(helper)
 	g.w("(")
-	if !helpers[helper].free {
+	if !helpers[helper].flat {
 		g.metered = true
 		g.w(budgetVar + ", ")
 	}
@@ -165,7 +168,11 @@ func (g *gen) expr(n node) error {
 		for i, j := 0, len(keys)-1; i < j; i, j = i+1, j-1 {
 			keys[i], keys[j] = keys[j], keys[i]
 		}
-		return g.helper("$get", n.pos, append([]node{base}, keys...)...)
+		get := "$get"
+		if slices.ContainsFunc(keys, longKey) {
+			get = "$getw"
+		}
+		return g.helper(get, n.pos, append([]node{base}, keys...)...)
 	case *sliceExpr:
 		return g.helper("$slice", n.pos, n.obj, orNil(n.lo, n.pos), orNil(n.hi, n.pos), orNil(n.step, n.pos))
 	case *unaryExpr:
@@ -223,6 +230,27 @@ func (g *gen) expr(n node) error {
 		return errAt(n.at(), fmt.Sprintf("internal: unexpected node %T", n))
 	}
 	return nil
+}
+
+// maxFlatKey bounds the constant keys a flat $get reads: a lookup hashes its
+// key and indexing a string walks to its character, so only short constants
+// cost a step whatever the value.
+const maxFlatKey = 64
+
+// longKey reports that a flat $get may not read key k: only a constant string
+// of at most maxFlatKey bytes or a constant index from 0 to maxFlatKey is short.
+func longKey(k node) bool {
+	c, ok := k.(*constExpr)
+	if !ok {
+		return true
+	}
+	switch v := c.val.(type) {
+	case string:
+		return len(v) > maxFlatKey
+	case int64:
+		return v < 0 || v > maxFlatKey
+	}
+	return true
 }
 
 func orNil(n node, pos int) node {
@@ -524,6 +552,12 @@ func (g *gen) forBlock(n *tFor) error {
 	}
 	g.open("$joins")
 	g.w("map(" + items + ", ")
+	// What one iteration runs is counted from here: its helper calls, each
+	// charged as a unit of work (MaxRenderWork) by $acc, so a long body of
+	// cheap operations cannot multiply the iterations allowed. Inner loops
+	// charge their own iterations.
+	outer := g.ops
+	g.ops = 0
 	scope := map[string]string{}
 	if refersToLoop(n.body) {
 		v := g.newVar()
@@ -553,11 +587,16 @@ func (g *gen) forBlock(n *tFor) error {
 	}
 	g.scopes = append(g.scopes, scope)
 	g.call("$acc", n.pos)
+	cost := len(g.consts)
+	g.constant(int64(0)) // the body's helper calls, known once it is compiled
+	g.w(", ")
 	err := g.body(n.body)
 	g.scopes = g.scopes[:len(g.scopes)-1]
 	if err != nil {
 		return err
 	}
+	g.consts[cost] = int64(g.ops)
+	g.ops = outer
 	g.w("))))")
 	return nil
 }
@@ -568,7 +607,7 @@ func (g *gen) source() string {
 	if !g.metered {
 		return g.b.String()
 	}
-	prefix := "let " + budgetVar + " = $env[" + strconv.Quote(budgetKey) + "]; "
+	prefix := "let " + budgetVar + " = " + budgetKey + "; "
 	for i := range g.spans {
 		g.spans[i].gen += len(prefix)
 	}
@@ -703,7 +742,9 @@ func baseOptions() []expr.Option {
 	}
 }
 
-// free and metered make the two kinds of helper table entries (see helper.free).
+// flat, free and metered make the three kinds of helper table entries (see
+// helper.free and helper.flat).
+func flat(fn func(*Budget, []any) (any, error)) helper    { return helper{fn: fn, free: true, flat: true} }
 func free(fn func(*Budget, []any) (any, error)) helper    { return helper{fn: fn, free: true} }
 func metered(fn func(*Budget, []any) (any, error)) helper { return helper{fn: fn} }
 
@@ -711,33 +752,56 @@ func metered(fn func(*Budget, []any) (any, error)) helper { return helper{fn: fn
 // compile (only those a template uses). Built once and only read.
 var helpers = func() map[string]helper {
 	h := map[string]helper{
-		"$t":        free(func(_ *Budget, a []any) (any, error) { return Truthy(a[0]), nil }),
-		"$get":      free(func(_ *Budget, a []any) (any, error) { return getPath(a[0], a[1:]), nil }),
-		"$has":      free(func(_ *Budget, a []any) (any, error) { return has(a[0], a[1]), nil }),
-		"$slice":    metered(func(_ *Budget, a []any) (any, error) { return slice(a[0], a[1], a[2], a[3]) }),
-		"$neg":      free(fn1(neg)),
-		"$pos":      free(fn1(plus)),
+		"$t":    flat(func(_ *Budget, a []any) (any, error) { return Truthy(a[0]), nil }),
+		"$get":  flat(func(_ *Budget, a []any) (any, error) { return getPath(a[0], a[1:]), nil }),
+		"$getw": free(func(b *Budget, a []any) (any, error) { return getPathW(b, a[0], a[1:]) }),
+		"$has": free(func(b *Budget, a []any) (any, error) {
+			n := keyWork(a[0], a[1])
+			if s, ok := a[0].(string); ok {
+				n = 1 + int64(len(s)) // has counts the characters
+			}
+			return has(a[0], a[1]), b.read(n)
+		}),
+		"$slice": metered(func(b *Budget, a []any) (any, error) {
+			if s, ok := a[0].(string); ok {
+				if err := b.readText(s); err != nil { // slicing walks the whole string
+					return nil, err
+				}
+			}
+			return slice(a[0], a[1], a[2], a[3])
+		}),
+		"$neg":      flat(fn1(neg)),
+		"$pos":      flat(fn1(plus)),
 		"$add":      metered(fn2(add)),
-		"$sub":      free(fn2(sub)),
+		"$sub":      flat(fn2(sub)),
 		"$mul":      metered(func(b *Budget, a []any) (any, error) { return mul(b, a[0], a[1]) }),
-		"$div":      free(fn2(div)),
-		"$floordiv": free(fn2(floorDiv)),
-		"$mod":      free(fn2(mod)),
-		"$pow":      free(fn2(pow)),
+		"$div":      flat(fn2(div)),
+		"$floordiv": flat(fn2(floorDiv)),
+		"$mod":      flat(fn2(mod)),
+		"$pow":      flat(fn2(pow)),
 		"$cat":      metered(func(_ *Budget, a []any) (any, error) { return cat(a), nil }),
-		"$eq":       free(func(_ *Budget, a []any) (any, error) { return equal(a[0], a[1]), nil }),
-		"$lt":       free(cmpFn("<", func(c int) bool { return c < 0 })),
-		"$le":       free(cmpFn("<=", func(c int) bool { return c <= 0 })),
-		"$gt":       free(cmpFn(">", func(c int) bool { return c > 0 })),
-		"$ge":       free(cmpFn(">=", func(c int) bool { return c >= 0 })),
-		"$in":       free(func(_ *Budget, a []any) (any, error) { return contains(a[0], a[1]) }),
-		"$list":     metered(func(_ *Budget, a []any) (any, error) { return append([]any{}, a...), nil }),
-		"$dict":     metered(func(_ *Budget, a []any) (any, error) { return dict(a) }),
-		"$now":      metered(func(_ *Budget, a []any) (any, error) { return nowText(a[0]) }),
-		"$range":    metered(func(b *Budget, a []any) (any, error) { return rangeList(b, a) }),
-		"$token":    free(func(_ *Budget, _ []any) (any, error) { return nil, errTokenUnsupported }),
-		"$method":   metered(func(b *Budget, a []any) (any, error) { return callMethod(b, a[0], a[1].(string), a[2:]) }),
-		"$lookup":   free(func(_ *Budget, a []any) (any, error) { return lookup(a[0], a[1], a[2:]) }),
+		"$eq": free(func(b *Budget, a []any) (any, error) {
+			var n int64
+			eq := equalN(a[0], a[1], &n)
+			return eq, b.read(n)
+		}),
+		"$lt":     free(cmpFn("<", func(c int) bool { return c < 0 })),
+		"$le":     free(cmpFn("<=", func(c int) bool { return c <= 0 })),
+		"$gt":     free(cmpFn(">", func(c int) bool { return c > 0 })),
+		"$ge":     free(cmpFn(">=", func(c int) bool { return c >= 0 })),
+		"$in":     free(func(b *Budget, a []any) (any, error) { return contains(b, a[0], a[1]) }),
+		"$list":   metered(func(_ *Budget, a []any) (any, error) { return append([]any{}, a...), nil }),
+		"$dict":   metered(func(_ *Budget, a []any) (any, error) { return dict(a) }),
+		"$now":    metered(func(_ *Budget, a []any) (any, error) { return nowText(a[0]) }),
+		"$range":  metered(func(b *Budget, a []any) (any, error) { return rangeList(b, a) }),
+		"$token":  flat(func(_ *Budget, _ []any) (any, error) { return nil, errTokenUnsupported }),
+		"$method": metered(func(b *Budget, a []any) (any, error) { return callMethod(b, a[0], a[1].(string), a[2:]) }),
+		"$lookup": free(func(b *Budget, a []any) (any, error) {
+			if err := b.read(keyWork(nil, a[1])); err != nil {
+				return nil, err
+			}
+			return lookup(a[0], a[1], a[2:])
+		}),
 		"$iter": metered(func(b *Budget, a []any) (any, error) {
 			items, err := iterate(b, a[0])
 			if err == nil {
@@ -745,21 +809,29 @@ var helpers = func() map[string]helper {
 			}
 			return items, err
 		}),
-		"$empty": free(func(_ *Budget, a []any) (any, error) { l, _ := a[0].([]any); return len(l) == 0, nil }),
+		"$empty": flat(func(_ *Budget, a []any) (any, error) { l, _ := a[0].([]any); return len(l) == 0, nil }),
 		"$joins": metered(func(_ *Budget, a []any) (any, error) { l, _ := a[0].([]any); return cat(l), nil }),
 		// loop's map is bookkeeping of one iteration, bounded by MaxLoopIterations.
-		"$loop": free(func(_ *Budget, a []any) (any, error) {
+		"$loop": flat(func(_ *Budget, a []any) (any, error) {
 			i, _ := a[0].(int)
 			l, _ := a[1].([]any)
 			return loopInfo(i, len(l)), nil
 		}),
-		"$unpack": free(func(_ *Budget, a []any) (any, error) {
+		"$unpack": flat(func(_ *Budget, a []any) (any, error) {
 			n, _ := a[1].(int64)
 			i, _ := a[2].(int64)
 			return unpack(a[0], int(n), int(i))
 		}),
-		// acc counts an iteration and hands its body on (charged where it was built).
-		"$acc":       metered(func(b *Budget, a []any) (any, error) { s, _ := a[0].(string); return s, b.iterate() }),
+		// acc counts an iteration and the helper calls its body may make (one unit
+		// of work each), and hands the body on (charged where it was built).
+		"$acc": metered(func(b *Budget, a []any) (any, error) {
+			ops, _ := a[0].(int64)
+			s, _ := a[1].(string)
+			if err := b.iterate(); err != nil {
+				return nil, err
+			}
+			return s, b.read(ops)
+		}),
 		"$mapattr":   metered(func(b *Budget, a []any) (any, error) { return mapAttr(b, a[0], a[1], a[2]) }),
 		"$mapfilter": metered(func(b *Budget, a []any) (any, error) { return mapFilter(b, a[0], a[1].(string), a[2:]) }),
 	}
@@ -767,14 +839,30 @@ var helpers = func() map[string]helper {
 		h[f.helper] = f.asHelper()
 	}
 	for name, t := range tests {
-		h["$is_"+name] = free(func(_ *Budget, a []any) (any, error) { return t.fn(a[0], a[1:]) })
+		if t.text {
+			// The test reads a whole string (lower, upper).
+			h["$is_"+name] = free(func(b *Budget, a []any) (any, error) {
+				if s, ok := a[0].(string); ok {
+					if err := b.readText(s); err != nil {
+						return nil, err
+					}
+				}
+				return t.fn(a[0], a[1:])
+			})
+			continue
+		}
+		h["$is_"+name] = flat(func(_ *Budget, a []any) (any, error) { return t.fn(a[0], a[1:]) })
 	}
 	return h
 }()
 
 func cmpFn(op string, want func(int) bool) func(*Budget, []any) (any, error) {
-	return func(_ *Budget, a []any) (any, error) {
-		c, err := compare(op, a[0], a[1])
+	return func(b *Budget, a []any) (any, error) {
+		var n int64
+		c, err := compareN(op, a[0], a[1], &n)
+		if err == nil {
+			err = b.read(n)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -782,11 +870,11 @@ func cmpFn(op string, want func(int) bool) func(*Budget, []any) (any, error) {
 	}
 }
 
-// register adapts a helper to expr.Function. A helper that is not free receives
+// register adapts a helper to expr.Function. A helper that is not flat receives
 // the render's Budget as its first argument (gen.open puts it there) and runs
-// through Budget.call, which charges its result.
+// through Budget.call, which charges its result unless it is free.
 func (h helper) register() func(...any) (any, error) {
-	if h.free {
+	if h.flat {
 		return func(a ...any) (any, error) { return h.fn(nil, a) }
 	}
 	return func(a ...any) (any, error) {

@@ -29,6 +29,39 @@ func getPath(obj any, keys []any) any {
 	return obj
 }
 
+// getPathW is getPath charging what each step reads (MaxRenderWork): a key's
+// bytes, which a map lookup hashes, and the characters walked to index a
+// string. Paths whose keys are all short constants use getPath (gen.expr).
+func getPathW(b *Budget, obj any, keys []any) (any, error) {
+	for _, k := range keys {
+		if obj == nil {
+			return nil, nil
+		}
+		if err := b.read(keyWork(obj, k)); err != nil {
+			return nil, err
+		}
+		obj = getItem(obj, k)
+	}
+	return obj, nil
+}
+
+// keyWork is what reading key of obj costs: one, plus a string key's bytes, plus
+// the bytes walked to a string's character (all of them from the end).
+func keyWork(obj, key any) int64 {
+	n := int64(1)
+	if k, ok := key.(string); ok {
+		n += int64(len(k))
+	}
+	if s, ok := obj.(string); ok && isNumber(key) {
+		i, _ := toInt(key)
+		if i < 0 || i >= int64(len(s)) {
+			i = int64(len(s))
+		}
+		n += i
+	}
+	return n
+}
+
 // getItem reads one member or index. An object without a `data` member is its own
 // `data`: NoETL exposes every step result that way (playbooks write
 // {{ step.data.field }} for results that are not wrapped in data), and R-T5's null
@@ -334,6 +367,9 @@ func mul(bud *Budget, a, b any) (any, error) {
 		if err := bud.fits(one.times(count)); err != nil {
 			return nil, err
 		}
+		if len(s) == 0 {
+			return []any{}, nil // [] * n: no copies to loop over, however large n
+		}
 		out := make([]any, 0, len(s)*int(count))
 		for range count {
 			out = append(out, s...)
@@ -474,28 +510,36 @@ func cat(parts []any) string {
 }
 
 // contains is Python's `x in c`. Membership in null (an undefined value) is false.
-func contains(x, c any) (bool, error) {
+// It charges what it reads (MaxRenderWork): the items it compares, deeply, a
+// map key's bytes, or both strings' bytes.
+func contains(b *Budget, x, c any) (bool, error) {
 	switch cv := c.(type) {
 	case nil:
 		return false, nil
 	case []any:
+		var n int64
+		found := false
 		for _, e := range cv {
-			if equal(x, e) {
-				return true, nil
+			if equalN(x, e, &n) {
+				found = true
+				break
 			}
 		}
-		return false, nil
+		return found, b.read(n)
 	case map[string]any:
 		k, ok := mapKey(x)
 		if !ok {
 			return false, nil
 		}
 		_, found := cv[k]
-		return found, nil
+		return found, b.read(1 + int64(len(k)))
 	case string:
 		s, ok := x.(string)
 		if !ok {
 			return false, fmt.Errorf("'in <string>' needs a string on the left, got %s", typeName(x))
+		}
+		if err := b.read(int64(len(cv) + len(s))); err != nil {
+			return false, err
 		}
 		return strings.Contains(cv, s), nil
 	}
@@ -610,10 +654,12 @@ func unpack(item any, n, i int) (any, error) {
 
 // nowKey holds Env.Now in the variables a template that calls now() runs with, and
 // budgetKey the render's Budget. They are not valid names, so no template can read
-// or shadow them.
+// or shadow them. budgetKey is an expr identifier (a '$' name, which Jinja names
+// cannot contain), so the generated code loads it as a plain variable: reading
+// it through $env[…] would copy it by reflection, an allocation per render.
 const (
 	nowKey    = " now"
-	budgetKey = " budget"
+	budgetKey = "$budget"
 )
 
 // nowText is now(): the triggering event's time (R-T4), as RFC 3339 in UTC so the text

@@ -193,9 +193,25 @@ func isBool(v any) bool {
 // equal is Python equality over JSON values: numbers compare by value across int64 and
 // float64 (1 == 1.0, and True == 1 as in Python), lists and maps compare deeply.
 func equal(a, b any) bool {
+	var n int64
+	return equalN(a, b, &n)
+}
+
+// equalN is equal adding what it reads to *n (MaxRenderWork): one per value
+// visited, the bytes of two strings of one length and of the keys it looks up.
+func equalN(a, b any, n *int64) bool {
+	*n++
+	if x, ok := a.(int64); ok { // the common case, before the general one
+		if y, ok := b.(int64); ok {
+			return x == y
+		}
+	}
 	switch x := a.(type) {
 	case string:
 		y, ok := b.(string)
+		if ok && len(x) == len(y) {
+			*n += int64(len(x))
+		}
 		return ok && x == y
 	case nil:
 		return b == nil
@@ -205,7 +221,7 @@ func equal(a, b any) bool {
 			return false
 		}
 		for i := range x {
-			if !equal(x[i], y[i]) {
+			if !equalN(x[i], y[i], n) {
 				return false
 			}
 		}
@@ -216,8 +232,9 @@ func equal(a, b any) bool {
 			return false
 		}
 		for k, xv := range x {
+			*n += int64(len(k))
 			yv, ok := y[k]
-			if !ok || !equal(xv, yv) {
+			if !ok || !equalN(xv, yv, n) {
 				return false
 			}
 		}
@@ -246,11 +263,14 @@ func intEqFloat(i int64, f float64) bool {
 	return ok && fi == i
 }
 
-// compare orders two values the way Python does for the types JSON has: numbers with
+// compareN orders two values the way Python does for the types JSON has: numbers with
 // numbers, strings with strings, lists lexicographically. Anything else is a type error.
-func compare(op string, a, b any) (int, error) {
+// It adds what it reads to *n (MaxRenderWork), as equalN does.
+func compareN(op string, a, b any, n *int64) (int, error) {
+	*n++
 	if as, ok := a.(string); ok {
 		if bs, ok := b.(string); ok {
+			*n += int64(min(len(as), len(bs)))
 			return strings.Compare(as, bs), nil
 		}
 	}
@@ -277,10 +297,10 @@ func compare(op string, a, b any) (int, error) {
 	if al, ok := a.([]any); ok {
 		if bl, ok := b.([]any); ok {
 			for i := 0; i < len(al) && i < len(bl); i++ {
-				if equal(al[i], bl[i]) {
+				if equalN(al[i], bl[i], n) {
 					continue
 				}
-				return compare(op, al[i], bl[i])
+				return compareN(op, al[i], bl[i], n)
 			}
 			return cmpInt(int64(len(al)), int64(len(bl))), nil
 		}
