@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/toolkind"
 	"github.com/noetl-go/noetl/shared/toolresult"
 )
@@ -22,6 +24,11 @@ import (
 var harnessFS embed.FS
 
 const harnessName = "harness/harness.py"
+
+// MaxPythonResult bounds the result file a python step leaves: the largest
+// result the result store reads back (resultstore.DefaultMaxBytes), so a
+// larger one could not be passed on anyway.
+const MaxPythonResult = resultstore.DefaultMaxBytes
 
 // runPython runs `code` (rendered by the engine like any config value, as NoETL
 // does), `code_b64` or `script` (see pythonSource) in a python3 subprocess through
@@ -63,26 +70,19 @@ func (r *Registry) runPython(ctx context.Context, it pipeline.Item) toolresult.E
 		return failure(toolresult.KindTool, fmt.Sprintf("python: encode the request: %v", err))
 	}
 
-	dir, remove, err := r.runDir("noetl-python-")
-	if err != nil {
-		return failure(toolresult.KindTool, "python: "+err.Error())
-	}
-	defer remove()
 	harness, err := fs.ReadFile(harnessFS, harnessName)
 	if err != nil {
 		return failure(toolresult.KindTool, fmt.Sprintf("python: harness: %v", err))
 	}
+	d, err := r.newRunDir("noetl-python-", runFile{"noetl_harness.py", harness}, runFile{"request.json", req})
+	if err != nil {
+		return failure(toolresult.KindTool, "python: "+err.Error())
+	}
+	defer d.remove()
+	dir := d.path
 	harnessPath := filepath.Join(dir, "noetl_harness.py")
 	reqPath := filepath.Join(dir, "request.json")
 	resPath := filepath.Join(dir, "result.json")
-	for path, b := range map[string][]byte{harnessPath: harness, reqPath: req} {
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			return failure(toolresult.KindTool, fmt.Sprintf("python: write %s: %v", filepath.Base(path), err))
-		}
-		if err := r.own(path); err != nil {
-			return failure(toolresult.KindTool, "python: "+err.Error())
-		}
-	}
 
 	r.log.Debug("python: start", "label", it.Label, "filename", filename, "dir", dir)
 	res := runProcess(ctx, procSpec{
@@ -105,7 +105,12 @@ func (r *Registry) runPython(ctx context.Context, it pipeline.Item) toolresult.E
 		out.Stdout, out.Stderr = env0.Stdout, env0.Stderr
 		return out
 	}
-	raw, err := os.ReadFile(resPath)
+	raw, err := d.readResult("result.json", r.maxResult, r.user)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		env0.Status = toolresult.StatusError
+		env0.Error = &toolresult.ErrorInfo{Message: "python: the result file: " + err.Error(), Kind: toolresult.KindTool}
+		return env0
+	}
 	if err != nil {
 		msg := fmt.Sprintf("python: process exited with code %d without reporting a result", res.ExitCode)
 		if res.Signal != "" {

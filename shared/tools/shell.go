@@ -58,14 +58,14 @@ func (r *Registry) runShell(ctx context.Context, it pipeline.Item) toolresult.En
 	if r.user != nil {
 		// The worker's cwd, HOME and TMPDIR may be closed to the tool user: the
 		// run gets its own directory for all three (cwd only when not given).
-		dir, remove, err := r.runDir("noetl-shell-")
+		d, err := r.newRunDir("noetl-shell-")
 		if err != nil {
 			return failure(toolresult.KindTool, "shell: "+err.Error())
 		}
-		defer remove()
-		base = r.runEnv(dir)
+		defer d.remove()
+		base = r.runEnv(d.path)
 		if cwd == "" {
-			cwd = dir
+			cwd = d.path
 		}
 	}
 	res := runProcess(ctx, procSpec{

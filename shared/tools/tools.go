@@ -72,6 +72,8 @@ type Registry struct {
 	workDir   string
 	log       *slog.Logger
 	maxOutput int
+	// maxResult bounds a python step's result file (MaxPythonResult).
+	maxResult int64
 	user      *User
 	nats      jetstream.JetStream
 	results   resultstore.Store
@@ -104,6 +106,7 @@ func New(opts Options) *Registry {
 		workDir:   opts.WorkDir,
 		log:       opts.Logger,
 		maxOutput: opts.MaxOutput,
+		maxResult: MaxPythonResult,
 		user:      opts.User,
 		nats:      opts.NATS,
 		results:   opts.Results,

@@ -97,12 +97,11 @@ func TestCheckUser(t *testing.T) {
 	}
 }
 
-// rootOnlyFile writes content to a file only root may read (0600) in a
-// folder anyone may enter (0755), so only the file's own mode stops the tool
-// user; it returns the file and the folder.
-func rootOnlyFile(t *testing.T, name, content string) (file, dir string) {
+// dirAnyone is a fresh folder anyone may enter (0755; t.TempDir's parent is
+// the test user's alone), removed after the test.
+func dirAnyone(t *testing.T, prefix string) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "noetl-root-only-")
+	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,6 +109,15 @@ func rootOnlyFile(t *testing.T, name, content string) (file, dir string) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+// rootOnlyFile writes content to a file only root may read (0600) in a
+// folder anyone may enter (0755), so only the file's own mode stops the tool
+// user; it returns the file and the folder.
+func rootOnlyFile(t *testing.T, name, content string) (file, dir string) {
+	t.Helper()
+	dir = dirAnyone(t, "noetl-root-only-")
 	file = filepath.Join(dir, name)
 	if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
 		t.Fatal(err)

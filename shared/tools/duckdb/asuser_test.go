@@ -178,3 +178,20 @@ func TestDuckDBAsToolUser(t *testing.T) {
 		t.Fatal("two registries over one engine got helpers of their own")
 	}
 }
+
+// TestDuckDBDataDirLink (security review): a data dir someone made a link
+// first (its default is under /tmp) is refused, and the link's target is
+// not given to the tool user.
+func TestDuckDBDataDirLink(t *testing.T) {
+	u := nobody(t)
+	target := openDir(t, "noetl-root-dir-")
+	link := filepath.Join(openDir(t, "noetl-data-"), "data")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	r := tools.New(tools.Options{DuckDB: duckdb.New(), DataDir: link, User: u})
+	failed(t, run(t, r, "1", map[string]any{"kind": "duckdb", "query": "SELECT 1"}), "is a symbolic link, not a directory", "--data-dir")
+	if got := owner(t, target); got != 0 {
+		t.Fatalf("the link's target was given to uid %d", got)
+	}
+}

@@ -4,9 +4,11 @@
 // plugs it into the tools); the Lambda functions never import it, and e2e's
 // TestBootstrapsStayCGOFree holds them to that.
 //
-// Databases are opened without fetching extensions: autoinstall is off, so a
-// statement needing an extension the driver does not bundle fails, and the
-// duckdb tool names the extension (shared/tools/duckdb.go). One database file
+// Databases are opened without fetching extensions: autoinstall is off and
+// INSTALL cannot write anywhere, so a statement needing an extension the
+// driver does not bundle fails, and the duckdb tool names the extension
+// (shared/tools/duckdb.go); the settings are locked, so a step cannot change
+// that (see settings). One database file
 // is opened once per process and shared by the steps using it at the same time
 // (DuckDB locks a file to one process); another process holding it is waited
 // for a few seconds, as NoETL's workers wait.
@@ -48,8 +50,35 @@ func New() *Engine { return &Engine{dbs: map[string]*shared{}, helpers: map[stri
 
 var _ tools.SQLEngine = (*Engine)(nil)
 
-// settings are applied to every database opened: never fetch extensions.
-const settings = "autoinstall_known_extensions=false&autoload_known_extensions=true&allow_community_extensions=false"
+// settings are applied to every database opened: never fetch extensions
+// (R-P3). DuckDB still downloads on INSTALL, FORCE INSTALL and UPDATE
+// EXTENSIONS with autoinstall off, so its extension directory is one that
+// can never be made (noExtensionDir): they fail before downloading anything.
+// lock_configuration, applied with the rest when the database opens, then
+// refuses every SET, RESET and PRAGMA of a setting, so a step cannot turn
+// any of these back (SET VARIABLE and search_path still work).
+const settings = "autoinstall_known_extensions=false&autoload_known_extensions=true&allow_community_extensions=false" +
+	"&extension_directory=" + noExtensionDir + "&lock_configuration=true"
+
+// noExtensionDir is DuckDB's extension directory: below /dev/null, which is
+// no directory, so DuckDB cannot create it to install into.
+const noExtensionDir = "/dev/null/noetl-installs-no-extensions"
+
+// explain says why DuckDB refused what settings forbid.
+func explain(err error, bundled []string) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, `directory "/dev/null"`):
+		return fmt.Errorf("installing DuckDB extensions (INSTALL, UPDATE EXTENSIONS) is refused: workers never download code at run time (R-P3); "+
+			"the bundled ones need no INSTALL: %s", strings.Join(bundled, ", "))
+	case strings.Contains(msg, "the configuration has been locked"):
+		return fmt.Errorf("%w (the worker locks DuckDB's settings, so a step cannot turn extension downloads on, R-P3)", err)
+	}
+	return err
+}
 
 // Open opens a database file (created when missing; its folder too) or, for
 // ":memory:" or "", a new in-memory database of its own.
@@ -236,12 +265,12 @@ func (c *conn) Exec(ctx context.Context, statement string, params []any) (map[st
 		out = map[string]any{"status": "success", "columns": columns, "rows": list, "row_count": int64(len(list))}
 		return nil
 	})
-	return out, err
+	return out, explain(err, c.s.exts)
 }
 
 // Query streams a query's rows (see tools.SQLDB).
 func (c *conn) Query(ctx context.Context, query string, n int, each func(columns []string, rows [][]any) error) error {
-	return c.c.Raw(func(dc any) error {
+	return explain(c.c.Raw(func(dc any) error {
 		dconn, ok := dc.(*duckdb.Conn)
 		if !ok {
 			return fmt.Errorf("unexpected driver connection %T", dc)
@@ -267,7 +296,7 @@ func (c *conn) Query(ctx context.Context, query string, n int, each func(columns
 				return nil
 			}
 		}
-	})
+	}), c.s.exts)
 }
 
 // readRows reads up to n rows (0: all), values converted (see value).

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,6 +139,66 @@ func TestDuckDBOffline(t *testing.T) {
 	// Bundled ones load.
 	ok(t, run(t, r, "1", map[string]any{"kind": "duckdb", "database": ":memory:", "query": "LOAD json; SELECT json_extract('{\"a\": 1}', '$.a') AS a"}))
 	failed(t, run(t, r, "1", map[string]any{"kind": "duckdb", "query": "SELECT 1", "auth": "pg_local"}), "auth", "R-P3")
+}
+
+// TestDuckDBSettingsLocked (security review): a step cannot change DuckDB's
+// settings, so it cannot turn extension downloads back on; and INSTALL in
+// any form, the ones the tool's own check misses included, fails before
+// downloading: a local server stands for the extension repository and is
+// never asked. The streaming path (transfer's source) too.
+func TestDuckDBSettingsLocked(t *testing.T) {
+	var asked atomic.Int64
+	repo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		http.NotFound(w, r)
+	}))
+	defer repo.Close()
+	r := registry(t)
+	for _, database := range []string{":memory:", ""} { // "": the execution's file
+		step := func(q string) map[string]any {
+			cfg := map[string]any{"kind": "duckdb", "query": q}
+			if database != "" {
+				cfg["database"] = database
+			}
+			return cfg
+		}
+		for _, q := range []string{
+			"SET autoinstall_known_extensions = true",
+			"SET GLOBAL autoinstall_known_extensions TO true",
+			"RESET autoinstall_known_extensions",
+			"PRAGMA autoinstall_known_extensions = true",
+			"SET allow_community_extensions = true",
+			"SET custom_extension_repository = '" + repo.URL + "'",
+			"SET extension_directory = '" + t.TempDir() + "'",
+			"SET lock_configuration = false",
+		} {
+			failed(t, run(t, r, "1", step(q)), "the configuration has been locked", "R-P3")
+		}
+		for _, q := range []string{
+			"INSTALL json FROM '" + repo.URL + "'",
+			"FORCE INSTALL json FROM '" + repo.URL + "'",
+			"/* not at the start */ INSTALL httpfs FROM '" + repo.URL + "'",
+			"INSTALL 'httpfs' FROM '" + repo.URL + "'",
+			"UPDATE EXTENSIONS",
+		} {
+			failed(t, run(t, r, "1", step(q)), "installing DuckDB extensions (INSTALL, UPDATE EXTENSIONS) is refused", "R-P3")
+		}
+		same(t, "autoinstall after the attempts", ok(t, run(t, r, "1",
+			step("SELECT current_setting('autoinstall_known_extensions') AS v")))["rows"], []any{map[string]any{"v": false}})
+	}
+
+	db, err := duckdb.New().Open(context.Background(), ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Query(context.Background(), "INSTALL json FROM '"+repo.URL+"'; SELECT 1", 10, func([]string, [][]any) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "is refused") {
+		t.Fatalf("INSTALL through Query: %v", err)
+	}
+	if n := asked.Load(); n != 0 {
+		t.Fatalf("the extension repository was asked %d times", n)
+	}
 }
 
 // TestDuckDBConcurrentFile: steps of one execution running at once share the

@@ -119,11 +119,8 @@ func (h *helperEngine) running() (*helperProc, error) {
 // startHelper runs this binary as u in dir, which it first makes u's.
 func startHelper(u *tools.User, dir string, log *slog.Logger) (*helperProc, error) {
 	who := u.String()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("the data dir %s: %w", dir, err)
-	}
-	if err := os.Chown(dir, int(u.UID), int(u.GID)); err != nil {
-		return nil, fmt.Errorf("give the data dir %s to tool user %s: %w", dir, who, err)
+	if err := ownDataDir(dir, u); err != nil {
+		return nil, err
 	}
 	exe, err := selfExe()
 	if err != nil {
@@ -166,6 +163,31 @@ func startHelper(u *tools.User, dir string, log *slog.Logger) (*helperProc, erro
 	}
 	log.Info("duckdb steps run in a helper process as "+who, "pid", cmd.Process.Pid, "dir", dir)
 	return p, nil
+}
+
+// ownDataDir makes dir when missing and gives it to u. Its default is under
+// /tmp, where anyone may have made that name a link first, and chowning
+// through a link gives its target away: so it must be a directory itself,
+// and is chowned without following a link.
+func ownDataDir(dir string, u *tools.User) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("the data dir %s: %w", dir, err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("the data dir %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		what := "not a directory"
+		if fi.Mode()&os.ModeSymlink != 0 {
+			what = "a symbolic link, not a directory"
+		}
+		return fmt.Errorf("the data dir %s is %s: remove it, or set another with --data-dir (NOETL_DATA_DIR)", dir, what)
+	}
+	if err := os.Lchown(dir, int(u.UID), int(u.GID)); err != nil {
+		return fmt.Errorf("give the data dir %s to tool user %s: %w", dir, u, err)
+	}
+	return nil
 }
 
 // selfExe is the running binary. On Linux /proc/self/exe, which the child
