@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/noetl-go/noetl/shared/client"
 	"github.com/noetl-go/noetl/shared/dev/devserver"
 	"github.com/noetl-go/noetl/shared/jsonx"
@@ -129,11 +130,22 @@ func TestSecretsStayOut(t *testing.T) {
 	// A copy the user nobody can run: the shared build's directory is 0700.
 	bin := filepath.Join(dir, "noetl")
 	copyFile(t, buildNoetl(t), bin, 0o755)
-	dsn, err := url.Parse(srv.ClusterDSN) // trust auth: any password logs in
+	// The file's credential logs in as a role of its own whose password is
+	// fileDSNPass (the throwaway server checks passwords).
+	admin, err := pgx.Connect(context.Background(), srv.ClusterDSN)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dsn.User = url.UserPassword(dsn.User.Username(), fileDSNPass)
+	_, err = admin.Exec(context.Background(), "CREATE ROLE e2e_pg_file LOGIN PASSWORD '"+fileDSNPass+"'")
+	_ = admin.Close(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn, err := url.Parse(srv.ClusterDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn.User = url.UserPassword("e2e_pg_file", fileDSNPass)
 	credsJSON := fmt.Sprintf(`{"pg_file": {"kind": "postgres", "dsn": %q}, "unused": {"kind": "postgres", "host": "h", "password": "%s"}}`,
 		dsn.String(), otherPassword)
 

@@ -112,6 +112,8 @@ func (d dev) run(ctx context.Context, o devserver.Options, r devRun) (int, error
 	}()
 	warnOpen(s, d.errw, d.logger, "noetl dev")
 	if s.Postgres != nil {
+		// Its DSNs carry the cluster's password: masked like the environment's.
+		d.secrets.Add(urlPasswords(s.ClusterDSN)...)
 		fmt.Fprintf(d.out, "noetl dev: throwaway Postgres, cluster database %s\n", s.ClusterDSN)
 	}
 	fmt.Fprintf(d.out, "noetl dev: NATS at %s\n", s.NATSURL)

@@ -19,13 +19,21 @@ func envSecrets(environ []string) *redact.Secrets {
 		case worker.SecretEnv(name):
 			s.Add(v)
 		case name == "NOETL_DATABASE_URL" || name == "NOETL_SHARD_URLS" || name == "NOETL_NATS_URL":
-			for _, raw := range strings.Split(v, ",") {
-				if u, err := url.Parse(strings.TrimSpace(raw)); err == nil && u.User != nil {
-					p, _ := u.User.Password()
-					s.Add(p)
-				}
-			}
+			s.Add(urlPasswords(v)...)
 		}
 	}
 	return s
+}
+
+// urlPasswords are the passwords in a comma-separated list of URLs.
+func urlPasswords(list string) []string {
+	var out []string
+	for _, raw := range strings.Split(list, ",") {
+		if u, err := url.Parse(strings.TrimSpace(raw)); err == nil && u.User != nil {
+			if p, ok := u.User.Password(); ok {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }

@@ -458,6 +458,13 @@ func (a *API) finish(ctx context.Context, r *Request, resp *Response, routeKey s
 	a.log.Log(ctx, level, "request", args...)
 }
 
+// JSONHeader is the header of every JSON answer, the API's and its
+// transports' own: its type, and nosniff, so a browser never takes one for
+// HTML or a script whatever text it holds.
+func JSONHeader() http.Header {
+	return http.Header{"Content-Type": {"application/json"}, "X-Content-Type-Options": {"nosniff"}}
+}
+
 func (a *API) jsonResponse(status int, body any) *Response {
 	b, err := jsonx.Marshal(body)
 	if err != nil {
@@ -465,11 +472,11 @@ func (a *API) jsonResponse(status int, body any) *Response {
 		status = http.StatusInternalServerError
 		b = []byte(`{"error":"internal error: response encoding failed","status":500}`)
 	}
-	return &Response{Status: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: b}
+	return &Response{Status: status, Header: JSONHeader(), Body: b}
 }
 
 func (a *API) errorResponse(e *Error) *Response {
-	resp := &Response{Status: e.Status, Header: http.Header{"Content-Type": {"application/json"}},
+	resp := &Response{Status: e.Status, Header: JSONHeader(),
 		Body: ErrorBody(e.Status, e.Message, e.Extra)}
 	for k, vs := range e.Header {
 		resp.Header[k] = vs

@@ -65,7 +65,7 @@ func OpenAPI() []byte {
 
 // GET /api/openapi.json: open, like health; the document holds no data.
 func (a *API) openapi(_ context.Context, _ *call) (any, error) {
-	return &Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: OpenAPI()}, nil
+	return &Response{Status: http.StatusOK, Header: JSONHeader(), Body: OpenAPI()}, nil
 }
 
 func operation(r Route) map[string]any {

@@ -179,8 +179,9 @@ func (h *Handler) serveHTTP(ctx context.Context, ev *events.APIGatewayV2HTTPRequ
 		var re *requestError
 		if errors.As(err, &re) {
 			body, _ := json.Marshal(map[string]any{"error": re.msg, "status": http.StatusBadRequest})
-			return FromResponse(&api.Response{Status: http.StatusBadRequest,
-				Header: http.Header{"Content-Type": {"application/json"}, "X-Request-Id": {req.RequestID}}, Body: body}), nil
+			h := api.JSONHeader()
+			h.Set("X-Request-Id", req.RequestID)
+			return FromResponse(&api.Response{Status: http.StatusBadRequest, Header: h, Body: body}), nil
 		}
 		return events.APIGatewayV2HTTPResponse{}, err
 	}

@@ -387,9 +387,12 @@ func TestAdapterBodies(t *testing.T) {
 	_ = json.Unmarshal(event(t, "execute.json", nil), &ev)
 	ev["isBase64Encoded"], ev["body"] = true, "%%% not base64"
 	b, _ := json.Marshal(ev)
-	_, m := f.http(t, api.FnExecute, b, 400)
+	resp, m := f.http(t, api.FnExecute, b, 400)
 	if !strings.Contains(fmt.Sprint(m["error"]), "base64") || m["status"] != int64(400) {
 		t.Fatalf("bad base64: %v", m)
+	}
+	if resp.Headers["X-Content-Type-Options"] != "nosniff" || resp.Headers["X-Request-Id"] == "" {
+		t.Fatalf("bad base64: headers %v, want nosniff and the request id", resp.Headers)
 	}
 }
 

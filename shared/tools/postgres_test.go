@@ -419,8 +419,26 @@ func TestPostgresConnectionsKeptBetweenSteps(t *testing.T) {
 	if second["search_path"] != `"$user", public` || second["no_temp"] != true || second["locks"] != int64(0) {
 		t.Fatalf("the first step's session reached the second: %v", second)
 	}
-	one := row(pgCfg(dsn, "SELECT pg_backend_pid() AS pid", "password", "one"))
-	two := row(pgCfg(dsn, "SELECT pg_backend_pid() AS pid", "password", "two"))
+	// The server checks passwords: a role of the test's whose password
+	// changes between two steps, so that they differ by the password alone
+	// (the first one's connection, still open, would serve the second).
+	role := fmt.Sprintf("kept_role_%d", os.Getpid())
+	admin := func(sql string) {
+		t.Helper()
+		conn, err := pgconn.Connect(context.Background(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(context.Background(), sql).ReadAll(); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	admin("CREATE ROLE " + role + " LOGIN PASSWORD 'one'")
+	defer admin("DROP ROLE " + role)
+	one := row(pgCfg(dsn, "SELECT pg_backend_pid() AS pid", "user", role, "password", "one"))
+	admin("ALTER ROLE " + role + " PASSWORD 'two'")
+	two := row(pgCfg(dsn, "SELECT pg_backend_pid() AS pid", "user", role, "password", "two"))
 	if one["pid"] == first["pid"] || two["pid"] == one["pid"] {
 		t.Fatalf("steps with other passwords were given another's connection (backends %v, %v, %v)", first["pid"], one["pid"], two["pid"])
 	}

@@ -68,11 +68,13 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 	}
 	s.Databases = append([]string{s.pg.ClusterDSN}, s.pg.ShardDSNs...)
 
-	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--database-url", s.pg.ClusterDSN,
-		"--shard-urls", strings.Join(s.pg.ShardDSNs, ",")}, o.ServeArgs...)
+	args := append([]string{"serve", "--listen", "127.0.0.1:0"}, o.ServeArgs...)
 	s.cmd = exec.Command(o.Exe, args...)
 	// The step path is measured, not logging: requests are logged at info.
-	s.cmd.Env = append(os.Environ(), "NOETL_LOG_LEVEL=warn")
+	// The DSNs (with the cluster's password) go in the environment, which
+	// other users cannot read, not the command line, which they can.
+	s.cmd.Env = append(os.Environ(), "NOETL_LOG_LEVEL=warn",
+		"NOETL_DATABASE_URL="+s.pg.ClusterDSN, "NOETL_SHARD_URLS="+strings.Join(s.pg.ShardDSNs, ","))
 	s.cmd.Stderr = o.ServerLog
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := s.cmd.StdoutPipe()

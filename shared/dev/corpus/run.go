@@ -297,9 +297,9 @@ func (s *Stack) Run(ctx context.Context, e Entry) (out Outcome) {
 	}
 	password := pg.Password
 	if password == "" {
-		// The throwaway Postgres trusts local connections and ignores it; the
-		// playbooks write password={pg_password} into a conninfo, which an
-		// empty value would break.
+		// A server that wants none (the throwaway one's DSN carries its own)
+		// ignores it; the playbooks write password={pg_password} into a
+		// conninfo, which an empty value would break.
 		password = "noetl"
 	}
 	expand := strings.NewReplacer("$FIXTURE_HOST", host, "$FIXTURE_URL", s.fixture.URL, "$PLAYBOOKS", filepath.Join(s.dir, "playbooks"),

@@ -261,7 +261,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		Keychain: func(st *store.Store, _ *controlplane.Service, log *slog.Logger) api.Keychain {
 			return credentials.New(st, s.KeyRing, log)
 		},
-		Dashboard: dashboard.Files{}, Hosts: hostRule(ln.Addr().String(), cfg)}
+		Dashboard: dashboard.Files{}, Hosts: HostRule(ln.Addr().String(), cfg.AllowedHosts, cfg.ServerURL)}
 	metrics := localgw.NewMetrics(serverStats{s}, cfg.Tokens)
 	deps.Recorder, deps.Observer = metrics, metrics
 	if s.API, err = deps.Build(cfg.ServerURL); err != nil {
@@ -306,12 +306,13 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	return s, nil
 }
 
-// hostRule is the Host headers the local server answers (api.HostRule):
-// its listen address, loopback names, the host of the URL workers are told
-// to call (NOETL_SERVER_URL) and NOETL_ALLOWED_HOSTS.
-func hostRule(listen string, cfg *config.Config) *api.HostRule {
-	names := slices.Clone(cfg.AllowedHosts)
-	if u, err := url.Parse(cfg.ServerURL); err == nil && u.Hostname() != "" {
+// HostRule is the Host rule of a local listener (docs/security.md, "The HTTP
+// surface"): its listen address, loopback names, allowed (NOETL_ALLOWED_HOSTS)
+// and serverURL's host (NOETL_SERVER_URL). The API's server and the pprof
+// listener share it.
+func HostRule(listen string, allowed []string, serverURL string) *api.HostRule {
+	names := slices.Clone(allowed)
+	if u, err := url.Parse(serverURL); err == nil && u.Hostname() != "" {
 		names = append(names, u.Hostname())
 	}
 	return api.NewHostRule(listen, names...)

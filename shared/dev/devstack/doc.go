@@ -7,11 +7,14 @@
 // StartPostgres copies a data directory initdb made once (initdb.go: per
 // binaries and user, kept in the base dir as noetl-initdb-<key>) into a temp dir
 // and starts `postgres` on a free 127.0.0.1 port (plus a unix socket dir inside
-// the temp dir) with trust auth. When the process is root the server runs as the
-// `postgres` OS user (initdb refuses root). Databases are created from template1 (CREATE DATABASE clones a template, so
-// a shard costs tens of milliseconds). With PostgresOptions.AdminURL (tests pass
-// DATABASE_URL) no server is started: uniquely named databases are created in that
-// server and dropped again by Stop.
+// the temp dir). TCP needs the superuser's password (scram-sha-256): a random
+// one per cluster, set at start and carried by every DSN handed out. The socket
+// is trust, in a 0700 dir of the server's user. When the process is root the
+// server runs as the `postgres` OS user (initdb refuses root). Databases are
+// created from template1 (CREATE DATABASE clones a template, so a shard costs
+// tens of milliseconds). With PostgresOptions.AdminURL (tests pass
+// DATABASE_URL) no server is started: uniquely named databases are created in
+// that server and dropped again by Stop.
 //
 // Cleanup and its limits:
 //   - Stop is idempotent; it also runs when the context given to StartPostgres is

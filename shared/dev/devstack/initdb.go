@@ -35,8 +35,11 @@ const (
 	initdbTmpPrefix = initdbPrefix + "tmp-"
 )
 
-// initdbFlags are initdb's arguments after -D.
-const initdbFlags = "-U postgres --auth=trust -E UTF8 --locale=C --no-sync --no-instructions"
+// initdbFlags are initdb's arguments after -D (and --pwfile). TCP connections
+// need the superuser's password: every local process reaches 127.0.0.1,
+// steps running as nobody included. The socket stays trust: its directory is
+// 0700 and the server user's (startLocal), so only that user and root reach it.
+const initdbFlags = "-U postgres --auth-local=trust --auth-host=scram-sha-256 -E UTF8 --locale=C --no-sync --no-instructions"
 
 // initDataDir makes dataDir a new cluster's data directory, owned by cred's
 // user (the caller's when nil). Without a usable template (base not
@@ -87,9 +90,25 @@ func initdbTemplate(ctx context.Context, binDir, base string, cred *syscall.Cred
 }
 
 // runInitdb runs initdb into dataDir, whose parent cred's user can write.
+// initdb wants a password for scram-sha-256; it gets a random one that is
+// thrown away (each cluster sets its own when it starts: setPassword), from a
+// 0600 file in that private parent, removed once initdb has read it.
 func runInitdb(ctx context.Context, binDir, dataDir string, cred *syscall.Credential, log *slog.Logger) error {
 	log.Debug("devstack: initdb", "dir", dataDir)
-	initdb := exec.CommandContext(ctx, filepath.Join(binDir, "initdb"), append([]string{"-D", dataDir}, strings.Fields(initdbFlags)...)...)
+	pw, err := randomPassword()
+	if err != nil {
+		return err
+	}
+	pwfile := filepath.Join(filepath.Dir(dataDir), "initdb.pw")
+	if err := os.WriteFile(pwfile, []byte(pw+"\n"), 0o600); err != nil {
+		return fmt.Errorf("devstack: %w", err)
+	}
+	defer os.Remove(pwfile)
+	if err := chown(pwfile, cred); err != nil {
+		return err
+	}
+	args := append([]string{"-D", dataDir, "--pwfile", pwfile}, strings.Fields(initdbFlags)...)
+	initdb := exec.CommandContext(ctx, filepath.Join(binDir, "initdb"), args...)
 	initdb.Dir = filepath.Dir(dataDir) // the server user may not be able to read our working dir
 	initdb.SysProcAttr = procAttr(cred)
 	if out, err := initdb.CombinedOutput(); err != nil {

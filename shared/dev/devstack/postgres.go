@@ -437,7 +437,9 @@ func (s *PostgresServer) startLocal(ctx context.Context, opts PostgresOptions) e
 		s.binDir, s.dataDir, s.sockDir, s.port, s.cred = binDir, dataDir, sockDir, port, cred
 		err = s.runServer(ctx, false)
 		if err == nil {
-			s.adminDSN = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+			if err := s.setPassword(ctx); err != nil {
+				return fail(err)
+			}
 			s.log.Debug("devstack: postgres ready", "port", port, "dir", dir)
 			return nil
 		}
@@ -446,6 +448,52 @@ func (s *PostgresServer) startLocal(ctx context.Context, opts PostgresOptions) e
 		}
 	}
 }
+
+// setPassword gives the superuser a password of this cluster's own (the
+// template's is shared by every cluster copied from it, and unknown) over the
+// socket, and makes adminDSN carry it: every DSN devstack hands out is made
+// from adminDSN.
+func (s *PostgresServer) setPassword(ctx context.Context) error {
+	pw, err := randomPassword()
+	if err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, s.socketDSN())
+	if err != nil {
+		return fmt.Errorf("devstack: connect over the socket to set the password: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	// The password goes as a literal: ALTER ROLE takes no parameters.
+	if _, err := conn.Exec(ctx, "ALTER ROLE postgres PASSWORD "+quoteLiteral(pw)); err != nil {
+		return fmt.Errorf("devstack: set the superuser's password: %w", err)
+	}
+	u := url.URL{Scheme: "postgres", User: url.UserPassword("postgres", pw),
+		Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)), Path: "/postgres", RawQuery: "sslmode=disable"}
+	s.adminDSN = u.String()
+	if err := ping(ctx, s.adminDSN); err != nil {
+		return fmt.Errorf("devstack: postgres over TCP with its password: %w", err)
+	}
+	return nil
+}
+
+// socketDSN reaches the server as its superuser over the unix socket in the
+// private socket dir, where trust applies.
+func (s *PostgresServer) socketDSN() string {
+	q := url.Values{"host": {s.sockDir}, "port": {strconv.Itoa(s.port)}, "connect_timeout": {"2"}}
+	return "postgres://postgres@/postgres?" + q.Encode()
+}
+
+// randomPassword is 32 hex digits from crypto/rand: no character a URL or a
+// conninfo string must escape.
+func randomPassword() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("devstack: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 var errPortTaken = errors.New("port taken")
 
@@ -483,7 +531,9 @@ func (s *PostgresServer) runServer(ctx context.Context, resumed bool) error {
 	s.cmd, s.exited = cmd, exited
 	s.mu.Unlock()
 
-	dsn := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=2", port)
+	// Ready once the socket answers: TCP needs the password, which a new
+	// cluster sets only after this. A TCP port taken makes postgres exit.
+	dsn := s.socketDSN()
 	for {
 		select {
 		case <-exited:

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,8 +106,8 @@ func TestStartPostgresShards(t *testing.T) {
 			t.Fatalf("database %s appears twice", name)
 		}
 		seen[name] = true
-		if !strings.HasPrefix(dsn, "postgres://postgres@127.0.0.1:") {
-			t.Errorf("DSN %s is not on 127.0.0.1", dsn)
+		if cfg, err := pgx.ParseConfig(dsn); err != nil || cfg.Host != "127.0.0.1" || cfg.User != "postgres" {
+			t.Errorf("DSN %s is not postgres on 127.0.0.1 (%v)", dsn, err)
 		}
 	}
 	// The test defaults are in force and reported.
@@ -124,8 +125,11 @@ func TestStartPostgresShards(t *testing.T) {
 	}
 	// A unix socket is served from the temp dir too.
 	sock := filepath.Join(pg.Server().Dir(), "sock")
-	port := strings.TrimPrefix(strings.Split(pg.ClusterDSN, "/")[2], "postgres@127.0.0.1:")
-	if got := queryString(t, fmt.Sprintf("host=%s port=%s user=postgres dbname=postgres", sock, port), "SELECT 'ok'"); got != "ok" {
+	cfg, err := pgx.ParseConfig(pg.ClusterDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := queryString(t, fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres", sock, cfg.Port), "SELECT 'ok'"); got != "ok" {
 		t.Errorf("socket query = %s", got)
 	}
 
@@ -142,6 +146,95 @@ func TestStartPostgresShards(t *testing.T) {
 	if err := pg.Stop(); err != nil {
 		t.Errorf("second Stop: %v", err)
 	}
+}
+
+// TestPasswordOnTCP: the server trusts no one on 127.0.0.1, where every
+// local process (a step running as nobody too) connects: the DSNs devstack
+// hands out carry a password of this cluster's own, and without it, or with
+// another cluster's, the server refuses. The socket, which stays trust, is in
+// a directory only the server's user may enter.
+func TestPasswordOnTCP(t *testing.T) {
+	requireServerBinaries(t)
+	base := testBaseDir(t)
+	start := func() *Postgres {
+		pg, err := StartPostgres(context.Background(), PostgresOptions{Shards: 1, BaseDir: base})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = pg.Stop() })
+		return pg
+	}
+	pg, other := start(), start() // the second is copied from the first's template
+	refused := func(what, dsn string) {
+		t.Helper()
+		conn, err := pgx.Connect(context.Background(), dsn)
+		if err == nil {
+			_ = conn.Close(context.Background())
+			t.Fatalf("%s: connected, want the password refused", what)
+		}
+		if !strings.Contains(err.Error(), "password authentication failed") {
+			t.Fatalf("%s: %v, want password authentication failed", what, err)
+		}
+	}
+	withPassword := func(dsn, pw string) string {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pw == "" {
+			u.User = url.User(u.User.Username())
+		} else {
+			u.User = url.UserPassword(u.User.Username(), pw)
+		}
+		return u.String()
+	}
+	otherPW, _ := mustURL(t, other.ClusterDSN).User.Password()
+	for _, dsn := range append([]string{pg.Server().AdminDSN(), pg.ClusterDSN}, pg.ShardDSNs...) {
+		pw, ok := mustURL(t, dsn).User.Password()
+		if !ok || len(pw) < 32 {
+			t.Fatalf("DSN %s carries no password", dsn)
+		}
+		if pw == otherPW {
+			t.Fatal("two clusters from one template share a password")
+		}
+		if got := queryString(t, dsn, "SELECT 'ok'"); got != "ok" {
+			t.Fatalf("with the DSN: %s", got)
+		}
+		refused("no password", withPassword(dsn, ""))
+		refused("a wrong password", withPassword(dsn, "postgres"))
+		refused("another cluster's password", withPassword(dsn, otherPW))
+	}
+	// SCRAM only: a password sent in the clear (pgx falls back to it when
+	// the server asks) is never asked for on TCP.
+	if got := queryString(t, pg.ClusterDSN, "SELECT count(*)::text FROM pg_hba_file_rules WHERE type LIKE 'host%' AND auth_method <> 'scram-sha-256'"); got != "0" {
+		t.Errorf("%s host rules of pg_hba.conf are not scram-sha-256", got)
+	}
+	sock := filepath.Join(pg.Server().Dir(), "sock")
+	fi, err := os.Stat(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, err := serverCredential("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); fi.Mode().Perm() != 0o700 || st.Uid != ownerUID(cred) {
+		t.Errorf("socket dir %s: mode %v uid %d, want 0700 and the server's user %d", sock, fi.Mode().Perm(), st.Uid, ownerUID(cred))
+	}
+	// initdb's password file is gone.
+	left, _ := filepath.Glob(filepath.Join(base, "*", "initdb.pw"))
+	if len(left) != 0 {
+		t.Errorf("initdb's password file is left: %v", left)
+	}
+}
+
+func mustURL(t *testing.T, dsn string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		t.Fatalf("DSN %s: not a URL with a user (%v)", dsn, err)
+	}
+	return u
 }
 
 func TestStartPostgresSingleDatabase(t *testing.T) {

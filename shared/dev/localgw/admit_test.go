@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/noetl-go/noetl/shared/api/apitest"
@@ -85,6 +86,46 @@ func TestRefusedBeforeBodyRead(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != 401 {
 			t.Fatalf("over HTTP: %d, want 401", resp.StatusCode)
+		}
+	}
+}
+
+// TestJSONAnswersAreNosniff: every JSON answer says nosniff, so a browser
+// never reads one as HTML or a script: the API's answers (a route's, its
+// errors, the OpenAPI document) and the gateway's own refusals.
+func TestJSONAnswersAreNosniff(t *testing.T) {
+	sv := newServer(t, apitest.Options{})
+	for _, c := range []struct {
+		name, method, path, token string
+		header                    http.Header
+		want                      int
+	}{
+		{"a route's answer", "GET", "/api/health", "", nil, 200},
+		{"the OpenAPI document", "GET", "/api/openapi.json", "", nil, 200},
+		{"an answer with a token", "GET", "/api/executions", tAPI, nil, 200},
+		{"no route", "GET", "/api/no-such-route", tAPI, nil, 404},
+		{"the gateway's refusal of a token", "PUT", "/api/result/1024", "not-a-token", nil, 401},
+		{"the gateway's refusal of an origin", "GET", "/api/health", "", http.Header{"Origin": {"https://evil.example"}}, 403},
+	} {
+		req, err := http.NewRequest(c.method, sv.srv.URL+c.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		for k, vs := range c.header {
+			req.Header[k] = vs
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") ||
+			resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s: %d %s, X-Content-Type-Options %q; want %d, JSON, nosniff", c.name, resp.StatusCode,
+				resp.Header.Get("Content-Type"), resp.Header.Get("X-Content-Type-Options"), c.want)
 		}
 	}
 }

@@ -324,7 +324,7 @@ func WriteResponse(w http.ResponseWriter, out []byte) error {
 // writeError answers in the API's error shape (api.md §1).
 func writeError(w http.ResponseWriter, requestID string, status int, msg string) {
 	writeResponse(w, requestID, &api.Response{Status: status,
-		Header: http.Header{"Content-Type": {"application/json"}}, Body: api.ErrorBody(status, msg, nil)})
+		Header: api.JSONHeader(), Body: api.ErrorBody(status, msg, nil)})
 }
 
 func writeResponse(w http.ResponseWriter, requestID string, resp *api.Response) {
