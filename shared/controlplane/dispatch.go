@@ -93,10 +93,13 @@ type announcement struct {
 }
 
 // deferredCmd is a deferred command: its command.issued event id, its
-// execution, and since when it waits.
+// execution, and since when it waits. queued: its announcement was written
+// but not published (NATS away), so the drain publishes it and it is not
+// announced again from here; reports still serve it.
 type deferredCmd struct {
 	ev, exec int64
 	at       time.Time
+	queued   bool
 }
 
 // announced records a command announced on NATS (published after commit).
@@ -228,6 +231,10 @@ func (d *dispatch) stranded(now time.Time) (out []deferredCmd, rearm bool) {
 			switch a, ok := d.waiting[pool][c.ev]; {
 			case !ok || !a.deferred:
 				// claimed, forgotten, or announced since
+			case c.queued && now.Sub(c.at) >= waitingFor:
+				delete(d.waiting[pool], c.ev) // left to the drain's publish, out of view
+			case c.queued:
+				kept = append(kept, c) // announcing it again would only queue another row
 			case now.Sub(c.at) >= staleAfter || (idle && now.Sub(c.at) >= idleFor):
 				out = append(out, c)
 			default:
@@ -305,6 +312,9 @@ func (d *dispatch) othersWaitingLocked(pool string, exec int64, now time.Time) b
 // failed, so the drain announces them, and until then no chain yields to
 // them (a view that kept them would have chains yield for waitingFor).
 func (d *dispatch) forget(evs []int64) {
+	if len(evs) == 0 {
+		return
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, w := range d.waiting {
@@ -334,22 +344,29 @@ func (s *Service) announceStranded() {
 
 // announceDeferred announces deferred commands (those still pending), one
 // transaction per shard; a failure leaves them to the drain. Those not
-// announced leave the waiting view (dispatch.forget).
+// announced leave the waiting view (dispatch.forget); those announced but
+// not published (NATS away) are deferred again, queued (deferredCmd), so
+// reports still hand them out: the chains they belong to keep moving.
 func (s *Service) announceDeferred(cs []deferredCmd) {
 	byShard := map[*store.Shard][]int64{}
+	byEv := make(map[int64]deferredCmd, len(cs))
 	for _, c := range cs {
 		if sh, err := s.st.ShardFor(c.ev); err == nil {
 			byShard[sh] = append(byShard[sh], c.ev)
+			byEv[c.ev] = c
 		}
 	}
 	for sh, evs := range byShard {
 		ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
 		var gone []int64
+		var last *txn // the run that committed
+		pools := map[int64]string{}
 		err := s.withTx(ctx, sh, &store.LockSet{IssuedEventIDs: evs}, func(t *txn) error {
-			gone = gone[:0] // from scratch: the body may run again
+			gone, last = gone[:0], t // from scratch: the body may run again
 			for _, ev := range evs {
 				if k := t.issuedBy(ev); k != nil && k.row.Status == store.CommandPending {
 					t.announce = append(t.announce, k.row.CommandID)
+					pools[ev] = poolOf(t.execs[k.row.ExecutionID].row)
 				} else {
 					gone = append(gone, ev)
 				}
@@ -366,6 +383,21 @@ func (s *Service) announceDeferred(cs []deferredCmd) {
 		// what was gone (claimed elsewhere, ended) or could not be announced
 		// waits no more here.
 		s.fair.forget(gone)
+		if err != nil || last == nil {
+			continue
+		}
+		back := map[string][]deferredCmd{}
+		for _, ev := range last.unpublished {
+			if c, ok := byEv[ev]; ok && pools[ev] != "" {
+				c.queued = true
+				back[pools[ev]] = append(back[pools[ev]], c)
+			}
+		}
+		for pool, cs := range back {
+			if s.fair.putBack(pool, cs) {
+				time.AfterFunc(idleFor, s.announceStranded)
+			}
+		}
 	}
 }
 

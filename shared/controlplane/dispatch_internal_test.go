@@ -215,3 +215,26 @@ func TestFairDispatchStartsOverKeepingWhatIsDeferred(t *testing.T) {
 		t.Fatal("the newest deferred command does not count as waiting")
 	}
 }
+
+// TestFairDispatchKeepsQueuedForReports: a deferred command whose
+// announcement was written but not published (queued) is not announced
+// again by the announcer; reports may still take it, and once it waited
+// waitingFor it is left to the drain's publish, out of view.
+func TestFairDispatchKeepsQueuedForReports(t *testing.T) {
+	d := newDispatch()
+	now := time.Now()
+	d.putBack("p", []deferredCmd{{ev: 10, exec: 1, at: now.Add(-staleAfter), queued: true}})
+	if cs, rearm := d.stranded(now.Add(idleFor)); cs != nil || !rearm {
+		t.Fatalf("stranded %v (rearm %v), want nothing announced and 10 kept", cs, rearm)
+	}
+	if got := d.serve("p", 1, nil); len(got) != 1 || got[0].ev != 10 {
+		t.Fatalf("served %v, want the queued command 10", got)
+	}
+	d.putBack("p", []deferredCmd{{ev: 20, exec: 2, at: now.Add(-waitingFor), queued: true}})
+	if cs, rearm := d.stranded(now); cs != nil || rearm {
+		t.Fatalf("stranded %v (rearm %v), want 20 dropped", cs, rearm)
+	}
+	if _, ok := d.waiting["p"][20]; ok {
+		t.Fatal("a queued command past waitingFor still counts as waiting")
+	}
+}

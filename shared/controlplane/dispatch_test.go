@@ -1,7 +1,10 @@
 package controlplane_test
 
 import (
+	"context"
+	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -294,5 +297,107 @@ func TestFairDispatchHandsOutOnce(t *testing.T) {
 	}
 	if n != 1 || out.Claims[0].Err != nil {
 		t.Fatalf("a:s3 is in the answer %d times (claim: %v), want once", n, out.Claims[0].Err)
+	}
+}
+
+// downableStack makes a stack whose publisher fails while the returned
+// flag is set, as NATS away does.
+func downableStack(t *testing.T) (*stack, *atomic.Bool) {
+	var down atomic.Bool
+	s := newStack(t, func(c *controlplane.Config) {
+		pub := c.Publisher
+		c.Publisher = controlplane.PublisherFunc(func(ctx context.Context, subject, msgID string, data []byte) error {
+			if down.Load() {
+				return errors.New("nats: no servers available for connection")
+			}
+			return pub.Publish(ctx, subject, msgID, data)
+		})
+	})
+	return s, &down
+}
+
+// TestFairDispatchServesWhatItCouldNotPublish: a deferred command announced
+// while NATS is down (no report took it) reaches no worker until NATS is
+// back; it is deferred again, so a report with a slot to spare still hands
+// it out and its chain moves on.
+func TestFairDispatchServesWhatItCouldNotPublish(t *testing.T) {
+	s, down := downableStack(t)
+	a, b, _ := deferredBehind(t, s, "tests/unpublished")
+	down.Store(true)
+	deferred := s.pending(t, a)[0]
+	body, err := s.svc.Claim(s.ctx, s.pending(t, b)[0].IssuedEventID, "w1", true) // heard of before NATS went
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No report comes: the announcer announces a:s3, into the outage.
+	deadline := time.Now().Add(10 * time.Second)
+	for s.notifications(t) != 3 || !s.svc.Waits("shared", deferred.IssuedEventID) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a:s3 (%d notifications) does not wait to be handed out after its announcement failed", s.notifications(t))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Its announcement stays in the outbox for the drain: it is not
+	// announced again from here while it waits.
+	time.Sleep(3 * idleForTest)
+	if n := s.notifications(t); n != 3 {
+		t.Fatalf("%d notifications, want 3: a:s3 announced once", n)
+	}
+	out, err := s.svc.Report(s.ctx, controlplane.Report{WorkerID: "w1", Pool: "shared", Take: 2,
+		Events: []controlplane.EventInput{completion(body, "w1", nil)}})
+	if err != nil || out.Events[0].Err != nil {
+		t.Fatalf("report: %v %+v", err, out)
+	}
+	var got []string
+	for _, c := range out.Commands {
+		got = append(got, c.CommandID)
+	}
+	if len(got) != 2 || !slices.Contains(got, deferred.CommandID) {
+		t.Fatalf("b's report with a slot to spare handed out %v, want b:s2 and a:s3 (%s)", got, deferred.CommandID)
+	}
+}
+
+// idleForTest is a few announcer rounds (dispatch.go's idleFor).
+const idleForTest = 100 * time.Millisecond
+
+// TestFairDispatchKeepsChainsMovingWhileNATSIsDown: while NATS is down, a
+// running chain keeps moving by eager dispatch (docs/outages.md): a command
+// whose notification could not be published reaches no worker until NATS
+// is back, so no chain yields to it, and the chain's own next commands are
+// handed back in its reports' answers.
+func TestFairDispatchKeepsChainsMovingWhileNATSIsDown(t *testing.T) {
+	s, down := downableStack(t)
+	entry := s.register(t, bench.Chain("tests/nats-down", 10))
+	a, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: entry.Path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := s.svc.Claim(s.ctx, s.pending(t, a.ExecutionID)[0].IssuedEventID, "w1", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down.Store(true)
+	if _, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: entry.Path}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(controlplane.InTransit) // b's first command would wait for a slot, were it announced
+	steps := 1
+	for {
+		out, err := s.svc.Report(s.ctx, controlplane.Report{WorkerID: "w1", Pool: "shared", Take: 1,
+			Events: []controlplane.EventInput{completion(body, "w1", nil)}})
+		if err != nil || out.Events[0].Err != nil {
+			t.Fatalf("report: %v %+v", err, out)
+		}
+		if len(out.Commands) == 0 {
+			break
+		}
+		steps++
+		body = out.Commands[0]
+	}
+	if steps != 10 {
+		t.Fatalf("with NATS down, a ran %d of its 10 steps by its reports' answers, want all", steps)
+	}
+	if st := s.execution(t, a.ExecutionID).Status.Status; st != "COMPLETED" {
+		t.Fatalf("a is %s, want COMPLETED", st)
 	}
 }
