@@ -21,24 +21,7 @@ func TestFairDispatchBoundsABurst(t *testing.T) {
 	s := newStack(t)
 	a, b, body := startTwo(t, s, bench.Chain("tests/fair", 30))
 	time.Sleep(controlplane.InTransit) // b's command now waits for a slot
-	// run reports a's steps one by one, Take 1, until an answer hands out
-	// nothing; it returns how many it handed out in a row.
-	run := func() int {
-		n := 0
-		for {
-			out, err := s.svc.Report(s.ctx, controlplane.Report{WorkerID: "w1", Pool: "shared", Take: 1,
-				Events: []controlplane.EventInput{completion(body, "w1", nil)}})
-			if err != nil || out.Events[0].Err != nil {
-				t.Fatalf("report: %v %+v", err, out)
-			}
-			if len(out.Commands) == 0 {
-				return n
-			}
-			n++
-			body = out.Commands[0]
-		}
-	}
-	if n := run(); n != 1 {
+	if n := handedInARow(t, s, body); n != 1 {
 		t.Fatalf("with b's first command waiting, a got %d commands in a row, want a burst of 1", n)
 	}
 	next := s.pending(t, a)
@@ -58,8 +41,26 @@ func TestFairDispatchBoundsABurst(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Nothing waits now: a's chain runs to its end by eager dispatch.
-	if n := run(); n != 30-3 {
+	if n := handedInARow(t, s, body); n != 30-3 {
 		t.Fatalf("with nothing waiting, a got %d commands in a row, want the chain's remaining %d", n, 30-3)
+	}
+}
+
+// handedInARow reports body's completion for w1 with one slot, then that of
+// each command an answer hands back, until an answer hands out nothing; it
+// says how many were handed out in a row.
+func handedInARow(t *testing.T, s *stack, body *controlplane.CommandBody) int {
+	t.Helper()
+	for n := 0; ; n++ {
+		out, err := s.svc.Report(s.ctx, controlplane.Report{WorkerID: "w1", Pool: "shared", Take: 1,
+			Events: []controlplane.EventInput{completion(body, "w1", nil)}})
+		if err != nil || out.Events[0].Err != nil {
+			t.Fatalf("report: %v %+v", err, out)
+		}
+		if len(out.Commands) == 0 {
+			return n
+		}
+		body = out.Commands[0]
 	}
 }
 
@@ -381,20 +382,7 @@ func TestFairDispatchKeepsChainsMovingWhileNATSIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(controlplane.InTransit) // b's first command would wait for a slot, were it announced
-	steps := 1
-	for {
-		out, err := s.svc.Report(s.ctx, controlplane.Report{WorkerID: "w1", Pool: "shared", Take: 1,
-			Events: []controlplane.EventInput{completion(body, "w1", nil)}})
-		if err != nil || out.Events[0].Err != nil {
-			t.Fatalf("report: %v %+v", err, out)
-		}
-		if len(out.Commands) == 0 {
-			break
-		}
-		steps++
-		body = out.Commands[0]
-	}
-	if steps != 10 {
+	if steps := 1 + handedInARow(t, s, body); steps != 10 {
 		t.Fatalf("with NATS down, a ran %d of its 10 steps by its reports' answers, want all", steps)
 	}
 	if st := s.execution(t, a.ExecutionID).Status.Status; st != "COMPLETED" {
