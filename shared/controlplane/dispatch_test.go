@@ -340,7 +340,7 @@ func TestFairDispatchServesWhatItCouldNotPublish(t *testing.T) {
 	}
 	// Its announcement stays in the outbox for the drain: it is not
 	// announced again from here while it waits.
-	time.Sleep(3 * idleForTest)
+	time.Sleep(3 * controlplane.IdleFor) // three of the announcer's rounds
 	if n := s.notifications(t); n != 3 {
 		t.Fatalf("%d notifications, want 3: a:s3 announced once", n)
 	}
@@ -357,9 +357,6 @@ func TestFairDispatchServesWhatItCouldNotPublish(t *testing.T) {
 		t.Fatalf("b's report with a slot to spare handed out %v, want b:s2 and a:s3 (%s)", got, deferred.CommandID)
 	}
 }
-
-// idleForTest is a few announcer rounds (dispatch.go's idleFor).
-const idleForTest = 100 * time.Millisecond
 
 // TestFairDispatchKeepsChainsMovingWhileNATSIsDown: while NATS is down, a
 // running chain keeps moving by eager dispatch (docs/outages.md): a command
