@@ -366,14 +366,7 @@ func TestFairDispatchServesWhatItCouldNotPublish(t *testing.T) {
 func TestFairDispatchKeepsChainsMovingWhileNATSIsDown(t *testing.T) {
 	s, down := downableStack(t)
 	entry := s.register(t, bench.Chain("tests/nats-down", 10))
-	a, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: entry.Path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := s.svc.Claim(s.ctx, s.pending(t, a.ExecutionID)[0].IssuedEventID, "w1", true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, body := s.startClaimed(t, entry)
 	down.Store(true)
 	if _, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: entry.Path}); err != nil {
 		t.Fatal(err)
@@ -382,7 +375,7 @@ func TestFairDispatchKeepsChainsMovingWhileNATSIsDown(t *testing.T) {
 	if steps := 1 + handedInARow(t, s, body); steps != 10 {
 		t.Fatalf("with NATS down, a ran %d of its 10 steps by its reports' answers, want all", steps)
 	}
-	if st := s.execution(t, a.ExecutionID).Status.Status; st != "COMPLETED" {
+	if st := s.execution(t, a).Status.Status; st != "COMPLETED" {
 		t.Fatalf("a is %s, want COMPLETED", st)
 	}
 }
