@@ -877,7 +877,8 @@ func engineKey(k store.StepResultKey) engine.ResultKey {
 // the truth, NATS a doorbell. A command not published leaves fair dispatch's
 // waiting view: no worker hears of it until NATS is back, so a chain that
 // yielded to it would only stop (docs/outages.md: running executions keep
-// moving while NATS is away).
+// moving while NATS is away); and no chain yields meanwhile
+// (dispatch.published).
 func (s *Service) publish(ctx context.Context, sh *store.Shard, msgs []store.OutboxMessage) (int, []int64) {
 	if s.cfg.Publisher == nil || len(msgs) == 0 {
 		return 0, nil
@@ -893,6 +894,7 @@ func (s *Service) publish(ctx context.Context, sh *store.Shard, msgs []store.Out
 		done = append(done, m.OutboxID)
 	}
 	s.fair.forget(failed)
+	s.fair.published(len(failed) == 0)
 	if len(done) == 0 {
 		return 0, failed
 	}

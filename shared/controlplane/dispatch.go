@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/noetl-go/noetl/shared/store"
@@ -77,7 +78,18 @@ type dispatch struct {
 	// scheduled.
 	asked map[string]time.Time
 	armed bool
+	// failedAt: when the last publish failed (NATS away), unix nanoseconds;
+	// 0 once one succeeded. For unpublishedFor after it no chain yields: what
+	// was announced reaches no worker, and a command deferred now may wait
+	// for a report that never comes.
+	failedAt atomic.Int64
 }
+
+// unpublishedFor is how long a failed publish stops the yielding, unless one
+// succeeds sooner: bounded, so a process that publishes nothing for a while
+// after NATS is back (its chains all handed their own next commands) does
+// not go on without fair dispatch.
+const unpublishedFor = 10 * time.Second
 
 func newDispatch() *dispatch {
 	return &dispatch{waiting: map[string]map[int64]announcement{}, bursts: map[int64]int{},
@@ -268,12 +280,26 @@ func (d *dispatch) claimed(pool string, issuedEventID int64) {
 // announced within inTransit, which is on its way to a worker with a free
 // slot, not waiting for one (yielding to those, at W=50 with 100 slots every
 // chain yielded to the notifications of the others' yields: a fifth more
-// statements per step, and no slot was short). The txn records what it did
-// once it commits (handed).
+// statements per step, and no slot was short); nor while publishing fails
+// (published). The txn records what it did once it commits (handed).
 func (d *dispatch) mayHandOut(pool string, id int64, now time.Time) bool {
+	if at := d.failedAt.Load(); at != 0 && now.Sub(time.Unix(0, at)) < unpublishedFor {
+		return true
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.bursts[id] < dispatchBurst || !d.othersWaitingLocked(pool, id, now)
+}
+
+// published records how a publish went: a failure stops the yielding until
+// one succeeds, for unpublishedFor at most.
+func (d *dispatch) published(ok bool) {
+	switch {
+	case !ok:
+		d.failedAt.Store(time.Now().UnixNano())
+	case d.failedAt.Load() != 0:
+		d.failedAt.Store(0)
+	}
 }
 
 // handed records a committed txn's eager dispatch: the executions it handed

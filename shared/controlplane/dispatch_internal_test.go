@@ -238,3 +238,26 @@ func TestFairDispatchKeepsQueuedForReports(t *testing.T) {
 		t.Fatal("a queued command past waitingFor still counts as waiting")
 	}
 }
+
+// TestFairDispatchYieldsNotWhilePublishingFails: a failed publish stops the
+// yielding until one succeeds, and for unpublishedFor at most.
+func TestFairDispatchYieldsNotWhilePublishingFails(t *testing.T) {
+	d := newDispatch()
+	now := time.Now()
+	d.announced("p", 10, 1, now.Add(-inTransit)) // waits for a slot
+	d.handed([]int64{2}, nil)                    // execution 2 has had its burst
+	if d.mayHandOut("p", 2, now) {
+		t.Fatal("execution 2 does not yield to 10")
+	}
+	d.published(false)
+	if !d.mayHandOut("p", 2, now) {
+		t.Fatal("execution 2 yields while publishing fails")
+	}
+	if d.mayHandOut("p", 2, time.Now().Add(unpublishedFor)) {
+		t.Fatal("a failed publish still stops the yielding unpublishedFor later")
+	}
+	d.published(true)
+	if d.mayHandOut("p", 2, now) {
+		t.Fatal("execution 2 does not yield once a publish succeeded")
+	}
+}

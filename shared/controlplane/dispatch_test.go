@@ -368,14 +368,43 @@ func TestFairDispatchKeepsChainsMovingWhileNATSIsDown(t *testing.T) {
 	entry := s.register(t, bench.Chain("tests/nats-down", 10))
 	a, body := s.startClaimed(t, entry)
 	down.Store(true)
-	if _, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: entry.Path}); err != nil {
+	b, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: entry.Path})
+	if err != nil {
 		t.Fatal(err)
 	}
+	if s.svc.Waits("shared", s.pending(t, b.ExecutionID)[0].IssuedEventID) {
+		t.Fatal("b's first command, whose notification failed, counts as waiting for a slot")
+	}
 	time.Sleep(controlplane.InTransit) // b's first command would wait for a slot, were it announced
+	ranAll(t, s, a, body)
+}
+
+// ranAll reports chain a of 10 steps from body on with one slot, and
+// checks every step was handed back and a completed.
+func ranAll(t *testing.T, s *stack, a int64, body *controlplane.CommandBody) {
+	t.Helper()
 	if steps := 1 + handedInARow(t, s, body); steps != 10 {
 		t.Fatalf("with NATS down, a ran %d of its 10 steps by its reports' answers, want all", steps)
 	}
 	if st := s.execution(t, a).Status.Status; st != "COMPLETED" {
 		t.Fatalf("a is %s, want COMPLETED", st)
 	}
+}
+
+// TestFairDispatchDoesNotYieldWhileNATSIsDown: a command announced just
+// before NATS went down reaches no worker either; once a publish has
+// failed, no chain yields (to it or any) until one succeeds again.
+func TestFairDispatchDoesNotYieldWhileNATSIsDown(t *testing.T) {
+	s, down := downableStack(t)
+	entry := s.register(t, bench.Chain("tests/nats-going", 10))
+	a, body := s.startClaimed(t, entry)
+	if _, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: entry.Path}); err != nil {
+		t.Fatal(err) // b: announced, not yet claimed
+	}
+	down.Store(true)
+	if _, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: entry.Path}); err != nil {
+		t.Fatal(err) // c: its publish fails
+	}
+	time.Sleep(controlplane.InTransit) // b's first command waits for a slot
+	ranAll(t, s, a, body)
 }
