@@ -462,13 +462,9 @@ func (t *txn) handBackHeld(ids []int64, execs map[int64][]int, outcomes map[int]
 	if err != nil {
 		return err
 	}
-	have := map[string]bool{}
-	for _, b := range *bodies {
-		have[b.CommandID] = true
-	}
 	for _, c := range held {
-		if have[c.CommandID] || c.IssuedEventID <= after[c.ExecutionID] {
-			continue // in the answer already, or running since before the event
+		if t.cmds[c.CommandID] != nil || c.IssuedEventID <= after[c.ExecutionID] {
+			continue // named by this report (an event's, a claim's), or held since before the event
 		}
 		k := t.adoptCommand(c)
 		size := commandBytes(k.row)
