@@ -177,13 +177,17 @@ func (d *dispatch) serve(pool string, n int, skip map[int64]bool) []deferredCmd 
 	w := d.waiting[pool]
 	// An announced command that has waited staleAfter is most likely not
 	// waiting here (claimed through another process, ended, a retry not yet
-	// due): it does not hold the queue back.
+	// due): it does not hold the queue back; nor does any while publishing
+	// fails (no worker hears of it).
 	now := time.Now()
 	var announcedSince time.Time
 	for _, a := range w {
 		if !a.deferred && now.Sub(a.at) < staleAfter && (announcedSince.IsZero() || a.at.Before(announcedSince)) {
 			announcedSince = a.at
 		}
+	}
+	if d.failing(now) {
+		announcedSince = time.Time{}
 	}
 	var out []deferredCmd
 	kept := q[:0]
@@ -283,12 +287,19 @@ func (d *dispatch) claimed(pool string, issuedEventID int64) {
 // statements per step, and no slot was short); nor while publishing fails
 // (published). The txn records what it did once it commits (handed).
 func (d *dispatch) mayHandOut(pool string, id int64, now time.Time) bool {
-	if at := d.failedAt.Load(); at != 0 && now.Sub(time.Unix(0, at)) < unpublishedFor {
+	if d.failing(now) {
 		return true
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.bursts[id] < dispatchBurst || !d.othersWaitingLocked(pool, id, now)
+}
+
+// failing says whether a publish failed within unpublishedFor of now and
+// none succeeded since.
+func (d *dispatch) failing(now time.Time) bool {
+	at := d.failedAt.Load()
+	return at != 0 && now.Sub(time.Unix(0, at)) < unpublishedFor
 }
 
 // published records how a publish went: a failure stops the yielding until

@@ -260,4 +260,15 @@ func TestFairDispatchYieldsNotWhilePublishingFails(t *testing.T) {
 	if d.mayHandOut("p", 2, now) {
 		t.Fatal("execution 2 does not yield once a publish succeeded")
 	}
+	// A command deferred after 10 was announced goes after it, unless
+	// publishing fails: then 10 reaches no worker and holds nothing back.
+	d.announced("p", 20, 1, time.Now())
+	d.deferCmds("p", []deferredCmd{{ev: 30, exec: 3, at: time.Now()}})
+	if got := d.serve("p", 1, nil); got != nil {
+		t.Fatalf("served %v ahead of the announced 20", got)
+	}
+	d.published(false)
+	if got := d.serve("p", 1, nil); len(got) != 1 || got[0].ev != 30 {
+		t.Fatalf("served %v while publishing fails, want 30", got)
+	}
 }
