@@ -64,6 +64,9 @@ type txn struct {
 	// deferred are the commands issued here whose execution yielded: not
 	// announced, queued for a later report to hand out (dispatch.go).
 	deferred []string
+	// unpublished are the command.issued event ids of the commands whose
+	// notification the commit could not publish (NATS away): the drain's.
+	unpublished []int64
 	// assumed: the executions and commands were taken from the process's
 	// cache, not read (assume.go).
 	assumed bool
@@ -677,7 +680,8 @@ func (t *txn) commit() error {
 	}
 	t.s.fair.handed(t.handed, t.yielded)
 	t.deferCommitted()
-	published := t.s.publish(ctx, t.sh, t.ch.Outbox)
+	published, unpublished := t.s.publish(ctx, t.sh, t.ch.Outbox)
+	t.unpublished = unpublished
 	for _, x := range t.order {
 		if lifecycle.ExecutionEnded(x.row.Status) {
 			t.s.fair.ended(x.row.ExecutionID)
@@ -910,28 +914,36 @@ func engineKey(k store.StepResultKey) engine.ResultKey {
 }
 
 // publish sends committed notifications and marks them published, and says
-// how many went out. A failure only leaves rows PENDING for the drain (R-A6):
-// Postgres is the truth, NATS a doorbell.
-func (s *Service) publish(ctx context.Context, sh *store.Shard, msgs []store.OutboxMessage) int {
+// how many went out and which commands (their command.issued event ids) were
+// not. A failure only leaves rows PENDING for the drain (R-A6): Postgres is
+// the truth, NATS a doorbell. A command not published leaves fair dispatch's
+// waiting view: no worker hears of it until NATS is back, so a chain that
+// yielded to it would only stop (docs/outages.md: running executions keep
+// moving while NATS is away); and no chain yields meanwhile
+// (dispatch.published).
+func (s *Service) publish(ctx context.Context, sh *store.Shard, msgs []store.OutboxMessage) (int, []int64) {
 	if s.cfg.Publisher == nil || len(msgs) == 0 {
-		return 0
+		return 0, nil
 	}
-	var done []int64
+	var done, failed []int64
 	for _, m := range msgs {
 		if err := s.cfg.Publisher.Publish(ctx, m.Subject, m.MsgID, m.Payload); err != nil {
 			s.log.WarnContext(ctx, "publish after commit failed; the outbox drain will retry",
 				"execution_id", m.ExecutionID, "msg_id", m.MsgID, "error", err.Error())
+			failed = append(failed, m.EventID)
 			continue
 		}
 		done = append(done, m.OutboxID)
 	}
+	s.fair.forget(failed)
+	s.fair.published(len(failed) == 0)
 	if len(done) == 0 {
-		return 0
+		return 0, failed
 	}
 	if err := s.marks[sh.Index()].mark(ctx, done); err != nil {
 		s.log.WarnContext(ctx, "mark outbox published failed; rows will be re-published (de-duplicated by JetStream)", "error", err.Error())
 	}
-	return len(done)
+	return len(done), failed
 }
 
 func toEngine(e store.Event) engine.Event {

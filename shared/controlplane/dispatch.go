@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/noetl-go/noetl/shared/store"
@@ -77,7 +78,18 @@ type dispatch struct {
 	// scheduled.
 	asked map[string]time.Time
 	armed bool
+	// failedAt: when the last publish failed (NATS away), unix nanoseconds;
+	// 0 once one succeeded. For unpublishedFor after it no chain yields: what
+	// was announced reaches no worker, and a command deferred now may wait
+	// for a report that never comes.
+	failedAt atomic.Int64
 }
+
+// unpublishedFor is how long a failed publish stops the yielding, unless one
+// succeeds sooner: bounded, so a process that publishes nothing for a while
+// after NATS is back (its chains all handed their own next commands) does
+// not go on without fair dispatch.
+const unpublishedFor = 10 * time.Second
 
 func newDispatch() *dispatch {
 	return &dispatch{waiting: map[string]map[int64]announcement{}, bursts: map[int64]int{},
@@ -93,10 +105,13 @@ type announcement struct {
 }
 
 // deferredCmd is a deferred command: its command.issued event id, its
-// execution, and since when it waits.
+// execution, and since when it waits. queued: its announcement was written
+// but not published (NATS away), so the drain publishes it and it is not
+// announced again from here; reports still serve it.
 type deferredCmd struct {
 	ev, exec int64
 	at       time.Time
+	queued   bool
 }
 
 // announced records a command announced on NATS (published after commit).
@@ -162,13 +177,17 @@ func (d *dispatch) serve(pool string, n int, skip map[int64]bool) []deferredCmd 
 	w := d.waiting[pool]
 	// An announced command that has waited staleAfter is most likely not
 	// waiting here (claimed through another process, ended, a retry not yet
-	// due): it does not hold the queue back.
+	// due): it does not hold the queue back; nor does any while publishing
+	// fails (no worker hears of it).
 	now := time.Now()
 	var announcedSince time.Time
 	for _, a := range w {
 		if !a.deferred && now.Sub(a.at) < staleAfter && (announcedSince.IsZero() || a.at.Before(announcedSince)) {
 			announcedSince = a.at
 		}
+	}
+	if d.failing(now) {
+		announcedSince = time.Time{}
 	}
 	var out []deferredCmd
 	kept := q[:0]
@@ -228,6 +247,10 @@ func (d *dispatch) stranded(now time.Time) (out []deferredCmd, rearm bool) {
 			switch a, ok := d.waiting[pool][c.ev]; {
 			case !ok || !a.deferred:
 				// claimed, forgotten, or announced since
+			case c.queued && now.Sub(c.at) >= waitingFor:
+				delete(d.waiting[pool], c.ev) // left to the drain's publish, out of view
+			case c.queued:
+				kept = append(kept, c) // announcing it again would only queue another row
 			case now.Sub(c.at) >= staleAfter || (idle && now.Sub(c.at) >= idleFor):
 				out = append(out, c)
 			default:
@@ -261,12 +284,33 @@ func (d *dispatch) claimed(pool string, issuedEventID int64) {
 // announced within inTransit, which is on its way to a worker with a free
 // slot, not waiting for one (yielding to those, at W=50 with 100 slots every
 // chain yielded to the notifications of the others' yields: a fifth more
-// statements per step, and no slot was short). The txn records what it did
-// once it commits (handed).
+// statements per step, and no slot was short); nor while publishing fails
+// (published). The txn records what it did once it commits (handed).
 func (d *dispatch) mayHandOut(pool string, id int64, now time.Time) bool {
+	if d.failing(now) {
+		return true
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.bursts[id] < dispatchBurst || !d.othersWaitingLocked(pool, id, now)
+}
+
+// failing says whether a publish failed within unpublishedFor of now and
+// none succeeded since.
+func (d *dispatch) failing(now time.Time) bool {
+	at := d.failedAt.Load()
+	return at != 0 && now.Sub(time.Unix(0, at)) < unpublishedFor
+}
+
+// published records how a publish went: a failure stops the yielding until
+// one succeeds, for unpublishedFor at most.
+func (d *dispatch) published(ok bool) {
+	switch {
+	case !ok:
+		d.failedAt.Store(time.Now().UnixNano())
+	case d.failedAt.Load() != 0:
+		d.failedAt.Store(0)
+	}
 }
 
 // handed records a committed txn's eager dispatch: the executions it handed
@@ -305,6 +349,9 @@ func (d *dispatch) othersWaitingLocked(pool string, exec int64, now time.Time) b
 // failed, so the drain announces them, and until then no chain yields to
 // them (a view that kept them would have chains yield for waitingFor).
 func (d *dispatch) forget(evs []int64) {
+	if len(evs) == 0 {
+		return
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, w := range d.waiting {
@@ -334,22 +381,29 @@ func (s *Service) announceStranded() {
 
 // announceDeferred announces deferred commands (those still pending), one
 // transaction per shard; a failure leaves them to the drain. Those not
-// announced leave the waiting view (dispatch.forget).
+// announced leave the waiting view (dispatch.forget); those announced but
+// not published (NATS away) are deferred again, queued (deferredCmd), so
+// reports still hand them out: the chains they belong to keep moving.
 func (s *Service) announceDeferred(cs []deferredCmd) {
 	byShard := map[*store.Shard][]int64{}
+	byEv := make(map[int64]deferredCmd, len(cs))
 	for _, c := range cs {
 		if sh, err := s.st.ShardFor(c.ev); err == nil {
 			byShard[sh] = append(byShard[sh], c.ev)
+			byEv[c.ev] = c
 		}
 	}
 	for sh, evs := range byShard {
 		ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
 		var gone []int64
+		var last *txn // the run that committed
+		pools := map[int64]string{}
 		err := s.withTx(ctx, sh, &store.LockSet{IssuedEventIDs: evs}, func(t *txn) error {
-			gone = gone[:0] // from scratch: the body may run again
+			gone, last = gone[:0], t // from scratch: the body may run again
 			for _, ev := range evs {
 				if k := t.issuedBy(ev); k != nil && k.row.Status == store.CommandPending {
 					t.announce = append(t.announce, k.row.CommandID)
+					pools[ev] = poolOf(t.execs[k.row.ExecutionID].row)
 				} else {
 					gone = append(gone, ev)
 				}
@@ -366,6 +420,21 @@ func (s *Service) announceDeferred(cs []deferredCmd) {
 		// what was gone (claimed elsewhere, ended) or could not be announced
 		// waits no more here.
 		s.fair.forget(gone)
+		if err != nil || last == nil {
+			continue
+		}
+		back := map[string][]deferredCmd{}
+		for _, ev := range last.unpublished {
+			if c, ok := byEv[ev]; ok && pools[ev] != "" {
+				c.queued = true
+				back[pools[ev]] = append(back[pools[ev]], c)
+			}
+		}
+		for pool, cs := range back {
+			if s.fair.putBack(pool, cs) {
+				time.AfterFunc(idleFor, s.announceStranded)
+			}
+		}
 	}
 }
 

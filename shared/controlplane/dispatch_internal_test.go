@@ -215,3 +215,60 @@ func TestFairDispatchStartsOverKeepingWhatIsDeferred(t *testing.T) {
 		t.Fatal("the newest deferred command does not count as waiting")
 	}
 }
+
+// TestFairDispatchKeepsQueuedForReports: a deferred command whose
+// announcement was written but not published (queued) is not announced
+// again by the announcer; reports may still take it, and once it waited
+// waitingFor it is left to the drain's publish, out of view.
+func TestFairDispatchKeepsQueuedForReports(t *testing.T) {
+	d := newDispatch()
+	now := time.Now()
+	d.putBack("p", []deferredCmd{{ev: 10, exec: 1, at: now.Add(-staleAfter), queued: true}})
+	if cs, rearm := d.stranded(now.Add(idleFor)); cs != nil || !rearm {
+		t.Fatalf("stranded %v (rearm %v), want nothing announced and 10 kept", cs, rearm)
+	}
+	if got := d.serve("p", 1, nil); len(got) != 1 || got[0].ev != 10 {
+		t.Fatalf("served %v, want the queued command 10", got)
+	}
+	d.putBack("p", []deferredCmd{{ev: 20, exec: 2, at: now.Add(-waitingFor), queued: true}})
+	if cs, rearm := d.stranded(now); cs != nil || rearm {
+		t.Fatalf("stranded %v (rearm %v), want 20 dropped", cs, rearm)
+	}
+	if _, ok := d.waiting["p"][20]; ok {
+		t.Fatal("a queued command past waitingFor still counts as waiting")
+	}
+}
+
+// TestFairDispatchYieldsNotWhilePublishingFails: a failed publish stops the
+// yielding until one succeeds, and for unpublishedFor at most.
+func TestFairDispatchYieldsNotWhilePublishingFails(t *testing.T) {
+	d := newDispatch()
+	now := time.Now()
+	d.announced("p", 10, 1, now.Add(-inTransit)) // waits for a slot
+	d.handed([]int64{2}, nil)                    // execution 2 has had its burst
+	if d.mayHandOut("p", 2, now) {
+		t.Fatal("execution 2 does not yield to 10")
+	}
+	d.published(false)
+	if !d.mayHandOut("p", 2, now) {
+		t.Fatal("execution 2 yields while publishing fails")
+	}
+	if d.mayHandOut("p", 2, time.Now().Add(unpublishedFor)) {
+		t.Fatal("a failed publish still stops the yielding unpublishedFor later")
+	}
+	d.published(true)
+	if d.mayHandOut("p", 2, now) {
+		t.Fatal("execution 2 does not yield once a publish succeeded")
+	}
+	// A command deferred after 10 was announced goes after it, unless
+	// publishing fails: then 10 reaches no worker and holds nothing back.
+	d.announced("p", 20, 1, time.Now())
+	d.deferCmds("p", []deferredCmd{{ev: 30, exec: 3, at: time.Now()}})
+	if got := d.serve("p", 1, nil); got != nil {
+		t.Fatalf("served %v ahead of the announced 20", got)
+	}
+	d.published(false)
+	if got := d.serve("p", 1, nil); len(got) != 1 || got[0].ev != 30 {
+		t.Fatalf("served %v while publishing fails, want 30", got)
+	}
+}

@@ -1,7 +1,10 @@
 package controlplane_test
 
 import (
+	"context"
+	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,24 +21,7 @@ func TestFairDispatchBoundsABurst(t *testing.T) {
 	s := newStack(t)
 	a, b, body := startTwo(t, s, bench.Chain("tests/fair", 30))
 	time.Sleep(controlplane.InTransit) // b's command now waits for a slot
-	// run reports a's steps one by one, Take 1, until an answer hands out
-	// nothing; it returns how many it handed out in a row.
-	run := func() int {
-		n := 0
-		for {
-			out, err := s.svc.Report(s.ctx, controlplane.Report{WorkerID: "w1", Pool: "shared", Take: 1,
-				Events: []controlplane.EventInput{completion(body, "w1", nil)}})
-			if err != nil || out.Events[0].Err != nil {
-				t.Fatalf("report: %v %+v", err, out)
-			}
-			if len(out.Commands) == 0 {
-				return n
-			}
-			n++
-			body = out.Commands[0]
-		}
-	}
-	if n := run(); n != 1 {
+	if n := handedInARow(t, s, body); n != 1 {
 		t.Fatalf("with b's first command waiting, a got %d commands in a row, want a burst of 1", n)
 	}
 	next := s.pending(t, a)
@@ -55,8 +41,26 @@ func TestFairDispatchBoundsABurst(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Nothing waits now: a's chain runs to its end by eager dispatch.
-	if n := run(); n != 30-3 {
+	if n := handedInARow(t, s, body); n != 30-3 {
 		t.Fatalf("with nothing waiting, a got %d commands in a row, want the chain's remaining %d", n, 30-3)
+	}
+}
+
+// handedInARow reports body's completion for w1 with one slot, then that of
+// each command an answer hands back, until an answer hands out nothing; it
+// says how many were handed out in a row.
+func handedInARow(t *testing.T, s *stack, body *controlplane.CommandBody) int {
+	t.Helper()
+	for n := 0; ; n++ {
+		out, err := s.svc.Report(s.ctx, controlplane.Report{WorkerID: "w1", Pool: "shared", Take: 1,
+			Events: []controlplane.EventInput{completion(body, "w1", nil)}})
+		if err != nil || out.Events[0].Err != nil {
+			t.Fatalf("report: %v %+v", err, out)
+		}
+		if len(out.Commands) == 0 {
+			return n
+		}
+		body = out.Commands[0]
 	}
 }
 
@@ -295,4 +299,112 @@ func TestFairDispatchHandsOutOnce(t *testing.T) {
 	if n != 1 || out.Claims[0].Err != nil {
 		t.Fatalf("a:s3 is in the answer %d times (claim: %v), want once", n, out.Claims[0].Err)
 	}
+}
+
+// downableStack makes a stack whose publisher fails while the returned
+// flag is set, as NATS away does.
+func downableStack(t *testing.T) (*stack, *atomic.Bool) {
+	var down atomic.Bool
+	s := newStack(t, func(c *controlplane.Config) {
+		pub := c.Publisher
+		c.Publisher = controlplane.PublisherFunc(func(ctx context.Context, subject, msgID string, data []byte) error {
+			if down.Load() {
+				return errors.New("nats: no servers available for connection")
+			}
+			return pub.Publish(ctx, subject, msgID, data)
+		})
+	})
+	return s, &down
+}
+
+// TestFairDispatchServesWhatItCouldNotPublish: a deferred command announced
+// while NATS is down (no report took it) reaches no worker until NATS is
+// back; it is deferred again, so a report with a slot to spare still hands
+// it out and its chain moves on.
+func TestFairDispatchServesWhatItCouldNotPublish(t *testing.T) {
+	s, down := downableStack(t)
+	a, b, _ := deferredBehind(t, s, "tests/unpublished")
+	down.Store(true)
+	deferred := s.pending(t, a)[0]
+	body, err := s.svc.Claim(s.ctx, s.pending(t, b)[0].IssuedEventID, "w1", true) // heard of before NATS went
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No report comes: the announcer announces a:s3, into the outage.
+	deadline := time.Now().Add(10 * time.Second)
+	for s.notifications(t) != 3 || !s.svc.Waits("shared", deferred.IssuedEventID) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a:s3 (%d notifications) does not wait to be handed out after its announcement failed", s.notifications(t))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Its announcement stays in the outbox for the drain: it is not
+	// announced again from here while it waits.
+	time.Sleep(3 * controlplane.IdleFor) // three of the announcer's rounds
+	if n := s.notifications(t); n != 3 {
+		t.Fatalf("%d notifications, want 3: a:s3 announced once", n)
+	}
+	out, err := s.svc.Report(s.ctx, controlplane.Report{WorkerID: "w1", Pool: "shared", Take: 2,
+		Events: []controlplane.EventInput{completion(body, "w1", nil)}})
+	if err != nil || out.Events[0].Err != nil {
+		t.Fatalf("report: %v %+v", err, out)
+	}
+	var got []string
+	for _, c := range out.Commands {
+		got = append(got, c.CommandID)
+	}
+	if len(got) != 2 || !slices.Contains(got, deferred.CommandID) {
+		t.Fatalf("b's report with a slot to spare handed out %v, want b:s2 and a:s3 (%s)", got, deferred.CommandID)
+	}
+}
+
+// TestFairDispatchKeepsChainsMovingWhileNATSIsDown: while NATS is down, a
+// running chain keeps moving by eager dispatch (docs/outages.md): a command
+// whose notification could not be published reaches no worker until NATS
+// is back, so no chain yields to it, and the chain's own next commands are
+// handed back in its reports' answers.
+func TestFairDispatchKeepsChainsMovingWhileNATSIsDown(t *testing.T) {
+	s, down := downableStack(t)
+	entry := s.register(t, bench.Chain("tests/nats-down", 10))
+	a, body := s.startClaimed(t, entry)
+	down.Store(true)
+	b, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: entry.Path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.svc.Waits("shared", s.pending(t, b.ExecutionID)[0].IssuedEventID) {
+		t.Fatal("b's first command, whose notification failed, counts as waiting for a slot")
+	}
+	time.Sleep(controlplane.InTransit) // b's first command would wait for a slot, were it announced
+	ranAll(t, s, a, body)
+}
+
+// ranAll reports chain a of 10 steps from body on with one slot, and
+// checks every step was handed back and a completed.
+func ranAll(t *testing.T, s *stack, a int64, body *controlplane.CommandBody) {
+	t.Helper()
+	if steps := 1 + handedInARow(t, s, body); steps != 10 {
+		t.Fatalf("with NATS down, a ran %d of its 10 steps by its reports' answers, want all", steps)
+	}
+	if st := s.execution(t, a).Status.Status; st != "COMPLETED" {
+		t.Fatalf("a is %s, want COMPLETED", st)
+	}
+}
+
+// TestFairDispatchDoesNotYieldWhileNATSIsDown: a command announced just
+// before NATS went down reaches no worker either; once a publish has
+// failed, no chain yields (to it or any) until one succeeds again.
+func TestFairDispatchDoesNotYieldWhileNATSIsDown(t *testing.T) {
+	s, down := downableStack(t)
+	entry := s.register(t, bench.Chain("tests/nats-going", 10))
+	a, body := s.startClaimed(t, entry)
+	if _, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: entry.Path}); err != nil {
+		t.Fatal(err) // b: announced, not yet claimed
+	}
+	down.Store(true)
+	if _, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: entry.Path}); err != nil {
+		t.Fatal(err) // c: its publish fails
+	}
+	time.Sleep(controlplane.InTransit) // b's first command waits for a slot
+	ranAll(t, s, a, body)
 }

@@ -6,6 +6,10 @@ import "time"
 // long ago waits for a slot.
 const InTransit = inTransit
 
+// IdleFor is idleFor: the announcer looks again this often while commands
+// are deferred.
+const IdleFor = idleFor
+
 // LagClock makes the process's estimate of the database clock for execution
 // id lag by d, as on a loaded machine, where the database stamps a row later
 // than the txn that wrote it read its clock. False when the cache holds no

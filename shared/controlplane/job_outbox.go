@@ -18,7 +18,9 @@ func (s *Service) publishOutbox(ctx context.Context, sh *store.Shard, maxBatch i
 	}
 	var done []int64
 	for _, m := range msgs {
-		if err := s.cfg.Publisher.Publish(ctx, m.Subject, m.MsgID, m.Payload); err != nil {
+		err := s.cfg.Publisher.Publish(ctx, m.Subject, m.MsgID, m.Payload)
+		s.fair.published(err == nil)
+		if err != nil {
 			r.PublishFailed++
 			if _, merr := store.MarkOutboxFailed(ctx, sh.Pool(), m.OutboxID, err.Error(), outboxMaxDelay); merr != nil {
 				return merr

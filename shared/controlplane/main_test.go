@@ -57,6 +57,21 @@ func (s *stack) register(t *testing.T, yaml string) store.CatalogEntry {
 	return r.Entry
 }
 
+// startClaimed starts an execution of entry and claims its first command
+// for w1, started.
+func (s *stack) startClaimed(t *testing.T, entry store.CatalogEntry) (int64, *controlplane.CommandBody) {
+	t.Helper()
+	x, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: entry.Path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := s.svc.Claim(s.ctx, s.pending(t, x.ExecutionID)[0].IssuedEventID, "w1", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x.ExecutionID, body
+}
+
 // notifications counts the outbox rows of every shard: the commands
 // announced.
 func (s *stack) notifications(t *testing.T) int {

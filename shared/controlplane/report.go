@@ -345,6 +345,9 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 			}
 			bodies = append(bodies, body)
 		}
+		if err := t.handBackHeld(ids, part.execs, outcomes, r.WorkerID, budget, &bodies, &taken, &takenBytes); err != nil {
+			return err
+		}
 		// The deferred commands served here, claimed and started for the
 		// worker as its own claims are; one no longer pending (claimed
 		// meanwhile, by this report's claims too, or ended) is dropped from
@@ -419,6 +422,70 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 		out.Claims[i].Err = err
 	}
 	return bodies, nil
+}
+
+// handBackHeld answers a report posted again after its answer was lost (a
+// connection dropped after COMMIT, a 504 while the commit ran, a COMMIT in
+// doubt): its events come back duplicates and issue nothing, and the
+// commands the lost answer carried are held by this worker, which never got
+// them. So the commands of those executions that the worker holds, issued
+// after the duplicate event, are handed out again, within the budget (our
+// worker runs a command handed twice once). Only a duplicate costs the read.
+func (t *txn) handBackHeld(ids []int64, execs map[int64][]int, outcomes map[int]ReportedEvent, workerID string,
+	budget *takeBudget, bodies *[]*CommandBody, taken, takenBytes *int) error {
+	var after map[int64]int64 // execution → its first duplicate event's id
+	var dup []int64
+	for _, id := range ids {
+		for _, i := range execs[id] {
+			o := outcomes[i]
+			if o.Err != nil || !o.Duplicate {
+				continue
+			}
+			if after == nil {
+				after = map[int64]int64{}
+			}
+			if a, ok := after[id]; !ok {
+				dup = append(dup, id)
+				after[id] = o.EventID
+			} else {
+				after[id] = min(a, o.EventID)
+			}
+		}
+	}
+	if len(dup) == 0 {
+		return nil
+	}
+	if t.assumed {
+		return errAssumption // a duplicate is answered from what the lock reads
+	}
+	held, err := store.LockHeldCommands(t.ctx, t.tx, dup, workerID)
+	if err != nil {
+		return err
+	}
+	for _, c := range held {
+		if t.cmds[c.CommandID] != nil || c.IssuedEventID <= after[c.ExecutionID] {
+			continue // named by this report (an event's, a claim's), or held since before the event
+		}
+		k := t.adoptCommand(c)
+		size := commandBytes(k.row)
+		if !budget.take(size) {
+			break
+		}
+		*taken++
+		*takenBytes += size
+		body, _, err := t.claimStarted(t.execs[c.ExecutionID], k, workerID)
+		if err != nil {
+			return err
+		}
+		if body == nil { // its lease ended: it runs again as its retry says
+			budget.giveBack(1, size)
+			*taken--
+			*takenBytes -= size
+			continue
+		}
+		*bodies = append(*bodies, body)
+	}
+	return nil
 }
 
 // claimStarted claims k for our worker and starts it (claimOne); in an

@@ -2,6 +2,7 @@ package controlplane_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -90,6 +91,51 @@ func TestReportHandsOutWhatItIssued(t *testing.T) {
 	}
 }
 
+// TestReportPostedAgainHandsOutWhatItsAnswerCarried: a report posted again
+// after its answer was lost (the worker re-posts it as is) hands out again
+// the commands the lost answer carried: they are held by this worker, which
+// never got them. A command it held since before the reported event is
+// not in the answer.
+func TestReportPostedAgainHandsOutWhatItsAnswerCarried(t *testing.T) {
+	s := newStack(t)
+	_, body := s.startClaimed(t, s.register(t, loopYAML))
+	// post sends r and returns the ids of the commands handed out, sorted.
+	var handed []*controlplane.CommandBody
+	var dup bool // the report's event was a duplicate
+	post := func(r controlplane.Report) (ids []string) {
+		t.Helper()
+		out, err := s.svc.Report(s.ctx, r)
+		if err != nil || out.Events[0].Err != nil {
+			t.Fatalf("report: %v %+v", err, out)
+		}
+		for _, c := range out.Commands {
+			if c.Status != store.CommandRunning || c.WorkerID != "w1" || c.Attempt != 1 || c.Context["tool_config"] == nil {
+				t.Fatalf("handed command %+v", c)
+			}
+			ids = append(ids, c.CommandID)
+		}
+		handed, dup = out.Commands, out.Events[0].Duplicate
+		slices.Sort(ids)
+		return ids
+	}
+	r := controlplane.Report{WorkerID: "w1", Pool: "shared", Take: 2, Events: []controlplane.EventInput{completion(body, "w1", map[string]any{"n": int64(1)})}}
+	first := post(r)
+	iters := handed
+	if again := post(r); len(first) != 2 || !dup || !slices.Equal(first, again) {
+		t.Fatalf("the report posted again (its event a duplicate: %v) handed out %v, want what its lost answer carried: %v", dup, again, first)
+	}
+	// An iteration's end issues nothing (one is left); posted again, it
+	// hands out nothing either: the other iteration w1 holds was handed out
+	// before it.
+	r = controlplane.Report{WorkerID: "w1", Pool: "shared", Take: 2, Events: []controlplane.EventInput{completion(iters[0], "w1", nil)}}
+	if got := post(r); len(got) != 0 {
+		t.Fatalf("an iteration's end handed out %v, want nothing", got)
+	}
+	if again := post(r); len(again) != 0 {
+		t.Fatalf("an iteration's end posted again handed out %v, want nothing: w1 held it before", again)
+	}
+}
+
 // TestReportRetryGoesThroughClaim: a failure retried at once is announced,
 // not handed back with the report (its row was read without the payload),
 // and the claim of the retry carries the whole command.
@@ -103,14 +149,7 @@ workflow:
     retry: {max_attempts: 2, delay: 0}
     tool: {kind: noop, result: {ok: true}}
 `)
-	started, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: entry.Path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := s.svc.Claim(s.ctx, s.pending(t, started.ExecutionID)[0].IssuedEventID, "w1", true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id, body := s.startClaimed(t, entry)
 	failed := controlplane.EventInput{ExecutionID: body.ExecutionID, Step: body.Step, Type: "command.failed", Status: "FAILED",
 		WorkerID: "w1", Meta: map[string]any{"command_id": body.CommandID, "attempt": int64(1)},
 		Payload: map[string]any{"command_id": body.CommandID, "error": "boom",
@@ -122,7 +161,7 @@ workflow:
 	if len(out.Commands) != 0 {
 		t.Fatalf("the retry was handed back: %+v", out.Commands[0])
 	}
-	p := s.pending(t, started.ExecutionID)
+	p := s.pending(t, id)
 	if len(p) != 1 || p[0].Attempt != 2 {
 		t.Fatalf("pending %+v, want the retry (attempt 2)", p)
 	}

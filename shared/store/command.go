@@ -228,6 +228,22 @@ func extendLeasesSQL(where string) string {
 		WHERE ` + where + ` AND ` + end + ` > now()`
 }
 
+// LockHeldCommands returns the commands of these executions that workerID
+// holds (claimed or running), locked, with their payloads: what a report
+// posted again after its answer was lost hands back (the answer carried
+// them). Lock the executions first (R-L5).
+func LockHeldCommands(ctx context.Context, q Querier, executionIDs []int64, workerID string) ([]Command, error) {
+	cmds, err := collectCommands(q.Query(ctx, `
+		SELECT `+commandColumns+` FROM command
+		WHERE execution_id = ANY($1) AND `+lifecycle.HeldBySQL("$2", "0")+`
+		ORDER BY command_id
+		FOR UPDATE`, executionIDs, workerID))
+	if err != nil {
+		return nil, fmt.Errorf("store: lock the commands worker %s holds: %w", workerID, err)
+	}
+	return cmds, nil
+}
+
 // HeldCounts counts the commands each worker holds under a live lease: its
 // in-flight commands. names nil counts every worker's.
 func HeldCounts(ctx context.Context, q Querier, names []string) (map[string]int, error) {
