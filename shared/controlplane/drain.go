@@ -114,10 +114,6 @@ type sweep struct {
 	lock func(q store.Querier, skip []int64, limit int) ([]store.Command, error)
 	// apply handles one locked command under its execution's lock.
 	apply func(*txn, *execution, *command) error
-	// unloadable, when set, ends an execution the server cannot load
-	// (execution.unloadable) in place of apply, once, given its first
-	// command; unset, such an execution fails its transaction.
-	unloadable func(*txn, *execution, *command) error
 	// done hears the commands of each transaction that committed.
 	done func([]store.Command)
 }
@@ -154,6 +150,10 @@ func (s *Service) sweepBatches(ctx context.Context, sh *store.Shard, sw sweep) e
 				continue
 			}
 			if n == 0 {
+				// Nothing due, or the oldest one's execution is held by a
+				// live transaction (SKIP LOCKED): the next run goes on.
+				// Batches again could meet the failing one again, for
+				// as long as that transaction lasts.
 				return errors.Join(errs...)
 			}
 		}
@@ -185,25 +185,16 @@ func (s *Service) sweepOnce(ctx context.Context, sh *store.Shard, sw sweep, skip
 		}
 		slices.Sort(ls.Executions)
 		execs = slices.Clone(ls.Executions)
-		t.tolerant = sw.unloadable != nil
 		if err := t.lock(ls); err != nil {
 			return err
 		}
-		ended := map[int64]bool{}
 		for _, c := range cmds {
 			k := t.adoptCommand(c)
 			x, err := t.execution(c.ExecutionID)
 			if err != nil {
 				return err
 			}
-			switch {
-			case x.unloadable == nil:
-				err = sw.apply(t, x, k)
-			case !ended[c.ExecutionID]:
-				ended[c.ExecutionID] = true
-				err = sw.unloadable(t, x, k)
-			}
-			if err != nil {
+			if err := sw.apply(t, x, k); err != nil {
 				return err
 			}
 		}
