@@ -110,7 +110,8 @@ func QueryReadOnly(ctx context.Context, db *pgxpool.Pool, schema, sql string, ti
 		// A superuser (the dev stack's) may still run what a read-only
 		// transaction allows a superuser: pg_read_file, lo_export. The
 		// statement runs as pg_read_all_data (Postgres 14+) instead, which
-		// reads every table and nothing else.
+		// reads every table and nothing else: a guard, not a boundary, as
+		// the session's superuser may set the role back (docs/security.md).
 		if _, err := tx.Exec(ctx, `SELECT set_config('role', 'pg_read_all_data', true) FROM pg_roles
 			WHERE rolname = current_user AND rolsuper AND EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'pg_read_all_data')`); err != nil {
 			return err
