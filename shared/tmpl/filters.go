@@ -583,6 +583,16 @@ func readAttrs(b *Budget, n int, attr any) error {
 	return b.read(int64(n) * attrWork(attr))
 }
 
+// seqAttrs is seq for a filter that reads attribute= of each item once,
+// that reading charged.
+func seqAttrs(b *Budget, filter string, x, attr any) ([]any, error) {
+	items, err := seq(b, filter, x)
+	if err != nil {
+		return nil, err
+	}
+	return items, readAttrs(b, len(items), attr)
+}
+
 // attrPath reads attribute= of filters: a dotted path, numeric parts index lists.
 func attrPath(item, attr any) any {
 	if attr == nil {
@@ -605,10 +615,7 @@ func attrPath(item, attr any) any {
 // fJoin joins the items' text; the separators' share is checked against the
 // budget first (a long separator between many items multiplies).
 func fJoin(b *Budget, x any, a []any) (any, error) {
-	items, err := seq(b, "join", x)
-	if err == nil {
-		err = readAttrs(b, len(items), a[1])
-	}
+	items, err := seqAttrs(b, "join", x, a[1])
 	if err != nil {
 		return nil, err
 	}
@@ -716,10 +723,7 @@ func entries(name string, x any, entry func(k string, v any) any) (any, error) {
 // fSum adds the items; each partial sum is charged (summing lists concatenates
 // them, and every partial list is a new one).
 func fSum(b *Budget, x any, a []any) (any, error) {
-	items, err := seq(b, "sum", x)
-	if err == nil {
-		err = readAttrs(b, len(items), a[0])
-	}
+	items, err := seqAttrs(b, "sum", x, a[0])
 	if err != nil {
 		return nil, err
 	}
@@ -916,11 +920,8 @@ func hashKey(v any) string {
 }
 
 func fUnique(b *Budget, x any, a []any) (any, error) {
-	items, err := seq(b, "unique", x)
+	items, err := seqAttrs(b, "unique", x, a[1])
 	if err != nil {
-		return nil, err
-	}
-	if err := readAttrs(b, len(items), a[1]); err != nil {
 		return nil, err
 	}
 	cs := Truthy(a[0])
@@ -1038,10 +1039,7 @@ func fDict(x any, _ []any) (any, error) {
 
 // mapAttr is map(attribute=…, default=…).
 func mapAttr(b *Budget, x, attr, def any) (any, error) {
-	items, err := seq(b, "map", x)
-	if err == nil {
-		err = readAttrs(b, len(items), attr)
-	}
+	items, err := seqAttrs(b, "map", x, attr)
 	if err != nil {
 		return nil, err
 	}
