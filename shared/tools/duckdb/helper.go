@@ -168,7 +168,8 @@ func startHelper(u *tools.User, dir string, log *slog.Logger) (*helperProc, erro
 // ownDataDir makes dir when missing and gives it to u. Its default is under
 // /tmp, where anyone may have made that name a link first, and chowning
 // through a link gives its target away: so it must be a directory itself,
-// and is chowned without following a link.
+// root's or u's (or this process's), writable by no one else, and is chowned
+// without following a link.
 func ownDataDir(dir string, u *tools.User) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("the data dir %s: %w", dir, err)
@@ -183,6 +184,14 @@ func ownDataDir(dir string, u *tools.User) error {
 			what = "a symbolic link, not a directory"
 		}
 		return fmt.Errorf("the data dir %s is %s: remove it, or set another with --data-dir (NOETL_DATA_DIR)", dir, what)
+	}
+	// One another user made first, or may write in (/tmp itself, say), holds
+	// what they put there, and would be given away whole.
+	if uid, ok := ownerOf(fi); ok && uid != 0 && uid != u.UID && uid != uint32(os.Geteuid()) {
+		return fmt.Errorf("the data dir %s belongs to uid %d, neither root nor the tool user %s: another local user made it first; remove it, or set another with --data-dir (NOETL_DATA_DIR)", dir, uid, u)
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("the data dir %s is writable by other users (mode %o): give the duckdb steps a directory of their own with --data-dir (NOETL_DATA_DIR)", dir, fi.Mode().Perm())
 	}
 	if err := os.Lchown(dir, int(u.UID), int(u.GID)); err != nil {
 		return fmt.Errorf("give the data dir %s to tool user %s: %w", dir, u, err)
