@@ -279,9 +279,11 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 			budget.giveBack(taken, takenBytes)
 		}
 	}()
+	var last *txn // the run that committed
 	body := func(t *txn) error {
 		// From scratch: withTx may run this again, or run it after an
 		// assumed txn that did not commit.
+		last = t
 		clear(outcomes)
 		clear(claimed)
 		bodies = nil
@@ -414,6 +416,14 @@ func (s *Service) reportTx(ctx context.Context, sh *store.Shard, r Report, ids [
 	}
 	if err := s.withAssumedOrLocked(ctx, sh, ls, body); err != nil {
 		return nil, err
+	}
+	// The commit may have failed an execution (its state past
+	// MaxStateBytes, txn.encodeState), cancelling what it had handed out.
+	if last != nil {
+		bodies = slices.DeleteFunc(bodies, func(b *CommandBody) bool {
+			k := last.cmds[b.CommandID]
+			return k != nil && k.row.Status == store.CommandCancelled
+		})
 	}
 	for i, o := range outcomes {
 		out.Events[i] = o

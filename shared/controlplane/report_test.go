@@ -206,3 +206,50 @@ workflow:
 		t.Fatalf("the loop ran %d times", n)
 	}
 }
+
+// TestStateBoundHandsOutNothingItCancelled: the report whose completion takes
+// the state past MaxStateBytes fails the execution at commit, which cancels
+// the command that completion issued; the answer carried it all the same,
+// and the worker ran it until its first heartbeat was refused (the liveness
+// review of 2026-11-29, F7). Now what the commit cancelled is not handed
+// out.
+func TestStateBoundHandsOutNothingItCancelled(t *testing.T) {
+	const limit = 64 << 10
+	s := newStack(t, func(c *controlplane.Config) { c.MaxStateBytes = limit })
+	entry := s.register(t, `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: grow, path: tests/grow}
+workflow:
+  - step: start
+    tool: {kind: noop}
+    set: {ctx.n: 0, ctx.big: ""}
+    next: grow
+  - step: grow
+    tool: {kind: noop}
+    set: {ctx.n: "{{ ctx.n + 1 }}", ctx.big: "{{ ctx.big ~ ('x' * 20000) }}"}
+    next: [{step: grow, when: "{{ ctx.n < 50 }}"}]
+`)
+	id, body := s.startClaimed(t, entry)
+	for range 50 {
+		out, err := s.svc.Report(s.ctx, controlplane.Report{WorkerID: "w1", Pool: "shared", Take: 1,
+			Events: []controlplane.EventInput{completion(body, "w1", map[string]any{})}})
+		if err != nil || out.Events[0].Err != nil {
+			t.Fatalf("report: %v %+v", err, out)
+		}
+		if v := s.execution(t, id); v.Row.Status != lifecycle.ExecutionRunning {
+			if v.Row.Status != lifecycle.ExecutionFailed || !strings.Contains(v.Row.Error, "MaxStateBytes") {
+				t.Fatalf("status %s, error %q; want FAILED naming MaxStateBytes", v.Row.Status, v.Row.Error)
+			}
+			if len(out.Commands) != 0 {
+				t.Fatalf("the answer that failed the execution hands out %s (%s), which its commit cancelled",
+					out.Commands[0].Step, out.Commands[0].CommandID)
+			}
+			return
+		}
+		if len(out.Commands) != 1 {
+			t.Fatalf("the answer hands out %d commands while the execution runs, want its next", len(out.Commands))
+		}
+		body = out.Commands[0]
+	}
+	t.Fatal("the state never grew past its bound")
+}
