@@ -171,13 +171,8 @@ workflow:
 	}
 }
 
-// TestStateBound (issue 10): an execution whose state grows past
-// MaxStateBytes ends FAILED naming the limit, and what it stored stays
-// within the bound plus one step's growth.
-func TestStateBound(t *testing.T) {
-	const limit = 64 << 10
-	s := newStack(t, func(c *controlplane.Config) { c.MaxStateBytes = limit })
-	entry := s.register(t, `apiVersion: noetl.io/v2
+// growYAML grows its ctx by 20,000 bytes a step, 50 steps.
+const growYAML = `apiVersion: noetl.io/v2
 kind: Playbook
 metadata: {name: grow, path: tests/grow}
 workflow:
@@ -189,7 +184,15 @@ workflow:
     tool: {kind: noop}
     set: {ctx.n: "{{ ctx.n + 1 }}", ctx.big: "{{ ctx.big ~ ('x' * 20000) }}"}
     next: [{step: grow, when: "{{ ctx.n < 50 }}"}]
-`)
+`
+
+// TestStateBound (issue 10): an execution whose state grows past
+// MaxStateBytes ends FAILED naming the limit, and what it stored stays
+// within the bound plus one step's growth.
+func TestStateBound(t *testing.T) {
+	const limit = 64 << 10
+	s := newStack(t, func(c *controlplane.Config) { c.MaxStateBytes = limit })
+	entry := s.register(t, growYAML)
 	started, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: entry.Path})
 	if err != nil {
 		t.Fatal(err)
@@ -216,19 +219,7 @@ workflow:
 func TestStateBoundHandsOutNothingItCancelled(t *testing.T) {
 	const limit = 64 << 10
 	s := newStack(t, func(c *controlplane.Config) { c.MaxStateBytes = limit })
-	entry := s.register(t, `apiVersion: noetl.io/v2
-kind: Playbook
-metadata: {name: grow, path: tests/grow}
-workflow:
-  - step: start
-    tool: {kind: noop}
-    set: {ctx.n: 0, ctx.big: ""}
-    next: grow
-  - step: grow
-    tool: {kind: noop}
-    set: {ctx.n: "{{ ctx.n + 1 }}", ctx.big: "{{ ctx.big ~ ('x' * 20000) }}"}
-    next: [{step: grow, when: "{{ ctx.n < 50 }}"}]
-`)
+	entry := s.register(t, growYAML)
 	id, body := s.startClaimed(t, entry)
 	for range 50 {
 		out, err := s.svc.Report(s.ctx, controlplane.Report{WorkerID: "w1", Pool: "shared", Take: 1,
