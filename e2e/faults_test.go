@@ -106,11 +106,14 @@ workflow:
 	if len(pythons) == 0 {
 		t.Fatal("no python subprocess under the victim worker")
 	}
+	// The worker first: killed after its python, it could see the python
+	// die and report the step failed before its own end (a step that
+	// failed, not a worker killed mid-command).
+	_ = syscall.Kill(-victim.Process.Pid, syscall.SIGKILL)
+	<-exited
 	for _, p := range pythons {
 		_ = syscall.Kill(-p, syscall.SIGKILL) // its own process group (the tool's)
 	}
-	_ = syscall.Kill(-victim.Process.Pid, syscall.SIGKILL)
-	<-exited
 	for _, p := range pythons {
 		for alive(p) && ctx.Err() == nil {
 			time.Sleep(20 * time.Millisecond)
