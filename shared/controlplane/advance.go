@@ -74,8 +74,8 @@ type txn struct {
 	// (lifecycle.Check): a bug, refused at commit.
 	fault error
 	// tolerant: the lock keeps an execution the server cannot load
-	// (execution.unloadable) rather than failing, for the callers that can
-	// end one without the engine (endTx, the lease job).
+	// (execution.unloadable) rather than failing, for the one caller that
+	// ends such an execution without the engine (endTx: Cancel, Finalize).
 	tolerant bool
 }
 

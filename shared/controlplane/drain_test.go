@@ -58,6 +58,16 @@ func (s *stack) exec(t *testing.T, id int64, sql string) {
 	}
 }
 
+// failedOn checks a drain's error is job's, naming the execution whose
+// catalog entry no longer parses.
+func failedOn(t *testing.T, err error, job string, id int64) {
+	t.Helper()
+	if err == nil || !strings.Contains(err.Error(), job+": ") || !strings.Contains(err.Error(), fmt.Sprintf("execution %d", id)) ||
+		!strings.Contains(err.Error(), "no longer parses") {
+		t.Fatalf("drain: %v; want the %s job's error, naming execution %d", err, job, id)
+	}
+}
+
 // TestDrainPassesAnExecutionItCannotLoad (F1): the lease of a command of an
 // execution whose catalog entry no longer parses ends on the same shard, in
 // the same batch, as a healthy one's. The healthy command is retried; the
@@ -70,10 +80,7 @@ func TestDrainPassesAnExecutionItCannotLoad(t *testing.T) {
 	other, broken, healthy := unloadable(t, s, true)
 	time.Sleep(1200 * time.Millisecond) // both leases lapse
 	r, err := other.Drain(s.ctx, 100)
-	if err == nil || !strings.Contains(err.Error(), "leases") || !strings.Contains(err.Error(), fmt.Sprintf("execution %d", broken)) ||
-		!strings.Contains(err.Error(), "no longer parses") {
-		t.Fatalf("drain: %v; want the lease job's error, naming execution %d", err, broken)
-	}
+	failedOn(t, err, "leases", broken)
 	if r.Expired != 1 {
 		t.Fatalf("expired: %d; want 1 (the healthy execution's command)", r.Expired)
 	}
@@ -112,10 +119,7 @@ func TestDrainJobsRunPastAFailure(t *testing.T) {
 	}
 	s.exec(t, healthy, `UPDATE outbox SET status = 'PUBLISHED', published_at = now() - interval '400 days' WHERE execution_id = $1`)
 	r, err := other.Drain(s.ctx, 100)
-	if err == nil || !strings.Contains(err.Error(), "announce again") || !strings.Contains(err.Error(), fmt.Sprintf("execution %d", broken)) ||
-		!strings.Contains(err.Error(), "no longer parses") {
-		t.Fatalf("drain: %v; want the announce-again job's error, naming execution %d", err, broken)
-	}
+	failedOn(t, err, "announce again", broken)
 	if r.Reannounced != 1 {
 		t.Fatalf("announced again: %d; want 1 (the healthy execution's command)", r.Reannounced)
 	}
