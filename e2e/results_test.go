@@ -174,3 +174,66 @@ workflow:
 		t.Fatalf("the worker stopped serving after the refused result: %v", view.Status)
 	}
 }
+
+// TestRefMarkerReadsOnlyItsExecution: a step cannot read another execution's
+// stored result by writing NoETL's _ref_load marker into its input (the form
+// the engine hands a later step's result in): the worker loads a marker of
+// the step's own execution, and fails the step on one of another's, naming
+// it, with nothing of its data read (docs/security.md).
+func TestRefMarkerReadsOnlyItsExecution(t *testing.T) {
+	shared.startWorkers(t, "ref-scope", 1)
+	victim := registerYAML(t, `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: ref_victim, path: e2e/ref_victim}
+workflow:
+  - step: start
+    tool: {kind: python, code: "result = {'secret': 'k' * 70000}"}
+`)
+	vid, view := shared.run(t, wire.ExecuteRequest{Path: victim, Pool: "ref-scope"})
+	if view.Status != "COMPLETED" {
+		t.Fatalf("victim: status %v error %v", view.Status, view.Error)
+	}
+	var theirs string
+	for _, ev := range shared.events(t, vid) {
+		if ev.EventType == "command.completed" {
+			ref, _ := ev.Result["reference"].(map[string]any)
+			theirs, _ = ref["logical_uri"].(string)
+		}
+	}
+	if !strings.HasPrefix(theirs, shared.srv.Results.URL()+"/") {
+		t.Fatalf("the victim's result was not stored by reference in the stack's store: %q", theirs)
+	}
+	thief := registerYAML(t, `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: ref_thief, path: e2e/ref_thief}
+workflow:
+  - step: start
+    tool: {kind: python, code: "result = {'mine': 'm' * 70000}"}
+    next: own
+  - step: own
+    tool:
+      kind: python
+      input: {got: {_ref_load: {uri: "{{ start._ref.uri }}"}}}
+      code: "result = {'length': len(got['mine'])}"
+    next: steal
+  - step: steal
+    tool:
+      kind: python
+      input: {got: {_ref_load: {uri: "{{ workload.victim }}"}}}
+      code: "result = {'stolen': got}"
+`)
+	id, view := shared.run(t, wire.ExecuteRequest{Path: thief, Pool: "ref-scope", Payload: map[string]any{"victim": theirs}})
+	e := string(view.Error)
+	if view.Status != "FAILED" || !strings.Contains(e, theirs) || !strings.Contains(e, fmt.Sprintf("not a result of execution %d", id)) || strings.Contains(e, "kkkk") {
+		t.Fatalf("status %v error %.300q, want FAILED naming %s as not of execution %d", view.Status, e, theirs, id)
+	}
+	evs := shared.events(t, id)
+	if got, _ := exitOf(evs, "own"); !reflect.DeepEqual(got, map[string]any{"length": int64(70000)}) {
+		t.Fatalf("own read %v, want its own execution's result (70000)", got)
+	}
+	for _, ev := range evs {
+		if string(ev.NodeName) == "steal" && (ev.EventType == "command.completed" || ev.EventType == "step.exit" && ev.Status == "COMPLETED") {
+			t.Fatalf("steal completed: %v", ev)
+		}
+	}
+}

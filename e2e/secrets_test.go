@@ -45,6 +45,7 @@ workload:
   api_key: ` + wlAPIKey + `
   creds_file: ""
   echo_url: ""
+  worker_pid: 0
 workflow:
   - step: start
     desc: the worker's environment, from the shell
@@ -53,10 +54,11 @@ workflow:
   - step: environ_python
     tool:
       kind: python
+      input: {worker: "{{ worker_pid }}"}
       code: |
         import os
         try:
-            result = {"environ": open("/proc/%d/environ" % os.getppid(), "rb").read().decode(errors="replace").replace("\0", "\n")}
+            result = {"environ": open("/proc/%d/environ" % worker, "rb").read().decode(errors="replace").replace("\0", "\n")}
         except OSError as e:
             result = {"environ": type(e).__name__}
     next: credentials_file
@@ -89,7 +91,7 @@ workflow:
 
 // TestSecretsStayOut is issue 10's "done when" for secrets: a worker holding
 // tokens and credentials (NOETL_CREDENTIAL_* and a credentials file) runs
-// python and shell steps that read /proc/$PPID/environ and the credentials
+// python and shell steps that read the worker's /proc/<pid>/environ and the credentials
 // file, an http step whose server echoes the credential, and steps that get
 // the workload's password and api_key through templates. Nothing secret
 // appears in the execution view, the events, the commands, replay, the CLI's
@@ -180,7 +182,7 @@ func TestSecretsStayOut(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			id, err := cl.Execute(ctx, wire.ExecuteRequest{Path: "e2e/secrets", Pool: pool,
-				Payload: map[string]any{"creds_file": creds, "echo_url": echo.URL}})
+				Payload: map[string]any{"creds_file": creds, "echo_url": echo.URL, "worker_pid": w.Process.Pid}})
 			if err != nil {
 				t.Fatal(err)
 			}

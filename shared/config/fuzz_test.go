@@ -72,10 +72,10 @@ func FuzzResultStore(f *testing.F) {
 		if p := strings.Trim(u.Path, "/"); p != "" {
 			key = p + "/" + key
 		}
-		if uri := "s3://" + u.Host + "/" + key; !st.Owns(uri) {
+		if uri := "s3://" + u.Host + "/" + key; !resultstore.Owns(st, uri) {
 			t.Fatalf("accepted %q, but the store does not own %q, where a worker would write", v, uri)
 		}
-		if st.Owns("s3://not-" + u.Host + "/" + key) {
+		if resultstore.Owns(st, "s3://not-"+u.Host+"/"+key) {
 			t.Fatalf("the store %q owns another bucket's key", v)
 		}
 	})

@@ -378,10 +378,10 @@ func (s *Service) prepare(in EventInput) (store.Event, error) {
 }
 
 // checkReference accepts a result posted by reference only when this server
-// can read it back: the URI must lie inside the configured result store, or
-// be a noetl:// reference of the event's execution (a result staged with
-// PUT /api/result), so a worker cannot make the server read an arbitrary
-// file or bucket.
+// can read it back as the event's execution's: the URI must be an object of
+// that execution inside the configured result store, or a noetl:// reference
+// of it (a result staged with PUT /api/result), so a worker cannot make the
+// server read an arbitrary file or bucket, or another execution's result.
 func (s *Service) checkReference(in EventInput) error {
 	if !strings.EqualFold(in.ResultKind, "ref") || in.ResultURI == "" {
 		return nil
@@ -390,20 +390,14 @@ func (s *Service) checkReference(in EventInput) error {
 	if rs == nil {
 		return fmt.Errorf("result_uri: %s cannot be read back: this server has no result store; set NOETL_RESULT_STORE (noetl serve --result-store) to the store the workers write to", in.ResultURI)
 	}
-	if loc, _, _ := strings.Cut(in.ResultURI, "#"); resultstore.IsNoETLRef(loc) {
-		// Staged with this server (PUT /api/result): an object of its store,
-		// of the execution the reference names.
-		ref, err := resultstore.ParseNoETLRef(loc)
-		if err != nil {
-			return fmt.Errorf("result_uri: %w", err)
-		}
-		if ref.ExecutionID != in.ExecutionID {
-			return fmt.Errorf("result_uri: %s is a result of execution %d, not of this event's execution %d", in.ResultURI, ref.ExecutionID, in.ExecutionID)
-		}
-		return nil
-	}
-	if !rs.Owns(in.ResultURI) {
+	loc, _, _ := strings.Cut(in.ResultURI, "#")
+	if !resultstore.IsNoETLRef(loc) && !resultstore.Owns(rs, loc) {
 		return fmt.Errorf("result_uri: %s is outside this server's result store %s; point the worker's --result-store at it", in.ResultURI, rs.URL())
+	}
+	// Staged with this server (PUT /api/result) or stored by the worker: an
+	// object of the event's execution.
+	if err := resultstore.CheckExecution(rs, loc, in.ExecutionID); err != nil {
+		return fmt.Errorf("result_uri: %w", err)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package controlplane_test
 
 import (
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
@@ -47,10 +48,11 @@ func claimedReadsStart(t *testing.T, start bool) (*stack, resultstore.Store, *co
 // TestResultsByReference: worker.md §1 — a result posted by reference is read
 // from the result store when the engine needs it; a store that cannot serve it
 // aborts the ingest (nothing decided, the worker re-posts), and references the
-// server could not read back are refused with 422 naming result_uri.
+// server could not read back as the event's execution's are refused with 422
+// naming result_uri.
 func TestResultsByReference(t *testing.T) {
 	s, rs, st, body := claimedReadsStart(t, false)
-	uri, err := rs.Put(s.ctx, "x/start.json", []byte(`{"rows": [1, 2, 3]}`))
+	uri, err := rs.Put(s.ctx, fmt.Sprintf("%d/start.json", st.ExecutionID), []byte(`{"rows": [1, 2, 3]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,8 +75,19 @@ func TestResultsByReference(t *testing.T) {
 	// A staged result's noetl:// reference is of its own execution only.
 	other := ev("call.done", "COMPLETED", "other")
 	other.ResultKind, other.ResultURI = "ref", resultstore.NoETLRef{ExecutionID: st.ExecutionID + 1, Name: "start", ID: "00112233aabb"}.String()
-	if _, err := s.svc.Ingest(s.ctx, other); !isKind(err, controlplane.ErrInvalid) || !strings.Contains(err.Error(), "result_uri") || !strings.Contains(err.Error(), "not of this event's execution") {
+	if _, err := s.svc.Ingest(s.ctx, other); !isKind(err, controlplane.ErrInvalid) || !strings.Contains(err.Error(), "result_uri") || !strings.Contains(err.Error(), fmt.Sprintf("not of execution %d", st.ExecutionID)) {
 		t.Fatalf("a noetl:// reference of another execution: %v, want 422 naming result_uri", err)
+	}
+	// So is an object of the store: one another execution's worker stored
+	// (a worker must not hand this execution another's result).
+	theirs, err := rs.Put(s.ctx, fmt.Sprintf("%d/start.json", st.ExecutionID+1), []byte(`{"rows": [9]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := ev("call.done", "COMPLETED", "foreign")
+	foreign.ResultKind, foreign.ResultURI = "ref", theirs
+	if _, err := s.svc.Ingest(s.ctx, foreign); !isKind(err, controlplane.ErrInvalid) || !strings.Contains(err.Error(), "result_uri") || !strings.Contains(err.Error(), fmt.Sprintf("not a result of execution %d", st.ExecutionID)) {
+		t.Fatalf("an object of another execution: %v, want 422 naming result_uri", err)
 	}
 
 	done := ev("call.done", "COMPLETED", "done")

@@ -76,7 +76,7 @@ func (s *Service) ResolveResult(ctx context.Context, uri string) (any, error) {
 		if _, err := resultstore.ParseNoETLRef(uri); err != nil {
 			return nil, Errorf(ErrNotFound, "no result is stored at this reference: %v", err)
 		}
-	} else if !st.Owns(uri) {
+	} else if !resultstore.Owns(st, uri) {
 		return nil, Errorf(ErrInvalid, "ref: %s is neither a noetl://execution/… reference nor inside this server's result store", uri)
 	}
 	b, err := resultstore.Resolve(ctx, st, uri, 0)

@@ -1,6 +1,7 @@
 package controlplane_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -13,7 +14,7 @@ import (
 // the command.failed a worker sends instead fails the step.
 func TestReferenceWithNULRefused(t *testing.T) {
 	s, rs, st, body := claimedReadsStart(t, true)
-	uri, err := rs.Put(s.ctx, "x/start.json", []byte(`{"rows": ["ok", "a\u0000b"]}`))
+	uri, err := rs.Put(s.ctx, fmt.Sprintf("%d/start.json", st.ExecutionID), []byte(`{"rows": ["ok", "a\u0000b"]}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/noetl-go/noetl/shared/config/mototest"
 	"github.com/noetl-go/noetl/shared/dev/devstack/devstacktest"
 	"github.com/noetl-go/noetl/shared/lambdafn"
+	"github.com/noetl-go/noetl/shared/resultstore"
 )
 
 // TestFromEnvResultStore: NOETL_RESULT_STORE is opened at cold start, and a
@@ -80,7 +81,7 @@ func TestFromEnvResultStore(t *testing.T) {
 	if err != nil || st == nil {
 		t.Fatalf("s3 store: %v %v", st, err)
 	}
-	if st.URL() != "s3://noetl-results/results" || !st.Owns("s3://noetl-results/results/e/1.json") || st.Owns("s3://other/results/e/1.json") {
+	if st.URL() != "s3://noetl-results/results" || !resultstore.Owns(st, "s3://noetl-results/results/e/1.json") || resultstore.Owns(st, "s3://other/results/e/1.json") {
 		t.Errorf("s3 store %s owns the wrong objects", st.URL())
 	}
 

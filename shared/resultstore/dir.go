@@ -86,12 +86,12 @@ func (d *dirStore) Put(_ context.Context, name string, data []byte) (string, err
 	return (&url.URL{Scheme: "file", Path: p}).String(), nil
 }
 
-// rel returns the path, relative to the root, of the file a URI names when it
-// lies inside the root. A path that is not clean (`.`, `..`, `//`) names
+// Name returns the path, relative to the root, of the file a URI names when
+// it lies inside the root. A path that is not clean (`.`, `..`, `//`) names
 // nothing, as in the S3 store: a check on the path as written (whose
 // execution it is) would otherwise read another object than the one it
 // checked.
-func (d *dirStore) rel(uri string) (string, bool) {
+func (d *dirStore) Name(uri string) (string, bool) {
 	u, err := url.Parse(uri)
 	if err != nil || u.Scheme != "file" || (u.Host != "" && u.Host != "localhost") || filepath.Clean(u.Path) != u.Path {
 		return "", false
@@ -100,13 +100,8 @@ func (d *dirStore) rel(uri string) (string, bool) {
 	return p, ok && p != ""
 }
 
-func (d *dirStore) Owns(uri string) bool {
-	_, ok := d.rel(uri)
-	return ok
-}
-
 func (d *dirStore) Get(_ context.Context, uri string) ([]byte, error) {
-	rel, err := locate(d, uri, d.rel)
+	rel, err := locate(d, uri)
 	if err != nil {
 		return nil, err
 	}

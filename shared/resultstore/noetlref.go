@@ -85,30 +85,29 @@ func (r NoETLRef) Object() string {
 // ObjectURI is the URI of the object named name in st.
 func ObjectURI(st Store, name string) string { return strings.TrimRight(st.URL(), "/") + "/" + name }
 
-// Resolve reads what a result reference names: a noetl:// reference (which
-// must name executionID, unless that is 0) or a URI inside st; a Resolver
+// Resolve reads what a result reference names: a noetl:// reference or a URI
+// inside st, of executionID (CheckExecution) unless that is 0; a Resolver
 // reads either itself.
 func Resolve(ctx context.Context, st Store, uri string, executionID int64) ([]byte, error) {
+	if !IsNoETLRef(uri) && hasDotSegment(uri) {
+		return nil, fmt.Errorf("%s: a result reference may not hold . or .. segments", cutText(uri, 200))
+	}
+	if executionID != 0 {
+		if err := CheckExecution(st, uri, executionID); err != nil {
+			return nil, err
+		}
+	}
+	if r, ok := st.(Resolver); ok {
+		return r.ResolveRef(ctx, uri) // it checks the URI is inside its store
+	}
 	if IsNoETLRef(uri) {
 		ref, err := ParseNoETLRef(uri)
 		if err != nil {
 			return nil, err
 		}
-		if executionID != 0 && ref.ExecutionID != executionID {
-			return nil, fmt.Errorf("%s is a result of execution %d, not of execution %d", uri, ref.ExecutionID, executionID)
-		}
-		if r, ok := st.(Resolver); ok {
-			return r.ResolveRef(ctx, uri)
-		}
 		return st.Get(ctx, ObjectURI(st, ref.Object()))
 	}
-	if hasDotSegment(uri) {
-		return nil, fmt.Errorf("%s: a result reference may not hold . or .. segments", cutText(uri, 200))
-	}
-	if r, ok := st.(Resolver); ok {
-		return r.ResolveRef(ctx, uri) // it checks the URI is inside its store
-	}
-	if !st.Owns(uri) {
+	if !Owns(st, uri) {
 		return nil, fmt.Errorf("%s is not inside the result store %s", cutText(uri, 200), st.URL())
 	}
 	return st.Get(ctx, uri)

@@ -6,7 +6,10 @@
 // server's store through the API (shared/worker's serverResults, a Resolver).
 //
 // The server reads only URIs inside its own configured store (Owns): a worker
-// must not be able to make it read an arbitrary file or bucket.
+// must not be able to make it read an arbitrary file or bucket. An object
+// belongs to one execution (its name begins with the execution's id), and a
+// reference read for an execution reads only that execution's objects
+// (Resolve): a step must not be able to name another execution's result.
 package resultstore
 
 import (
@@ -15,6 +18,7 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -35,8 +39,9 @@ type Store interface {
 	Put(ctx context.Context, name string, data []byte) (string, error)
 	// Get reads the object a URI of this store names.
 	Get(ctx context.Context, uri string) ([]byte, error)
-	// Owns reports whether uri names an object inside this store.
-	Owns(uri string) bool
+	// Name is the name (as Put was given it) of the object uri names, ok
+	// false when uri names nothing inside this store.
+	Name(uri string) (name string, ok bool)
 	// URL is the store's own URL.
 	URL() string
 }
@@ -84,13 +89,53 @@ func cleanName(name string) (string, error) {
 	return c, nil
 }
 
-// locate is how every store's Get begins: the name a URI has inside st (a
-// path under the directory, an object key), found by the store's own rule,
-// or the refusal of a URI outside it.
-func locate(st Store, uri string, rule func(uri string) (string, bool)) (string, error) {
-	name, ok := rule(uri)
+// Owns reports whether uri names an object inside st.
+func Owns(st Store, uri string) bool {
+	_, ok := st.Name(uri)
+	return ok
+}
+
+// locate is how every store's Get begins: the name a URI has inside st, or
+// the refusal of a URI outside it.
+func locate(st Store, uri string) (string, error) {
+	name, ok := st.Name(uri)
 	if !ok {
 		return "", fmt.Errorf("resultstore: %s is not inside the result store %s", uri, st.URL())
 	}
 	return name, nil
+}
+
+// executionOf is the execution an object belongs to, read from its name: a
+// worker's result is <execution_id>/… (Worker.offload), a result staged
+// through the API or a part of a large command noetl/<execution_id>/…
+// (NoETLRef.Object).
+func executionOf(name string) (int64, bool) {
+	first, rest, _ := strings.Cut(strings.TrimPrefix(name, "noetl/"), "/")
+	id, err := strconv.ParseInt(first, 10, 64)
+	return id, err == nil && id > 0 && rest != "" && strconv.FormatInt(id, 10) == first
+}
+
+// CheckExecution refuses a reference read for executionID that names
+// another execution's result: a noetl:// reference of another execution, or
+// an object of st whose name is not under the execution's id. A URI outside
+// st passes: reading it fails on its own.
+func CheckExecution(st Store, uri string, executionID int64) error {
+	if IsNoETLRef(uri) {
+		ref, err := ParseNoETLRef(uri)
+		if err != nil {
+			return err
+		}
+		if ref.ExecutionID != executionID {
+			return fmt.Errorf("%s is a result of execution %d, not of execution %d", cutText(uri, 200), ref.ExecutionID, executionID)
+		}
+		return nil
+	}
+	name, ok := st.Name(uri)
+	if !ok {
+		return nil
+	}
+	if id, ok := executionOf(name); !ok || id != executionID {
+		return fmt.Errorf("%s is not a result of execution %d (its results are under %d/ in the result store)", cutText(uri, 200), executionID, executionID)
+	}
+	return nil
 }

@@ -149,7 +149,7 @@ func TestDirPutGet(t *testing.T) {
 			if !strings.HasPrefix(uri, s.URL()+"/") {
 				t.Errorf("URI %q is not under the store URL %q", uri, s.URL())
 			}
-			if !s.Owns(uri) {
+			if !resultstore.Owns(s, uri) {
 				t.Errorf("the store does not own the URI Put returned: %q", uri)
 			}
 			got, err := s.Get(ctx, uri)
@@ -254,7 +254,7 @@ func TestDirOwns(t *testing.T) {
 		{"file://%zz/x", false},
 	}
 	for _, tc := range cases {
-		if got := s.Owns(tc.uri); got != tc.want {
+		if got := resultstore.Owns(s, tc.uri); got != tc.want {
 			t.Errorf("Owns(%q) = %v, want %v", tc.uri, got, tc.want)
 		}
 	}

@@ -119,8 +119,9 @@ func (s *s3Store) Put(ctx context.Context, name string, data []byte) (string, er
 	return (&url.URL{Scheme: "s3", Host: s.bucket, Path: "/" + key}).String(), nil
 }
 
-// objectKey returns the key a URI names when it lies under the prefix.
-func (s *s3Store) objectKey(uri string) (string, bool) {
+// Name returns the name (the key under the prefix) a URI names when it lies
+// under the prefix.
+func (s *s3Store) Name(uri string) (string, bool) {
 	u, err := url.Parse(uri)
 	if err != nil || u.Scheme != "s3" || u.Host != s.bucket {
 		return "", false
@@ -129,23 +130,19 @@ func (s *s3Store) objectKey(uri string) (string, bool) {
 	if c, err := cleanName(key); err != nil || c != key {
 		return "", false
 	}
-	if s.prefix != "" && !strings.HasPrefix(key, s.prefix+"/") {
-		return "", false
+	if s.prefix == "" {
+		return key, true
 	}
-	return key, true
-}
-
-func (s *s3Store) Owns(uri string) bool {
-	_, ok := s.objectKey(uri)
-	return ok
+	name, ok := strings.CutPrefix(key, s.prefix+"/")
+	return name, ok
 }
 
 func (s *s3Store) Get(ctx context.Context, uri string) ([]byte, error) {
-	key, err := locate(s, uri, s.objectKey)
+	name, err := locate(s, uri)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.do(ctx, http.MethodGet, key, nil)
+	resp, err := s.do(ctx, http.MethodGet, s.key(name), nil)
 	if err != nil {
 		return nil, fmt.Errorf("resultstore: getting %s: %w", uri, err)
 	}

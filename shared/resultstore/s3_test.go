@@ -82,6 +82,8 @@ func TestS3(t *testing.T) {
 	t.Run("GetMissing", func(t *testing.T) { testS3GetMissing(t, f) })
 	t.Run("TooLarge", func(t *testing.T) { testS3TooLarge(t, f) })
 	t.Run("BadNames", func(t *testing.T) { testS3BadNames(t, f) })
+	t.Run("OwnExecution", func(t *testing.T) { testOwnExecution(t, f.open(t, "s3://"+bucket+"/scoped", 0)) })
+	t.Run("OwnExecutionNoPrefix", func(t *testing.T) { testOwnExecution(t, f.open(t, "s3://"+bucket, 0)) })
 }
 
 func testS3PutGet(t *testing.T, f *s3Fixture) {
@@ -111,7 +113,7 @@ func testS3PutGet(t *testing.T, f *s3Fixture) {
 		if want := (&url.URL{Scheme: "s3", Host: bucket, Path: "/" + tc.key}).String(); uri != want {
 			t.Errorf("Put(%q) = %q, want %q", tc.name, uri, want)
 		}
-		if !s.Owns(uri) {
+		if !resultstore.Owns(s, uri) {
 			t.Errorf("the store does not own the URI Put returned: %q", uri)
 		}
 		got, err := s.Get(ctx, uri)
@@ -166,7 +168,7 @@ func testS3NoPrefix(t *testing.T, f *s3Fixture) {
 		"s3://" + bucket + "/":                   false,
 		"s3://" + bucket:                         false,
 	} {
-		if got := s.Owns(uri); got != want {
+		if got := resultstore.Owns(s, uri); got != want {
 			t.Errorf("no prefix: Owns(%q) = %v, want %v", uri, got, want)
 		}
 	}
@@ -201,7 +203,7 @@ func testS3Owns(t *testing.T, f *s3Fixture) {
 		{"s3://%zz/results/x", false},
 	}
 	for _, tc := range cases {
-		if got := s.Owns(tc.uri); got != tc.want {
+		if got := resultstore.Owns(s, tc.uri); got != tc.want {
 			t.Errorf("Owns(%q) = %v, want %v", tc.uri, got, tc.want)
 		}
 	}

@@ -19,7 +19,11 @@ type procSpec struct {
 	// KillGroupOnExit also kills what is left of the process group after the leader
 	// exits (python: a harness has no business leaving background processes behind).
 	KillGroupOnExit bool
-	MaxOutput       int
+	// OwnPIDs runs it in a pid namespace of its own, so a process that left
+	// the group (setsid, a double fork) ends with the leader too
+	// (withOwnPIDs; Registry.ownPIDs says whether this worker can).
+	OwnPIDs   bool
+	MaxOutput int
 	// User runs it as another account (nil: the worker's).
 	User *User
 }
@@ -52,6 +56,9 @@ func runProcess(ctx context.Context, spec procSpec) procResult {
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
 	setProcAttr(cmd, spec.User)
+	if spec.OwnPIDs {
+		withOwnPIDs(cmd)
+	}
 	cmd.Cancel = func() error { return killGroup(cmd.Process) }
 	cmd.WaitDelay = pipeGrace
 

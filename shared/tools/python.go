@@ -91,6 +91,7 @@ func (r *Registry) runPython(ctx context.Context, it pipeline.Item) toolresult.E
 		Dir:             dir,
 		Env:             mergeEnv(r.runEnv(dir), env),
 		KillGroupOnExit: true,
+		OwnPIDs:         r.ownPIDs(),
 		MaxOutput:       r.maxOutput,
 		User:            r.user,
 	})
@@ -141,6 +142,22 @@ func (r *Registry) runPython(ctx context.Context, it pipeline.Item) toolresult.E
 	env0.Status = toolresult.StatusError
 	env0.Error = &toolresult.ErrorInfo{Message: msg, Kind: toolresult.KindTool}
 	return env0
+}
+
+// pidNamespaces is Registry.ownPIDs's probe. A root worker that cannot make
+// pid namespaces (a sandbox forbids them) says so once: a process a python
+// step starts outside its process group then outlives the step.
+func (r *Registry) pidNamespaces() bool {
+	err := probeOwnPIDs()
+	switch {
+	case err == nil:
+		return true
+	case os.Geteuid() == 0:
+		r.log.Warn("python steps run without a pid namespace of their own: a process one starts with setsid can outlive it", "err", err)
+	default:
+		r.log.Debug("python steps run without a pid namespace of their own", "err", err)
+	}
+	return false
 }
 
 // procEnvelope carries a process's output and exit code; status is filled by the caller.

@@ -3,11 +3,13 @@ package tools
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -322,6 +324,46 @@ func waitGone(t *testing.T, pid int) {
 	}
 }
 
+// sleeperTag is an argument no other process has: a test's sleepers carry
+// it, so processesWith finds them whatever pid namespace they ran in.
+func sleeperTag() string {
+	return fmt.Sprintf("noetl-test-sleeper-%d-%d", os.Getpid(), time.Now().UnixNano())
+}
+
+// processesWith lists the running processes (zombies aside) whose command
+// line has the argument arg.
+func processesWith(arg string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && slices.Contains(strings.Split(string(b), "\x00"), arg) && !processGone(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// waitNoneWith waits for no process to have the argument arg.
+func waitNoneWith(t *testing.T, arg string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		pids := processesWith(arg)
+		if len(pids) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes %v (tagged %s) still run after the tool stopped", pids, arg)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func readPid(t *testing.T, path string) int {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -340,20 +382,20 @@ func TestPythonTimeoutKillsTheProcessGroup(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("needs /proc")
 	}
-	code := "import subprocess, time\n" +
-		"p = subprocess.Popen(['sleep', '300'])\n" +
-		"print('started', flush=True)\n" + // before the pid file the test waits for, which may cancel at once
+	code := "import subprocess, sys, time\n" +
+		"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', tag])\n" +
+		"print('started', flush=True)\n" + // before the file the test waits for, which may cancel at once
 		"open(pid_file + '.tmp', 'w').write(str(p.pid))\n" +
 		"import os; os.rename(pid_file + '.tmp', pid_file)\n" +
 		"time.sleep(300)\n"
 	r := New(Options{Python: realPython(t)})
 
 	t.Run("cancelled", func(t *testing.T) {
-		pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
+		pidFile, tag := filepath.Join(t.TempDir(), "grandchild.pid"), sleeperTag()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		done := make(chan toolresult.Envelope, 1)
-		go func() { done <- execCtx(ctx, r, py(code), map[string]any{"pid_file": pidFile}) }()
+		go func() { done <- execCtx(ctx, r, py(code), map[string]any{"pid_file": pidFile, "tag": tag}) }()
 		// Stop it once the grandchild runs, so the test does not depend on timing.
 		for {
 			if _, err := os.Stat(pidFile); err == nil {
@@ -364,6 +406,9 @@ func TestPythonTimeoutKillsTheProcessGroup(t *testing.T) {
 				t.Fatalf("the tool ended before starting its grandchild: %+v %s", env.Error, env.Stderr)
 			case <-time.After(20 * time.Millisecond):
 			}
+		}
+		if len(processesWith(tag)) != 1 {
+			t.Fatalf("the grandchild is not found by its tag %s", tag)
 		}
 		cancel()
 		var env toolresult.Envelope
@@ -376,23 +421,25 @@ func TestPythonTimeoutKillsTheProcessGroup(t *testing.T) {
 		if !strings.Contains(env.Stdout, "started") {
 			t.Fatalf("stdout = %q", env.Stdout)
 		}
-		waitGone(t, readPid(t, pidFile))
+		waitNoneWith(t, tag)
 	})
 
 	t.Run("step deadline", func(t *testing.T) {
-		pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
+		pidFile, tag := filepath.Join(t.TempDir(), "grandchild.pid"), sleeperTag()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		env := execCtx(ctx, r, py(code), map[string]any{"pid_file": pidFile})
+		env := execCtx(ctx, r, py(code), map[string]any{"pid_file": pidFile, "tag": tag})
 		mustFail(t, env, toolresult.StatusTimeout, toolresult.KindTimeout, "step deadline exceeded")
-		waitGone(t, readPid(t, pidFile))
+		readPid(t, pidFile) // it started
+		waitNoneWith(t, tag)
 	})
 
 	t.Run("tool timeout", func(t *testing.T) {
-		pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
-		env := execTool(t, r, py(code, "timeout", 3), map[string]any{"pid_file": pidFile})
+		pidFile, tag := filepath.Join(t.TempDir(), "grandchild.pid"), sleeperTag()
+		env := execTool(t, r, py(code, "timeout", 3), map[string]any{"pid_file": pidFile, "tag": tag})
 		mustFail(t, env, toolresult.StatusTimeout, toolresult.KindTimeout, "tool timeout of 3s exceeded")
-		waitGone(t, readPid(t, pidFile))
+		readPid(t, pidFile)
+		waitNoneWith(t, tag)
 	})
 }
 
@@ -401,15 +448,69 @@ func TestPythonLeftoverBackgroundProcessIsKilled(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("needs /proc")
 	}
-	pidFile := filepath.Join(t.TempDir(), "bg.pid")
-	code := "import subprocess\n" +
-		"p = subprocess.Popen(['sleep', '300'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n" +
-		"open(pid_file, 'w').write(str(p.pid))\n" +
+	tag := sleeperTag()
+	code := "import subprocess, sys\n" +
+		"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', tag], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n" +
 		"result = 'done'"
 	r := New(Options{Python: realPython(t)})
-	env := execTool(t, r, py(code), map[string]any{"pid_file": pidFile})
+	env := execTool(t, r, py(code), map[string]any{"tag": tag})
 	mustSucceed(t, env)
-	waitGone(t, readPid(t, pidFile))
+	waitNoneWith(t, tag)
+}
+
+// TestPythonLeavesNothingBehind: nothing a python step starts outlives it, not
+// even a process that left its process group (start_new_session, a double
+// fork with setsid): a root worker gives each run a pid namespace of its own
+// (withOwnPIDs). A process left behind would run as the tool user beside the
+// later steps of every execution on the worker.
+func TestPythonLeavesNothingBehind(t *testing.T) {
+	u := toolUser(t)
+	python := ResolvePython(context.Background(), "python3", u)
+	r := New(Options{User: u, Python: python})
+	if !r.ownPIDs() {
+		t.Fatal("a worker running as root here must be able to make pid namespaces")
+	}
+	// The scan finds a process by its tag: finding none below means something.
+	control := sleeperTag()
+	ctl := exec.Command(python, "-c", "import time; time.sleep(300)", control)
+	if err := ctl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ctl.Process.Kill(); _ = ctl.Wait() }()
+	for deadline := time.Now().Add(15 * time.Second); len(processesWith(control)) != 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the scan does not find the control process tagged %s", control)
+		}
+	}
+
+	tag := sleeperTag()
+	env := execTool(t, r, py(`
+import os, subprocess, sys, time
+sleeper = [sys.executable, "-c", "import time; time.sleep(300)", tag]
+subprocess.Popen(sleeper, start_new_session=True)
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv(sys.executable, sleeper)
+    os._exit(0)
+os.waitpid(pid, 0)
+def running():
+    n = 0
+    for p in os.listdir("/proc"):
+        try:
+            n += p.isdigit() and tag in open("/proc/%s/cmdline" % p, "rb").read().decode(errors="replace").split("\0")
+        except OSError:
+            pass
+    return n
+deadline = time.time() + 30
+while running() < 2 and time.time() < deadline:
+    time.sleep(0.02)
+result = {"pid": os.getpid(), "running": running()}
+`), map[string]any{"tag": tag})
+	mustSucceed(t, env)
+	same(t, "the step", env.Data, map[string]any{"pid": int64(1), "running": int64(2)})
+	waitNoneWith(t, tag)
 }
 
 func TestPythonMissingInterpreter(t *testing.T) {

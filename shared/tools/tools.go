@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -79,6 +80,9 @@ type Registry struct {
 	results   resultstore.Store
 	duckdb    SQLEngine
 	dataDir   string
+	// ownPIDs says, probed once, whether python runs get a pid namespace
+	// of their own (withOwnPIDs).
+	ownPIDs func() bool
 	// allowLinkLocal turns the address guard off (netguard.go).
 	allowLinkLocal bool
 	// claimsEnded are cursor claims' transactions seen ended (AwaitClaim).
@@ -115,6 +119,7 @@ func New(opts Options) *Registry {
 
 		allowLinkLocal: opts.AllowLinkLocal,
 	}
+	r.ownPIDs = sync.OnceValue(r.pidNamespaces)
 	if r.dataDir == "" {
 		r.dataDir = filepath.Join(os.TempDir(), "noetl-data")
 	}

@@ -60,8 +60,8 @@ def read(p):
     except OSError as e:
         return type(e).__name__
 result = {"uid": os.getuid(), "same": os.environ["HOME"] == os.environ["TMPDIR"] == os.getcwd(),
-          "file": read(path), "environ": read("/proc/%d/environ" % os.getppid())}
-`}, map[string]any{"path": secret})
+          "file": read(path), "environ": read("/proc/%d/environ" % worker)}
+`}, map[string]any{"path": secret, "worker": os.Getpid()})
 	mustSucceed(t, env)
 	same(t, "python as the tool user", env.Data, map[string]any{"uid": int64(u.UID), "same": true,
 		"file": "PermissionError", "environ": "PermissionError"})

@@ -36,9 +36,16 @@ func ServerResults(c *client.Client) resultstore.Store { return &serverResults{c
 
 func (s *serverResults) URL() string { return s.c.BaseURL() + "/api/result" }
 
-// Owns holds for noetl:// references only: which URIs lie inside the
-// server's store only the server knows (it checks them at resolve).
-func (s *serverResults) Owns(uri string) bool { return resultstore.IsNoETLRef(uri) }
+// Name holds for noetl:// references only (their object in the server's
+// store): which other URIs lie inside that store only the server knows (it
+// checks them at resolve).
+func (s *serverResults) Name(uri string) (string, bool) {
+	ref, err := resultstore.ParseNoETLRef(uri)
+	if err != nil {
+		return "", false
+	}
+	return ref.Object(), true
+}
 
 func (s *serverResults) Get(ctx context.Context, uri string) ([]byte, error) {
 	return s.ResolveRef(ctx, uri)

@@ -1,0 +1,76 @@
+package resultstore_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/noetl-go/noetl/shared/resultstore"
+)
+
+// TestReadsOnlyItsExecution: a reference read for an execution reads only
+// that execution's objects (a worker's result under <id>/, a staged result or
+// a part under noetl/<id>/), whatever URI a step writes into a later step's
+// arguments or a worker posts.
+func TestReadsOnlyItsExecution(t *testing.T) {
+	st, err := resultstore.Open(context.Background(), "file://"+filepath.Join(t.TempDir(), "r"), resultstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testOwnExecution(t, st)
+}
+
+// testOwnExecution checks the execution rule on st (a directory store here,
+// S3 in TestS3).
+func testOwnExecution(t *testing.T, st resultstore.Store) {
+	t.Helper()
+	ctx := context.Background()
+	put := func(name, data string) string {
+		t.Helper()
+		uri, err := st.Put(ctx, name, []byte(data))
+		if err != nil {
+			t.Fatalf("put %s: %v", name, err)
+		}
+		return uri
+	}
+	mine := resultstore.NoETLRef{ExecutionID: 7, Name: "start", ID: "aabbccdd0011"}
+	theirs := resultstore.NoETLRef{ExecutionID: 8, Name: "start", ID: "aabbccdd0011"}
+	put(mine.Object(), `"staged 7"`)
+	put(theirs.Object(), `"staged 8"`)
+	own := map[string]string{
+		put("7/7:a:1/attempt-1.json", `"worker 7"`): `"worker 7"`,
+		mine.String():                            `"staged 7"`,
+		resultstore.ObjectURI(st, mine.Object()): `"staged 7"`,
+	}
+	for uri, want := range own {
+		if b, err := resultstore.Resolve(ctx, st, uri, 7); err != nil || string(b) != want {
+			t.Errorf("Resolve(%s, 7) = %s, %v; want %s", uri, b, err, want)
+		}
+	}
+	foreign := []string{
+		put("8/8:a:1/attempt-1.json", `"worker 8"`),
+		resultstore.ObjectURI(st, theirs.Object()),
+		theirs.String(),
+		// Names that only begin like execution 7's.
+		put("70/x.json", `"70"`),
+		put("07/x.json", `"07"`),
+		put("7a/x.json", `"7a"`),
+		put("x/7/y.json", `"x"`),
+		put("noetl/x/7/y.json", `"noetl x"`),
+		put("noetl/8/7/y.json", `"noetl 8"`),
+	}
+	for _, uri := range foreign {
+		if b, err := resultstore.Resolve(ctx, st, uri, 7); err == nil || !strings.Contains(err.Error(), "execution 7") {
+			t.Errorf("Resolve(%s, 7) = %s, %v; want it refused as not of execution 7", uri, b, err)
+		}
+		if v, err := resultstore.ReadJSON(ctx, st, uri+"#", 7); err == nil {
+			t.Errorf("ReadJSON(%s, 7) = %v; want it refused", uri, v)
+		}
+		// The server's own reads (GET /api/result/resolve, execution 0)
+		// are not scoped to one execution.
+		if _, err := resultstore.Resolve(ctx, st, uri, 0); err != nil {
+			t.Errorf("Resolve(%s, 0): %v", uri, err)
+		}
+	}
+}

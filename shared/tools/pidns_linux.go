@@ -1,0 +1,28 @@
+//go:build linux
+
+package tools
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"syscall"
+)
+
+// withOwnPIDs gives cmd a pid namespace of its own, cmd its first process:
+// when cmd exits the kernel kills every process left in the namespace, so
+// nothing a run starts outlives it, not even what left its process group
+// (setsid, a double fork). cmd's SysProcAttr must be set (setProcAttr).
+func withOwnPIDs(cmd *exec.Cmd) { cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWPID }
+
+// probeOwnPIDs starts /bin/true in a pid namespace of its own: nil when this
+// worker may make them (root, on a kernel and in a sandbox that allow it).
+func probeOwnPIDs() error {
+	if os.Geteuid() != 0 {
+		return errors.New("only root may make pid namespaces (the worker does not run as root)")
+	}
+	cmd := exec.Command("/bin/true")
+	setProcAttr(cmd, nil)
+	withOwnPIDs(cmd)
+	return cmd.Run()
+}
