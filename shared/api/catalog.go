@@ -166,10 +166,12 @@ func (a *API) listCredentialEntries(ctx context.Context, r wire.CatalogListReque
 	return out, nil
 }
 
-// MaxCatalogPageBytes bounds the playbook text one catalog list page parses
-// into its entries' payloads: a page ends early (its next_cursor set) at the
-// entry that passes it, so the answer stays within what one Lambda answer may
-// hold (6 MB) at any page size.
+// MaxCatalogPageBytes bounds a catalog list page: the stored playbook text
+// the page reads, and the JSON of the payloads it answers (a playbook's
+// aliases may expand its few KiB to MaxExpandedBytes of payload). A page ends
+// early (its next_cursor set) before the entry that would pass it, holding at
+// least one entry, so the answer stays within what one Lambda answer may hold
+// (6 MB) at any page size and whatever the aliases.
 const MaxCatalogPageBytes = 2 << 20
 
 func (a *API) listCatalog(ctx context.Context, f store.CatalogFilter) (wire.CatalogPage, error) {
@@ -181,14 +183,24 @@ func (a *API) listCatalog(ctx context.Context, f store.CatalogFilter) (wire.Cata
 	if err != nil {
 		return wire.CatalogPage{}, err
 	}
-	out := wire.CatalogPage{Entries: make([]wire.CatalogSummary, len(entries))}
-	size := 0
-	for i, e := range entries {
-		out.Entries[i] = catalogSummary(e)
-		size += len(e.Content)
+	out := wire.CatalogPage{Entries: make([]wire.CatalogSummary, 0, len(entries))}
+	content, sent := 0, 0
+	for _, e := range entries {
+		s := catalogSummary(e)
+		// What the payload costs the answer is its JSON, not its YAML.
+		b, err := s.Payload.MarshalJSON()
+		if err != nil {
+			return wire.CatalogPage{}, fmt.Errorf("catalog %d: its payload: %w", e.CatalogID, err)
+		}
+		if len(out.Entries) > 0 && sent+len(b) > MaxCatalogPageBytes {
+			break
+		}
+		out.Entries = append(out.Entries, s)
+		content += len(e.Content)
+		sent += len(b)
 	}
-	if len(entries) > 0 && (len(entries) == f.Limit || size >= f.MaxContentBytes) {
-		last := entries[len(entries)-1]
+	if n := len(out.Entries); n > 0 && (n < len(entries) || n == f.Limit || content >= f.MaxContentBytes) {
+		last := entries[n-1]
 		out.NextCursor = wire.OptString(encodeCatalogCursor(store.CatalogCursor{Path: last.Path, Version: last.Version}))
 	}
 	return out, nil

@@ -1,0 +1,69 @@
+package api_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/noetl-go/noetl/shared/api"
+	"github.com/noetl-go/noetl/shared/api/apitest"
+)
+
+// aliasPlaybook is a playbook of a few KiB whose workload's aliases expand
+// to almost MaxExpandedBytes (31 × 31 copies of 4,000 bytes): it registers,
+// and its payload's JSON is about 3.9 MB.
+func aliasPlaybook(path string) string {
+	var b strings.Builder
+	b.WriteString("workload:\n  a: &a '" + strings.Repeat("x", 4000) + "'\n  b: &b [")
+	b.WriteString(strings.TrimSuffix(strings.Repeat("*a, ", 31), ", ") + "]\n  c: [")
+	b.WriteString(strings.TrimSuffix(strings.Repeat("*b, ", 31), ", ") + "]\n")
+	return strings.Replace(playbook(path), "workload: {n: 1}\n", b.String(), 1)
+}
+
+// A catalog page is budgeted on the payload JSON it answers, not on the
+// YAML stored: entries whose aliases expand past the budget come one a page,
+// and paging on lists each once.
+func TestCatalogPageBudgetsPayloads(t *testing.T) {
+	s := apitest.New(t, apitest.Options{})
+	a := s.API
+	const n = 3
+	want := map[string]bool{}
+	for i := range n {
+		p := fmt.Sprintf("alias/p%d", i)
+		must(t, a, 200, call{method: "POST", target: "/api/catalog/register", token: tAPI, body: map[string]any{"content": aliasPlaybook(p)}})
+		want[p+"@1"] = true
+	}
+	got := map[string]int{}
+	cursor, pages := "", 0
+	for ; pages <= n+1; pages++ {
+		target := "/api/catalog"
+		if cursor != "" {
+			target += "?cursor=" + cursor
+		}
+		r := must(t, a, 200, call{method: "GET", target: target, token: tAPI})
+		es := r.json["entries"].([]any)
+		if len(es) != 1 {
+			t.Errorf("page %d holds %d entries of about 3.9 MB of payload each; the budget is %d bytes", pages, len(es), api.MaxCatalogPageBytes)
+		}
+		for _, e := range es {
+			m := e.(map[string]any)
+			got[fmt.Sprintf("%s@%d", m["path"], m["version"])]++
+			if m["payload"] == nil {
+				t.Errorf("%s: no payload", m["path"])
+			}
+		}
+		next, _ := r.json["next_cursor"].(string)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	for k := range want {
+		if got[k] != 1 {
+			t.Errorf("%s listed %d times", k, got[k])
+		}
+	}
+	if len(got) != n {
+		t.Errorf("listed %v, want %v", got, want)
+	}
+}
