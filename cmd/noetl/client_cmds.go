@@ -483,7 +483,7 @@ func runReplay(ctx context.Context, c *conn, fs *flag.FlagSet, args []string, st
 		queryFlag{"diff-from", "also show what changed since this cutoff (event_id:N, position:N, time:T)"},
 		queryFlag{"projection", "execution|stage|frame|command|business_object|loop|step|all"})
 	verify := fs.Bool("verify", false, "compare the full fold with the live snapshot")
-	limit := fs.Int("limit", 0, "fold at most this many events (default 100000); the output says truncated when the log is longer")
+	limit := fs.Int("limit", 0, "fold at most this many events (default and most: 100000, replay.MaxLimit); the output says truncated when the log is longer")
 	if code, ok := parseFlags(fs, args, "replay [flags] EXECUTION_ID | replay --events FILE.json", "Folds an event log into deterministic projections with checksums and prints the state as JSON."); !ok {
 		return code
 	}

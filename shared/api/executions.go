@@ -440,6 +440,9 @@ func (a *API) replay(ctx context.Context, c *call, id int64) (any, error) {
 		return nil, errorf(http.StatusBadRequest, "%s", err.Error())
 	}
 	res, err := a.svc.Replay(ctx, id, q)
+	if pe := (*replay.ParamError)(nil); errors.As(err, &pe) {
+		return nil, errorf(http.StatusBadRequest, "%s", pe.Msg)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/api"
 	"github.com/noetl-go/noetl/shared/api/apitest"
+	"github.com/noetl-go/noetl/shared/replay"
 )
 
 // aliasPlaybook is a playbook of a few KiB whose workload's aliases expand
@@ -65,5 +66,32 @@ func TestCatalogPageBudgetsPayloads(t *testing.T) {
 	}
 	if len(got) != n {
 		t.Errorf("listed %v, want %v", got, want)
+	}
+}
+
+// A replay folds at most replay.MaxLimit events: a larger limit, or verify
+// (a fold of the whole log) of a longer log, is a 400 naming the parameter
+// and the limit, as NoETL's replay answers its parameter errors.
+func TestReplayLimitCapped(t *testing.T) {
+	f := newFixture(t, apitest.Options{})
+	a := f.s.API
+	ep := fmt.Sprintf("/api/executions/%d/replay", f.exec)
+	must(t, a, 200, call{method: "GET", target: fmt.Sprintf("%s?limit=%d", ep, replay.MaxLimit), token: tAPI})
+	r := must(t, a, 400, call{method: "GET", target: fmt.Sprintf("%s?limit=%d", ep, replay.MaxLimit+1), token: tAPI})
+	if e := r.str("error"); !strings.Contains(e, "limit") || !strings.Contains(e, "replay.MaxLimit") {
+		t.Errorf("limit over the cap: %q", e)
+	}
+	must(t, a, 200, call{method: "GET", target: ep + "?verify=true", token: tAPI})
+	// The row says how long the log is; verify is refused before reading it.
+	sh, err := f.s.Store.ShardFor(f.exec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sh.Pool().Exec(f.s.Ctx, `UPDATE execution SET last_seq = $2 WHERE execution_id = $1`, f.exec, replay.MaxLimit+1); err != nil {
+		t.Fatal(err)
+	}
+	r = must(t, a, 400, call{method: "GET", target: ep + "?verify=true", token: tAPI})
+	if e := r.str("error"); !strings.Contains(e, "verify") || !strings.Contains(e, "replay.MaxLimit") {
+		t.Errorf("verify of a log over the cap: %q", e)
 	}
 }

@@ -152,8 +152,8 @@ func replayQuery() []Param {
 		param("as_of_position", integer(), "fold up to this position in the log"),
 		param("as_of_time", str(), "fold up to this time"),
 		param("projection", str(), "which projection to answer (replay.md)"),
-		param("limit", integer(), ""),
-		param("verify", boolean(), "compare the fold with the stored projections"),
+		param("limit", integer(), "fold at most this many events: 100000 by default and at most (replay.MaxLimit); over it, 400"),
+		param("verify", boolean(), "compare the fold with the stored projections; a fold of the whole log, so a log over 100000 events (replay.MaxLimit) is a 400"),
 		param("diff_from", str(), "a second cutoff to diff against (replay.md)"),
 	}
 }

@@ -52,6 +52,12 @@ func (s *Service) Replay(ctx context.Context, id int64, q replay.Query) (*Replay
 		out.Diff = replay.Diff(from, out.State)
 	}
 	if q.Verify {
+		// Verify folds the whole log: bounded as a limit is.
+		if row.LastSeq > replay.MaxLimit {
+			return nil, &replay.ParamError{Param: "verify", Msg: fmt.Sprintf(
+				"verify folds the whole log, and execution %d has %d events, over the most one replay folds, %d (replay.MaxLimit): leave verify out",
+				id, row.LastSeq, replay.MaxLimit)}
+		}
 		_, folded, err := s.fold(ctx, sh, row, replay.ProjectionStep, replay.Cutoff{}, -1)
 		if err != nil {
 			return nil, err

@@ -137,6 +137,10 @@ func ParseLimit(s string) (int, error) {
 	if err != nil || n <= 0 {
 		return 0, &ParamError{Param: "limit", Msg: fmt.Sprintf("limit must be a positive integer, got %q", s)}
 	}
+	if n > MaxLimit {
+		return 0, &ParamError{Param: "limit", Msg: fmt.Sprintf(
+			"limit %d is over the most events one replay folds, %d (replay.MaxLimit): give at most %d, or fold an earlier prefix with as_of_position", n, MaxLimit, MaxLimit)}
+	}
 	return n, nil
 }
 

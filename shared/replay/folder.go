@@ -13,6 +13,12 @@ const StatusUnknown = "UNKNOWN"
 // DefaultLimit is the number of events folded when the caller sets no limit.
 const DefaultLimit = 100000
 
+// MaxLimit is the most events one replay request folds, its limit and
+// verify's fold of the whole log alike: a fold keeps its projection in
+// memory and answers it whole, so a larger one would not fit a server's
+// memory or one answer (a Lambda's 512 MB and 6 MB).
+const MaxLimit = 100000
+
 // Projection selects what the fold keeps (the `projection` query parameter).
 type Projection string
 
