@@ -46,3 +46,12 @@ func (s *Service) Waits(pool string, ev int64) bool {
 	_, ok := s.fair.waiting[pool][ev]
 	return ok
 }
+
+// BudgetWhatIfChunks sets the bytes of values one what-if chunk read holds
+// and a hook that hears how many logs each read handed on, until the test
+// ends.
+func BudgetWhatIfChunks(t interface{ Cleanup(func()) }, bytes int, read func(logs int)) {
+	oldBytes, oldRead := whatIfChunkBytes, whatIfChunkRead
+	whatIfChunkBytes, whatIfChunkRead = bytes, read
+	t.Cleanup(func() { whatIfChunkBytes, whatIfChunkRead = oldBytes, oldRead })
+}

@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -65,6 +66,12 @@ func (s *Service) WhatIf(ctx context.Context, req WhatIfRequest) (*wire.WhatIf, 
 			rows = append(rows, row)
 		}
 	}
+	for i, row := range rows {
+		if row.LastSeq > MaxWhatIfEvents {
+			return nil, Errorf(ErrInvalid, "executions[%d]: execution %d has %d events, over the most a what-if reads of one execution, %d (controlplane.MaxWhatIfEvents); leave it out of the what-if",
+				i, row.ExecutionID, row.LastSeq, MaxWhatIfEvents)
+		}
+	}
 	out := &wire.WhatIf{Path: path, Version: v.Version, Executions: make([]wire.WhatIfExecution, len(rows))}
 	if err := s.whatIfRows(ctx, v, rows, out.Executions); err != nil {
 		return nil, err
@@ -84,9 +91,31 @@ func (s *Service) WhatIf(ctx context.Context, req WhatIfRequest) (*wire.WhatIf, 
 	return out, nil
 }
 
-// whatIfChunk is how many recorded logs one read brings (one round trip per
-// shard): memory holds about two chunks of logs at a time.
+// MaxWhatIfEvents and MaxWhatIfLogBytes bound one recorded execution a
+// what-if reads: its events, and the bytes of their values (context, meta,
+// result, error). It holds the whole log, and the new version's run may
+// reach ten times as many events: a larger one is refused, naming it.
+const (
+	MaxWhatIfEvents   = 200_000
+	MaxWhatIfLogBytes = 64 << 20
+)
+
+// whatIfChunk is how many recorded logs one read brings at most (one round
+// trip per shard); whatIfChunkBytes bounds the bytes of their values a chunk
+// holds: a read stops at the first log that starts past it (a chunk holds
+// one log at least), the rest waiting for the next. Memory holds about two
+// chunks of logs at a time.
 const whatIfChunk = 50
+
+var whatIfChunkBytes = 32 << 20 // a var for tests
+
+// whatIfChunkRead, when set (tests), hears how many logs each chunk read
+// handed on.
+var whatIfChunkRead func(logs int)
+
+// whatIfEventBytes is what holding an event costs besides its values (an
+// engine.Event and its maps), counted against whatIfChunkBytes.
+const whatIfEventBytes = 200
 
 // whatIfRows runs the what-if of each row into out (same order): one
 // goroutine reads the logs chunk by chunk while one per CPU runs the engine
@@ -133,39 +162,119 @@ func (s *Service) whatIfRows(ctx context.Context, v whatif.Version, rows []store
 
 // readRecords reads the rows' logs, a chunk at a time (one query per shard
 // the chunk touches), leaving out events stored ignored, and hands each
-// record on in the rows' order.
+// record on with its row's index.
 func (s *Service) readRecords(ctx context.Context, rows []store.Execution, each func(int, whatif.Record) error) error {
-	for at := 0; at < len(rows); at += whatIfChunk {
-		chunk := rows[at:min(at+whatIfChunk, len(rows))]
-		recs := make(map[int64]*whatif.Record, len(chunk))
-		byShard := map[*store.Shard][]int64{}
-		for _, row := range chunk {
-			sh, err := s.st.ShardFor(row.ExecutionID)
-			if err != nil {
-				return err
-			}
-			recs[row.ExecutionID] = &whatif.Record{ExecutionID: row.ExecutionID, Path: row.Path, Version: row.Version,
-				Status: row.Status, Events: make([]engine.Event, 0, row.LastSeq)}
-			byShard[sh] = append(byShard[sh], row.ExecutionID)
+	var waiting []int // rows a read left for the next
+	for next := 0; next < len(rows) || len(waiting) > 0; {
+		chunk := waiting
+		for ; len(chunk) < whatIfChunk && next < len(rows); next++ {
+			chunk = append(chunk, next)
 		}
-		for sh, ids := range byShard {
-			err := store.StreamLogs(ctx, sh.Pool(), ids, func(e *store.Event) error {
-				if rec := recs[e.ExecutionID]; rec != nil && !e.Ignored {
-					rec.Events = append(rec.Events, toEngine(*e))
-				}
-				return nil
-			})
-			if err != nil {
-				return fmt.Errorf("what-if: %w", err)
-			}
-		}
-		for i, row := range chunk {
-			if err := each(at+i, *recs[row.ExecutionID]); err != nil {
-				return err
-			}
+		var err error
+		if waiting, err = s.readChunk(ctx, rows, chunk, each); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// errChunkFull stops a chunk's read at its byte budget.
+var errChunkFull = errors.New("what-if: the chunk is full")
+
+// readChunk reads the logs of rows[i] for i in chunk until their values
+// pass whatIfChunkBytes, hands each log read whole on, and returns the rows
+// left to read.
+func (s *Service) readChunk(ctx context.Context, rows []store.Execution, chunk []int, each func(int, whatif.Record) error) ([]int, error) {
+	recs := make(map[int64]*whatif.Record, len(chunk))
+	index := make(map[int64]int, len(chunk))
+	byShard := map[*store.Shard][]int64{}
+	var shards []*store.Shard
+	for _, i := range chunk {
+		row := rows[i]
+		sh, err := s.st.ShardFor(row.ExecutionID)
+		if err != nil {
+			return nil, err
+		}
+		recs[row.ExecutionID] = &whatif.Record{ExecutionID: row.ExecutionID, Path: row.Path, Version: row.Version, Status: row.Status}
+		index[row.ExecutionID] = i
+		if byShard[sh] == nil {
+			shards = append(shards, sh)
+		}
+		byShard[sh] = append(byShard[sh], row.ExecutionID)
+	}
+	var (
+		size, logSize int
+		whole         int // logs read whole
+		full          bool
+	)
+	for _, sh := range shards {
+		ids := byShard[sh]
+		if full || size > whatIfChunkBytes && whole > 0 {
+			full = true
+			for _, id := range ids {
+				recs[id] = nil
+			}
+			continue
+		}
+		// A shard's logs come in execution id order: a log is whole once
+		// the next one starts.
+		var cur int64
+		err := store.StreamLogs(ctx, sh.Pool(), ids, func(e *store.Event, n int) error {
+			if e.ExecutionID != cur {
+				if cur != 0 {
+					whole++
+				}
+				cur, logSize = e.ExecutionID, 0
+				if size > whatIfChunkBytes && whole > 0 {
+					return errChunkFull // cur and the logs after it wait
+				}
+			}
+			size += n + whatIfEventBytes
+			if logSize += n; logSize > MaxWhatIfLogBytes {
+				return Errorf(ErrInvalid, "executions[%d]: execution %d's log holds over %d bytes of values, the most a what-if reads of one execution (controlplane.MaxWhatIfLogBytes, 64 MiB); leave it out of the what-if",
+					index[cur], cur, MaxWhatIfLogBytes)
+			}
+			if rec := recs[e.ExecutionID]; rec != nil && !e.Ignored {
+				if rec.Events == nil {
+					rec.Events = make([]engine.Event, 0, rows[index[e.ExecutionID]].LastSeq)
+				}
+				rec.Events = append(rec.Events, toEngine(*e))
+			}
+			return nil
+		})
+		switch {
+		case errors.Is(err, errChunkFull):
+			full = true
+			for _, id := range ids {
+				if id >= cur {
+					recs[id] = nil
+				}
+			}
+		case errors.Is(err, ErrInvalid):
+			return nil, err
+		case err != nil:
+			return nil, fmt.Errorf("what-if: %w", err)
+		default:
+			if cur != 0 {
+				whole++
+			}
+		}
+	}
+	var left []int
+	for _, i := range chunk {
+		rec := recs[rows[i].ExecutionID]
+		if rec == nil {
+			left = append(left, i)
+			continue
+		}
+		if err := each(i, *rec); err != nil {
+			return nil, err
+		}
+	}
+	if whatIfChunkRead != nil {
+		whatIfChunkRead(len(chunk) - len(left))
+	}
+	return left, nil
 }
 
 // whatIfVersion is the new version: registered (path, version) or content,

@@ -37,6 +37,14 @@ const eventColumns = `execution_id, seq, event_id, event_type, node_name, node_t
 	result, error, worker_id, command_id, parent_event_id, client_event_id, ignored, created_at`
 
 func scanEvent(row pgx.Row, ev *Event) error {
+	_, err := scanEventSized(row, ev)
+	return err
+}
+
+// scanEventSized is scanEvent that also says how many bytes of JSON and
+// text the row's values were (context, meta, result, error): what holding
+// the event costs, before it is decoded, so a reader can budget by bytes.
+func scanEventSized(row pgx.Row, ev *Event) (int, error) {
 	var (
 		nodeName, nodeType, status, errText, workerID, commandID, clientID *string
 		ctxJSON, meta, result                                              []byte
@@ -44,7 +52,11 @@ func scanEvent(row pgx.Row, ev *Event) error {
 	)
 	if err := row.Scan(&ev.ExecutionID, &ev.Seq, &ev.EventID, &ev.EventType, &nodeName, &nodeType, &status,
 		&ctxJSON, &meta, &result, &errText, &workerID, &commandID, &parent, &clientID, &ev.Ignored, &ev.CreatedAt); err != nil {
-		return err
+		return 0, err
+	}
+	size := len(ctxJSON) + len(meta) + len(result)
+	if errText != nil {
+		size += len(*errText)
 	}
 	ev.NodeName, ev.NodeType, ev.Status = derefString(nodeName), derefString(nodeType), derefString(status)
 	ev.Error, ev.WorkerID, ev.CommandID = derefString(errText), derefString(workerID), derefString(commandID)
@@ -52,13 +64,13 @@ func scanEvent(row pgx.Row, ev *Event) error {
 	ev.CreatedAt = ev.CreatedAt.UTC()
 	var err error
 	if ev.Context, err = decodeObject(ctxJSON, "context"); err != nil {
-		return err
+		return 0, err
 	}
 	if ev.Meta, err = decodeObject(meta, "meta"); err != nil {
-		return err
+		return 0, err
 	}
 	ev.Result, err = decodeObject(result, "result")
-	return err
+	return size, err
 }
 
 // appendEventsStmt is the one INSERT of events (created_at set).
@@ -196,6 +208,12 @@ func StreamEvents(ctx context.Context, q Querier, f EventFilter, fn func(*Event)
 // streamEvents runs a query of events and calls fn for each row as it
 // arrives, reusing one Event; what names the events in errors.
 func streamEvents(ctx context.Context, q Querier, what, sql string, args []any, fn func(*Event) error) error {
+	return streamEventsSized(ctx, q, what, sql, args, func(ev *Event, _ int) error { return fn(ev) })
+}
+
+// streamEventsSized is streamEvents that hands fn each event's size too
+// (scanEventSized).
+func streamEventsSized(ctx context.Context, q Querier, what, sql string, args []any, fn func(*Event, int) error) error {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return fmt.Errorf("store: stream %s: %w", what, err)
@@ -204,10 +222,11 @@ func streamEvents(ctx context.Context, q Querier, what, sql string, args []any, 
 	var ev Event
 	for rows.Next() {
 		ev = Event{}
-		if err := scanEvent(rows, &ev); err != nil {
+		size, err := scanEventSized(rows, &ev)
+		if err != nil {
 			return fmt.Errorf("store: stream %s: %w", what, err)
 		}
-		if err := fn(&ev); err != nil {
+		if err := fn(&ev, size); err != nil {
 			return err
 		}
 	}
@@ -219,10 +238,12 @@ func streamEvents(ctx context.Context, q Querier, what, sql string, args []any, 
 
 // StreamLogs calls fn for each event of the given executions (of one
 // shard), in execution id order and seq order within each: one round trip
-// for many logs (the what-if reads its recorded executions in chunks). The
-// *Event is reused between calls: copy what you keep.
-func StreamLogs(ctx context.Context, q Querier, executionIDs []int64, fn func(*Event) error) error {
-	return streamEvents(ctx, q, fmt.Sprintf("the logs of %d executions", len(executionIDs)),
+// for many logs (the what-if reads its recorded executions in chunks), with
+// each event's size (the bytes of its values, as scanEventSized counts them)
+// so the reader can stop at a budget. The *Event is reused between calls:
+// copy what you keep.
+func StreamLogs(ctx context.Context, q Querier, executionIDs []int64, fn func(*Event, int) error) error {
+	return streamEventsSized(ctx, q, fmt.Sprintf("the logs of %d executions", len(executionIDs)),
 		`SELECT `+eventColumns+` FROM event WHERE execution_id = ANY($1) ORDER BY execution_id, seq`, []any{executionIDs}, fn)
 }
 
