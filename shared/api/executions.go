@@ -199,8 +199,11 @@ func (a *API) getExecution(ctx context.Context, c *call, q executionQuery) (wire
 	until := last - (page-1)*size
 	var evs []store.Event
 	if until > after {
-		_, evs, err = a.svc.ExecutionEvents(ctx, store.EventFilter{ExecutionID: id, AfterSeq: max(after, until-size),
-			UntilSeq: until, Limit: int(size), Desc: true})
+		// Over the byte budget the page holds the newest events of its range
+		// that fit; the events route reads the rest (its pages end early
+		// too, and say where to go on).
+		_, evs, _, err = a.svc.EventPage(ctx, store.EventFilter{ExecutionID: id, AfterSeq: max(after, until-size),
+			UntilSeq: until, Limit: int(size), Desc: true, MaxBytes: MaxEventsPageBytes})
 		if err != nil {
 			return wire.Execution{}, err
 		}
@@ -222,6 +225,12 @@ const (
 	MaxEventsPageSize     = 500
 )
 
+// MaxEventsPageBytes bounds the events one page answers (the view's and the
+// events route's) by the bytes of their values: a command.issued carries its
+// whole command (up to 4 MiB), so a page of hundreds could be gigabytes. A
+// page ends early before the event that would pass it, holding one at least.
+const MaxEventsPageBytes = 2 << 20
+
 // GET /api/executions/{id}/cancellation-check: what NoETL's workers ask
 // before running a command. O(1): read from the execution row.
 func (a *API) cancellationCheck(ctx context.Context, c *call, p executionPath) (wire.CancellationCheck, error) {
@@ -236,7 +245,8 @@ func (a *API) cancellationCheck(ctx context.Context, c *call, p executionPath) (
 func (a *API) listEvents(ctx context.Context, c *call, q eventsQuery) (wire.EventPage, error) {
 	f := store.EventFilter{ExecutionID: int64(q.ID), EventType: q.EventType, Step: q.Step, AfterSeq: q.AfterSeq,
 		Limit: int(cmp.Or(q.Limit, DefaultListLimit))}
-	row, evs, err := a.svc.ExecutionEvents(ctx, f)
+	f.MaxBytes = MaxEventsPageBytes
+	row, evs, full, err := a.svc.EventPage(ctx, f)
 	if err != nil {
 		return wire.EventPage{}, err
 	}
@@ -244,7 +254,7 @@ func (a *API) listEvents(ctx context.Context, c *call, q eventsQuery) (wire.Even
 	if out.Events, err = a.eventsJSON(ctx, row, maskerFor(row.Workload), evs); err != nil {
 		return wire.EventPage{}, err
 	}
-	if len(evs) == f.Limit {
+	if len(evs) == f.Limit || full {
 		out.NextAfterSeq = &evs[len(evs)-1].Seq
 	}
 	return out, nil

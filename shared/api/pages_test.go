@@ -95,3 +95,64 @@ func TestReplayLimitCapped(t *testing.T) {
 		t.Errorf("verify of a log over the cap: %q", e)
 	}
 }
+
+// Events pages are budgeted by bytes (MaxEventsPageBytes): a page of the
+// events route ends early and says where to go on (next_after_seq), so
+// paging on reads each event once; a page of the view holds the newest
+// events of its range that fit.
+func TestEventPagesBudgetBytes(t *testing.T) {
+	f := newFixture(t, apitest.Options{})
+	a := f.s.API
+	sh, err := f.s.Store.ShardFor(f.exec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Five events of 900 KB each after the fixture's three (as large
+	// commands would be): two fit a page, a third would pass it.
+	const big = 900_000
+	var last int64
+	if err := sh.Pool().QueryRow(f.s.Ctx, `SELECT last_seq FROM execution WHERE execution_id = $1`, f.exec).Scan(&last); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sh.Pool().Exec(f.s.Ctx, `
+		INSERT INTO event (execution_id, seq, event_id, event_type, context, created_at)
+		SELECT $1, $2 + g, 900000000 + $2 + g, 'command.issued', jsonb_build_object('blob', repeat('x', $3)), now()
+		FROM generate_series(1, 5) g`, f.exec, last, big); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sh.Pool().Exec(f.s.Ctx, `UPDATE execution SET last_seq = $2 WHERE execution_id = $1`, f.exec, last+5); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]int{}
+	var pages []int
+	after := int64(0)
+	for range 10 {
+		r := must(t, a, 200, call{method: "GET", target: fmt.Sprintf("/api/executions/%d/events?limit=1000&after_seq=%d", f.exec, after), token: tAPI})
+		es := r.json["events"].([]any)
+		pages = append(pages, len(es))
+		for _, e := range es {
+			seen[e.(map[string]any)["seq"].(int64)]++
+		}
+		next, ok := r.json["next_after_seq"].(int64)
+		if !ok {
+			break
+		}
+		after = next
+	}
+	for seq := int64(1); seq <= last+5; seq++ {
+		if seen[seq] != 1 {
+			t.Errorf("seq %d read %d times", seq, seen[seq])
+		}
+	}
+	if want := fmt.Sprint([]int{int(last) + 2, 2, 1}); fmt.Sprint(pages) != want {
+		t.Errorf("events per page %v, want %s (two of %d bytes fit %d)", pages, want, big, api.MaxEventsPageBytes)
+	}
+	r := must(t, a, 200, call{method: "GET", target: fmt.Sprintf("/api/executions/%d?page_size=100", f.exec), token: tAPI})
+	es := r.json["events"].([]any)
+	if len(es) != 2 || es[0].(map[string]any)["seq"] != last+5 || es[1].(map[string]any)["seq"] != last+4 {
+		t.Errorf("the view's page holds %d events, want the newest two", len(es))
+	}
+	if p := r.json["pagination"].(map[string]any); p["total_events"] != last+5 || p["page_size"] != int64(100) {
+		t.Errorf("the view's pagination: %v", p)
+	}
+}

@@ -86,7 +86,7 @@ type setVariablesParams struct {
 // catalogQuery is GET /api/catalog's.
 type catalogQuery struct {
 	Path   string    `query:"path" doc:"only entries whose path contains this"`
-	Limit  int64     `query:"limit" min:"1" max:"1000" doc:"page size, at most {max}"`
+	Limit  int64     `query:"limit" min:"1" max:"1000" doc:"page size, at most {max}; a page ends early before the event that would take its values past 2 MiB (MaxEventsPageBytes): go on from next_after_seq"`
 	Latest flagParam `query:"latest" doc:"only each path's latest version"`
 	Cursor string    `query:"cursor" doc:"the previous page's next_cursor"`
 }
@@ -125,7 +125,7 @@ type executionsQuery struct {
 type eventsQuery struct {
 	executionPath
 	AfterSeq  int64  `query:"after_seq" min:"0" max:"4611686018427387904" doc:"the previous page's next_after_seq"`
-	Limit     int64  `query:"limit" min:"1" max:"1000" doc:"page size, at most {max}"`
+	Limit     int64  `query:"limit" min:"1" max:"1000" doc:"page size, at most {max}; a page ends early before the event that would take its values past 2 MiB (MaxEventsPageBytes): go on from next_after_seq"`
 	EventType string `query:"event_type"`
 	Step      string `query:"step"`
 }
@@ -134,7 +134,7 @@ type eventsQuery struct {
 type executionQuery struct {
 	executionPath
 	Page         int64   `query:"page" min:"1" max:"2147483647" doc:"the page of events, 1 (the newest) by default"`
-	PageSize     int64   `query:"page_size" min:"1" max:"500" doc:"events per page: 100 by default, at most {max}"`
+	PageSize     int64   `query:"page_size" min:"1" max:"500" doc:"events per page: 100 by default, at most {max}; a page holds the newest events of its range within 2 MiB of their values (MaxEventsPageBytes), the rest read through the events route"`
 	SinceEventID idParam `query:"since_event_id" doc:"only events after this one (an event_id of the execution's)"`
 	View         string  `query:"view" enum:"full,summary" doc:"summary leaves out the steps and the events; default full"`
 }
@@ -175,7 +175,7 @@ type resolveQuery struct {
 
 // pageQuery is the schedules' lists'.
 type pageQuery struct {
-	Limit  int64  `query:"limit" min:"1" max:"1000" doc:"page size, at most {max}"`
+	Limit  int64  `query:"limit" min:"1" max:"1000" doc:"page size, at most {max}; a page ends early before the event that would take its values past 2 MiB (MaxEventsPageBytes): go on from next_after_seq"`
 	Cursor string `query:"cursor" doc:"the previous page's next_cursor"`
 }
 

@@ -247,18 +247,25 @@ func (s *Service) Events(ctx context.Context, f store.EventFilter) ([]store.Even
 // ExecutionEvents returns a page of an execution's log with the execution's
 // row (the API masks the workload's secrets in what it serves).
 func (s *Service) ExecutionEvents(ctx context.Context, f store.EventFilter) (store.Execution, []store.Event, error) {
+	row, evs, _, err := s.EventPage(ctx, f)
+	return row, evs, err
+}
+
+// EventPage is ExecutionEvents that also says whether f.MaxBytes ended the
+// page early (store.ListEventPage).
+func (s *Service) EventPage(ctx context.Context, f store.EventFilter) (store.Execution, []store.Event, bool, error) {
 	sh, err := s.st.ShardFor(f.ExecutionID)
 	if err != nil {
-		return store.Execution{}, nil, Errorf(ErrNotFound, "execution %d not found", f.ExecutionID)
+		return store.Execution{}, nil, false, Errorf(ErrNotFound, "execution %d not found", f.ExecutionID)
 	}
 	row, err := store.GetExecution(ctx, sh.Pool(), f.ExecutionID)
 	if errors.Is(err, store.ErrNotFound) {
-		return row, nil, Errorf(ErrNotFound, "execution %d not found", f.ExecutionID)
+		return row, nil, false, Errorf(ErrNotFound, "execution %d not found", f.ExecutionID)
 	} else if err != nil {
-		return row, nil, err
+		return row, nil, false, err
 	}
-	evs, err := store.ListEvents(ctx, sh.Pool(), f)
-	return row, evs, err
+	evs, full, err := store.ListEventPage(ctx, sh.Pool(), f)
+	return row, evs, full, err
 }
 
 // EventSeq is the seq of an execution's event, by its event_id (ErrNotFound

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -141,6 +142,11 @@ type EventFilter struct {
 	Step        string    // "": all steps (node_name)
 	Limit       int       // ListEvents: 1..1000, 0 means 100; StreamEvents: 0 means all
 	Desc        bool      // newest first: the page ends at UntilSeq (or the last event), not after AfterSeq
+	// MaxBytes, when positive, ends a ListEventPage page before the event
+	// that would take its values (context, meta, result, error) past this
+	// many bytes, holding one event at least: a command.issued carries its
+	// whole command, so a page of many is bounded by bytes, not count.
+	MaxBytes int
 }
 
 func (f EventFilter) query(limit int) (string, []any) {
@@ -173,25 +179,41 @@ func (f EventFilter) query(limit int) (string, []any) {
 // first with Desc); the next page starts after the last returned seq (before
 // it with Desc).
 func ListEvents(ctx context.Context, q Querier, f EventFilter) ([]Event, error) {
+	out, _, err := ListEventPage(ctx, q, f)
+	return out, err
+}
+
+// ListEventPage is ListEvents that also says whether f.MaxBytes ended the
+// page early: then more events may follow the last one returned, though
+// fewer than f.Limit were. Rows past the budget are never read.
+func ListEventPage(ctx context.Context, q Querier, f EventFilter) ([]Event, bool, error) {
 	limit, err := pageLimit(f.Limit)
 	if err != nil {
-		return nil, fmt.Errorf("store: list events of execution %d: %w", f.ExecutionID, err)
+		return nil, false, fmt.Errorf("store: list events of execution %d: %w", f.ExecutionID, err)
 	}
 	sql, args := f.query(limit)
-	rows, err := q.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: list events of execution %d: %w", f.ExecutionID, err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
-		var ev Event
-		err := scanEvent(r, &ev)
-		return ev, err
+	var (
+		out  = []Event{}
+		size int
+		full bool
+	)
+	err = streamEventsSized(ctx, q, fmt.Sprintf("events of execution %d", f.ExecutionID), sql, args, func(ev *Event, n int) error {
+		if f.MaxBytes > 0 && len(out) > 0 && size+n > f.MaxBytes {
+			full = true
+			return errPageFull
+		}
+		size += n
+		out = append(out, *ev)
+		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("store: list events of execution %d: %w", f.ExecutionID, err)
+	if err != nil && !errors.Is(err, errPageFull) {
+		return nil, false, fmt.Errorf("store: list events of execution %d: %w", f.ExecutionID, err)
 	}
-	return out, nil
+	return out, full, nil
 }
+
+// errPageFull stops a ListEventPage read at its byte budget.
+var errPageFull = errors.New("store: the page is full")
 
 // StreamEvents calls fn for each matching event in seq order as rows arrive, holding
 // one row at a time (replay folds logs of any length in O(projection) memory, R-X4).
