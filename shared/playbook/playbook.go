@@ -1,6 +1,8 @@
 package playbook
 
 import (
+	"fmt"
+
 	"github.com/noetl-go/noetl/shared/tmpl"
 	"github.com/noetl-go/noetl/shared/toolkind"
 )
@@ -241,3 +243,17 @@ const (
 	// NoETL's one worker slot.
 	DefaultCursorInFlight = 1
 )
+
+// MaxLoopInFlight bounds a loop's max_in_flight (times a cursor's
+// row_concurrency), written or rendered: each command in flight is kept in
+// the execution's state, which every event rewrites, so a loop's first
+// decision issues that many commands and each later event costs in
+// proportion. NoETL's public corpus uses at most 200.
+const MaxLoopInFlight = 1_000
+
+// InFlightError is the refusal of a loop whose commands in flight, n, pass
+// MaxLoopInFlight; what names the setting.
+func InFlightError(what string, n int) string {
+	return fmt.Sprintf("%s is %d, more than %d (limit playbook.MaxLoopInFlight): every command in flight is kept in the execution's state, which each event rewrites; set it to %d or less",
+		what, n, MaxLoopInFlight, MaxLoopInFlight)
+}
