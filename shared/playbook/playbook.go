@@ -36,12 +36,16 @@ type Playbook struct {
 }
 
 // Weight estimates the memory a parsed playbook holds, in bytes, for caches
-// that bound it: its source, its expanded text, and its compiled templates,
+// that bound it: its source, its expanded text, its compiled templates,
 // whose programs hold many times their text (a 484 KB template compiled to
-// about 40 MB).
+// about 40 MB), the values and arcs its nodes became (about 64 bytes each),
+// and its graph: a set over all steps for every step (n²/8 bytes) and about
+// 1 KB per step besides.
 func (p *Playbook) Weight() int {
 	x := p.Expanded
-	return len(p.Source) + 2*x.Bytes + 100*x.TemplateBytes + 4096*x.Templates
+	n := len(p.Steps)
+	graph := n*(24+8*((n+63)/64)) + 1024*n
+	return len(p.Source) + 2*x.Bytes + 64*x.Nodes + 100*x.TemplateBytes + 4096*x.Templates + graph
 }
 
 // Metadata is the playbook's metadata block (R-N4).

@@ -229,6 +229,10 @@ func (p *parser) workflow(n *yaml.Node, entryN *yaml.Node) {
 		p.errf(n, "workflow", "workflow must be a list of steps, got %s", kindName(n))
 		return
 	}
+	if len(n.Content) > playbook.MaxSteps {
+		p.errf(n, "workflow", "workflow has %d steps, more than %d (limit playbook.MaxSteps): joins are analysed over every pair of steps, so the cost grows with the square of the count; split the workflow into playbooks a step runs (tool kind playbook)", len(n.Content), playbook.MaxSteps)
+		return
+	}
 	type pending struct {
 		step     *playbook.Step
 		next     *yaml.Node
