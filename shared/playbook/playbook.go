@@ -24,6 +24,8 @@ type Playbook struct {
 	// Expanded is its size with aliases, merge keys and workbook references
 	// expanded, which MaxExpandedNodes and MaxExpandedBytes bound.
 	Expanded Expansion
+	// Compiled is what its templates cost once compiled.
+	Compiled Compiled
 
 	byName map[string]*Step
 	// Entry names the step every execution begins with (the parser's workflow
@@ -36,16 +38,17 @@ type Playbook struct {
 }
 
 // Weight estimates the memory a parsed playbook holds, in bytes, for caches
-// that bound it: its source, its expanded text, its compiled templates,
-// whose programs hold many times their text (a 484 KB template compiled to
-// about 40 MB), the values and arcs its nodes became (about 64 bytes each),
+// that bound it: its source, its expanded text, its compiled templates
+// (Compiled.Cost: each distinct text once, however often aliases repeat it;
+// a program holds up to 660 times its text), the values and arcs its nodes
+// became (about 64 bytes each),
 // and its graph: a set over all steps for every step (n²/8 bytes) and about
 // 1 KB per step besides.
 func (p *Playbook) Weight() int {
 	x := p.Expanded
 	n := len(p.Steps)
 	graph := n*(24+8*((n+63)/64)) + 1024*n
-	return len(p.Source) + 2*x.Bytes + 64*x.Nodes + 100*x.TemplateBytes + 4096*x.Templates + graph
+	return len(p.Source) + x.Bytes + 64*x.Nodes + p.Compiled.Cost + graph
 }
 
 // Metadata is the playbook's metadata block (R-N4).

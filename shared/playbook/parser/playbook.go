@@ -166,11 +166,11 @@ func (p *parser) workload(n *yaml.Node) {
 		if !isStr || !tmpl.HasTemplate(s) {
 			continue
 		}
-		t, err := tmpl.Compile(s)
+		t, err := p.memo.Compile(s)
 		if err != nil {
 			var te *tmpl.Error
 			if errors.As(err, &te) {
-				p.errf(n, join("workload", k), "%s", templateError(te))
+				p.templateErr(n, join("workload", k), te)
 			}
 			continue
 		}
