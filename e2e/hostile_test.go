@@ -72,7 +72,7 @@ func hostileRegistrations() []struct{ name, content, want string } {
 	}
 	var refs strings.Builder
 	refs.WriteString("workbook:\n  - name: w\n    tool: {kind: noop, input: {rows: [" + repeated("1", 4000, ",") + "]}}\nworkflow:\n")
-	for i := range 3000 {
+	for i := range 40 { // 40 references to 4,000 values: past MaxExpandedNodes, within MaxSteps
 		name := fmt.Sprintf("s%d", i)
 		if i == 0 {
 			name = "start"
@@ -85,7 +85,7 @@ func hostileRegistrations() []struct{ name, content, want string } {
 	}
 	return []struct{ name, content, want string }{
 		{"13,000 templates", hostilePlaybook("hostile/templates", "workflow:\n  - step: start\n    tool:\n      kind: noop\n      input:\n"+templates.String()), "limit MaxTemplates"},
-		{"long template aliased", hostilePlaybook("hostile/longtemplate", "workload:\n  t: &t \"{{ 1 }}"+strings.Repeat("x", 400<<10)+"\"\n  l: [*t, *t, *t]\n"+noopStart), "limit MaxTemplateBytes"},
+		{"long template aliased", hostilePlaybook("hostile/longtemplate", "workload:\n  t: &t \"{{ 1 }}"+strings.Repeat("x", 60<<10)+"\"\n  l: ["+repeated("*t", 18, ",")+"]\n"+noopStart), "limit MaxTemplateBytes"},
 		{"billion laughs", hostilePlaybook("hostile/laughs", "workload:\n"+laughsIn("  ", 9, 9)+noopStart), "limit MaxExpandedNodes"},
 		{"2^40 laughs", hostilePlaybook("hostile/deep", "workload:\n"+laughsIn("  ", 40, 2)+noopStart), "limit MaxExpandedNodes"},
 		{"laughs in tool input", hostilePlaybook("hostile/input", "workflow:\n  - step: start\n    tool:\n      kind: noop\n      input:\n"+laughsIn("        ", 9, 9)), "limit MaxExpandedNodes"},

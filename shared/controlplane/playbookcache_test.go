@@ -9,10 +9,11 @@ import (
 	"github.com/noetl-go/noetl/shared/playbook/parser"
 )
 
-// bookWithTemplate parses a playbook whose one template is n bytes long.
+// bookWithTemplate parses a playbook whose one template is a list of n items
+// (n*2 bytes long), which compiles to a program of about 80 bytes per byte.
 func bookWithTemplate(t *testing.T, i, n int) *playbook.Playbook {
 	t.Helper()
-	tmpl := "{{ '" + strings.Repeat("x", n) + "' }}"
+	tmpl := "{{ [" + strings.Repeat("1,", n) + "1] }}"
 	src := fmt.Sprintf("apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: p%d, path: tests/p%d}\nworkflow:\n"+
 		"  - step: start\n    tool: {kind: noop, result: \"%s\"}\n", i, i, tmpl)
 	pb, diags := parser.Parse([]byte(src))
@@ -24,11 +25,11 @@ func bookWithTemplate(t *testing.T, i, n int) *playbook.Playbook {
 
 // TestPlaybookCacheBoundedByWeight: the parsed playbooks a process keeps are
 // bounded by their estimated memory, not only by count: 30 playbooks with a
-// 400 KB template each (about 40 MB each once compiled) would have exhausted
-// a server under 3 GB.
+// 60 KB template each (about 4 MB each once compiled) would have taken over
+// 128 MB.
 func TestPlaybookCacheBoundedByWeight(t *testing.T) {
-	small, big := bookWithTemplate(t, 0, 10), bookWithTemplate(t, 1, 400<<10)
-	if small.Weight() >= big.Weight() || big.Weight() < 400<<10*100 {
+	small, big := bookWithTemplate(t, 0, 10), bookWithTemplate(t, 1, 30_000)
+	if small.Weight() >= big.Weight() || big.Weight() < 4<<20 {
 		t.Fatalf("weights: small %d, big %d", small.Weight(), big.Weight())
 	}
 	const budget = 128 << 20

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"container/heap"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -427,6 +428,17 @@ func (d *decider) enter(step *playbook.Step, arcSet map[string]any, checkWhen bo
 			d.renderFailed(step, "loop max_in_flight", err)
 			return
 		}
+		// The parser bounds a written limit; a rendered one is checked here,
+		// before any iteration is issued.
+		if n := limit * rowConcurrency(step); n > playbook.MaxLoopInFlight {
+			d.emitEnter(step, visit, arcSet, nil)
+			what := "the rendered value"
+			if n != limit {
+				what += " × loop.spec.frame.row_concurrency"
+			}
+			d.renderFailed(step, "loop max_in_flight", errors.New(playbook.InFlightError(what, n)))
+			return
+		}
 	}
 	ls := &LoopState{Total: len(items), Iterator: step.Loop.Iterator, Cursor: step.Loop.Cursor != nil}
 	if step.Loop.MaxInFlightT != nil {
@@ -550,10 +562,15 @@ func (d *decider) loopLimit(step *playbook.Step, v *Visit) int {
 	if v.Loop.Limit > 0 {
 		limit = v.Loop.Limit // a templated max_in_flight, rendered at entry
 	}
+	return limit * rowConcurrency(step)
+}
+
+// rowConcurrency multiplies a cursor loop's limit (1 for other loops).
+func rowConcurrency(step *playbook.Step) int {
 	if c := step.Loop.Cursor; c != nil && c.RowConcurrency > 1 {
-		limit *= c.RowConcurrency
+		return c.RowConcurrency
 	}
-	return limit
+	return 1
 }
 
 // claiming is 1 while the visit's claim command is in flight: it counts in

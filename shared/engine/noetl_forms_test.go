@@ -142,6 +142,28 @@ workflow:
 	}
 }
 
+// TestRenderedMaxInFlightBounded: a rendered max_in_flight past
+// playbook.MaxLoopInFlight fails the step before any iteration is issued.
+func TestRenderedMaxInFlightBounded(t *testing.T) {
+	s := sim(t, `
+workload: {concurrent: 100000}
+workflow:
+  - step: start
+    loop: {in: "{{ 100000 }}", iterator: i, spec: {mode: parallel, max_in_flight: "{{ concurrent }}"}}
+    tool: {kind: noop}
+`)
+	if err := s.Start(nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(s.Pending()); n != 0 {
+		t.Fatalf("issued %d commands", n)
+	}
+	want := "loop max_in_flight: the rendered value is 100000, more than 1000 (limit playbook.MaxLoopInFlight)"
+	if st := s.Snapshot().Steps["start"]; s.Status() != lifecycle.ExecutionFailed || !strings.Contains(st.Error, want) {
+		t.Fatalf("status %s, error %q", s.Status(), st.Error)
+	}
+}
+
 // TestAdmitRules: spec.policy.admit is the step's guard; the first matching rule
 // decides.
 func TestAdmitRules(t *testing.T) {

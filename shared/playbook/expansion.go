@@ -8,18 +8,21 @@ import "fmt"
 // everything downstream (the workload in started, tool configs in
 // commands, the execution view) holds the expansion, so the parser refuses a
 // playbook past a limit before it builds any value from it. Templates get limits
-// of their own: each is compiled, and a compiled template costs about 20 KB to
-// build and 2.5 KB to keep, plus 20 to 45 bytes per byte of its text, for as long
-// as the server caches the playbook.
+// of their own: each distinct text is compiled once (an alias shares it), and a
+// compiled template keeps about 1 KB plus 10 to 660 bytes per byte of its text
+// for as long as the server caches the playbook; MaxTemplateCost bounds what
+// they keep together, MaxTemplateText one.
 //
-// Each limit is far above what real playbooks need: of the 146 in NoETL's public
+// Each limit is far above what real playbooks need: of the 166 in NoETL's public
 // corpus that this parser accepts (../shared/conformance, noetl-e2e included),
-// none uses an alias, and the largest expand to 920 nodes, 37,795 bytes of text,
-// 55 templates and 34,585 bytes of template text; TestConformanceExpansionHeadroom
-// keeps every one under a twentieth of each limit. A playbook without aliases that
-// fits the API's 512 KiB limit never passes a byte limit; it passes the others
-// only by packing in more than 100,000 values (data belongs in the execute
-// payload) or 5,000 templates.
+// none uses an alias, and the largest expand to 1,654 nodes, 61,734 bytes of
+// text, 84 templates and 52,230 bytes of template text, the longest template is
+// 10,993 bytes and the most their compiled templates keep is 467,561 bytes;
+// TestConformanceExpansionHeadroom keeps every one under a twentieth of each
+// limit but MaxTemplateText. A playbook without aliases that fits the API's
+// 512 KiB limit never passes a byte limit; it passes the others only by packing
+// in more than 100,000 values (data belongs in the execute payload), 5,000
+// templates, or templates that compile to programs over 32 MiB.
 const (
 	// MaxExpandedNodes bounds the expanded YAML nodes: every mapping, list and
 	// scalar, mapping keys included.
@@ -32,7 +35,20 @@ const (
 	MaxTemplates = 5_000
 	// MaxTemplateBytes bounds the text of those strings.
 	MaxTemplateBytes = 1 << 20
+	// MaxTemplateText bounds one template's text: compiling keeps up to 660
+	// bytes per byte of it, and a template is compiled whole before
+	// MaxTemplateCost can be checked.
+	MaxTemplateText = 64 << 10
 )
+
+// MaxTemplateCost bounds what a playbook's compiled templates keep
+// (tmpl.Template.Cost, summed over distinct texts: an aliased template is
+// compiled once). The text limits above count the expansion, not what it
+// compiles to, which is 10 to 660 bytes per byte of text; this one counts the
+// programs. NoETL's corpus keeps at most 467,561 bytes (55 templates). Checked
+// as each template compiles, so a playbook passes it by at most one template
+// (MaxTemplateText).
+const MaxTemplateCost = 32 << 20
 
 // Expansion is the size of a playbook once aliases, merge keys and workbook
 // references are expanded: what the limits above bound.
@@ -41,6 +57,16 @@ type Expansion struct {
 	Bytes         int
 	Templates     int
 	TemplateBytes int
+}
+
+// Compiled is what compiling a playbook's templates kept: each distinct text
+// is compiled once (tmpl.Memo), however often aliases and workbook references
+// repeat it.
+type Compiled struct {
+	// Templates counts the texts compiled.
+	Templates int
+	// Cost estimates the bytes they keep (tmpl.Template.Cost).
+	Cost int
 }
 
 // Plus is x and y together.

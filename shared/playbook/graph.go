@@ -17,6 +17,12 @@ type Graph struct {
 	Reachable []bool
 }
 
+// MaxSteps bounds a workflow's steps. The analysis below keeps, for every step,
+// a set over all steps (n²/8 bytes) and fills each with a search of its own, so
+// its time and memory grow with the square of the count: 2,000 steps parse in
+// about 70 ms and keep 2.6 MB. NoETL's public corpus has at most 56 steps.
+const MaxSteps = 2_000
+
 // Bitset is a set of step indexes.
 type Bitset []uint64
 
@@ -107,6 +113,7 @@ func analyse(pb *Playbook) *Graph {
 		}
 	}
 
+	queue := make([]int, 0, n) // one search at a time: reused
 	for s := range n {
 		for _, p := range preds[s] {
 			if g.Reachable[p] && !back[[2]int{p, s}] {
@@ -115,16 +122,15 @@ func analyse(pb *Playbook) *Graph {
 		}
 		// Reverse search from s's predecessors that never enters s.
 		a := NewBitset(n)
-		var queue []int
+		queue = queue[:0]
 		for _, p := range preds[s] {
 			if p != s && g.Reachable[p] && !a.Has(p) {
 				a.Set(p)
 				queue = append(queue, p)
 			}
 		}
-		for len(queue) > 0 {
-			x := queue[0]
-			queue = queue[1:]
+		for head := 0; head < len(queue); head++ {
+			x := queue[head]
 			for _, p := range preds[x] {
 				if p != s && g.Reachable[p] && !a.Has(p) {
 					a.Set(p)

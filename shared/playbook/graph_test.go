@@ -1,7 +1,9 @@
 package playbook_test
 
 import (
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/noetl-go/noetl/shared/playbook"
@@ -83,5 +85,40 @@ workflow:
 	}
 	if g.Reachable[pb.Step("island").Index] || !g.Reachable[pb.Step("done").Index] {
 		t.Errorf("reachability %v", g.Reachable)
+	}
+}
+
+// chain is a workflow of n steps, each leading to the next, one line each.
+func chain(n int) string {
+	var b strings.Builder
+	b.WriteString("workflow:\n")
+	for i := range n {
+		name := fmt.Sprintf("s%d", i)
+		if i == 0 {
+			name = "start"
+		}
+		if i+1 < n {
+			fmt.Fprintf(&b, "- {step: %s, tool: {kind: noop}, next: s%d}\n", name, i+1)
+		} else {
+			fmt.Fprintf(&b, "- {step: %s, tool: {kind: noop}}\n", name)
+		}
+	}
+	return b.String()
+}
+
+// TestMaxSteps: the analysis costs the square of the step count, so a workflow
+// past playbook.MaxSteps is refused before it runs, naming the limit; one at
+// the limit parses, and its Weight counts the n²/8 bytes of sets it keeps.
+func TestMaxSteps(t *testing.T) {
+	n := playbook.MaxSteps
+	pb := parse(t, chain(n))
+	if w := pb.Weight(); w < n*n/8 {
+		t.Fatalf("%d steps weigh %d bytes; their graph alone keeps %d", n, w, n*n/8)
+	}
+	_, ds := parser.Parse([]byte("apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: t, path: tests/t}\n" + chain(n+1)))
+	errs := ds.Errors()
+	want := fmt.Sprintf("workflow has %d steps, more than %d (limit playbook.MaxSteps)", n+1, n)
+	if len(errs) != 1 || errs[0].Path != "workflow" || !strings.Contains(errs[0].Message, want) || !strings.Contains(errs[0].Message, "split the workflow") {
+		t.Fatalf("errors %v", errs)
 	}
 }

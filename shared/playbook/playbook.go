@@ -1,6 +1,8 @@
 package playbook
 
 import (
+	"fmt"
+
 	"github.com/noetl-go/noetl/shared/tmpl"
 	"github.com/noetl-go/noetl/shared/toolkind"
 )
@@ -22,6 +24,8 @@ type Playbook struct {
 	// Expanded is its size with aliases, merge keys and workbook references
 	// expanded, which MaxExpandedNodes and MaxExpandedBytes bound.
 	Expanded Expansion
+	// Compiled is what its templates cost once compiled.
+	Compiled Compiled
 
 	byName map[string]*Step
 	// Entry names the step every execution begins with (the parser's workflow
@@ -34,12 +38,17 @@ type Playbook struct {
 }
 
 // Weight estimates the memory a parsed playbook holds, in bytes, for caches
-// that bound it: its source, its expanded text, and its compiled templates,
-// whose programs hold many times their text (a 484 KB template compiled to
-// about 40 MB).
+// that bound it: its source, its expanded text, its compiled templates
+// (Compiled.Cost: each distinct text once, however often aliases repeat it;
+// a program holds up to 660 times its text), the values and arcs its nodes
+// became (about 64 bytes each),
+// and its graph: a set over all steps for every step (n²/8 bytes) and about
+// 1 KB per step besides.
 func (p *Playbook) Weight() int {
 	x := p.Expanded
-	return len(p.Source) + 2*x.Bytes + 100*x.TemplateBytes + 4096*x.Templates
+	n := len(p.Steps)
+	graph := n*(24+8*((n+63)/64)) + 1024*n
+	return len(p.Source) + x.Bytes + 64*x.Nodes + p.Compiled.Cost + graph
 }
 
 // Metadata is the playbook's metadata block (R-N4).
@@ -241,3 +250,17 @@ const (
 	// NoETL's one worker slot.
 	DefaultCursorInFlight = 1
 )
+
+// MaxLoopInFlight bounds a loop's max_in_flight (times a cursor's
+// row_concurrency), written or rendered: each command in flight is kept in
+// the execution's state, which every event rewrites, so a loop's first
+// decision issues that many commands and each later event costs in
+// proportion. NoETL's public corpus uses at most 200.
+const MaxLoopInFlight = 1_000
+
+// InFlightError is the refusal of a loop whose commands in flight, n, pass
+// MaxLoopInFlight; what names the setting.
+func InFlightError(what string, n int) string {
+	return fmt.Sprintf("%s is %d, more than %d (limit playbook.MaxLoopInFlight): every command in flight is kept in the execution's state, which each event rewrites; set it to %d or less",
+		what, n, MaxLoopInFlight, MaxLoopInFlight)
+}

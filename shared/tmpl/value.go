@@ -23,22 +23,24 @@ type Value struct {
 // CompileValue compiles every string leaf of v and returns ALL errors, each with its
 // Path relative to v (params.offset, items[2].url), so registration reports everything
 // at once. v is copied: later changes to it do not affect the Value.
-func CompileValue(v any) (*Value, []*Error) {
+func CompileValue(v any) (*Value, []*Error) { return compileValueWith(v, Compile) }
+
+func compileValueWith(v any, compile func(string) (*Template, error)) (*Value, []*Error) {
 	var errs []*Error
-	val := compileValue(jsonx.Normalize(jsonx.Clone(v)), "", &errs)
+	val := compileValue(jsonx.Normalize(jsonx.Clone(v)), "", compile, &errs)
 	if len(errs) > 0 {
 		return nil, errs
 	}
 	return val, nil
 }
 
-func compileValue(v any, path string, errs *[]*Error) *Value {
+func compileValue(v any, path string, compile func(string) (*Template, error), errs *[]*Error) *Value {
 	switch x := v.(type) {
 	case string:
 		if !HasTemplate(x) {
 			return &Value{lit: x, path: path}
 		}
-		t, err := Compile(x)
+		t, err := compile(x)
 		if err != nil {
 			*errs = append(*errs, err.(*Error).withPath(path))
 			return nil
@@ -47,13 +49,13 @@ func compileValue(v any, path string, errs *[]*Error) *Value {
 	case map[string]any:
 		out := &Value{isMap: true, path: path, keys: slices.Sorted(maps.Keys(x))}
 		for _, k := range out.keys {
-			out.elems = append(out.elems, compileValue(x[k], jsonx.PathKey(path, k), errs))
+			out.elems = append(out.elems, compileValue(x[k], jsonx.PathKey(path, k), compile, errs))
 		}
 		return out.collapse(x)
 	case []any:
 		out := &Value{path: path}
 		for i, e := range x {
-			out.elems = append(out.elems, compileValue(e, path+"["+strconv.Itoa(i)+"]", errs))
+			out.elems = append(out.elems, compileValue(e, path+"["+strconv.Itoa(i)+"]", compile, errs))
 		}
 		return out.collapse(x)
 	}

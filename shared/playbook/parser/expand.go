@@ -69,6 +69,9 @@ func (x *expander) walk(n *yaml.Node, compiled, key bool) *expandError {
 	size := playbook.Expansion{Nodes: 1, Bytes: len(n.Value)}
 	if compiled && n.Kind == yaml.ScalarNode && tmpl.HasTemplate(n.Value) {
 		size.Templates, size.TemplateBytes = 1, len(n.Value)
+		if len(n.Value) > playbook.MaxTemplateText {
+			return &expandError{node: n, detail: fmt.Sprintf("this template is %d bytes, more than %d (limit playbook.MaxTemplateText, 64 KiB): a compiled template keeps up to 660 times its text; split it, or move the logic into a python step", len(n.Value), playbook.MaxTemplateText)}
+		}
 	}
 	x.total = x.total.Plus(size)
 	if limit := x.total.Over(); limit != "" {

@@ -182,7 +182,7 @@ func TestWorkbookReferencesCountTheirEntry(t *testing.T) {
 func TestConformanceExpansionHeadroom(t *testing.T) {
 	dir := conformanceDir(t)
 	var most playbook.Expansion
-	accepted := 0
+	accepted, mostCost := 0, 0
 	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() || (filepath.Ext(path) != ".yaml" && filepath.Ext(path) != ".yml") {
 			return err
@@ -203,6 +203,10 @@ func TestConformanceExpansionHeadroom(t *testing.T) {
 			x.Templates > playbook.MaxTemplates/20 || x.TemplateBytes > playbook.MaxTemplateBytes/20 {
 			t.Errorf("%s expands to %+v: within 20x of the limits", path, x)
 		}
+		mostCost = max(mostCost, pb.Compiled.Cost)
+		if pb.Compiled.Cost > playbook.MaxTemplateCost/20 {
+			t.Errorf("%s: its compiled templates keep %d bytes, within 20x of MaxTemplateCost", path, pb.Compiled.Cost)
+		}
 		return nil
 	})
 	if err != nil {
@@ -211,8 +215,8 @@ func TestConformanceExpansionHeadroom(t *testing.T) {
 	if accepted < 100 {
 		t.Fatalf("only %d conformance playbooks parsed; expected the corpus", accepted)
 	}
-	t.Logf("%d playbooks; the largest expand to %d nodes, %d bytes, %d templates, %d bytes of template text",
-		accepted, most.Nodes, most.Bytes, most.Templates, most.TemplateBytes)
+	t.Logf("%d playbooks; the largest expand to %d nodes, %d bytes, %d templates, %d bytes of template text; their compiled templates keep at most %d bytes",
+		accepted, most.Nodes, most.Bytes, most.Templates, most.TemplateBytes, mostCost)
 }
 
 // TestTemplateLimits: templates are counted as aliases and references expand:
@@ -243,9 +247,15 @@ workflow:
 		t.Fatalf("diagnostic %+v", d)
 	}
 
-	long := "{{ 1 }}" + strings.Repeat("x", 300<<10)
-	d = expansionError(t, header+"workload:\n  t: &t \""+long+"\"\n  copies: [*t, *t, *t]\n"+noopWorkflow)
-	if d.Path != "workload.copies[2]" || !strings.Contains(d.Message, "bytes of template text (limit MaxTemplateBytes, 1 MiB)") {
+	long := "{{ 1 }}" + strings.Repeat("x", 60<<10)
+	d = expansionError(t, header+"workload:\n  t: &t \""+long+"\"\n  copies: ["+strings.TrimSuffix(strings.Repeat("*t, ", 17), ", ")+"]\n"+noopWorkflow)
+	if d.Path != "workload.copies[16]" || !strings.Contains(d.Message, "bytes of template text (limit MaxTemplateBytes, 1 MiB)") {
+		t.Fatalf("diagnostic %+v", d)
+	}
+
+	// One template past MaxTemplateText is refused before anything compiles.
+	d = expansionError(t, header+"workload:\n  t: \"{{ 1 }}"+strings.Repeat("x", playbook.MaxTemplateText)+"\"\n"+noopWorkflow)
+	if d.Path != "workload.t" || !strings.Contains(d.Message, fmt.Sprintf("this template is %d bytes, more than %d (limit playbook.MaxTemplateText, 64 KiB)", playbook.MaxTemplateText+7, playbook.MaxTemplateText)) {
 		t.Fatalf("diagnostic %+v", d)
 	}
 }

@@ -186,6 +186,16 @@ func (p *parser) frame(fe entry, path string, l *playbook.Loop) {
 			}
 		case "row_concurrency":
 			if v, ok := p.integer(e.value, fp, "loop.spec.frame.row_concurrency", 1); ok {
+				// The loop keeps max_in_flight × row_concurrency commands in flight;
+				// a templated max_in_flight renders to at least 1.
+				inFlight := v
+				if l.MaxInFlightT == nil {
+					inFlight = v * l.MaxInFlight
+				}
+				if inFlight > playbook.MaxLoopInFlight {
+					p.errf(e.value, fp, "%s", playbook.InFlightError("loop max_in_flight × loop.spec.frame.row_concurrency", inFlight))
+					continue
+				}
 				l.Cursor.RowConcurrency = v
 			}
 		case "max_seconds", "max_bytes", "lease_seconds", "heartbeat_seconds", "verify_ipc", "retry_mode", "max_attempts":
@@ -203,6 +213,10 @@ func (p *parser) maxInFlight(n *yaml.Node, path string, l *playbook.Loop) {
 		return
 	}
 	if v, ok := p.integer(n, path, "loop max_in_flight", 1); ok {
+		if v > playbook.MaxLoopInFlight {
+			p.errf(n, path, "%s", playbook.InFlightError("loop max_in_flight", v))
+			return
+		}
 		l.MaxInFlight = v
 	}
 }

@@ -6,18 +6,21 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/noetl-go/noetl/shared/playbook"
+	"github.com/noetl-go/noetl/shared/tmpl"
 )
 
 // Parse reads, validates and analyses a playbook. It reports every problem it
 // finds, each with its YAML path; the playbook is nil when any is an error.
 // Unknown keys are warnings, never silently dropped (dsl.md §1).
 func Parse(src []byte) (*playbook.Playbook, playbook.Diagnostics) {
-	p := &parser{pb: &playbook.Playbook{Source: src}, byName: map[string]*playbook.Step{}, entrySizes: map[*yaml.Node]playbook.Expansion{}}
+	p := &parser{pb: &playbook.Playbook{Source: src}, byName: map[string]*playbook.Step{}, entrySizes: map[*yaml.Node]playbook.Expansion{}, memo: tmpl.NewMemo()}
+	p.memo.Limit, p.memo.LimitName = playbook.MaxTemplateCost, "playbook.MaxTemplateCost, 32 MiB"
 	root, err := p.document(src)
 	if err != nil || !p.expand(root) {
 		return nil, p.diags
 	}
 	p.playbook(root)
+	p.pb.Compiled = playbook.Compiled{Templates: p.memo.Compiles, Cost: p.memo.Cost}
 	if p.diags.HasErrors() {
 		return nil, p.diags
 	}
@@ -42,6 +45,11 @@ type parser struct {
 	entrySizes map[*yaml.Node]playbook.Expansion
 	// overExpanded is set once workbook references pass a limit.
 	overExpanded bool
+	// memo compiles each distinct template text once: aliases and workbook
+	// references repeat them.
+	memo *tmpl.Memo
+	// overCost is set once compiling passed MaxTemplateCost.
+	overCost bool
 }
 
 func (p *parser) add(sev playbook.Severity, n *yaml.Node, path, format string, args ...any) {

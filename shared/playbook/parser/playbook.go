@@ -166,11 +166,11 @@ func (p *parser) workload(n *yaml.Node) {
 		if !isStr || !tmpl.HasTemplate(s) {
 			continue
 		}
-		t, err := tmpl.Compile(s)
+		t, err := p.memo.Compile(s)
 		if err != nil {
 			var te *tmpl.Error
 			if errors.As(err, &te) {
-				p.errf(n, join("workload", k), "%s", templateError(te))
+				p.templateErr(n, join("workload", k), te)
 			}
 			continue
 		}
@@ -227,6 +227,10 @@ func (p *parser) workflow(n *yaml.Node, entryN *yaml.Node) {
 	n = resolve(n)
 	if n.Kind != yaml.SequenceNode {
 		p.errf(n, "workflow", "workflow must be a list of steps, got %s", kindName(n))
+		return
+	}
+	if len(n.Content) > playbook.MaxSteps {
+		p.errf(n, "workflow", "workflow has %d steps, more than %d (limit playbook.MaxSteps): joins are analysed over every pair of steps, so the cost grows with the square of the count; split the workflow into playbooks a step runs (tool kind playbook)", len(n.Content), playbook.MaxSteps)
 		return
 	}
 	type pending struct {

@@ -13,9 +13,9 @@ import (
 
 // compile compiles a value's templates, reporting each error at its full path.
 func (p *parser) compile(n *yaml.Node, path string, v any) *tmpl.Value {
-	cv, errs := tmpl.CompileValue(v)
+	cv, errs := p.memo.CompileValue(v)
 	for _, e := range errs {
-		p.errf(n, join(path, e.Path), "%s", templateError(e))
+		p.templateErr(n, join(path, e.Path), e)
 	}
 	cv.Templates(func(at string, t *tmpl.Template) { p.unsupportedCalls(n, join(path, at), t) })
 	return cv
@@ -34,11 +34,11 @@ func (p *parser) template(n *yaml.Node, path, what string) *tmpl.Template {
 	if !ok {
 		return nil
 	}
-	t, err := tmpl.Compile(s)
+	t, err := p.memo.Compile(s)
 	if err != nil {
 		var te *tmpl.Error
 		if errors.As(err, &te) {
-			p.errf(n, path, "%s", templateError(te))
+			p.templateErr(n, path, te)
 		} else {
 			p.errf(n, path, "bad template: %v", err)
 		}
@@ -46,6 +46,18 @@ func (p *parser) template(n *yaml.Node, path, what string) *tmpl.Template {
 	}
 	p.unsupportedCalls(n, path, t)
 	return t
+}
+
+// templateErr reports a template that failed to compile; the compile cost
+// limit, once passed, fails every later template too, and is reported once.
+func (p *parser) templateErr(n *yaml.Node, path string, e *tmpl.Error) {
+	if errors.Is(e, tmpl.ErrCostLimit) {
+		if p.overCost {
+			return
+		}
+		p.overCost = true
+	}
+	p.errf(n, path, "%s", templateError(e))
 }
 
 func templateError(e *tmpl.Error) string {
@@ -90,14 +102,14 @@ func codeWords(code string) []string {
 
 // rawRoots lists the names a raw tool's templates read, `code` included when it is
 // rendered. Errors were already reported when the parts were compiled.
-func rawRoots(raw map[string]any, code string) []string {
+func (p *parser) rawRoots(raw map[string]any, code string) []string {
 	c := make(map[string]any, len(raw))
 	for k, v := range raw {
 		if k != "code" || tmpl.Renders(code) {
 			c[k] = v
 		}
 	}
-	v, errs := tmpl.CompileValue(c)
+	v, errs := p.memo.CompileValue(c)
 	if len(errs) > 0 || v == nil {
 		return nil
 	}

@@ -215,7 +215,7 @@ func (p *parser) compileTool(n *yaml.Node, path string, t *playbook.Tool) {
 		}
 	}
 	t.Config = p.compile(n, path, render)
-	t.Roots = rawRoots(t.Raw, t.Code)
+	t.Roots = p.rawRoots(t.Raw, t.Code)
 	if t.Kind == "python" {
 		t.CodeNames = codeWords(t.Code)
 	}
