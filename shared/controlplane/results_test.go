@@ -189,3 +189,17 @@ func TestViewShowsLargeStoredResultByReference(t *testing.T) {
 		})
 	}
 }
+
+// TestResolveResultBoundsDecoding: GET /api/result/resolve decodes a stored
+// result within resultstore.MaxDecodedBytes: many tiny values are refused
+// (422) naming the limit, before they are built.
+func TestResolveResultBoundsDecoding(t *testing.T) {
+	s, rs, st, _ := claimedReadsStart(t, false)
+	uri, err := rs.Put(s.ctx, fmt.Sprintf("%d/tiny.json", st.ExecutionID), []byte("["+strings.Repeat("{},", 6<<20)+"{}]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.svc.ResolveResult(s.ctx, uri); !isKind(err, controlplane.ErrInvalid) || !strings.Contains(err.Error(), "resultstore.MaxDecodedBytes") {
+		t.Fatalf("resolving many tiny values: %v, want 422 naming resultstore.MaxDecodedBytes", err)
+	}
+}
