@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/noetl-go/noetl/shared/lifecycle"
 	"github.com/noetl-go/noetl/shared/pipeline"
 	"github.com/noetl-go/noetl/shared/playbook"
+	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/store"
 )
 
@@ -132,6 +134,7 @@ func (s *Service) execution(ctx context.Context, id int64, steps bool) (*Executi
 		return v, nil
 	}
 	var refs []engine.ResultKey
+	stored := map[string]string{} // step → the URI of its result in the result store
 	for _, step := range pb.Steps {
 		st := snap.Steps[step.Name]
 		if st == nil {
@@ -149,12 +152,19 @@ func (s *Service) execution(ctx context.Context, id int64, steps bool) (*Executi
 			sv := v.Steps[step.Name]
 			sv.Result = map[string]any{"_ref": pipeline.RefOf(st.ResultRef.URI)}
 			v.Steps[step.Name] = sv
+		case st.ResultRef.Kind == engine.KindReference:
+			stored[step.Name] = st.ResultRef.URI
 		default:
 			refs = append(refs, *st.ResultRef)
 		}
 	}
+	for name, uri := range stored {
+		if err := s.viewStored(ctx, id, name, uri, v); err != nil {
+			return nil, err
+		}
+	}
 	if len(refs) > 0 {
-		// The latest visit's result, stored by reference when large (R-S1, R-W7).
+		// The latest visit's result, kept in Postgres (R-S1, R-W7).
 		got := map[engine.ResultKey]any{}
 		if err := s.loadResults(ctx, sh.Pool(), id, refs, got); err != nil {
 			return nil, err
@@ -166,6 +176,30 @@ func (s *Service) execution(ctx context.Context, id int64, steps bool) (*Executi
 		}
 	}
 	return v, nil
+}
+
+// ViewResultBytes is the most text of a step's result stored by reference
+// that the execution view decodes and shows; a larger one (up to 64 MiB,
+// 128 MiB once decoded) is shown as NoETL shows a result by reference,
+// {_ref: {kind: result_ref, ref, uri}}, as is one that cannot be shown.
+// NoETL's GUI and CLI never read the view's steps; the artifact tool, the
+// result route and the step's own readers still read it whole.
+const ViewResultBytes = 1 << 20
+
+// viewStored sets the view's result of step name, stored by reference at uri.
+func (s *Service) viewStored(ctx context.Context, id int64, name, uri string, v *ExecutionView) error {
+	val, ok, err := resultstore.ReadJSONUpTo(ctx, s.cfg.Results, uri, id, ViewResultBytes)
+	var bad *resultstore.ValueError
+	switch {
+	case errors.As(err, &bad), errors.Is(err, resultstore.ErrTooLarge), err == nil && !ok:
+		val = map[string]any{"_ref": pipeline.RefOf(uri)}
+	case err != nil:
+		return fmt.Errorf("execution %d: %w", id, err)
+	}
+	sv := v.Steps[name]
+	sv.Result = val
+	v.Steps[name] = sv
+	return nil
 }
 
 // Status returns progress and the current step (events.md §6), O(steps).

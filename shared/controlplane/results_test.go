@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/noetl-go/noetl/shared/controlplane"
+	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/noetlwire"
 	"github.com/noetl-go/noetl/shared/resultstore"
 )
@@ -141,5 +142,64 @@ func TestResultsByReference(t *testing.T) {
 	// it (501), never as an outage a worker would wait out.
 	if _, err := plain.StageResult(s.ctx, st.ExecutionID, noetlwire.StagedResult{Name: "start", Data: int64(1)}); !isKind(err, controlplane.ErrNotConfigured) || !strings.Contains(err.Error(), "NOETL_RESULT_STORE") {
 		t.Fatalf("staging without a store: %v, want ErrNotConfigured naming NOETL_RESULT_STORE", err)
+	}
+}
+
+// TestViewShowsLargeStoredResultByReference: the execution view decodes a
+// step's result stored by reference only up to ViewResultBytes of text; a
+// larger one is shown as NoETL's reference, never read into the view, while
+// the step after it still reads it whole.
+func TestViewShowsLargeStoredResultByReference(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		n    int // rows of 10 bytes
+	}{{"small", 10}, {"large", controlplane.ViewResultBytes / 10}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, rs, st, body := claimedReadsStart(t, false)
+			rows := "[" + strings.Repeat(`"abcdefg",`, tc.n-1) + `"last"]`
+			uri, err := rs.Put(s.ctx, fmt.Sprintf("%d/start.json", st.ExecutionID), []byte(`{"rows": `+rows+`}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			meta := map[string]any{"command_id": body.CommandID, "attempt": int64(body.Attempt)}
+			for _, e := range []controlplane.EventInput{
+				{Type: "command.started", Status: "RUNNING", ClientEventID: "s"},
+				{Type: "call.done", Status: "COMPLETED", ClientEventID: "done", ResultKind: "ref", ResultURI: uri},
+				{Type: "command.completed", Status: "success", ClientEventID: "completed"},
+			} {
+				e.ExecutionID, e.Step, e.WorkerID, e.Meta = st.ExecutionID, "start", "w1", meta
+				if _, err := s.svc.Ingest(s.ctx, e); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got, _ := echoInput(s.pending(t, st.ExecutionID)[0]).(map[string]any); got["n"] != int64(tc.n) || got["last"] != "last" {
+				t.Fatalf("reader's input %v, want all %d rows read back", got, tc.n)
+			}
+			got := s.execution(t, st.ExecutionID).Steps["start"].Result
+			want := any(map[string]any{"_ref": map[string]any{"kind": "result_ref", "ref": uri, "uri": uri}})
+			if tc.name == "small" {
+				list, _ := jsonx.Decode([]byte(rows))
+				want = map[string]any{"rows": list}
+			}
+			if !reflect.DeepEqual(got, want) {
+				g, _ := jsonx.Marshal(got)
+				w, _ := jsonx.Marshal(want)
+				t.Fatalf("the view shows %s, want %s", jsonx.Cut(string(g), 200), jsonx.Cut(string(w), 200))
+			}
+		})
+	}
+}
+
+// TestResolveResultBoundsDecoding: GET /api/result/resolve decodes a stored
+// result within resultstore.MaxDecodedBytes: many tiny values are refused
+// (422) naming the limit, before they are built.
+func TestResolveResultBoundsDecoding(t *testing.T) {
+	s, rs, st, _ := claimedReadsStart(t, false)
+	uri, err := rs.Put(s.ctx, fmt.Sprintf("%d/tiny.json", st.ExecutionID), []byte("["+strings.Repeat("{},", 6<<20)+"{}]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.svc.ResolveResult(s.ctx, uri); !isKind(err, controlplane.ErrInvalid) || !strings.Contains(err.Error(), "resultstore.MaxDecodedBytes") {
+		t.Fatalf("resolving many tiny values: %v, want 422 naming resultstore.MaxDecodedBytes", err)
 	}
 }

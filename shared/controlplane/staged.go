@@ -86,9 +86,9 @@ func (s *Service) ResolveResult(ctx context.Context, uri string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := jsonx.Decode(b)
+	v, err := resultstore.DecodeJSON(uri, b)
 	if err != nil {
-		return nil, Errorf(ErrInvalid, "the result stored at %s is not JSON: %v", uri, err)
+		return nil, Errorf(ErrInvalid, "%v", err)
 	}
 	return v, nil
 }

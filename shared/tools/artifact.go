@@ -9,6 +9,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/toolkind"
 	"github.com/noetl-go/noetl/shared/toolresult"
 )
@@ -56,7 +57,11 @@ func (r *Registry) runArtifact(ctx context.Context, it pipeline.Item) toolresult
 	if err != nil {
 		return fail(err)
 	}
-	data, err := jsonx.Decode(b)
+	data, err := resultstore.DecodeJSON(uri, b)
+	var bad *resultstore.ValueError
+	if errors.As(err, &bad) {
+		return fail(err) // past resultstore.MaxDecodedBytes
+	}
 	if err != nil {
 		data = string(b) // NoETL returns text that is not JSON as text
 	}

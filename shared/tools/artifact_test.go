@@ -31,6 +31,8 @@ func TestArtifactGet(t *testing.T) {
 		t.Fatal(err)
 	}
 	other, _ := st.Put(ctx, "43/43:start:9/attempt-1.json", []byte(`{"secret": 1}`))
+	// 19 MB of text, 500 MB once decoded: refused before it is built.
+	tiny, _ := st.Put(ctx, "42/42:start:8/attempt-1.json", []byte("["+strings.Repeat("{},", 6<<20)+"{}]"))
 	// NoETL's noetl:// references (PUT /api/result) resolve through the same store.
 	staged := resultstore.NoETLRef{ExecutionID: 42, Name: "fetch", ID: "00c0ffee"}
 	if _, err := st.Put(ctx, staged.Object(), []byte(`{"rows": [1, 2]}`)); err != nil {
@@ -81,6 +83,7 @@ func TestArtifactGet(t *testing.T) {
 		{map[string]any{"action": "put", "uri": uri}, "action put is not supported"},
 		{map[string]any{"result_ref": ""}, "renders empty"},
 		{map[string]any{"uri": strings.Replace(uri, "attempt-1", "attempt-9", 1)}, "nothing is stored"},
+		{map[string]any{"uri": tiny}, "the limit is resultstore.MaxDecodedBytes (134217728 bytes, 128 MiB)"},
 	} {
 		env := get(c.cfg, nil)
 		if env.Status != toolresult.StatusError || !strings.Contains(env.Error.Message, c.want) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/noetl-go/noetl/shared/jsonx"
 	"github.com/noetl-go/noetl/shared/pipeline"
+	"github.com/noetl-go/noetl/shared/resultstore"
 	"github.com/noetl-go/noetl/shared/tmpl"
 	"github.com/noetl-go/noetl/shared/toolkind"
 	"github.com/noetl-go/noetl/shared/toolresult"
@@ -85,7 +86,10 @@ func (r *Registry) runHTTP(ctx context.Context, it pipeline.Item) toolresult.Env
 		return failure(toolresult.KindTool, fmt.Sprintf("http: %s: response body exceeds %d bytes", target, MaxHTTPBody))
 	}
 
-	body := decodeBody(raw, resp.Header.Get("Content-Type"), responseType)
+	body, err := decodeBody(raw, resp.Header.Get("Content-Type"), responseType)
+	if err != nil {
+		return failure(toolresult.KindTool, fmt.Sprintf("http: %s: %v", target, err))
+	}
 	headers := make(map[string]any, len(resp.Header))
 	for name, values := range resp.Header {
 		headers[name] = strings.Join(values, ", ")
@@ -317,24 +321,38 @@ func httpKind(code int) string {
 	}
 }
 
-func decodeBody(raw []byte, contentType, responseType string) any {
+// decodeBody is the response's body as the step's data: JSON decoded (text
+// that is not JSON stays text), or text, or base64. A JSON body is decoded
+// within the bound of a result read back by reference
+// (resultstore.MaxDecodedBytes): 64 MiB of tiny values would build gigabytes
+// in the worker, and no later step could read the result back anyway.
+func decodeBody(raw []byte, contentType, responseType string) (any, error) {
 	switch responseType {
 	case "binary":
-		return base64.StdEncoding.EncodeToString(raw)
+		return base64.StdEncoding.EncodeToString(raw), nil
 	case "text":
-		return string(raw)
+		return string(raw), nil
 	case "json":
-		if v, err := jsonx.Decode(raw); err == nil {
-			return v
-		}
-		return string(raw)
+		return decodeJSONBody(raw)
 	}
 	if isJSONType(contentType) && len(bytes.TrimSpace(raw)) > 0 {
-		if v, err := jsonx.Decode(raw); err == nil {
-			return v
-		}
+		return decodeJSONBody(raw)
 	}
-	return string(raw)
+	return string(raw), nil
+}
+
+func decodeJSONBody(raw []byte) (any, error) {
+	v, err := jsonx.DecodeWithin(raw, resultstore.MaxDecodedBytes)
+	var over *jsonx.BuildError
+	if errors.As(err, &over) {
+		return nil, fmt.Errorf("the JSON response body is too large to decode: %v; the limit is resultstore.MaxDecodedBytes (%d bytes, 128 MiB), "+
+			"what a step's result may hold decoded: ask for fewer items per request (a page at a time), or set response_type: text to keep the body as text",
+			over, resultstore.MaxDecodedBytes)
+	}
+	if err != nil {
+		return string(raw), nil
+	}
+	return v, nil
 }
 
 func isJSONType(contentType string) bool {

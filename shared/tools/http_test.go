@@ -27,6 +27,7 @@ import (
 //	/jsonish      JSON sent as text/plain
 //	/redirect     302 → /echo
 //	/slow         waits for the client to go away
+//	/tiny         18 MB of JSON `[{},{},…]`: 500 MB once decoded
 func testServer(t *testing.T, tlsServer bool) *httptest.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
@@ -71,6 +72,10 @@ func testServer(t *testing.T, tlsServer bool) *httptest.Server {
 	})
 	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/echo?from=redirect", http.StatusFound)
+	})
+	mux.HandleFunc("/tiny", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, "["+strings.Repeat("{},", 6<<20)+"{}]")
 	})
 	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -209,6 +214,26 @@ func TestHTTPResponseTypes(t *testing.T) {
 	raw, err := base64.StdEncoding.DecodeString(dataMap(t, env)["body"].(string))
 	if err != nil || len(raw) != 256 || raw[255] != 255 {
 		t.Fatalf("binary body: %v %d", err, len(raw))
+	}
+}
+
+// TestHTTPBodyDecodeBounded: a JSON body of many tiny values, under
+// MaxHTTPBody as text but past resultstore.MaxDecodedBytes once decoded,
+// fails the step naming the limit and the fix, never decoded; as text it is
+// the step's data.
+func TestHTTPBodyDecodeBounded(t *testing.T) {
+	t.Parallel()
+	srv := testServer(t, false)
+	r := New(Options{})
+	env := execTool(t, r, httpCfg(srv.URL+"/tiny"), nil)
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "the limit is resultstore.MaxDecodedBytes (134217728 bytes, 128 MiB)")
+	if !strings.Contains(env.Error.Message, "response_type: text") {
+		t.Errorf("the refusal %q does not say how to keep the body", env.Error.Message)
+	}
+	env = execTool(t, r, httpCfg(srv.URL+"/tiny", "response_type", "text"), nil)
+	mustSucceed(t, env)
+	if s, _ := dataMap(t, env)["body"].(string); len(s) != 3*(6<<20)+4 {
+		t.Fatalf("response_type text kept %d bytes", len(s))
 	}
 }
 
