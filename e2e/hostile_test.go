@@ -115,7 +115,7 @@ func hostileTemplates() []multiplied {
 		fmt.Fprintf(&keys, "  k%d: \"{{ 'x' * 1000000 }}\"\n", i)
 		fmt.Fprintf(&set, "      v%d: \"{{ 'x' * 1000000 }}\"\n", i)
 	}
-	for i := range 4000 {
+	for i := range 1999 { // with start, playbook.MaxSteps
 		fmt.Fprintf(&next, "s%d,", i)
 		fmt.Fprintf(&fan, "  - step: s%d\n    tool: {kind: noop, message: \"{{ 'x' * 1000000 }}\"}\n", i)
 	}
@@ -133,7 +133,7 @@ func hostileTemplates() []multiplied {
 		{"replace of a result", hostilePlaybook("hostile/result", "workflow:\n  - step: start\n    tool: {kind: python, code: \"result = 'a' * 100000\"}\n    next: grow\n"+
 			"  - step: grow\n    tool: {kind: noop, message: \"{{ start|replace('a', 'aaaaaaaaaa')|replace('a', 'aaaaaaaaaa')|replace('a', 'aaaaaaaaaa') }}\"}\n"), false, "limit MaxRenderBytes"},
 		{"4,500 set values", hostilePlaybook("hostile/set", "workflow:\n  - step: start\n    tool: {kind: noop}\n    set:\n"+set.String()), false, "limit MaxRenderBytes"},
-		{"fan-out of 4,000 steps", hostilePlaybook("hostile/fan", "workflow:\n  - step: start\n    tool: {kind: noop}\n    next: ["+strings.TrimSuffix(next.String(), ",")+"]\n"+fan.String()), false, "limit MaxRenderBytes"},
+		{"fan-out of 1,999 steps", hostilePlaybook("hostile/fan", "workflow:\n  - step: start\n    tool: {kind: noop}\n    next: ["+strings.TrimSuffix(next.String(), ",")+"]\n"+fan.String()), false, "limit MaxRenderBytes"},
 		{"pipeline item", hostilePlaybook("hostile/pipeline", "workflow:\n  - step: start\n    tool:\n      - a: {kind: noop, message: \"{{ "+replace3+" }}\"}\n"), false, "render budget exceeded"},
 	}
 }
