@@ -108,6 +108,11 @@ type decider struct {
 	missing   needResults
 	missed    map[ResultKey]bool
 	gathering int
+	// gen counts the changes to what templates read (every event folded, every
+	// value written); stepsView0 is `steps` as built at a gen (views.go), so n
+	// templates reading it build it once, not n times.
+	gen        uint64
+	stepsView0 view
 }
 
 func (d *decider) decide() {
@@ -117,7 +122,7 @@ func (d *decider) decide() {
 	if oc.cmd != nil && oc.final {
 		d.out.Finished = &Finished{CommandID: oc.id, OK: oc.ok, Class: oc.class}
 	}
-	Apply(d.s, d.trig)
+	d.apply(d.trig)
 	if wasTerminal && trigType != eventtype.PlaybookRedriven {
 		return // late events of an ended execution are recorded, never acted on (R-R10)
 	}
@@ -148,7 +153,7 @@ func (d *decider) emit(ev Event) {
 	if ev.Context == nil {
 		ev.Context = map[string]any{}
 	}
-	Apply(d.s, ev)
+	d.apply(ev)
 	d.out.Events = append(d.out.Events, ev)
 }
 
@@ -661,7 +666,7 @@ func (d *decider) emitCommand(step *playbook.Step, st *StepState, kind string, i
 		CommandID: cmdID, Context: payload, Meta: meta}
 	// The command id embeds the event id, so emit is inlined here to use id.
 	ev.Seq, ev.ID, ev.Time = d.s.Seq+1, id, d.trig.Time
-	Apply(d.s, ev)
+	d.apply(ev)
 	d.out.Events = append(d.out.Events, ev)
 	d.out.Commands = append(d.out.Commands, Command{
 		ID: cmdID, IssuedEventID: id, Step: step.Name, Visit: st.Visit.N, Index: index,
@@ -1158,6 +1163,7 @@ func (d *decider) unwait(name string) {
 // ---- stored values ----
 
 func (d *decider) write(key ResultKey, v any) {
+	d.gen++
 	d.local[key] = v
 	d.out.Writes = append(d.out.Writes, ResultWrite{Key: key, Value: v})
 }

@@ -28,6 +28,9 @@ type bindings struct {
 	// extra are names bound above everything else: a cursor claim's
 	// __frame_max_rows, __frame_policy and __worker_slot_id (NoETL's).
 	extra map[string]any
+	// stepsView (while self is bound) and ctxView (while arcSet is) are
+	// built once per state for all the renders with these bindings (views.go).
+	stepsView, ctxView view
 }
 
 type iteration struct {
@@ -92,19 +95,9 @@ func (d *decider) resolve(name string, b *bindings, byRef bool) (any, bool) {
 	case "workload":
 		return d.run.Workload, true
 	case "ctx":
-		if len(b.arcSet) == 0 {
-			return d.s.Ctx, true
-		}
-		merged := make(map[string]any, len(d.s.Ctx)+len(b.arcSet))
-		for k, v := range d.s.Ctx {
-			merged[k] = v
-		}
-		for k, v := range b.arcSet {
-			merged[k] = v
-		}
-		return merged, true
+		return d.ctx(b), true
 	case "steps":
-		return d.stepsView(b), true
+		return d.steps(b), true
 	case "iter":
 		if b.iter == nil {
 			return nil, false
