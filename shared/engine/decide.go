@@ -108,11 +108,16 @@ type decider struct {
 	missing   needResults
 	missed    map[ResultKey]bool
 	gathering int
-	// gen counts the changes to what templates read (every event folded, every
-	// value written); stepsView0 is `steps` as built at a gen (views.go), so n
-	// templates reading it build it once, not n times.
-	gen        uint64
-	stepsView0 view
+	// gen counts the changes to what templates read (every event folded but a
+	// command's bookkeeping, every value written), ctxGen those to the context;
+	// shared is `steps` kept up to date, overCtx `ctx` under an arc set, tokens
+	// the arc sets it was laid over, and inWhen says a when is rendering
+	// (views.go).
+	gen, ctxGen uint64
+	shared      sharedSteps
+	overCtx     overCtx
+	tokens      uint64
+	inWhen      bool
 }
 
 func (d *decider) decide() {
@@ -367,13 +372,13 @@ func (d *decider) enter(step *playbook.Step, arcSet map[string]any, checkWhen bo
 	}
 	b := &bindings{arcSet: arcSet}
 	if checkWhen && step.When != nil {
-		v, err := d.render(step.When, b)
+		ok, err := d.holds(step.When, b)
 		if err != nil {
 			d.emitEnter(step, visit, arcSet, nil)
 			d.renderFailed(step, "when", err)
 			return
 		}
-		if !tmpl.WhenTrue(v) {
+		if !ok {
 			d.emit(Event{Type: eventtype.StepSkipped, Step: step.Name, Status: "SKIPPED",
 				Context: map[string]any{"reason": "when is false"}})
 			d.stepEnded(step)
@@ -383,13 +388,13 @@ func (d *decider) enter(step *playbook.Step, arcSet map[string]any, checkWhen bo
 	if checkWhen {
 		for i, r := range step.Admit {
 			if r.When != nil {
-				v, err := d.render(r.When, b)
+				ok, err := d.holds(r.When, b)
 				if err != nil {
 					d.emitEnter(step, visit, arcSet, nil)
 					d.renderFailed(step, fmt.Sprintf("spec.policy.admit.rules[%d].when", i), err)
 					return
 				}
-				if !tmpl.WhenTrue(v) {
+				if !ok {
 					continue
 				}
 			}
@@ -848,11 +853,11 @@ func (d *decider) route(step *playbook.Step, b *bindings) ([]any, error) {
 	for i, a := range step.Next.Arcs {
 		d.out.Work.ArcsExamined++
 		if a.When != nil {
-			v, err := d.render(a.When, b)
+			ok, err := d.holds(a.When, b)
 			if err != nil {
 				return nil, fmt.Errorf("arc %d (to %s) when: %w", i, a.To, err)
 			}
-			if !tmpl.WhenTrue(v) {
+			if !ok {
 				continue
 			}
 		}

@@ -28,9 +28,10 @@ type bindings struct {
 	// extra are names bound above everything else: a cursor claim's
 	// __frame_max_rows, __frame_policy and __worker_slot_id (NoETL's).
 	extra map[string]any
-	// stepsView (while self is bound) and ctxView (while arcSet is) are
-	// built once per state for all the renders with these bindings (views.go).
-	stepsView, ctxView view
+	// stepsView (while self is bound) is built once per state for all the
+	// renders with these bindings; ctxToken names them to overCtx (views.go).
+	stepsView view
+	ctxToken  uint64
 }
 
 type iteration struct {
@@ -254,23 +255,27 @@ func pipelineView(step *playbook.Step, m map[string]any) any {
 func (d *decider) stepsView(b *bindings) map[string]any {
 	out := make(map[string]any, len(d.pb.Steps))
 	for _, step := range d.pb.Steps {
-		st := d.s.Steps[step.Name]
-		if st == nil {
-			out[step.Name] = map[string]any{"status": StepPending, "result": nil, "error": nil, "attempts": int64(0), "visits": int64(0)}
-			continue
-		}
-		result, _ := d.stepResult(step.Name)
-		if b.self == step.Name {
-			result = b.result(d)
-		}
-		var errv any
-		if st.Error != "" {
-			errv = st.Error
-		}
-		out[step.Name] = map[string]any{"status": st.Status, "result": result, "error": errv,
-			"attempts": int64(st.Attempts), "visits": int64(st.Visits)}
+		out[step.Name] = d.stepEntry(step.Name, b)
 	}
 	return out
+}
+
+// stepEntry is one step's entry in `steps`.
+func (d *decider) stepEntry(name string, b *bindings) map[string]any {
+	st := d.s.Steps[name]
+	if st == nil {
+		return map[string]any{"status": StepPending, "result": nil, "error": nil, "attempts": int64(0), "visits": int64(0)}
+	}
+	result, _ := d.stepResult(name)
+	if b.self == name {
+		result = b.result(d)
+	}
+	var errv any
+	if st.Error != "" {
+		errv = st.Error
+	}
+	return map[string]any{"status": st.Status, "result": result, "error": errv,
+		"attempts": int64(st.Attempts), "visits": int64(st.Visits)}
 }
 
 func (d *decider) render(t *tmpl.Template, b *bindings) (any, error) {
