@@ -1057,11 +1057,18 @@ func (d *decider) drain() {
 // dispatch starts a visit from the ledger; arc set values merge in firing order,
 // later wins (R-J2).
 func (d *decider) dispatch(step *playbook.Step, st *StepState) {
-	var arcSet map[string]any
+	var w *pathWriter
 	for _, f := range st.Ledger {
 		for _, k := range slices.Sorted(maps.Keys(f.Set)) {
-			arcSet = setPath(arcSet, k, f.Set[k])
+			if w == nil {
+				w = newPathWriter(nil, len(f.Set))
+			}
+			w.set(k, f.Set[k])
 		}
+	}
+	var arcSet map[string]any
+	if w != nil {
+		arcSet = w.out
 	}
 	d.enter(step, arcSet, true)
 }
