@@ -2,8 +2,10 @@ package engine
 
 import (
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/noetl-go/noetl/shared/eventtype"
 	"github.com/noetl-go/noetl/shared/jsonx"
@@ -36,8 +38,12 @@ func Apply(s *Snapshot, ev Event) {
 		applyFired(s, ev.Step, ev.Context["fired"])
 	case eventtype.CtxUpdated:
 		values, _ := ev.Context["values"].(map[string]any)
-		for _, k := range slices.Sorted(maps.Keys(values)) {
-			s.Ctx = setPath(s.Ctx, k, values[k])
+		if len(values) > 0 {
+			w := newPathWriter(s.Ctx, len(values))
+			for _, k := range slices.Sorted(maps.Keys(values)) {
+				w.set(k, values[k])
+			}
+			s.Ctx = w.out
 		}
 	case eventtype.CommandIssued:
 		applyIssued(s, ev)
@@ -252,21 +258,44 @@ func clearLedger(s *Snapshot, st *StepState) {
 	}
 }
 
-// setPath writes a dotted path into ctx, copying the maps along the path so values
-// shared with events or earlier snapshots are never mutated.
-func setPath(ctx map[string]any, path string, v any) map[string]any {
-	out := make(map[string]any, len(ctx)+1)
-	for k, x := range ctx {
-		out[k] = x
+// pathWriter writes dotted paths into a copy of a map, as many as a set
+// block has, copying the maps along the paths so values shared with events or
+// earlier snapshots are never mutated: each map once, however many paths go
+// through it (a set of n keys costs n, not n copies of the context).
+type pathWriter struct {
+	out map[string]any
+	// own are the maps this writer made, by address: written in place.
+	own map[unsafe.Pointer]bool
+}
+
+func newPathWriter(m map[string]any, extra int) *pathWriter {
+	out := make(map[string]any, len(m)+extra)
+	maps.Copy(out, m)
+	return &pathWriter{out: out}
+}
+
+// set writes v at path; a later path through the same maps sees it.
+func (w *pathWriter) set(path string, v any) {
+	m := w.out
+	for {
+		head, rest, nested := strings.Cut(path, ".")
+		if !nested {
+			m[head] = v
+			return
+		}
+		child, _ := m[head].(map[string]any)
+		if child == nil || !w.own[reflect.ValueOf(child).UnsafePointer()] {
+			fresh := make(map[string]any, len(child)+1)
+			maps.Copy(fresh, child)
+			if w.own == nil {
+				w.own = map[unsafe.Pointer]bool{}
+			}
+			w.own[reflect.ValueOf(fresh).UnsafePointer()] = true
+			m[head] = fresh
+			child = fresh
+		}
+		m, path = child, rest
 	}
-	head, rest, nested := strings.Cut(path, ".")
-	if !nested {
-		out[head] = v
-		return out
-	}
-	child, _ := out[head].(map[string]any)
-	out[head] = setPath(child, rest, v)
-	return out
 }
 
 func commandID(ev Event) string {

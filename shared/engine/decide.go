@@ -109,6 +109,16 @@ type decider struct {
 	missing   needResults
 	missed    map[ResultKey]bool
 	gathering int
+	// gen counts the changes to what templates read (every event folded but a
+	// command's bookkeeping, every value written), ctxGen those to the context;
+	// shared is `steps` kept up to date, overCtx `ctx` under an arc set, tokens
+	// the arc sets it was laid over, and inWhen says a when is rendering
+	// (views.go).
+	gen, ctxGen uint64
+	shared      sharedSteps
+	overCtx     overCtx
+	tokens      uint64
+	inWhen      bool
 }
 
 func (d *decider) decide() {
@@ -118,7 +128,7 @@ func (d *decider) decide() {
 	if oc.cmd != nil && oc.final {
 		d.out.Finished = &Finished{CommandID: oc.id, OK: oc.ok, Class: oc.class}
 	}
-	Apply(d.s, d.trig)
+	d.apply(d.trig)
 	if wasTerminal && trigType != eventtype.PlaybookRedriven {
 		return // late events of an ended execution are recorded, never acted on (R-R10)
 	}
@@ -149,7 +159,7 @@ func (d *decider) emit(ev Event) {
 	if ev.Context == nil {
 		ev.Context = map[string]any{}
 	}
-	Apply(d.s, ev)
+	d.apply(ev)
 	d.out.Events = append(d.out.Events, ev)
 }
 
@@ -363,13 +373,13 @@ func (d *decider) enter(step *playbook.Step, arcSet map[string]any, checkWhen bo
 	}
 	b := &bindings{arcSet: arcSet}
 	if checkWhen && step.When != nil {
-		v, err := d.render(step.When, b)
+		ok, err := d.holds(step.When, b)
 		if err != nil {
 			d.emitEnter(step, visit, arcSet, nil)
 			d.renderFailed(step, "when", err)
 			return
 		}
-		if !tmpl.WhenTrue(v) {
+		if !ok {
 			d.emit(Event{Type: eventtype.StepSkipped, Step: step.Name, Status: "SKIPPED",
 				Context: map[string]any{"reason": "when is false"}})
 			d.stepEnded(step)
@@ -379,13 +389,13 @@ func (d *decider) enter(step *playbook.Step, arcSet map[string]any, checkWhen bo
 	if checkWhen {
 		for i, r := range step.Admit {
 			if r.When != nil {
-				v, err := d.render(r.When, b)
+				ok, err := d.holds(r.When, b)
 				if err != nil {
 					d.emitEnter(step, visit, arcSet, nil)
 					d.renderFailed(step, fmt.Sprintf("spec.policy.admit.rules[%d].when", i), err)
 					return
 				}
-				if !tmpl.WhenTrue(v) {
+				if !ok {
 					continue
 				}
 			}
@@ -678,7 +688,7 @@ func (d *decider) emitCommand(step *playbook.Step, st *StepState, kind string, i
 		CommandID: cmdID, Context: payload, Meta: meta}
 	// The command id embeds the event id, so emit is inlined here to use id.
 	ev.Seq, ev.ID, ev.Time = d.s.Seq+1, id, d.trig.Time
-	Apply(d.s, ev)
+	d.apply(ev)
 	d.out.Events = append(d.out.Events, ev)
 	d.out.Commands = append(d.out.Commands, Command{
 		ID: cmdID, IssuedEventID: id, Step: step.Name, Visit: st.Visit.N, Index: index,
@@ -860,11 +870,11 @@ func (d *decider) route(step *playbook.Step, b *bindings) ([]any, error) {
 	for i, a := range step.Next.Arcs {
 		d.out.Work.ArcsExamined++
 		if a.When != nil {
-			v, err := d.render(a.When, b)
+			ok, err := d.holds(a.When, b)
 			if err != nil {
 				return nil, fmt.Errorf("arc %d (to %s) when: %w", i, a.To, err)
 			}
-			if !tmpl.WhenTrue(v) {
+			if !ok {
 				continue
 			}
 		}
@@ -1064,11 +1074,18 @@ func (d *decider) drain() {
 // dispatch starts a visit from the ledger; arc set values merge in firing order,
 // later wins (R-J2).
 func (d *decider) dispatch(step *playbook.Step, st *StepState) {
-	var arcSet map[string]any
+	var w *pathWriter
 	for _, f := range st.Ledger {
 		for _, k := range slices.Sorted(maps.Keys(f.Set)) {
-			arcSet = setPath(arcSet, k, f.Set[k])
+			if w == nil {
+				w = newPathWriter(nil, len(f.Set))
+			}
+			w.set(k, f.Set[k])
 		}
+	}
+	var arcSet map[string]any
+	if w != nil {
+		arcSet = w.out
 	}
 	d.enter(step, arcSet, true)
 }
@@ -1175,6 +1192,7 @@ func (d *decider) unwait(name string) {
 // ---- stored values ----
 
 func (d *decider) write(key ResultKey, v any) {
+	d.gen++
 	d.local[key] = v
 	d.out.Writes = append(d.out.Writes, ResultWrite{Key: key, Value: v})
 }

@@ -28,6 +28,10 @@ type bindings struct {
 	// extra are names bound above everything else: a cursor claim's
 	// __frame_max_rows, __frame_policy and __worker_slot_id (NoETL's).
 	extra map[string]any
+	// stepsView (while self is bound) is built once per state for all the
+	// renders with these bindings; ctxToken names them to overCtx (views.go).
+	stepsView view
+	ctxToken  uint64
 }
 
 type iteration struct {
@@ -92,19 +96,9 @@ func (d *decider) resolve(name string, b *bindings, byRef bool) (any, bool) {
 	case "workload":
 		return d.run.Workload, true
 	case "ctx":
-		if len(b.arcSet) == 0 {
-			return d.s.Ctx, true
-		}
-		merged := make(map[string]any, len(d.s.Ctx)+len(b.arcSet))
-		for k, v := range d.s.Ctx {
-			merged[k] = v
-		}
-		for k, v := range b.arcSet {
-			merged[k] = v
-		}
-		return merged, true
+		return d.ctx(b), true
 	case "steps":
-		return d.stepsView(b), true
+		return d.steps(b), true
 	case "iter":
 		if b.iter == nil {
 			return nil, false
@@ -261,23 +255,27 @@ func pipelineView(step *playbook.Step, m map[string]any) any {
 func (d *decider) stepsView(b *bindings) map[string]any {
 	out := make(map[string]any, len(d.pb.Steps))
 	for _, step := range d.pb.Steps {
-		st := d.s.Steps[step.Name]
-		if st == nil {
-			out[step.Name] = map[string]any{"status": StepPending, "result": nil, "error": nil, "attempts": int64(0), "visits": int64(0)}
-			continue
-		}
-		result, _ := d.stepResult(step.Name)
-		if b.self == step.Name {
-			result = b.result(d)
-		}
-		var errv any
-		if st.Error != "" {
-			errv = st.Error
-		}
-		out[step.Name] = map[string]any{"status": st.Status, "result": result, "error": errv,
-			"attempts": int64(st.Attempts), "visits": int64(st.Visits)}
+		out[step.Name] = d.stepEntry(step.Name, b)
 	}
 	return out
+}
+
+// stepEntry is one step's entry in `steps`.
+func (d *decider) stepEntry(name string, b *bindings) map[string]any {
+	st := d.s.Steps[name]
+	if st == nil {
+		return map[string]any{"status": StepPending, "result": nil, "error": nil, "attempts": int64(0), "visits": int64(0)}
+	}
+	result, _ := d.stepResult(name)
+	if b.self == name {
+		result = b.result(d)
+	}
+	var errv any
+	if st.Error != "" {
+		errv = st.Error
+	}
+	return map[string]any{"status": st.Status, "result": result, "error": errv,
+		"attempts": int64(st.Attempts), "visits": int64(st.Visits)}
 }
 
 func (d *decider) render(t *tmpl.Template, b *bindings) (any, error) {

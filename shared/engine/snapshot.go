@@ -190,7 +190,7 @@ func (s *Snapshot) normalise() {
 
 // Clone returns a copy that Handle and Apply can change without touching s.
 // JSON values (results, ctx, arc sets, envelopes) are shared: the engine
-// never changes a value in place (setPath copies the maps along its path),
+// never changes a value in place (pathWriter copies the maps along its paths),
 // and Encode relies on that to copy an unchanged step's bytes.
 func (s *Snapshot) Clone() *Snapshot {
 	c := *s
