@@ -288,9 +288,11 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.srv = o.Timeouts.server(gw)
+	srv := o.Timeouts.server(gw)
+	s.srv = srv
 	s.served = make(chan error, 1)
-	go func() { s.served <- s.srv.Serve(ln) }()
+	// srv, not s.srv: Close may clear s.srv before this goroutine runs.
+	go func() { s.served <- srv.Serve(ln) }()
 
 	tickCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopTick = stop
