@@ -17,12 +17,15 @@ func withOwnPIDs(cmd *exec.Cmd) { cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NE
 
 // probeOwnPIDs starts /bin/true in a pid namespace of its own: nil when this
 // worker may make them (root, on a kernel and in a sandbox that allow it).
-func probeOwnPIDs() error {
+// again says the failure may pass (the system was short of processes or
+// memory): probe again later rather than run without for good.
+func probeOwnPIDs() (again bool, err error) {
 	if os.Geteuid() != 0 {
-		return errors.New("only root may make pid namespaces (the worker does not run as root)")
+		return false, errors.New("only root may make pid namespaces (the worker does not run as root)")
 	}
 	cmd := exec.Command("/bin/true")
 	setProcAttr(cmd, nil)
 	withOwnPIDs(cmd)
-	return cmd.Run()
+	err = cmd.Run()
+	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.EINTR), err
 }

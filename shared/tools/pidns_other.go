@@ -11,4 +11,4 @@ import (
 // process group only.
 func withOwnPIDs(*exec.Cmd) {}
 
-func probeOwnPIDs() error { return errors.New("pid namespaces need Linux") }
+func probeOwnPIDs() (again bool, err error) { return false, errors.New("pid namespaces need Linux") }

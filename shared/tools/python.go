@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/noetl-go/noetl/shared/jsonx"
@@ -144,20 +146,38 @@ func (r *Registry) runPython(ctx context.Context, it pipeline.Item) toolresult.E
 	return env0
 }
 
-// pidNamespaces is Registry.ownPIDs's probe. A root worker that cannot make
-// pid namespaces (a sandbox forbids them) says so once: a process a python
-// step starts outside its process group then outlives the step.
-func (r *Registry) pidNamespaces() bool {
-	err := probeOwnPIDs()
+// pidNSProbe is what a worker learnt of pid namespaces: whether it may make
+// them, once known (a success or a refusal is kept; a failure that may pass
+// is probed again at the next python run).
+type pidNSProbe struct {
+	mu        sync.Mutex
+	known, ok bool
+}
+
+// ownPIDs says whether python runs get a pid namespace of their own.
+func (r *Registry) ownPIDs() bool { return r.pidNS.get(probeOwnPIDs, r.log) }
+
+// get runs probe until it gives an answer to keep. A root worker that cannot
+// make pid namespaces (a sandbox forbids them) says so once: a process a
+// python step starts with setsid then outlives the step.
+func (p *pidNSProbe) get(probe func() (again bool, err error), log *slog.Logger) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.known {
+		return p.ok
+	}
+	again, err := probe()
+	p.ok, p.known = err == nil, !again
 	switch {
 	case err == nil:
-		return true
+	case again:
+		log.Warn("python runs without a pid namespace of its own this time; probing again at the next run", "err", err)
 	case os.Geteuid() == 0:
-		r.log.Warn("python steps run without a pid namespace of their own: a process one starts with setsid can outlive it", "err", err)
+		log.Warn("python steps run without a pid namespace of their own: a process one starts with setsid can outlive it", "err", err)
 	default:
-		r.log.Debug("python steps run without a pid namespace of their own", "err", err)
+		log.Debug("python steps run without a pid namespace of their own", "err", err)
 	}
-	return false
+	return p.ok
 }
 
 // procEnvelope carries a process's output and exit code; status is filled by the caller.

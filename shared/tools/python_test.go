@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -321,6 +323,37 @@ func waitGone(t *testing.T, pid int) {
 			t.Fatalf("process %d still running after the tool stopped", pid)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestPIDNamespaceProbe: a probe's answer is kept, unless the failure may
+// pass (EAGAIN: the system was short of processes), which is probed again.
+func TestPIDNamespaceProbe(t *testing.T) {
+	answers := []struct {
+		again bool
+		err   error
+	}{{true, syscall.EAGAIN}, {false, nil}, {false, syscall.EPERM}}
+	calls := 0
+	probe := func() (bool, error) { a := answers[calls]; calls++; return a.again, a.err }
+	var p pidNSProbe
+	log := slog.New(slog.DiscardHandler)
+	for i, want := range []bool{false, true, true} {
+		if got := p.get(probe, log); got != want {
+			t.Fatalf("run %d: %v, want %v", i, got, want)
+		}
+	}
+	if calls != 2 {
+		t.Fatalf("probed %d times, want 2 (again after EAGAIN, then kept)", calls)
+	}
+	var refused pidNSProbe
+	calls = 2
+	for range 3 {
+		if refused.get(probe, log) {
+			t.Fatal("a refused probe gave true")
+		}
+	}
+	if calls != 3 {
+		t.Fatalf("probed %d times after a refusal, want once", calls-2)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -80,9 +79,9 @@ type Registry struct {
 	results   resultstore.Store
 	duckdb    SQLEngine
 	dataDir   string
-	// ownPIDs says, probed once, whether python runs get a pid namespace
-	// of their own (withOwnPIDs).
-	ownPIDs func() bool
+	// pidNS remembers whether python runs get a pid namespace of their
+	// own (withOwnPIDs, Registry.ownPIDs).
+	pidNS pidNSProbe
 	// allowLinkLocal turns the address guard off (netguard.go).
 	allowLinkLocal bool
 	// claimsEnded are cursor claims' transactions seen ended (AwaitClaim).
@@ -119,7 +118,6 @@ func New(opts Options) *Registry {
 
 		allowLinkLocal: opts.AllowLinkLocal,
 	}
-	r.ownPIDs = sync.OnceValue(r.pidNamespaces)
 	if r.dataDir == "" {
 		r.dataDir = filepath.Join(os.TempDir(), "noetl-data")
 	}
