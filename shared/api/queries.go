@@ -86,7 +86,7 @@ type setVariablesParams struct {
 // catalogQuery is GET /api/catalog's.
 type catalogQuery struct {
 	Path   string    `query:"path" doc:"only entries whose path contains this"`
-	Limit  int64     `query:"limit" min:"1" max:"1000" doc:"page size, at most {max}; a page ends early before the event that would take its values past 2 MiB (MaxEventsPageBytes): go on from next_after_seq"`
+	Limit  int64     `query:"limit" min:"1" max:"1000" doc:"page size, at most {max}; a page ends early before the entry that would take its payloads' JSON, or the playbook text it reads, past 2 MiB (MaxCatalogPageBytes): go on from next_cursor"`
 	Latest flagParam `query:"latest" doc:"only each path's latest version"`
 	Cursor string    `query:"cursor" doc:"the previous page's next_cursor"`
 }
@@ -175,7 +175,7 @@ type resolveQuery struct {
 
 // pageQuery is the schedules' lists'.
 type pageQuery struct {
-	Limit  int64  `query:"limit" min:"1" max:"1000" doc:"page size, at most {max}; a page ends early before the event that would take its values past 2 MiB (MaxEventsPageBytes): go on from next_after_seq"`
+	Limit  int64  `query:"limit" min:"1" max:"1000" doc:"page size, at most {max}; go on from next_cursor"`
 	Cursor string `query:"cursor" doc:"the previous page's next_cursor"`
 }
 

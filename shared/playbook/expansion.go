@@ -11,18 +11,19 @@ import "fmt"
 // of their own: each distinct text is compiled once (an alias shares it), and a
 // compiled template keeps about 1 KB plus 10 to 660 bytes per byte of its text
 // for as long as the server caches the playbook; MaxTemplateCost bounds what
-// they keep together, MaxTemplateText one.
+// they keep together, MaxTemplateTagBytes one template's tags.
 //
 // Each limit is far above what real playbooks need: of the 166 in NoETL's public
 // corpus that this parser accepts (../shared/conformance, noetl-e2e included),
 // none uses an alias, and the largest expand to 1,654 nodes, 61,734 bytes of
 // text, 84 templates and 52,230 bytes of template text, the longest template is
-// 10,993 bytes and the most their compiled templates keep is 467,561 bytes;
-// TestConformanceExpansionHeadroom keeps every one under a twentieth of each
-// limit but MaxTemplateText. A playbook without aliases that fits the API's
-// 512 KiB limit never passes a byte limit; it passes the others only by packing
-// in more than 100,000 values (data belongs in the execute payload), 5,000
-// templates, or templates that compile to programs over 32 MiB.
+// 10,993 bytes, the most inside one template's tags 1,103 bytes, and the most
+// their compiled templates keep 467,561 bytes; TestConformanceExpansionHeadroom
+// keeps every one under a twentieth of each limit. A playbook without aliases
+// that fits the API's 512 KiB limit never passes a byte limit; it passes the
+// others only by packing in more than 100,000 values (data belongs in the
+// execute payload), 5,000 templates, 64 KiB of expression in one template, or
+// templates that compile to programs over 32 MiB.
 const (
 	// MaxExpandedNodes bounds the expanded YAML nodes: every mapping, list and
 	// scalar, mapping keys included.
@@ -30,15 +31,17 @@ const (
 	// MaxExpandedBytes bounds the expanded scalar text: the bytes of every key and
 	// scalar value.
 	MaxExpandedBytes = 4 << 20
-	// MaxTemplates bounds the expanded strings holding {{ or {% (python code, which
-	// is never rendered, aside).
+	// MaxTemplates bounds the expanded strings holding {{ or {% (python code
+	// included: it is rendered, as NoETL renders it).
 	MaxTemplates = 5_000
 	// MaxTemplateBytes bounds the text of those strings.
 	MaxTemplateBytes = 1 << 20
-	// MaxTemplateText bounds one template's text: compiling keeps up to 660
-	// bytes per byte of it, and a template is compiled whole before
-	// MaxTemplateCost can be checked.
-	MaxTemplateText = 64 << 10
+	// MaxTemplateTagBytes bounds the bytes inside one template's {{ }} and {% %}
+	// tags (tmpl.TagBytes): compiling keeps up to 660 bytes per byte of them, and
+	// a template is compiled whole before MaxTemplateCost can be checked. The
+	// text between tags compiles to a constant, so it is not counted: a 1 MiB
+	// literal with one tag keeps about 2 KB besides its text.
+	MaxTemplateTagBytes = 64 << 10
 )
 
 // MaxTemplateCost bounds what a playbook's compiled templates keep
@@ -47,7 +50,7 @@ const (
 // compiles to, which is 10 to 660 bytes per byte of text; this one counts the
 // programs. NoETL's corpus keeps at most 467,561 bytes (55 templates). Checked
 // as each template compiles, so a playbook passes it by at most one template
-// (MaxTemplateText).
+// (MaxTemplateTagBytes: about 10 MB for 64 KiB of comparisons in one tag).
 const MaxTemplateCost = 32 << 20
 
 // Expansion is the size of a playbook once aliases, merge keys and workbook

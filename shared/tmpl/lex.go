@@ -370,3 +370,33 @@ func lexString(src string, i int) (string, int, *syntaxError) {
 	}
 	return "", 0, errAt(start, "unterminated string")
 }
+
+// TagBytes is the bytes of src inside its {{ }} and {% %} tags, delimiters
+// included: what compiling grows with (text between tags compiles to one
+// constant each). It reads the tags as Compile does, so a string inside a tag
+// that holds "}}" does not end it early; src that does not lex as a template
+// (Compile fails at once, nothing compiled) is 0.
+func TagBytes(src string) int {
+	n := 0
+	for pos := 0; pos < len(src); {
+		i := nextOpen(src, pos)
+		if i < 0 {
+			break
+		}
+		j := i + 2
+		if j < len(src) && src[j] == '-' {
+			j++
+		}
+		closer := byte('}')
+		if src[i+1] == '%' {
+			closer = '%'
+		}
+		_, end, _, err := lexTag(src, j, closer)
+		if err != nil {
+			return 0
+		}
+		n += end - i
+		pos = end
+	}
+	return n
+}

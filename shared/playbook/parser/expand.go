@@ -57,7 +57,8 @@ func newExpander() *expander {
 }
 
 // walk counts n. compiled is false where a template would not be compiled:
-// mapping keys and python code; key is true for a mapping key.
+// mapping keys (python code is rendered, as NoETL renders it, so it counts);
+// key is true for a mapping key.
 func (x *expander) walk(n *yaml.Node, compiled, key bool) *expandError {
 	if n.Kind == yaml.AliasNode {
 		return x.alias(n, compiled, key)
@@ -69,8 +70,10 @@ func (x *expander) walk(n *yaml.Node, compiled, key bool) *expandError {
 	size := playbook.Expansion{Nodes: 1, Bytes: len(n.Value)}
 	if compiled && n.Kind == yaml.ScalarNode && tmpl.HasTemplate(n.Value) {
 		size.Templates, size.TemplateBytes = 1, len(n.Value)
-		if len(n.Value) > playbook.MaxTemplateText {
-			return &expandError{node: n, detail: fmt.Sprintf("this template is %d bytes, more than %d (limit playbook.MaxTemplateText, 64 KiB): a compiled template keeps up to 660 times its text; split it, or move the logic into a python step", len(n.Value), playbook.MaxTemplateText)}
+		// Only the tags compile to programs; the text between them is kept as
+		// written, so a long SQL or python text with one tag costs its length.
+		if tags := tmpl.TagBytes(n.Value); tags > playbook.MaxTemplateTagBytes {
+			return &expandError{node: n, detail: fmt.Sprintf("this template holds %d bytes inside {{ }} and {%% %%} tags, more than %d (limit playbook.MaxTemplateTagBytes, 64 KiB): compiled tags keep up to 660 bytes per byte; split the expression across fields or steps, or move the logic into a python step", tags, playbook.MaxTemplateTagBytes)}
 		}
 	}
 	x.total = x.total.Plus(size)

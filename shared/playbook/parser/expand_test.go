@@ -5,11 +5,15 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/noetl-go/noetl/shared/playbook"
 	"github.com/noetl-go/noetl/shared/playbook/parser"
+	"github.com/noetl-go/noetl/shared/tmpl"
 )
 
 // laughs is a billion-laughs bomb in workload: levels lists of width aliases each,
@@ -182,7 +186,7 @@ func TestWorkbookReferencesCountTheirEntry(t *testing.T) {
 func TestConformanceExpansionHeadroom(t *testing.T) {
 	dir := conformanceDir(t)
 	var most playbook.Expansion
-	accepted, mostCost := 0, 0
+	accepted, mostCost, mostTags := 0, 0, 0
 	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() || (filepath.Ext(path) != ".yaml" && filepath.Ext(path) != ".yml") {
 			return err
@@ -203,6 +207,15 @@ func TestConformanceExpansionHeadroom(t *testing.T) {
 			x.Templates > playbook.MaxTemplates/20 || x.TemplateBytes > playbook.MaxTemplateBytes/20 {
 			t.Errorf("%s expands to %+v: within 20x of the limits", path, x)
 		}
+		var doc yaml.Node
+		if err := yaml.Unmarshal(src, &doc); err != nil {
+			return err
+		}
+		tags := longestTags(&doc)
+		mostTags = max(mostTags, tags)
+		if tags > playbook.MaxTemplateTagBytes/20 {
+			t.Errorf("%s: a template holds %d bytes inside tags, within 20x of MaxTemplateTagBytes", path, tags)
+		}
 		mostCost = max(mostCost, pb.Compiled.Cost)
 		if pb.Compiled.Cost > playbook.MaxTemplateCost/20 {
 			t.Errorf("%s: its compiled templates keep %d bytes, within 20x of MaxTemplateCost", path, pb.Compiled.Cost)
@@ -215,8 +228,17 @@ func TestConformanceExpansionHeadroom(t *testing.T) {
 	if accepted < 100 {
 		t.Fatalf("only %d conformance playbooks parsed; expected the corpus", accepted)
 	}
-	t.Logf("%d playbooks; the largest expand to %d nodes, %d bytes, %d templates, %d bytes of template text; their compiled templates keep at most %d bytes",
-		accepted, most.Nodes, most.Bytes, most.Templates, most.TemplateBytes, mostCost)
+	t.Logf("%d playbooks; the largest expand to %d nodes, %d bytes, %d templates, %d bytes of template text; the most inside one template's tags is %d bytes; their compiled templates keep at most %d bytes",
+		accepted, most.Nodes, most.Bytes, most.Templates, most.TemplateBytes, mostTags, mostCost)
+}
+
+// longestTags is the most bytes inside one scalar's template tags under n.
+func longestTags(n *yaml.Node) int {
+	most := tmpl.TagBytes(n.Value)
+	for _, c := range n.Content {
+		most = max(most, longestTags(c))
+	}
+	return most
 }
 
 // TestTemplateLimits: templates are counted as aliases and references expand:
@@ -253,10 +275,26 @@ workflow:
 		t.Fatalf("diagnostic %+v", d)
 	}
 
-	// One template past MaxTemplateText is refused before anything compiles.
-	d = expansionError(t, header+"workload:\n  t: \"{{ 1 }}"+strings.Repeat("x", playbook.MaxTemplateText)+"\"\n"+noopWorkflow)
-	if d.Path != "workload.t" || !strings.Contains(d.Message, fmt.Sprintf("this template is %d bytes, more than %d (limit playbook.MaxTemplateText, 64 KiB)", playbook.MaxTemplateText+7, playbook.MaxTemplateText)) {
-		t.Fatalf("diagnostic %+v", d)
+}
+
+// TestTemplateTagLimit: one template is bounded by the bytes inside its tags,
+// which is what compiling grows with, not by its length: a long SQL text or
+// python code with one small tag is accepted, and one tag too large to compile
+// is refused, naming the field and the limit, before anything compiles.
+func TestTemplateTagLimit(t *testing.T) {
+	sql := strings.Repeat("insert into t values (1, 'x');\n", 70_000/31) + "select * from {{ workload.schema }}.t;\n"
+	py := "def main():\n" + strings.Repeat("    print('{%d}' % 1)\n", 70_000/22) + "    return {}\n"
+	pb := parse(t, "workload: {schema: s}\nworkflow:\n  - step: start\n    tool:\n      kind: postgres\n      command: "+strconv.Quote(sql)+
+		"\n    next: [{step: py}]\n  - step: py\n    tool:\n      kind: python\n      code: "+strconv.Quote(py)+"\n")
+	if len(sql) <= playbook.MaxTemplateTagBytes || len(py) <= playbook.MaxTemplateTagBytes || pb.Compiled.Cost > 2*len(sql)+4096 {
+		t.Fatalf("sql %d bytes, code %d bytes, compiled cost %d: want texts over the limit, compiled to little more than the SQL", len(sql), len(py), pb.Compiled.Cost)
+	}
+
+	tag := "{{ [" + strings.Repeat("x == 1, ", playbook.MaxTemplateTagBytes/8) + "1] }}"
+	d := expansionError(t, header+"workload:\n  t: \"a{{ 1 }}"+tag+"b\"\n"+noopWorkflow)
+	want := fmt.Sprintf("this template holds %d bytes inside {{ }} and {%% %%} tags, more than %d (limit playbook.MaxTemplateTagBytes, 64 KiB)", len(tag)+len("{{ 1 }}"), playbook.MaxTemplateTagBytes)
+	if d.Path != "workload.t" || !strings.Contains(d.Message, want) || !strings.Contains(d.Message, "python step") {
+		t.Fatalf("diagnostic %+v; want %q", d, want)
 	}
 }
 
