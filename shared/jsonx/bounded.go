@@ -2,6 +2,8 @@ package jsonx
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"unicode/utf8"
 )
@@ -12,11 +14,29 @@ import (
 // with a BuildError, so 60 MB of `[{},{},…]` (1.4 GB once built) is refused
 // after reading a few MB, while 60 MB of one string costs 60 MB and decodes.
 // Decode stays the one decoder: within max, it is called as it is.
+//
+// The walk checks no syntax, so text it refuses is then checked with
+// json.Valid (which builds nothing): text that is not JSON at all (NDJSON,
+// say) gets Decode's kind of error, a syntax error, not a BuildError, so a
+// caller that keeps text that is not JSON as text still does.
 func DecodeWithin(data []byte, max int64) (any, error) {
 	if _, err := checkBuild(data, max); err != nil {
+		if !json.Valid(data) {
+			return nil, syntaxError(data)
+		}
 		return nil, err
 	}
 	return Decode(data)
+}
+
+// syntaxError is encoding/json's error for data that json.Valid refused:
+// Unmarshal checks the whole text before it decodes anything, so nothing is
+// built. The target skips every value, should the two ever disagree.
+func syntaxError(data []byte) error {
+	if err := json.Unmarshal(data, &struct{}{}); err != nil {
+		return err
+	}
+	return errors.New("invalid JSON")
 }
 
 // BuildError is text whose decoded value would hold more than Max bytes

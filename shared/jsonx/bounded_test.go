@@ -1,6 +1,7 @@
 package jsonx
 
 import (
+	"encoding/json"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -26,6 +27,29 @@ func TestDecodeWithinRefusesManyTinyValues(t *testing.T) {
 	}
 	if allocs > 5 {
 		t.Errorf("a refusal made %.0f allocations; nothing must be built", allocs)
+	}
+}
+
+// TestDecodeWithinTextNotJSON: text the estimate refuses but that is not
+// JSON at all (NDJSON: one object a line) gets a syntax error, as Decode
+// gives it, not a BuildError: callers that keep text that is not JSON as
+// text still do. Nothing is built.
+func TestDecodeWithinTextNotJSON(t *testing.T) {
+	data := []byte(strings.Repeat(`{"id":1,"name":"abc"}`+"\n", 100_000)) // 2.2 MB
+	var err error
+	allocs := testing.AllocsPerRun(3, func() { _, err = DecodeWithin(data, 1<<20) })
+	var syntax *json.SyntaxError
+	var be *BuildError
+	if !errors.As(err, &syntax) || errors.As(err, &be) {
+		t.Fatalf("NDJSON past the bound: %v, want a json.SyntaxError (not JSON), not a BuildError", err)
+	}
+	if allocs > 50 { // the checker's own state; 100,000 objects would be 300,000
+		t.Errorf("refusing it made %.0f allocations; nothing must be built", allocs)
+	}
+	// Valid JSON past the bound is still a BuildError.
+	data = []byte("[" + strings.TrimSuffix(strings.Repeat(`{"id":1,"name":"abc"},`, 100_000), ",") + "]")
+	if _, err := DecodeWithin(data, 1<<20); !errors.As(err, &be) {
+		t.Fatalf("JSON past the bound: %v, want a BuildError", err)
 	}
 }
 

@@ -10,24 +10,41 @@ import (
 )
 
 // MaxDecodedBytes bounds the memory a result read back by reference may take
-// once decoded (jsonx.DecodeWithin's estimate, made before anything is
-// built). The text is at most DefaultMaxBytes, but its decoded form is not:
-// 64 MB of `[{},{},…]` holds 1.4 GB, which the server would build under the
-// execution's row lock in a 512 MB function, every retry. 128 MiB leaves room
-// for the text itself and the decoder's copy of it there; 60 MB of strings
-// takes 60 MB and is read.
-const MaxDecodedBytes = 128 << 20
+// on the server once decoded (jsonx.DecodeWithin's estimate, made before
+// anything is built). The text is at most DefaultMaxBytes, but its decoded
+// form is not: 63 MB of `[{},{},…]` holds 1.4 GB, which the server would
+// build under the execution's row lock in a 512 MB function (GOMEMLIMIT 460
+// MiB), every retry. 256 MiB is about 500,000 rows of two short columns or
+// 200,000 of ten; decoding 200,000 ten-column rows (37 MB of text, an
+// estimate of 247 MiB) peaked at 306 MiB of heap with the text, which leaves
+// that function room.
+const MaxDecodedBytes = 256 << 20
+
+// WorkerMaxDecodedBytes is the bound on a worker: its marker loading
+// (pipeline.RefMarker), the http tool's JSON body and the artifact tool. A
+// worker runs one step's data and holds no lock, so it reads what a step
+// plausibly returns, about 2 million rows of two short columns (more than
+// DefaultMaxBytes of text holds for rows of ten), and still refuses the
+// 63 MB of `[{},…]` (estimated 1.6 GiB).
+const WorkerMaxDecodedBytes = 1 << 30
 
 // ReadJSON reads a result stored by reference, as the server reads a
-// worker's result and a worker reads the results its command names
-// (pipeline.RefMarker): a URI inside the store, or a noetl:// reference of
-// executionID (Resolve); a fragment is a JSON Pointer into the stored value
-// (NoETL's Rust worker stages its whole tool result: #/data is the step's
-// data). A value holding a NUL is refused, as one posted inline is.
+// worker's result (within MaxDecodedBytes; a worker uses ReadJSONWithin):
+// a URI inside the store, or a noetl:// reference of executionID (Resolve);
+// a fragment is a JSON Pointer into the stored value (NoETL's Rust worker
+// stages its whole tool result: #/data is the step's data). A value holding
+// a NUL is refused, as one posted inline is.
 // Errors wrap ErrTooLarge for an object over the store's limit, or one
-// whose decoded value would pass MaxDecodedBytes (a ValueError too).
+// whose decoded value would pass the bound (a ValueError too).
 func ReadJSON(ctx context.Context, st Store, uri string, executionID int64) (any, error) {
-	v, _, err := ReadJSONUpTo(ctx, st, uri, executionID, 0)
+	v, _, err := readJSON(ctx, st, uri, executionID, 0, MaxDecodedBytes)
+	return v, err
+}
+
+// ReadJSONWithin is ReadJSON within maxDecoded bytes of decoded value
+// (WorkerMaxDecodedBytes or MaxDecodedBytes).
+func ReadJSONWithin(ctx context.Context, st Store, uri string, executionID, maxDecoded int64) (any, error) {
+	v, _, err := readJSON(ctx, st, uri, executionID, 0, maxDecoded)
 	return v, err
 }
 
@@ -35,6 +52,10 @@ func ReadJSON(ctx context.Context, st Store, uri string, executionID int64) (any
 // stored text is at most maxText bytes (0: any size): over it, ok is false
 // and nothing is decoded.
 func ReadJSONUpTo(ctx context.Context, st Store, uri string, executionID int64, maxText int) (v any, ok bool, err error) {
+	return readJSON(ctx, st, uri, executionID, maxText, MaxDecodedBytes)
+}
+
+func readJSON(ctx context.Context, st Store, uri string, executionID int64, maxText int, maxDecoded int64) (v any, ok bool, err error) {
 	loc, pointer, _ := strings.Cut(uri, "#")
 	b, err := Resolve(ctx, st, loc, executionID)
 	if err != nil {
@@ -43,7 +64,7 @@ func ReadJSONUpTo(ctx context.Context, st Store, uri string, executionID int64, 
 	if maxText > 0 && len(b) > maxText {
 		return nil, false, nil
 	}
-	if v, err = DecodeJSON(uri, b); err != nil {
+	if v, err = DecodeJSONWithin(uri, b, maxDecoded); err != nil {
 		return nil, false, err
 	}
 	if v, err = jsonx.Pointer(v, pointer); err != nil {
@@ -55,11 +76,17 @@ func ReadJSONUpTo(ctx context.Context, st Store, uri string, executionID int64, 
 	return v, true, nil
 }
 
-// DecodeJSON decodes the text of the result stored at uri, within
-// MaxDecodedBytes: over it, a ValueError that wraps ErrTooLarge, names the
-// limit and says what to do instead.
+// DecodeJSON decodes the text of the result stored at uri on the server,
+// within MaxDecodedBytes: over it, a ValueError that wraps ErrTooLarge, names
+// the limit and says what to do instead.
 func DecodeJSON(uri string, b []byte) (any, error) {
-	v, err := jsonx.DecodeWithin(b, MaxDecodedBytes)
+	return DecodeJSONWithin(uri, b, MaxDecodedBytes)
+}
+
+// DecodeJSONWithin is DecodeJSON within maxDecoded bytes. Text that is not
+// JSON is an error that is not a ValueError, whatever its size.
+func DecodeJSONWithin(uri string, b []byte, maxDecoded int64) (any, error) {
+	v, err := jsonx.DecodeWithin(b, maxDecoded)
 	var over *jsonx.BuildError
 	if errors.As(err, &over) {
 		return nil, &ValueError{URI: uri, Err: &decodedTooLarge{over}}
@@ -70,14 +97,23 @@ func DecodeJSON(uri string, b []byte) (any, error) {
 	return v, nil
 }
 
-// decodedTooLarge is a stored result whose decoded value would pass
-// MaxDecodedBytes; it is an ErrTooLarge.
+// DecodedLimit names the bound max in a refusal: its constant and size.
+func DecodedLimit(max int64) string {
+	name := "resultstore.MaxDecodedBytes, the server's"
+	if max == WorkerMaxDecodedBytes {
+		name = "resultstore.WorkerMaxDecodedBytes, a worker's"
+	}
+	return fmt.Sprintf("%s (%d bytes, %d MiB)", name, max, max>>20)
+}
+
+// decodedTooLarge is a stored result whose decoded value would pass its
+// bound; it is an ErrTooLarge.
 type decodedTooLarge struct{ *jsonx.BuildError }
 
 func (e *decodedTooLarge) Error() string {
-	return fmt.Sprintf("%v; the limit is resultstore.MaxDecodedBytes (%d bytes, 128 MiB) of decoded values: return fewer, larger values "+
+	return fmt.Sprintf("%v; the limit is %s of decoded values: return fewer, larger values "+
 		"(many rows as one CSV or JSON string, say), or write large data elsewhere (a table, a file) and return where it is",
-		e.BuildError, MaxDecodedBytes)
+		e.BuildError, DecodedLimit(e.Max))
 }
 
 func (e *decodedTooLarge) Unwrap() error        { return e.BuildError }

@@ -57,10 +57,10 @@ func (r *Registry) runArtifact(ctx context.Context, it pipeline.Item) toolresult
 	if err != nil {
 		return fail(err)
 	}
-	data, err := resultstore.DecodeJSON(uri, b)
+	data, err := resultstore.DecodeJSONWithin(uri, b, resultstore.WorkerMaxDecodedBytes)
 	var bad *resultstore.ValueError
 	if errors.As(err, &bad) {
-		return fail(err) // past resultstore.MaxDecodedBytes
+		return fail(err) // JSON past resultstore.WorkerMaxDecodedBytes
 	}
 	if err != nil {
 		data = string(b) // NoETL returns text that is not JSON as text

@@ -31,8 +31,8 @@ func TestArtifactGet(t *testing.T) {
 		t.Fatal(err)
 	}
 	other, _ := st.Put(ctx, "43/43:start:9/attempt-1.json", []byte(`{"secret": 1}`))
-	// 19 MB of text, 500 MB once decoded: refused before it is built.
-	tiny, _ := st.Put(ctx, "42/42:start:8/attempt-1.json", []byte("["+strings.Repeat("{},", 6<<20)+"{}]"))
+	// 66 MB of text, 1.6 GiB once decoded: refused before it is built.
+	tiny, _ := st.Put(ctx, "42/42:start:8/attempt-1.json", []byte("["+strings.Repeat("{},", 21<<20)+"{}]"))
 	// NoETL's noetl:// references (PUT /api/result) resolve through the same store.
 	staged := resultstore.NoETLRef{ExecutionID: 42, Name: "fetch", ID: "00c0ffee"}
 	if _, err := st.Put(ctx, staged.Object(), []byte(`{"rows": [1, 2]}`)); err != nil {
@@ -72,6 +72,15 @@ func TestArtifactGet(t *testing.T) {
 	} else {
 		same(t, "noetl:// reference", d["data"], map[string]any{"rows": []any{1, 2}})
 	}
+	// Text that is not JSON is text, even past the bound by the estimate:
+	// 44 MB of NDJSON (1.5 GiB were it one JSON value).
+	ndjson := strings.Repeat(`{"a":0,"b":0}`+"\n", 3<<20)
+	nd, _ := st.Put(ctx, "42/42:start:10/attempt-1.json", []byte(ndjson))
+	env = get(map[string]any{"uri": nd}, nil)
+	mustSucceed(t, env)
+	if s, _ := dataMap(t, env)["data"].(string); s != ndjson {
+		t.Fatalf("NDJSON read back: %d bytes of text (%T), want it whole as text", len(s), dataMap(t, env)["data"])
+	}
 	for _, c := range []struct {
 		cfg  map[string]any
 		want string
@@ -83,7 +92,7 @@ func TestArtifactGet(t *testing.T) {
 		{map[string]any{"action": "put", "uri": uri}, "action put is not supported"},
 		{map[string]any{"result_ref": ""}, "renders empty"},
 		{map[string]any{"uri": strings.Replace(uri, "attempt-1", "attempt-9", 1)}, "nothing is stored"},
-		{map[string]any{"uri": tiny}, "the limit is resultstore.MaxDecodedBytes (134217728 bytes, 128 MiB)"},
+		{map[string]any{"uri": tiny}, "the limit is resultstore.WorkerMaxDecodedBytes, a worker's (1073741824 bytes, 1024 MiB)"},
 	} {
 		env := get(c.cfg, nil)
 		if env.Status != toolresult.StatusError || !strings.Contains(env.Error.Message, c.want) {

@@ -323,9 +323,10 @@ func httpKind(code int) string {
 
 // decodeBody is the response's body as the step's data: JSON decoded (text
 // that is not JSON stays text), or text, or base64. A JSON body is decoded
-// within the bound of a result read back by reference
-// (resultstore.MaxDecodedBytes): 64 MiB of tiny values would build gigabytes
-// in the worker, and no later step could read the result back anyway.
+// within a worker's bound of a result read back by reference
+// (resultstore.WorkerMaxDecodedBytes): 64 MiB of tiny values would build
+// gigabytes in the worker. A body past it that is not JSON (NDJSON served as
+// application/json, say) stays text, as a smaller one does.
 func decodeBody(raw []byte, contentType, responseType string) (any, error) {
 	switch responseType {
 	case "binary":
@@ -342,12 +343,12 @@ func decodeBody(raw []byte, contentType, responseType string) (any, error) {
 }
 
 func decodeJSONBody(raw []byte) (any, error) {
-	v, err := jsonx.DecodeWithin(raw, resultstore.MaxDecodedBytes)
+	v, err := jsonx.DecodeWithin(raw, resultstore.WorkerMaxDecodedBytes)
 	var over *jsonx.BuildError
 	if errors.As(err, &over) {
-		return nil, fmt.Errorf("the JSON response body is too large to decode: %v; the limit is resultstore.MaxDecodedBytes (%d bytes, 128 MiB), "+
+		return nil, fmt.Errorf("the JSON response body is too large to decode: %v; the limit is %s, "+
 			"what a step's result may hold decoded: ask for fewer items per request (a page at a time), or set response_type: text to keep the body as text",
-			over, resultstore.MaxDecodedBytes)
+			over, resultstore.DecodedLimit(resultstore.WorkerMaxDecodedBytes))
 	}
 	if err != nil {
 		return string(raw), nil

@@ -27,7 +27,8 @@ import (
 //	/jsonish      JSON sent as text/plain
 //	/redirect     302 → /echo
 //	/slow         waits for the client to go away
-//	/tiny         18 MB of JSON `[{},{},…]`: 500 MB once decoded
+//	/tiny         66 MB of JSON `[{},{},…]`: 1.6 GiB once decoded
+//	/ndjson       44 MB of NDJSON (one object a line) as application/json
 func testServer(t *testing.T, tlsServer bool) *httptest.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
@@ -75,7 +76,11 @@ func testServer(t *testing.T, tlsServer bool) *httptest.Server {
 	})
 	mux.HandleFunc("/tiny", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, "["+strings.Repeat("{},", 6<<20)+"{}]")
+		_, _ = io.WriteString(w, "["+strings.Repeat("{},", 21<<20)+"{}]")
+	})
+	mux.HandleFunc("/ndjson", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, strings.Repeat(`{"a":0,"b":0}`+"\n", 3<<20))
 	})
 	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -218,22 +223,28 @@ func TestHTTPResponseTypes(t *testing.T) {
 }
 
 // TestHTTPBodyDecodeBounded: a JSON body of many tiny values, under
-// MaxHTTPBody as text but past resultstore.MaxDecodedBytes once decoded,
-// fails the step naming the limit and the fix, never decoded; as text it is
-// the step's data.
+// MaxHTTPBody as text but past resultstore.WorkerMaxDecodedBytes once
+// decoded, fails the step naming the limit and the fix, never decoded; as
+// text it is the step's data. A body as large by the estimate that is not
+// JSON (NDJSON) is text, as a small one is.
 func TestHTTPBodyDecodeBounded(t *testing.T) {
 	t.Parallel()
 	srv := testServer(t, false)
 	r := New(Options{})
 	env := execTool(t, r, httpCfg(srv.URL+"/tiny"), nil)
-	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "the limit is resultstore.MaxDecodedBytes (134217728 bytes, 128 MiB)")
+	mustFail(t, env, toolresult.StatusError, toolresult.KindTool, "the limit is resultstore.WorkerMaxDecodedBytes, a worker's (1073741824 bytes, 1024 MiB)")
 	if !strings.Contains(env.Error.Message, "response_type: text") {
 		t.Errorf("the refusal %q does not say how to keep the body", env.Error.Message)
 	}
 	env = execTool(t, r, httpCfg(srv.URL+"/tiny", "response_type", "text"), nil)
 	mustSucceed(t, env)
-	if s, _ := dataMap(t, env)["body"].(string); len(s) != 3*(6<<20)+4 {
+	if s, _ := dataMap(t, env)["body"].(string); len(s) != 3*(21<<20)+4 {
 		t.Fatalf("response_type text kept %d bytes", len(s))
+	}
+	env = execTool(t, r, httpCfg(srv.URL+"/ndjson"), nil)
+	mustSucceed(t, env)
+	if s, _ := dataMap(t, env)["body"].(string); len(s) != 14*(3<<20) || !strings.HasPrefix(s, `{"a":0,"b":0}`+"\n{") {
+		t.Fatalf("an NDJSON body served as application/json: %d bytes of text (%T), want it whole as text", len(s), dataMap(t, env)["body"])
 	}
 }
 

@@ -498,10 +498,12 @@ func (w *Worker) run(ctx context.Context, cmd *wire.Command) (env toolresult.Env
 }
 
 // loadReferences reads the results the command names by reference
-// (pipeline.RefMarker) from the result store into its render_context.
+// (pipeline.RefMarker) from the result store into its render_context,
+// within a worker's bound (resultstore.WorkerMaxDecodedBytes, above the
+// server's: a worker holds no execution's lock).
 func (w *Worker) loadReferences(ctx context.Context, cmd *wire.Command) error {
 	_, err := pipeline.ResolveRefs(ctx, cmd.Context, func(ctx context.Context, uri string) (any, error) {
-		return resultstore.ReadJSON(ctx, w.cfg.Results, uri, int64(cmd.ExecutionID))
+		return resultstore.ReadJSONWithin(ctx, w.cfg.Results, uri, int64(cmd.ExecutionID), resultstore.WorkerMaxDecodedBytes)
 	})
 	return err
 }
