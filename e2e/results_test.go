@@ -237,3 +237,49 @@ workflow:
 		}
 	}
 }
+
+// TestChildReturnStepOverOneMiB: a child's return_step result stored by
+// reference (here 2 MB of rows) reaches the parent whole, as NoETL hands it,
+// not as a {_ref} marker naming the child's object, which the parent's steps
+// may not read (the result store reads only an execution's own objects).
+func TestChildReturnStepOverOneMiB(t *testing.T) {
+	shared.startWorkers(t, "child-big", 2)
+	registerYAML(t, `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: child_big, path: e2e/child_big}
+workflow:
+  - step: start
+    tool: {kind: noop}
+    next: load
+  - step: load
+    tool:
+      kind: python
+      code: |
+        result = {"rows": [{"i": i, "pad": "x" * 60} for i in range(25000)]}
+`)
+	path := registerYAML(t, `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: parent_big, path: e2e/parent_big}
+workflow:
+  - step: start
+    tool: {kind: noop}
+    next: call
+  - step: call
+    tool: {kind: playbook, path: e2e/child_big, return_step: load, execution_pool: child-big}
+    next: summary
+  - step: summary
+    tool:
+      kind: noop
+      result:
+        rows: "{{ call.rows | length }}"
+        last: "{{ call.result.rows[-1].i }}"
+`)
+	_, view := shared.run(t, wire.ExecuteRequest{Path: path, Pool: "child-big"})
+	if view.Status != "COMPLETED" {
+		t.Fatalf("status %v error %v", view.Status, view.Error)
+	}
+	got, _ := step(view, "summary").Result.V.(map[string]any)
+	if got["rows"] != int64(25000) || got["last"] != int64(24999) {
+		t.Fatalf("the parent read %v of the child's return_step result, want rows 25000 and last 24999", got)
+	}
+}

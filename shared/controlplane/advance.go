@@ -886,10 +886,12 @@ func (s *Service) readReference(ctx context.Context, executionID int64, uri stri
 	v, err := resultstore.ReadJSON(ctx, s.cfg.Results, uri, executionID)
 	var bad *resultstore.ValueError
 	switch {
-	case errors.As(err, &bad), errors.Is(err, resultstore.ErrTooLarge):
+	case errors.As(err, &bad), errors.Is(err, resultstore.ErrTooLarge), errors.Is(err, resultstore.ErrOtherExecution):
 		// Never posted, so never checked by the API: refused (422) like a NUL
 		// or a body over its limit posted inline; the worker reports the
-		// command failed, saying why.
+		// command failed, saying why. Another execution's object (a
+		// result_uri recorded before the check, or a worker on another store
+		// URL) fails the same on every retry, so it is refused too.
 		return nil, Errorf(ErrInvalid, "%v", err)
 	case err != nil:
 		return nil, err

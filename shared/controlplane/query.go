@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/noetl-go/noetl/shared/engine"
@@ -178,23 +179,28 @@ func (s *Service) execution(ctx context.Context, id int64, steps bool) (*Executi
 	return v, nil
 }
 
-// ViewResultBytes is the most text of a step's result stored by reference
-// that the execution view decodes and shows; a larger one (up to 64 MiB,
-// 128 MiB once decoded) is shown as NoETL shows a result by reference,
-// {_ref: {kind: result_ref, ref, uri}}, as is one that cannot be shown.
-// NoETL's GUI and CLI never read the view's steps; the artifact tool, the
-// result route and the step's own readers still read it whole.
-const ViewResultBytes = 1 << 20
-
-// viewStored sets the view's result of step name, stored by reference at uri.
+// viewStored sets the view's result of step name, stored by reference at
+// uri, to its value, read as the execution's own steps read it: a parent's
+// return_step takes a child's step result from the view, and NoETL hands it
+// whole. A result the view cannot show as a value (outside this server's
+// store, another execution's, over resultstore's limits, not JSON, holding a
+// NUL, a fragment pointing at nothing) is shown as NoETL shows a result by
+// reference, {_ref: {kind: result_ref, ref, uri}}, so the rest of the view
+// still answers; only a failed read (the store unreachable) fails it.
 func (s *Service) viewStored(ctx context.Context, id int64, name, uri string, v *ExecutionView) error {
-	val, ok, err := resultstore.ReadJSONUpTo(ctx, s.cfg.Results, uri, id, ViewResultBytes)
-	var bad *resultstore.ValueError
-	switch {
-	case errors.As(err, &bad), errors.Is(err, resultstore.ErrTooLarge), err == nil && !ok:
+	rs := s.cfg.Results
+	loc, _, _ := strings.Cut(uri, "#")
+	var val any
+	err := fmt.Errorf("%s is outside this server's result store", uri)
+	if resultstore.IsNoETLRef(loc) || resultstore.Owns(rs, loc) {
+		val, err = resultstore.ReadJSON(ctx, rs, uri, id)
+	}
+	var unread *resultstore.ReadError
+	if errors.As(err, &unread) && !errors.Is(err, resultstore.ErrOtherExecution) && !errors.Is(err, resultstore.ErrTooLarge) {
+		return fmt.Errorf("execution %d: step %s: %w", id, name, err)
+	}
+	if err != nil {
 		val = map[string]any{"_ref": pipeline.RefOf(uri)}
-	case err != nil:
-		return fmt.Errorf("execution %d: %w", id, err)
 	}
 	sv := v.Steps[name]
 	sv.Result = val

@@ -28,13 +28,32 @@ workflow:
 // store, its start command claimed by w1 (and started when start is true).
 func claimedReadsStart(t *testing.T, start bool) (*stack, resultstore.Store, *controlplane.Started, *controlplane.CommandBody) {
 	t.Helper()
+	return claimedStart(t, readsStart, "tests/reads_start", start)
+}
+
+// ignoresStart is readsStart whose reader reads nothing of start: the
+// server records start's result without reading it.
+const ignoresStart = `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: ignores_start, path: tests/ignores_start}
+workflow:
+  - step: start
+    tool: {kind: noop}
+    next: reader
+  - step: reader
+    tool: {kind: noop}
+`
+
+// claimedStart starts playbook (at path) as claimedReadsStart does.
+func claimedStart(t *testing.T, playbook, path string, start bool) (*stack, resultstore.Store, *controlplane.Started, *controlplane.CommandBody) {
+	t.Helper()
 	rs, err := resultstore.Open(t.Context(), "file://"+t.TempDir(), resultstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := newStack(t, func(c *controlplane.Config) { c.Results = rs })
-	s.register(t, readsStart)
-	st, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: "tests/reads_start"})
+	s.register(t, playbook)
+	st, err := s.svc.Execute(s.ctx, controlplane.ExecuteRequest{Path: path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,6 +63,15 @@ func claimedReadsStart(t *testing.T, start bool) (*stack, resultstore.Store, *co
 		t.Fatal(err)
 	}
 	return s, rs, st, body
+}
+
+// startEvent makes the events w1 posts for the start command it claimed.
+func startEvent(st *controlplane.Started, body *controlplane.CommandBody) func(typ, status, clientID string) controlplane.EventInput {
+	meta := map[string]any{"command_id": body.CommandID, "attempt": int64(body.Attempt)}
+	return func(typ, status, clientID string) controlplane.EventInput {
+		return controlplane.EventInput{ExecutionID: st.ExecutionID, Step: "start", Type: typ, Status: status, WorkerID: "w1",
+			Meta: meta, ClientEventID: clientID}
+	}
 }
 
 // TestResultsByReference: worker.md §1 — a result posted by reference is read
@@ -57,11 +85,7 @@ func TestResultsByReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta := map[string]any{"command_id": body.CommandID, "attempt": int64(body.Attempt)}
-	ev := func(typ, status, clientID string) controlplane.EventInput {
-		return controlplane.EventInput{ExecutionID: st.ExecutionID, Step: "start", Type: typ, Status: status, WorkerID: "w1",
-			Meta: meta, ClientEventID: clientID}
-	}
+	ev := startEvent(st, body)
 	if _, err := s.svc.Ingest(s.ctx, ev("command.started", "RUNNING", "s")); err != nil {
 		t.Fatal(err)
 	}
@@ -145,22 +169,36 @@ func TestResultsByReference(t *testing.T) {
 	}
 }
 
-// TestViewShowsLargeStoredResultByReference: the execution view decodes a
-// step's result stored by reference only up to ViewResultBytes of text; a
-// larger one is shown as NoETL's reference, never read into the view, while
-// the step after it still reads it whole.
-func TestViewShowsLargeStoredResultByReference(t *testing.T) {
+// TestViewShowsStoredResults: the execution view shows a step's result
+// stored by reference as its value, whatever its size (a parent's
+// return_step reads a child's step result from it, and NoETL hands it
+// whole), and one it cannot show as a value as NoETL's reference, {_ref},
+// the rest of the view still answering.
+func TestViewShowsStoredResults(t *testing.T) {
+	rows := func(n int) string { return `{"rows": [` + strings.Repeat(`"abcdefg",`, n-1) + `"last"]}` }
 	for _, tc := range []struct {
-		name string
-		n    int // rows of 10 bytes
-	}{{"small", 10}, {"large", controlplane.ViewResultBytes / 10}} {
+		name, text, fragment string
+		value                bool // shown as its value, read back whole by reader
+	}{
+		{"small", rows(10), "", true},
+		{"over 1 MiB", rows(200_000), "", true},
+		{"fragment", `{"data": ` + rows(10) + `}`, "#/data", true},
+		{"not JSON", `{"rows": [1, 2`, "", false},
+		{"NUL", `{"rows": ["a\u0000b"]}`, "", false},
+		{"fragment pointing at nothing", rows(10), "#/nothing", false},
+		{"over the decode bound", `{"rows": [` + strings.Repeat("{},", resultstore.MaxDecodedBytes/64) + `{}]}`, "", false},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, rs, st, body := claimedReadsStart(t, false)
-			rows := "[" + strings.Repeat(`"abcdefg",`, tc.n-1) + `"last"]`
-			uri, err := rs.Put(s.ctx, fmt.Sprintf("%d/start.json", st.ExecutionID), []byte(`{"rows": `+rows+`}`))
+			pb, path := ignoresStart, "tests/ignores_start"
+			if tc.value {
+				pb, path = readsStart, "tests/reads_start"
+			}
+			s, rs, st, body := claimedStart(t, pb, path, false)
+			uri, err := rs.Put(s.ctx, fmt.Sprintf("%d/start.json", st.ExecutionID), []byte(tc.text))
 			if err != nil {
 				t.Fatal(err)
 			}
+			uri += tc.fragment
 			meta := map[string]any{"command_id": body.CommandID, "attempt": int64(body.Attempt)}
 			for _, e := range []controlplane.EventInput{
 				{Type: "command.started", Status: "RUNNING", ClientEventID: "s"},
@@ -172,21 +210,66 @@ func TestViewShowsLargeStoredResultByReference(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if got, _ := echoInput(s.pending(t, st.ExecutionID)[0]).(map[string]any); got["n"] != int64(tc.n) || got["last"] != "last" {
-				t.Fatalf("reader's input %v, want all %d rows read back", got, tc.n)
+			want := any(map[string]any{"_ref": map[string]any{"kind": "result_ref", "ref": uri, "uri": uri}})
+			if tc.value {
+				got, _ := echoInput(s.pending(t, st.ExecutionID)[0]).(map[string]any)
+				if got["last"] != "last" {
+					t.Fatalf("reader's input %v, want the rows read back", got)
+				}
+				all, _ := jsonx.Decode([]byte(rows(int(got["n"].(int64)))))
+				want = all
 			}
 			got := s.execution(t, st.ExecutionID).Steps["start"].Result
-			want := any(map[string]any{"_ref": map[string]any{"kind": "result_ref", "ref": uri, "uri": uri}})
-			if tc.name == "small" {
-				list, _ := jsonx.Decode([]byte(rows))
-				want = map[string]any{"rows": list}
-			}
 			if !reflect.DeepEqual(got, want) {
 				g, _ := jsonx.Marshal(got)
 				w, _ := jsonx.Marshal(want)
 				t.Fatalf("the view shows %s, want %s", jsonx.Cut(string(g), 200), jsonx.Cut(string(w), 200))
 			}
 		})
+	}
+}
+
+// TestRecordedReferenceOfAnotherStore: a result_uri the server's execution
+// check refuses once recorded (recorded before the check, or by a server on
+// another store URL: here a worker's store is a folder of the server's, so
+// its names read results/<id>/…) fails the same on every retry: the
+// completion that needs it is refused with 422 saying the server and its
+// workers must use one store URL (the worker then reports the command
+// failed), and the execution view still answers, showing it as {_ref}.
+func TestRecordedReferenceOfAnotherStore(t *testing.T) {
+	s, rs, st, body := claimedReadsStart(t, false)
+	worker, err := resultstore.Open(s.ctx, rs.URL()+"/results", resultstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uri, err := worker.Put(s.ctx, fmt.Sprintf("%d/start.json", st.ExecutionID), []byte(`{"rows": [1, 2, 3]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A server on the worker's store URL accepted and recorded it.
+	then, err := controlplane.New(controlplane.Config{Store: s.st, ServerURL: "http://test", Results: worker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := startEvent(st, body)
+	done := ev("call.done", "COMPLETED", "done")
+	done.ResultKind, done.ResultURI = "ref", uri
+	for _, e := range []controlplane.EventInput{ev("command.started", "RUNNING", "s"), done} {
+		if _, err := then.Ingest(s.ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = s.svc.Ingest(s.ctx, ev("command.completed", "success", "completed"))
+	if !isKind(err, controlplane.ErrInvalid) || !strings.Contains(err.Error(), "same result store URL") {
+		t.Fatalf("a completion needing a recorded reference the check refuses: %v, want 422 saying to use the same result store URL", err)
+	}
+	if _, err := then.Ingest(s.ctx, ev("command.completed", "success", "completed")); err != nil {
+		t.Fatal(err)
+	}
+	got := s.execution(t, st.ExecutionID).Steps["start"].Result
+	want := map[string]any{"_ref": map[string]any{"kind": "result_ref", "ref": uri, "uri": uri}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("the view shows %v, want %v", got, want)
 	}
 }
 

@@ -2,6 +2,7 @@ package resultstore_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -61,16 +62,43 @@ func testOwnExecution(t *testing.T, st resultstore.Store) {
 		put("noetl/8/7/y.json", `"noetl 8"`),
 	}
 	for _, uri := range foreign {
-		if b, err := resultstore.Resolve(ctx, st, uri, 7); err == nil || !strings.Contains(err.Error(), "execution 7") {
+		// Refused as ErrOtherExecution, which no retry passes: the server
+		// fails the command (422) rather than retrying its report.
+		if b, err := resultstore.Resolve(ctx, st, uri, 7); !errors.Is(err, resultstore.ErrOtherExecution) || !strings.Contains(err.Error(), "execution 7") {
 			t.Errorf("Resolve(%s, 7) = %s, %v; want it refused as not of execution 7", uri, b, err)
 		}
-		if v, err := resultstore.ReadJSON(ctx, st, uri+"#", 7); err == nil {
-			t.Errorf("ReadJSON(%s, 7) = %v; want it refused", uri, v)
+		if v, err := resultstore.ReadJSON(ctx, st, uri+"#", 7); !errors.Is(err, resultstore.ErrOtherExecution) {
+			t.Errorf("ReadJSON(%s, 7) = %v, %v; want it refused as ErrOtherExecution", uri, v, err)
 		}
 		// The server's own reads (GET /api/result/resolve, execution 0)
 		// are not scoped to one execution.
 		if _, err := resultstore.Resolve(ctx, st, uri, 0); err != nil {
 			t.Errorf("Resolve(%s, 0): %v", uri, err)
 		}
+	}
+}
+
+// TestCheckExecutionSaysSameStore: a worker whose store is a folder of its
+// server's (server file:///d, worker file:///d/results, as s3://bucket and
+// s3://bucket/results) writes names the server reads as results/<id>/…: the
+// check refuses them as ErrOtherExecution, saying both must use one URL.
+func TestCheckExecutionSaysSameStore(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "r")
+	server, err := resultstore.Open(ctx, "file://"+dir, resultstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := resultstore.Open(ctx, "file://"+dir+"/results", resultstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uri, err := w.Put(ctx, "7/7:a:1/attempt-1.json", []byte(`"worker 7"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = resultstore.CheckExecution(server, uri, 7)
+	if !errors.Is(err, resultstore.ErrOtherExecution) || !strings.Contains(err.Error(), "same result store URL") {
+		t.Fatalf("CheckExecution of a worker's object in a folder of the server's store: %v; want ErrOtherExecution saying to use the same URL", err)
 	}
 }

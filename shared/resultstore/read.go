@@ -37,44 +37,47 @@ const WorkerMaxDecodedBytes = 1 << 30
 // Errors wrap ErrTooLarge for an object over the store's limit, or one
 // whose decoded value would pass the bound (a ValueError too).
 func ReadJSON(ctx context.Context, st Store, uri string, executionID int64) (any, error) {
-	v, _, err := readJSON(ctx, st, uri, executionID, 0, MaxDecodedBytes)
-	return v, err
+	return readJSON(ctx, st, uri, executionID, MaxDecodedBytes)
 }
 
 // ReadJSONWithin is ReadJSON within maxDecoded bytes of decoded value
 // (WorkerMaxDecodedBytes or MaxDecodedBytes).
 func ReadJSONWithin(ctx context.Context, st Store, uri string, executionID, maxDecoded int64) (any, error) {
-	v, _, err := readJSON(ctx, st, uri, executionID, 0, maxDecoded)
-	return v, err
+	return readJSON(ctx, st, uri, executionID, maxDecoded)
 }
 
-// ReadJSONUpTo is ReadJSON for a caller that shows the value only when its
-// stored text is at most maxText bytes (0: any size): over it, ok is false
-// and nothing is decoded.
-func ReadJSONUpTo(ctx context.Context, st Store, uri string, executionID int64, maxText int) (v any, ok bool, err error) {
-	return readJSON(ctx, st, uri, executionID, maxText, MaxDecodedBytes)
-}
-
-func readJSON(ctx context.Context, st Store, uri string, executionID int64, maxText int, maxDecoded int64) (v any, ok bool, err error) {
+func readJSON(ctx context.Context, st Store, uri string, executionID int64, maxDecoded int64) (any, error) {
 	loc, pointer, _ := strings.Cut(uri, "#")
 	b, err := Resolve(ctx, st, loc, executionID)
 	if err != nil {
-		return nil, false, fmt.Errorf("read the result stored by reference at %s: %w", uri, err)
+		return nil, &ReadError{URI: uri, Err: err}
 	}
-	if maxText > 0 && len(b) > maxText {
-		return nil, false, nil
-	}
-	if v, err = DecodeJSONWithin(uri, b, maxDecoded); err != nil {
-		return nil, false, err
+	v, err := DecodeJSONWithin(uri, b, maxDecoded)
+	if err != nil {
+		return nil, err
 	}
 	if v, err = jsonx.Pointer(v, pointer); err != nil {
-		return nil, false, &ValueError{URI: uri, Err: err}
+		return nil, &ValueError{URI: uri, Err: err}
 	}
 	if err := jsonx.CheckText("data", v); err != nil {
-		return nil, false, &ValueError{URI: uri, Err: err}
+		return nil, &ValueError{URI: uri, Err: err}
 	}
-	return v, true, nil
+	return v, nil
 }
+
+// ReadError is a stored result that could not be read (the store failed, the
+// object is missing, or the reference is refused): what a caller that shows
+// a value it cannot use as a reference still fails on.
+type ReadError struct {
+	URI string
+	Err error
+}
+
+func (e *ReadError) Error() string {
+	return fmt.Sprintf("read the result stored by reference at %s: %v", e.URI, e.Err)
+}
+
+func (e *ReadError) Unwrap() error { return e.Err }
 
 // DecodeJSON decodes the text of the result stored at uri on the server,
 // within MaxDecodedBytes: over it, a ValueError that wraps ErrTooLarge, names

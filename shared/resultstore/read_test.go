@@ -52,13 +52,6 @@ func TestReadJSONBoundsDecoding(t *testing.T) {
 	if s, _ := v.(string); err != nil || s != big {
 		t.Fatalf("a 60 MB string: %d bytes, %v; want it whole", len(s), err)
 	}
-	// Shown only up to a size: over it nothing is decoded.
-	if v, ok, err := resultstore.ReadJSONUpTo(ctx, st, uri, 7, 1<<20); ok || v != nil || err != nil {
-		t.Errorf("ReadJSONUpTo over its size: %v, %v, %v; want not ok, no error", v, ok, err)
-	}
-	if v, ok, err := resultstore.ReadJSONUpTo(ctx, st, uri+"#/data", 7, 61_000_000); !ok || err != nil || v != big {
-		t.Errorf("ReadJSONUpTo under its size: ok %v, %v", ok, err)
-	}
 }
 
 // TestReadJSONResultsOfRows: 300,000 rows of two short columns (8 MB of

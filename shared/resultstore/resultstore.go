@@ -31,6 +31,14 @@ const DefaultMaxBytes = 64 << 20
 // ErrTooLarge is returned by Get for an object over the store's limit.
 var ErrTooLarge = errors.New("resultstore: the stored result is larger than the limit")
 
+// ErrOtherExecution is wrapped by CheckExecution's refusals: the reference
+// names a result that is not the reading execution's. It never passes on a
+// retry: a result_uri recorded before the check existed, or a worker whose
+// store URL differs from its server's (server s3://bucket, worker
+// s3://bucket/results: the server reads the name results/<id>/…, not
+// <id>/…), is refused every time.
+var ErrOtherExecution = errors.New("the reference names a result of another execution")
+
 // Store is where large results live.
 type Store interface {
 	// Put stores data under name (a relative slash-separated path that
@@ -118,7 +126,7 @@ func executionOf(name string) (int64, bool) {
 // CheckExecution refuses a reference read for executionID that names
 // another execution's result: a noetl:// reference of another execution, or
 // an object of st whose name is not under the execution's id. A URI outside
-// st passes: reading it fails on its own.
+// st passes: reading it fails on its own. Refusals wrap ErrOtherExecution.
 func CheckExecution(st Store, uri string, executionID int64) error {
 	if IsNoETLRef(uri) {
 		ref, err := ParseNoETLRef(uri)
@@ -126,7 +134,7 @@ func CheckExecution(st Store, uri string, executionID int64) error {
 			return err
 		}
 		if ref.ExecutionID != executionID {
-			return fmt.Errorf("%s is a result of execution %d, not of execution %d", cutText(uri, 200), ref.ExecutionID, executionID)
+			return &otherExecution{fmt.Sprintf("%s is a result of execution %d, not of execution %d", cutText(uri, 200), ref.ExecutionID, executionID)}
 		}
 		return nil
 	}
@@ -135,7 +143,16 @@ func CheckExecution(st Store, uri string, executionID int64) error {
 		return nil
 	}
 	if id, ok := executionOf(name); !ok || id != executionID {
-		return fmt.Errorf("%s is not a result of execution %d (its results are under %d/ in the result store)", cutText(uri, 200), executionID, executionID)
+		return &otherExecution{fmt.Sprintf("%s is not a result of execution %d: its results are under %d/ in the result store %s, "+
+			"where a worker's results land only when the server and its workers use the same result store URL (NOETL_RESULT_STORE, noetl worker --result-store)",
+			cutText(uri, 200), executionID, executionID, st.URL())}
 	}
 	return nil
 }
+
+// otherExecution is a refusal of CheckExecution: its own text (which says
+// the fix), an ErrOtherExecution.
+type otherExecution struct{ msg string }
+
+func (e *otherExecution) Error() string        { return e.msg }
+func (e *otherExecution) Is(target error) bool { return target == ErrOtherExecution }
