@@ -195,8 +195,7 @@ func (s *Service) viewStored(ctx context.Context, id int64, name, uri string, v 
 	if resultstore.IsNoETLRef(loc) || resultstore.Owns(rs, loc) {
 		val, err = resultstore.ReadJSON(ctx, rs, uri, id)
 	}
-	var unread *resultstore.ReadError
-	if errors.As(err, &unread) && !errors.Is(err, resultstore.ErrOtherExecution) && !errors.Is(err, resultstore.ErrTooLarge) {
+	if resultstore.IsUnread(err) && !errors.Is(err, resultstore.ErrOtherExecution) && !errors.Is(err, resultstore.ErrTooLarge) {
 		return fmt.Errorf("execution %d: step %s: %w", id, name, err)
 	}
 	if err != nil {

@@ -1,7 +1,9 @@
 package controlplane_test
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"reflect"
 	"strings"
@@ -224,6 +226,15 @@ func TestViewShowsStoredResults(t *testing.T) {
 				g, _ := jsonx.Marshal(got)
 				w, _ := jsonx.Marshal(want)
 				t.Fatalf("the view shows %s, want %s", jsonx.Cut(string(g), 200), jsonx.Cut(string(w), 200))
+			}
+			// A result that cannot be read at all (gone from the store) fails
+			// the view: shown as {_ref}, a parent's return_step would take the
+			// marker for the value.
+			if err := os.Remove(strings.TrimPrefix(strings.TrimSuffix(uri, tc.fragment), "file://")); err != nil {
+				t.Fatal(err)
+			}
+			if v, err := s.svc.Execution(s.ctx, st.ExecutionID); err == nil || !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("the view of a result gone from the store: %v, %v; want an error", v != nil, err)
 			}
 		})
 	}

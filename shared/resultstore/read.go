@@ -50,7 +50,7 @@ func readJSON(ctx context.Context, st Store, uri string, executionID int64, maxD
 	loc, pointer, _ := strings.Cut(uri, "#")
 	b, err := Resolve(ctx, st, loc, executionID)
 	if err != nil {
-		return nil, &ReadError{URI: uri, Err: err}
+		return nil, unread{fmt.Errorf("read the result stored by reference at %s: %w", uri, err)}
 	}
 	v, err := DecodeJSONWithin(uri, b, maxDecoded)
 	if err != nil {
@@ -65,19 +65,17 @@ func readJSON(ctx context.Context, st Store, uri string, executionID int64, maxD
 	return v, nil
 }
 
-// ReadError is a stored result that could not be read (the store failed, the
-// object is missing, or the reference is refused): what a caller that shows
-// a value it cannot use as a reference still fails on.
-type ReadError struct {
-	URI string
-	Err error
-}
+// unread is a stored result that could not be read at all (the store failed,
+// the object is missing, the reference is refused), as opposed to one read
+// but not usable as a value (IsUnread).
+type unread struct{ error }
 
-func (e *ReadError) Error() string {
-	return fmt.Sprintf("read the result stored by reference at %s: %v", e.URI, e.Err)
-}
+func (e unread) Unwrap() error { return e.error }
 
-func (e *ReadError) Unwrap() error { return e.Err }
+// IsUnread reports whether err is ReadJSON's failure to read the stored
+// result, not to use it: what a caller that shows an unusable value as its
+// reference still fails on.
+func IsUnread(err error) bool { return errors.As(err, new(unread)) }
 
 // DecodeJSON decodes the text of the result stored at uri on the server,
 // within MaxDecodedBytes: over it, a ValueError that wraps ErrTooLarge, names
