@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/noetl-go/noetl/shared/dev/devstack/devstacktest"
 	"github.com/noetl-go/noetl/shared/wire"
 )
 
@@ -31,22 +32,7 @@ func TestCredentialScopeFailsTheStep(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	ln, err := net.Listen("tcp", "127.0.0.1:0") // stands for another Postgres: it counts dials
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	var dials atomic.Int64
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			dials.Add(1)
-			c.Close()
-		}
-	}()
+	ln, dials := devstacktest.CountingListener(t) // stands for another Postgres
 	_, pgPort, _ := net.SplitHostPort(ln.Addr().String())
 
 	put := func(r wire.CredentialRequest) {

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/noetl-go/noetl/shared/dev/devstack/devstacktest"
 	"github.com/noetl-go/noetl/shared/toolresult"
 )
 
@@ -30,7 +31,7 @@ func TestCredentialHostScope(t *testing.T) {
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 
 	// A listener standing in for a foreign Postgres.
-	ln, dials := countingListener(t)
+	ln, dials := devstacktest.CountingListener(t)
 	_, pgPort, _ := net.SplitHostPort(ln.Addr().String())
 	pgp, _ := strconv.Atoi(pgPort)
 
@@ -77,7 +78,7 @@ func TestCredentialHostScope(t *testing.T) {
 // refused.
 func TestNATSServerWithoutSchemeIsScoped(t *testing.T) {
 	t.Parallel()
-	ln, dials := countingListener(t)
+	ln, dials := devstacktest.CountingListener(t)
 	r := New(Options{Credentials: CredentialMap{
 		"natscred": {Kind: "nats", User: "svc", Password: "nats-secret-pw", AllowedHosts: []string{"nats.internal"}},
 	}})
@@ -90,27 +91,4 @@ func TestNATSServerWithoutSchemeIsScoped(t *testing.T) {
 	if n := dials.Load(); n != 0 {
 		t.Fatalf("refused steps reached the server %d times", n)
 	}
-}
-
-// countingListener accepts and closes connections, counting them: a server
-// a refused step must never reach.
-func countingListener(t *testing.T) (net.Listener, *atomic.Int64) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	dials := new(atomic.Int64)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			dials.Add(1)
-			c.Close()
-		}
-	}()
-	return ln, dials
 }
