@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/noetl-go/noetl/shared/engine"
@@ -188,14 +187,8 @@ func (s *Service) execution(ctx context.Context, id int64, steps bool) (*Executi
 // reference, {_ref: {kind: result_ref, ref, uri}}, so the rest of the view
 // still answers; only a failed read (the store unreachable) fails it.
 func (s *Service) viewStored(ctx context.Context, id int64, name, uri string, v *ExecutionView) error {
-	rs := s.cfg.Results
-	loc, _, _ := strings.Cut(uri, "#")
-	var val any
-	err := fmt.Errorf("%s is outside this server's result store", uri)
-	if resultstore.IsNoETLRef(loc) || resultstore.Owns(rs, loc) {
-		val, err = resultstore.ReadJSON(ctx, rs, uri, id)
-	}
-	if resultstore.IsUnread(err) && !errors.Is(err, resultstore.ErrOtherExecution) && !errors.Is(err, resultstore.ErrTooLarge) {
+	val, err := resultstore.ReadJSON(ctx, s.cfg.Results, uri, id)
+	if resultstore.IsUnread(err) {
 		return fmt.Errorf("execution %d: step %s: %w", id, name, err)
 	}
 	if err != nil {

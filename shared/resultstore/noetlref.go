@@ -98,19 +98,19 @@ func Resolve(ctx context.Context, st Store, uri string, executionID int64) ([]by
 		}
 	}
 	if r, ok := st.(Resolver); ok {
-		return r.ResolveRef(ctx, uri) // it checks the URI is inside its store
+		return fetched(r.ResolveRef(ctx, uri)) // it checks the URI is inside its store
 	}
 	if IsNoETLRef(uri) {
 		ref, err := ParseNoETLRef(uri)
 		if err != nil {
 			return nil, err
 		}
-		return st.Get(ctx, ObjectURI(st, ref.Object()))
+		return fetched(st.Get(ctx, ObjectURI(st, ref.Object())))
 	}
 	if !Owns(st, uri) {
 		return nil, fmt.Errorf("%s is not inside the result store %s", cutText(uri, 200), st.URL())
 	}
-	return st.Get(ctx, uri)
+	return fetched(st.Get(ctx, uri))
 }
 
 // hasDotSegment reports whether a URI's path (percent-decoded) has a . or ..

@@ -37,20 +37,16 @@ const WorkerMaxDecodedBytes = 1 << 30
 // Errors wrap ErrTooLarge for an object over the store's limit, or one
 // whose decoded value would pass the bound (a ValueError too).
 func ReadJSON(ctx context.Context, st Store, uri string, executionID int64) (any, error) {
-	return readJSON(ctx, st, uri, executionID, MaxDecodedBytes)
+	return ReadJSONWithin(ctx, st, uri, executionID, MaxDecodedBytes)
 }
 
 // ReadJSONWithin is ReadJSON within maxDecoded bytes of decoded value
 // (WorkerMaxDecodedBytes or MaxDecodedBytes).
 func ReadJSONWithin(ctx context.Context, st Store, uri string, executionID, maxDecoded int64) (any, error) {
-	return readJSON(ctx, st, uri, executionID, maxDecoded)
-}
-
-func readJSON(ctx context.Context, st Store, uri string, executionID int64, maxDecoded int64) (any, error) {
 	loc, pointer, _ := strings.Cut(uri, "#")
 	b, err := Resolve(ctx, st, loc, executionID)
 	if err != nil {
-		return nil, unread{fmt.Errorf("read the result stored by reference at %s: %w", uri, err)}
+		return nil, fmt.Errorf("read the result stored by reference at %s: %w", uri, err)
 	}
 	v, err := DecodeJSONWithin(uri, b, maxDecoded)
 	if err != nil {
@@ -65,16 +61,25 @@ func readJSON(ctx context.Context, st Store, uri string, executionID int64, maxD
 	return v, nil
 }
 
-// unread is a stored result that could not be read at all (the store failed,
-// the object is missing, the reference is refused), as opposed to one read
-// but not usable as a value (IsUnread).
+// unread is a stored result the store failed to hand over (it is down, the
+// object is missing), as opposed to a reference Resolve refused or a value
+// read but not usable (IsUnread).
 type unread struct{ error }
 
 func (e unread) Unwrap() error { return e.error }
 
-// IsUnread reports whether err is ReadJSON's failure to read the stored
-// result, not to use it: what a caller that shows an unusable value as its
-// reference still fails on.
+// fetched marks what a store's read failed with as unread; an object over
+// the store's limit is a refusal, not a failure.
+func fetched(b []byte, err error) ([]byte, error) {
+	if err != nil && !errors.Is(err, ErrTooLarge) {
+		return nil, unread{err}
+	}
+	return b, err
+}
+
+// IsUnread reports whether err is a store's failure to hand over a stored
+// result, not a refusal of its reference or its value: what a caller that
+// shows an unusable result as its reference still fails on.
 func IsUnread(err error) bool { return errors.As(err, new(unread)) }
 
 // DecodeJSON decodes the text of the result stored at uri on the server,

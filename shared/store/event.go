@@ -37,15 +37,10 @@ type Event struct {
 const eventColumns = `execution_id, seq, event_id, event_type, node_name, node_type, status, context, meta,
 	result, error, worker_id, command_id, parent_event_id, client_event_id, ignored, created_at`
 
-func scanEvent(row pgx.Row, ev *Event) error {
-	_, err := scanEventSized(row, ev)
-	return err
-}
-
-// scanEventSized is scanEvent that also says how many bytes of JSON and
-// text the row's values were (context, meta, result, error): what holding
+// scanEvent reads an event row and says how many bytes of JSON and text its
+// values were (context, meta, result, error): what holding
 // the event costs, before it is decoded, so a reader can budget by bytes.
-func scanEventSized(row pgx.Row, ev *Event) (int, error) {
+func scanEvent(row pgx.Row, ev *Event) (int, error) {
 	var (
 		nodeName, nodeType, status, errText, workerID, commandID, clientID *string
 		ctxJSON, meta, result                                              []byte
@@ -197,7 +192,7 @@ func ListEventPage(ctx context.Context, q Querier, f EventFilter) ([]Event, bool
 		size int
 		full bool
 	)
-	err = streamEventsSized(ctx, q, fmt.Sprintf("events of execution %d", f.ExecutionID), sql, args, func(ev *Event, n int) error {
+	err = streamEvents(ctx, q, fmt.Sprintf("events of execution %d", f.ExecutionID), sql, args, func(ev *Event, n int) error {
 		if f.MaxBytes > 0 && len(out) > 0 && size+n > f.MaxBytes {
 			full = true
 			return errPageFull
@@ -224,18 +219,14 @@ func StreamEvents(ctx context.Context, q Querier, f EventFilter, fn func(*Event)
 		return fmt.Errorf("store: stream events of execution %d: negative limit", f.ExecutionID)
 	}
 	sql, args := f.query(f.Limit)
-	return streamEvents(ctx, q, fmt.Sprintf("events of execution %d", f.ExecutionID), sql, args, fn)
+	return streamEvents(ctx, q, fmt.Sprintf("events of execution %d", f.ExecutionID), sql, args,
+		func(ev *Event, _ int) error { return fn(ev) })
 }
 
 // streamEvents runs a query of events and calls fn for each row as it
-// arrives, reusing one Event; what names the events in errors.
-func streamEvents(ctx context.Context, q Querier, what, sql string, args []any, fn func(*Event) error) error {
-	return streamEventsSized(ctx, q, what, sql, args, func(ev *Event, _ int) error { return fn(ev) })
-}
-
-// streamEventsSized is streamEvents that hands fn each event's size too
-// (scanEventSized).
-func streamEventsSized(ctx context.Context, q Querier, what, sql string, args []any, fn func(*Event, int) error) error {
+// arrives, reusing one Event, with the row's size (scanEvent); what names
+// the events in errors.
+func streamEvents(ctx context.Context, q Querier, what, sql string, args []any, fn func(*Event, int) error) error {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return fmt.Errorf("store: stream %s: %w", what, err)
@@ -244,7 +235,7 @@ func streamEventsSized(ctx context.Context, q Querier, what, sql string, args []
 	var ev Event
 	for rows.Next() {
 		ev = Event{}
-		size, err := scanEventSized(rows, &ev)
+		size, err := scanEvent(rows, &ev)
 		if err != nil {
 			return fmt.Errorf("store: stream %s: %w", what, err)
 		}
@@ -261,11 +252,11 @@ func streamEventsSized(ctx context.Context, q Querier, what, sql string, args []
 // StreamLogs calls fn for each event of the given executions (of one
 // shard), in execution id order and seq order within each: one round trip
 // for many logs (the what-if reads its recorded executions in chunks), with
-// each event's size (the bytes of its values, as scanEventSized counts them)
+// each event's size (the bytes of its values, as scanEvent counts them)
 // so the reader can stop at a budget. The *Event is reused between calls:
 // copy what you keep.
 func StreamLogs(ctx context.Context, q Querier, executionIDs []int64, fn func(*Event, int) error) error {
-	return streamEventsSized(ctx, q, fmt.Sprintf("the logs of %d executions", len(executionIDs)),
+	return streamEvents(ctx, q, fmt.Sprintf("the logs of %d executions", len(executionIDs)),
 		`SELECT `+eventColumns+` FROM event WHERE execution_id = ANY($1) ORDER BY execution_id, seq`, []any{executionIDs}, fn)
 }
 

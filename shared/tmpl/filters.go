@@ -764,10 +764,8 @@ var sumAdd = metered(fn2(add))
 
 // sortKey folds strings for the case-insensitive default of min, max, sort and unique.
 func sortKey(v any, caseSensitive bool) any {
-	if s, ok := v.(string); ok && !caseSensitive {
-		return strings.ToLower(s)
-	}
-	return v
+	var n int64
+	return sortKeyN(v, caseSensitive, &n)
 }
 
 // sortKeyN is sortKey adding the bytes it folds to *n (MaxRenderWork).

@@ -18,7 +18,7 @@ func withOwnPIDs(cmd *exec.Cmd) { cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NE
 // probeOwnPIDs starts /bin/true in a pid namespace of its own: nil when this
 // worker may make them (root, on a kernel and in a sandbox that allow it).
 // again says the failure may pass (the system was short of processes or
-// memory): probe again later rather than run without for good.
+// memory, or a signal interrupted it): probe again later rather than run without for good.
 func probeOwnPIDs() (again bool, err error) {
 	if os.Geteuid() != 0 {
 		return false, errors.New("only root may make pid namespaces (the worker does not run as root)")
